@@ -1,0 +1,46 @@
+# kernel_forge developer targets. `make install` once, then `make test` (CPU) or `make test-gpu`.
+SHELL := /bin/bash
+PY ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
+CUDA ?= cu13
+OUT ?= gpu-out
+
+TASK ?= matmul_f32
+
+.PHONY: install test optimize test-gpu bench lint clean
+
+# A virtual environment with kernel_forge and everything it needs from pip (no CUDA toolkit).
+.venv/.installed: pyproject.toml
+	python3 -m venv .venv
+	.venv/bin/python -m pip install -q --upgrade pip
+	.venv/bin/python -m pip install -q -e ".[$(CUDA),dev]"
+	touch $@
+
+install: .venv/.installed
+
+# The test suite: CPU tests everywhere; GPU tests (marked `gpu`) run where a GPU is present.
+test: .venv/.installed
+	.venv/bin/python -m pytest -q
+
+# The main job: optimise one bundled task; evidence goes to runs/run-NNN/.
+optimize: .venv/.installed
+	.venv/bin/kforge optimize manifests/$(TASK).json
+
+# The GPU suite and the benchmarks in one go (the device machine runs exactly this).
+# Wheels in .whl/ (jsonschema, anthropic, openai and their needs) are installed to /tmp/site first.
+test-gpu:
+	@mkdir -p $(OUT)
+	@if [ -d .whl ]; then $(PY) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+		--upgrade --target /tmp/site .whl/*.whl; fi
+	set -o pipefail; PYTHONPATH=$(CURDIR):/tmp/site PYTHONUNBUFFERED=1 $(PY) -m pytest -m gpu -v -rs \
+		--junitxml=$(OUT)/gpu-junit.xml 2>&1 | tee $(OUT)/gpu-tests.log
+
+bench:
+	@mkdir -p $(OUT)
+	PYTHONPATH=$(CURDIR):/tmp/site PYTHONUNBUFFERED=1 $(PY) bench/run_bench.py --out $(OUT)
+
+lint:
+	$(PY) -m compileall -q kernel_forge tests
+	$(PY) -m kernel_forge validate manifests/*.json
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache

@@ -1,0 +1,225 @@
+"""A candidate kernel: one ``.cu`` file that carries its own launch and tunables.
+
+Header lines (anywhere in the file, conventionally at the top) start with ``// kforge:``::
+
+    // kforge: block = [BLOCK, 1, 1]
+    // kforge: grid = [cdiv(n, BLOCK), 1, 1]
+    // kforge: shared_mem = 0
+    // kforge: tune BLOCK = [64, 128, 256, 512]
+    // kforge: define BLOCK = 256
+    // kforge: constraint BLOCK <= 1024
+
+``tune`` declares the values a tuner may try; ``define`` fixes the value used now (default: the
+first tune value).  Every tunable reaches the compiler as ``-DNAME=VALUE`` and may be used in
+launch expressions.  Lines without a header use the manifest's launch.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from . import expressions
+from .errors import CandidateError, ExpressionError
+
+_HEADER = re.compile(r"^\s*//\s*kforge:\s*(.*?)\s*$")
+_ASSIGN = re.compile(r"^(grid|block|shared_mem)\s*=\s*(.+)$")
+_TUNE = re.compile(r"^tune\s+([A-Za-z_]\w*)\s*=\s*(.+)$")
+_DEFINE = re.compile(r"^define\s+([A-Za-z_]\w*)\s*=\s*(.+)$")
+_CONSTRAINT = re.compile(r"^constraint\s+(.+)$")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Grid, block and dynamic shared memory as expressions over case variables and tunables."""
+
+    grid: tuple[str | int, ...]
+    block: tuple[str | int, ...]
+    shared_mem: str | int = 0
+
+    def resolve(self, variables: dict) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+        grid = tuple(expressions.evaluate_int(e, variables, what="grid size") for e in self.grid)
+        block = tuple(expressions.evaluate_int(e, variables, what="block size") for e in self.block)
+        smem = expressions.evaluate_int(self.shared_mem, variables, what="shared memory")
+        pad = lambda t: tuple(t) + (1,) * (3 - len(t))  # noqa: E731
+        return pad(grid), pad(block), smem
+
+    def to_json(self) -> dict:
+        return {"grid": list(self.grid), "block": list(self.block), "shared_mem": self.shared_mem}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """Kernel source plus the launch and tunable values it is to be run with."""
+
+    source: str
+    name: str = "candidate"           # a label for messages and evidence (file name, attempt id)
+    launch: Launch | None = None       # None: the manifest's launch
+    tunables: dict[str, tuple[int | float, ...]] = field(default_factory=dict)
+    defines: dict[str, int | float] = field(default_factory=dict)
+    constraints: tuple[str, ...] = ()
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.render().encode()).hexdigest()
+
+    def with_defines(self, defines: dict) -> "Candidate":
+        merged = dict(self.defines)
+        merged.update(defines)
+        return replace(self, defines=merged)
+
+    def satisfies_constraints(self, extra: dict | None = None) -> bool:
+        env = dict(extra or {})
+        env.update(self.defines)
+        try:
+            return all(bool(expressions.evaluate(c, env)) for c in self.constraints)
+        except ExpressionError:
+            return False
+
+    def configurations(self) -> list[dict]:
+        """Every combination of tune values that satisfies the constraints."""
+        if not self.tunables:
+            return [dict(self.defines)]
+        keys = sorted(self.tunables)
+        out = []
+        for combo in itertools.product(*(self.tunables[k] for k in keys)):
+            d = dict(self.defines)
+            d.update(zip(keys, combo))
+            if replace(self, defines=d).satisfies_constraints():
+                out.append(d)
+        return out
+
+    def compile_defines(self) -> dict[str, int | float]:
+        return dict(sorted(self.defines.items()))
+
+    def render(self) -> str:
+        """The source with its header rewritten to the current launch and defines, so the file
+        replays on its own."""
+        body = "\n".join(l for l in self.source.splitlines() if not _HEADER.match(l))
+        lines = []
+        if self.launch is not None:
+            fmt = lambda t: "[" + ", ".join(str(x) for x in t) + "]"  # noqa: E731
+            lines.append(f"// kforge: grid = {fmt(self.launch.grid)}")
+            lines.append(f"// kforge: block = {fmt(self.launch.block)}")
+            if self.launch.shared_mem not in (0, "0"):
+                lines.append(f"// kforge: shared_mem = {self.launch.shared_mem}")
+        for k, values in sorted(self.tunables.items()):
+            lines.append(f"// kforge: tune {k} = [{', '.join(str(v) for v in values)}]")
+        for k, v in sorted(self.defines.items()):
+            lines.append(f"// kforge: define {k} = {v}")
+        for c in self.constraints:
+            lines.append(f"// kforge: constraint {c}")
+        head = "\n".join(lines)
+        return (head + "\n" + body.lstrip("\n")) if head else body
+    # note: render() is idempotent: parse(render(c)) == c up to source whitespace
+
+
+def _split_list(text: str, *, file: str, line: int) -> list[str]:
+    text = text.strip()
+    if not (text.startswith("[") and text.endswith("]")):
+        return [text]
+    inner = text[1:-1]
+    parts, depth, cur = [], 0, ""
+    for ch in inner:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    if not parts:
+        raise CandidateError("empty list", file=file, line=line)
+    return parts
+
+
+def _expr(text: str, *, file: str, line: int) -> str | int | float:
+    try:
+        expressions.parse(text)
+    except ExpressionError as exc:
+        raise CandidateError(f"bad expression in kforge header: {exc}", file=file, line=line) from None
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def _number(text: str, *, file: str, line: int) -> int | float:
+    value = _expr(text, file=file, line=line)
+    if isinstance(value, str):
+        raise CandidateError(f"tunable values must be numbers, got {text!r}", file=file, line=line)
+    return value
+
+
+def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
+    """Read the ``// kforge:`` header of ``source``; raise :class:`CandidateError` with the line."""
+    grid = block = None
+    smem: str | int = 0
+    tunables: dict[str, tuple] = {}
+    defines: dict[str, int | float] = {}
+    constraints: list[str] = []
+    lines_of: dict[str, int] = {}
+    for lineno, raw in enumerate(source.splitlines(), start=1):
+        m = _HEADER.match(raw)
+        if not m:
+            continue
+        text = m.group(1)
+        if a := _ASSIGN.match(text):
+            key, value = a.group(1), a.group(2)
+            if key == "shared_mem":
+                smem = _expr(value, file=name, line=lineno)
+            else:
+                items = tuple(_expr(p, file=name, line=lineno)
+                              for p in _split_list(value, file=name, line=lineno))
+                if not 1 <= len(items) <= 3:
+                    raise CandidateError(f"{key} needs 1 to 3 dimensions", file=name, line=lineno)
+                if key == "grid":
+                    grid = items
+                else:
+                    block = items
+                lines_of[key] = lineno
+        elif t := _TUNE.match(text):
+            values = tuple(_number(p, file=name, line=lineno)
+                           for p in _split_list(t.group(2), file=name, line=lineno))
+            tunables[t.group(1)] = values
+        elif d := _DEFINE.match(text):
+            defines[d.group(1)] = _number(d.group(2), file=name, line=lineno)
+            lines_of["define " + d.group(1)] = lineno
+        elif c := _CONSTRAINT.match(text):
+            constraints.append(str(_expr(c.group(1), file=name, line=lineno)))
+        else:
+            raise CandidateError(
+                f"unknown kforge header {text!r}", file=name, line=lineno,
+                hint="use grid = [...], block = [...], shared_mem = EXPR, tune NAME = [...], "
+                     "define NAME = VALUE or constraint EXPR")
+    if (grid is None) != (block is None):
+        raise CandidateError("a kforge header needs both grid and block", file=name,
+                             line=lines_of.get("grid") or lines_of.get("block"))
+    for k, values in tunables.items():
+        if k in defines and defines[k] not in values:
+            raise CandidateError(f"define {k} = {defines[k]} is not among its tune values {list(values)}",
+                                 file=name, line=lines_of.get("define " + k))
+        defines.setdefault(k, values[0])
+    launch = Launch(grid, block, smem) if grid is not None else None
+    return Candidate(source=source, name=name, launch=launch, tunables=tunables,
+                     defines=defines, constraints=tuple(constraints))
+
+
+def load_candidate(path: str | Path) -> Candidate:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CandidateError(f"cannot read kernel file: {exc.strerror}", file=str(p)) from None
+    except UnicodeDecodeError:
+        raise CandidateError("kernel file is not UTF-8 text", file=str(p)) from None
+    return parse_candidate(text, name=str(p))

@@ -1,0 +1,191 @@
+"""The ``kforge`` command line. Thin: it fills option dataclasses, calls the library, prints,
+and is the only place where exceptions become exit codes:
+0 success, 1 a case or gate failed, 2 bad input, 3 environment (no GPU, driver, library)."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import CaseFailed, EnvironmentProblem, InputError, KForgeError
+
+
+def handle_errors(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except KForgeError as exc:
+            click.echo(f"kforge: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("kforge: interrupted", err=True)
+            sys.exit(130)
+        except click.exceptions.Exit:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the edge: no raw tracebacks for users
+            if os.environ.get("KFORGE_DEBUG"):
+                raise
+            click.echo(f"kforge: internal error: {type(exc).__name__}: {exc}\n"
+                       "  set KFORGE_DEBUG=1 for the traceback and please report it", err=True)
+            sys.exit(4)
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kforge")
+def cli():
+    """kernel_forge: make one CUDA kernel faster, and prove it."""
+
+
+# -- doctor ------------------------------------------------------------------------------------
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@handle_errors
+def doctor(as_json):
+    """What this machine has: GPU, driver, CUDA/NVRTC, bindings, CuPy, LLM keys."""
+    from .doctor import collect, render
+
+    report = collect()
+    click.echo(json.dumps(report, indent=2) if as_json else render(report))
+    if not report["gpu"].get("ok"):
+        sys.exit(3)
+
+
+# -- validate ----------------------------------------------------------------------------------
+@cli.command()
+@click.argument("manifests", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--deep", is_flag=True, help="Run the reference on every case for weak-case checks, large ones too.")
+@click.option("--strict", is_flag=True, help="Treat weak-case warnings as errors (exit 2).")
+@handle_errors
+def validate(manifests, deep, strict):
+    """Check manifests without a GPU: schema, meaning, files, the initial kernel, weak cases."""
+    from .validate import validate_manifest
+
+    bad = 0
+    warned = 0
+    for m in manifests:
+        try:
+            task, warnings = validate_manifest(m, deep=deep)
+        except InputError as exc:
+            click.echo(f"FAIL {exc}", err=True)
+            bad += 1
+            continue
+        roles = {r: len(task.cases_with(r)) for r in ("correctness", "performance", "holdout")}
+        click.echo(f"ok   {m}: {task.name} ({roles['correctness']} correctness, {roles['performance']} "
+                   f"performance, {roles['holdout']} holdout)")
+        for w in warnings:
+            click.echo(f"  warning: {w}")
+        warned += bool(warnings)
+    if bad or (strict and warned):
+        sys.exit(2)
+
+
+# -- compile -----------------------------------------------------------------------------------
+@cli.command("compile")
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option("--arch", help="Target, e.g. sm_90. Default: the GPU's (needs a GPU).")
+@click.option("-D", "--define", "defines", multiple=True, help="NAME=VALUE, overrides the file's kforge defines.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the CUBIN here.")
+@click.option("--no-cache", is_flag=True, help="Ignore the compile cache.")
+@handle_errors
+def compile_cmd(source, arch, defines, output, no_cache):
+    """Compile a kernel with NVRTC to CUBIN (works without a GPU when --arch is given)."""
+    from .candidate import load_candidate
+    from .gpu.nvrtc import compile_source
+
+    cand = load_candidate(source)
+    d = cand.compile_defines()
+    for item in defines:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise InputError(f"--define {item!r}: expected NAME=VALUE")
+        d[k] = v
+    if not arch:
+        from .doctor import gpu_arch
+        arch = gpu_arch()
+    res = compile_source(cand.source, arch=arch, defines=d, use_cache=not no_cache,
+                         file_label=Path(source).name)
+    r = res.resources
+    click.echo(f"compiled {source} for {arch} with NVRTC {res.nvrtc_version} in {res.seconds * 1000:.1f} ms"
+               f"{' (cached)' if res.cached else ''}: {len(res.cubin)} bytes CUBIN, "
+               f"{r.get('registers', '?')} registers, {r.get('spill_stores', 0)} B spill stores, "
+               f"{r.get('stack', 0)} B stack, {r.get('smem', 0)} B static shared")
+    if output:
+        Path(output).write_bytes(res.cubin)
+        click.echo(f"wrote {output}")
+
+
+# -- eval --------------------------------------------------------------------------------------
+def gate_options(f):
+    opts = [
+        click.option("--warmup", default=10, show_default=True, help="Untimed launches per performance case."),
+        click.option("--reps", default=100, show_default=True, help="Timed launches per performance case."),
+        click.option("--no-flush", is_flag=True, help="Keep the L2 warm between timed launches."),
+        click.option("--seed", default=0, show_default=True, help="Seed of the first input draw."),
+        click.option("--quick", is_flag=True, help="One input draw, no repeat-launch or post-timing checks."),
+        click.option("--timeout", default=10.0, show_default=True, help="Seconds allowed for one checked launch."),
+        click.option("--arch", default=None, help="Compile for this arch (default: the GPU's)."),
+        click.option("--sanitize", is_flag=True, help="Run compute-sanitizer (memcheck, racecheck) first."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
+    from .gate import GateOptions
+
+    kw = dict(warmup=warmup, reps=reps, flush_l2=not no_flush, seed=seed, launch_timeout_s=timeout,
+              arch=arch, sanitize=sanitize)
+    return GateOptions.quick(**kw) if quick else GateOptions(**kw)
+
+
+@cli.command("eval")
+@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.argument("kernel", required=False, type=click.Path(dir_okay=False))
+@gate_options
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write the result as JSON to this file ('-' for stdout).")
+@click.option("--no-initial", is_flag=True, help="Do not time the task's initial kernel for comparison.")
+@click.option("--no-baselines", is_flag=True, help="Do not time the vendor baselines.")
+@click.option("--holdout/--no-holdout", default=True, show_default=True, help="Also run the holdout cases.")
+@handle_errors
+def eval_cmd(manifest, kernel, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize,
+             json_out, no_initial, no_baselines, holdout):
+    """Compile, run, verify and time KERNEL (default: the task's initial kernel) on every case."""
+    from .evaluate import run_eval
+
+    options = make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, sanitize)
+    result, table = run_eval(manifest, kernel, options, with_initial=not no_initial,
+                             with_baselines=not no_baselines, with_holdout=holdout,
+                             progress=lambda msg: click.echo(msg, err=True))
+    if json_out == "-":
+        click.echo(json.dumps(result, indent=2, default=str))
+    else:
+        click.echo(table)
+        if json_out:
+            Path(json_out).write_text(json.dumps(result, indent=2, default=str))
+            click.echo(f"wrote {json_out}")
+    if not result["passed"]:
+        sys.exit(CaseFailed.exit_code)
+
+
+def main(argv=None):
+    cli.main(args=argv, prog_name="kforge", standalone_mode=True)
+
+
+def _register_optional():
+    """Commands that live in other modules register themselves here (keeps this file thin)."""
+    try:
+        from . import cli_loop  # noqa: F401
+    except ImportError:
+        pass
+
+
+_register_optional()

@@ -1,0 +1,110 @@
+"""The scalar types a kernel parameter may have, and how each is stored on the host.
+
+NumPy has no bfloat16, so bf16 buffers are stored as their 16-bit patterns (``uint16``) and
+converted to float32 with :func:`to_float` / :func:`from_float` when a reference or a
+comparison needs values.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str              # canonical name used in messages and evidence
+    storage: str           # numpy dtype of the buffer's bytes
+    ctype: type            # ctypes type used to pass a scalar of this type by value
+    kind: str              # 'float', 'int' or 'uint'
+    bits: int
+
+    @property
+    def itemsize(self) -> int:
+        return self.bits // 8
+
+    @property
+    def numpy(self) -> np.dtype:
+        return np.dtype(self.storage)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def host_compute(self) -> np.dtype:
+        """The NumPy dtype a reference sees for this type (bf16 is widened to float32)."""
+        return np.dtype(np.float32) if self.name == "bfloat16" else self.numpy
+
+
+def _d(name, storage, ctype, kind, bits):
+    return DType(name, storage, ctype, kind, bits)
+
+
+FLOAT32 = _d("float32", "float32", ctypes.c_float, "float", 32)
+FLOAT64 = _d("float64", "float64", ctypes.c_double, "float", 64)
+FLOAT16 = _d("float16", "float16", ctypes.c_uint16, "float", 16)
+BFLOAT16 = _d("bfloat16", "uint16", ctypes.c_uint16, "float", 16)
+INT8 = _d("int8", "int8", ctypes.c_int8, "int", 8)
+INT16 = _d("int16", "int16", ctypes.c_int16, "int", 16)
+INT32 = _d("int32", "int32", ctypes.c_int32, "int", 32)
+INT64 = _d("int64", "int64", ctypes.c_int64, "int", 64)
+UINT8 = _d("uint8", "uint8", ctypes.c_uint8, "uint", 8)
+UINT16 = _d("uint16", "uint16", ctypes.c_uint16, "uint", 16)
+UINT32 = _d("uint32", "uint32", ctypes.c_uint32, "uint", 32)
+UINT64 = _d("uint64", "uint64", ctypes.c_uint64, "uint", 64)
+
+#: C/CUDA spellings (after whitespace normalisation) → DType.
+C_TYPES: dict[str, DType] = {
+    "float": FLOAT32, "double": FLOAT64,
+    "half": FLOAT16, "__half": FLOAT16,
+    "__nv_bfloat16": BFLOAT16, "nv_bfloat16": BFLOAT16,
+    "char": INT8, "signed char": INT8, "int8_t": INT8,
+    "short": INT16, "short int": INT16, "signed short": INT16, "int16_t": INT16,
+    "int": INT32, "signed int": INT32, "signed": INT32, "int32_t": INT32,
+    "long long": INT64, "long long int": INT64, "signed long long": INT64, "int64_t": INT64,
+    "unsigned char": UINT8, "uint8_t": UINT8,
+    "unsigned short": UINT16, "unsigned short int": UINT16, "uint16_t": UINT16,
+    "unsigned int": UINT32, "unsigned": UINT32, "uint32_t": UINT32,
+    "unsigned long long": UINT64, "unsigned long long int": UINT64, "uint64_t": UINT64,
+    "size_t": UINT64,
+}
+
+#: Spellings refused with a reason (their width differs between Linux and Windows).
+AMBIGUOUS = {"long", "unsigned long", "long int", "unsigned long int"}
+
+BY_NAME: dict[str, DType] = {d.name: d for d in C_TYPES.values()}
+
+
+def to_float(bits: np.ndarray, dtype: DType) -> np.ndarray:
+    """Values of a stored buffer as a float array (bf16 bit patterns widened to float32)."""
+    if dtype.name == "bfloat16":
+        return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return np.asarray(bits)
+
+
+def from_float(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Store float values as ``dtype`` (round-to-nearest-even for bf16)."""
+    if dtype.name == "bfloat16":
+        f = np.ascontiguousarray(values, dtype=np.float32)
+        u = f.view(np.uint32)
+        # round to nearest even; wraps only for NaN patterns, which are overwritten below
+        rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+        out = rounded.astype(np.uint16)
+        nan = np.isnan(f)
+        if nan.any():
+            out[nan] = 0x7FC0
+        return out
+    return np.asarray(values).astype(dtype.numpy)
+
+
+def poison_value(dtype: DType) -> int | float:
+    """A finite sentinel no sane output holds: unwritten elements are caught by comparison."""
+    return {
+        "float32": -3.0e38, "float64": -1.7e308, "float16": -65504.0,
+        "bfloat16": 0xFF7F,  # bf16 bit pattern of about -3.39e38 (finite)
+        "int8": -128 + 1, "int16": -32768 + 1, "int32": -2147483647 + 17,
+        "int64": -(2 ** 63) + 17, "uint8": 0xEE, "uint16": 0xEEEE,
+        "uint32": 0xDEADBEEF, "uint64": 0xDEADBEEFDEADBEEF,
+    }[dtype.name]

@@ -1,0 +1,192 @@
+"""``runs/run-NNN/``: the evidence of one optimisation run, written atomically as it happens.
+
+Layout::
+
+    run.json              config, seeds, hashes of manifest/reference/harness, status
+    manifest.json         snapshot of the manifest as loaded
+    env.json              GPU, driver, CUDA/NVRTC, package versions, clocks
+    history.json          every attempt (source file, compile log, launch, verdicts, timings)
+    attempts/aNNNN.cu     the source of every attempt, as it was run (with its kforge header)
+    model-NNN.json        request, response and usage of every model call (secrets scrubbed)
+    summary.json          best attempt, speedups, % of peak, holdout, stop reason, tokens, cost
+    best.cu               the best kernel; replays on its own
+    best-case-NAME.json   a request that replays best.cu on one case (`kforge replay FILE`)
+    report.md, *.png      the report and its plots
+
+Every JSON file has a schema in ``kernel_forge/schemas``; every write goes to a temporary file
+that replaces the target, so a kill leaves either the old or the new file, never half of one.
+Secrets are scrubbed from everything written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from .errors import InputError
+
+SCHEMA_FOR = {
+    "run.json": "run.schema.json",
+    "history.json": "history.schema.json",
+    "summary.json": "summary.schema.json",
+    "env.json": "env.schema.json",
+}
+_RUN_NAME = re.compile(r"^run-(\d{3,})$")
+
+
+def _scrub(obj):
+    from .proposers.models import scrub
+
+    return scrub(obj, tuple(v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_AUTH_TOKEN")) and v))
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+@lru_cache(maxsize=None)
+def schema(name: str) -> dict:
+    return json.loads(resources.files("kernel_forge").joinpath(f"schemas/{name}").read_text())
+
+
+def validate_file(path: Path) -> None:
+    """Validate one evidence file against its published schema (raises jsonschema errors)."""
+    import jsonschema
+
+    name = path.name
+    if name.startswith("model-"):
+        sname = "model_call.schema.json"
+    elif name.startswith("best-case-"):
+        sname = "replay_request.schema.json"
+    else:
+        sname = SCHEMA_FOR[name]
+    jsonschema.validate(json.loads(path.read_text()), schema(sname))
+
+
+class RunDir:
+    """One run's folder."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    # -- creation ---------------------------------------------------------------------------
+    @classmethod
+    def create(cls, root: str | Path = "runs") -> "RunDir":
+        root = Path(root)
+        root.mkdir(parents=True, exist_ok=True)
+        taken = [int(m.group(1)) for p in root.iterdir() if (m := _RUN_NAME.match(p.name))]
+        n = max(taken, default=0) + 1
+        while True:
+            p = root / f"run-{n:03d}"
+            try:
+                p.mkdir()
+                break
+            except FileExistsError:
+                n += 1
+        (p / "attempts").mkdir()
+        return cls(p)
+
+    @classmethod
+    def open(cls, path: str | Path) -> "RunDir":
+        p = Path(path)
+        if not (p / "run.json").is_file():
+            raise InputError(f"{p} is not a kforge run folder (no run.json)",
+                             hint="pass a folder like runs/run-007")
+        return cls(p)
+
+    # -- writing ----------------------------------------------------------------------------
+    def write_json(self, name: str, obj) -> Path:
+        target = self.path / name
+        atomic_write(target, (json.dumps(_scrub(obj), indent=2, default=_default) + "\n").encode())
+        return target
+
+    def write_text(self, name: str, text: str) -> Path:
+        target = self.path / name
+        atomic_write(target, _scrub(text).encode())
+        return target
+
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        target = self.path / name
+        atomic_write(target, data)
+        return target
+
+    # -- reading ----------------------------------------------------------------------------
+    def read_json(self, name: str, default=None):
+        p = self.path / name
+        if not p.is_file():
+            return default
+        try:
+            return json.loads(p.read_text())
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}: damaged JSON ({exc}); the run cannot be resumed from it") from None
+
+    def model_calls(self) -> list[Path]:
+        return sorted(self.path.glob("model-*.json"))
+
+    def next_model_index(self) -> int:
+        nums = [int(p.stem.split("-")[1]) for p in self.model_calls()]
+        return max(nums, default=0) + 1
+
+    def json_files(self) -> list[Path]:
+        names = [n for n in SCHEMA_FOR if (self.path / n).is_file()]
+        return ([self.path / n for n in names] + self.model_calls()
+                + sorted(self.path.glob("best-case-*.json")))
+
+
+def _default(o):
+    if hasattr(o, "to_json"):
+        return o.to_json()
+    if isinstance(o, Path):
+        return str(o)
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    try:
+        import dataclasses
+        if dataclasses.is_dataclass(o):
+            return dataclasses.asdict(o)
+    except Exception:  # noqa: BLE001
+        pass
+    if hasattr(o, "item"):
+        return o.item()
+    return str(o)
+
+
+def environment_fingerprint(device: dict | None, calibration: dict | None) -> dict:
+    """GPU, driver, CUDA/NVRTC and package versions, clocks (from the device attributes)."""
+    import platform
+    from importlib import metadata
+
+    from . import __version__
+
+    pkgs = {}
+    for dist in ("cuda-bindings", "cuda-pathfinder", "cupy-cuda13x", "cupy-cuda12x", "nvidia-cuda-nvrtc",
+                 "nvidia-cuda-nvrtc-cu12", "numpy", "jsonschema", "click", "anthropic", "openai"):
+        try:
+            pkgs[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    nvrtc = None
+    try:
+        from .gpu.nvrtc import nvrtc_version
+        nvrtc = nvrtc_version()
+    except Exception:  # noqa: BLE001
+        pass
+    return {"kernel_forge": __version__, "python": platform.python_version(), "platform": platform.platform(),
+            "packages": pkgs, "nvrtc": nvrtc, "device": device, "calibration": calibration}

@@ -1,0 +1,344 @@
+"""Run one case of one kernel on the GPU, inside the gate's worker process.
+
+:func:`worker_main` is the worker's entry point: it owns the CUDA context (through CuPy), answers
+requests from the parent over a pipe, and never sees the reference's outputs.  A sticky CUDA
+error ends the worker after its answer; the parent starts a fresh one.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..candidate import Launch
+from ..dtypes import from_float, poison_value
+from ..errors import CudaError, KForgeError
+from ..inputs import generate
+from ..task import Task
+from . import driver
+from .timing import L2Flusher, bench
+
+
+@dataclass
+class KernelSpec:
+    """What to run: a compiled kernel (cubin) or a Python baseline callable."""
+
+    kind: str                          # "cuda" or "python"
+    label: str
+    cubin: bytes | None = None
+    entry: str = ""
+    launch: Launch | None = None
+    defines: dict = field(default_factory=dict)
+    module_path: str = ""              # python baselines
+    function: str = ""
+
+    @property
+    def key(self) -> str:
+        h = hashlib.sha256()
+        h.update(self.kind.encode() + self.label.encode() + self.entry.encode())
+        h.update(self.cubin or self.module_path.encode() + self.function.encode())
+        return h.hexdigest()
+
+
+@dataclass
+class RunOptions:
+    seed: int
+    check: bool = True            # poison outputs and return them
+    repeat: bool = True           # second launch on the same inputs, compare bit-for-bit
+    time: bool = False
+    warmup: int = 10
+    reps: int = 100
+    flush: bool = True
+    return_after_timing: bool = True
+
+
+class CaseFailure(Exception):
+    def __init__(self, reason: str, message: str, *, code: str = "", sticky: bool = False):
+        super().__init__(message)
+        self.reason, self.message, self.code, self.sticky = reason, message, code, sticky
+
+
+def classify(exc: BaseException) -> CaseFailure:
+    """Map a CUDA/CuPy exception to a gate reason."""
+    if isinstance(exc, CaseFailure):
+        return exc
+    text = f"{type(exc).__name__}: {exc}"
+    code = exc.code if isinstance(exc, CudaError) else ""
+    if not code:
+        for token in str(exc).replace(":", " ").split():
+            if token.startswith(("CUDA_ERROR_", "cudaError")):
+                code = token
+                break
+    norm = code.upper().replace("CUDAERROR", "CUDA_ERROR_")
+    if "OutOfMemory" in type(exc).__name__ or "OUT_OF_MEMORY" in norm or "MEMORYALLOCATION" in norm:
+        return CaseFailure("out_of_memory", text, code=code or "CUDA_ERROR_OUT_OF_MEMORY")
+    sticky_names = {n.replace("CUDA_ERROR_", "").replace("_", "") for n in driver.STICKY}
+    flat = norm.replace("CUDA_ERROR_", "").replace("_", "")
+    if code and flat in sticky_names or "illegal" in text.lower():
+        return CaseFailure("crash", text, code=code, sticky=True)
+    if code:
+        return CaseFailure("launch_failed", text, code=code)
+    return CaseFailure("harness_error", text + "\n" + traceback.format_exc(limit=-4))
+
+
+class CaseRunner:
+    """Holds the device state of a worker: context, stream, loaded modules, L2 flusher."""
+
+    def __init__(self, task: Task, ordinal: int = 0):
+        import cupy
+
+        self.cupy = cupy
+        self.task = task
+        driver.probe()
+        cupy.cuda.Device(ordinal).use()
+        cupy.zeros(1)  # makes CuPy's primary context current for the driver calls
+        self.info = driver.device_info(ordinal)
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.modules: dict[str, driver.Module] = {}
+        self.baselines: dict[str, object] = {}
+        self._flusher: L2Flusher | None = None
+        self._inputs: dict[tuple[str, int], object] = {}
+
+    def inputs(self, case, seed: int):
+        """Host inputs of (case, seed), drawn once and kept for the next candidates (read-only)."""
+        key = (case.name, seed)
+        if key not in self._inputs:
+            budget = 4 << 30
+            size = lambda ci: sum(b.nbytes for b in ci.buffers.values())  # noqa: E731
+            while self._inputs and sum(size(v) for v in self._inputs.values()) > budget:
+                self._inputs.pop(next(iter(self._inputs)))
+            self._inputs[key] = generate(self.task, case, seed)
+        return self._inputs[key]
+
+    # -- helpers ------------------------------------------------------------------------
+    def flusher(self) -> L2Flusher:
+        if self._flusher is None:
+            self._flusher = L2Flusher(self.info.l2_bytes or (64 << 20))
+        return self._flusher
+
+    def module(self, spec: KernelSpec) -> driver.Module:
+        mod = self.modules.get(spec.key)
+        if mod is None:
+            if len(self.modules) > 32:
+                for m in self.modules.values():
+                    m.unload()
+                self.modules.clear()
+            mod = driver.Module(spec.cubin, spec.entry)
+            self.modules[spec.key] = mod
+        return mod
+
+    def check_launch(self, grid, block, smem, mod: driver.Module | None) -> None:
+        info = self.info
+        threads = block[0] * block[1] * block[2]
+        problems = []
+        if min(grid) < 1 or min(block) < 1:
+            problems.append(f"grid {grid} and block {block} need every dimension >= 1")
+        if threads > info.max_threads_per_block:
+            problems.append(f"block {block} has {threads} threads; this GPU allows {info.max_threads_per_block}")
+        for i, (b, mb) in enumerate(zip(block, info.max_block)):
+            if b > mb:
+                problems.append(f"block dimension {'xyz'[i]} = {b} exceeds {mb}")
+        for i, (g, mg) in enumerate(zip(grid, info.max_grid)):
+            if g > mg:
+                problems.append(f"grid dimension {'xyz'[i]} = {g} exceeds {mg}")
+        if smem < 0:
+            problems.append(f"dynamic shared memory {smem} is negative")
+        static = mod.attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES") if mod else 0
+        if smem + static > info.max_smem_per_block_optin:
+            problems.append(f"{smem} bytes of dynamic + {static} of static shared memory exceed this GPU's "
+                            f"opt-in maximum of {info.max_smem_per_block_optin} bytes per block")
+        if mod is not None:
+            max_threads = mod.attribute("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK")
+            if threads > max_threads:
+                regs = mod.attribute("CU_FUNC_ATTRIBUTE_NUM_REGS")
+                problems.append(f"block of {threads} threads exceeds this kernel's limit of {max_threads} "
+                                f"({regs} registers per thread or __launch_bounds__)")
+        if problems:
+            raise CaseFailure("launch_config", "; ".join(problems))
+        if mod is not None and smem > info.max_smem_per_block:
+            mod.set_max_dynamic_smem(smem)
+
+    def _scalar_ctype(self, param, value):
+        dt = param.dtype
+        if dt.name == "float16":
+            return int(np.float16(value).view(np.uint16)), dt.ctype
+        if dt.name == "bfloat16":
+            return int(from_float(np.array([value], np.float32), dt)[0]), dt.ctype
+        return value, dt.ctype
+
+    # -- one case -----------------------------------------------------------------------
+    def run_case(self, spec: KernelSpec, case_name: str, opts: RunOptions, progress=None) -> dict:
+        cp = self.cupy
+        task = self.task
+        case = task.case(case_name)
+        inputs = self.inputs(case, opts.seed)
+        out: dict = {"case": case_name, "seed": opts.seed}
+        dev: dict[str, object] = {}
+        pristine: dict[str, object] = {}
+        try:
+            with self.stream:
+                for arg in task.args:
+                    if arg.is_buffer:
+                        dev[arg.name] = cp.asarray(inputs.buffers[arg.name])
+                        if arg.in_out:
+                            pristine[arg.name] = dev[arg.name].copy()
+                self.stream.synchronize()
+
+            pure = [a for a in task.outputs if not a.in_out]
+
+            def poison_and_reset():
+                for a in pure:
+                    dev[a.name].fill(poison_value(a.param.dtype))
+                for name, p in pristine.items():
+                    cp.copyto(dev[name], p)
+
+            def reset_only():
+                for name, p in pristine.items():
+                    cp.copyto(dev[name], p)
+
+            if spec.kind == "cuda":
+                mod = self.module(spec)
+                sizes = mod.param_sizes()
+                want = [8 if a.is_buffer else a.param.dtype.itemsize for a in task.args]
+                if sizes is not None and sizes != want:
+                    raise CaseFailure("signature_mismatch",
+                                      f"the compiled kernel's parameter sizes are {sizes} bytes; the task's "
+                                      f"signature needs {want}")
+                variables = dict(case.vars)
+                variables.update(spec.defines)
+                try:
+                    grid, block, smem = spec.launch.resolve(variables)
+                except KForgeError as exc:
+                    raise CaseFailure("launch_config", f"launch expression: {exc}") from None
+                out["launch"] = {"grid": list(grid), "block": list(block), "shared_mem": smem}
+                self.check_launch(grid, block, smem, mod)
+                values = []
+                for arg in task.args:
+                    if arg.is_buffer:
+                        values.append((dev[arg.name].data.ptr, driver.ctypes.c_void_p))
+                    else:
+                        values.append(self._scalar_ctype(arg.param, inputs.scalars[arg.name]))
+                packed = driver.PackedArgs(values)
+                stream_ptr = self.stream.ptr
+
+                def launch():
+                    driver.launch(mod, grid, block, smem, stream_ptr, packed)
+            else:
+                from ..references import load_callable
+                from ..task import CallableRef
+                from pathlib import Path
+                fn = load_callable(CallableRef("python", Path(spec.module_path), spec.function))
+                kwargs = dict(dev)
+                kwargs.update(inputs.scalars)
+
+                def launch():
+                    with self.stream:
+                        fn(**kwargs)
+
+            def checked_launch():
+                with self.stream:
+                    poison_and_reset()
+                t0 = time.perf_counter()
+                launch()
+                self.stream.synchronize()
+                driver.synchronize("kernel execution")
+                return time.perf_counter() - t0
+
+            def download():
+                return {a.name: cp.asnumpy(dev[a.name]) for a in task.outputs}
+
+            if opts.check:
+                seconds = checked_launch()
+                out["first_launch_s"] = seconds
+                if progress:
+                    progress(seconds)
+                out["outputs"] = download()
+                modified = []
+                for arg in task.args:
+                    if arg.is_buffer and arg.param.const:
+                        now = cp.asnumpy(dev[arg.name])
+                        if not np.array_equal(now.view(np.uint8), inputs.buffers[arg.name].view(np.uint8)):
+                            modified.append(arg.name)
+                out["inputs_modified"] = modified
+                if opts.repeat:
+                    checked_launch()
+                    out["outputs_repeat"] = download()
+            if opts.time:
+                with self.stream:
+                    reset_only()
+                timing = bench(launch, self.stream, warmup=opts.warmup, reps=opts.reps,
+                               flush=self.flusher() if opts.flush else None,
+                               prepare=(lambda: reset_only()) if pristine else None)
+                driver.synchronize("timed launches")
+                out["timing"] = timing.to_json()
+                if opts.return_after_timing:
+                    out["outputs_after_timing"] = download()
+            return out
+        finally:
+            dev.clear()
+            pristine.clear()
+            try:
+                cp.get_default_memory_pool().free_all_blocks()
+            except Exception:  # noqa: BLE001 - context may be dead after a sticky error
+                pass
+
+    def calibrate(self) -> dict:
+        """Measured device-to-device copy bandwidth (bytes read + written per second)."""
+        cp = self.cupy
+        free, _total = cp.cuda.runtime.memGetInfo()
+        nbytes = int(min(1 << 30, free // 8)) & ~0xFFFF
+        src = cp.empty(nbytes, dtype=cp.uint8)
+        dst = cp.empty(nbytes, dtype=cp.uint8)
+        src.fill(1)
+        with self.stream:
+            def copy():
+                dst.data.copy_from_device_async(src.data, nbytes, self.stream)
+            t = bench(copy, self.stream, warmup=3, reps=10, flush=None)
+        del src, dst
+        cp.get_default_memory_pool().free_all_blocks()
+        bw = 2.0 * nbytes / (t.median * 1e-6)
+        return {"copy_bytes": nbytes, "copy_us": t.median, "bandwidth": bw}
+
+
+def worker_main(conn, task_path: str, ordinal: int = 0) -> None:
+    """Entry point of the worker process (spawned)."""
+    os.environ.setdefault("CUPY_ACCELERATORS", "")
+    try:
+        from ..task import load_task
+        task = load_task(task_path)
+        runner = CaseRunner(task, ordinal)
+        conn.send(("ready", {"device": runner.info.to_json(), "pid": os.getpid()}))
+    except BaseException as exc:  # noqa: BLE001 - report anything to the parent, then exit
+        conn.send(("fatal", {"type": type(exc).__name__, "message": str(exc),
+                             "exit_code": getattr(exc, "exit_code", 3)}))
+        conn.close()
+        return
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        op, payload = msg
+        if op == "exit":
+            return
+        try:
+            if op == "run":
+                spec, case_name, opts = payload
+                result = runner.run_case(spec, case_name, opts,
+                                         progress=lambda s: conn.send(("progress", {"first_launch_s": s})))
+                conn.send(("ok", result))
+            elif op == "calibrate":
+                conn.send(("ok", runner.calibrate()))
+            else:
+                conn.send(("error", {"reason": "harness_error", "message": f"unknown op {op}"}))
+        except BaseException as exc:  # noqa: BLE001
+            failure = classify(exc)
+            conn.send(("error", {"reason": failure.reason, "message": failure.message,
+                                 "code": failure.code, "sticky": failure.sticky}))
+            if failure.sticky:
+                conn.close()
+                os._exit(0)

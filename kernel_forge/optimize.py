@@ -1,0 +1,158 @@
+"""Assemble a run of ``kforge optimize``: config, proposer, gate, run folder; and resume it."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from . import __version__
+from .errors import InputError
+from .evidence import RunDir, environment_fingerprint
+from .gate import Gate, GateOptions
+from .loop import LoopConfig, Optimizer
+from .proposers.base import ProposalRequest, ProposalResult
+from .task import Task, load_task
+
+
+@dataclass
+class ProposerConfig:
+    """Where proposals come from. No model and no replay: the built-in tuner."""
+
+    models: list[str] = field(default_factory=list)  #: "anthropic:MODEL" / "openai:MODEL", several form an ensemble
+    base_url: str | None = None                      #: OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp)
+    ensemble: str = "round-robin"                    #: "round-robin" (one model per iteration) or "parallel"
+    replay: str | None = None                        #: folder of .cu files or JSONL of recorded answers
+    prices: dict = field(default_factory=dict)       #: price overrides {"provider:model": {"input": $, "output": $}}
+    max_tokens: int = 8192                           #: output tokens per model answer
+    temperature: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return "replay" if self.replay else ("models" if self.models else "tune")
+
+
+class EnsembleProposer:
+    """Several model proposers: one per iteration in turn, or all of them each iteration."""
+
+    def __init__(self, members, mode: str = "round-robin"):
+        if mode not in ("round-robin", "parallel"):
+            raise InputError(f"--ensemble must be round-robin or parallel, not {mode!r}")
+        self.members, self.mode = members, mode
+        self.name = "+".join(m.name for m in members)
+
+    def propose(self, request: ProposalRequest) -> ProposalResult:
+        if self.mode == "round-robin" or len(self.members) == 1:
+            member = self.members[(request.iteration - 1) % len(self.members)]
+            return member.propose(request)
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=len(self.members)) as pool:
+            results = list(pool.map(lambda m: m.propose(request), self.members))
+        merged = ProposalResult()
+        for r in results:
+            merged.proposals += r.proposals
+            merged.calls += r.calls
+            merged.errors += r.errors
+        return merged
+
+
+def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = None):
+    history = history or []
+    if cfg.replay:
+        from .proposers.replay import ReplayProposer
+        # every replayed proposal has a unique label (file name or FILE:LINE)
+        labels = {a.get("label") for a in history if a.get("proposer") == "replay"}
+        return ReplayProposer(cfg.replay, skip=len(labels))
+    if cfg.models:
+        from .proposers.models import make_model_proposer
+        members = [make_model_proposer(m, base_url=cfg.base_url, prices=cfg.prices or None,
+                                       max_tokens=cfg.max_tokens, temperature=cfg.temperature) for m in cfg.models]
+        return EnsembleProposer(members, cfg.ensemble)
+    from .proposers.tune import TuneProposer
+    templates = list(getattr(task, "templates", ()) or ())
+    done = len({a.get("label") for a in history if a.get("proposer") == "tune"})
+    return TuneProposer(templates, skip=done)
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_config_file(path: str | Path) -> dict:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read config: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{p}: a config is a JSON object")
+    known = {"manifest", "runs_dir"} | {f"loop.{f.name}" for f in fields(LoopConfig)} | \
+            {f"gate.{f.name}" for f in fields(GateOptions)} | {f"proposer.{f.name}" for f in fields(ProposerConfig)}
+    for section in ("loop", "gate", "proposer"):
+        sub = data.get(section, {})
+        if not isinstance(sub, dict):
+            raise InputError(f"{p}: $.{section} must be an object")
+        for k in sub:
+            if f"{section}.{k}" not in known:
+                raise InputError(f"{p}: $.{section}.{k}: unknown setting",
+                                 hint="known: " + ", ".join(sorted(x for x in known if x.startswith(section + "."))))
+    for k in data:
+        if k not in ("loop", "gate", "proposer", "manifest", "runs_dir", "$comment"):
+            raise InputError(f"{p}: $.{k}: unknown section (loop, gate, proposer, manifest, runs_dir)")
+    return data
+
+
+def _build(cls, values: dict, where: str):
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
+def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, prop: ProposerConfig,
+              runs_dir: str | Path = "runs", progress=lambda m: None) -> Optimizer:
+    task = load_task(manifest)
+    proposer = make_proposer(prop, task)
+    gate = Gate(task, gate_opts)
+    gate.ensure_gpu()
+    run = RunDir.create(runs_dir)
+    run.write_json("run.json", {
+        "task": task.name, "manifest": str(Path(manifest).resolve()), "kernel_forge": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": sys.argv,
+        "hashes": {"task": task.hash(), "manifest": _sha(task.path), "reference": _sha(task.reference.path),
+                   "initial": _sha(task.initial), "harness": harness_hash()},
+        "loop": loop.to_json(), "gate": asdict(gate_opts), "proposer": asdict(prop)})
+    run.write_json("manifest.json", task.raw)
+    run.write_json("env.json", environment_fingerprint(gate.device_info(), gate.calibrate()))
+    return Optimizer(task, gate, proposer, run, loop, progress=progress)
+
+
+def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None = None) -> Optimizer:
+    run = RunDir.open(path)
+    meta = run.read_json("run.json")
+    task = load_task(meta["manifest"])
+    if task.hash() != meta["hashes"]["task"]:
+        raise InputError(f"{meta['manifest']} or its reference changed since {run.path.name} started; "
+                         "a run cannot resume against a different task", hint="start a new run instead")
+    loop = _build(LoopConfig, {**meta["loop"], **(overrides or {})}, "run.json $.loop")
+    gate_opts = _build(GateOptions, meta["gate"], "run.json $.gate")
+    prop = _build(ProposerConfig, meta["proposer"], "run.json $.proposer")
+    hist = run.read_json("history.json", {}) or {}
+    proposer = make_proposer(prop, task, hist.get("attempts", []))
+    gate = Gate(task, gate_opts)
+    gate.ensure_gpu()
+    return Optimizer(task, gate, proposer, run, loop, progress=progress)
+
+
+def harness_hash() -> str:
+    """Hash of kernel_forge's own source: which harness produced the evidence."""
+    root = Path(__file__).parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()

@@ -1,0 +1,1 @@
+"""Proposers: where candidate kernels come from. All implement :class:`base.Proposer`."""

@@ -1,0 +1,65 @@
+"""The proposer protocol shared by anthropic, openai, replay and tune.
+
+The loop builds a :class:`ProposalRequest` (prompt text already rendered, never holding holdout
+cases) and asks a proposer for up to ``n`` :class:`Proposal` s.  Model-backed proposers also
+return one :class:`ModelCall` per HTTP exchange, which the evidence layer writes as
+``model-NNN.json`` (with any API key scrubbed).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass
+class Proposal:
+    """One candidate as a proposer returns it."""
+
+    source: str                                  # full .cu text (may carry a // kforge: header)
+    rationale: str = ""
+    launch: dict | None = None                   # {"grid": [...], "block": [...], "shared_mem": ...}
+    tunables: dict[str, list] | None = None      # {"BLOCK": [64, 128, 256]}
+    proposer: str = ""                           # e.g. "anthropic:claude-sonnet-4-5", "replay", "tune"
+    parent: str | None = None                    # attempt id this was derived from
+    label: str = ""                              # e.g. a replay file name
+
+
+@dataclass
+class ModelCall:
+    """One request/response exchange with a model, as written to evidence."""
+
+    provider: str                 # "anthropic" | "openai"
+    model: str
+    request: dict                 # the JSON body sent (no headers, no key)
+    response: dict | None         # the JSON body received (None on transport failure)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    attempts: int = 1             # HTTP attempts including retries
+    error: str | None = None
+
+
+@dataclass
+class ProposalRequest:
+    system: str                   # system prompt
+    prompt: str                   # user prompt: task, device, best kernel, history, failures
+    n: int = 1                    # how many proposals wanted
+    iteration: int = 0
+
+
+@dataclass
+class ProposalResult:
+    proposals: list[Proposal] = field(default_factory=list)
+    calls: list[ModelCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)   # proposer-side failures (as data)
+
+
+class Exhausted(Exception):
+    """Raised by a proposer that has nothing more to propose (replay at its end)."""
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self, request: ProposalRequest) -> ProposalResult: ...

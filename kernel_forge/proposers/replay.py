@@ -1,0 +1,82 @@
+"""Replay: proposals from a folder of ``.cu`` files or a JSONL of recorded model answers.
+
+A folder is replayed in name order, one file per proposal.  A JSONL file holds one JSON object
+per line, either proposal arguments (``{"source": ..., "rationale": ..., "launch": ...,
+"tunables": ...}``) or a recorded ``model-NNN.json`` body whose response carries them.  Replay is
+how a reviewer re-runs a recorded optimisation without a model, and how tests drive the loop.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import InputError
+from .base import Exhausted, Proposal, ProposalRequest, ProposalResult
+from .schema import ProposalSchemaError, check_proposal, to_proposal
+
+
+def _args_from_record(obj: dict) -> dict | None:
+    """Proposal arguments from a recorded model call (Anthropic or OpenAI response), if any."""
+    if "source" in obj:
+        return obj
+    resp = obj.get("response") or {}
+    for block in resp.get("content", []) or []:          # Anthropic: tool_use block
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            return block.get("input")
+    for choice in resp.get("choices", []) or []:          # OpenAI: function tool call
+        for call in (choice.get("message") or {}).get("tool_calls") or []:
+            try:
+                return json.loads(call["function"]["arguments"])
+            except (KeyError, TypeError, json.JSONDecodeError):
+                return None
+    return None
+
+
+def load_proposals(path: str | Path) -> list[Proposal]:
+    p = Path(path)
+    out: list[Proposal] = []
+    if p.is_dir():
+        files = sorted(p.glob("*.cu"))
+        if not files:
+            raise InputError(f"{p}: no .cu files to replay")
+        for f in files:
+            out.append(Proposal(source=f.read_text(encoding="utf-8"), rationale=f"replay of {f.name}",
+                                proposer="replay", label=f.name))
+        return out
+    if not p.is_file():
+        raise InputError(f"{p}: no such file or folder to replay")
+    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}:{lineno}: not JSON ({exc.msg})") from None
+        args = _args_from_record(obj) if isinstance(obj, dict) else None
+        problem = check_proposal(args) if args is not None else "no proposal in this record"
+        if problem:
+            raise InputError(f"{p}:{lineno}: {problem}")
+        try:
+            out.append(to_proposal(args, proposer="replay", label=f"{p.name}:{lineno}"))
+        except ProposalSchemaError as exc:
+            raise InputError(f"{p}:{lineno}: {exc}") from None
+    if not out:
+        raise InputError(f"{p}: no proposals in it")
+    return out
+
+
+class ReplayProposer:
+    """Hands out recorded proposals in order; ``skip`` resumes after those already recorded."""
+
+    def __init__(self, path: str | Path, skip: int = 0):
+        self.path = Path(path)
+        self.proposals = load_proposals(path)
+        self.position = skip
+        self.name = "replay"
+
+    def propose(self, request: ProposalRequest) -> ProposalResult:
+        if self.position >= len(self.proposals):
+            raise Exhausted(f"all {len(self.proposals)} recorded proposals from {self.path} were replayed")
+        batch = self.proposals[self.position:self.position + max(1, request.n)]
+        self.position += len(batch)
+        return ProposalResult(proposals=list(batch))

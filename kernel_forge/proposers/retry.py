@@ -1,0 +1,185 @@
+"""One retry policy for every model call.
+
+Transient failures (HTTP 408, 429, 500, 502, 503, 504, 529, timeouts, dropped connections) are
+retried with exponential backoff and jitter; a ``Retry-After`` header (seconds or an HTTP date)
+or ``retry-after-ms`` is honoured instead of the backoff.  Every wait is capped at
+``max_delay``.  Anything else (400, 401, 404 ...) fails at once.
+
+The SDK clients are built with ``max_retries=0`` so that this is the only policy in force and
+:class:`Outcome.attempts` counts every HTTP attempt.  ``sleep`` (and ``random`` and ``now``) are
+injectable so that tests run without waiting.
+"""
+from __future__ import annotations
+
+import datetime
+import email.utils
+import random as _random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 529})
+
+
+@dataclass
+class RetryPolicy:
+    max_attempts: int = 5            # HTTP attempts in all, the first included
+    base_delay: float = 1.0          # first backoff, doubled per attempt
+    max_delay: float = 60.0          # cap on any one wait, Retry-After included
+    jitter: float = 0.25             # backoff is scaled by a factor in [1 - jitter, 1]
+    sleep: Callable[[float], None] = time.sleep
+    random: Callable[[], float] = _random.random
+    now: Callable[[], float] = time.time   # wall clock, for Retry-After HTTP dates
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.base_delay < 0 or self.max_delay < 0 or not 0 <= self.jitter <= 1:
+            raise ValueError("base_delay and max_delay must be >= 0 and jitter within [0, 1]")
+
+    def backoff(self, attempt: int) -> float:
+        """The wait after failed attempt number ``attempt`` (1-based) when the server gave no hint."""
+        raw = min(self.max_delay, self.base_delay * (2.0 ** (attempt - 1)))
+        return max(0.0, raw * (1.0 - self.jitter * self.random()))
+
+    def delay(self, attempt: int, headers: Mapping[str, str] | None) -> float:
+        hinted = parse_retry_after(headers, now=self.now)
+        if hinted is not None:
+            return min(self.max_delay, hinted)
+        return self.backoff(attempt)
+
+
+@dataclass
+class Failure:
+    """How a failed attempt is to be treated."""
+
+    retryable: bool
+    description: str                         # e.g. "HTTP 429: rate limited", "timeout"
+    status: int | None = None
+    headers: Mapping[str, str] | None = None
+    body: object | None = None               # the error response's JSON body, if any
+
+
+@dataclass
+class Outcome(Generic[T]):
+    value: T | None = None
+    error: BaseException | None = None
+    failure: Failure | None = None           # the last failure (None on success)
+    attempts: int = 0
+    delays: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    getter = getattr(headers, "get", None)
+    if getter is None:
+        return None
+    value = getter(name)
+    if value is None:                        # a plain dict: look case-insensitively
+        lname = name.lower()
+        for k, v in headers.items():
+            if str(k).lower() == lname:
+                return v
+    return value
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, *,
+                      now: Callable[[], float] = time.time) -> float | None:
+    """Seconds to wait as the server asked: ``retry-after-ms`` (milliseconds), else
+    ``Retry-After`` as seconds or as an HTTP date.  ``None`` if absent or unreadable; a date
+    in the past gives 0."""
+    if not headers:
+        return None
+    ms = _header(headers, "retry-after-ms")
+    if ms is not None:
+        try:
+            value = float(ms) / 1000.0
+            if value >= 0:
+                return value
+        except ValueError:
+            pass
+    text = _header(headers, "retry-after")
+    if text is None:
+        return None
+    text = str(text).strip()
+    try:
+        value = float(text)
+        return value if value >= 0 else None
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:                  # "-0000": UTC with no zone named
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, when.timestamp() - now())
+
+
+def _error_message(body: object) -> str | None:
+    """``error.message`` from either provider's error body."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return inner["message"]
+    return None
+
+
+def classify_exception(exc: BaseException) -> Failure | None:
+    """A provider-neutral classifier: anything with an integer ``status_code`` (both SDKs'
+    ``APIStatusError``), timeouts and connection errors.  ``None``: not a call failure."""
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+        try:
+            body = response.json()               # the whole error body, as received
+        except Exception:  # noqa: BLE001 - not JSON, or no response
+            body = getattr(exc, "body", None)
+        message = _error_message(body) or getattr(exc, "message", None) or str(exc)
+        return Failure(retryable=status in RETRYABLE_STATUS, description=f"HTTP {status}: {message}",
+                       status=status, headers=headers, body=body)
+    names = [c.__name__ for c in type(exc).__mro__]
+    if isinstance(exc, TimeoutError) or any("Timeout" in n for n in names):
+        return Failure(retryable=True, description=f"timeout: {exc}")
+    if isinstance(exc, ConnectionError) or any("ConnectionError" in n for n in names):
+        return Failure(retryable=True, description=f"connection error: {exc}")
+    return None
+
+
+def call_with_retry(fn: Callable[[], T], policy: RetryPolicy | None = None, *,
+                    classify: Callable[[BaseException], Failure | None] = classify_exception) -> Outcome[T]:
+    """Call ``fn`` until it returns, fails for good, or ``policy.max_attempts`` is reached.
+
+    Failures come back in the :class:`Outcome` (never raised); an exception ``classify`` does
+    not recognise (``None``) propagates, since it is a bug rather than a failed call."""
+    policy = policy or RetryPolicy()
+    outcome: Outcome[T] = Outcome()
+    start = time.monotonic()
+    while True:
+        outcome.attempts += 1
+        try:
+            outcome.value = fn()
+            outcome.error = outcome.failure = None
+            break
+        except Exception as exc:  # noqa: BLE001 - classified below
+            failure = classify(exc)
+            if failure is None:
+                raise
+            outcome.error, outcome.failure = exc, failure
+            if not failure.retryable or outcome.attempts >= policy.max_attempts:
+                break
+            wait = policy.delay(outcome.attempts, failure.headers)
+            outcome.delays.append(wait)
+            policy.sleep(wait)
+    outcome.seconds = time.monotonic() - start
+    return outcome

@@ -1,0 +1,83 @@
+"""A gate that answers from recorded verdicts instead of a GPU.
+
+It implements the interface the loop uses (``evaluate``, ``retime``, ``evaluate_baseline``,
+``device_info``, ``calibrate``, ``close``) from the ``history.json`` of an earlier run (or any
+mapping of source hash → Evaluation JSON), so the loop, the prompt and the evidence can be
+replayed and tested on a machine with no GPU.  A candidate it has no record of is an error.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .candidate import Candidate
+from .errors import InputError
+from .verdict import Evaluation
+
+
+class RecordedGate:
+    def __init__(self, verdicts: dict[str, dict], *, device: dict | None = None, calibration: dict | None = None,
+                 baselines: dict[str, dict] | None = None, holdout: dict[str, dict] | None = None):
+        self.verdicts = verdicts
+        self.device = device
+        self.calibration = calibration
+        self.baselines = baselines or {}
+        self.holdout = holdout or {}
+        self.calls: list[tuple[str, tuple]] = []
+
+    @classmethod
+    def from_run(cls, run_path: str | Path) -> "RecordedGate":
+        p = Path(run_path)
+        hist = json.loads((p / "history.json").read_text())
+        env = json.loads((p / "env.json").read_text()) if (p / "env.json").is_file() else {}
+        verdicts, holdout = {}, {}
+        for a in hist["attempts"]:
+            if a.get("evaluation") and a.get("sha256"):
+                verdicts[a["sha256"]] = a["evaluation"]
+            if a.get("holdout") and a.get("sha256"):
+                holdout[a["sha256"]] = a["holdout"]
+        return cls(verdicts, device=env.get("device"), calibration=env.get("calibration"),
+                   baselines=hist.get("baselines", {}), holdout=holdout)
+
+    def _lookup(self, candidate: Candidate) -> Evaluation:
+        d = self.verdicts.get(candidate.sha256)
+        if d is None:
+            raise InputError(f"no recorded verdict for {candidate.name} (sha256 {candidate.sha256[:12]})")
+        ev = Evaluation.from_json(d)
+        ev.label = candidate.name
+        return ev
+
+    def evaluate(self, candidate: Candidate, *, roles=("correctness", "performance"), **_kw) -> Evaluation:
+        self.calls.append(("evaluate", tuple(roles)))
+        if tuple(roles) == ("holdout",):
+            h = self.holdout.get(candidate.sha256, {"passed": True, "reason": "passed"})
+            return Evaluation(label=candidate.name, passed=h.get("passed", True), reason=h.get("reason", "passed"),
+                              message=h.get("message", ""))
+        ev = self._lookup(candidate)
+        ev.cases = [c for c in ev.cases if c.role in roles]
+        return ev
+
+    def retime(self, candidates: list[Candidate], rounds: int = 2) -> list[Evaluation]:
+        self.calls.append(("retime", tuple(c.name for c in candidates)))
+        out = []
+        for c in candidates:
+            ev = self._lookup(c)
+            ev.cases = [x for x in ev.cases if x.role == "performance"]
+            out.append(ev)
+        return out
+
+    def evaluate_baseline(self, name: str, **_kw) -> Evaluation:
+        self.calls.append(("baseline", (name,)))
+        if name in self.baselines:
+            return Evaluation.from_json(self.baselines[name])
+        return Evaluation(label=f"baseline:{name}", passed=False, reason="harness_error",
+                          message="no recorded baseline", kind="baseline")
+
+    def device_info(self) -> dict | None:
+        return self.device
+
+    def calibrate(self) -> dict | None:
+        return self.calibration
+
+    def close(self) -> None:
+        pass

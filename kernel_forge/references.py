@@ -1,0 +1,79 @@
+"""Load and run Python reference and baseline callables.
+
+Convention: a callable takes every kernel parameter as a keyword argument, named as in the
+signature.  Buffers are arrays (NumPy for references, CuPy for baselines; bf16 buffers are
+given to references as float32 values), scalars are Python numbers.  The callable writes its
+results into the output buffers in place, like the kernel does, and returns nothing.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from .dtypes import from_float
+from .errors import ReferenceError_
+from .inputs import CaseInputs, host_values
+from .task import CallableRef, Task
+
+_loaded: dict[tuple[Path, str], object] = {}
+
+
+def load_callable(ref: CallableRef):
+    key = (ref.path, ref.function)
+    if key in _loaded:
+        return _loaded[key]
+    mod_name = f"kforge_ref_{abs(hash(str(ref.path))):x}"
+    spec = importlib.util.spec_from_file_location(mod_name, ref.path)
+    if spec is None or spec.loader is None:
+        raise ReferenceError_(f"{ref.path}: cannot load as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        sys.modules[mod_name] = module
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise ReferenceError_(f"{ref.path}: importing it failed: {type(exc).__name__}: {exc}") from None
+    fn = getattr(module, ref.function, None)
+    if not callable(fn):
+        raise ReferenceError_(f"{ref.path}: has no function {ref.function!r}")
+    _loaded[key] = fn
+    return fn
+
+
+def run_python_reference(task: Task, inputs: CaseInputs) -> dict[str, np.ndarray]:
+    """Run the task's Python reference on host copies of ``inputs``; return output storage arrays."""
+    fn = load_callable(task.reference)
+    kwargs: dict[str, object] = dict(inputs.scalars)
+    for arg in task.args:
+        if not arg.is_buffer:
+            continue
+        array = host_values(arg, inputs.buffers[arg.name]).copy()
+        if arg.output and arg.init is None:
+            array[...] = 0
+        kwargs[arg.name] = array
+    try:
+        fn(**kwargs)
+    except Exception as exc:
+        tb = traceback.format_exc(limit=-3)
+        raise ReferenceError_(f"reference {task.reference.describe()} failed on case "
+                              f"{inputs.case.name!r}: {type(exc).__name__}: {exc}\n{tb}") from None
+    out = {}
+    for arg in task.outputs:
+        values = kwargs[arg.name]
+        if arg.param.dtype.name == "bfloat16":
+            # keep the reference's full precision: comparison happens in float64 values
+            out[arg.name] = np.asarray(values, dtype=np.float32)
+        else:
+            out[arg.name] = np.asarray(values)
+    return out
+
+
+def expected_values(task: Task, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Reference outputs as float64/int values for comparison."""
+    return {k: np.asarray(v) for k, v in outputs.items()}
+
+
+__all__ = ["load_callable", "run_python_reference", "from_float"]

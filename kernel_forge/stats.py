@@ -1,0 +1,84 @@
+"""Statistics over timing samples. Every sample is kept; the score is the median.
+
+Definitions (documented once, used everywhere): ``median`` is the 50th percentile of the
+per-launch event times in microseconds; ``p10``/``p20``/``p80``/``p90`` are NumPy's linear
+percentiles; ``cv`` is the sample standard deviation over the mean; ``spread`` is
+(p90 - p10) / median.  A task's score is the geometric mean of its performance cases' medians.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Timing:
+    samples_us: tuple[float, ...]
+    median: float
+    mean: float
+    min: float
+    max: float
+    p10: float
+    p20: float
+    p80: float
+    p90: float
+    cv: float
+    flushed: bool = True
+    graph_us: float | None = None   # per-launch time from CUDA-graph replay (small kernels)
+
+    @property
+    def spread(self) -> float:
+        return (self.p90 - self.p10) / self.median if self.median > 0 else 0.0
+
+    def to_json(self, with_samples: bool = True) -> dict:
+        d = {k: round(getattr(self, k), 4) for k in ("median", "mean", "min", "max", "p10", "p20",
+                                                     "p80", "p90", "cv")}
+        d["spread"] = round(self.spread, 4)
+        d["n"] = len(self.samples_us)
+        d["flushed"] = self.flushed
+        if self.graph_us is not None:
+            d["graph_us"] = round(self.graph_us, 4)
+        if with_samples:
+            d["samples_us"] = [round(s, 4) for s in self.samples_us]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Timing":
+        samples = tuple(d.get("samples_us") or [d["median"]])
+        t = summarize(samples, flushed=d.get("flushed", True), graph_us=d.get("graph_us"))
+        return t
+
+
+def summarize(samples_us, *, flushed: bool = True, graph_us: float | None = None) -> Timing:
+    s = np.asarray([float(x) for x in samples_us], dtype=np.float64)
+    if s.size == 0:
+        raise ValueError("no timing samples")
+    if np.any(~np.isfinite(s)) or np.any(s < 0):
+        raise ValueError("timing samples must be finite and non-negative")
+    mean = float(s.mean())
+    std = float(s.std(ddof=1)) if s.size > 1 else 0.0
+    p = np.percentile(s, [10, 20, 50, 80, 90])
+    return Timing(samples_us=tuple(float(x) for x in s), median=float(p[2]), mean=mean,
+                  min=float(s.min()), max=float(s.max()), p10=float(p[0]), p20=float(p[1]),
+                  p80=float(p[3]), p90=float(p[4]), cv=(std / mean if mean > 0 else 0.0),
+                  flushed=flushed, graph_us=graph_us)
+
+
+def geomean(values) -> float:
+    vals = [float(v) for v in values]
+    if not vals or any(v <= 0 or not math.isfinite(v) for v in vals):
+        raise ValueError("geometric mean needs positive finite values")
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def faster_beyond_noise(new: Timing, old: Timing, *, margin: float = 0.01) -> bool:
+    """True when ``new`` is faster than ``old`` by more than the measured noise: the new p80 is
+    below the old p20 and the medians differ by more than ``margin`` (relative)."""
+    return new.p80 < old.p20 and new.median < old.median * (1.0 - margin)
+
+
+def noise_band(timing: Timing) -> float:
+    """Relative half-width of the p20–p80 band around the median."""
+    return (timing.p80 - timing.p20) / (2 * timing.median) if timing.median > 0 else 0.0

@@ -1,0 +1,74 @@
+"""``summary.json``, ``report.md`` and the plots of a run, from the optimizer's records."""
+from __future__ import annotations
+
+import time
+
+from . import __version__
+
+
+def _case_table(ev: dict | None) -> dict[str, dict]:
+    out = {}
+    for c in (ev or {}).get("cases", []):
+        if c.get("timing"):
+            out[c["name"]] = c
+    return out
+
+
+def build_summary(opt) -> dict:
+    best, initial = opt.best, opt.initial
+    done = [a for a in opt.attempts if a.status != "pending"]
+    rejected: dict[str, int] = {}
+    for a in done:
+        if a.status == "failed":
+            rejected[a.reason] = rejected.get(a.reason, 0) + 1
+    elapsed = opt.elapsed()
+    summary = {
+        "task": opt.task.name, "run": opt.run_dir.path.name, "kernel_forge": __version__,
+        "stop_reason": opt.stop_reason, "iterations": opt.iteration, "attempts": len(opt.attempts),
+        "gated": len(done), "passed": sum(a.status == "passed" for a in done), "rejected": rejected,
+        "wall_seconds": round(elapsed, 2),
+        "candidates_per_minute": round(60.0 * len(done) / elapsed, 2) if elapsed > 0 else None,
+        "tokens": dict(opt.tokens), "cost_usd": round(opt.cost_usd, 6), "per_model": opt.per_model,
+        "proposer": opt.proposer.name, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "best": None, "initial": None, "baselines": {},
+    }
+    if initial is not None:
+        summary["initial"] = {"id": initial.id, "score_us": initial.score_us}
+    for name, ev in opt.baselines.items():
+        summary["baselines"][name] = {"score_us": ev.get("score_us"), "passed": ev.get("passed")}
+    if best is not None:
+        b_cases = _case_table(best.evaluation)
+        i_cases = _case_table(initial.evaluation if initial else None)
+        per_case = []
+        for name, c in b_cases.items():
+            row = {"case": name, "median_us": c["timing"]["median"], "p10_us": c["timing"]["p10"],
+                   "p90_us": c["timing"]["p90"], "gbps": c.get("gbps"), "tflops": c.get("tflops"),
+                   "pct_peak_bw": c.get("pct_peak_bw"), "pct_peak_flops": c.get("pct_peak_flops")}
+            if name in i_cases:
+                row["speedup_vs_initial"] = i_cases[name]["timing"]["median"] / c["timing"]["median"]
+            row["speedup_vs_baselines"] = {}
+            for bname, bev in opt.baselines.items():
+                bc = _case_table(bev).get(name)
+                if bc:
+                    row["speedup_vs_baselines"][bname] = bc["timing"]["median"] / c["timing"]["median"]
+            per_case.append(row)
+        summary["best"] = {
+            "id": best.id, "proposer": best.proposer, "label": best.label, "defines": best.defines,
+            "score_us": best.score_us, "speedup_vs_initial": opt.speedup(),
+            "speedup_vs_baselines": {k: (v.get("score_us") / best.score_us if v.get("score_us") and best.score_us else None)
+                                     for k, v in opt.baselines.items()},
+            "holdout": best.holdout, "per_case": per_case, "source_file": best.source_file,
+            "retimed": best.retimed,
+        }
+    return summary
+
+
+def write_summary(opt) -> dict:
+    summary = build_summary(opt)
+    opt.run_dir.write_json("summary.json", summary)
+    try:
+        from .run_report import write_report
+        write_report(opt.run_dir, summary, [a.to_json() for a in opt.attempts])
+    except Exception as exc:  # noqa: BLE001 - a report failure must not lose the summary
+        opt.run_dir.write_text("report.md", f"# Report\n\nThe report could not be drawn: {type(exc).__name__}: {exc}\n")
+    return summary

@@ -1,0 +1,111 @@
+"""What the gate says about a candidate: data, never exceptions.
+
+Every failure has a reason code from :data:`REASONS`; the loop, the prompt and the evidence
+all read these records.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .stats import Timing
+
+#: reason code → one-line meaning (shown in reports and prompts)
+REASONS = {
+    "passed": "all checks passed",
+    "bad_candidate": "the kernel file's kforge header or launch is unusable",
+    "static_rule": "the source uses something a candidate may not (library calls, timers, streams)",
+    "signature_mismatch": "the kernel's parameters differ from the task's signature",
+    "compile_error": "NVRTC could not compile the source",
+    "launch_config": "the launch configuration exceeds this GPU's limits or does not evaluate",
+    "launch_failed": "the driver refused or failed the launch",
+    "crash": "the kernel faulted (illegal address, trap); its context was discarded",
+    "timeout": "the kernel did not finish in time and its worker was killed",
+    "out_of_memory": "the GPU ran out of memory",
+    "worker_died": "the worker process died without an answer",
+    "mismatch": "outputs differ from the reference beyond tolerance",
+    "unwritten": "some output elements were never written (still hold the poison value)",
+    "input_modified": "a const input buffer was changed",
+    "nondeterministic": "repeated launches on the same inputs gave different outputs",
+    "stale_after_timing": "outputs were wrong after the timed launches",
+    "implausible": "faster than this GPU's memory bandwidth or arithmetic rate allows",
+    "sanitizer": "compute-sanitizer reported an error",
+    "reference_error": "the reference failed (a problem with the task, not the candidate)",
+    "harness_error": "kernel_forge itself failed (please report)",
+    "skipped": "not run because an earlier case failed",
+}
+
+
+@dataclass
+class CaseResult:
+    name: str
+    role: str
+    passed: bool
+    reason: str = "passed"
+    message: str = ""
+    seeds: list[int] = field(default_factory=list)
+    outputs: list[dict] = field(default_factory=list)     # verify.OutputCheck.to_json()
+    timing: Timing | None = None
+    launch: dict | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    gbps: float | None = None
+    tflops: float | None = None
+    pct_peak_bw: float | None = None
+    pct_peak_flops: float | None = None
+    code: str = ""                                        # CUDA error name, when there is one
+
+    @property
+    def median_us(self) -> float | None:
+        return self.timing.median if self.timing else None
+
+    def to_json(self, with_samples: bool = True) -> dict:
+        d = {k: getattr(self, k) for k in ("name", "role", "passed", "reason", "message", "seeds",
+                                           "outputs", "launch", "flops", "bytes", "gbps", "tflops",
+                                           "pct_peak_bw", "pct_peak_flops", "code")}
+        d["timing"] = self.timing.to_json(with_samples) if self.timing else None
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CaseResult":
+        d = dict(d)
+        t = d.pop("timing", None)
+        r = cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+        r.timing = Timing.from_json(t) if t else None
+        return r
+
+
+@dataclass
+class Evaluation:
+    """The gate's verdict on one candidate."""
+
+    label: str
+    passed: bool
+    reason: str = "passed"
+    message: str = ""
+    cases: list[CaseResult] = field(default_factory=list)
+    score_us: float | None = None        # geomean of performance-case medians
+    compile: dict | None = None
+    defines: dict = field(default_factory=dict)
+    sha256: str = ""
+    seconds: float = 0.0
+    kind: str = "candidate"              # candidate | baseline | reference
+
+    def case(self, name: str) -> CaseResult | None:
+        return next((c for c in self.cases if c.name == name), None)
+
+    def failures(self) -> list[CaseResult]:
+        return [c for c in self.cases if not c.passed and c.reason != "skipped"]
+
+    def to_json(self, with_samples: bool = True) -> dict:
+        return {"label": self.label, "passed": self.passed, "reason": self.reason,
+                "message": self.message, "score_us": self.score_us, "compile": self.compile,
+                "defines": self.defines, "sha256": self.sha256, "seconds": round(self.seconds, 3),
+                "kind": self.kind, "cases": [c.to_json(with_samples) for c in self.cases]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Evaluation":
+        d = dict(d)
+        cases = [CaseResult.from_json(c) for c in d.pop("cases", [])]
+        e = cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+        e.cases = cases
+        return e

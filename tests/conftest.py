@@ -1,0 +1,44 @@
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MANIFESTS = ROOT / "manifests"
+
+
+def _has_gpu() -> tuple[bool, str]:
+    try:
+        from kernel_forge.gate import probe_gpu
+        probe_gpu()
+        return True, ""
+    except Exception as exc:  # noqa: BLE001
+        return False, str(exc).splitlines()[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [i for i in items if "gpu" in i.keywords]
+    if not gpu_items:
+        return
+    ok, why = _has_gpu()
+    if ok:
+        return
+    skip = pytest.mark.skip(reason=f"no GPU: {why}")
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    # one compile cache per test session, never the user's
+    monkeypatch.setenv("KFORGE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cubin-cache"))
+
+
+@pytest.fixture
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture
+def manifests_dir() -> Path:
+    return MANIFESTS

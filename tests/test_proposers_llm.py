@@ -1,0 +1,599 @@
+"""Model-backed proposers through the real ``anthropic`` and ``openai`` SDKs against a scripted
+loopback server (tests/loopback.py).  No other address is contacted; waits are injected."""
+from __future__ import annotations
+
+import dataclasses
+import email.utils
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kernel_forge.errors import EnvironmentProblem, InputError
+from kernel_forge.proposers.base import ModelCall, Proposal, ProposalRequest
+from kernel_forge.proposers import pricing, retry, schema
+from kernel_forge.proposers.models import REDACTED, kernel_from_text, make_model_proposer, parse_model_spec, scrub
+
+from loopback import error, loopback, raw_arguments, text, tool  # noqa: F401  (loopback: fixture)
+
+ANTHROPIC_KEY = "sk-ant-api03-LOOPBACK-secret-0123456789abcdef"
+OPENAI_KEY = "sk-proj-LOOPBACK-secret-0123456789abcdef"
+
+KERNEL = 'extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {\n' \
+         '  int i = blockIdx.x * BLOCK + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n'
+GOOD = {
+    "source": KERNEL,
+    "rationale": "one element per thread, BLOCK tunable",
+    "launch": {"grid": ["cdiv(n, BLOCK)"], "block": ["BLOCK"], "shared_mem": 0},
+    "tunables": {"BLOCK": [128, 256, 512]},
+}
+BAD_GRID = {**GOOD, "launch": {"grid": [], "block": [256]}}
+REQUEST = ProposalRequest(system="You write CUDA kernels.", prompt="Make saxpy faster.", n=1)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    """No ambient credentials, base URLs or proxies may leak into the SDK clients."""
+    import os
+    for name in list(os.environ):
+        upper = name.upper()
+        if upper.startswith(("ANTHROPIC_", "OPENAI_")) or upper.endswith("_PROXY") or upper == "NO_PROXY":
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+
+
+class Sleeps(list):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def no_jitter(max_attempts: int = 5, sleeps: Sleeps | None = None) -> retry.RetryPolicy:
+    return retry.RetryPolicy(max_attempts=max_attempts, base_delay=1.0, max_delay=30.0, jitter=0.25,
+                             random=lambda: 0.0, sleep=sleeps if sleeps is not None else Sleeps())
+
+
+def make(provider: str, server, *, model: str | None = None, **kw):
+    kw.setdefault("timeout", 0.3)
+    if "retry" not in kw:
+        kw.setdefault("sleep", Sleeps())
+    if provider == "anthropic":
+        from kernel_forge.proposers.anthropic_provider import AnthropicProposer
+        kw.setdefault("api_key", ANTHROPIC_KEY)
+        return AnthropicProposer(model or "claude-sonnet-4-5-20250929", base_url=server.anthropic_base_url, **kw)
+    from kernel_forge.proposers.openai_provider import OpenAIProposer
+    kw.setdefault("api_key", OPENAI_KEY)
+    return OpenAIProposer(model or "gpt-5", base_url=server.openai_base_url, **kw)
+
+
+def calls_json(calls: list[ModelCall]) -> str:
+    return json.dumps([dataclasses.asdict(c) for c in calls])
+
+
+PROVIDERS = ["anthropic", "openai"]
+
+# this SDK release flags claude-sonnet-4-5 as deprecated; the warning is not what is tested here
+pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
+
+
+# ------------------------------------------------------------------------- happy paths
+
+def test_anthropic_happy_path(loopback):
+    loopback.script("anthropic", tool(GOOD, input_tokens=1000, output_tokens=500, note="Here it is."))
+    p = make("anthropic", loopback, temperature=0.2)
+    result = p.propose(REQUEST)
+
+    assert result.errors == []
+    assert len(result.proposals) == 1 and len(result.calls) == 1
+    prop = result.proposals[0]
+    assert prop.source == KERNEL
+    assert prop.rationale == GOOD["rationale"]
+    assert prop.launch == {"grid": ["cdiv(n, BLOCK)"], "block": ["BLOCK"], "shared_mem": 0}
+    assert prop.tunables == {"BLOCK": [128, 256, 512]}
+    assert prop.proposer == "anthropic:claude-sonnet-4-5-20250929"
+
+    call = result.calls[0]
+    assert (call.provider, call.model) == ("anthropic", "claude-sonnet-4-5-20250929")
+    assert (call.input_tokens, call.output_tokens) == (1000, 500)
+    assert call.cost_usd == pytest.approx(1000 * 3.0 / 1e6 + 500 * 15.0 / 1e6)   # 0.0105
+    assert p.priced is True
+    assert call.attempts == 1 and call.error is None
+    assert call.response["content"][1]["input"] == GOOD
+    assert call.response["usage"]["input_tokens"] == 1000
+
+    (req,) = loopback.requests("anthropic")
+    assert req.method == "POST"
+    # what the ModelCall says was sent is what arrived
+    assert call.request == req.body
+    body = req.body
+    assert body["model"] == "claude-sonnet-4-5-20250929"
+    assert body["max_tokens"] == 8192
+    assert body["temperature"] == 0.2
+    assert body["system"] == "You write CUDA kernels."
+    assert body["messages"] == [{"role": "user", "content": "Make saxpy faster."}]
+    assert [t["name"] for t in body["tools"]] == ["submit_kernel"]
+    assert body["tools"][0]["input_schema"] == schema.proposal_schema()
+    assert body["tool_choice"]["type"] == "tool" and body["tool_choice"]["name"] == "submit_kernel"
+    # the key went over the wire, in a header
+    assert any(ANTHROPIC_KEY in v for v in req.headers.values())
+    assert ANTHROPIC_KEY not in calls_json(result.calls)
+
+
+def test_openai_happy_path(loopback):
+    loopback.script("openai", tool(GOOD, input_tokens=2000, output_tokens=300))
+    p = make("openai", loopback)
+    result = p.propose(REQUEST)
+
+    assert result.errors == []
+    (prop,) = result.proposals
+    assert prop.source == KERNEL and prop.rationale == GOOD["rationale"]
+    assert prop.launch["grid"] == ["cdiv(n, BLOCK)"] and prop.tunables == {"BLOCK": [128, 256, 512]}
+    assert prop.proposer == "openai:gpt-5"
+
+    (call,) = result.calls
+    assert (call.input_tokens, call.output_tokens) == (2000, 300)
+    assert call.cost_usd == pytest.approx(2000 * 1.25 / 1e6 + 300 * 10.0 / 1e6)   # 0.0055
+    assert call.response["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "submit_kernel"
+
+    (req,) = loopback.requests("openai")
+    assert call.request == req.body
+    body = req.body
+    assert body["messages"][0] == {"role": "system", "content": "You write CUDA kernels."}
+    assert body["messages"][1] == {"role": "user", "content": "Make saxpy faster."}
+    fn = body["tools"][0]
+    assert fn["type"] == "function" and fn["function"]["name"] == "submit_kernel"
+    assert fn["function"]["strict"] is False
+    assert fn["function"]["parameters"] == schema.proposal_schema()
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "submit_kernel"}}
+    assert "temperature" not in body
+    assert req.headers["authorization"] == f"Bearer {OPENAI_KEY}"
+
+
+# ------------------------------------------------------------------------- retries
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_429_retry_after_is_honoured(loopback, provider):
+    sleeps = Sleeps()
+    loopback.script(provider, error(429, "slow down", retry_after="2"), tool(GOOD))
+    result = make(provider, loopback, sleep=sleeps).propose(REQUEST)
+
+    assert result.errors == [] and len(result.proposals) == 1
+    assert sleeps == [2.0]
+    (call,) = result.calls
+    assert call.attempts == 2 and call.error is None
+    assert len(loopback.requests(provider)) == 2
+    # the SDK did not retry on its own: both attempts carry retry count 0
+    assert [r.headers.get("x-stainless-retry-count") for r in loopback.requests(provider)] == ["0", "0"]
+
+
+def test_retry_after_ms_and_overloaded(loopback):
+    sleeps = Sleeps()
+    loopback.script("anthropic", error(529, "overloaded", retry_after_ms="1500", retry_after="9"), tool(GOOD))
+    result = make("anthropic", loopback, sleep=sleeps).propose(REQUEST)
+    assert len(result.proposals) == 1 and sleeps == [1.5] and result.calls[0].attempts == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_500_then_success(loopback, provider):
+    sleeps = Sleeps()
+    loopback.script(provider, error(500, "boom"), tool(GOOD))
+    result = make(provider, loopback, retry=no_jitter(sleeps=sleeps)).propose(REQUEST)
+    assert len(result.proposals) == 1 and result.errors == []
+    assert sleeps == [1.0]                       # base_delay * 2**0, no jitter
+    assert result.calls[0].attempts == 2
+    assert result.calls[0].input_tokens == 1000  # tokens of the answer that succeeded
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_timeout_then_success(loopback, provider):
+    sleeps = Sleeps()
+    loopback.script(provider, tool(GOOD).slow(1.5), tool(GOOD))
+    result = make(provider, loopback, timeout=0.3, sleep=sleeps).propose(REQUEST)
+    assert len(result.proposals) == 1 and result.errors == []
+    (call,) = result.calls
+    assert call.attempts == 2 and len(sleeps) == 1
+    assert 0.25 <= call.seconds < 1.5
+    assert len(loopback.requests(provider)) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_retries_exhausted_become_an_error(loopback, provider):
+    sleeps = Sleeps()
+    loopback.script(provider, error(503, "unavailable"), error(503, "unavailable"), error(503, "still unavailable"))
+    result = make(provider, loopback, retry=no_jitter(max_attempts=3, sleeps=sleeps)).propose(REQUEST)
+
+    assert result.proposals == []
+    assert len(result.errors) == 1
+    assert "3 attempt(s)" in result.errors[0] and "HTTP 503: still unavailable" in result.errors[0]
+    assert sleeps == [1.0, 2.0]                  # doubling backoff
+    (call,) = result.calls
+    assert call.attempts == 3 and call.response is not None
+    assert "still unavailable" in json.dumps(call.response)
+    assert call.error.startswith("HTTP 503") and call.cost_usd == 0.0 and call.input_tokens == 0
+    assert len(loopback.requests(provider)) == 3 and loopback.unscripted == []
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_client_error_is_not_retried(loopback, provider):
+    sleeps = Sleeps()
+    loopback.script(provider, error(400, "bad request"), tool(GOOD))
+    result = make(provider, loopback, sleep=sleeps).propose(REQUEST)
+    assert result.proposals == [] and sleeps == []
+    assert result.calls[0].attempts == 1 and "HTTP 400: bad request" in result.errors[0]
+    assert loopback.pending(provider) == 1
+
+
+def test_max_attempts_argument(loopback):
+    loopback.script("openai", *[error(502, "gateway")] * 2)
+    result = make("openai", loopback, max_attempts=2).propose(REQUEST)
+    assert result.calls[0].attempts == 2 and "2 attempt(s)" in result.errors[0]
+
+
+# ------------------------------------------------------------------------- repair
+
+def test_openai_malformed_json_gets_one_repair(loopback):
+    loopback.script("openai", raw_arguments('{"source": "__global__ void k() {}", "rationale": '), tool(GOOD))
+    result = make("openai", loopback).propose(REQUEST)
+
+    assert result.errors == [] and len(result.proposals) == 1
+    assert result.proposals[0].source == KERNEL
+    first, second = result.calls
+    assert first.error.startswith("invalid answer: the arguments are not valid JSON")
+    assert second.error is None
+
+    reqs = loopback.requests("openai")
+    assert len(reqs) == 2
+    msgs = reqs[1].body["messages"]
+    assert msgs[:2] == reqs[0].body["messages"]
+    assistant, tool_msg = msgs[2], msgs[3]
+    assert assistant["role"] == "assistant"
+    call_id = assistant["tool_calls"][0]["id"]
+    assert assistant["tool_calls"][0]["function"]["arguments"].startswith('{"source"')
+    assert tool_msg["role"] == "tool" and tool_msg["tool_call_id"] == call_id
+    assert "not valid JSON" in tool_msg["content"]
+    # the quoted problem is the one recorded for the first call
+    assert first.error.removeprefix("invalid answer: ") in tool_msg["content"]
+    assert second.request == reqs[1].body
+
+
+def test_anthropic_schema_failure_gets_one_repair(loopback):
+    missing_source = {"rationale": "forgot the source"}
+    loopback.script("anthropic", tool(missing_source, note="Trying."), tool(GOOD))
+    result = make("anthropic", loopback).propose(REQUEST)
+
+    assert result.errors == [] and len(result.proposals) == 1
+    reqs = loopback.requests("anthropic")
+    msgs = reqs[1].body["messages"]
+    assert msgs[0] == {"role": "user", "content": "Make saxpy faster."}
+    assistant, user = msgs[1], msgs[2]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"][0] == {"type": "text", "text": "Trying."}
+    use = assistant["content"][1]
+    assert use["type"] == "tool_use" and use["input"] == missing_source
+    (res,) = user["content"]
+    assert res["type"] == "tool_result" and res["tool_use_id"] == use["id"] and res["is_error"] is True
+    assert "$: missing required field 'source'" in res["content"]
+    assert reqs[1].body["tool_choice"]["name"] == "submit_kernel"
+
+
+def test_anthropic_non_object_tool_input_is_repaired(loopback):
+    loopback.script("anthropic", raw_arguments('{"source": "trunc'), tool(GOOD))
+    result = make("anthropic", loopback).propose(REQUEST)
+    assert len(result.proposals) == 1 and result.errors == []
+    assert result.calls[0].error.startswith("invalid answer: $: expected an object")
+    msgs = loopback.requests("anthropic")[1].body["messages"]
+    assert msgs[1]["content"][0]["input"] == {}          # replayed as an object, as the API requires
+    assert "$: expected an object" in msgs[2]["content"][0]["content"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_schema_failure_twice_is_recorded_not_raised(loopback, provider):
+    loopback.script(provider, tool(BAD_GRID), tool(BAD_GRID))
+    result = make(provider, loopback).propose(REQUEST)
+
+    assert result.proposals == []
+    assert len(result.calls) == 2 and len(loopback.requests(provider)) == 2
+    (err,) = result.errors
+    assert "still invalid after one repair" in err
+    assert "$.launch.grid: needs at least 1 item(s), got 0" in err
+    assert all(c.error and "$.launch.grid" in c.error for c in result.calls)
+    assert "$.launch.grid" in json.dumps(loopback.requests(provider)[1].body["messages"][-1])
+    assert loopback.unscripted == []
+
+
+def test_text_answer_without_code_is_repaired_then_fails(loopback):
+    loopback.script("openai", text("I would use shared memory."), text("Still no code, sorry."))
+    result = make("openai", loopback).propose(REQUEST)
+    assert result.proposals == [] and "no submit_kernel tool call" in result.errors[0]
+    second = loopback.requests("openai")[1].body["messages"]
+    assert second[-2] == {"role": "assistant", "content": "I would use shared memory."}
+    assert second[-1]["role"] == "user" and "no submit_kernel tool call" in second[-1]["content"]
+
+
+# ------------------------------------------------------------------------- compatible servers
+
+def test_openai_custom_base_url_needs_no_key(loopback, monkeypatch):
+    from kernel_forge.proposers.openai_provider import OpenAIProposer
+
+    loopback.script("openai", tool(GOOD, input_tokens=700, output_tokens=70))
+    p = OpenAIProposer("qwen2.5-coder:32b", base_url=loopback.openai_base_url, timeout=0.3)
+    result = p.propose(REQUEST)
+    assert result.errors == [] and len(result.proposals) == 1
+    (req,) = loopback.requests("openai")
+    assert req.headers["authorization"] == "Bearer not-needed"
+    assert req.body["model"] == "qwen2.5-coder:32b"
+    assert req.body["max_tokens"] == 8192 and "max_completion_tokens" not in req.body
+    (call,) = result.calls
+    assert call.input_tokens == 700 and call.cost_usd == 0.0 and p.priced is False
+
+
+def test_openai_default_endpoint_without_key_is_an_environment_problem():
+    from kernel_forge.proposers.openai_provider import OpenAIProposer
+    from kernel_forge.proposers.anthropic_provider import AnthropicProposer
+
+    with pytest.raises(EnvironmentProblem, match="OPENAI_API_KEY"):
+        OpenAIProposer("gpt-5")
+    with pytest.raises(EnvironmentProblem, match="ANTHROPIC_API_KEY"):
+        AnthropicProposer("claude-sonnet-4-5")
+
+
+def test_api_key_from_environment(loopback, monkeypatch):
+    from kernel_forge.proposers.openai_provider import OpenAIProposer
+
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    loopback.script("openai", tool(GOOD))
+    result = OpenAIProposer("gpt-5", base_url=loopback.openai_base_url, timeout=0.3).propose(REQUEST)
+    assert len(result.proposals) == 1
+    assert loopback.requests("openai")[0].headers["authorization"] == f"Bearer {OPENAI_KEY}"
+
+
+def test_text_fallback_with_fenced_block(loopback):
+    answer = ("Here is a faster version.\n\n```cuda\n" + KERNEL + "```\n\nIt coalesces loads.")
+    loopback.script("openai", text(answer))
+    result = make("openai", loopback).propose(REQUEST)
+
+    assert result.errors == []
+    (prop,) = result.proposals
+    assert prop.source == KERNEL
+    assert prop.rationale.startswith("[from text]")
+    assert "Here is a faster version." in prop.rationale and "It coalesces loads." in prop.rationale
+    assert "__global__" not in prop.rationale
+    assert prop.launch is None and prop.tunables is None
+    assert result.calls[0].error is None and len(loopback.requests("openai")) == 1
+
+
+def test_kernel_from_text_rules():
+    assert kernel_from_text("```cpp\n__global__ void k(){}\n```")[0] == "__global__ void k(){}\n"
+    assert kernel_from_text("```c++\n__global__ void k(){}\n```")[1] == ""
+    assert kernel_from_text("```python\n__global__ = 1\n```") is None       # wrong language
+    assert kernel_from_text("```cuda\nint main() {}\n```") is None          # no kernel
+    two = "```cuda\nint x;\n```\nthen\n```cuda\n__global__ void k(){}\n```"
+    assert kernel_from_text(two) == ("__global__ void k(){}\n", "```cuda\nint x;\n```\nthen")
+
+
+# ------------------------------------------------------------------------- n, secrets
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_three_proposals_make_three_calls(loopback, provider):
+    variants = [{**GOOD, "rationale": f"variant {i}"} for i in range(3)]
+    loopback.script(provider, *[tool(v) for v in variants])
+    result = make(provider, loopback).propose(dataclasses.replace(REQUEST, n=3))
+    assert result.errors == []
+    assert len(result.proposals) == 3 and len(result.calls) == 3
+    assert sorted(p.rationale for p in result.proposals) == ["variant 0", "variant 1", "variant 2"]
+    assert len(loopback.requests(provider)) == 3
+    # independent conversations: every request holds just the one user prompt
+    assert all(len([m for m in r.body["messages"] if m["role"] == "user"]) == 1
+               for r in loopback.requests(provider))
+    assert sum(c.cost_usd for c in result.calls) == pytest.approx(3 * result.calls[0].cost_usd)
+
+
+@pytest.mark.parametrize("provider,key", [("anthropic", ANTHROPIC_KEY), ("openai", OPENAI_KEY),
+                                          ("openai", "local-server-token-123456")])
+def test_api_key_never_in_model_calls(loopback, provider, key):
+    loopback.script(provider,
+                    error(429, "rate limited", retry_after="0"),
+                    tool(BAD_GRID),
+                    tool(GOOD),
+                    error(401, f"invalid x-api-key: {key}"))
+    p = make(provider, loopback, api_key=key)
+    first = p.propose(REQUEST)
+    second = p.propose(REQUEST)
+    calls = first.calls + second.calls
+    assert len(calls) == 3 and second.proposals == []
+    # the server saw the key on every request ...
+    assert all(any(key in v for v in r.headers.values()) for r in loopback.received)
+    # ... but no ModelCall and no error string holds it, even where the server echoed it back
+    dumped = calls_json(calls) + json.dumps(first.errors + second.errors)
+    assert key not in dumped
+    assert REDACTED in json.dumps(dataclasses.asdict(calls[-1]))
+    for c in calls:
+        assert key not in json.dumps(c.request) and key not in json.dumps(c.response)
+
+
+# ------------------------------------------------------------------------- make_model_proposer
+
+@pytest.mark.parametrize("spec", ["gpt-5", "google:gemini-2.5-pro", "openai:", "anthropic:  ", "", "claude"])
+def test_make_model_proposer_rejects_bad_specs(spec):
+    with pytest.raises(InputError) as info:
+        make_model_proposer(spec)
+    text_ = str(info.value)
+    assert "anthropic:MODEL" in text_ and "openai:MODEL" in text_
+
+
+def test_make_model_proposer_builds_both(loopback):
+    from kernel_forge.proposers.anthropic_provider import AnthropicProposer
+    from kernel_forge.proposers.openai_provider import OpenAIProposer
+
+    a = make_model_proposer("anthropic:claude-haiku-4-5", base_url=loopback.anthropic_base_url,
+                            api_key=ANTHROPIC_KEY, max_tokens=1024, timeout=0.3)
+    o = make_model_proposer("openai:qwen2.5-coder:32b", base_url=loopback.openai_base_url,
+                            prices={"openai:qwen2.5-coder:32b": {"input": 0.1, "output": 0.2}})
+    assert isinstance(a, AnthropicProposer) and a.name == "anthropic:claude-haiku-4-5" and a.max_tokens == 1024
+    assert isinstance(o, OpenAIProposer) and o.model == "qwen2.5-coder:32b" and o.priced
+    assert parse_model_spec(" OpenAI:gpt-4o ") == ("openai", "gpt-4o")
+
+    loopback.script("anthropic", tool(GOOD, input_tokens=10_000, output_tokens=2_000))
+    loopback.script("openai", tool(GOOD, input_tokens=10_000, output_tokens=2_000))
+    assert a.propose(REQUEST).calls[0].cost_usd == pytest.approx(10_000 * 1.0 / 1e6 + 2_000 * 5.0 / 1e6)
+    assert o.propose(REQUEST).calls[0].cost_usd == pytest.approx(10_000 * 0.1 / 1e6 + 2_000 * 0.2 / 1e6)
+
+
+def test_missing_sdk_is_an_environment_problem(monkeypatch):
+    from kernel_forge.proposers.anthropic_provider import AnthropicProposer
+    from kernel_forge.proposers.openai_provider import OpenAIProposer
+
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    monkeypatch.setitem(sys.modules, "openai", None)
+    with pytest.raises(EnvironmentProblem) as info:
+        AnthropicProposer("claude-sonnet-4-5", api_key=ANTHROPIC_KEY)
+    assert "pip install" in str(info.value) and "anthropic" in str(info.value)
+    with pytest.raises(EnvironmentProblem, match="pip install"):
+        OpenAIProposer("gpt-5", api_key=OPENAI_KEY)
+
+
+def test_importing_kernel_forge_does_not_import_the_sdks():
+    code = ("import sys, kernel_forge, kernel_forge.proposers.models, kernel_forge.proposers.anthropic_provider, "
+            "kernel_forge.proposers.openai_provider; "
+            "print(sorted(m for m in ('anthropic', 'openai') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------------- pricing
+
+def test_pricing_prefix_match_on_dated_ids():
+    t = pricing.PriceTable()
+    assert t.lookup("anthropic", "claude-sonnet-4-5-20250929").key == "anthropic:claude-sonnet-4-5"
+    assert t.lookup("anthropic", "claude-sonnet-4-20250514").key == "anthropic:claude-sonnet-4"
+    assert t.lookup("openai", "gpt-5-mini-2025-08-07").key == "openai:gpt-5-mini"      # longest key wins
+    assert t.lookup("openai", "gpt-4o-2024-08-06").key == "openai:gpt-4o"
+    assert t.lookup("anthropic", "claude-3-5-haiku-latest").key == "anthropic:claude-3-5-haiku"
+    assert t.lookup("openai", "GPT-4.1").key == "openai:gpt-4.1"
+    # only date / -latest suffixes extend a key
+    assert t.lookup("openai", "gpt-5-turbo-max") is None
+    assert t.lookup("anthropic", "claude-opus-4-7") is None
+    assert t.lookup("openai", "claude-sonnet-4-5") is None                               # provider matters
+    assert pricing.lookup("openai:gpt-4o-mini").input == 0.15
+    c = t.cost("anthropic", "claude-opus-4-1-20250805", 1_000_000, 100_000)
+    assert c.priced and c.usd == pytest.approx(15.0 + 7.5) and c.key == "anthropic:claude-opus-4-1"
+
+
+def test_pricing_unknown_model_and_overrides():
+    unknown = pricing.cost("openai", "llama-3.1-70b", 5000, 5000)
+    assert unknown == pricing.Cost(usd=0.0, priced=False)
+    over = {"openai:gpt-5": {"input": 2.0, "output": 20.0}, "openai:llama-3.1-70b": [0.5, 0.5], "_note": "ignored"}
+    t = pricing.PriceTable(over)
+    assert t.cost("openai", "gpt-5-2025-08-07", 1_000_000, 1_000_000).usd == pytest.approx(22.0)
+    assert t.lookup("openai", "gpt-5").source == "override"
+    assert t.cost("openai", "llama-3.1-70b", 2_000_000, 0).usd == pytest.approx(1.0)
+    assert t.lookup("anthropic", "claude-sonnet-4-5").source == "shipped"
+    assert pricing.price_table(t) is t
+    for bad in ({"openai:x": {"input": 1}}, {"openai:x": [1, -2]}, {"gpt-5": [1, 2]}, {"openai:x": "cheap"}):
+        with pytest.raises(InputError):
+            pricing.PriceTable(bad)
+
+
+def test_pricing_table_says_where_figures_come_from():
+    src = pricing.shipped_source()
+    assert "2025" in src and "check" in src.lower()
+    for key in ("anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-1", "anthropic:claude-haiku-4-5",
+                "openai:gpt-5", "openai:gpt-5-mini", "openai:gpt-4.1", "openai:gpt-4o", "openai:gpt-4o-mini"):
+        price = pricing.shipped_prices()[key]
+        assert 0 < price.input < price.output
+
+
+# ------------------------------------------------------------------------- scrub
+
+def test_scrub_removes_keys_and_patterns():
+    local = "plain-local-token-xyz"
+    data = {
+        "headers": {"Authorization": "Bearer abcdefghijklmnop", "X-Api-Key": ANTHROPIC_KEY, "accept": "json"},
+        "api_key": OPENAI_KEY,
+        "nested": [("text with sk-ant-api03-ABCDEFGHIJKLMNOPQRSTUV inside", 3), {"openai-api-key": "v"}],
+        "message": f"rejected {local} and Bearer zyxwvutsrqponm",
+        "max_tokens": 100,
+        "source": "float disk-cache = 1; // mask-free",
+    }
+    out = scrub(data, secrets=[local])
+    dumped = json.dumps(out)
+    for secret in (ANTHROPIC_KEY, OPENAI_KEY, "sk-ant-api03-ABCDEFGHIJKLMNOPQRSTUV", local,
+                   "abcdefghijklmnop", "zyxwvutsrqponm"):
+        assert secret not in dumped
+    assert out["headers"]["Authorization"] == REDACTED and out["headers"]["accept"] == "json"
+    assert out["api_key"] == REDACTED and out["nested"][1]["openai-api-key"] == REDACTED
+    assert out["nested"][0] == (f"text with {REDACTED} inside", 3)
+    assert out["message"] == f"rejected {REDACTED} and Bearer {REDACTED}"
+    assert out["max_tokens"] == 100 and out["source"] == data["source"]
+    # the input is untouched
+    assert data["api_key"] == OPENAI_KEY and data["headers"]["X-Api-Key"] == ANTHROPIC_KEY
+
+    call = ModelCall(provider="openai", model="m", request={"k": OPENAI_KEY}, response=None,
+                     error=f"HTTP 401: bad key {OPENAI_KEY}")
+    clean = scrub(call)
+    assert isinstance(clean, ModelCall) and OPENAI_KEY not in json.dumps(dataclasses.asdict(clean))
+    assert call.request["k"] == OPENAI_KEY
+
+
+# ------------------------------------------------------------------------- schema and retry units
+
+def test_schema_messages_and_conversion():
+    assert schema.check_proposal(GOOD) is None
+    assert schema.check_proposal({"source": "x"}) == "$: missing required field 'rationale'"
+    assert schema.check_proposal("x").startswith("$: expected an object")
+    msg = schema.check_proposal({**GOOD, "launch": {"grid": [1, 2, 3, 4], "block": [1.5], "warps": 4}})
+    assert "$.launch: unexpected field(s) 'warps'" in msg
+    assert "$.launch.grid: allows at most 3 item(s), got 4" in msg
+    assert "$.launch.block[0]: expected a non-negative integer or a non-empty expression string, got 1.5" in msg
+    assert schema.check_proposal({**GOOD, "tunables": {"BLOCK": []}}) == \
+        "$.tunables.BLOCK: needs at least 1 item(s), got 0"
+    assert "not a valid macro name" in schema.check_proposal({**GOOD, "tunables": {"2X": [1]}})
+    assert "$.tunables.B[0]: expected number" in schema.check_proposal({**GOOD, "tunables": {"B": ["8"]}})
+    assert schema.check_proposal({**GOOD, "source": "   "}) == "$.source: must not be blank"
+
+    p = schema.to_proposal({"source": KERNEL, "rationale": " r ", "launch": {"grid": [4], "block": [64]}},
+                           proposer="x:y")
+    assert p == Proposal(source=KERNEL, rationale="r", launch={"grid": [4], "block": [64], "shared_mem": 0},
+                         tunables=None, proposer="x:y")
+    with pytest.raises(schema.ProposalSchemaError, match=r"\$\.launch\.grid"):
+        schema.to_proposal(BAD_GRID)
+
+
+def test_retry_after_parsing_and_caps():
+    now = 1_700_000_000.0
+    date = email.utils.formatdate(now + 7, usegmt=True)
+    assert retry.parse_retry_after({"Retry-After": date}, now=lambda: now) == pytest.approx(7, abs=1)
+    assert retry.parse_retry_after({"retry-after": "3.5"}) == 3.5
+    assert retry.parse_retry_after({"retry-after": "3", "retry-after-ms": "250"}) == 0.25
+    assert retry.parse_retry_after({"retry-after": "soon"}) is None
+    assert retry.parse_retry_after({}) is None
+    past = email.utils.formatdate(now - 60, usegmt=True)
+    assert retry.parse_retry_after({"Retry-After": past}, now=lambda: now) == 0.0
+
+    policy = retry.RetryPolicy(max_delay=10.0, base_delay=1.0, jitter=0.5, random=lambda: 1.0)
+    assert policy.delay(1, {"retry-after": "3600"}) == 10.0          # capped
+    assert policy.delay(1, None) == 0.5                              # full jitter taken
+    assert policy.delay(10, None) == 5.0                             # capped then jittered
+    with pytest.raises(ValueError):
+        retry.RetryPolicy(max_attempts=0)
+
+
+def test_call_with_retry_without_http():
+    sleeps = Sleeps()
+    seen = []
+
+    def flaky():
+        seen.append(1)
+        if len(seen) < 3:
+            raise TimeoutError("slow")
+        return "done"
+
+    out = retry.call_with_retry(flaky, retry.RetryPolicy(sleep=sleeps, random=lambda: 0.0))
+    assert out.ok and out.value == "done" and out.attempts == 3 and sleeps == [1.0, 2.0] == out.delays
+
+    def bug():
+        raise KeyError("not a call failure")
+
+    with pytest.raises(KeyError):
+        retry.call_with_retry(bug, retry.RetryPolicy(sleep=sleeps))
