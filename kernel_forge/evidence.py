@@ -34,6 +34,7 @@ SCHEMA_FOR = {
     "history.json": "history.schema.json",
     "summary.json": "summary.schema.json",
     "env.json": "env.schema.json",
+    "manifest.json": "manifest.schema.json",
 }
 _RUN_NAME = re.compile(r"^run-(\d{3,})$")
 

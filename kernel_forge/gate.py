@@ -102,9 +102,11 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.is_alive()
 
-    def request(self, op: str, payload, *, first_timeout: float, rest_timeout: float, what: str):
-        """Send a request; wait ``first_timeout`` for progress or the answer, then
-        ``rest_timeout`` more after a progress message."""
+    def request(self, op: str, payload, *, first_timeout: float, rest_timeout: float, what: str,
+                launch_timeout: float | None = None):
+        """Send a request and wait for its answer: ``first_timeout`` for the set-up (inputs, upload,
+        module load), ``launch_timeout`` once the worker says the first checked launch started, then
+        ``rest_timeout`` (or 20x the first launch's time per remaining launch) for the rest."""
         try:
             self.conn.send((op, payload))
         except (BrokenPipeError, OSError):
@@ -113,8 +115,11 @@ class Worker:
         while True:
             kind, body = self._recv(timeout, what)
             if kind == "progress":
-                first = body.get("first_launch_s", 0.0)
-                timeout = max(rest_timeout, 20 * first * 150)
+                if body.get("stage") == "launch":      # the first checked launch starts now
+                    timeout = launch_timeout if launch_timeout is not None else first_timeout
+                else:                                   # it finished: allow the rest its share
+                    first = body.get("first_launch_s", 0.0)
+                    timeout = max(rest_timeout, 20 * first * 150)
                 continue
             if kind == "ok":
                 return body
@@ -157,6 +162,9 @@ class Gate:
         self.calibration: dict | None = None
         self.restarts = 0
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kforge-reference")
+        if self.options.sanitize:
+            from .sanitizer import find_sanitizer
+            find_sanitizer()   # says clearly, before any work, that the tool is missing
 
     # -- worker management ------------------------------------------------------------------
     def worker(self) -> Worker:
@@ -218,8 +226,7 @@ class Gate:
 
         findings = static_rules.check(candidate.source)
         if findings:
-            raise CandidateError("; ".join(str(f) for f in findings[:3]), file=candidate.name,
-                                 line=findings[0].line)
+            raise CandidateError("; ".join(str(f) for f in findings[:3]), file=candidate.name)
         found = find_entry(candidate.source, self.task.signature.name)
         if found is None:
             raise SignatureError(f'{candidate.name}: no `extern "C" __global__ void {self.task.signature.name}(...)` '
@@ -291,8 +298,23 @@ class Gate:
             ev.message = str(exc)
         else:
             self._run_cases(spec, ev, roles, time_cases, only)
+            if ev.passed and self.options.sanitize and kind == "candidate":
+                self._sanitize(candidate, ev)
         ev.seconds = time.perf_counter() - t0
         return ev
+
+    def _sanitize(self, candidate: Candidate, ev: Evaluation) -> None:
+        from .sanitizer import run_sanitizer
+
+        results = run_sanitizer(self.task, candidate, seed=self.options.seed, arch=self.options.arch)
+        ev.compile = dict(ev.compile or {})
+        ev.compile["sanitizer"] = [{"tool": r.tool, "ok": r.ok, "message": r.message, "seconds": round(r.seconds, 2)}
+                                   for r in results]
+        bad = [r for r in results if not r.ok]
+        if bad:
+            ev.passed, ev.reason = False, "sanitizer"
+            ev.message = f"compute-sanitizer {bad[0].tool}: {bad[0].message}"
+            ev.score_us = None
 
     def retime(self, candidates: list[Candidate], rounds: int = 2) -> list[Evaluation]:
         """Measure candidates side by side: ``rounds`` interleaved passes over the performance
@@ -368,7 +390,8 @@ class Gate:
         w = self.worker()
         o = self.options
         try:
-            return w.request("run", (spec, case.name, opts), first_timeout=o.launch_timeout_s + 30,
+            return w.request("run", (spec, case.name, opts), first_timeout=max(60.0, o.launch_timeout_s),
+                             launch_timeout=o.launch_timeout_s,
                              rest_timeout=o.timing_timeout_s if opts.time else o.launch_timeout_s,
                              what=f"running case {case.name}")
         except WorkerError as exc:
@@ -433,7 +456,7 @@ class Gate:
             if not bad:
                 return False
             c = bad[0]
-            if stage == "after timing":
+            if stage.startswith("after timed") or stage == "after timing":
                 res.reason = "stale_after_timing"
             elif c.unwritten and c.unwritten == c.mismatches:
                 res.reason = "unwritten"
@@ -457,6 +480,10 @@ class Gate:
                                    "declare \"nondeterministic\": true in the manifest only for float atomics")
                     return True
         if "outputs_after_timing" in out and check(out["outputs_after_timing"], "after timing"):
+            return True
+        if "outputs_mid_timing" in out and check(out["outputs_mid_timing"],
+                                                 f"after timed launch {out.get('mid_timing_launch', '?')}"):
+            res.reason = "stale_after_timing"
             return True
         return False
 

@@ -125,6 +125,7 @@ class Optimizer:
         self.started = time.time()
         self.elapsed_before = 0.0
         self.stop_reason = ""
+        self.settled = True      # False between recording an iteration's proposals and deciding its best
         self.rng = random.Random(config.seed)
 
     # -- the loop ---------------------------------------------------------------------------
@@ -133,9 +134,13 @@ class Optimizer:
         try:
             self._start()
             while True:
-                batch = self._pending()
-                if batch:   # recorded before a kill: gate them without asking again
-                    self.iteration = batch[0].iteration
+                pending = self._pending()
+                if pending or not self.settled:
+                    # recorded before a kill: gate what is pending without asking again, then
+                    # decide the best over the whole iteration (its gated attempts included)
+                    if pending:
+                        self.iteration = pending[0].iteration
+                    batch = [a for a in self.attempts if a.iteration == self.iteration and a.proposer != "initial"]
                 else:
                     self._check_stop()
                     self.iteration += 1
@@ -145,7 +150,6 @@ class Optimizer:
         except StopRun as stop:
             self.stop_reason = stop.reason
         except Exhausted as exc:
-            self.iteration -= 1          # the iteration that found nothing to propose did not happen
             self.stop_reason = f"proposer_exhausted: {exc}"
         except KeyboardInterrupt:
             self.stop_reason = "interrupted"
@@ -170,11 +174,12 @@ class Optimizer:
             self.cost_usd = st.get("cost_usd", 0.0)
             self.per_model = st.get("per_model", {})
             self.elapsed_before = st.get("elapsed_s", 0.0)
+            self.settled = st.get("settled", True)
             self.initial = next((a for a in self.attempts if a.proposer == "initial"), None)
             bests = [a for a in self.attempts if a.best]
             self.best = bests[-1] if bests else self.initial
             self.progress(f"[kforge] resuming at iteration {self.iteration} with {len(self.attempts)} attempts recorded")
-        if self.initial is None or self.initial.status == "pending":
+        if self.initial is None or self.initial.status != "passed":
             self._evaluate_initial()
         if not self.baselines:
             for name in self.task.baselines:
@@ -206,7 +211,11 @@ class Optimizer:
     def _ask(self) -> list[Attempt]:
         request = ProposalRequest(system=system_prompt(), prompt=self._prompt(), n=self.config.candidates,
                                   iteration=self.iteration)
-        result = self.proposer.propose(request)
+        try:
+            result = self.proposer.propose(request)
+        except BaseException:
+            self.iteration -= 1          # nothing was recorded: this iteration did not happen
+            raise
         call_files = []
         for call in result.calls:
             idx = self.run_dir.next_model_index()
@@ -228,6 +237,7 @@ class Optimizer:
         for p in result.proposals:
             p.parent = p.parent or (self.best.id if self.best else None)
             batch.extend(self._record_proposal(p, self.iteration, call_files))
+        self.settled = False
         self._write_history()
         if not batch and result.errors and not result.proposals:
             self.progress("[kforge]   no usable proposal this iteration")
@@ -236,6 +246,8 @@ class Optimizer:
     def _record_proposal(self, p: Proposal, iteration: int, calls: list[str] = ()) -> list[Attempt]:
         """Write a proposal's source; expand declared tunables into one attempt per setting."""
         base_id = f"a{len(self.attempts):04d}"
+        if not p.label:   # model proposals: a label of their own, so their settings group and refine apart
+            p.label = base_id
         try:
             cand = candidate_from_proposal(p, name=f"{base_id}.cu")
         except CandidateError as exc:
@@ -271,24 +283,32 @@ class Optimizer:
 
     # -- gating -----------------------------------------------------------------------------
     def _gate_batch(self, batch: list[Attempt]) -> None:
-        if not batch:
-            self.since_improvement += 1
-            return
-        from .gate import precompile  # lazy: the gate module is GPU-side only when used
-        if hasattr(self.gate, "prepare"):
-            precompile(self.gate, [self._candidate(a) for a in batch])
-        for a in batch:
+        """Gate the batch's pending attempts, refine tuned ones, then decide whether the best moves.
+        On resume ``batch`` also holds the iteration's attempts gated before the kill."""
+        todo = [a for a in batch if a.status == "pending"]
+        if todo and hasattr(self.gate, "prepare"):
+            from .gate import precompile  # lazy: the gate module is GPU-side only when used
+            precompile(self.gate, [self._candidate(a) for a in todo])
+        for a in todo:
             self._gate_attempt(a)
-        self._refine(batch)
-        improved = self._maybe_move_best([a for a in batch if a.status == "passed"])
+        improved = False
+        if batch:
+            self._refine(batch)
+            improved = self._maybe_move_best([a for a in batch if a.status == "passed"])
+            improved = improved or any(a.best for a in batch)   # a resumed batch may have moved it already
         self.since_improvement = 0 if improved else self.since_improvement + 1
+        self.settled = True
+        self._write_history()
 
     def _refine(self, batch: list[Attempt]) -> None:
         """Try the neighbours of the best setting of each tuned proposal (one step, not gated before)."""
         if not self.config.refine:
             return
         groups: dict[str, list[Attempt]] = {}
+        ids = {a.id for a in batch}
         for a in batch:
+            if a.parent in ids:   # already a neighbour (a resumed batch holds its refinements)
+                continue
             if a.tunables and a.status == "passed":
                 groups.setdefault(a.label + (a.parent or ""), []).append(a)
         tried = {tuple(sorted(x.defines.items())) + (x.label,) for x in self.attempts}
@@ -348,11 +368,10 @@ class Optimizer:
                 self._write_history()
                 continue
             hold = self.gate.evaluate(self._candidate(c), roles=("holdout",))
-            c.holdout = {"passed": hold.passed, "reason": hold.reason}
+            c.holdout = {"passed": hold.passed, "reason": hold.reason, "message": hold.message, "final": False}
             if not hold.passed:
                 c.status, c.reason = "failed", "holdout_failed"
                 c.message = "failed a hidden case (details withheld from proposers)"
-                c.holdout["message"] = hold.message
                 self._write_history()
                 continue
             c.best = True
@@ -420,7 +439,8 @@ class Optimizer:
 
     # -- evidence ---------------------------------------------------------------------------
     def _state(self) -> dict:
-        return {"iteration": self.iteration, "since_improvement": self.since_improvement, "tokens": self.tokens,
+        return {"iteration": self.iteration, "since_improvement": self.since_improvement, "settled": self.settled,
+                "tokens": self.tokens,
                 "cost_usd": round(self.cost_usd, 6), "per_model": self.per_model, "elapsed_s": round(self.elapsed(), 3)}
 
     def _write_history(self) -> None:
@@ -455,10 +475,13 @@ class Optimizer:
     def _finish(self) -> dict:
         from .summary import write_summary
 
-        if self.best is not None and self.best is not self.initial and self.stop_reason != "error":
+        # the final holdout check: not after an error, nor after Ctrl-C (the resumed run does it)
+        if (self.best is not None and self.best is not self.initial
+                and self.stop_reason not in ("error", "interrupted")):
             try:
                 hold = self.gate.evaluate(self._candidate(self.best), roles=("holdout",))
-                self.best.holdout = {"passed": hold.passed, "reason": hold.reason, "final": True}
+                self.best.holdout = {"passed": hold.passed, "reason": hold.reason, "message": hold.message,
+                                     "final": True}
             except KForgeError as exc:
                 self.best.holdout = {"passed": False, "reason": "error", "message": str(exc), "final": True}
         if self.best is not None:

@@ -114,11 +114,15 @@ def _build(cls, values: dict, where: str):
 
 
 def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, prop: ProposerConfig,
-              runs_dir: str | Path = "runs", progress=lambda m: None) -> Optimizer:
+              runs_dir: str | Path = "runs", progress=lambda m: None, *, gate=None, proposer=None) -> Optimizer:
+    """A new run folder and its optimizer.  ``gate`` and ``proposer`` replace the ones built from
+    ``gate_opts`` and ``prop`` (anything with their interface: tests pass fakes, embedders their own)."""
     task = load_task(manifest)
-    proposer = make_proposer(prop, task)
-    gate = Gate(task, gate_opts)
-    gate.ensure_gpu()
+    if proposer is None:
+        proposer = make_proposer(prop, task)
+    if gate is None:
+        gate = Gate(task, gate_opts)
+        gate.ensure_gpu()
     run = RunDir.create(runs_dir)
     run.write_json("run.json", {
         "task": task.name, "manifest": str(Path(manifest).resolve()), "kernel_forge": __version__,
@@ -131,7 +135,7 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
     return Optimizer(task, gate, proposer, run, loop, progress=progress)
 
 
-def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None = None) -> Optimizer:
+def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None = None, *, gate=None) -> Optimizer:
     run = RunDir.open(path)
     meta = run.read_json("run.json")
     task = load_task(meta["manifest"])
@@ -143,8 +147,9 @@ def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None
     prop = _build(ProposerConfig, meta["proposer"], "run.json $.proposer")
     hist = run.read_json("history.json", {}) or {}
     proposer = make_proposer(prop, task, hist.get("attempts", []))
-    gate = Gate(task, gate_opts)
-    gate.ensure_gpu()
+    if gate is None:
+        gate = Gate(task, gate_opts)
+        gate.ensure_gpu()
     return Optimizer(task, gate, proposer, run, loop, progress=progress)
 
 

@@ -49,7 +49,7 @@ def _plots(run_dir, summary: dict, attempts: list[dict]) -> list[str]:
     if rows:
         names = [r["case"] for r in rows]
         series = {"best": [r["median_us"] for r in rows]}
-        if all("speedup_vs_initial" in r for r in rows):
+        if all(r.get("speedup_vs_initial") for r in rows):
             series["initial"] = [r["median_us"] * r["speedup_vs_initial"] for r in rows]
         for b in summary.get("baselines", {}):
             if all(b in r["speedup_vs_baselines"] for r in rows):

@@ -44,8 +44,8 @@ def build_summary(opt) -> dict:
             row = {"case": name, "median_us": c["timing"]["median"], "p10_us": c["timing"]["p10"],
                    "p90_us": c["timing"]["p90"], "gbps": c.get("gbps"), "tflops": c.get("tflops"),
                    "pct_peak_bw": c.get("pct_peak_bw"), "pct_peak_flops": c.get("pct_peak_flops")}
-            if name in i_cases:
-                row["speedup_vs_initial"] = i_cases[name]["timing"]["median"] / c["timing"]["median"]
+            row["speedup_vs_initial"] = (i_cases[name]["timing"]["median"] / c["timing"]["median"]
+                                         if name in i_cases else None)
             row["speedup_vs_baselines"] = {}
             for bname, bev in opt.baselines.items():
                 bc = _case_table(bev).get(name)

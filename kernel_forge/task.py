@@ -103,6 +103,7 @@ class Task:
     hints: str
     path: Path                       # the manifest file
     raw: dict = field(repr=False, compare=False, default_factory=dict)
+    templates: tuple[Path, ...] = () # kernels with tunables for the built-in tuner
 
     # -- queries -------------------------------------------------------------------------
     def arg(self, name: str) -> Arg:
@@ -251,6 +252,8 @@ def _build(data: dict, path: Path) -> Task:
             raise _err("baselines must be Python callables (they run on CuPy arrays)", file,
                        f"$.baselines.{k}")
     initial = _resolve(base, data["initial"], file, "$.initial")
+    templates = tuple(_resolve(base, rel, file, f"$.templates[{i}]")
+                      for i, rel in enumerate(data.get("templates", [])))
 
     tol_raw = data.get("tolerance", {})
     tolerance = Tolerance(tol_raw.get("atol", 1e-5), tol_raw.get("rtol", 1e-5))
@@ -314,7 +317,7 @@ def _build(data: dict, path: Path) -> Task:
                 reference=reference, baselines=baselines, initial=initial, args=tuple(args),
                 launch=launch, tolerance=tolerance, nondeterministic=bool(data.get("nondeterministic", False)),
                 flops=cost.get("flops"), bytes=cost.get("bytes"), cases=tuple(cases),
-                hints=data.get("hints", ""), path=path, raw=data)
+                hints=data.get("hints", ""), path=path, raw=data, templates=templates)
     _check_expressions(task, file)
     return task
 

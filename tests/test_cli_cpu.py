@@ -59,6 +59,7 @@ def broken_manifest(tmp_path) -> Path:
     data = json.loads((MANIFESTS / "vector_add.json").read_text())
     data["reference"] = {"python": "vector_add.py:reference"}
     data["baselines"] = {}
+    data.pop("templates", None)
     data["cases"][1]["role"] = "warmup"
     p = tmp_path / "broken.json"
     p.write_text(json.dumps(data, indent=2))

@@ -124,3 +124,19 @@ def test_cli_eval_exit_1_on_failure(tmp_path):
                                    "--reps", "3", "--warmup", "1", "--quick"])
     assert res.exit_code == 1, res.output
     assert "mismatch" in res.output
+
+
+def test_implausible_speed_is_flagged(tmp_path):
+    """A manifest that claims each launch moves 1000x the bytes: the honest kernel is then
+    'faster than the memory allows' and must be flagged, not accepted."""
+    src = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
+    src["cost"]["bytes"] = "12000*n"
+    src["reference"]["python"] = str(ROOT / "references" / "vector_add.py") + ":reference"
+    src["baselines"] = {}
+    src["initial"] = str(ROOT / "manifests" / "vector_add.cu")
+    (tmp_path / "va.json").write_text(json.dumps(src))
+    task = load_task(tmp_path / "va.json")
+    with Gate(task, _quick()) as gate:
+        ev = gate.evaluate(load_candidate(task.initial), roles=("performance",))
+    assert not ev.passed and ev.reason == "implausible", ev.message
+    assert "GB/s" in ev.message

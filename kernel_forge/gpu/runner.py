@@ -251,40 +251,73 @@ class CaseRunner:
             def download():
                 return {a.name: cp.asnumpy(dev[a.name]) for a in task.outputs}
 
-            if opts.check:
-                seconds = checked_launch()
-                out["first_launch_s"] = seconds
-                if progress:
-                    progress(seconds)
-                out["outputs"] = download()
-                modified = []
+            def const_inputs_changed() -> list[str]:
+                changed = []
                 for arg in task.args:
                     if arg.is_buffer and arg.param.const:
                         now = cp.asnumpy(dev[arg.name])
                         if not np.array_equal(now.view(np.uint8), inputs.buffers[arg.name].view(np.uint8)):
-                            modified.append(arg.name)
-                out["inputs_modified"] = modified
-                if opts.repeat:
+                            changed.append(arg.name)
+                return changed
+
+            if opts.check:
+                if progress:
+                    progress({"stage": "launch"})
+                seconds = checked_launch()
+                out["first_launch_s"] = seconds
+                if progress:
+                    progress({"first_launch_s": seconds})
+                out["outputs"] = download()
+                out["inputs_modified"] = const_inputs_changed()
+                if opts.repeat and not out["inputs_modified"]:
                     checked_launch()
                     out["outputs_repeat"] = download()
+                    out["inputs_modified"] = const_inputs_changed()
             if opts.time:
+                # every timed launch starts from poisoned outputs (outside the timed window), and the
+                # outputs of one randomly chosen timed launch are kept, so a kernel that skips work
+                # once it has been checked is caught; the warm-up count varies so launches can't be counted
+                import random
+                rng = random.Random(opts.seed ^ 0x5EED)
+                snap_at = rng.randrange(opts.reps)
+                snapshot: dict = {}
+
+                def take_snapshot():
+                    for a in task.outputs:
+                        snapshot[a.name] = dev[a.name].copy()
+
                 with self.stream:
-                    reset_only()
-                timing = bench(launch, self.stream, warmup=opts.warmup, reps=opts.reps,
+                    poison_and_reset()
+                timing = bench(launch, self.stream, warmup=opts.warmup + rng.randrange(4), reps=opts.reps,
                                flush=self.flusher() if opts.flush else None,
-                               prepare=(lambda: reset_only()) if pristine else None)
+                               prepare=poison_and_reset if opts.return_after_timing else (reset_only if pristine else None),
+                               after=(snap_at, take_snapshot) if opts.return_after_timing else None)
                 driver.synchronize("timed launches")
                 out["timing"] = timing.to_json()
                 if opts.return_after_timing:
                     out["outputs_after_timing"] = download()
+                    out["outputs_mid_timing"] = {k: cp.asnumpy(v) for k, v in snapshot.items()}
+                    out["mid_timing_launch"] = snap_at
+                    snapshot.clear()
+                    if opts.check and not out.get("inputs_modified"):
+                        out["inputs_modified"] = const_inputs_changed()
             return out
+        except BaseException as exc:
+            failure = classify(exc)
+            if failure.sticky:
+                # the context is dead and the process is about to exit: freeing would only print errors
+                self._dead = True
+                self._graveyard = (dict(dev), dict(pristine))
+                raise failure from None
+            raise
         finally:
-            dev.clear()
-            pristine.clear()
-            try:
-                cp.get_default_memory_pool().free_all_blocks()
-            except Exception:  # noqa: BLE001 - context may be dead after a sticky error
-                pass
+            if not getattr(self, "_dead", False):
+                dev.clear()
+                pristine.clear()
+                try:
+                    cp.get_default_memory_pool().free_all_blocks()
+                except Exception:  # noqa: BLE001 - context may be dead after a sticky error
+                    pass
 
     def calibrate(self) -> dict:
         """Measured device-to-device copy bandwidth (bytes read + written per second)."""
@@ -329,7 +362,7 @@ def worker_main(conn, task_path: str, ordinal: int = 0) -> None:
             if op == "run":
                 spec, case_name, opts = payload
                 result = runner.run_case(spec, case_name, opts,
-                                         progress=lambda s: conn.send(("progress", {"first_launch_s": s})))
+                                         progress=lambda info: conn.send(("progress", info)))
                 conn.send(("ok", result))
             elif op == "calibrate":
                 conn.send(("ok", runner.calibrate()))

@@ -27,8 +27,12 @@ class L2Flusher:
 
 def bench(launch: Callable[[], None], stream, *, warmup: int = 10, reps: int = 100,
           flush: L2Flusher | None = None, prepare: Callable[[], None] | None = None,
-          graph_threshold_us: float = 20.0, graph_launch: Callable | None = None) -> Timing:
-    """Time ``launch`` (which enqueues one kernel on ``stream``). Returns all samples in µs."""
+          after: tuple[int, Callable[[], None]] | None = None) -> Timing:
+    """Time ``launch`` (which enqueues one kernel on ``stream``). Returns all samples in µs.
+
+    ``prepare`` runs before every launch, ``after = (i, fn)`` runs ``fn`` right after timed
+    launch ``i`` (both outside the timed window: the gate uses them to poison outputs and to
+    snapshot the outputs of one randomly chosen timed launch)."""
     import cupy
 
     if reps < 1:
@@ -49,6 +53,8 @@ def bench(launch: Callable[[], None], stream, *, warmup: int = 10, reps: int = 1
             starts[i].record(stream)
             launch()
             ends[i].record(stream)
+            if after is not None and after[0] == i:
+                after[1]()
         stream.synchronize()
     samples = [cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in zip(starts, ends)]
     timing = summarize(samples, flushed=flush is not None)

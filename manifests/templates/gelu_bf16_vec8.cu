@@ -1,9 +1,8 @@
 // gelu_bf16: 8 bf16 per 16-byte vector (uint4 = 4 x __nv_bfloat162), ITEMS vectors per thread,
 // warp-coalesced, all loads issued before any math.  Arithmetic in float32, one round-to-nearest
 // to bf16 per output (__floats2bfloat162_rn).  The n % 8 elements after the last whole vector
-// are done one by one by the thread owning vector slot n / 8 (always inside the grid, which
-// covers cdiv(n, 8) slots).  Vector slot q starts at element 8q: 16-byte aligned because the
-// buffers are >= 256-byte aligned.
+// are done one per thread by the first threads of the last block (BLOCK >= 128 > 7).  Vector
+// slot q starts at element 8q: 16-byte aligned because the buffers are >= 256-byte aligned.
 // FAST = 0: 0.5 x (1 + tanhf(u)), full-precision tanhf.
 // FAST = 1: the identical 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)), with __expf and
 //           __fdividef (MUFU ex2 + rcp).  Relative error ~1e-6, far below bf16 rounding
@@ -61,6 +60,7 @@ gelu_bf16(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* __restrict__ y, in
 #pragma unroll
     for (int j = 0; j < ITEMS; ++j) {
         const int q = base + j * BLOCK;
+        v[j] = make_uint4(0u, 0u, 0u, 0u);
         if (q < nvec) {
             v[j] = __ldcs(x8 + q);
         }
@@ -75,10 +75,13 @@ gelu_bf16(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* __restrict__ y, in
             r.z = gelu_pair(v[j].z);
             r.w = gelu_pair(v[j].w);
             __stcs(y8 + q, r);
-        } else if (q == nvec) {
-            for (int i = nvec * 8; i < n; ++i) {
-                y[i] = __float2bfloat16_rn(gelu_f(__bfloat162float(x[i])));
-            }
+        }
+    }
+    // scalar tail: elements 8*nvec .. n-1 (at most 7), one per thread of the last block
+    if (blockIdx.x == gridDim.x - 1) {
+        const int i = nvec * 8 + (int)threadIdx.x;
+        if (i < n) {
+            y[i] = __float2bfloat16_rn(gelu_f(__bfloat162float(x[i])));
         }
     }
 }

@@ -11,13 +11,14 @@
 // kforge: block = [BLOCK, 1, 1]
 // kforge: shared_mem = (4 * COPIES * nbins) if nbins <= SMEM_BINS else 0
 // kforge: tune BLOCK = [256, 128, 512, 1024]
-// kforge: tune UNROLL = [2, 1, 4, 8]
+// kforge: tune UNROLL = [2, 1, 4]
 // kforge: tune BLOCKS_PER_SM = [4, 1, 2, 8]
-// kforge: tune COPIES = [1, 2, 4, 8]
+// kforge: tune COPIES = [1, 2, 4]
 // kforge: define SMEM_BINS = 1536
 // kforge: constraint BLOCK * BLOCKS_PER_SM <= 2048
 // kforge: constraint COPIES <= BLOCK // 32
 // kforge: constraint 4 * COPIES * SMEM_BINS <= 49152
+// kforge: constraint BLOCK * BLOCKS_PER_SM >= 512
 
 #ifndef BLOCK
 #define BLOCK 256

@@ -18,9 +18,11 @@
 // kforge: tune BK = [8, 16, 32]
 // kforge: tune TM = [8, 4]
 // kforge: tune TN = [8, 4]
+// kforge: tune MINB = [1, 2]
 // kforge: constraint (BM // TM) * (BN // TN) >= 64 and (BM // TM) * (BN // TN) <= 512
 // kforge: constraint (BM * BK) % (4 * (BM // TM) * (BN // TN)) == 0
 // kforge: constraint (BN * BK) % (4 * (BM // TM) * (BN // TN)) == 0
+// kforge: constraint MINB == 1 or (BM // TM) * (BN // TN) == 256
 // kforge: constraint 2 * 4 * BK * (BM + 4 + BN) <= 49152
 
 #ifndef BM
@@ -38,6 +40,9 @@
 #ifndef TN
 #define TN 8
 #endif
+#ifndef MINB
+#define MINB 1            // __launch_bounds__ min blocks per SM (2 caps 256-thread blocks at 128 registers)
+#endif
 
 #define TX (BN / TN)                 // threads along n
 #define TY (BM / TM)                 // threads along m
@@ -53,7 +58,7 @@
 #error "tile loads must divide evenly among the threads"
 #endif
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 matmul_f32(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c,
            int m, int n, int k)
 {

@@ -17,6 +17,7 @@
 // kforge: tune ITEMS = [2, 1, 4, 8]
 // kforge: constraint GROUP * RPB <= 1024 and GROUP * RPB >= 64
 // kforge: constraint GROUP % 32 == 0
+// kforge: constraint ITEMS * GROUP * RPB <= 4096
 
 #ifndef GROUP
 #define GROUP 128

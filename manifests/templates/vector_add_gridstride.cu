@@ -10,6 +10,7 @@
 // kforge: tune BLOCKS_PER_SM = [4, 2, 8, 16]
 // kforge: constraint BLOCK * BLOCKS_PER_SM <= 2048
 // kforge: constraint BLOCK * BLOCKS_PER_SM >= 512
+// kforge: constraint BLOCK * UNROLL <= 4096
 
 #ifndef BLOCK
 #define BLOCK 256

@@ -1,8 +1,7 @@
 // vector_add, one-shot float4 kernel: every thread owns ITEMS float4 vectors, laid out so that a
 // warp touches consecutive 16-byte vectors on each of its ITEMS loads (fully coalesced); the
 // grid covers cdiv(n, 4) vectors exactly once.  The 0-3 elements past the last whole vector
-// (n % 4) are done with scalar loads by the thread that owns vector index n / 4, which always
-// exists because the grid covers cdiv(n, 4) vector slots.  Buffers are >= 256-byte aligned and
+// (n % 4) are done with scalar loads by the first threads of the last block.  Buffers are >= 256-byte aligned and
 // every vector starts at an element index that is a multiple of 4, so float4 accesses are
 // aligned.  STREAM = 1 uses evict-first cache hints (__ldcs/__stcs): the data is touched once.
 // kforge: grid = [cdiv(n, 4 * BLOCK * ITEMS), 1, 1]
@@ -45,6 +44,8 @@ vector_add(const float* __restrict__ a, const float* __restrict__ b, float* __re
 #pragma unroll
     for (int j = 0; j < ITEMS; ++j) {
         const int v = base + j * BLOCK;
+        va[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+        vb[j] = va[j];
         if (v < nvec) {
             va[j] = LD4(a4 + v);
             vb[j] = LD4(b4 + v);
@@ -54,17 +55,15 @@ vector_add(const float* __restrict__ a, const float* __restrict__ b, float* __re
     for (int j = 0; j < ITEMS; ++j) {
         const int v = base + j * BLOCK;
         if (v < nvec) {
-            float4 r;
-            r.x = va[j].x + vb[j].x;
-            r.y = va[j].y + vb[j].y;
-            r.z = va[j].z + vb[j].z;
-            r.w = va[j].w + vb[j].w;
-            ST4(c4 + v, r);
-        } else if (v == nvec) {
-            // scalar tail: elements 4*nvec .. n-1 (at most 3)
-            for (int i = nvec * 4; i < n; ++i) {
-                c[i] = a[i] + b[i];
-            }
+            ST4(c4 + v, make_float4(va[j].x + vb[j].x, va[j].y + vb[j].y,
+                                    va[j].z + vb[j].z, va[j].w + vb[j].w));
+        }
+    }
+    // scalar tail: elements 4*nvec .. n-1 (at most 3), one per thread of the last block
+    if (blockIdx.x == gridDim.x - 1) {
+        const int i = nvec * 4 + (int)threadIdx.x;
+        if (i < n) {
+            c[i] = a[i] + b[i];
         }
     }
 }

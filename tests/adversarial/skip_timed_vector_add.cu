@@ -1,15 +1,14 @@
 // task: vector_add
-// expect: implausible
+// expect: stale_after_timing
 // note: "seen these inputs twice already" cheat. It keys a __device__ memo on n and a few probed
 // note: input values (a[0], a[n/2], a[n-1], b[0], b[n-1]): the first two launches on the same
 // note: inputs compute, every later one returns at once. The gate's checked launch and its repeat
 // note: are launches 1 and 2, so both are right; a fresh seed gives new probe values, so draw 2 is
 // note: computed too. The warm-up and timed launches of a performance case are launches 3+, and
-// note: they skip. c is a pure output and is not poisoned before timing, so it still holds the
-// note: repeat launch's correct values and the after-timing check passes. The time (a few us for
-// note: 1024 near-empty blocks) is far below 12*n bytes at the measured copy bandwidth x1.25, so
-// note: the plausibility check catches it on n16M -> implausible.
-// message: cannot have read its inputs
+// note: they skip. The gate poisons c before every timed launch (outside the timed window) and
+// note: re-checks the outputs of the last and of one random timed launch -> stale_after_timing.
+// note: (Before that fix only the plausibility check caught it, and only on memory-bound tasks.)
+// message: after timing
 // kforge: grid = [min(cdiv(n, 256), 1024)]
 // kforge: block = [256]
 #define KEYS 6

@@ -1,0 +1,185 @@
+"""Benchmarks of the harness itself, measured side by side in one run on the GPU at hand.
+
+  python bench/run_bench.py --out bench-out        (or: make bench)
+
+Writes bench.json, bench.md and bench.png to --out:
+- NVRTC compile time of every bundled kernel, cold (no cache) and cached;
+- `kforge eval` wall time for matmul_f32, strict gate vs quick (one draw, no repeat checks);
+- vector_add achieved bandwidth as % of the measured copy bandwidth;
+- naive matmul_f32 vs cuBLAS on each performance case (ratio of medians, same run);
+- time to recover from a hung kernel and from an illegal address (until a correct kernel's
+  verdict is back), and the verdicts.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+HANG = r'''
+extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n) {
+  volatile int spin = 1;
+  while (spin) { }
+}
+'''
+ILLEGAL = r'''
+extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) ((float*)0)[i + 12345] = a[i] + b[i];
+}
+'''
+
+
+def compile_times() -> list[dict]:
+    from kernel_forge.candidate import load_candidate
+    from kernel_forge.gpu.nvrtc import compile_source
+    from kernel_forge.task import load_task
+
+    rows = []
+    for m in sorted((ROOT / "manifests").glob("*.json")):
+        task = load_task(m)
+        files = [task.initial] + list(getattr(task, "templates", ()) or ())
+        for f in files:
+            cand = load_candidate(f)
+            cold = [compile_source(cand.source, arch="sm_90", defines=cand.compile_defines(), use_cache=False).seconds
+                    for _ in range(3)]
+            compile_source(cand.source, arch="sm_90", defines=cand.compile_defines())
+            t0 = time.perf_counter()
+            hit = compile_source(cand.source, arch="sm_90", defines=cand.compile_defines())
+            cached = time.perf_counter() - t0
+            rows.append({"task": task.name, "kernel": f.name, "cold_ms": 1000 * sorted(cold)[1],
+                         "cached_ms": 1000 * cached, "cache_hit": hit.cached})
+    return rows
+
+
+def eval_walls() -> dict:
+    from kernel_forge.evaluate import run_eval
+    from kernel_forge.gate import GateOptions
+
+    out = {}
+    for label, opts in (("strict", GateOptions()), ("quick", GateOptions.quick())):
+        t0 = time.perf_counter()
+        result, _ = run_eval(ROOT / "manifests" / "matmul_f32.json", None, opts, with_initial=True,
+                             with_baselines=True, with_holdout=True)
+        out[label] = {"wall_s": time.perf_counter() - t0, "passed": result["passed"],
+                      "cases": {c["name"]: c.get("speedup_vs_baselines", {}).get("cublas") for c in result["cases"]
+                                if c["role"] == "performance"},
+                      "medians_us": {c["name"]: (c["timing"] or {}).get("median") for c in result["cases"]
+                                     if c["role"] == "performance"},
+                      "baseline_us": {c["name"]: result["baselines"]["cublas"]["cases"][i]["timing"]["median"]
+                                      for i, c in enumerate([x for x in result["cases"] if x["role"] == "performance"])}}
+    return out
+
+
+def bandwidth() -> dict:
+    from kernel_forge.evaluate import run_eval
+    from kernel_forge.gate import GateOptions
+
+    result, _ = run_eval(ROOT / "manifests" / "vector_add.json", None, GateOptions.quick(), with_initial=True,
+                         with_baselines=True, with_holdout=False)
+    cal = result["calibration"]
+    return {"copy_bandwidth_GBps": cal["bandwidth"] / 1e9,
+            "theoretical_GBps": result["device"]["theoretical_bandwidth"] / 1e9,
+            "cases": {c["name"]: {"GBps": c["gbps"], "pct_of_copy": c["pct_peak_bw"],
+                                  "x_cupy": c["speedup_vs_baselines"].get("cupy_add")}
+                      for c in result["cases"] if c["role"] == "performance"}}
+
+
+def recovery() -> dict:
+    from kernel_forge.candidate import load_candidate, parse_candidate
+    from kernel_forge.gate import Gate, GateOptions
+    from kernel_forge.task import load_task
+
+    task = load_task(ROOT / "manifests" / "vector_add.json")
+    good = load_candidate(task.initial)
+    out = {}
+    with Gate(task, GateOptions.quick(warmup=1, reps=5, launch_timeout_s=2.0)) as gate:
+        gate.evaluate(good, roles=("correctness",))        # warm worker
+        for name, src in (("hang", HANG), ("illegal_address", ILLEGAL)):
+            t0 = time.perf_counter()
+            bad = gate.evaluate(parse_candidate(src, name=f"{name}.cu"), roles=("correctness",))
+            t1 = time.perf_counter()
+            after = gate.evaluate(good, roles=("correctness",))
+            t2 = time.perf_counter()
+            out[name] = {"verdict": bad.reason, "code": bad.cases[0].code if bad.cases else "",
+                         "detect_s": t1 - t0, "next_good_verdict_s": t2 - t1, "total_s": t2 - t0,
+                         "good_after": after.passed}
+        out["worker_restarts"] = gate.restarts
+    return out
+
+
+def plot(results: dict, out: Path) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    rows = results["compile"]
+    ax = axes[0]
+    labels = [r["kernel"].replace(".cu", "") for r in rows]
+    ax.barh(labels, [r["cold_ms"] for r in rows], label="cold")
+    ax.barh(labels, [r["cached_ms"] for r in rows], label="cached")
+    ax.set_xscale("log")
+    ax.set_xlabel("NVRTC compile (ms, log)")
+    ax.legend()
+    ax = axes[1]
+    ev = results["eval"]["strict"]
+    names = list(ev["medians_us"])
+    ax.bar([i - 0.2 for i in range(len(names))], [ev["medians_us"][n] for n in names], 0.4, label="naive matmul_f32")
+    ax.bar([i + 0.2 for i in range(len(names))], [ev["baseline_us"][n] for n in names], 0.4, label="cuBLAS (CuPy)")
+    ax.set_xticks(range(len(names)), names)
+    ax.set_yscale("log")
+    ax.set_ylabel("median latency (µs, log)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "bench.png", dpi=110)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="bench-out")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("KFORGE_CACHE_DIR", tempfile.mkdtemp(prefix="kforge-bench-cache-"))
+    results = {}
+    for name, fn in (("compile", compile_times), ("eval", eval_walls), ("bandwidth", bandwidth),
+                     ("recovery", recovery)):
+        t0 = time.perf_counter()
+        print(f"[bench] {name} ...", flush=True)
+        results[name] = fn()
+        print(f"[bench] {name} done in {time.perf_counter() - t0:.1f} s", flush=True)
+    (out / "bench.json").write_text(json.dumps(results, indent=2))
+    lines = ["| kernel | cold ms | cached ms |", "| --- | --- | --- |"]
+    lines += [f"| {r['task']}/{r['kernel']} | {r['cold_ms']:.1f} | {r['cached_ms']:.2f} |" for r in results["compile"]]
+    e = results["eval"]
+    lines += ["", f"kforge eval matmul_f32 wall: strict {e['strict']['wall_s']:.1f} s, quick {e['quick']['wall_s']:.1f} s", "",
+              "| case | naive µs | cuBLAS µs | naive/cuBLAS |", "| --- | --- | --- | --- |"]
+    for n, v in e["strict"]["medians_us"].items():
+        b = e["strict"]["baseline_us"][n]
+        lines.append(f"| {n} | {v:.2f} | {b:.2f} | {v / b:.2f} |")
+    bw = results["bandwidth"]
+    lines += ["", f"copy bandwidth {bw['copy_bandwidth_GBps']:.0f} GB/s (theoretical {bw['theoretical_GBps']:.0f})"]
+    for n, v in bw["cases"].items():
+        lines.append(f"- vector_add {n}: {v['GBps']:.0f} GB/s = {v['pct_of_copy']:.1f}% of copy; x{v['x_cupy']:.2f} vs CuPy")
+    r = results["recovery"]
+    for k in ("hang", "illegal_address"):
+        lines.append(f"- {k}: verdict {r[k]['verdict']} {r[k]['code']}, detected in {r[k]['detect_s']:.2f} s, "
+                     f"next correct verdict {r[k]['next_good_verdict_s']:.2f} s later (good: {r[k]['good_after']})")
+    (out / "bench.md").write_text("\n".join(lines) + "\n")
+    plot(results, out)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""Child run under compute-sanitizer: one checked launch of one case, no memory pool."""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main(job_path: str) -> int:
+    import cupy
+
+    cupy.cuda.set_allocator(None)        # pooled sub-allocations would hide out-of-bounds accesses
+    from .candidate import load_candidate
+    from .gpu.nvrtc import compile_source
+    from .gpu.runner import CaseRunner, KernelSpec, RunOptions
+    from .task import load_task
+
+    job = json.loads(open(job_path).read())
+    task = load_task(job["manifest"])
+    cand = load_candidate(job["kernel"])
+    runner = CaseRunner(task)
+    arch = job.get("arch") or runner.info.arch
+    res = compile_source(cand.source, arch=arch, defines=cand.compile_defines())
+    spec = KernelSpec(kind="cuda", label=cand.name, cubin=res.cubin, entry=task.signature.name,
+                      launch=cand.launch or task.launch, defines=cand.compile_defines())
+    runner.run_case(spec, job["case"], RunOptions(seed=job["seed"], repeat=False, time=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
