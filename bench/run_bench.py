@@ -23,16 +23,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# (an empty infinite loop or a store through a literal null pointer is undefined behaviour that
+# the compiler deletes: spin on a device flag nothing sets, and store far outside the buffer)
 HANG = r'''
+__device__ volatile int never_set = 0;
 extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n) {
-  volatile int spin = 1;
-  while (spin) { }
+  while (never_set == 0) { }
+  c[0] = a[0] + b[0];
 }
 '''
 ILLEGAL = r'''
 extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) ((float*)0)[i + 12345] = a[i] + b[i];
+  if (i < n) c[(long long)i + (1LL << 40)] = a[i] + b[i];
 }
 '''
 

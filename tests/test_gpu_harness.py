@@ -133,6 +133,7 @@ def test_implausible_speed_is_flagged(tmp_path):
     src["cost"]["bytes"] = "12000*n"
     src["reference"]["python"] = str(ROOT / "references" / "vector_add.py") + ":reference"
     src["baselines"] = {}
+    src.pop("templates", None)
     src["initial"] = str(ROOT / "manifests" / "vector_add.cu")
     (tmp_path / "va.json").write_text(json.dumps(src))
     task = load_task(tmp_path / "va.json")
@@ -140,3 +141,23 @@ def test_implausible_speed_is_flagged(tmp_path):
         ev = gate.evaluate(load_candidate(task.initial), roles=("performance",))
     assert not ev.passed and ev.reason == "implausible", ev.message
     assert "GB/s" in ev.message
+
+
+def test_cuda_reference_runs_through_the_same_harness(tmp_path):
+    """A task whose trusted reference is a .cu kernel: expected outputs come from a separate
+    reference worker, and a wrong candidate is still caught."""
+    src = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
+    src["reference"] = {"cuda": str(ROOT / "manifests" / "vector_add.cu")}
+    src["baselines"] = {}
+    src.pop("templates", None)
+    src["initial"] = str(ROOT / "manifests" / "vector_add.cu")
+    (tmp_path / "va.json").write_text(json.dumps(src))
+    task = load_task(tmp_path / "va.json")
+    good = parse_candidate(ONCE, name="once.cu")
+    wrong = parse_candidate(ONCE.replace("a[i] + b[i]", "a[i] + 2.0f * b[i]"), name="wrong.cu")
+    with Gate(task, _quick()) as gate:
+        ok = gate.evaluate(good, roles=("correctness", "performance"))
+        bad = gate.evaluate(wrong, roles=("correctness",))
+        assert gate._ref_worker is not None and gate._ref_worker.pid != gate.worker().pid
+    assert ok.passed, ok.message
+    assert not bad.passed and bad.reason == "mismatch"

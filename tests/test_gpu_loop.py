@@ -53,6 +53,8 @@ def test_replay_run_picks_the_faster_kernel_and_rejects_the_wrong_one(tmp_path):
         summary = opt.run()
     finally:
         opt.gate.close()
+    print(f"\nREPLAY matmul_f32: best {summary['best']['label']} x{summary['best']['speedup_vs_initial']:.2f}, "
+          f"{summary['gated']} gated in {summary['wall_seconds']:.0f} s")
     attempts = {a.label: a for a in opt.attempts}
     assert attempts["1_wrong.cu"].status == "failed" and attempts["1_wrong.cu"].reason == "mismatch"
     assert attempts["2_slower.cu"].status == "passed" and not attempts["2_slower.cu"].best
@@ -67,12 +69,16 @@ def test_replay_run_picks_the_faster_kernel_and_rejects_the_wrong_one(tmp_path):
 def test_tuner_improves_over_the_initial_kernel(tmp_path, name):
     task = load_task(ROOT / "manifests" / f"{name}.json")
     assert task.templates, "the tuner needs templates"
-    opt = start_run(task.path, LoopConfig(max_iterations=len(task.templates), tune_budget=6, refine=True),
-                    GateOptions(**FAST_GATE), ProposerConfig(), runs_dir=tmp_path / "runs")
+    opt = start_run(task.path, LoopConfig(max_iterations=len(task.templates), tune_budget=4, refine=False),
+                    GateOptions.quick(**FAST_GATE), ProposerConfig(), runs_dir=tmp_path / "runs")
     try:
         summary = opt.run()
     finally:
         opt.gate.close()
+    print(f"\nTUNER {name}: x{summary['best']['speedup_vs_initial']:.2f} vs initial, "
+          f"{summary['best']['speedup_vs_baselines']} vs baselines, {summary['gated']} gated in "
+          f"{summary['wall_seconds']:.0f} s ({summary['candidates_per_minute']}/min), best {summary['best']['label']} "
+          f"{summary['best']['defines']}")
     assert summary["best"]["proposer"] == "tune"
     assert summary["best"]["speedup_vs_initial"] > 1.05, summary["best"]
     assert summary["best"]["holdout"]["passed"]
@@ -121,3 +127,33 @@ def test_a_killed_run_resumes_and_finishes_with_the_same_layout(tmp_path):
     _validate_run(run)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["stop_reason"].startswith(("proposer_exhausted", "max_iterations"))
+
+
+def test_ci_regression_gate_passes_approved_and_fails_wrong_or_slower(tmp_path):
+    import hashlib
+
+    from kernel_forge.regression import run_regression
+
+    task = load_task(ROOT / "manifests" / "vector_add.json")
+    fast = tmp_path / "fast.cu"
+    fast.write_text(_fixed(ROOT / "manifests" / "templates" / "vector_add_vec4.cu", {}))
+    wrong = tmp_path / "wrong.cu"
+    wrong.write_text(task.initial.read_text().replace("a[i] + b[i]", "a[i] - b[i]"))
+    sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    entries = [
+        {"task": "vector_add", "manifest": str(task.path), "kernel": str(fast), "sha256": sha(fast),
+         "speedup_vs_initial": 1.0, "tolerance": 0.2},
+    ]
+    ap = tmp_path / "approved.json"
+    ap.write_text(json.dumps({"approved": entries}))
+    opts = GateOptions.quick(warmup=3, reps=20)
+    ok = run_regression(ap, opts)
+    assert ok[0]["ok"], ok
+
+    entries[0]["speedup_vs_initial"] = 3.0        # it was approved as 3x faster: now it is "slower"
+    entries.append({"task": "vector_add", "manifest": str(task.path), "kernel": str(wrong), "sha256": sha(wrong),
+                    "speedup_vs_initial": 1.0, "tolerance": 0.2})
+    ap.write_text(json.dumps({"approved": entries}))
+    res = run_regression(ap, opts)
+    assert not res[0]["ok"] and "SLOWER" in res[0]["detail"], res[0]
+    assert not res[1]["ok"] and res[1]["detail"].startswith("WRONG: mismatch"), res[1]
