@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import CaseFailed, EnvironmentProblem, InputError, KForgeError
+from .errors import CaseFailed, InputError, KForgeError
 
 
 def handle_errors(fn):
@@ -183,7 +183,7 @@ def main(argv=None):
 def _register_optional():
     """Commands that live in other modules register themselves here (keeps this file thin)."""
     try:
-        from . import cli_loop  # noqa: F401
+        from . import cli_loop  # noqa: F401  (registers its commands)
     except ImportError:
         pass
 

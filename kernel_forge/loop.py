@@ -6,20 +6,18 @@ One screen of logic in :meth:`Optimizer.run`; everything it writes goes through
 """
 from __future__ import annotations
 
-import json
 import random
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from . import __version__
 from .candidate import Candidate, Launch, parse_candidate
-from .errors import CandidateError, InputError, KForgeError
-from .evidence import RunDir, environment_fingerprint
+from .errors import CandidateError, KForgeError
+from .evidence import RunDir
 from .prompts import PromptAttempt, build_prompt, system_prompt
 from .proposers.base import Exhausted, Proposal, ProposalRequest
 from .proposers.tune import configurations_to_try, neighbours
-from .stats import geomean, noise_band
+from .stats import noise_band
 from .task import Task
 from .verdict import Evaluation
 

@@ -324,14 +324,13 @@ class CaseRunner:
         cp = self.cupy
         free, _total = cp.cuda.runtime.memGetInfo()
         nbytes = int(min(1 << 30, free // 8)) & ~0xFFFF
-        src = cp.empty(nbytes, dtype=cp.uint8)
-        dst = cp.empty(nbytes, dtype=cp.uint8)
-        src.fill(1)
+        bufs = {"src": cp.empty(nbytes, dtype=cp.uint8), "dst": cp.empty(nbytes, dtype=cp.uint8)}
+        bufs["src"].fill(1)
         with self.stream:
             def copy():
-                dst.data.copy_from_device_async(src.data, nbytes, self.stream)
+                bufs["dst"].data.copy_from_device_async(bufs["src"].data, nbytes, self.stream)
             t = bench(copy, self.stream, warmup=3, reps=10, flush=None)
-        del src, dst
+        bufs.clear()
         cp.get_default_memory_pool().free_all_blocks()
         bw = 2.0 * nbytes / (t.median * 1e-6)
         return {"copy_bytes": nbytes, "copy_us": t.median, "bandwidth": bw}

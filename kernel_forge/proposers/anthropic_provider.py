@@ -18,7 +18,7 @@ from ..errors import EnvironmentProblem
 from .base import ProposalRequest
 from .models import ModelProposer, Reading, import_sdk, kernel_from_text
 from .pricing import PriceTable
-from .retry import Failure, RetryPolicy, classify_exception
+from .retry import RetryPolicy
 from .schema import TOOL_DESCRIPTION, TOOL_NAME, check_proposal, proposal_schema
 
 
@@ -34,6 +34,7 @@ class AnthropicProposer(ModelProposer):
                          temperature=temperature, timeout=timeout, max_attempts=max_attempts,
                          prices=prices, sleep=sleep, retry=retry, parallel=parallel)
         self._sdk = import_sdk("anthropic", "anthropic>=0.60")
+        self._sdk_error = self._sdk.AnthropicError
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         if not key:
             if base_url is None:
@@ -68,12 +69,6 @@ class AnthropicProposer(ModelProposer):
         # this SDK's create() has no temperature argument: send it as an extra body field
         extra = {k: kwargs.pop(k) for k in ("temperature",) if k in kwargs}
         return self._client.messages.create(**kwargs, extra_body=extra or None)
-
-    def _classify(self, exc: BaseException) -> Failure | None:
-        failure = classify_exception(exc)
-        if failure is None and isinstance(exc, self._sdk.AnthropicError):
-            failure = Failure(retryable=False, description=f"{type(exc).__name__}: {exc}")
-        return failure
 
     def _usage(self, response: Any) -> tuple[int, int]:
         usage = getattr(response, "usage", None)

@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import EnvironmentProblem, InputError
 from .base import ModelCall, Proposal, ProposalRequest, ProposalResult
 from .pricing import PriceTable, price_table
-from .retry import Failure, RetryPolicy, call_with_retry
+from .retry import Failure, RetryPolicy, call_with_retry, classify_exception
 from .schema import ProposalSchemaError, to_proposal
 
 PROVIDERS = ("anthropic", "openai")
@@ -200,7 +200,15 @@ class ModelProposer:
     # -- hooks ------------------------------------------------------------------------------
     def _initial_body(self, request: ProposalRequest) -> dict: raise NotImplementedError
     def _send(self, body: dict) -> Any: raise NotImplementedError
-    def _classify(self, exc: BaseException) -> Failure | None: raise NotImplementedError
+    #: the SDK's base exception class (set by subclasses once the SDK is imported)
+    _sdk_error: type = ()
+
+    def _classify(self, exc: BaseException) -> Failure | None:
+        """Retryable transport/status failures; any other SDK error fails without retry."""
+        failure = classify_exception(exc)
+        if failure is None and self._sdk_error and isinstance(exc, self._sdk_error):
+            failure = Failure(retryable=False, description=f"{type(exc).__name__}: {exc}")
+        return failure
     def _usage(self, response: Any) -> tuple[int, int]: raise NotImplementedError
     def _read(self, response: Any) -> Reading: raise NotImplementedError
     def _repair_body(self, body: dict, response: Any, problem: str) -> dict: raise NotImplementedError

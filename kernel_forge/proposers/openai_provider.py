@@ -21,7 +21,7 @@ from ..errors import EnvironmentProblem
 from .base import ProposalRequest
 from .models import ModelProposer, Reading, import_sdk, kernel_from_text
 from .pricing import PriceTable
-from .retry import Failure, RetryPolicy, classify_exception
+from .retry import RetryPolicy
 from .schema import TOOL_DESCRIPTION, TOOL_NAME, check_proposal, proposal_schema
 
 NO_KEY = "not-needed"
@@ -39,6 +39,7 @@ class OpenAIProposer(ModelProposer):
                          temperature=temperature, timeout=timeout, max_attempts=max_attempts,
                          prices=prices, sleep=sleep, retry=retry, parallel=parallel)
         self._sdk = import_sdk("openai", "openai>=1.100")
+        self._sdk_error = self._sdk.OpenAIError
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         if not key:
             if base_url is None:
@@ -81,12 +82,6 @@ class OpenAIProposer(ModelProposer):
 
     def _send(self, body: dict) -> Any:
         return self._client.chat.completions.create(**copy.deepcopy(body))
-
-    def _classify(self, exc: BaseException) -> Failure | None:
-        failure = classify_exception(exc)
-        if failure is None and isinstance(exc, self._sdk.OpenAIError):
-            failure = Failure(retryable=False, description=f"{type(exc).__name__}: {exc}")
-        return failure
 
     def _usage(self, response: Any) -> tuple[int, int]:
         usage = getattr(response, "usage", None)
