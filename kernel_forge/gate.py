@@ -324,6 +324,7 @@ class Gate:
             "warmup", "reps", "flush_l2", "seed", "launch_timeout_s", "timing_timeout_s", "arch",
             "device", "plausibility", "plausible_margin")})
         quick.fresh_seeds = []
+        quick.check_after_timing = True   # the re-timed launches are verified too
         runs: list[list[Evaluation]] = [[] for _ in candidates]
         try:
             self.options = quick
