@@ -102,7 +102,7 @@ class NoGPUError(EnvironmentProblem):
         super().__init__(
             f"no usable NVIDIA GPU: {detail}",
             hint="commands that work without a GPU: kforge validate, kforge compile --arch sm_90, "
-                 "kforge doctor",
+                 "kforge doctor, kforge optimize --dry-run",
         )
 
 

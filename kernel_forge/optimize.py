@@ -153,6 +153,19 @@ def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None
     return Optimizer(task, gate, proposer, run, loop, progress=progress)
 
 
+def first_prompt(manifest: str | Path, hints: str = "") -> tuple[str, str]:
+    """The system and user prompts of a run's first model call, built without a GPU (the initial
+    kernel stands as the unmeasured best; no device section)."""
+    from .prompts import PromptAttempt, build_prompt, system_prompt
+
+    task = load_task(manifest)
+    best = PromptAttempt(id="initial", source=task.initial.read_text(encoding="utf-8"), passed=True,
+                         reason="passed", message="", score_us=None)
+    prompt = build_prompt(task, reference_source=task.reference.path.read_text(encoding="utf-8"), device=None,
+                          calibration=None, best=best, history=[], failures=[], hints=hints)
+    return system_prompt(), prompt
+
+
 def harness_hash() -> str:
     """Hash of kernel_forge's own source: which harness produced the evidence."""
     root = Path(__file__).parent

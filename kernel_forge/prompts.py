@@ -47,11 +47,12 @@ def _task_section(task: Task) -> str:
         if a.is_buffer:
             kind = "output" if a.output and not a.in_out else ("in/out (reset before each launch)"
                                                                if a.in_out else "input")
-            lines.append(f"- `{a.param.describe()}`: shape [{', '.join(map(str, a.shape))}], {kind}")
+            lines.append(f"- `{a.param.text}`: shape [{', '.join(map(str, a.shape))}], {kind}")
         else:
-            lines.append(f"- `{a.param.describe()}` = {a.value}")
+            lines.append(f"- `{a.param.text}` = {a.value}")
     if task.launch is not None:
-        lines.append(f"\nDefault launch: grid {list(task.launch.grid)}, block {list(task.launch.block)}, "
+        dims = lambda t: "[" + ", ".join(str(x) for x in t) + "]"  # noqa: E731
+        lines.append(f"\nDefault launch: grid {dims(task.launch.grid)}, block {dims(task.launch.block)}, "
                      f"dynamic shared memory {task.launch.shared_mem}")
     tol = task.tolerance
     lines.append(f"Tolerance: |out - ref| <= {tol.atol} + {tol.rtol} * |ref| elementwise"
@@ -113,7 +114,8 @@ def build_prompt(task: Task, *, reference_source: str, device: dict | None, cali
                  n_history: int = 5) -> str:
     parts = [_task_section(task), _device_section(device, calibration),
              "# Reference (the trusted definition of the result)\n```python\n" + _clip(reference_source, 6000) + "\n```"]
-    parts.append(f"# Current best: {best.id}, score {best.score_us:.2f} µs (geometric mean of medians)\n"
+    score = f"score {best.score_us:.2f} µs (geometric mean of medians)" if best.score_us else "not measured yet"
+    parts.append(f"# Current best: {best.id}, {score}\n"
                  + _measurements(best) + "\n```cuda\n" + _clip(best.source) + "\n```")
     earlier = [h for h in history if h.passed and h.id != best.id and h.score_us]
     earlier = sorted(earlier, key=lambda h: -h.score_us)[-n_history:]   # slow -> fast

@@ -284,3 +284,23 @@ def test_importing_does_not_load_gpu_libraries():
                     "kernel_forge.gate; assert 'cupy' not in sys.modules and 'cuda.bindings' not in "
                     "sys.modules, sorted(m for m in sys.modules if m.startswith(('cupy', 'cuda')))")
     assert p.returncode == 0, p.stderr
+
+
+def test_optimize_dry_run_prints_the_first_prompt_without_a_gpu(run):
+    r = run("optimize", "manifests/vector_add.json", "--dry-run", "--hints", "try float4 loads")
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "=== system prompt ===" in out and "submit_kernel" in out
+    assert 'extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n)' in out
+    assert "- `float* c`: shape [n], output" in out
+    assert "Default launch: grid [cdiv(n, 256)], block [256]" in out
+    assert "try float4 loads" in out and "not measured yet" in out
+    assert "n=1000003" in out                      # a shown case
+    assert "3145745" not in out                    # the holdout case's size never appears
+    assert "Cases you are shown" in out
+
+
+def test_optimize_dry_run_needs_a_manifest(run):
+    r = run("optimize", "--dry-run")
+    assert r.exit_code == 2
+    assert "--dry-run needs a MANIFEST" in r.stderr
