@@ -7,7 +7,9 @@ the reference side regenerate the same bytes independently.
 from __future__ import annotations
 
 import hashlib
+import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,8 +32,42 @@ class CaseInputs:
         return hashlib.sha256(np.ascontiguousarray(self.buffers[name]).view(np.uint8)).hexdigest()[:16]
 
 
-def _draw(task: Task, arg: Arg, case: Case, rng: np.random.Generator) -> np.ndarray:
+#: elements drawn per independent random stream; chunks are drawn in parallel threads (NumPy
+#: releases the GIL while filling), and the values depend only on (seed, case, parameter, chunk)
+CHUNK = 1 << 22
+
+
+def _random(kind: str, n: int, ftype, params: dict, key: list[int]) -> np.ndarray:
+    """``n`` draws of ``kind`` as a flat array, chunked over independent seeded streams."""
+    out = np.empty(n, dtype=np.int64 if kind == "randint" else ftype)
+
+    def fill(c: int) -> None:
+        rng = np.random.default_rng(key + [c])
+        part = out[c * CHUNK:(c + 1) * CHUNK]
+        if kind == "normal":
+            rng.standard_normal(out=part, dtype=ftype)
+            part *= ftype(params.get("std", 1.0))
+            part += ftype(params.get("mean", 0.0))
+        elif kind == "uniform":
+            lo, hi = params.get("low", -1.0), params.get("high", 1.0)
+            rng.random(out=part, dtype=ftype)
+            part *= ftype(hi - lo)
+            part += ftype(lo)
+        else:
+            part[...] = rng.integers(int(params.get("low", 0)), int(params.get("high", 100)), size=part.size)
+
+    chunks = range(max(1, -(-n // CHUNK)))
+    if len(chunks) == 1:
+        fill(0)
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(chunks), os.cpu_count() or 1, 16)) as pool:
+            list(pool.map(fill, chunks))
+    return out
+
+
+def _draw(task: Task, arg: Arg, case: Case, key: list[int]) -> np.ndarray:
     shape = task.shape(arg, case)
+    n = int(np.prod(shape))
     dt = arg.param.dtype
     init = arg.init
     kind = init.kind
@@ -42,25 +78,14 @@ def _draw(task: Task, arg: Arg, case: Case, rng: np.random.Generator) -> np.ndar
     elif kind == "constant":
         values = np.full(shape, init.get("value"))
     elif kind == "arange":
-        values = (init.get("start", 0) + init.get("step", 1) * np.arange(int(np.prod(shape)))).reshape(shape)
-    elif kind == "normal":
+        values = (init.get("start", 0) + init.get("step", 1) * np.arange(n)).reshape(shape)
+    elif kind in ("normal", "uniform", "randint"):
+        if kind == "randint" and dt.kind == "uint" and int(init.get("low", 0)) < 0:
+            raise ManifestError(f"randint low {init.get('low')} is negative but {arg.name} is {dt.name}",
+                                file=str(task.path), json_path=f"$.args.{arg.name}.init.low")
         # float32 draws are twice as fast and exact enough for 32-bit and narrower buffers
         ftype = np.float64 if dt.bits == 64 else np.float32
-        values = rng.standard_normal(size=shape, dtype=ftype)
-        values *= ftype(init.get("std", 1.0))
-        values += ftype(init.get("mean", 0.0))
-    elif kind == "uniform":
-        ftype = np.float64 if dt.bits == 64 else np.float32
-        lo, hi = init.get("low", -1.0), init.get("high", 1.0)
-        values = rng.random(size=shape, dtype=ftype)
-        values *= ftype(hi - lo)
-        values += ftype(lo)
-    elif kind == "randint":
-        lo, hi = int(init.get("low", 0)), int(init.get("high", 100))
-        if dt.kind == "uint" and lo < 0:
-            raise ManifestError(f"randint low {lo} is negative but {arg.name} is {dt.name}",
-                                file=str(task.path), json_path=f"$.args.{arg.name}.init.low")
-        values = rng.integers(lo, hi, size=shape)
+        values = _random(kind, n, ftype, dict(init.params), key).reshape(shape)
     elif kind == "npy":
         path = (task.path.parent / init.get("path")).resolve()
         values = np.load(path, allow_pickle=False)
@@ -91,8 +116,8 @@ def generate(task: Task, case: Case, seed: int) -> CaseInputs:
                                         dtype=arg.param.dtype.numpy)
             continue
         # keyed by the case's name, so adding or reordering cases leaves other draws unchanged
-        rng = np.random.default_rng([seed & 0xFFFFFFFFFFFF, zlib.crc32(case.name.encode()), i])
-        buffers[arg.name] = _draw(task, arg, case, rng)
+        key = [seed & 0xFFFFFFFFFFFF, zlib.crc32(case.name.encode()), i]
+        buffers[arg.name] = _draw(task, arg, case, key)
     return CaseInputs(case=case, seed=seed, buffers=buffers, scalars=scalars)
 
 
