@@ -19,6 +19,23 @@ def validate_manifest(path, *, deep: bool = False) -> tuple[Task, list[str]]:
         check_matches(task.signature, found[0])
     except SignatureError as exc:
         raise ManifestError(f"{task.initial}:{found[1]}: {exc.message}", file=str(path), json_path="$.initial") from None
+    for i, path in enumerate(task.templates):
+        tmpl = load_candidate(path)
+        found_t = find_entry(tmpl.source, task.signature.name)
+        if found_t is None:
+            raise ManifestError(f"{path} has no definition of {task.signature.name}", file=str(task.path),
+                                json_path=f"$.templates[{i}]")
+        try:
+            check_matches(task.signature, found_t[0])
+        except SignatureError as exc:
+            raise ManifestError(f"{path}:{found_t[1]}: {exc.message}", file=str(task.path),
+                                json_path=f"$.templates[{i}]") from None
+        if tmpl.launch is None and task.launch is None:
+            raise ManifestError(f"{path} has no kforge launch header and the manifest no launch",
+                                file=str(task.path), json_path=f"$.templates[{i}]")
+        if not tmpl.configurations():
+            raise ManifestError(f"{path}: no setting of its tunables satisfies its constraints",
+                                file=str(task.path), json_path=f"$.templates[{i}]")
     if cand.launch is None and task.launch is None:
         raise ManifestError("no launch: give \"launch\" in the manifest or a kforge header in the initial kernel",
                             file=str(path), json_path="$")

@@ -304,3 +304,16 @@ def test_optimize_dry_run_needs_a_manifest(run):
     r = run("optimize", "--dry-run")
     assert r.exit_code == 2
     assert "--dry-run needs a MANIFEST" in r.stderr
+
+
+def test_validate_checks_the_templates_signature(run, broken_manifest, tmp_path):
+    data = json.loads(broken_manifest.read_text())
+    data["cases"][1]["role"] = "correctness"
+    (tmp_path / "t.cu").write_text("// kforge: grid = [1]\n// kforge: block = [32]\n"
+                                   'extern "C" __global__ void vector_add(const float* a, const float* b, '
+                                   "float* c, long long n) {}\n")
+    data["templates"] = ["t.cu"]
+    broken_manifest.write_text(json.dumps(data))
+    r = run("validate", str(broken_manifest))
+    assert r.exit_code == 2
+    assert "$.templates[0]" in r.stderr and "parameter 4 (n)" in r.stderr
