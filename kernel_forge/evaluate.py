@@ -17,6 +17,7 @@ def run_eval(manifest, kernel, options: GateOptions, *, with_initial=True, with_
     cand = load_candidate(kernel or task.initial)
     roles = ("correctness", "performance") + (("holdout",) if with_holdout else ())
     with Gate(task, options) as gate:
+        gate.progress = progress
         gate.ensure_gpu()
         progress(f"[kforge] {task.name}: evaluating {cand.name} on {len(task.cases)} cases "
                  f"({gate.device['name']}, {gate.arch})")

@@ -162,6 +162,7 @@ class Gate:
         self.calibration: dict | None = None
         self.restarts = 0
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kforge-reference")
+        self.progress = lambda message: None   #: called with one line per finished case
         if self.options.sanitize:
             from .sanitizer import find_sanitizer
             find_sanitizer()   # says clearly, before any work, that the tool is missing
@@ -374,6 +375,9 @@ class Gate:
             except EnvironmentProblem:
                 raise
             ev.cases.append(res)
+            self.progress(f"[kforge]   {ev.label}: {case.name} ({case.role}) "
+                          + ("pass" if res.passed else res.reason)
+                          + (f", median {res.timing.median:.2f} µs" if res.timing else ""))
             if not res.passed:
                 failed = True
         failures = ev.failures()
