@@ -177,3 +177,21 @@ def gate_cmd(approvals, json_out, warmup, reps, no_flush, seed, quick, timeout, 
         Path(json_out).write_text(json.dumps(results, indent=2))
     if not all(r["ok"] for r in results):
         sys.exit(1)
+
+
+@cli.command()
+@click.argument("run_path", type=click.Path(file_okay=False))
+@handle_errors
+def report(run_path):
+    """Redraw report.md and its plots for a run folder from its summary.json and history.json."""
+    from .evidence import RunDir
+    from .run_report import write_report
+
+    run = RunDir.open(run_path)
+    summary = run.read_json("summary.json")
+    history = run.read_json("history.json")
+    if not summary or not history:
+        raise InputError(f"{run.path}: needs summary.json and history.json (resume the run to finish it first)")
+    write_report(run, summary, history["attempts"])
+    made = [p for p in ("report.md", "progress.png", "cases.png") if (run.path / p).is_file()]
+    click.echo(f"wrote {', '.join(str(run.path / p) for p in made)}")

@@ -702,3 +702,18 @@ def test_cli_approve_refuses_a_best_that_failed_the_final_holdout(kforge, tmp_pa
     assert r.exit_code == 2
     assert "failed the final holdout check" in r.stderr
     assert not approvals.exists()
+
+
+def test_cli_report_redraws_a_finished_run(kforge, tmp_path):
+    opt = new_run(tmp_path, [vector_add("pass 400")], max_iterations=2)
+    opt.run()
+    run = opt.run_dir.path
+    for name in ("report.md", "progress.png", "cases.png"):
+        (run / name).unlink()
+    r = kforge("report", run)
+    assert r.exit_code == 0, r.output + r.stderr
+    text = (run / "report.md").read_text()
+    assert "## Best: a0001" in text and "x1.50 vs the initial kernel" in text
+    assert (run / "progress.png").read_bytes()[:4] == b"\x89PNG"
+    r = kforge("report", tmp_path)
+    assert r.exit_code == 2 and "not a kforge run folder" in r.stderr
