@@ -164,7 +164,7 @@ def dump_response(obj: Any) -> dict | None:
 class ModelProposer:
     """Base of the two providers: fan-out over ``n``, retries, repair, ModelCall records.
 
-    Subclasses set ``provider`` and implement ``_initial_body``, ``_send``, ``_classify``,
+    Subclasses set ``provider`` and ``_sdk_error`` and implement ``_initial_body``, ``_send``,
     ``_usage``, ``_read`` and ``_repair_body``."""
 
     provider = ""
@@ -200,8 +200,12 @@ class ModelProposer:
     # -- hooks ------------------------------------------------------------------------------
     def _initial_body(self, request: ProposalRequest) -> dict: raise NotImplementedError
     def _send(self, body: dict) -> Any: raise NotImplementedError
+    def _usage(self, response: Any) -> tuple[int, int]: raise NotImplementedError
+    def _read(self, response: Any) -> Reading: raise NotImplementedError
+    def _repair_body(self, body: dict, response: Any, problem: str) -> dict: raise NotImplementedError
+
     #: the SDK's base exception class (set by subclasses once the SDK is imported)
-    _sdk_error: type = ()
+    _sdk_error: type | tuple = ()
 
     def _classify(self, exc: BaseException) -> Failure | None:
         """Retryable transport/status failures; any other SDK error fails without retry."""
@@ -209,9 +213,6 @@ class ModelProposer:
         if failure is None and self._sdk_error and isinstance(exc, self._sdk_error):
             failure = Failure(retryable=False, description=f"{type(exc).__name__}: {exc}")
         return failure
-    def _usage(self, response: Any) -> tuple[int, int]: raise NotImplementedError
-    def _read(self, response: Any) -> Reading: raise NotImplementedError
-    def _repair_body(self, body: dict, response: Any, problem: str) -> dict: raise NotImplementedError
 
     # -- the protocol -----------------------------------------------------------------------
     def propose(self, request: ProposalRequest) -> ProposalResult:
