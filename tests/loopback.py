@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 import time
 from collections import deque
@@ -258,3 +259,13 @@ def loopback():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No ambient credentials, base URLs or proxies reach the SDK clients."""
+    for name in list(os.environ):
+        upper = name.upper()
+        if upper.startswith(("ANTHROPIC_", "OPENAI_")) or upper.endswith("_PROXY") or upper == "NO_PROXY":
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")

@@ -34,7 +34,7 @@ from kernel_forge.task import load_task
 from kernel_forge.verdict import REASONS
 
 from fakes import ScriptedGate, vector_add, write_proposals
-from loopback import loopback, raw_arguments, text, tool  # noqa: F401  (loopback: fixture)
+from loopback import clean_env, loopback, raw_arguments, text, tool  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "manifests" / "vector_add.json"
@@ -54,17 +54,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:Depre
 @pytest.fixture(scope="module")
 def task():
     return load_task(MANIFEST)
-
-
-@pytest.fixture
-def clean_env(monkeypatch):
-    """No ambient credentials, base URLs or proxies reach the SDK clients."""
-    import os
-    for name in list(os.environ):
-        upper = name.upper()
-        if upper.startswith(("ANTHROPIC_", "OPENAI_")) or upper.endswith("_PROXY") or upper == "NO_PROXY":
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
 
 
 def new_run(tmp_path: Path, sources=None, *, gate=None, proposer=None, prop: ProposerConfig | None = None,

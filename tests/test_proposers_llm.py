@@ -15,7 +15,7 @@ from kernel_forge.proposers.base import ModelCall, Proposal, ProposalRequest
 from kernel_forge.proposers import pricing, retry, schema
 from kernel_forge.proposers.models import REDACTED, kernel_from_text, make_model_proposer, parse_model_spec, scrub
 
-from loopback import error, loopback, raw_arguments, text, tool  # noqa: F401  (loopback: fixture)
+from loopback import clean_env, error, loopback, raw_arguments, text, tool  # noqa: F401  (fixtures)
 
 ANTHROPIC_KEY = "sk-ant-api03-LOOPBACK-secret-0123456789abcdef"
 OPENAI_KEY = "sk-proj-LOOPBACK-secret-0123456789abcdef"
@@ -33,14 +33,8 @@ REQUEST = ProposalRequest(system="You write CUDA kernels.", prompt="Make saxpy f
 
 
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    """No ambient credentials, base URLs or proxies may leak into the SDK clients."""
-    import os
-    for name in list(os.environ):
-        upper = name.upper()
-        if upper.startswith(("ANTHROPIC_", "OPENAI_")) or upper.endswith("_PROXY") or upper == "NO_PROXY":
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+def _clean_env(clean_env):
+    """Every test here runs with no ambient credentials, base URLs or proxies."""
 
 
 class Sleeps(list):
