@@ -7,6 +7,8 @@ value are counted as ``unwritten``.
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,11 +64,66 @@ def _py(x):
     return x
 
 
+CHUNK = 1 << 20   #: elements per piece of work; large outputs are checked in parallel pieces
+
+
+@dataclass
+class _Part:
+    """What one piece of an output contributes to its :class:`OutputCheck`."""
+
+    bad: int
+    unwritten: int
+    nonfinite_bad: int
+    max_abs: float
+    max_rel: float
+    first: np.ndarray     # flat indices of the first bad elements, in order
+
+
+def _check_part(a_bits: np.ndarray, e: np.ndarray, offset: int, dtype: DType, tol: Tolerance,
+                exact_ints: bool, check_poison: bool, max_report: int) -> _Part:
+    if check_poison:
+        unwritten = a_bits == np.asarray(poison_value(dtype)).astype(a_bits.dtype)
+    else:
+        unwritten = np.zeros(a_bits.shape, dtype=bool)
+    if dtype.kind != "float" and exact_ints and tol.atol == 0 and tol.rtol == 0:
+        a = a_bits.astype(np.int64) if dtype.name != "uint64" else a_bits
+        ei = e.astype(a.dtype)
+        bad = a != ei
+        diff = np.abs(a.astype(np.float64) - ei.astype(np.float64))
+        rel = diff / np.maximum(np.abs(ei.astype(np.float64)), 1e-300)
+        nonfinite_bad = np.zeros_like(bad)
+    else:
+        a = to_float(a_bits, dtype).astype(np.float64)
+        ef = e.astype(np.float64)
+        fin_a, fin_e = np.isfinite(a), np.isfinite(ef)
+        both = fin_a & fin_e
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where(both, np.abs(a - ef), 0.0)
+            close = diff <= tol.atol + tol.rtol * np.abs(np.where(both, ef, 0.0))
+            # NaN where NaN, +Inf where +Inf, -Inf where -Inf
+            same_nonfinite = (np.isnan(a) & np.isnan(ef)) | (np.isinf(a) & np.isinf(ef) & (np.sign(a) == np.sign(ef)))
+        nonfinite_bad = ~both & ~same_nonfinite
+        bad = (both & ~close) | nonfinite_bad
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            rel = np.where(both, diff / np.maximum(np.abs(ef), np.finfo(np.float64).tiny), 0.0)
+    bad |= unwritten
+    n_bad = int(np.count_nonzero(bad))
+    return _Part(bad=n_bad, unwritten=int(np.count_nonzero(unwritten)),
+                 nonfinite_bad=int(np.count_nonzero(nonfinite_bad)),
+                 max_abs=float(diff.max()) if diff.size else 0.0, max_rel=float(rel.max()) if rel.size else 0.0,
+                 first=(np.flatnonzero(bad)[:max_report] + offset) if n_bad else np.empty(0, np.int64))
+
+
+def _threads() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
 def compare(name: str, actual_storage: np.ndarray, expected: np.ndarray, dtype: DType,
             tol: Tolerance, *, exact_ints: bool = True, check_poison: bool = True,
-            max_report: int = 5) -> OutputCheck:
+            max_report: int = 5, chunk: int = CHUNK) -> OutputCheck:
     """``actual_storage`` is the raw output buffer (bf16 as bits); ``expected`` the reference's
-    values (any numeric dtype)."""
+    values (any numeric dtype).  Outputs over ``chunk`` elements are checked piecewise on a few
+    threads (NumPy releases the GIL); the result does not depend on ``chunk``."""
     actual_storage = np.asarray(actual_storage)
     expected = np.asarray(expected)
     total = int(actual_storage.size)
@@ -74,46 +131,33 @@ def compare(name: str, actual_storage: np.ndarray, expected: np.ndarray, dtype: 
         return OutputCheck(name, False, total, mismatches=total,
                            shape_error=f"output has {actual_storage.size} elements, reference {expected.size}")
     expected = expected.reshape(actual_storage.shape)
-    unwritten_mask = np.zeros(actual_storage.shape, dtype=bool)
-    if check_poison:
-        pv = poison_value(dtype)
-        unwritten_mask = actual_storage == np.asarray(pv).astype(actual_storage.dtype)
-    if dtype.kind != "float" and exact_ints and tol.atol == 0 and tol.rtol == 0:
-        a = actual_storage.astype(np.int64) if dtype.name != "uint64" else actual_storage
-        e = expected.astype(a.dtype)
-        bad = a != e
-        diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
-        rel = diff / np.maximum(np.abs(e.astype(np.float64)), 1e-300)
-        nonfinite_bad = np.zeros_like(bad)
+    flat_a, flat_e = actual_storage.reshape(-1), expected.reshape(-1)
+    starts = range(0, total, chunk) if total else [0]
+
+    def part(lo: int) -> _Part:
+        hi = min(total, lo + chunk)
+        return _check_part(flat_a[lo:hi], flat_e[lo:hi], lo, dtype, tol, exact_ints, check_poison, max_report)
+
+    if len(starts) > 1:
+        with ThreadPoolExecutor(max_workers=min(len(starts), _threads()), thread_name_prefix="kforge-verify") as pool:
+            parts = list(pool.map(part, starts))
     else:
-        a = to_float(actual_storage, dtype).astype(np.float64)
-        e = expected.astype(np.float64)
-        fin_a, fin_e = np.isfinite(a), np.isfinite(e)
-        both = fin_a & fin_e
-        with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.where(both, np.abs(a - e), 0.0)
-            close = diff <= tol.atol + tol.rtol * np.abs(np.where(both, e, 0.0))
-            # NaN where NaN, +Inf where +Inf, -Inf where -Inf
-            same_nonfinite = (np.isnan(a) & np.isnan(e)) | (np.isinf(a) & np.isinf(e) & (np.sign(a) == np.sign(e)))
-        nonfinite_bad = ~both & ~same_nonfinite
-        bad = (both & ~close) | nonfinite_bad
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            rel = np.where(both, diff / np.maximum(np.abs(e), np.finfo(np.float64).tiny), 0.0)
-    bad = bad | unwritten_mask
-    n_bad = int(bad.sum())
-    max_abs = float(diff.max()) if diff.size else 0.0
-    max_rel = float(rel.max()) if rel.size else 0.0
+        parts = [part(0)]
+    n_bad = sum(p.bad for p in parts)
+    nonfinite = sum(p.nonfinite_bad for p in parts)
+    max_abs = max(p.max_abs for p in parts)
+    max_rel = max(p.max_rel for p in parts)
     first = []
     if n_bad:
-        idx = np.argwhere(bad)[:max_report]
-        av = to_float(actual_storage, dtype) if dtype.kind == "float" else actual_storage
-        for ix in idx:
-            t = tuple(int(i) for i in ix)
-            first.append({"index": list(t), "actual": _py(av[t]), "expected": _py(expected[t])})
-        if np.any(nonfinite_bad):
+        flat_idx = np.concatenate([p.first for p in parts])[:max_report]
+        for f in flat_idx:
+            t = tuple(int(i) for i in np.unravel_index(int(f), actual_storage.shape))
+            got = to_float(flat_a[int(f):int(f) + 1], dtype)[0] if dtype.kind == "float" else flat_a[int(f)]
+            first.append({"index": list(t), "actual": _py(got), "expected": _py(flat_e[int(f)])})
+        if nonfinite:
             max_abs = float("inf")
     return OutputCheck(name=name, ok=n_bad == 0, total=total, mismatches=n_bad,
-                       unwritten=int(unwritten_mask.sum()), nonfinite_mismatches=int(nonfinite_bad.sum()),
+                       unwritten=sum(p.unwritten for p in parts), nonfinite_mismatches=nonfinite,
                        max_abs=max_abs, max_rel=max_rel, first=first)
 
 

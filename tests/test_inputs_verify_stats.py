@@ -366,6 +366,54 @@ def test_compare_emits_no_numpy_warnings():
     assert not res.ok
 
 
+def _planted(dtype, n=10_007, seed=3):
+    """A (actual bits, expected) pair with mismatches, NaNs, infinities and unwritten elements."""
+    rng = np.random.default_rng(seed)
+    expected = rng.standard_normal(n) * 10
+    if dtype.kind == "float":
+        values = expected + rng.standard_normal(n) * 1e-4
+        values[rng.choice(n, 25, replace=False)] += 1.0            # beyond tolerance
+        expected[rng.choice(n, 5, replace=False)] = np.nan
+        values[rng.choice(n, 5, replace=False)] = np.inf
+        actual = from_float(values, dtype) if dtype is BFLOAT16 else values.astype(dtype.storage)
+    else:
+        expected = np.round(expected)
+        actual = expected.astype(dtype.storage)
+        actual[rng.choice(n, 25, replace=False)] += 1
+    actual[rng.choice(n, 7, replace=False)] = np.asarray(poison_value(dtype)).astype(actual.dtype)
+    return actual.reshape(-1, 1), expected
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dtype", [FLOAT32, FLOAT64, BFLOAT16, INT32], ids=lambda d: d.name)
+@pytest.mark.parametrize("chunk", [1, 7, 1000, 4096])
+def test_compare_in_pieces_gives_the_same_answer_as_in_one(dtype, chunk):
+    actual, expected = _planted(dtype)
+    tol = Tolerance(atol=1e-3, rtol=1e-3) if dtype.kind == "float" else Tolerance(0, 0)
+    whole = compare("y", actual, expected, dtype, tol, chunk=1 << 30, max_report=40)
+    parts = compare("y", actual, expected, dtype, tol, chunk=chunk, max_report=40)
+    assert not whole.ok and whole.mismatches >= 25 and whole.unwritten == 7
+    assert json.dumps(parts.to_json()) == json.dumps(whole.to_json())
+    # the first mismatches are reported in index order, by (row, column)
+    rows = [f["index"][0] for f in whole.first]
+    assert rows == sorted(rows) and len(rows) == min(40, whole.mismatches) and all(f["index"][1] == 0 for f in whole.first)
+
+
+def test_compare_in_pieces_finds_one_bad_element_at_every_boundary():
+    expected = np.arange(64, dtype=np.float64)
+    for i in (0, 15, 16, 17, 63):
+        actual = expected.astype(np.float32)
+        actual[i] = -1.0
+        res = compare("y", actual, expected, FLOAT32, TOL, chunk=16)
+        assert res.mismatches == 1 and res.first[0]["index"] == [i] and res.max_abs == i + 1
+
+
+def test_compare_zero_dimensional_output():
+    assert compare("s", np.float32(2.0), np.float64(2.0), FLOAT32, TOL).ok
+    res = compare("s", np.float32(3.0), np.float64(2.0), FLOAT32, TOL)
+    assert res.mismatches == 1 and res.first == [{"index": [], "actual": 3.0, "expected": 2.0}]
+
+
 def test_outputs_identical():
     a = {"x": np.array([0.0, 1.0], np.float32), "y": np.array([np.nan])}
     b = {"x": np.array([-0.0, 1.0], np.float32), "y": np.array([np.nan])}
