@@ -338,7 +338,6 @@ class CaseRunner:
 
 def worker_main(conn, task_path: str, ordinal: int = 0) -> None:
     """Entry point of the worker process (spawned)."""
-    os.environ.setdefault("CUPY_ACCELERATORS", "")
     try:
         from ..task import load_task
         task = load_task(task_path)
