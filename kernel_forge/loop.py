@@ -133,6 +133,8 @@ class Optimizer:
             self._start()
             while True:
                 pending = self._pending()
+                if pending and self._time_up():
+                    raise StopRun("time_limit")     # left pending: --resume with a longer limit gates them
                 if pending or not self.settled:
                     # recorded before a kill: gate what is pending without asking again, then
                     # decide the best over the whole iteration (its gated attempts included)
@@ -288,10 +290,13 @@ class Optimizer:
             from .gate import precompile  # lazy: the gate module is GPU-side only when used
             precompile(self.gate, [self._candidate(a) for a in todo])
         for a in todo:
+            if self._time_up():
+                break            # the rest stay pending; the best is still settled below
             self._gate_attempt(a)
         improved = False
         if batch:
-            self._refine(batch)
+            if not self._time_up():
+                self._refine(batch)
             improved = self._maybe_move_best([a for a in batch if a.status == "passed"])
             improved = improved or any(a.best for a in batch)   # a resumed batch may have moved it already
         self.since_improvement = 0 if improved else self.since_improvement + 1
@@ -390,6 +395,10 @@ class Optimizer:
             return self.initial.score_us / self.best.score_us
         return 1.0
 
+    def _time_up(self) -> bool:
+        """--time-limit is checked before every candidate, not only between iterations."""
+        return self.config.time_limit_s is not None and self.elapsed() >= self.config.time_limit_s
+
     def _check_stop(self) -> None:
         c = self.config
         if self.iteration >= c.max_iterations:
@@ -398,7 +407,7 @@ class Optimizer:
             raise StopRun("budget_usd")
         if c.max_tokens is not None and self.tokens["input"] + self.tokens["output"] >= c.max_tokens:
             raise StopRun("max_tokens")
-        if c.time_limit_s is not None and self.elapsed() >= c.time_limit_s:
+        if self._time_up():
             raise StopRun("time_limit")
         if c.patience is not None and self.since_improvement >= c.patience:
             raise StopRun("patience")

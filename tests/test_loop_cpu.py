@@ -326,6 +326,48 @@ def test_stop_rules(tmp_path, loop, sources, reason, iterations):
     validate_all(opt.run_dir)
 
 
+class ClockGate(ScriptedGate):
+    """Each gated candidate takes ``step`` seconds of the run's clock (no real waiting)."""
+
+    def __init__(self, task, step: float = 10.0, **kw):
+        super().__init__(task, **kw)
+        self.step, self.opt = step, None
+
+    def evaluate(self, candidate, *, roles=("correctness", "performance")):
+        if self.opt is not None:
+            self.opt.elapsed_before += self.step
+        return super().evaluate(candidate, roles=roles)
+
+
+def test_time_limit_is_checked_before_every_candidate_and_resume_finishes(tmp_path, task):
+    """A limit reached in the middle of a tuned iteration: the remaining settings stay pending, the
+    best of those gated is still settled, and --resume with a longer limit gates the rest."""
+    props = {"01_tuned.cu": vector_add("pass 400", header=TUNED_HEADER)}
+    gate = ClockGate(task)
+    opt = new_run(tmp_path, props, gate=gate, max_iterations=3, tune_budget=6, time_limit_s=25)
+    gate.opt = opt
+    summary = opt.run()
+    hist = read(opt.run_dir, "history.json")
+    tuned = attempts_by_label(hist)["01_tuned.cu"]
+    assert summary["stop_reason"] == "time_limit"
+    assert [a["status"] for a in tuned] == ["passed", "passed", "pending", "pending", "pending", "pending"]
+    assert not [a for a in tuned if a["rationale"].startswith("neighbour of")]     # no refinement
+    assert summary["best"]["defines"] == {"BLOCK": 64}           # 64 beat 32 and the initial kernel
+    assert hist["state"]["settled"] is True
+    validate_all(opt.run_dir)
+
+    resumed = resume_run(opt.run_dir.path, gate=ScriptedGate(task), overrides={"time_limit_s": 25})
+    assert resumed.run()["stop_reason"] == "time_limit"          # still out of time: nothing gated
+    assert [a["status"] for a in attempts_by_label(read(opt.run_dir, "history.json"))["01_tuned.cu"]][2:] == \
+        ["pending"] * 4
+
+    summary = resume_run(opt.run_dir.path, gate=ScriptedGate(task), overrides={"time_limit_s": 1000}).run()
+    tuned = attempts_by_label(read(opt.run_dir, "history.json"))["01_tuned.cu"]
+    assert all(a["status"] == "passed" for a in tuned)
+    assert summary["best"]["defines"] == {"BLOCK": 256}
+    validate_all(opt.run_dir)
+
+
 @pytest.mark.parametrize("rule, limit, iterations", [("budget_usd", 0.015, 2), ("max_tokens", 1500, 1)])
 def test_budget_and_token_stops_with_a_model(tmp_path, loopback, clean_env, rule, limit, iterations):
     for t in (500, 450, 400, 350):
