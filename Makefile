@@ -25,14 +25,10 @@ test: .venv/.installed
 optimize: .venv/.installed
 	.venv/bin/kforge optimize manifests/$(TASK).json
 
-# The GPU suite and the benchmarks in one go (the device machine runs exactly this).
+# The GPU suite (the device machine runs exactly this); split across GPUs when there are several.
 # Wheels in .whl/ (jsonschema, anthropic, openai and their needs) are installed to /tmp/site first.
 test-gpu:
-	@mkdir -p $(OUT)
-	@if [ -d .whl ]; then $(PY) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-		--upgrade --target /tmp/site .whl/*.whl; fi
-	set -o pipefail; PYTHONPATH=$(CURDIR):/tmp/site PYTHONUNBUFFERED=1 $(PY) -m pytest -m gpu -v -rs \
-		--junitxml=$(OUT)/gpu-junit.xml 2>&1 | tee $(OUT)/gpu-tests.log
+	OUT=$(OUT) PY=$(PY) bash bench/gpu_suite.sh
 
 bench:
 	@mkdir -p $(OUT)

@@ -7,6 +7,20 @@ ROOT = Path(__file__).resolve().parent.parent
 MANIFESTS = ROOT / "manifests"
 
 
+def gpu_for_worker(worker: str | None, gpus: str | None) -> str | None:
+    """The GPU a pytest-xdist worker (gw0, gw1, ...) gets from KFORGE_TEST_GPUS ("0,1,...")."""
+    ids = [g.strip() for g in (gpus or "").split(",") if g.strip()]
+    if not worker or not ids or not worker.startswith("gw") or not worker[2:].isdigit():
+        return None
+    return ids[int(worker[2:]) % len(ids)]
+
+
+# `make test-gpu` on several GPUs runs one xdist worker per GPU; pin each before anything touches CUDA
+_pinned = gpu_for_worker(os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("KFORGE_TEST_GPUS"))
+if _pinned is not None:
+    os.environ["CUDA_VISIBLE_DEVICES"] = _pinned
+
+
 def _has_gpu() -> tuple[bool, str]:
     try:
         from kernel_forge.gate import probe_gpu
