@@ -8,7 +8,10 @@ Writes bench.json, bench.md and bench.png to --out:
 - vector_add achieved bandwidth as % of the measured copy bandwidth;
 - naive matmul_f32 vs cuBLAS on each performance case (ratio of medians, same run);
 - time to recover from a hung kernel and from an illegal address (until a correct kernel's
-  verdict is back), and the verdicts.
+  verdict is back), and the verdicts;
+- the output check on the CPU (no GPU needed: `--only verify`): one 2^26-element float32 output
+  checked in one piece vs in parallel pieces, and all the checks of one timed draw (first launch,
+  repeat, after timing, mid timing) vs four full checks.
 """
 from __future__ import annotations
 
@@ -118,6 +121,43 @@ def recovery() -> dict:
     return out
 
 
+def verify_speed(n: int = 1 << 26, rounds: int = 3) -> dict:
+    """CPU time of the gate's output checks on one large output (medians of ``rounds``)."""
+    import numpy as np
+
+    from kernel_forge.gate import Gate, GateOptions
+    from kernel_forge.task import load_task
+    from kernel_forge.verdict import CaseResult
+    from kernel_forge.verify import compare
+
+    task = load_task(ROOT / "manifests" / "vector_add.json")
+    arg = task.outputs[0]
+    expected = np.random.default_rng(0).standard_normal(n)
+    actual = expected.astype(np.float32)
+    tol = task.tolerance_for(arg)
+
+    def median_s(fn) -> float:
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[len(times) // 2]
+
+    one = median_s(lambda: compare(arg.name, actual, expected, arg.param.dtype, tol, chunk=1 << 62))
+    pieces = median_s(lambda: compare(arg.name, actual, expected, arg.param.dtype, tol))
+    stages = ("outputs", "outputs_repeat", "outputs_after_timing", "outputs_mid_timing")
+    answer = {k: {arg.name: actual.copy()} for k in stages}
+    gate = Gate(task, GateOptions(arch="sm_90"))
+    case = task.cases[0]
+    draw = median_s(lambda: gate._check_outputs(case, answer, {arg.name: expected},
+                                                CaseResult(case.name, case.role, False, seeds=[0]), draw=0))
+    gate.close()
+    return {"elements": n, "threads": os.cpu_count(), "one_piece_s": one, "pieces_s": pieces,
+            "x_pieces": one / pieces, "timed_draw_s": draw, "four_full_checks_s": 4 * one,
+            "x_timed_draw": 4 * one / draw}
+
+
 def plot(results: dict, out: Path) -> None:
     try:
         import matplotlib
@@ -147,39 +187,61 @@ def plot(results: dict, out: Path) -> None:
     fig.savefig(out / "bench.png", dpi=110)
 
 
+SECTIONS = {"compile": compile_times, "eval": eval_walls, "bandwidth": bandwidth, "recovery": recovery,
+            "verify": verify_speed}
+
+
+def summary_lines(results: dict) -> list[str]:
+    lines = []
+    if "compile" in results:
+        lines += ["| kernel | cold ms | cached ms |", "| --- | --- | --- |"]
+        lines += [f"| {r['task']}/{r['kernel']} | {r['cold_ms']:.1f} | {r['cached_ms']:.2f} |" for r in results["compile"]]
+    if "eval" in results:
+        e = results["eval"]
+        lines += ["", f"kforge eval matmul_f32 wall: strict {e['strict']['wall_s']:.1f} s, quick {e['quick']['wall_s']:.1f} s",
+                  "", "| case | naive µs | cuBLAS µs | naive/cuBLAS |", "| --- | --- | --- | --- |"]
+        for n, v in e["strict"]["medians_us"].items():
+            b = e["strict"]["baseline_us"][n]
+            lines.append(f"| {n} | {v:.2f} | {b:.2f} | {v / b:.2f} |")
+    if "bandwidth" in results:
+        bw = results["bandwidth"]
+        lines += ["", f"copy bandwidth {bw['copy_bandwidth_GBps']:.0f} GB/s (theoretical {bw['theoretical_GBps']:.0f})"]
+        for n, v in bw["cases"].items():
+            lines.append(f"- vector_add {n}: {v['GBps']:.0f} GB/s = {v['pct_of_copy']:.1f}% of copy; x{v['x_cupy']:.2f} vs CuPy")
+    if "recovery" in results:
+        r = results["recovery"]
+        for k in ("hang", "illegal_address"):
+            lines.append(f"- {k}: verdict {r[k]['verdict']} {r[k]['code']}, detected in {r[k]['detect_s']:.2f} s, "
+                         f"next correct verdict {r[k]['next_good_verdict_s']:.2f} s later (good: {r[k]['good_after']})")
+    if "verify" in results:
+        v = results["verify"]
+        lines += ["", f"output check of {v['elements']} float32 elements ({v['threads']} CPUs): one piece "
+                  f"{v['one_piece_s']:.2f} s, parallel pieces {v['pieces_s']:.2f} s (x{v['x_pieces']:.1f}); "
+                  f"all checks of one timed draw {v['timed_draw_s']:.2f} s vs four full checks in one piece "
+                  f"{v['four_full_checks_s']:.2f} s (x{v['x_timed_draw']:.1f})"]
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench-out")
+    ap.add_argument("--only", action="append", choices=sorted(SECTIONS),
+                    help="run only this section (repeatable); default: all")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("KFORGE_CACHE_DIR", tempfile.mkdtemp(prefix="kforge-bench-cache-"))
     results = {}
-    for name, fn in (("compile", compile_times), ("eval", eval_walls), ("bandwidth", bandwidth),
-                     ("recovery", recovery)):
+    for name in args.only or list(SECTIONS):
         t0 = time.perf_counter()
         print(f"[bench] {name} ...", flush=True)
-        results[name] = fn()
+        results[name] = SECTIONS[name]()
         print(f"[bench] {name} done in {time.perf_counter() - t0:.1f} s", flush=True)
     (out / "bench.json").write_text(json.dumps(results, indent=2))
-    lines = ["| kernel | cold ms | cached ms |", "| --- | --- | --- |"]
-    lines += [f"| {r['task']}/{r['kernel']} | {r['cold_ms']:.1f} | {r['cached_ms']:.2f} |" for r in results["compile"]]
-    e = results["eval"]
-    lines += ["", f"kforge eval matmul_f32 wall: strict {e['strict']['wall_s']:.1f} s, quick {e['quick']['wall_s']:.1f} s", "",
-              "| case | naive µs | cuBLAS µs | naive/cuBLAS |", "| --- | --- | --- | --- |"]
-    for n, v in e["strict"]["medians_us"].items():
-        b = e["strict"]["baseline_us"][n]
-        lines.append(f"| {n} | {v:.2f} | {b:.2f} | {v / b:.2f} |")
-    bw = results["bandwidth"]
-    lines += ["", f"copy bandwidth {bw['copy_bandwidth_GBps']:.0f} GB/s (theoretical {bw['theoretical_GBps']:.0f})"]
-    for n, v in bw["cases"].items():
-        lines.append(f"- vector_add {n}: {v['GBps']:.0f} GB/s = {v['pct_of_copy']:.1f}% of copy; x{v['x_cupy']:.2f} vs CuPy")
-    r = results["recovery"]
-    for k in ("hang", "illegal_address"):
-        lines.append(f"- {k}: verdict {r[k]['verdict']} {r[k]['code']}, detected in {r[k]['detect_s']:.2f} s, "
-                     f"next correct verdict {r[k]['next_good_verdict_s']:.2f} s later (good: {r[k]['good_after']})")
+    lines = summary_lines(results)
     (out / "bench.md").write_text("\n".join(lines) + "\n")
-    plot(results, out)
+    if "compile" in results and "eval" in results:
+        plot(results, out)
     print("\n".join(lines))
     return 0
 
