@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 if [ -d .whl ] && [ ! -d /tmp/site ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
-LIMIT=${TUNE_LIMIT:-20}
+LIMIT=${TUNE_LIMIT:-60}   # --time-limit per task; the script kills a run at LIMIT + TUNE_SLACK
 # GPU_IDS: which GPUs to use (default: every GPU present).
 N=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 [ "${N:-0}" -ge 1 ] 2>/dev/null || N=1

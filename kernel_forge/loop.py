@@ -497,4 +497,8 @@ class Optimizer:
         summary = write_summary(self)
         self.progress(f"[kforge] stopped: {self.stop_reason}. Best {summary['best']['id'] if summary.get('best') else '-'}"
                       f" x{self.speedup():.2f} vs initial. Evidence: {self.run_dir.path}")
+        left = self._pending()
+        if left and self.stop_reason == "time_limit":
+            self.progress(f"[kforge] {len(left)} candidate(s) left ungated; to gate them: "
+                          f"kforge optimize --resume {self.run_dir.path} --time-limit LONGER")
         return summary

@@ -346,7 +346,11 @@ def test_time_limit_is_checked_before_every_candidate_and_resume_finishes(tmp_pa
     gate = ClockGate(task)
     opt = new_run(tmp_path, props, gate=gate, max_iterations=3, tune_budget=6, time_limit_s=25)
     gate.opt = opt
+    lines = []
+    opt.progress = lines.append
     summary = opt.run()
+    assert lines[-1] == (f"[kforge] 4 candidate(s) left ungated; to gate them: "
+                         f"kforge optimize --resume {opt.run_dir.path} --time-limit LONGER")
     hist = read(opt.run_dir, "history.json")
     tuned = attempts_by_label(hist)["01_tuned.cu"]
     assert summary["stop_reason"] == "time_limit"
