@@ -1,4 +1,5 @@
 import os
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ if _pinned is not None:
     os.environ["CUDA_VISIBLE_DEVICES"] = _pinned
 
 
+@lru_cache(maxsize=1)
 def _has_gpu() -> tuple[bool, str]:
     try:
         from kernel_forge.gate import probe_gpu
@@ -28,6 +30,11 @@ def _has_gpu() -> tuple[bool, str]:
         return True, ""
     except Exception as exc:  # noqa: BLE001
         return False, str(exc).splitlines()[0]
+
+
+def gpu_present() -> bool:
+    """Whether a usable NVIDIA GPU and driver are here (probed once)."""
+    return _has_gpu()[0]
 
 
 def pytest_collection_modifyitems(config, items):

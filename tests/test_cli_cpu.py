@@ -6,12 +6,12 @@ import os
 import shutil
 import subprocess
 import sys
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from conftest import gpu_present  # noqa: F401  (used by skipif strings)
 from kernel_forge import __version__
 from kernel_forge.cli import cli
 
@@ -26,16 +26,6 @@ try:
 except ImportError:
     HAS_NVRTC = False
 needs_nvrtc = pytest.mark.skipif(not HAS_NVRTC, reason="cuda-bindings (NVRTC) not installed")
-
-
-@lru_cache(maxsize=1)
-def gpu_present() -> bool:
-    try:
-        from kernel_forge.gate import probe_gpu
-        probe_gpu()
-        return True
-    except Exception:  # noqa: BLE001
-        return False
 
 
 no_gpu = pytest.mark.skipif("gpu_present()", reason="a GPU is present; these check the no-GPU path")

@@ -33,6 +33,7 @@ from kernel_forge.recorded_gate import RecordedGate
 from kernel_forge.task import load_task
 from kernel_forge.verdict import REASONS
 
+from conftest import gpu_present  # noqa: F401  (used by skipif strings)
 from fakes import ScriptedGate, vector_add, write_proposals
 from loopback import clean_env, loopback, raw_arguments, text, tool  # noqa: F401  (fixtures)
 
@@ -676,15 +677,6 @@ def kforge(monkeypatch):
     return lambda *args: runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
-def _gpu_present() -> bool:
-    try:
-        from kernel_forge.gate import probe_gpu
-        probe_gpu()
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-
-
 def test_cli_replay_and_model_are_exclusive(kforge, tmp_path):
     r = kforge("optimize", MANIFEST, "--replay", tmp_path, "--model", "anthropic:claude-sonnet-4-5",
                "--runs-dir", tmp_path / "runs")
@@ -699,7 +691,7 @@ def test_cli_resume_needs_a_run_folder(kforge, tmp_path):
     assert "is not a kforge run folder (no run.json)" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.skipif("_gpu_present()", reason="checks the no-GPU path")
+@pytest.mark.skipif("gpu_present()", reason="checks the no-GPU path")
 def test_cli_optimize_without_gpu_explains_the_tuner(kforge, tmp_path):
     r = kforge("optimize", MANIFEST, "--runs-dir", tmp_path / "runs")
     assert r.exit_code == 3
