@@ -6,7 +6,7 @@ OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 start=$(date +%s)
-timeout "${GPU_TESTS_TIMEOUT:-540}" make test-gpu PY=python3 OUT="$OUT"
+timeout -s INT -k 20 "${GPU_TESTS_TIMEOUT:-540}" make test-gpu PY=python3 OUT="$OUT"
 echo "gpu tests rc=$? in $(( $(date +%s) - start )) s"
 left=$(( ${CALL_SECONDS:-590} - ($(date +%s) - start) ))
 if [ "${BENCH:-1}" = 1 ] && [ "$left" -gt 60 ]; then

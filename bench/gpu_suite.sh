@@ -13,7 +13,7 @@ fi
 export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
 [ "${GPUS:-0}" -ge 1 ] 2>/dev/null || GPUS=1
-ARGS=(-m gpu -v -rs -p no:cacheprovider -o console_output_style=times --junitxml="$OUT/gpu-junit.xml")
+ARGS=(-m gpu -v -rs --durations=20 -p no:cacheprovider -o console_output_style=times --junitxml="$OUT/gpu-junit.xml")
 if [ "$GPUS" -gt 1 ]; then
   if "$PY" -c "import xdist" 2>/dev/null; then
     export KFORGE_TEST_GPUS=$(seq -s, 0 $(( GPUS - 1 )))

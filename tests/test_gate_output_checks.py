@@ -67,3 +67,34 @@ def test_a_wrong_first_launch_is_a_mismatch_even_if_later_stages_are_right(gate)
 def test_a_second_launch_that_differs_bit_for_bit_is_nondeterministic(gate):
     problem, res = _check(gate, outputs=None, outputs_repeat=_jittered())
     assert problem and res.reason == "nondeterministic"
+
+
+def test_a_stage_sent_as_the_first_launchs_own_array_is_not_checked_again(gate, monkeypatch):
+    import kernel_forge.gate as gate_module
+
+    calls = []
+    real = gate_module.compare
+    monkeypatch.setattr(gate_module, "compare", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    first = np.linspace(-1.0, 1.0, 5000).astype(np.float32)
+    problem, res = _check(gate, outputs=first, outputs_repeat=first, outputs_after_timing=first,
+                          outputs_mid_timing=first)
+    assert not problem and calls == ["c"]
+    calls.clear()
+    problem, res = _check(gate, outputs=first, outputs_repeat=first, outputs_after_timing=_jittered(),
+                          outputs_mid_timing=first)
+    assert not problem and calls == ["c", "c"]      # only the stage that differs is checked again
+
+
+def test_the_workers_answer_keeps_unchanged_stages_shared_through_the_pipe():
+    # the worker relies on this: a stage that is the first launch's array costs nothing to send
+    from multiprocessing.reduction import ForkingPickler
+
+    first = np.arange(1 << 20, dtype=np.float32)
+    other = first + 1
+    answer = {"outputs": {"c": first}, "outputs_repeat": {"c": first},
+              "outputs_after_timing": {"c": first}, "outputs_mid_timing": {"c": other}}
+    data = bytes(ForkingPickler.dumps(answer))
+    got = ForkingPickler.loads(data)
+    assert got["outputs_repeat"]["c"] is got["outputs"]["c"] is got["outputs_after_timing"]["c"]
+    assert got["outputs_mid_timing"]["c"] is not got["outputs"]["c"]
+    assert len(data) < 2.1 * first.nbytes           # two arrays' bytes, not four
