@@ -537,6 +537,15 @@ class Gate:
                 return True
         return False
 
+    def precompile(self, candidates: list[Candidate]) -> None:
+        """Compile candidates in parallel so that their evaluations hit the compile cache."""
+        precompile(self, candidates)
+
+    def profile(self, candidate: Candidate, cases: list[str]) -> dict:
+        """A profiler summary of ``candidate`` on ``cases`` (see :mod:`kernel_forge.gatelike`)."""
+        return {"available": False, "reason": "profiling is not implemented yet", "tool": "ncu",
+                "seconds": 0.0, "cases": {}}
+
     def ensure_gpu(self) -> None:
         """Probe the driver here, then start the worker (raises NoGPUError if there is no GPU)."""
         probe_gpu()

@@ -286,9 +286,8 @@ class Optimizer:
         """Gate the batch's pending attempts, refine tuned ones, then decide whether the best moves.
         On resume ``batch`` also holds the iteration's attempts gated before the kill."""
         todo = [a for a in batch if a.status == "pending"]
-        if todo and hasattr(self.gate, "prepare"):
-            from .gate import precompile  # lazy: the gate module is GPU-side only when used
-            precompile(self.gate, [self._candidate(a) for a in todo])
+        if todo:
+            self.gate.precompile([self._candidate(a) for a in todo])
         for a in todo:
             if self._time_up():
                 break            # the rest stay pending; the best is still settled below

@@ -79,5 +79,12 @@ class RecordedGate:
     def calibrate(self) -> dict | None:
         return self.calibration
 
+    def precompile(self, candidates: list[Candidate]) -> None:
+        pass
+
+    def profile(self, candidate: Candidate, cases: list[str]) -> dict:
+        return {"available": False, "reason": "a recorded gate has no GPU to profile on", "tool": "ncu",
+                "seconds": 0.0, "cases": {}}
+
     def close(self) -> None:
         pass

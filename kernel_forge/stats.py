@@ -27,6 +27,9 @@ class Timing:
     cv: float
     flushed: bool = True
     graph_us: float | None = None   # per-launch time from CUDA-graph replay (small kernels)
+    method: str = "events"          # what the samples are: "cupti" (kernel's own GPU time) or "events"
+    events: dict | None = None      # the CUDA-event estimate of the same launches, kept side by side
+                                    # when ``method`` is not "events": {"median", "p10", "p90", "cv", "samples_us"}
 
     @property
     def spread(self) -> float:
@@ -40,6 +43,12 @@ class Timing:
         d["flushed"] = self.flushed
         if self.graph_us is not None:
             d["graph_us"] = round(self.graph_us, 4)
+        d["method"] = self.method
+        if self.events is not None:
+            ev = dict(self.events)
+            if not with_samples:
+                ev.pop("samples_us", None)
+            d["events"] = ev
         if with_samples:
             d["samples_us"] = [round(s, 4) for s in self.samples_us]
         return d
@@ -47,11 +56,13 @@ class Timing:
     @classmethod
     def from_json(cls, d: dict) -> "Timing":
         samples = tuple(d.get("samples_us") or [d["median"]])
-        t = summarize(samples, flushed=d.get("flushed", True), graph_us=d.get("graph_us"))
+        t = summarize(samples, flushed=d.get("flushed", True), graph_us=d.get("graph_us"),
+                      method=d.get("method", "events"), events=d.get("events"))
         return t
 
 
-def summarize(samples_us, *, flushed: bool = True, graph_us: float | None = None) -> Timing:
+def summarize(samples_us, *, flushed: bool = True, graph_us: float | None = None, method: str = "events",
+              events: dict | None = None) -> Timing:
     s = np.asarray([float(x) for x in samples_us], dtype=np.float64)
     if s.size == 0:
         raise ValueError("no timing samples")
@@ -63,7 +74,7 @@ def summarize(samples_us, *, flushed: bool = True, graph_us: float | None = None
     return Timing(samples_us=tuple(float(x) for x in s), median=float(p[2]), mean=mean,
                   min=float(s.min()), max=float(s.max()), p10=float(p[0]), p20=float(p[1]),
                   p80=float(p[3]), p90=float(p[4]), cv=(std / mean if mean > 0 else 0.0),
-                  flushed=flushed, graph_us=graph_us)
+                  flushed=flushed, graph_us=graph_us, method=method, events=events)
 
 
 def geomean(values) -> float:

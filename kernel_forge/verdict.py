@@ -53,6 +53,11 @@ class CaseResult:
     pct_peak_bw: float | None = None
     pct_peak_flops: float | None = None
     code: str = ""                                        # CUDA error name, when there is one
+    #: what the compiled kernel uses and the occupancy it allows for this case's launch:
+    #: registers, spill_stores, spill_loads, static_smem, dynamic_smem, local_bytes,
+    #: threads_per_block, blocks_per_sm (cuOccupancyMaxActiveBlocksPerMultiprocessor),
+    #: warps_per_sm, occupancy (0-1), occupancy_limiter ("registers" | "shared_memory" | "threads" | "blocks")
+    resources: dict | None = None
 
     @property
     def median_us(self) -> float | None:
@@ -61,7 +66,7 @@ class CaseResult:
     def to_json(self, with_samples: bool = True) -> dict:
         d = {k: getattr(self, k) for k in ("name", "role", "passed", "reason", "message", "seeds",
                                            "outputs", "launch", "flops", "bytes", "gbps", "tflops",
-                                           "pct_peak_bw", "pct_peak_flops", "code")}
+                                           "pct_peak_bw", "pct_peak_flops", "code", "resources")}
         d["timing"] = self.timing.to_json(with_samples) if self.timing else None
         return d
 

@@ -244,6 +244,14 @@ class ScriptedGate:
     def calibrate(self) -> dict:
         return self.calibration
 
+    def precompile(self, candidates: list[Candidate]) -> None:
+        self.calls.append(("precompile", tuple(c.name for c in candidates)))
+
+    def profile(self, candidate: Candidate, cases: list[str]) -> dict:
+        self.calls.append(("profile", candidate.name, tuple(cases)))
+        return {"available": False, "reason": "the scripted gate has no profiler", "tool": "ncu",
+                "seconds": 0.0, "cases": {}}
+
     def close(self) -> None:
         self.closed = True
 

@@ -1,0 +1,43 @@
+"""What the loop needs from a gate: the :class:`GateLike` protocol.
+
+The real :class:`~kernel_forge.gate.Gate`, the :class:`~kernel_forge.recorded_gate.RecordedGate`
+that answers from an earlier run's verdicts, and the test suite's scripted gate all implement it,
+so the loop, the prompt and the evidence run without a GPU.  Nothing in the loop probes a gate
+with ``hasattr``: a method a gate cannot do meaningfully still exists and says so in its answer
+(``precompile`` does nothing, ``profile`` returns ``{"available": False, "reason": ...}``).
+"""
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from .candidate import Candidate
+from .verdict import Evaluation
+
+
+@runtime_checkable
+class GateLike(Protocol):
+    def evaluate(self, candidate: Candidate, *, roles: tuple[str, ...] = ("correctness", "performance"),
+                 kind: str = "candidate") -> Evaluation:
+        """Gate one candidate on the cases of the given roles."""
+
+    def retime(self, candidates: list[Candidate], rounds: int = 2) -> list[Evaluation]:
+        """Measure candidates side by side (interleaved rounds, samples pooled per case)."""
+
+    def evaluate_baseline(self, name: str) -> Evaluation:
+        """Time (and verify) the task's vendor baseline ``name`` like a candidate."""
+
+    def device_info(self) -> dict | None:
+        """The device description (``DeviceInfo.to_json()``), or None where unknown."""
+
+    def calibrate(self) -> dict | None:
+        """Measured copy bandwidth and FLOP/s peaks, or None where unknown."""
+
+    def precompile(self, candidates: list[Candidate]) -> None:
+        """Compile candidates ahead of their evaluation (may do nothing)."""
+
+    def profile(self, candidate: Candidate, cases: list[str]) -> dict:
+        """A profiler summary of ``candidate`` on ``cases``: ``{"available": bool, "reason": str,
+        "tool": str, "seconds": float, "cases": {name: {...metrics...}}}``."""
+
+    def close(self) -> None:
+        """Release workers and devices."""
