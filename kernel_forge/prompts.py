@@ -30,6 +30,11 @@ class PromptAttempt:
     compile_log: str = ""
     rationale: str = ""
     defines: dict = field(default_factory=dict)
+    parent: str | None = None                         # the attempt it was derived from
+    diff: str = ""                                    # unified diff of its source against the parent's
+    launch: dict | None = None                        # the launch it ran with (Launch.to_json())
+    direction: str = ""                               # the direction it was asked to take
+    profile: dict | None = None                       # GateLike.profile() summary, when profiled
 
 
 def system_prompt() -> str:

@@ -22,6 +22,8 @@ class Proposal:
     proposer: str = ""                           # e.g. "anthropic:claude-sonnet-4-5", "replay", "tune"
     parent: str | None = None                    # attempt id this was derived from
     label: str = ""                              # e.g. a replay file name
+    direction: str = ""                          # the direction this proposal was asked to take
+    calls: list[int] = field(default_factory=list)  # indices into ProposalResult.calls that produced it
 
 
 @dataclass
@@ -43,9 +45,25 @@ class ModelCall:
 @dataclass
 class ProposalRequest:
     system: str                   # system prompt
-    prompt: str                   # user prompt: task, device, best kernel, history, failures
+    prompt: str                   # user prompt after the static prefix: best kernel, history, failures
     n: int = 1                    # how many proposals wanted
     iteration: int = 0
+    #: the part of the user prompt that is the same for every call of a run (task, device,
+    #: reference); the full user prompt is ``static_prefix + "\n\n" + prompt``.  Providers that
+    #: cache prompts (Anthropic ``cache_control``) mark it as a cacheable block.
+    static_prefix: str = ""
+    #: one dynamic prompt per proposal (each with its own direction); when empty, every one of
+    #: the ``n`` proposals uses ``prompt``
+    prompts: list[str] = field(default_factory=list)
+    directions: list[str] = field(default_factory=list)   # the direction of each of the n proposals
+
+    def prompt_for(self, index: int) -> str:
+        """The dynamic user prompt of proposal ``index`` (0-based)."""
+        return self.prompts[index] if index < len(self.prompts) else self.prompt
+
+    def full_prompt(self, index: int = 0) -> str:
+        body = self.prompt_for(index)
+        return f"{self.static_prefix}\n\n{body}" if self.static_prefix else body
 
 
 @dataclass
@@ -53,6 +71,8 @@ class ProposalResult:
     proposals: list[Proposal] = field(default_factory=list)
     calls: list[ModelCall] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)   # proposer-side failures (as data)
+    #: every call of this request failed to connect (wrong --base-url, no network): the loop stops
+    unreachable: bool = False
 
 
 class Exhausted(Exception):
