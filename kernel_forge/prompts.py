@@ -113,6 +113,25 @@ def _failure_summary(a: PromptAttempt) -> str:
     return head + ("\n" + body if body else "")
 
 
+def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None,
+                       best: PromptAttempt, history: list[PromptAttempt], failures: list[PromptAttempt],
+                       hints: str = "", crossover: tuple[PromptAttempt, PromptAttempt] | None = None,
+                       n_history: int = 5, diagnosis=None, fix: PromptAttempt | None = None,
+                       direction: str = "", retrieved: tuple = ()) -> tuple[str, str]:
+    """The user prompt as (static prefix, dynamic rest): the prefix (task, device, reference) is the
+    same for every call of a run; ``diagnosis`` is a :class:`~kernel_forge.diagnosis.Diagnosis` of
+    the best, ``fix`` a failed attempt to repair, ``direction`` this proposal's direction and
+    ``retrieved`` kernels of other tasks from the archive."""
+    full = build_prompt(task, reference_source=reference_source, device=device, calibration=calibration,
+                        best=best, history=history, failures=failures, hints=hints, crossover=crossover,
+                        n_history=n_history)
+    parts = full.split("\n\n# Current best", 1)
+    static, rest = (parts[0], "# Current best" + parts[1]) if len(parts) == 2 else ("", full)
+    if direction:
+        rest += f"\n\n# Direction for this proposal\n{direction}"
+    return static, rest
+
+
 def build_prompt(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None,
                  best: PromptAttempt, history: list[PromptAttempt], failures: list[PromptAttempt],
                  hints: str = "", crossover: tuple[PromptAttempt, PromptAttempt] | None = None,

@@ -32,6 +32,8 @@ REASONS = {
     "reference_error": "the reference failed (a problem with the task, not the candidate)",
     "harness_error": "kernel_forge itself failed (please report)",
     "skipped": "not run because an earlier case failed",
+    "duplicate": "the same normalised source, launch and defines as an earlier attempt (not gated again)",
+    "launch_conflict": "the kernel's kforge header and the proposal's launch say different things",
 }
 
 
