@@ -120,9 +120,13 @@ def run_batch(manifests: list[str], *, runs_dir: str | Path = "runs", loop: dict
               retries: int = 2, resume: str | Path | None = None, gate_factory: str | None = None,
               ray_init: dict | None = None, progress=lambda m: None) -> dict:
     """Run (or resume) a batch; returns the batch record also written to ``batch.json``."""
+    if resume is None:
+        if not manifests:
+            raise InputError("give at least one manifest")
+        plan(manifests, Path(runs_dir) / "batch-new")      # bad input first (exit 2), nothing written
     if ray_address is None and gate_factory is None:
         from .gate import probe_gpu
-        probe_gpu()          # before anything is written: no GPU here is an environment problem (exit 3)
+        probe_gpu()          # then the GPU (exit 3), still before anything is written
     if resume is not None:
         batch_dir = Path(resume)
         try:
@@ -131,8 +135,6 @@ def run_batch(manifests: list[str], *, runs_dir: str | Path = "runs", loop: dict
             raise InputError(f"{batch_dir}: not a readable batch folder ({exc})") from None
         tasks = [BatchTask(**t) for t in record["tasks"]]
     else:
-        if not manifests:
-            raise InputError("give at least one manifest")
         batch_dir = new_batch_dir(runs_dir)
         tasks = plan(manifests, batch_dir)
         record = {"batch": batch_dir.name, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
