@@ -86,6 +86,10 @@ END;
 """
 #: FTS5 bm25() weights of (task_name, task_description, task_signature, source)
 BM25_WEIGHTS = (2.0, 4.0, 2.0, 1.0)
+#: what "the best kernels of a task" means everywhere (retrieval, warm start, prune, list): those
+#: that also passed the holdout cases first (a run's bests: re-measured side by side, then checked
+#: with fresh values), then the fastest
+BEST_FIRST = "(holdout = 'passed') DESC, score_us, id"
 
 
 @dataclass
@@ -175,6 +179,9 @@ def fts5_available() -> bool:
 
 
 def require_fts5() -> None:
+    if sqlite3.sqlite_version_info < (3, 25, 0):
+        raise EnvironmentProblem(f"this Python's SQLite is {sqlite3.sqlite_version}; the kernel archive needs 3.25 "
+                                 "or newer (window functions)", hint="use a newer Python build")
     if not fts5_available():
         raise EnvironmentProblem(
             f"this Python's sqlite3 module (SQLite {sqlite3.sqlite_version}) was built without FTS5, "
@@ -406,7 +413,7 @@ def get_entry(archive: Archive, key: str | int) -> Entry:
 
 def list_entries(archive: Archive, *, task: str | None = None, gpu: str | None = None,
                  limit: int | None = None) -> list[Entry]:
-    """Entries by task, then score (fastest first)."""
+    """Entries by task and GPU, best first (:data:`BEST_FIRST`)."""
     where, params = [], []
     if task:
         where.append("(task_name = ? OR task_hash = ?)")
@@ -415,7 +422,7 @@ def list_entries(archive: Archive, *, task: str | None = None, gpu: str | None =
         where.append("gpu_name = ?")
         params.append(gpu)
     sql = "SELECT * FROM kernels" + (" WHERE " + " AND ".join(where) if where else "")
-    sql += " ORDER BY task_name, gpu_name, score_us, id"
+    sql += f" ORDER BY task_name, gpu_name, {BEST_FIRST}"
     if limit:
         sql += f" LIMIT {int(limit)}"
     return [_row_to_entry(r) for r in archive.query(sql, params)]
@@ -463,7 +470,7 @@ def similar_tasks(archive: Archive, text: str, *, limit: int, gpu: str | None = 
     """Archived tasks most similar to ``text`` first: (task_hash, task_name, similarity = -bm25).
 
     BM25 runs over one document per task (its name, description, signature and the source of its
-    fastest kernel) in a temporary FTS5 table, so that document frequencies count tasks: a task
+    best kernel) in a temporary FTS5 table, so that document frequencies count tasks: a task
     the tuner archived 300 settings of would otherwise make its own words look common."""
     q = fts_query(text)
     if not q:
@@ -486,14 +493,14 @@ def similar_tasks(archive: Archive, text: str, *, limit: int, gpu: str | None = 
                     "task_signature, source, tokenize='porter unicode61')")
         try:
             con.execute("INSERT INTO temp.task_docs SELECT task_hash, task_name, task_description, task_signature, source "
-                        "FROM (SELECT *, row_number() OVER (PARTITION BY task_hash ORDER BY score_us, id) AS n "
+                        f"FROM (SELECT *, row_number() OVER (PARTITION BY task_hash ORDER BY {BEST_FIRST}) AS n "
                         f"FROM main.kernels{cond}) WHERE n = 1", params)
-            # as many one-word documents again: FTS5 gives a word found in half the documents or
-            # more an IDF of ~0, which in an archive of a few tasks silences the words that tell
-            # row-wise kernels from the others; padding halves every document frequency instead
-            # (a word in every task still counts ~0, one in half of them log 3)
+            # as many empty documents again (8 at least): FTS5 gives a word found in half the
+            # documents or more an IDF of ~0, which in an archive of a few tasks silences the
+            # words that tell row-wise kernels from the others; padding halves every document
+            # frequency instead (a word in every task then counts ~0, one in half of them log 3)
             n_docs = con.execute("SELECT count(*) FROM temp.task_docs").fetchone()[0]
-            con.executemany("INSERT INTO temp.task_docs (task_hash, source) VALUES ('', '_')", [()] * n_docs)
+            con.executemany("INSERT INTO temp.task_docs (task_hash, source) VALUES ('', '')", [()] * max(n_docs, 8))
             rows = con.execute(f"SELECT task_hash, task_name, bm25(task_docs, {w}) AS rank FROM temp.task_docs "
                                f"WHERE task_docs MATCH ? AND task_hash != '' ORDER BY rank, task_name LIMIT {int(limit)}", (q,)).fetchall()
         finally:
@@ -503,10 +510,11 @@ def similar_tasks(archive: Archive, text: str, *, limit: int, gpu: str | None = 
     return [(r[0], r[1], -float(r[2])) for r in rows]
 
 
-def fastest(archive: Archive, *, task_hash: str | None = None, task_name: str | None = None,
+def best_of_task(archive: Archive, *, task_hash: str | None = None, task_name: str | None = None,
             gpu: str | None = None, label: str | None = None, exclude_proposers: tuple[str, ...] = (),
             limit: int = 1) -> list[Entry]:
-    """The fastest entries of one task (by manifest hash, or by name), optionally on one GPU and label."""
+    """The best entries of one task (by manifest hash, or by name; :data:`BEST_FIRST`), optionally
+    on one GPU and with one label."""
     where, params = [], []
     if task_hash:
         where.append("task_hash = ?")
@@ -524,21 +532,22 @@ def fastest(archive: Archive, *, task_hash: str | None = None, task_name: str | 
         where.append("proposer != ?")
         params.append(p)
     if not where:
-        raise ValueError("fastest() needs a task")
-    sql = f"SELECT * FROM kernels WHERE {' AND '.join(where)} ORDER BY score_us, id LIMIT {int(limit)}"
+        raise ValueError("best_of_task() needs a task")
+    sql = f"SELECT * FROM kernels WHERE {' AND '.join(where)} ORDER BY {BEST_FIRST} LIMIT {int(limit)}"
     return [_row_to_entry(r) for r in archive.query(sql, params)]
 
 
 def prune(archive: Archive, keep: int) -> tuple[int, int]:
-    """Keep the ``keep`` fastest entries of each task (manifest hash) and GPU; returns (removed, kept)."""
+    """Keep the ``keep`` best entries (:data:`BEST_FIRST`) of each task (manifest hash) and GPU;
+    returns (removed, kept)."""
     if keep < 0:
         raise InputError(f"--keep {keep}: give 0 or more")
 
     def go(con):
-        cur = con.execute("""
+        cur = con.execute(f"""
             DELETE FROM kernels WHERE id IN (
                 SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY task_hash, gpu_name
-                                                             ORDER BY score_us, id) AS n FROM kernels)
+                                                             ORDER BY {BEST_FIRST}) AS n FROM kernels)
                 WHERE n > ?)""", (keep,))
         removed = cur.rowcount
         return removed, con.execute("SELECT count(*) FROM kernels").fetchone()[0]

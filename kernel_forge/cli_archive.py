@@ -75,7 +75,7 @@ def archive_group():
 @_json_option
 @handle_errors
 def list_cmd(task, gpu, limit, archive_path, as_json):
-    """Archived kernels by task, fastest first."""
+    """Archived kernels by task and GPU, best first (holdout-checked, then fastest)."""
     from .archive import list_entries
 
     if _missing(archive_path):
@@ -209,12 +209,12 @@ def import_cmd(file, archive_path, as_json):
 
 
 @archive_group.command("prune")
-@click.option("--keep", type=click.IntRange(min=0), required=True, help="Kernels kept per task and GPU (the fastest).")
+@click.option("--keep", type=click.IntRange(min=0), required=True, help="Kernels kept per task and GPU (the best).")
 @_archive_option
 @_json_option
 @handle_errors
 def prune_cmd(keep, archive_path, as_json):
-    """Keep only the KEEP fastest kernels of each task (manifest hash) and GPU."""
+    """Keep only the best KEEP kernels of each task (manifest hash) and GPU (holdout-checked, then fastest)."""
     from .archive import prune
 
     with _open(archive_path) as arch:

@@ -1,22 +1,23 @@
 """What earlier runs give a new one: examples for the prompt, and settings for the tuner.
 
-:func:`retrieve` picks the best kernels of the most similar archived tasks: first the fastest
-earlier kernel of this very task (same manifest hash, else same name), then the fastest kernel of
+:func:`retrieve` picks the best kernels of the most similar archived tasks ("best": those that
+also passed the holdout cases first, then the fastest; ``archive.BEST_FIRST``): first the best
+earlier kernel of this very task (same manifest hash, else same name), then the best kernel of
 each other task in order of BM25 similarity (FTS5 ``bm25()`` over name, description, signature
 and source, the query being this task's own name, description, signature and initial kernel).
 The number of examples and the characters of their sources are bounded; a source cut short
 says so.  :func:`render_examples` is the prompt section, :func:`retrieval_record` what the
 evidence keeps (enough for :func:`examples_from_record` to rebuild the same section on resume).
 
-:func:`best_settings` gives the tuner the fastest archived defines of the same task and GPU,
+:func:`best_settings` gives the tuner the best archived defines of the same task and GPU,
 per template label, and :func:`warm_start_configs` keeps those a template still accepts.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from .archive import Archive, Entry, fastest, similar_tasks
+from .archive import Archive, Entry, best_of_task, similar_tasks
 
 #: examples whose share of the character budget would be smaller than this are dropped instead
 MIN_EXAMPLE_CHARS = 400
@@ -93,30 +94,37 @@ class Example:
         return asdict(self)
 
 
+def _best(archive: Archive, gpu: str | None, **kw) -> list[Entry]:
+    """The best kernel of a task, measured on ``gpu`` when it has one there, else on any GPU."""
+    if gpu:
+        rows = best_of_task(archive, gpu=gpu, exclude_proposers=NOT_RETRIEVED, **kw)
+        if rows:
+            return rows
+    return best_of_task(archive, exclude_proposers=NOT_RETRIEVED, **kw)
+
+
 def retrieve(archive: Archive, task, *, k: int = 3, max_chars: int = 6000, gpu: str | None = None) -> list[Example]:
     """At most ``k`` examples whose sources hold at most ``max_chars`` characters in all: the
-    fastest earlier kernel of this task first (``same_task``), then the fastest kernel of each
-    other task, most similar first.  ``gpu``: only kernels measured on this GPU (by name)."""
+    best earlier kernel of this task first (``same_task``), then the best kernel of each
+    other task, most similar first.  ``gpu``: prefer kernels measured on this GPU (by name);
+    a task with none there gives its best from another GPU (the example says which)."""
     if k <= 0 or max_chars <= 0:
         return []
     q = TaskQuery.of(task)
     picks: list[Example] = []
-    same = []
-    if q.task_hash:
-        same = fastest(archive, task_hash=q.task_hash, gpu=gpu, exclude_proposers=NOT_RETRIEVED)
+    same = _best(archive, gpu, task_hash=q.task_hash) if q.task_hash else []
     if not same and q.name:
-        same = fastest(archive, task_name=q.name, gpu=gpu, exclude_proposers=NOT_RETRIEVED)
+        same = _best(archive, gpu, task_name=q.name)
     if same:
         picks.append(Example.of(same[0], same_task=True, similarity=None))
     seen_names = {q.name}
-    for task_hash, name, sim in similar_tasks(archive, q.text(), limit=4 * k + 8, gpu=gpu,
-                                               exclude_names=(q.name,), exclude_hashes=(q.task_hash,),
-                                               exclude_proposers=NOT_RETRIEVED):
+    for task_hash, name, sim in similar_tasks(archive, q.text(), limit=4 * k + 8, exclude_names=(q.name,),
+                                               exclude_hashes=(q.task_hash,), exclude_proposers=NOT_RETRIEVED):
         if len(picks) >= k:
             break
         if name in seen_names:            # another manifest version of a task already shown
             continue
-        best = fastest(archive, task_hash=task_hash, gpu=gpu, exclude_proposers=NOT_RETRIEVED)
+        best = _best(archive, gpu, task_hash=task_hash)
         if best:
             picks.append(Example.of(best[0], same_task=False, similarity=sim))
             seen_names.add(name)
@@ -212,37 +220,84 @@ def render_examples(examples: list[Example]) -> str:
     return "\n".join(lines)
 
 
-def retrieval_record(examples: list[Example], **context) -> dict:
-    """What the evidence records about retrieval: the examples as shown (sources included, so a
-    resumed run shows the same ones) and their ids and scores; ``context`` (the archive's path,
-    k, max_chars, gpu) is recorded alongside."""
-    return {**context, "count": len(examples), "chars": sum(len(e.source) for e in examples),
-            "examples": [e.to_json() for e in examples]}
+def retrieval_record(examples: list[Example], *, archive: str | None = None, k: int | None = None,
+                     max_chars: int | None = None, gpu: str | None = None, error: str | None = None,
+                     settings: dict | None = None) -> dict:
+    """What the evidence records about retrieval (``retrieval.json``, schema
+    ``schemas/retrieval.schema.json``): the examples as shown, sources included (so a resumed run
+    shows the same ones), with their archive ids, scores and similarities; the archived tuner
+    settings offered per template label; and the settings used."""
+    return {"archive": archive, "k": k, "max_chars": max_chars, "gpu": gpu, "error": error,
+            "count": len(examples), "chars": sum(len(e.source) for e in examples),
+            "examples": [e.to_json() for e in examples], "settings": dict(settings or {})}
+
+
+@dataclass
+class Retrieved:
+    """What a run takes from the archive when it starts; ``to_json()`` is ``retrieval.json``."""
+
+    examples: list = field(default_factory=list)   #: Example list for the prompt (render_examples)
+    settings: dict = field(default_factory=dict)   #: template label -> best_settings items for the tuner
+    archive: str | None = None                     #: the archive file
+    k: int | None = None                           #: the most examples asked for
+    max_chars: int | None = None                   #: the character budget of their sources
+    gpu: str | None = None                         #: the run's GPU name
+    error: str | None = None                       #: why nothing was retrieved (an unreadable archive)
+
+    def configs_for(self, candidate, label: str) -> list[dict]:
+        """The archived settings of template ``label`` that ``candidate`` accepts, best first:
+        the tuner gates these before its own choice (see :func:`warm_start_configs`)."""
+        return warm_start_configs(candidate, self.settings.get(label, []))
+
+    def setting_for(self, label: str, defines: dict) -> dict | None:
+        """The archived item an expanded setting came from (for the attempt's rationale), if any."""
+        return next((s for s in self.settings.get(label, [])
+                     if all(defines.get(k) == v for k, v in s["defines"].items())), None)
+
+    def to_json(self) -> dict:
+        return retrieval_record(self.examples, archive=self.archive, k=self.k, max_chars=self.max_chars,
+                                gpu=self.gpu, error=self.error, settings=self.settings)
+
+    @classmethod
+    def from_json(cls, record: dict | None) -> "Retrieved":
+        """Back from ``retrieval.json`` (a resumed run uses what its start retrieved)."""
+        r = record or {}
+        return cls(examples=examples_from_record(r), settings=dict(r.get("settings") or {}),
+                   archive=r.get("archive"), k=r.get("k"), max_chars=r.get("max_chars"), gpu=r.get("gpu"),
+                   error=r.get("error"))
 
 
 def retrieve_for_run(task, *, path=None, k: int = 3, max_chars: int = 6000, gpu: str | None = None,
-                     progress=lambda msg: None) -> tuple[list[Example], dict]:
-    """:func:`retrieve` for the start of ``kforge optimize``: opens the archive at ``path``
-    (default :func:`~kernel_forge.archive.default_path`) without creating it, and never raises
-    for an archive problem (no archive: no examples; an unreadable one: a warning through
-    ``progress`` and the reason in the record).  Returns (examples, retrieval_record(...))."""
+                     settings_per_label: int = 3, progress=lambda msg: None) -> Retrieved:
+    """Everything a new run takes from the archive at ``path`` (default
+    :func:`~kernel_forge.archive.default_path`), opened without creating it: the prompt's
+    examples (:func:`retrieve`, preferring kernels measured on ``gpu``) and, when ``gpu`` is
+    given, up to ``settings_per_label`` archived settings per template label measured on it
+    (:func:`best_settings`).  Never raises for an archive problem: no archive gives nothing; an
+    unreadable one a warning through ``progress`` and the reason in ``error``."""
     from .archive import default_path, open_archive
     from .errors import KForgeError
 
     p = Path(path) if path else default_path()
-    context = {"archive": str(p), "k": k, "max_chars": max_chars, "gpu": gpu}
+    out = Retrieved(archive=str(p), k=k, max_chars=max_chars, gpu=gpu)
     if not p.exists():
-        return [], retrieval_record([], **context)
+        return out
     try:
         with open_archive(p, create=False) as arch:
-            examples = retrieve(arch, task, k=k, max_chars=max_chars, gpu=gpu)
+            out.examples = retrieve(arch, task, k=k, max_chars=max_chars, gpu=gpu)
+            if gpu and settings_per_label > 0:
+                for s in best_settings(arch, task, gpu):
+                    out.settings[s["label"]] = best_settings(arch, task, gpu, label=s["label"], n=settings_per_label)
     except KForgeError as exc:
         progress(f"[kforge] warning: nothing retrieved from the archive: {exc}")
-        return [], retrieval_record([], **context, error=str(exc))
-    if examples:
-        progress(f"[kforge] archive {p}: " + ", ".join(
-            f"{e.task_name}#{e.id}{' (this task)' if e.same_task else ''}" for e in examples))
-    return examples, retrieval_record(examples, **context)
+        return Retrieved(archive=str(p), k=k, max_chars=max_chars, gpu=gpu, error=str(exc))
+    if out.examples:
+        progress(f"[kforge] archive {p}: examples " + ", ".join(
+            f"{e.task_name}#{e.id}{' (this task)' if e.same_task else ''}" for e in out.examples))
+    if out.settings:
+        progress(f"[kforge] archive {p}: settings to gate first for " + ", ".join(
+            f"{label} ({len(v)})" for label, v in sorted(out.settings.items())))
+    return out
 
 
 def examples_from_record(record: dict | None) -> list[Example]:
@@ -254,18 +309,18 @@ def examples_from_record(record: dict | None) -> list[Example]:
 # -- the tuner's warm start ----------------------------------------------------------------------
 
 def best_settings(archive: Archive, task, gpu_name: str, label: str | None = None, *, n: int = 3) -> list[dict]:
-    """The fastest archived defines of the same task (manifest hash; by name only when the hash
-    has none) on the GPU named ``gpu_name``: with ``label``, up to ``n`` distinct settings of that
-    template, fastest first; without, the fastest setting of each label, fastest first.
+    """The best archived defines (``archive.BEST_FIRST``) of the same task (manifest hash; by
+    name only when the hash has none) on the GPU named ``gpu_name``: with ``label``, up to ``n``
+    distinct settings of that template, best first; without, the best setting of each label.
     Each item: label, defines, score_us, id, content_hash, run, attempt, same_manifest."""
     q = TaskQuery.of(task)
     rows: list[Entry] = []
     same_manifest = False
     if q.task_hash:
-        rows = fastest(archive, task_hash=q.task_hash, gpu=gpu_name, label=label, limit=1000)
+        rows = best_of_task(archive, task_hash=q.task_hash, gpu=gpu_name, label=label, limit=1000)
         same_manifest = bool(rows)
     if not rows and q.name:
-        rows = fastest(archive, task_name=q.name, gpu=gpu_name, label=label, limit=1000)
+        rows = best_of_task(archive, task_name=q.name, gpu=gpu_name, label=label, limit=1000)
     out: list[dict] = []
     seen: set = set()
     for e in rows:

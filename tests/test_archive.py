@@ -27,9 +27,9 @@ from kernel_forge.evidence import schema
 from kernel_forge.gate import GateOptions
 from kernel_forge.loop import LoopConfig
 from kernel_forge.optimize import ProposerConfig, resume_run, start_run
-from kernel_forge.retrieval import (MIN_EXAMPLE_CHARS, Example, TaskQuery, best_settings, examples_from_record,
-                                    render_examples, retrieval_record, retrieve, retrieve_for_run,
-                                    truncate_source, warm_start_configs)
+from kernel_forge.retrieval import (MIN_EXAMPLE_CHARS, Example, Retrieved, TaskQuery, best_settings,
+                                    examples_from_record, render_examples, retrieval_record, retrieve,
+                                    retrieve_for_run, truncate_source, warm_start_configs)
 from kernel_forge.task import load_task
 
 from conftest import gpu_present  # noqa: F401  (used by skipif strings)
@@ -234,6 +234,9 @@ def test_export_schema_is_strict_and_matches_entry():
     assert not [k for k, v in s["properties"].items() if not v.get("description")]
     r = schema("retrieval.schema.json")
     jsonschema.Draft202012Validator.check_schema(r)
+    assert r["additionalProperties"] is False and set(r["required"]) == set(r["properties"])
+    assert not [k for k, v in r["properties"].items() if not v.get("description")]
+    assert set(r["properties"]) == set(retrieval_record([])) == set(Retrieved().to_json())
     assert set(r["properties"]["examples"]["items"]["properties"]) == set(Example.__dataclass_fields__)
 
 
@@ -352,8 +355,9 @@ def test_a_missing_archive_is_not_created_by_readers(tmp_path):
     with pytest.raises(InputError, match="no archive here yet"):
         open_archive(p, create=False)
     assert not p.exists()
-    examples, record = retrieve_for_run("softmax_rows", path=p)
-    assert examples == [] and record["count"] == 0 and not p.exists()
+    got = retrieve_for_run("softmax_rows", path=p, gpu=GPU)
+    assert got.examples == [] and got.settings == {} and got.error is None and not p.exists()
+    assert got.to_json()["count"] == 0
 
 
 # ------------------------------------------------------------------------ two writers
@@ -411,6 +415,20 @@ def test_prune_keeps_the_fastest_per_task_and_gpu(arch):
                     ("softmax_rows", "NVIDIA A100", 90.0), ("softmax_rows", GPU, 100.0), ("softmax_rows", GPU, 200.0)]
     assert prune(arch, 2) == (0, 5)
     assert integrity(arch) == [] and len(search(arch, "softmax")) == 4
+
+
+def test_best_means_holdout_checked_first_then_fastest(arch):
+    """A run's best was re-measured side by side and passed the holdout; a faster score that never
+    faced the holdout (within noise, or not among the contenders re-measured) ranks after it."""
+    checked = entry("softmax_rows", 200.0, label="t.cu", defines={"B": 2})
+    unchecked = entry("softmax_rows", 190.0, label="t.cu", defines={"B": 1})
+    unchecked.holdout = "not_run"
+    add_entries(arch, [unchecked, checked])
+    assert [e.defines for e in retrieve(arch, TaskQuery(name="softmax_rows"))] == [{"B": 2}]
+    assert [s["defines"] for s in best_settings(arch, TaskQuery(name="softmax_rows"), GPU, label="t.cu")] == \
+        [{"B": 2}, {"B": 1}]
+    assert [e.defines for e in list_entries(arch)] == [{"B": 2}, {"B": 1}]
+    assert prune(arch, 1) == (1, 1) and list_entries(arch)[0].defines == {"B": 2}
 
 
 def test_the_same_kernel_is_one_entry_per_task_and_gpu(arch):
@@ -483,7 +501,6 @@ def test_the_same_task_comes_first_then_the_most_similar_others(three_tasks):
     # by name when the manifest changed (another hash), and nothing from another GPU when one is asked for
     by_name = retrieve(three_tasks, TaskQuery(name="softmax_rows", task_hash="0" * 64), k=1)
     assert by_name[0].same_task and by_name[0].task_name == "softmax_rows"
-    assert retrieve(three_tasks, task, gpu="NVIDIA A100") == []
 
 
 def test_the_bundled_softmax_task_against_runs_of_layernorm_and_softmax(tmp_path, arch):
@@ -560,23 +577,55 @@ def test_the_retrieval_record_is_what_the_evidence_keeps_and_rebuilds_the_prompt
     got = retrieve(three_tasks, load_task(MANIFESTS / "softmax_rows.json"), k=3, max_chars=4000)
     rec = json.loads(json.dumps(retrieval_record(got, archive=str(three_tasks.path), k=3, max_chars=4000, gpu=None)))
     jsonschema.validate(rec, schema("retrieval.schema.json"))
+    broken = json.loads(json.dumps(rec))
+    broken["examples"][0].pop("source")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema("retrieval.schema.json"))
     assert rec["count"] == 3 and rec["chars"] == sum(len(e.source) for e in got) <= 4000
     assert [x["id"] for x in rec["examples"]] == [e.id for e in got]
     assert [x["same_task"] for x in rec["examples"]] == [True, False, False]
     assert render_examples(examples_from_record(rec)) == render_examples(got)
 
 
-def test_retrieve_for_run_reports_and_survives_a_bad_archive(three_tasks, tmp_path):
+def test_retrieve_for_run_gives_examples_and_settings_and_survives_a_bad_archive(three_tasks, tmp_path):
     lines: list[str] = []
-    examples, rec = retrieve_for_run(load_task(MANIFESTS / "softmax_rows.json"), path=three_tasks.path, k=2,
-                                     progress=lines.append)
-    assert [e.task_name for e in examples] == ["softmax_rows", "layernorm"]
-    assert rec["archive"] == str(three_tasks.path) and rec["k"] == 2 and rec["count"] == 2
-    assert "softmax_rows#" in lines[-1] and "(this task)" in lines[-1]
+    task = load_task(MANIFESTS / "softmax_rows.json")
+    add_entries(three_tasks, [entry("softmax_rows", 90.0, label="softmax_rows_group.cu", defines={"GROUP": 256},
+                                    task_hash=task.hash())])
+    got = retrieve_for_run(task, path=three_tasks.path, k=2, gpu=GPU, progress=lines.append)
+    assert [(e.task_name, e.same_task) for e in got.examples] == [("softmax_rows", True), ("layernorm", False)]
+    assert got.examples[0].defines == {"GROUP": 256}             # this manifest's own kernel first
+    assert list(got.settings) == ["softmax_rows_group.cu"]
+    assert [s["defines"] for s in got.settings["softmax_rows_group.cu"]] == [{"GROUP": 256}]
+    rec = json.loads(json.dumps(got.to_json()))
+    jsonschema.validate(rec, schema("retrieval.schema.json"))
+    assert (rec["archive"], rec["k"], rec["gpu"], rec["count"]) == (str(three_tasks.path), 2, GPU, 2)
+    back = Retrieved.from_json(rec)
+    assert render_examples(back.examples) == render_examples(got.examples) and back.settings == got.settings
+    assert any("softmax_rows#" in l and "(this task)" in l for l in lines)
+    assert "settings to gate first for softmax_rows_group.cu (1)" in lines[-1]
+
+    cand = parse_candidate((MANIFESTS / "templates" / "softmax_rows_group.cu").read_text())
+    (warm,) = back.configs_for(cand, "softmax_rows_group.cu")
+    assert warm == {**cand.defines, "GROUP": 256} and back.configs_for(cand, "other.cu") == []
+    assert back.setting_for("softmax_rows_group.cu", warm)["score_us"] == 90.0
+
     bad = tmp_path / "junk.sqlite"
     bad.write_bytes(b"junk" * 100)
-    examples, rec = retrieve_for_run("softmax_rows", path=bad, progress=lines.append)
-    assert examples == [] and "not an SQLite database" in rec["error"] and "warning" in lines[-1]
+    got = retrieve_for_run("softmax_rows", path=bad, gpu=GPU, progress=lines.append)
+    assert got.examples == [] and "not an SQLite database" in got.error and "warning" in lines[-1]
+    jsonschema.validate(got.to_json(), schema("retrieval.schema.json"))
+
+
+def test_examples_prefer_the_runs_gpu_and_fall_back_to_others(arch):
+    add_entries(arch, [entry("softmax_rows", 100.0, gpu="NVIDIA A100", defines={"G": 1}),
+                       entry("softmax_rows", 300.0, defines={"G": 2}),
+                       entry("layernorm", 50.0, gpu="NVIDIA A100")])
+    got = retrieve(arch, TaskQuery(name="softmax_rows", description="row softmax"), gpu=GPU)
+    assert [(e.task_name, e.gpu_name, e.defines) for e in got] == [("softmax_rows", GPU, {"G": 2}),
+                                                                   ("layernorm", "NVIDIA A100", {})]
+    got = retrieve(arch, TaskQuery(name="softmax_rows"), gpu=None)
+    assert got[0].defines == {"G": 1}
 
 
 # ------------------------------------------------------------------------ tuner warm start
@@ -752,7 +801,8 @@ def test_gpu_a_real_run_is_archived_with_its_device_and_retrieved(tmp_path):
         assert rep.added == sum(x["status"] == "passed" and (x.get("holdout") or {}).get("passed", True)
                                 for x in hist["attempts"])
         e = list_entries(a)[0]
-        assert (e.gpu_name, e.driver, e.nvrtc) == (env["device"]["name"], env["device"]["driver_version"], env["nvrtc"])
+        assert (e.gpu_name, e.driver, e.nvrtc) == (env["device"]["name"], env["device"]["driver_version"],
+                                                 str(env["nvrtc"] or ""))
         best = json.loads((opt.run_dir.path / "summary.json").read_text())["best"]
         got = retrieve(a, task, gpu=env["device"]["name"])
         if best["proposer"] != "initial":
