@@ -42,6 +42,7 @@ class EnsembleProposer:
             raise InputError(f"--ensemble must be round-robin or parallel, not {mode!r}")
         self.members, self.mode = members, mode
         self.name = "+".join(m.name for m in members)
+        self.needs_prompt = True
 
     def propose(self, request: ProposalRequest) -> ProposalResult:
         if self.mode == "round-robin" or len(self.members) == 1:
