@@ -51,8 +51,10 @@ class EnsembleProposer:
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(max_workers=len(self.members)) as pool:
             results = list(pool.map(lambda m: m.propose(request), self.members))
-        merged = ProposalResult()
+        merged = ProposalResult(unreachable=all(r.unreachable for r in results))
         for r in results:
+            for p in r.proposals:     # Proposal.calls index the member's calls: shift them into the merged list
+                p.calls = [i + len(merged.calls) for i in p.calls]
             merged.proposals += r.proposals
             merged.calls += r.calls
             merged.errors += r.errors

@@ -569,3 +569,20 @@ def test_gpu_replay_profiles_the_best_and_each_new_best(tmp_path, name, template
               f"reason={prof.get('reason')!r} {hist['state']['profile_seconds'][a['id']]:.1f} s")
     assert set(hist["state"]["profile_seconds"]) == {a["id"] for a in bests}
     validate_all(opt.run_dir)
+
+
+def test_a_parallel_ensemble_keeps_each_proposal_on_its_own_calls():
+    from kernel_forge.optimize import EnsembleProposer
+    from kernel_forge.proposers.base import ProposalRequest
+
+    def member(name, cost, unreachable=False):
+        result = ProposalResult(proposals=[] if unreachable else [Proposal(source=name, calls=[1])],
+                                calls=[model_call(cost_usd=cost, error="invalid answer: no tool call"),
+                                       model_call(cost_usd=cost)], unreachable=unreachable)
+        return ScriptedProposer([result], name=name)
+
+    merged = EnsembleProposer([member("a", 0.1), member("b", 0.2)], "parallel").propose(ProposalRequest("s", "p"))
+    assert [(p.source, p.calls) for p in merged.proposals] == [("a", [1]), ("b", [3])]
+    assert [c.cost_usd for c in merged.calls] == [0.1, 0.1, 0.2, 0.2] and merged.unreachable is False
+    down = EnsembleProposer([member("a", 0, True), member("b", 0, True)], "parallel").propose(ProposalRequest("s", "p"))
+    assert down.unreachable is True
