@@ -103,7 +103,9 @@ def test_anthropic_happy_path(loopback):
     assert body["model"] == "claude-sonnet-4-5-20250929"
     assert body["max_tokens"] == 8192
     assert body["temperature"] == 0.2
-    assert body["system"] == "You write CUDA kernels."
+    # the system prompt is its own cacheable block; the answer is streamed
+    assert body["system"] == [{"type": "text", "text": "You write CUDA kernels.", "cache_control": {"type": "ephemeral"}}]
+    assert body["stream"] is True
     assert body["messages"] == [{"role": "user", "content": "Make saxpy faster."}]
     assert [t["name"] for t in body["tools"]] == ["submit_kernel"]
     assert body["tools"][0]["input_schema"] == schema.proposal_schema()
@@ -271,8 +273,9 @@ def test_anthropic_schema_failure_gets_one_repair(loopback):
 
 
 def test_anthropic_non_object_tool_input_is_repaired(loopback):
+    # a non-streamed body can carry a tool input that is not an object (a streamed one cannot)
     loopback.script("anthropic", raw_arguments('{"source": "trunc'), tool(GOOD))
-    result = make("anthropic", loopback).propose(REQUEST)
+    result = make("anthropic", loopback, stream=False).propose(REQUEST)
     assert len(result.proposals) == 1 and result.errors == []
     assert result.calls[0].error.startswith("invalid answer: $: expected an object")
     msgs = loopback.requests("anthropic")[1].body["messages"]
@@ -467,7 +470,7 @@ def test_pricing_prefix_match_on_dated_ids():
     assert t.lookup("openai", "GPT-4.1").key == "openai:gpt-4.1"
     # only date / -latest suffixes extend a key
     assert t.lookup("openai", "gpt-5-turbo-max") is None
-    assert t.lookup("anthropic", "claude-opus-4-7") is None
+    assert t.lookup("anthropic", "claude-opus-9-9") is None
     assert t.lookup("openai", "claude-sonnet-4-5") is None                               # provider matters
     assert pricing.lookup("openai:gpt-4o-mini").input == 0.15
     c = t.cost("anthropic", "claude-opus-4-1-20250805", 1_000_000, 100_000)
