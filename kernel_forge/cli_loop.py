@@ -24,16 +24,32 @@ def _sections():
     return [("loop", LoopConfig), ("proposer", ProposerConfig), ("gate", GateOptions)]
 
 
-#: option names kept from earlier releases (and the README) where they differ from the field names
+#: the option names of earlier releases (and the README): claimed first, so that a field added to
+#: another section never takes them; where they differ from the field names, they are kept as is
 PINNED = {
+    ("loop", "max_iterations"): ("--max-iterations",),
+    ("loop", "candidates"): ("--candidates",),
+    ("loop", "budget_usd"): ("--budget-usd",),
+    ("loop", "max_tokens"): ("--max-tokens",),
     ("loop", "time_limit_s"): ("--time-limit",),
+    ("loop", "patience"): ("--patience",),
+    ("loop", "target_speedup"): ("--target-speedup",),
+    ("loop", "tune_budget"): ("--tune-budget",),
+    ("loop", "hints"): ("--hints",),
     ("loop", "seed"): ("--loop-seed",),               # --seed is the gate's (input draws), as in eval
+    ("gate", "warmup"): ("--warmup",),
+    ("gate", "reps"): ("--reps",),
     ("gate", "seed"): ("--seed",),
     ("gate", "launch_timeout_s"): ("--timeout",),
     ("gate", "flush_l2"): ("--flush/--no-flush",),
+    ("gate", "arch"): ("--arch",),
+    ("gate", "sanitize"): ("--sanitize/--no-sanitize",),
     ("gate", "fresh_seeds"): ("--fresh-seed",),
     ("gate", "device"): ("--cuda-device",),            # --device is left for a device description
     ("proposer", "models"): ("--model",),
+    ("proposer", "base_url"): ("--base-url",),
+    ("proposer", "ensemble"): ("--ensemble",),
+    ("proposer", "replay"): ("--replay",),
     ("proposer", "max_tokens"): ("--max-output-tokens",),   # --max-tokens is the loop's token budget
     ("proposer", "max_tokens_cap"): ("--max-output-tokens-cap",),
     ("proposer", "request_timeout_s"): ("--request-timeout",),

@@ -131,8 +131,8 @@ class AnthropicProposer(ModelProposer):
     def _send(self, body: dict) -> Any:
         kwargs = copy.deepcopy(body)
         stream = kwargs.pop("stream", False)
-        # this SDK's create() has no temperature argument: send it as an extra body field
-        extra = {k: kwargs.pop(k) for k in ("temperature",) if k in kwargs}
+        # fields some SDK releases have no argument for (this one has no temperature) go as extra body
+        extra = {k: kwargs.pop(k) for k in ("temperature", "output_config") if k in kwargs}
         if stream:
             with self._client.messages.stream(**kwargs, extra_body=extra or None) as answer:
                 return answer.get_final_message()
