@@ -84,7 +84,7 @@ def check_proposer(cfg: ProposerConfig) -> None:
     if cfg.max_tokens_cap < cfg.max_tokens:
         raise InputError(f"--max-output-tokens-cap ({cfg.max_tokens_cap}) is below --max-output-tokens "
                          f"({cfg.max_tokens})")
-    PriceTable(cfg.prices or None)           # malformed overrides fail here, naming the entry
+    PriceTable(cfg.prices or None, where="$.proposer.prices")   # malformed overrides fail here, naming the entry
 
 
 def check_budget_prices(cfg: ProposerConfig, budget_usd: float | None) -> None:

@@ -115,7 +115,7 @@ def error(status: int, message: str = "scripted failure", *, retry_after: str | 
 
 
 def raw(status: int, body: Any, headers: dict | None = None) -> Reply:
-    """``body`` as given (dict -> JSON, str/bytes -> as is)."""
+    """``body`` as given (dict -> JSON, str/bytes -> as is; a ``Content-Type`` in ``headers`` wins)."""
     return Reply("raw", body, status=status, headers=dict(headers or {}))
 
 
@@ -409,7 +409,8 @@ class Loopback:
             out, ctype = str(payload if payload is not None else "").encode(), "text/plain"
         try:
             h.send_response(status)
-            h.send_header("Content-Type", ctype)
+            if not any(k.lower() == "content-type" for k in headers):
+                h.send_header("Content-Type", ctype)
             h.send_header("Content-Length", str(len(out)))
             h.send_header("Connection", "close")
             h.send_header("request-id", f"req_loop_{next(_ids)}")

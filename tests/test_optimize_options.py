@@ -218,3 +218,12 @@ def test_check_value_units():
             check_value(bad, kind, "--x")
     with pytest.raises(InputError, match="must be > 0"):
         check_value(0.0, float, "--x", {"exclusiveMinimum": 0})
+
+
+def test_malformed_price_overrides_are_refused_naming_the_entry(kforge, tmp_path):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"proposer": {"models": ["openai:gpt-5"],
+                                            "prices": {"openai:gpt-5": {"input": 1.0, "output": -2}}}}))
+    r = kforge("optimize", MANIFEST, "--config", cfg, "--runs-dir", tmp_path / "runs")
+    assert r.exit_code == 2 and "$.proposer.prices.openai:gpt-5.output" in r.stderr
+    assert not (tmp_path / "runs").exists()

@@ -1002,3 +1002,32 @@ def test_anthropic_and_openai_are_core_dependencies():
     assert {"anthropic", "openai"} <= names
     assert {re.split(r"[<>=!~ ]", d, maxsplit=1)[0] for d in project["optional-dependencies"]["llm"]} >= \
         {"anthropic", "openai"}                                  # the old extra still installs
+
+
+def _sse(events) -> str:
+    return "".join((f"event: {name}\n" if name else "") + f"data: {json.dumps(data) if not isinstance(data, str) else data}\n\n"
+                   for name, data in events)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_stream_the_sdk_cannot_assemble_is_a_recorded_failure(loopback, provider):
+    from loopback import raw
+
+    if provider == "anthropic":
+        start = {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
+                                                      "model": "x", "stop_reason": None, "stop_sequence": None,
+                                                      "usage": {"input_tokens": 1, "output_tokens": 1}}}
+        body = _sse([("message_start", start),
+                     ("content_block_delta", {"type": "content_block_delta", "index": 5,
+                                              "delta": {"type": "text_delta", "text": "x"}})])
+    else:
+        head = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "x",
+                "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+        bad = {**head, "choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"arguments": "{"}}]},
+                                    "finish_reason": None}]}
+        body = _sse([(None, head), (None, bad), (None, "[DONE]")])
+    loopback.script(provider, raw(200, body, headers={"Content-Type": "text/event-stream"}), tool(GOOD))
+    result = make(provider, loopback).propose(REQUEST)
+    assert result.proposals == [] and loopback.pending(provider) == 1        # not retried
+    (call,) = result.calls
+    assert call.error.startswith("the streamed answer could not be assembled") and call.response is None

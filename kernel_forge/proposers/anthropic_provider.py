@@ -30,7 +30,8 @@ from typing import Any
 
 from ..errors import EnvironmentProblem, InputError
 from .base import ProposalRequest
-from .models import ModelProposer, Reading, Relaxation, Usage, _int, import_sdk, kernel_from_text
+from .models import (ASSEMBLY_ERRORS, ModelProposer, Reading, Relaxation, StreamAssemblyError, Usage, _int,
+                     import_sdk, kernel_from_text)
 from .pricing import PriceTable
 from .retry import RetryPolicy
 from .schema import TOOL_DESCRIPTION, TOOL_NAME, check_proposal, proposal_schema
@@ -135,7 +136,12 @@ class AnthropicProposer(ModelProposer):
         extra = {k: kwargs.pop(k) for k in ("temperature", "output_config") if k in kwargs}
         if stream:
             with self._client.messages.stream(**kwargs, extra_body=extra or None) as answer:
-                return answer.get_final_message()
+                try:
+                    return answer.get_final_message()
+                except self._sdk_error:
+                    raise
+                except ASSEMBLY_ERRORS as exc:
+                    raise StreamAssemblyError(f"{type(exc).__name__}: {exc}") from exc
         return self._client.messages.create(**kwargs, extra_body=extra or None)
 
     def _usage(self, response: Any) -> Usage:

@@ -201,6 +201,15 @@ class Relaxation:
     note: str                                       # what was done, for the call's error text
 
 
+class StreamAssemblyError(Exception):
+    """A streamed answer whose events the SDK could not assemble into a message (a server that
+    strays from the wire format); recorded as a failed call, not retried."""
+
+
+#: what assembling a sloppy stream can raise (the HTTP library's and the SDKs' errors are not among them)
+ASSEMBLY_ERRORS = (ValueError, KeyError, IndexError, TypeError, AttributeError, AssertionError)
+
+
 def _int(value: Any) -> int:
     try:
         return max(0, int(value or 0))
@@ -322,6 +331,8 @@ class ModelProposer:
 
     def _classify(self, exc: BaseException) -> Failure | None:
         """Retryable transport/status failures; any other SDK error fails without retry."""
+        if isinstance(exc, StreamAssemblyError):
+            return Failure(retryable=False, description=f"the streamed answer could not be assembled: {exc}")
         failure = classify_exception(exc)
         if failure is None and self._sdk_error and isinstance(exc, self._sdk_error):
             failure = Failure(retryable=False, description=f"{type(exc).__name__}: {exc}")

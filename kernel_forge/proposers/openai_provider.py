@@ -29,7 +29,8 @@ from typing import Any
 
 from ..errors import EnvironmentProblem, InputError
 from .base import ProposalRequest
-from .models import ModelProposer, Reading, Relaxation, Usage, _int, import_sdk, kernel_from_text
+from .models import (ASSEMBLY_ERRORS, ModelProposer, Reading, Relaxation, StreamAssemblyError, Usage, _int,
+                     import_sdk, kernel_from_text)
 from .pricing import PriceTable
 from .retry import RetryPolicy
 from .schema import TOOL_DESCRIPTION, TOOL_NAME, check_proposal, proposal_schema
@@ -123,7 +124,10 @@ class OpenAIProposer(ModelProposer):
         stream = self._client.chat.completions.create(**kwargs)
         try:
             for chunk in stream:
-                state.handle_chunk(chunk)
+                try:
+                    state.handle_chunk(chunk)
+                except ASSEMBLY_ERRORS as exc:
+                    raise StreamAssemblyError(f"chunk {chunks + 1}: {type(exc).__name__}: {exc}") from exc
                 chunks += 1
         finally:
             stream.close()

@@ -123,13 +123,14 @@ def shipped_checked() -> str:
 class PriceTable:
     """The shipped prices with ``overrides`` laid over them (an override wins on the same key)."""
 
-    def __init__(self, overrides: Mapping[str, object] | None = None, *, shipped: bool = True):
+    def __init__(self, overrides: Mapping[str, object] | None = None, *, shipped: bool = True,
+                 where: str = "prices"):
         self.entries: dict[str, Price] = dict(shipped_prices()) if shipped else {}
         for k, v in (overrides or {}).items():
             if str(k).startswith("_"):
                 continue
             key = str(k).strip().lower()
-            self.entries[key] = _price_from(key, v, "override", "prices")
+            self.entries[key] = _price_from(key, v, "override", where)
 
     def lookup(self, provider: str, model: str) -> Price | None:
         """The price for ``provider:model``: an exact key, else the longest key the model id

@@ -81,8 +81,12 @@ class Failure:
 
     @property
     def message(self) -> str:
-        """The provider's ``error.message`` (or the description), for matching parameter names."""
-        return _error_message(self.body) or self.description
+        """The provider's ``error.message`` (or the description) and ``error.param`` if any, for
+        matching the names of rejected parameters."""
+        text = _error_message(self.body) or self.description
+        inner = self.body.get("error") if isinstance(self.body, dict) else None
+        param = inner.get("param") if isinstance(inner, dict) else None
+        return f"{text} (param: {param})" if isinstance(param, str) and param else text
 
 
 @dataclass
