@@ -520,8 +520,12 @@ def model_proposer(provider: str, server, **kw):
 
 
 def prompt_of(provider: str, body: dict) -> str:
+    """The first user turn's text (content blocks joined: the static prefix is a block of its own)."""
     msgs = body["messages"]
-    return next(m["content"] for m in msgs if m["role"] == "user")
+    content = next(m["content"] for m in msgs if m["role"] == "user")
+    if isinstance(content, list):
+        return "\n\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return content
 
 
 def assert_no_secret(path: Path, key: str) -> None:
