@@ -537,6 +537,12 @@ class Gate:
                 return True
         return False
 
+    def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
+                      on_result=lambda i, ev: None):
+        """One candidate after another on this gate's GPU (see :class:`~kernel_forge.gate_pool.GatePool`)."""
+        from .gatelike import evaluate_in_turn
+        return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
+
     def precompile(self, candidates: list[Candidate]) -> None:
         """Compile candidates in parallel so that their evaluations hit the compile cache."""
         precompile(self, candidates)

@@ -470,17 +470,21 @@ class Optimizer:
 
     # -- gating -----------------------------------------------------------------------------
     def _gate_batch(self, batch: list[Attempt]) -> None:
-        """Gate the batch's pending attempts (--time-limit checked before each), then refine tuned
-        groups.  On resume ``batch`` also holds the iteration's attempts gated before the kill."""
+        """Gate the batch's pending attempts (in parallel on several GPUs; --time-limit checked
+        before each), then refine tuned groups.  On resume ``batch`` also holds the iteration's
+        attempts gated before the kill."""
         todo = [a for a in batch if a.status == "pending"]
         if todo:
-            self.gate.precompile([self._candidate(a) for a in todo])
-        for a in todo:
-            if self._time_up():
-                return            # the rest stay pending; the best is still settled
-            self._gate_attempt(a)
+            cands = [self._candidate(a) for a in todo]
+            self.gate.precompile(cands)
+            self._gate_all(todo, cands)
         if self.config.refine and batch and not self._time_up():
             self._refine(batch)
+
+    def _gate_all(self, attempts: list[Attempt], cands: list[Candidate]) -> None:
+        """Every verdict is recorded as it arrives; what a time limit left stays pending."""
+        self.gate.evaluate_many(cands, should_stop=self._time_up,
+                                on_result=lambda i, ev: self._apply(attempts[i], ev))
 
     def _refine(self, batch: list[Attempt]) -> None:
         """Gate the untried neighbours of the best setting of each tuned proposal (one step)."""
@@ -500,20 +504,25 @@ class Optimizer:
                 self.attempts.append(a)
                 self._remember(a, c)
                 extra.append(a)
-        for a in extra:
-            self._gate_attempt(a)
+        if extra:
+            self._gate_all(extra, [self._candidate(a) for a in extra])
         batch.extend(extra)
 
     def _gate_attempt(self, a: Attempt, roles=("correctness", "performance")) -> Evaluation:
         ev = self.gate.evaluate(self._candidate(a), roles=roles)
+        self._apply(a, ev)
+        return ev
+
+    def _apply(self, a: Attempt, ev: Evaluation) -> None:
+        """Record a verdict on its attempt and write the history at once."""
         a.evaluation = ev.to_json()
         a.status = "passed" if ev.passed else "failed"
         a.reason, a.message, a.score_us = ev.reason, ev.message, ev.score_us
         self._write_history()
         mark = f"{ev.score_us:9.2f} µs" if ev.passed and ev.score_us else f"{a.reason}"
+        where = f" (GPU {ev.device})" if ev.device is not None and ev.device != 0 else ""
         self.progress(f"[kforge]   {a.id} {a.proposer:>10} {a.label[:28]:28} "
-                      f"{' '.join(f'{k}={v}' for k, v in sorted(a.defines.items()))[:40]:40} {mark}")
-        return ev
+                      f"{' '.join(f'{k}={v}' for k, v in sorted(a.defines.items()))[:40]:40} {mark}{where}")
 
     # -- recording the iteration ------------------------------------------------------------
     def _record(self, batch: list[Attempt], new_best: Attempt | None) -> None:

@@ -88,6 +88,11 @@ class RecordedGate:
     def calibrate(self) -> dict | None:
         return self.calibration
 
+    def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
+                      on_result=lambda i, ev: None):
+        from .gatelike import evaluate_in_turn
+        return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
+
     def precompile(self, candidates: list[Candidate]) -> None:
         """Nothing to compile: every verdict is recorded."""
         self.calls.append(("precompile", tuple(c.name for c in candidates)))

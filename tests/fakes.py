@@ -248,6 +248,11 @@ class ScriptedGate:
     def calibrate(self) -> dict:
         return self.calibration
 
+    def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
+                      on_result=lambda i, ev: None):
+        from kernel_forge.gatelike import evaluate_in_turn
+        return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
+
     def precompile(self, candidates: list[Candidate]) -> None:
         self.calls.append(("precompile", tuple(c.name for c in candidates)))
 
