@@ -354,16 +354,26 @@ def test_gate_refuses_before_touching_the_gpu(path, monkeypatch):
 def gpu_options(**kw) -> GateOptions:
     # fail_fast: the verdict is the first failing case either way; it spares the remaining cases
     # of a kernel that hangs (35 s each) or crashes (a new worker each)
-    return GateOptions(warmup=2, reps=10, launch_timeout_s=5, fail_fast=True, **kw)
+    base = dict(warmup=2, reps=10, launch_timeout_s=5, fail_fast=True)
+    base.update(kw)
+    return GateOptions(**base)
+
+
+#: timed launches per case and round when a file is timed beside its twin
+TWIN_REPS = 30
 
 
 class _Gates(dict):
     """key -> the one Gate every file with that key goes through: a task name (strict options)
     or (task name, flush_l2)."""
 
+    def __init__(self, **options):
+        super().__init__()
+        self.options = options
+
     def __missing__(self, key) -> Gate:
         name, flush = (key, True) if isinstance(key, str) else key
-        gate = Gate(task_of(name), gpu_options(flush_l2=flush))
+        gate = Gate(task_of(name), gpu_options(flush_l2=flush, **self.options))
         self[key] = gate
         return gate
 
@@ -378,7 +388,7 @@ def gates():
 
 @pytest.fixture(scope="module")
 def twin_gates():
-    made = _Gates()
+    made = _Gates(reps=TWIN_REPS)
     yield made
     for gate in made.values():
         gate.close()
