@@ -22,6 +22,28 @@ from .task import CallableRef, Task
 _loaded: dict[tuple[Path, str], object] = {}
 
 
+def guarded_call(what: str, fn, *args, **kwargs):
+    """Call manifest-supplied code (a reference, a baseline, their module's import) so that
+    anything it does to end itself becomes a :class:`ReferenceError_` naming ``what``: an
+    exception, ``sys.exit()``/``exit()``/``quit()`` (SystemExit), a generator's exit.  Ctrl-C
+    (KeyboardInterrupt) still stops kforge.  A process-ending ``os._exit`` cannot be caught in
+    the same process; nothing else escapes."""
+    try:
+        return fn(*args, **kwargs)
+    except KeyboardInterrupt:
+        raise
+    except ReferenceError_:
+        raise
+    except SystemExit as exc:
+        raise ReferenceError_(f"{what} called sys.exit({exc.code!r}); a reference must return, "
+                              "writing its outputs in place") from None
+    except NotImplementedError as exc:
+        raise ReferenceError_(f"{what} is not implemented yet: {exc}") from None
+    except BaseException as exc:  # noqa: BLE001 - the code is the user's, its failure is data here
+        tb = traceback.format_exc(limit=-3)
+        raise ReferenceError_(f"{what} failed: {type(exc).__name__}: {exc}\n{tb}") from None
+
+
 def load_callable(ref: CallableRef):
     key = (ref.path, ref.function)
     if key in _loaded:
@@ -31,11 +53,12 @@ def load_callable(ref: CallableRef):
     if spec is None or spec.loader is None:
         raise ReferenceError_(f"{ref.path}: cannot load as a Python module")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
     try:
-        sys.modules[mod_name] = module
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise ReferenceError_(f"{ref.path}: importing it failed: {type(exc).__name__}: {exc}") from None
+        guarded_call(f"importing {ref.path}", spec.loader.exec_module, module)
+    except ReferenceError_:
+        sys.modules.pop(mod_name, None)
+        raise
     fn = getattr(module, ref.function, None)
     if not callable(fn):
         raise ReferenceError_(f"{ref.path}: has no function {ref.function!r}")
@@ -54,12 +77,7 @@ def run_python_reference(task: Task, inputs: CaseInputs) -> dict[str, np.ndarray
         if arg.output and arg.init is None:
             array[...] = 0
         kwargs[arg.name] = array
-    try:
-        fn(**kwargs)
-    except Exception as exc:
-        tb = traceback.format_exc(limit=-3)
-        raise ReferenceError_(f"reference {task.reference.describe()} failed on case "
-                              f"{inputs.case.name!r}: {type(exc).__name__}: {exc}\n{tb}") from None
+    guarded_call(f"reference {task.reference.describe()} on case {inputs.case.name!r}", fn, **kwargs)
     out = {}
     for arg in task.outputs:
         values = kwargs[arg.name]
@@ -76,4 +94,4 @@ def expected_values(task: Task, outputs: dict[str, np.ndarray]) -> dict[str, np.
     return {k: np.asarray(v) for k, v in outputs.items()}
 
 
-__all__ = ["load_callable", "run_python_reference", "from_float"]
+__all__ = ["guarded_call", "load_callable", "run_python_reference", "from_float"]
