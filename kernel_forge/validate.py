@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import preflight
 from .candidate import load_candidate
-from .errors import CompileError, EnvironmentProblem, ManifestError
+from .errors import CompileError, EnvironmentProblem, ManifestError, ReferenceError_
 from .task import Task, load_task
 from .weak_cases import weak_case_warnings
 
@@ -128,8 +128,11 @@ def validate_manifest(path, *, deep: bool = False, arch: str | None = preflight.
     except EnvironmentProblem as exc:
         report.compiled, report.not_compiled = [], exc.message
     skipped: list = []
-    report.warnings += weak_case_warnings(task, max_elements=(1 << 62) if deep else QUICK_ELEMENTS,
-                                          fits=lambda c: preflight.fits_host(task, c, host_memory),
-                                          skipped=skipped)
+    try:
+        report.warnings += weak_case_warnings(task, max_elements=(1 << 62) if deep else QUICK_ELEMENTS,
+                                              fits=lambda c: preflight.fits_host(task, c, host_memory),
+                                              skipped=skipped)
+    except ReferenceError_ as exc:     # the reference is the manifest's: say which file and where
+        raise ReferenceError_(f"{task.path}: $.reference: {exc.message}", hint=exc.hint) from None
     report.skipped = [(c.name, why) for c, why in skipped]
     return report
