@@ -40,8 +40,22 @@ def guarded_call(what: str, fn, *args, **kwargs):
     except NotImplementedError as exc:
         raise ReferenceError_(f"{what} is not implemented yet: {exc}") from None
     except BaseException as exc:  # noqa: BLE001 - the code is the user's, its failure is data here
-        tb = traceback.format_exc(limit=-3)
-        raise ReferenceError_(f"{what} failed: {type(exc).__name__}: {exc}\n{tb}") from None
+        raise ReferenceError_(f"{what} failed: {type(exc).__name__}: {exc}{_where(exc)}") from None
+
+
+def _where(exc: BaseException) -> str:
+    """Where in the user's code an exception was raised: the deepest frame outside kernel_forge
+    (and outside NumPy), as `` (at FILE:LINE in FUNCTION: CODE)``."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" (at {exc.filename}:{exc.lineno})"
+    here = str(Path(__file__).resolve().parent)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(here) and "importlib" not in f.filename]
+    user = [f for f in frames if "site-packages" not in f.filename] or frames
+    if not user:
+        return ""
+    f = user[-1]
+    return f" (at {f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()})"
 
 
 def load_callable(ref: CallableRef):

@@ -195,7 +195,9 @@ def load_task(path: str | Path) -> Task:
     p = Path(path)
     file = str(p)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")   # a byte-order mark (some Windows editors) is fine
+    except IsADirectoryError:
+        raise ManifestError("is a folder, not a manifest file", file=file) from None
     except OSError as exc:
         raise ManifestError(f"cannot read manifest: {exc.strerror}", file=file) from None
     except UnicodeDecodeError as exc:
