@@ -7,9 +7,10 @@ results into the output buffers in place, like the kernel does, and returns noth
 """
 from __future__ import annotations
 
-import importlib.util
+import hashlib
 import sys
 import traceback
+import types
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,9 @@ from .errors import ReferenceError_
 from .inputs import CaseInputs, host_values
 from .task import CallableRef, Task
 
-_loaded: dict[tuple[Path, str], object] = {}
+#: loaded callables by (file, function, content hash): an edited file is loaded again (a
+#: long-lived process, like ``kforge mcp``, must not keep running the old reference)
+_loaded: dict[tuple[Path, str, str], object] = {}
 
 
 def guarded_call(what: str, fn, *args, **kwargs):
@@ -59,17 +62,26 @@ def _where(exc: BaseException) -> str:
 
 
 def load_callable(ref: CallableRef):
-    key = (ref.path, ref.function)
+    """The callable ``ref`` names, its module run from the file's current text (compiled here,
+    so no stale bytecode is used and nothing is written beside the user's file)."""
+    try:
+        source = Path(ref.path).read_bytes()
+    except OSError as exc:
+        raise ReferenceError_(f"{ref.path}: cannot read it: {exc.strerror}") from None
+    digest = hashlib.sha256(source).hexdigest()
+    key = (ref.path, ref.function, digest)
     if key in _loaded:
         return _loaded[key]
-    mod_name = f"kforge_ref_{abs(hash(str(ref.path))):x}"
-    spec = importlib.util.spec_from_file_location(mod_name, ref.path)
-    if spec is None or spec.loader is None:
-        raise ReferenceError_(f"{ref.path}: cannot load as a Python module")
-    module = importlib.util.module_from_spec(spec)
+    mod_name = f"kforge_ref_{abs(hash(str(ref.path))):x}_{digest[:12]}"
+    module = types.ModuleType(mod_name)
+    module.__file__ = str(ref.path)
     sys.modules[mod_name] = module
+
+    def run_module():
+        exec(compile(source, str(ref.path), "exec"), module.__dict__)  # noqa: S102 - the user's reference, by design
+
     try:
-        guarded_call(f"importing {ref.path}", spec.loader.exec_module, module)
+        guarded_call(f"importing {ref.path}", run_module)
     except ReferenceError_:
         sys.modules.pop(mod_name, None)
         raise
