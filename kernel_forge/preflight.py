@@ -94,9 +94,18 @@ def flag(name: str) -> str:
 
 
 def _type_ok(value, hint) -> bool:
+    try:
+        return _type_matches(value, hint)
+    except TypeError:        # an annotation this checker does not know (Literal, a Protocol, ...)
+        return True
+
+
+def _type_matches(value, hint) -> bool:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         return any(_type_ok(value, h) for h in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
     if hint is type(None):
         return value is None
     if hint is typing.Any:

@@ -93,3 +93,29 @@ def test_config_count_is_an_int():
     n = ConfigCount(5, exact=False, product=9)
     assert n + 1 == 6 and n > 4 and f"{n}" == "5" and n.describe() == "about 5 (estimated)"
     assert configuration_message(3, 24) == "3 configurations, gating all of them"
+
+
+def test_validate_says_how_large_a_template_space_is_and_stays_fast(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from kernel_forge.validate import validate_manifest
+
+    root = Path(__file__).resolve().parents[1]
+    for name in ("vector_add.cu",):
+        shutil.copy(root / "manifests" / name, tmp_path / name)
+    shutil.copy(root / "references" / "vector_add.py", tmp_path / "vector_add.py")
+    data = json.loads((root / "manifests" / "vector_add.json").read_text())
+    data.update(reference={"python": "vector_add.py:reference"}, baselines={}, templates=["big.cu"])
+    data["cases"] = [c for c in data["cases"] if c["name"] in ("tiny", "n16M")]
+    tunes = "".join(f"// kforge: tune {k} = [{', '.join(str(2 ** i) for i in range(10))}]\n" for k in "ABCDEFG")
+    (tmp_path / "big.cu").write_text("// kforge: grid = [cdiv(n, 256)]\n// kforge: block = [256]\n" + tunes
+                                     + "// kforge: constraint A * B <= 64\n"
+                                     + (root / "manifests" / "vector_add.cu").read_text())
+    (tmp_path / "m.json").write_text(json.dumps(data))
+    t0 = time.perf_counter()
+    report = validate_manifest(tmp_path / "m.json", compile=False)
+    assert time.perf_counter() - t0 < 5
+    pairs = sum(1 for i in range(10) for j in range(10) if i + j <= 6)
+    assert f"template big.cu: {pairs * 10 ** 5} configurations of its tunables" in " ".join(report.warnings)
