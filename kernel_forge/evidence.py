@@ -191,6 +191,44 @@ def _json_path(parts) -> str:
     return out
 
 
+#: files up to this size are checked against their whole schema; larger ones (a long run's
+#: history.json) down to their records' own fields, the nested parts only by type
+FULL_CHECK_BYTES = 1 << 20
+
+
+def _refs(node, out: set) -> set:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            out.add(ref.rsplit("/", 1)[-1])
+        for k, v in node.items():
+            if k != "$defs":
+                _refs(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _refs(v, out)
+    return out
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str, full: bool):
+    """A validator of schema ``name``; not ``full``: the definitions the top level does not
+    name directly are reduced to their type (a large file is checked in seconds, not minutes)."""
+    import copy
+
+    import jsonschema
+
+    s = schema(name)
+    if not full:
+        s = copy.deepcopy(s)
+        defs = s.get("$defs", {})
+        direct = _refs({k: v for k, v in s.items() if k != "$defs"}, set())
+        for key in list(defs):
+            if key not in direct:
+                defs[key] = {"type": defs[key]["type"]} if "type" in defs[key] else {}
+    return jsonschema.Draft202012Validator(s)
+
+
 def read_evidence(path: str | Path, *, check: bool = True, what: str = "evidence file"):
     """Read one evidence JSON file; with ``check``, validate it against its published schema.
     Any problem (unreadable, not UTF-8, not JSON, wrong shape) is an InputError that names the
@@ -211,8 +249,9 @@ def read_evidence(path: str | Path, *, check: bool = True, what: str = "evidence
     if sname:
         import jsonschema
 
-        validator = jsonschema.Draft202012Validator(schema(sname))
-        err = jsonschema.exceptions.best_match(validator.iter_errors(data))
+        full = len(text) <= FULL_CHECK_BYTES
+        validator = _validator(sname, full)
+        err = None if validator.is_valid(data) else jsonschema.exceptions.best_match(validator.iter_errors(data))
         if err is not None:
             msg = err.message if len(err.message) <= 300 else err.message[:297] + "..."
             raise InputError(f"{p}: {_json_path(err.absolute_path)}: {msg} "

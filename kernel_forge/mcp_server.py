@@ -261,17 +261,23 @@ class Service:
             record["thread"].join(timeout=min(float(wait_s), 600.0))
         rd = RunDir(p)
         meta = rd.read_json("run.json")
-        hist = rd.read_json("history.json", {}) or {}
         summary = rd.read_json("summary.json")
-        attempts = hist.get("attempts", [])
-        done = [a for a in attempts if a.get("status") != "pending"]
-        best = next((a for a in reversed(attempts) if a.get("best")), None)
+        # history.json grows with the run and is read on every poll: its schema check is left to
+        # resume and report; here only the fields used are checked
+        hist = rd.read_json("history.json", {}, check=False) or {}
+        try:
+            attempts = list(hist.get("attempts", []))
+            done = [a for a in attempts if a.get("status") != "pending"]
+            best = next((a for a in reversed(attempts) if a.get("best")), None)
+            iteration = (hist.get("state") or {}).get("iteration")
+        except (AttributeError, TypeError) as exc:
+            raise InputError(f"{p / 'history.json'}: not a kforge history ({exc})") from None
         running = record is not None and record["thread"].is_alive()
         state = "running" if running else ("finished" if summary else
                                            "stopped (resume it: kforge optimize --resume " + str(p) + ")")
-        out = {"run": str(p), "task": meta.get("task"), "state": state, "iteration": (hist.get("state") or {}).get("iteration"),
+        out = {"run": str(p), "task": meta.get("task"), "state": state, "iteration": iteration,
                "attempts": len(attempts), "gated": len(done), "passed": sum(a.get("status") == "passed" for a in done),
-               "best_so_far": ({"id": best["id"], "score_us": best.get("score_us"), "label": best.get("label")}
+               "best_so_far": ({"id": best.get("id"), "score_us": best.get("score_us"), "label": best.get("label")}
                                if best else None)}
         if summary:
             b = summary.get("best") or {}

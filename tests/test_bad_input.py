@@ -718,3 +718,21 @@ def test_optimize_checks_come_before_the_gpu_and_leave_no_run_folder(kforge, tmp
     r = kforge("optimize", m, "--max-iterations", "0", "--runs-dir", tmp_path / "runs")
     assert r.exit_code == 2 and "--max-iterations 0: must be at least 1" in r.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_long_history_is_checked_to_its_records_fields(kforge, tmp_path):
+    """Over 1 MB a history.json is checked down to each attempt's own fields (the nested parts by
+    type only), so a long run's resume or report does not wait on the schema."""
+    from kernel_forge import evidence
+
+    m = make_task(tmp_path / "task")
+    run = finished_run(tmp_path, m)
+    hist = json.loads((run / "history.json").read_text())
+    while len(json.dumps(hist)) <= evidence.FULL_CHECK_BYTES:
+        hist["attempts"] += [dict(a) for a in hist["attempts"]]
+    n = len(hist["attempts"]) - 1
+    hist["attempts"][n]["status"] = 5
+    (run / "history.json").write_text(json.dumps(hist))
+    r = kforge("report", run)
+    assert r.exit_code == 2
+    assert f"{run / 'history.json'}: $.attempts[{n}].status" in r.stderr
