@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
+import random
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -79,17 +81,39 @@ class Candidate:
             return False
 
     def configurations(self) -> list[dict]:
-        """Every combination of tune values that satisfies the constraints."""
+        """Every combination of tune values that satisfies the constraints.  For small spaces
+        only: :meth:`count_configurations` says how many there are without listing them, and
+        :meth:`sample_configurations` draws some without listing them all."""
         if not self.tunables:
             return [dict(self.defines)]
         keys = sorted(self.tunables)
         out = []
-        for combo in itertools.product(*(self.tunables[k] for k in keys)):
+        for combo in itertools.product(*(_values(self.tunables[k]) for k in keys)):
             d = dict(self.defines)
             d.update(zip(keys, combo))
             if replace(self, defines=d).satisfies_constraints():
                 out.append(d)
         return out
+
+    # -- large search spaces ----------------------------------------------------------------
+    def _space(self) -> "_Space":
+        return _Space.of(self)
+
+    def count_configurations(self) -> "ConfigCount":
+        """How many settings of the tunables satisfy the constraints, without listing them all.
+
+        Tunables that no constraint ties together are counted by multiplication; each group of
+        tunables tied by constraints is enumerated when it has at most :data:`ENUMERATE_LIMIT`
+        combinations, else its share of valid settings is estimated from
+        :data:`ESTIMATE_DRAWS` seeded random draws (then ``.exact`` is False)."""
+        return self._space().count()
+
+    def sample_configurations(self, budget: int, seed: int = 0, *, must=()) -> list[dict]:
+        """At most ``budget`` distinct valid settings (each a full defines dict), drawn uniformly
+        with ``seed`` without enumerating a large space.  The settings in ``must`` (dicts that
+        override the defaults, e.g. the declared defaults and each tunable's extremes) come
+        first, where they are valid."""
+        return self._space().sample(budget, seed, must)
 
     def compile_defines(self) -> dict[str, int | float]:
         return dict(sorted(self.defines.items()))
@@ -114,6 +138,181 @@ class Candidate:
         head = "\n".join(lines)
         return (head + "\n" + body.lstrip("\n")) if head else body
     # note: render() is idempotent: parse(render(c)) == c up to source whitespace
+
+
+#: a group of tunables tied by constraints is enumerated when it has at most this many combinations
+ENUMERATE_LIMIT = 50_000
+#: seeded random draws that estimate a larger group's share of valid settings
+ESTIMATE_DRAWS = 4_000
+
+
+def _values(values) -> tuple:
+    """Tune values without repeats, in their written order."""
+    return tuple(dict.fromkeys(values))
+
+
+class ConfigCount(int):
+    """A number of configurations (an int), with ``exact`` False where part of it was estimated
+    and ``product`` the size of the unconstrained space."""
+
+    exact: bool
+    product: int
+
+    def __new__(cls, n: int, *, exact: bool = True, product: int | None = None):
+        obj = super().__new__(cls, n)
+        obj.exact = exact
+        obj.product = n if product is None else product
+        return obj
+
+    def describe(self) -> str:
+        return f"{int(self)}" if self.exact else f"about {int(self)} (estimated)"
+
+
+def configuration_message(count: int, budget: int) -> str:
+    """What to say before expanding a search space: "N configurations, gating a sample of B"."""
+    n = count.describe() if isinstance(count, ConfigCount) else str(int(count))
+    if int(count) <= budget:
+        return f"{n} configurations, gating all of them"
+    return f"{n} configurations, gating a sample of {budget}"
+
+
+@dataclass
+class _Group:
+    keys: tuple[str, ...]
+    constraints: tuple[str, ...]
+    valid: list[tuple] | None = None        # enumerated valid combinations (small groups)
+    estimate: float | None = None           # estimated count (large groups)
+
+    def product(self, tunables) -> int:
+        return math.prod(len(_values(tunables[k])) for k in self.keys)
+
+
+@dataclass
+class _Space:
+    cand: "Candidate"
+    groups: list[_Group]
+    global_ok: bool
+
+    @classmethod
+    def of(cls, cand: "Candidate") -> "_Space":
+        keys = sorted(cand.tunables)
+        parent = {k: k for k in keys}
+
+        def find(k):
+            while parent[k] != k:
+                parent[k] = parent[parent[k]]
+                k = parent[k]
+            return k
+
+        tied: dict[str, list[str]] = {}
+        global_constraints = []
+        for c in cand.constraints:
+            try:
+                used = sorted(expressions.names(c) & set(keys))
+            except ExpressionError:
+                used = []
+            if not used:
+                global_constraints.append(c)
+                continue
+            for k in used[1:]:
+                parent[find(k)] = find(used[0])
+            tied.setdefault(used[0], []).append(c)
+        members: dict[str, list[str]] = {}
+        for k in keys:
+            members.setdefault(find(k), []).append(k)
+        constraints: dict[str, list[str]] = {}
+        for first, cs in tied.items():
+            constraints.setdefault(find(first), []).extend(cs)
+        groups = [_Group(tuple(ks), tuple(constraints.get(root, ()))) for root, ks in sorted(members.items())]
+        ok = replace(cand, constraints=tuple(global_constraints)).satisfies_constraints()
+        return cls(cand, groups, ok)
+
+    def _valid(self, group: _Group, combo: tuple) -> bool:
+        if not group.constraints:
+            return True
+        env = dict(self.cand.defines)
+        env.update(zip(group.keys, combo))
+        try:
+            return all(bool(expressions.evaluate(c, env)) for c in group.constraints)
+        except ExpressionError:
+            return False
+
+    def _prepare(self, group: _Group) -> None:
+        if group.valid is not None or group.estimate is not None:
+            return
+        lists = [_values(self.cand.tunables[k]) for k in group.keys]
+        if not group.constraints:
+            group.estimate = float(math.prod(len(v) for v in lists))
+            return
+        if group.product(self.cand.tunables) <= ENUMERATE_LIMIT:
+            group.valid = [c for c in itertools.product(*lists) if self._valid(group, c)]
+            return
+        rng = random.Random(0x6B666F72)
+        hits = sum(self._valid(group, tuple(rng.choice(v) for v in lists)) for _ in range(ESTIMATE_DRAWS))
+        group.estimate = hits / ESTIMATE_DRAWS * group.product(self.cand.tunables)
+
+    def count(self) -> ConfigCount:
+        product = math.prod(g.product(self.cand.tunables) for g in self.groups) if self.groups else 1
+        if not self.global_ok:
+            return ConfigCount(0, product=product)
+        n, exact = 1.0, True
+        for g in self.groups:
+            self._prepare(g)
+            if g.valid is not None:
+                n *= len(g.valid)
+            else:
+                n *= g.estimate
+                exact = exact and not g.constraints
+        return ConfigCount(int(round(n)), exact=exact, product=product)
+
+    def _full(self, override: dict) -> dict | None:
+        d = dict(self.cand.defines)
+        d.update(override)
+        for k, values in self.cand.tunables.items():
+            if d.get(k) not in values:
+                return None
+        return d if replace(self.cand, defines=d).satisfies_constraints() else None
+
+    def sample(self, budget: int, seed: int, must) -> list[dict]:
+        if budget <= 0 or not self.global_ok:
+            return []
+        if not self.cand.tunables:
+            d = dict(self.cand.defines)
+            return [d] if self.cand.satisfies_constraints() else []
+        key = lambda d: tuple(sorted(d.items()))  # noqa: E731
+        chosen, seen = [], set()
+        for m in must:
+            d = self._full(dict(m))
+            if d is not None and key(d) not in seen and len(chosen) < budget:
+                chosen.append(d)
+                seen.add(key(d))
+        rng = random.Random(seed)
+        product = math.prod(g.product(self.cand.tunables) for g in self.groups)
+        if product <= ENUMERATE_LIMIT:
+            rest = [d for d in self.cand.configurations() if key(d) not in seen]
+            rng.shuffle(rest)
+            return chosen + rest[:budget - len(chosen)]
+        for g in self.groups:
+            self._prepare(g)
+        if any(g.valid == [] for g in self.groups):
+            return chosen
+        lists = {k: _values(v) for k, v in self.cand.tunables.items()}
+        tries, limit = 0, 200 * budget + 1000
+        while len(chosen) < budget and tries < limit:
+            tries += 1
+            d = dict(self.cand.defines)
+            ok = True
+            for g in self.groups:
+                if g.valid is not None:
+                    combo = g.valid[rng.randrange(len(g.valid))]
+                else:
+                    combo = tuple(rng.choice(lists[k]) for k in g.keys)
+                    ok = ok and self._valid(g, combo)
+                d.update(zip(g.keys, combo))
+            if ok and key(d) not in seen:
+                chosen.append(d)
+                seen.add(key(d))
+        return chosen
 
 
 def _split_list(text: str, *, file: str, line: int) -> list[str]:

@@ -60,28 +60,44 @@ def doctor(as_json):
 # -- validate ----------------------------------------------------------------------------------
 @cli.command()
 @click.argument("manifests", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--deep", is_flag=True, help="Run the reference on every case for weak-case checks, large ones too.")
+@click.option("--deep", is_flag=True, help="Run the reference on every case that fits this host, large ones too.")
 @click.option("--strict", is_flag=True, help="Treat weak-case warnings as errors (exit 2).")
+@click.option("--arch", default="sm_90", show_default=True,
+              help="Compile the initial kernel and the templates with NVRTC for this arch.")
+@click.option("--no-compile", is_flag=True, help="Do not compile the kernels (static rules and signature only).")
+@click.option("--gpu-memory", type=float, default=80.0, show_default=True,
+              help="GiB of GPU memory a case may need (refused beyond it).")
+@click.option("--quiet", "-q", is_flag=True, help="Only the ok/FAIL line and warnings of each manifest.")
 @handle_errors
-def validate(manifests, deep, strict):
-    """Check manifests without a GPU: schema, meaning, files, the initial kernel, weak cases."""
+def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet):
+    """Check manifests without a GPU: schema, meaning, files, sizes, the kernels (static rules,
+    signature, NVRTC), weak cases. Prints where each reference and data file resolves to."""
+    from .preflight import check_value
     from .validate import validate_manifest
 
+    check_value("arch", arch, str, where=f"--arch {arch!r}")
+    if not gpu_memory > 0:
+        raise InputError(f"--gpu-memory {gpu_memory}: must be above 0 GiB")
     bad = 0
     warned = 0
     for m in manifests:
         try:
-            task, warnings = validate_manifest(m, deep=deep)
+            report = validate_manifest(m, deep=deep, arch=arch, compile=not no_compile,
+                                       gpu_memory=int(gpu_memory * 2**30))
         except InputError as exc:
             click.echo(f"FAIL {exc}", err=True)
             bad += 1
             continue
+        task = report.task
         roles = {r: len(task.cases_with(r)) for r in ("correctness", "performance", "holdout")}
         click.echo(f"ok   {m}: {task.name} ({roles['correctness']} correctness, {roles['performance']} "
                    f"performance, {roles['holdout']} holdout)")
-        for w in warnings:
+        if not quiet:
+            for line in report.lines():
+                click.echo(f"  {line}")
+        for w in report.warnings:
             click.echo(f"  warning: {w}")
-        warned += bool(warnings)
+        warned += bool(report.warnings)
     if bad or (strict and warned):
         sys.exit(2)
 
@@ -95,10 +111,14 @@ def validate(manifests, deep, strict):
 @click.option("--no-cache", is_flag=True, help="Ignore the compile cache.")
 @handle_errors
 def compile_cmd(source, arch, defines, output, no_cache):
-    """Compile a kernel with NVRTC to CUBIN (works without a GPU when --arch is given)."""
+    """Compile a kernel with NVRTC to CUBIN (works without a GPU when --arch is given). The
+    static rules apply first: nothing they refuse (path includes, vendor libraries) reaches NVRTC."""
     from .candidate import load_candidate
     from .gpu.nvrtc import compile_source
+    from .preflight import check_output_path, check_static
 
+    if output:
+        check_output_path(output, option="-o")
     cand = load_candidate(source)
     d = cand.compile_defines()
     for item in defines:
@@ -106,6 +126,7 @@ def compile_cmd(source, arch, defines, output, no_cache):
         if not sep or not k:
             raise InputError(f"--define {item!r}: expected NAME=VALUE")
         d[k] = v
+    check_static(cand.source, file=source)
     if not arch:
         from .doctor import gpu_arch
         arch = gpu_arch()
@@ -155,16 +176,22 @@ def make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, saniti
 @click.option("--no-initial", is_flag=True, help="Do not time the task's initial kernel for comparison.")
 @click.option("--no-baselines", is_flag=True, help="Do not time the vendor baselines.")
 @click.option("--holdout/--no-holdout", default=True, show_default=True, help="Also run the holdout cases.")
+@click.option("--junit", "junit_out", type=click.Path(dir_okay=False),
+              help="Write a JUnit XML report here: one test case per case.")
 @handle_errors
 def eval_cmd(manifest, kernel, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize,
-             json_out, no_initial, no_baselines, holdout):
+             json_out, no_initial, no_baselines, holdout, junit_out):
     """Compile, run, verify and time KERNEL (default: the task's initial kernel) on every case."""
     from .evaluate import run_eval
+    from .preflight import check_output_path
 
+    for path, option in ((json_out, "--json"), (junit_out, "--junit")):
+        if path and path != "-":
+            check_output_path(path, option=option)
     options = make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, sanitize)
     result, table = run_eval(manifest, kernel, options, with_initial=not no_initial,
                              with_baselines=not no_baselines, with_holdout=holdout,
-                             progress=lambda msg: click.echo(msg, err=True))
+                             progress=lambda msg: click.echo(msg, err=True), gate_factory=_real_gate)
     if json_out == "-":
         click.echo(json.dumps(result, indent=2, default=str))
     else:
@@ -172,8 +199,56 @@ def eval_cmd(manifest, kernel, warmup, reps, no_flush, seed, quick, timeout, arc
         if json_out:
             Path(json_out).write_text(json.dumps(result, indent=2, default=str))
             click.echo(f"wrote {json_out}")
+    if junit_out:
+        from . import junit
+        junit.write(junit_out, junit.eval_suites(result))
+        click.echo(f"wrote {junit_out}", err=json_out == "-")
     if not result["passed"]:
         sys.exit(CaseFailed.exit_code)
+
+
+def _real_gate(task, options):
+    from . import evaluate
+    return evaluate.default_gate(task, options)   # looked up at call time (tests replace it)
+
+
+# -- init --------------------------------------------------------------------------------------
+@cli.command("init")
+@click.argument("name")
+@click.option("--from", "from_file", type=click.Path(dir_okay=False), help="A .cu file holding the kernel NAME.")
+@click.option("--signature", help='The kernel\'s signature: extern "C" __global__ void NAME(...).')
+@click.option("--dir", "folder", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="Folder to write NAME.json, NAME.cu and NAME_reference.py into.")
+@click.option("--force", is_flag=True, help="Overwrite files that already exist.")
+@handle_errors
+def init_cmd(name, from_file, signature, folder, force):
+    """Start a new task: a manifest, a reference stub and the initial kernel, from a kernel file
+    (--from) or a signature, with each argument's role guessed; then validate them."""
+    from .init import init_task
+
+    result = init_task(name, folder, from_file=from_file, signature=signature, force=force)
+    for path in result.written:
+        click.echo(f"wrote {path}")
+    for line in result.guesses:
+        click.echo(f"  guessed: {line}")
+    click.echo(result.status)
+    if result.todo:
+        click.echo("to fill in:")
+        for line in result.todo:
+            click.echo(f"  - {line}")
+
+
+# -- mcp ---------------------------------------------------------------------------------------
+@cli.command("mcp")
+@click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False),
+              help="Where runs started by the optimize tool go (and whose summaries are resources).")
+@handle_errors
+def mcp_cmd(runs_dir):
+    """Serve kforge to coding agents over MCP (stdio): doctor, validate_manifest, eval_kernel,
+    optimize, run_status, replay; run summaries and reports as resources."""
+    from .mcp_server import serve
+
+    serve(runs_dir=runs_dir)
 
 
 def main(argv=None):

@@ -115,6 +115,9 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, **par
         click.echo(f"=== system prompt ===\n{system}\n=== user prompt ===\n{prompt}")
         return
 
+    from .preflight import check_optimize_params
+    check_optimize_params(click.get_current_context().params)   # every no-GPU check, before the GPU probe
+
     if resume:
         others = [o.flag for o in options if o.section != "loop" and o.name in typed.get(o.section, {})]
         if manifest or config_file or quick or others:
@@ -162,33 +165,33 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, **par
 @cli.command()
 @click.argument("request", type=click.Path(dir_okay=False))
 @gate_options
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write the result and the claim's verdict as JSON to this file ('-' for stdout).")
 @handle_errors
-def replay(request, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
-    """Re-run a recorded best-case-NAME.json request: the best kernel on that case, same seeds."""
-    from .candidate import load_candidate
-    from .gate import Gate
-    from .report import eval_table
-    from .task import load_task
+def replay(request, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize, json_out):
+    """Re-run a recorded best-case-NAME.json request (the best kernel on that case, same seeds)
+    and say whether its recorded median still holds within the measured noise; exit 1 if not."""
+    from .preflight import check_output_path
+    from .replay_check import replay as run_replay
 
-    p = Path(request)
-    try:
-        req = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{p}: not a readable replay request ({exc})") from None
-    task = load_task(req["manifest"])
-    cand = load_candidate(p.parent / req["kernel"])
-    seeds = req.get("seeds") or [0]
-    opts = make_gate_options(warmup, reps, no_flush, seeds[0], quick, timeout, arch, sanitize)
-    opts.fresh_seeds = list(seeds[1:])
-    opts.extra_draws = len(opts.fresh_seeds)
-    with Gate(task, opts) as gate:
-        gate.ensure_gpu()
-        ev = gate.evaluate(cand, roles=(req.get("role", "performance"),), only={req["case"]})
-    click.echo(eval_table(task, ev, None, {}))
-    if req.get("median_us") and ev.cases and ev.cases[0].timing:
-        click.echo(f"recorded median {req['median_us']:.2f} µs, now {ev.cases[0].timing.median:.2f} µs")
-    if not ev.passed:
+    if json_out and json_out != "-":
+        check_output_path(json_out, option="--json")
+    opts = make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, sanitize)
+    result, table = run_replay(request, opts, gate_factory=_real_gate)
+    if json_out == "-":
+        click.echo(json.dumps(result, indent=2, default=str))
+    else:
+        click.echo(table)
+        if json_out:
+            Path(json_out).write_text(json.dumps(result, indent=2, default=str))
+            click.echo(f"wrote {json_out}")
+    if not result["ok"]:
         sys.exit(1)
+
+
+def _real_gate(task, options):
+    from . import evaluate
+    return evaluate.default_gate(task, options)   # looked up at call time (tests replace it)
 
 
 @cli.command()
@@ -211,18 +214,28 @@ def approve(run_path, approvals, copy_to, tolerance):
 @cli.command("gate")
 @click.argument("approvals", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the verdicts here.")
+@click.option("--junit", "junit_out", type=click.Path(dir_okay=False),
+              help="Write a JUnit XML report here: a test case per approved kernel and case.")
 @gate_options
 @handle_errors
-def gate_cmd(approvals, json_out, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
+def gate_cmd(approvals, json_out, junit_out, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
     """CI regression gate: re-run every approved kernel; exit 1 if one is wrong or slower."""
+    from .preflight import check_output_path
     from .regression import run_regression
 
+    for path, option in ((json_out, "--json"), (junit_out, "--junit")):
+        if path:
+            check_output_path(path, option=option)
     opts = make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, sanitize)
-    results = run_regression(approvals, opts, progress=_echo)
+    results = run_regression(approvals, opts, progress=_echo, gate_factory=_real_gate)
     for r in results:
         click.echo(f"{'PASS' if r['ok'] else 'FAIL'} {r['task']}: {r['kernel']}: {r['detail']}")
     if json_out:
-        Path(json_out).write_text(json.dumps(results, indent=2))
+        Path(json_out).write_text(json.dumps(results, indent=2, default=str))
+    if junit_out:
+        from . import junit
+        junit.write(junit_out, junit.gate_suites(results), name="kforge gate")
+        click.echo(f"wrote {junit_out}")
     if not all(r["ok"] for r in results):
         sys.exit(1)
 
@@ -236,7 +249,7 @@ def report(run_path):
     from .run_report import write_report
 
     run = RunDir.open(run_path)
-    summary = run.read_json("summary.json")
+    summary = run.read_json("summary.json")   # schema-checked: a damaged or wrong-typed file is exit 2
     history = run.read_json("history.json")
     if not summary or not history:
         raise InputError(f"{run.path}: needs summary.json and history.json (resume the run to finish it first)")

@@ -4,26 +4,47 @@ from __future__ import annotations
 
 import time
 
-from .candidate import load_candidate
+from . import preflight
+from .candidate import Candidate, load_candidate
 from .gate import Gate, GateOptions
 from .report import eval_json, eval_table
 from .task import load_task
 
 
+def default_gate(task, options: GateOptions):
+    """The real gate, its GPU probed (raises NoGPUError without one)."""
+    gate = Gate(task, options)
+    try:
+        gate.ensure_gpu()
+    except BaseException:
+        gate.close()
+        raise
+    return gate
+
+
 def run_eval(manifest, kernel, options: GateOptions, *, with_initial=True, with_baselines=True,
-             with_holdout=True, progress=lambda msg: None):
+             with_holdout=True, progress=lambda msg: None, candidate: Candidate | None = None,
+             gate_factory=default_gate):
+    """Evaluate ``kernel`` (a path; or ``candidate``; default the task's initial kernel).  Every
+    check that needs no GPU (options, static rules, entry point, signature, launch, sizes, an
+    NVRTC compile when ``options.arch`` is set) runs before ``gate_factory(task, options)``
+    makes the gate; tests and the MCP server pass their own factory."""
     t0 = time.perf_counter()
     task = load_task(manifest)
-    cand = load_candidate(kernel or task.initial)
+    cand = candidate or load_candidate(kernel or task.initial)
+    preflight.check_eval(task, cand, options)
     roles = ("correctness", "performance") + (("holdout",) if with_holdout else ())
-    with Gate(task, options) as gate:
-        gate.progress = progress
-        gate.ensure_gpu()
+    gate = gate_factory(task, options)
+    try:
+        if hasattr(gate, "progress"):
+            gate.progress = progress
+        device = gate.device_info() or {}
         progress(f"[kforge] {task.name}: evaluating {cand.name} on {len(task.cases)} cases "
-                 f"({gate.device['name']}, {gate.arch})")
+                 f"({device.get('name', '?')}, {options.arch or device.get('arch', '?')})")
         ev = gate.evaluate(cand, roles=roles)
         initial = None
-        if with_initial and kernel and load_candidate(task.initial).sha256 != cand.sha256:
+        custom = kernel is not None or candidate is not None
+        if with_initial and custom and load_candidate(task.initial).sha256 != cand.sha256:
             progress(f"[kforge] timing the initial kernel {task.initial.name} for comparison")
             initial = gate.evaluate(load_candidate(task.initial), roles=("performance",), kind="initial")
         elif with_initial:
@@ -33,9 +54,11 @@ def run_eval(manifest, kernel, options: GateOptions, *, with_initial=True, with_
             for name in task.baselines:
                 progress(f"[kforge] timing baseline {name}")
                 baselines[name] = gate.evaluate_baseline(name)
-        result = eval_json(task, ev, initial, baselines, gate.device, gate.calibration,
+        result = eval_json(task, ev, initial, baselines, gate.device_info(), gate.calibrate(),
                            {k: v for k, v in vars(options).items()})
         result["wall_seconds"] = time.perf_counter() - t0
         table = eval_table(task, ev, initial if initial is not ev else None, baselines)
         table += f"\nwall time {result['wall_seconds']:.1f} s"
         return result, table
+    finally:
+        gate.close()

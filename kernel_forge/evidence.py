@@ -15,7 +15,10 @@ Layout::
 
 Every JSON file has a schema in ``kernel_forge/schemas``; every write goes to a temporary file
 that replaces the target, so a kill leaves either the old or the new file, never half of one.
-Secrets are scrubbed from everything written.
+Secrets are scrubbed from everything written.  Evidence holds prompts, model answers and
+kernel source, so it is readable by its owner only: files 0600, run folders 0700.  Reading a
+file back checks it against its schema, so a damaged or hand-edited file is an error that
+names the file and the JSON path, not a crash later.
 """
 from __future__ import annotations
 
@@ -45,10 +48,30 @@ def _scrub(obj):
     return scrub(obj, tuple(v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_AUTH_TOKEN")) and v))
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+#: modes of evidence: readable by its owner only (prompts, API responses and source are private)
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()   # read once, at import: os.umask cannot be read without setting it
+
+
+def atomic_write(path: Path, data: bytes, *, private: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temporary file that replaces it.  ``private`` files
+    are created 0600 (folders 0700); others get the usual mode (0666 less the umask), for files
+    a user shares, such as an approvals file or a kernel copied into a repository."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE if private else 0o777)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.chmod(tmp, FILE_MODE if private else 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -97,11 +120,13 @@ class RunDir:
         while True:
             p = root / f"run-{n:03d}"
             try:
-                p.mkdir()
+                p.mkdir(mode=DIR_MODE)
                 break
             except FileExistsError:
                 n += 1
-        (p / "attempts").mkdir()
+        (p / "attempts").mkdir(mode=DIR_MODE)
+        for d in (p, p / "attempts"):
+            os.chmod(d, DIR_MODE)
         return cls(p)
 
     @classmethod
@@ -129,14 +154,13 @@ class RunDir:
         return target
 
     # -- reading ----------------------------------------------------------------------------
-    def read_json(self, name: str, default=None):
+    def read_json(self, name: str, default=None, *, check: bool = True):
+        """A JSON file of the run (``default`` when it is absent), checked against its schema
+        when it has one: a damaged or wrong-typed file raises InputError naming it and where."""
         p = self.path / name
         if not p.is_file():
             return default
-        try:
-            return json.loads(p.read_text())
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p}: damaged JSON ({exc}); the run cannot be resumed from it") from None
+        return read_evidence(p, check=check)
 
     def model_calls(self) -> list[Path]:
         return sorted(self.path.glob("model-*.json"))
@@ -149,6 +173,90 @@ class RunDir:
         names = [n for n in SCHEMA_FOR if (self.path / n).is_file()]
         return ([self.path / n for n in names] + self.model_calls()
                 + sorted(self.path.glob("best-case-*.json")))
+
+
+def _schema_name(path: Path) -> str | None:
+    name = path.name
+    if name.startswith("model-"):
+        return "model_call.schema.json"
+    if name.startswith("best-case-"):
+        return "replay_request.schema.json"
+    return SCHEMA_FOR.get(name)
+
+
+def _json_path(parts) -> str:
+    out = "$"
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+#: files up to this size are checked against their whole schema; larger ones (a long run's
+#: history.json) down to their records' own fields, the nested parts only by type
+FULL_CHECK_BYTES = 1 << 20
+
+
+def _refs(node, out: set) -> set:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            out.add(ref.rsplit("/", 1)[-1])
+        for k, v in node.items():
+            if k != "$defs":
+                _refs(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _refs(v, out)
+    return out
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str, full: bool):
+    """A validator of schema ``name``; not ``full``: the definitions the top level does not
+    name directly are reduced to their type (a large file is checked in seconds, not minutes)."""
+    import copy
+
+    import jsonschema
+
+    s = schema(name)
+    if not full:
+        s = copy.deepcopy(s)
+        defs = s.get("$defs", {})
+        direct = _refs({k: v for k, v in s.items() if k != "$defs"}, set())
+        for key in list(defs):
+            if key not in direct:
+                defs[key] = {"type": defs[key]["type"]} if "type" in defs[key] else {}
+    return jsonschema.Draft202012Validator(s)
+
+
+def read_evidence(path: str | Path, *, check: bool = True, what: str = "evidence file"):
+    """Read one evidence JSON file; with ``check``, validate it against its published schema.
+    Any problem (unreadable, not UTF-8, not JSON, wrong shape) is an InputError that names the
+    file, the line or JSON path, and what was wrong."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the {what}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: the {what} is not UTF-8 text (byte offset {exc.start})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: damaged JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                         hint="restore the file (or start a new run); kforge never half-writes one") from None
+    sname = _schema_name(p) if check else None
+    if sname:
+        import jsonschema
+
+        full = len(text) <= FULL_CHECK_BYTES
+        validator = _validator(sname, full)
+        err = None if validator.is_valid(data) else jsonschema.exceptions.best_match(validator.iter_errors(data))
+        if err is not None:
+            msg = err.message if len(err.message) <= 300 else err.message[:297] + "..."
+            raise InputError(f"{p}: {_json_path(err.absolute_path)}: {msg} "
+                             f"(the file does not match {sname})") from None
+    return data
 
 
 def _default(o):

@@ -62,6 +62,18 @@ _UNOPS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_
           ast.Invert: operator.invert}
 _MAX_POW = 256
 _MAX_BITS = 4096
+#: deepest nesting of operators and calls an expression may have (the evaluator recurses)
+MAX_DEPTH = 64
+
+
+def _depth(tree: ast.AST) -> int:
+    """Nesting depth of ``tree``, computed without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 @lru_cache(maxsize=4096)
@@ -77,6 +89,11 @@ def parse(expression: str) -> ast.Expression:
     except SyntaxError as exc:
         col = (exc.offset or 1) - 1
         raise ExpressionError(f"syntax error: {exc.msg}", expression=expression, column=col) from None
+    except (RecursionError, MemoryError):
+        raise ExpressionError(f"nested more than {MAX_DEPTH} levels deep", expression=expression[:40]) from None
+    if _depth(tree) > MAX_DEPTH:
+        raise ExpressionError(f"nested more than {MAX_DEPTH} levels deep (simplify it)",
+                              expression=expression if len(expression) <= 80 else expression[:77] + "...")
     for node in ast.walk(tree):
         if isinstance(node, (ast.Expression, ast.Load, ast.operator, ast.cmpop, ast.unaryop,
                              ast.boolop)):
@@ -124,19 +141,38 @@ def evaluate(expression: str | Number, variables: Mapping[str, Number]) -> Numbe
         return expression
     tree = parse(expression)
     try:
-        return _eval(tree.body, variables, expression)
+        value = _eval(tree.body, variables, expression)
     except ExpressionError:
         raise
     except ZeroDivisionError:
         raise ExpressionError("division by zero", expression=expression) from None
     except (OverflowError, ValueError, TypeError) as exc:
         raise ExpressionError(str(exc), expression=expression) from None
+    except RecursionError:
+        raise ExpressionError("nested too deeply", expression=expression) from None
+    if not isinstance(value, (int, float)):   # bool is an int; complex ((-1)**0.5) is not a number here
+        raise ExpressionError(f"the result is not a real number ({type(value).__name__} {value!r})",
+                              expression=expression)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ExpressionError(f"the result is not finite ({value})", expression=expression)
+    return value
+
+
+def evaluate_number(expression: str | Number, variables: Mapping[str, Number], *,
+                    what: str = "value") -> Number:
+    """Evaluate an expression that must give a number: a comparison such as ``n > 0`` (a truth
+    value) is refused, so that a shape, a launch dimension or a cost is never silently 1."""
+    value = evaluate(expression, variables)
+    if isinstance(value, bool):
+        raise ExpressionError(f"{what} must be a number, but the expression is a condition "
+                              f"(it gives {value})", expression=str(expression))
+    return value
 
 
 def evaluate_int(expression: str | Number, variables: Mapping[str, Number], *,
                  what: str = "value") -> int:
-    """Evaluate and require a whole number (a float like 4.0 is accepted)."""
-    value = evaluate(expression, variables)
+    """Evaluate and require a whole number (a float like 4.0 is accepted; a truth value is not)."""
+    value = evaluate_number(expression, variables, what=what)
     if isinstance(value, float):
         if not value.is_integer():
             raise ExpressionError(f"{what} must be a whole number, got {value}",

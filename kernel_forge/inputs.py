@@ -88,7 +88,11 @@ def _draw(task: Task, arg: Arg, case: Case, key: list[int]) -> np.ndarray:
         values = _random(kind, n, ftype, dict(init.params), key).reshape(shape)
     elif kind == "npy":
         path = (task.path.parent / init.get("path")).resolve()
-        values = np.load(path, allow_pickle=False)
+        try:
+            values = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise ManifestError(f"{path} is not a readable .npy file ({exc})", file=str(task.path),
+                                json_path=f"$.args.{arg.name}.init.path") from None
         if values.size != int(np.prod(shape)):
             raise ManifestError(f"{path} holds {values.size} elements, shape {shape} needs "
                                 f"{int(np.prod(shape))}", file=str(task.path),

@@ -7,9 +7,10 @@ results into the output buffers in place, like the kernel does, and returns noth
 """
 from __future__ import annotations
 
-import importlib.util
+import hashlib
 import sys
 import traceback
+import types
 from pathlib import Path
 
 import numpy as np
@@ -19,23 +20,71 @@ from .errors import ReferenceError_
 from .inputs import CaseInputs, host_values
 from .task import CallableRef, Task
 
-_loaded: dict[tuple[Path, str], object] = {}
+#: loaded callables by (file, function, content hash): an edited file is loaded again (a
+#: long-lived process, like ``kforge mcp``, must not keep running the old reference)
+_loaded: dict[tuple[Path, str, str], object] = {}
+
+
+def guarded_call(what: str, fn, *args, **kwargs):
+    """Call manifest-supplied code (a reference, a baseline, their module's import) so that
+    anything it does to end itself becomes a :class:`ReferenceError_` naming ``what``: an
+    exception, ``sys.exit()``/``exit()``/``quit()`` (SystemExit), a generator's exit.  Ctrl-C
+    (KeyboardInterrupt) still stops kforge.  A process-ending ``os._exit`` cannot be caught in
+    the same process; nothing else escapes."""
+    try:
+        return fn(*args, **kwargs)
+    except KeyboardInterrupt:
+        raise
+    except ReferenceError_:
+        raise
+    except SystemExit as exc:
+        raise ReferenceError_(f"{what} called sys.exit({exc.code!r}); a reference must return, "
+                              "writing its outputs in place") from None
+    except NotImplementedError as exc:
+        raise ReferenceError_(f"{what} is not implemented yet: {exc}") from None
+    except BaseException as exc:  # noqa: BLE001 - the code is the user's, its failure is data here
+        raise ReferenceError_(f"{what} failed: {type(exc).__name__}: {exc}{_where(exc)}") from None
+
+
+def _where(exc: BaseException) -> str:
+    """Where in the user's code an exception was raised: the deepest frame outside kernel_forge
+    (and outside NumPy), as `` (at FILE:LINE in FUNCTION: CODE)``."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" (at {exc.filename}:{exc.lineno})"
+    here = str(Path(__file__).resolve().parent)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(here) and "importlib" not in f.filename]
+    user = [f for f in frames if "site-packages" not in f.filename] or frames
+    if not user:
+        return ""
+    f = user[-1]
+    return f" (at {f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()})"
 
 
 def load_callable(ref: CallableRef):
-    key = (ref.path, ref.function)
+    """The callable ``ref`` names, its module run from the file's current text (compiled here,
+    so no stale bytecode is used and nothing is written beside the user's file)."""
+    try:
+        source = Path(ref.path).read_bytes()
+    except OSError as exc:
+        raise ReferenceError_(f"{ref.path}: cannot read it: {exc.strerror}") from None
+    digest = hashlib.sha256(source).hexdigest()
+    key = (ref.path, ref.function, digest)
     if key in _loaded:
         return _loaded[key]
-    mod_name = f"kforge_ref_{abs(hash(str(ref.path))):x}"
-    spec = importlib.util.spec_from_file_location(mod_name, ref.path)
-    if spec is None or spec.loader is None:
-        raise ReferenceError_(f"{ref.path}: cannot load as a Python module")
-    module = importlib.util.module_from_spec(spec)
+    mod_name = f"kforge_ref_{abs(hash(str(ref.path))):x}_{digest[:12]}"
+    module = types.ModuleType(mod_name)
+    module.__file__ = str(ref.path)
+    sys.modules[mod_name] = module
+
+    def run_module():
+        exec(compile(source, str(ref.path), "exec"), module.__dict__)  # noqa: S102 - the user's reference, by design
+
     try:
-        sys.modules[mod_name] = module
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise ReferenceError_(f"{ref.path}: importing it failed: {type(exc).__name__}: {exc}") from None
+        guarded_call(f"importing {ref.path}", run_module)
+    except ReferenceError_:
+        sys.modules.pop(mod_name, None)
+        raise
     fn = getattr(module, ref.function, None)
     if not callable(fn):
         raise ReferenceError_(f"{ref.path}: has no function {ref.function!r}")
@@ -54,12 +103,7 @@ def run_python_reference(task: Task, inputs: CaseInputs) -> dict[str, np.ndarray
         if arg.output and arg.init is None:
             array[...] = 0
         kwargs[arg.name] = array
-    try:
-        fn(**kwargs)
-    except Exception as exc:
-        tb = traceback.format_exc(limit=-3)
-        raise ReferenceError_(f"reference {task.reference.describe()} failed on case "
-                              f"{inputs.case.name!r}: {type(exc).__name__}: {exc}\n{tb}") from None
+    guarded_call(f"reference {task.reference.describe()} on case {inputs.case.name!r}", fn, **kwargs)
     out = {}
     for arg in task.outputs:
         values = kwargs[arg.name]
@@ -76,4 +120,4 @@ def expected_values(task: Task, outputs: dict[str, np.ndarray]) -> dict[str, np.
     return {k: np.asarray(v) for k, v in outputs.items()}
 
 
-__all__ = ["load_callable", "run_python_reference", "from_float"]
+__all__ = ["guarded_call", "load_callable", "run_python_reference", "from_float"]

@@ -5,20 +5,30 @@ task's initial kernel when it was approved, and an allowed slowdown.  ``kforge g
 each approved kernel through the full gate (holdout cases included), then times it side by side
 with the initial kernel on the same GPU: the ratio, not an absolute time, is compared, so the
 check holds on any CI runner's GPU.
+
+``kforge approve`` checks everything first and writes last: the approvals file must be readable
+and valid, the run finished with a best kernel that passed its final holdout check, and the
+copy may replace only an earlier approved copy of the same task (never a task's own files, nor
+any other file).  What it replaces is kept as ``NAME.bak`` beside it.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
-import shutil
+import time
 from pathlib import Path
 
+from . import preflight
 from .candidate import load_candidate
-from .errors import InputError
-from .evidence import atomic_write
-from .gate import Gate, GateOptions
-from .task import load_task
+from .errors import InputError, KForgeError
+from .evidence import RunDir, atomic_write
+from .gate import GateOptions
+from .task import Task, load_task
+
+ENTRY_KEYS = {"task": str, "manifest": str, "kernel": str, "speedup_vs_initial": (int, float),
+              "tolerance": (int, float), "sha256": str}
 
 
 def _rel(path: Path, base: Path) -> str:
@@ -28,86 +38,197 @@ def _rel(path: Path, base: Path) -> str:
         return str(path.resolve())
 
 
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def load_approvals(path: str | Path) -> dict:
+    """The approvals file (an empty list when it does not exist yet); any problem is an
+    InputError naming the file and JSON path."""
     p = Path(path)
     if not p.exists():
         return {"approved": []}
+    if not p.is_file():
+        raise InputError(f"{p}: is not a file")
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the approvals file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text (byte offset {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        raise InputError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     if not isinstance(data, dict) or not isinstance(data.get("approved"), list):
-        raise InputError(f"{p}: expected {{\"approved\": [...]}}")
+        raise InputError(f"{p}: $: expected {{\"approved\": [...]}}")
     for i, e in enumerate(data["approved"]):
-        for k in ("task", "manifest", "kernel", "speedup_vs_initial", "tolerance", "sha256"):
+        if not isinstance(e, dict):
+            raise InputError(f"{p}: $.approved[{i}]: expected an object")
+        for k, types in ENTRY_KEYS.items():
             if k not in e:
                 raise InputError(f"{p}: $.approved[{i}] lacks {k!r}")
+            v = e[k]
+            if not isinstance(v, types) or isinstance(v, bool):
+                raise InputError(f"{p}: $.approved[{i}].{k}: expected {'text' if types is str else 'a number'}, "
+                                 f"got {v!r}")
+        if not (math.isfinite(e["speedup_vs_initial"]) and e["speedup_vs_initial"] > 0):
+            raise InputError(f"{p}: $.approved[{i}].speedup_vs_initial: must be a positive number")
+        if not 0 <= e["tolerance"] < 1:
+            raise InputError(f"{p}: $.approved[{i}].tolerance: must be in [0, 1)")
     return data
 
 
-def approve_run(run_path, approvals_path, copy_to, tolerance: float) -> dict:
-    run = Path(run_path)
-    try:
-        summary = json.loads((run / "summary.json").read_text())
-        meta = json.loads((run / "run.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{run}: no readable summary.json/run.json ({exc}); finish or resume the run first") from None
-    best = summary.get("best")
-    if not best or not (run / "best.cu").is_file():
-        raise InputError(f"{run}: the run has no best kernel")
-    if best.get("holdout") is not None and not best["holdout"].get("passed", True):
-        raise InputError(f"{run}: the best kernel failed the final holdout check; it cannot be approved")
-    if not 0 <= tolerance < 1:
-        raise InputError("--tolerance must be in [0, 1)")
+def task_files(task: Task) -> set[Path]:
+    """Every file a task is made of: what an approval must never overwrite."""
+    files = {task.path, task.initial, task.reference.path, *task.templates,
+             *(b.path for b in task.baselines.values())}
+    for a in task.args:
+        if a.is_buffer and a.init is not None and a.init.kind == "npy":
+            files.add(task.path.parent / a.init.get("path"))
+    return {f.resolve() for f in files}
+
+
+def _approved_copy(data: dict, ap: Path, task_name: str, dest: Path) -> dict | None:
+    for e in data["approved"]:
+        if e["task"] == task_name and (ap.parent / e["kernel"]).resolve() == dest.resolve():
+            return e
+    return None
+
+
+def plan_approval(run_path, approvals_path, copy_to, tolerance: float) -> dict:
+    """Every check of ``kforge approve``, nothing written: the entry to add and where the kernel
+    goes.  Raises InputError naming the file (and JSON path) at the first problem."""
+    if not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 1):
+        raise InputError(f"--tolerance {tolerance}: must be in [0, 1)")
     ap = Path(approvals_path)
-    dest_dir = Path(copy_to)
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    dest = dest_dir / f"{summary['task']}.cu"
-    shutil.copyfile(run / "best.cu", dest)
-    entry = {"task": summary["task"], "manifest": _rel(Path(meta["manifest"]), ap.parent),
-             "kernel": _rel(dest, ap.parent), "sha256": hashlib.sha256(dest.read_bytes()).hexdigest(),
-             "speedup_vs_initial": best["speedup_vs_initial"], "score_us": best["score_us"],
-             "tolerance": tolerance, "from_run": run.name,
-             "device": (json.loads((run / "env.json").read_text()).get("device") or {}).get("name")
-             if (run / "env.json").is_file() else None}
     data = load_approvals(ap)
+    run = RunDir.open(run_path)
+    if not (run.path / "summary.json").is_file():
+        raise InputError(f"{run.path}: has no summary.json: the run has not finished",
+                         hint=f"resume it first: kforge optimize --resume {run.path}")
+    summary = run.read_json("summary.json")
+    meta = run.read_json("run.json")
+    if summary.get("stop_reason") in ("interrupted", "error"):
+        raise InputError(f"{run.path}: the run stopped with {summary['stop_reason']!r}; its best kernel never had "
+                         "its final holdout check", hint=f"resume it first: kforge optimize --resume {run.path}")
+    best = summary.get("best")
+    best_cu = run.path / "best.cu"
+    if not best or not best_cu.is_file():
+        raise InputError(f"{run.path}: the run has no best kernel")
+    if best.get("holdout") is None:
+        raise InputError(f"{run.path}: the best kernel is the initial kernel ({best.get('id')}); nothing to approve")
+    if not best["holdout"].get("passed", False):
+        raise InputError(f"{run.path}: the best kernel failed the final holdout check; it cannot be approved")
+    task = load_task(meta["manifest"])
+    if task.name != summary["task"]:
+        raise InputError(f"{run.path}: summary.json is for task {summary['task']!r}, its manifest for {task.name!r}")
+    dest_dir = Path(copy_to)
+    if dest_dir.exists() and not dest_dir.is_dir():
+        raise InputError(f"--copy-to {dest_dir}: is a file, not a folder")
+    dest = dest_dir / f"{task.name}.cu"
+    new = best_cu.read_bytes()
+    if dest.resolve() in task_files(task) or dest.resolve() == ap.resolve():
+        raise InputError(f"--copy-to {dest_dir}: {dest} is one of the task's own files (its manifest, initial "
+                         "kernel, templates or reference); an approval never overwrites them",
+                         hint="approve into a folder of its own, e.g. --copy-to approved")
+    backup = None
+    if dest.exists():
+        if not dest.is_file():
+            raise InputError(f"{dest}: exists and is not a file")
+        earlier = _approved_copy(data, ap, task.name, dest)
+        old = dest.read_bytes()
+        if old != new:
+            if earlier is None:
+                raise InputError(f"{dest}: exists and is not an earlier approved copy of {task.name} in {ap}; "
+                                 "it is left as it is", hint="remove it or approve into another --copy-to folder")
+            if hashlib.sha256(old).hexdigest() != earlier["sha256"]:
+                raise InputError(f"{dest}: changed since it was approved (its sha256 differs from {ap}); "
+                                 "it is left as it is", hint="restore it, or remove it to approve anew")
+            backup = dest.with_name(dest.name + ".bak")
+    entry = {"task": task.name, "manifest": _rel(Path(meta["manifest"]), ap.parent),
+             "kernel": _rel(dest, ap.parent), "sha256": hashlib.sha256(new).hexdigest(),
+             "speedup_vs_initial": best["speedup_vs_initial"], "score_us": best["score_us"],
+             "tolerance": tolerance, "from_run": run.path.name,
+             "device": ((run.read_json("env.json") or {}).get("device") or {}).get("name")}
+    return {"entry": entry, "data": data, "approvals": ap, "dest": dest, "source": new, "backup": backup}
+
+
+def approve_run(run_path, approvals_path, copy_to, tolerance: float) -> dict:
+    """Check first (:func:`plan_approval`), write last: the kernel copy (the copy it replaces
+    kept as ``.bak``), then the approvals file (its old version kept as ``.bak``)."""
+    plan = plan_approval(run_path, approvals_path, copy_to, tolerance)
+    dest, ap, entry = plan["dest"], plan["approvals"], plan["entry"]
+    data = plan["data"]
     data["approved"] = [e for e in data["approved"] if e["task"] != entry["task"]] + [entry]
-    atomic_write(ap, (json.dumps(data, indent=2) + "\n").encode())
+    text = (json.dumps(data, indent=2) + "\n").encode()
+    old_kernel = dest.read_bytes() if dest.is_file() else None
+    if plan["backup"] is not None:
+        atomic_write(plan["backup"], old_kernel, private=False)
+    if ap.is_file():
+        atomic_write(ap.with_name(ap.name + ".bak"), ap.read_bytes(), private=False)
+    atomic_write(dest, plan["source"], private=False)
+    try:
+        atomic_write(ap, text, private=False)
+    except BaseException:
+        if old_kernel is None:
+            dest.unlink(missing_ok=True)
+        else:
+            atomic_write(dest, old_kernel, private=False)
+        raise
     return entry
 
 
-def run_regression(approvals_path, options: GateOptions, progress=lambda m: None) -> list[dict]:
+def _default_gate(task, options):
+    from .evaluate import default_gate
+    return default_gate(task, options)
+
+
+def run_regression(approvals_path, options: GateOptions, progress=lambda m: None, *,
+                   gate_factory=_default_gate) -> list[dict]:
+    """Gate every approved kernel.  The approvals file, the options and every manifest are
+    checked before the first GPU probe; a missing, changed or refused kernel is a failed row."""
     ap = Path(approvals_path)
+    if not ap.is_file():
+        raise InputError(f"{ap}: no such approvals file", hint="kforge approve RUN --into FILE writes one")
     data = load_approvals(ap)
     if not data["approved"]:
         raise InputError(f"{ap}: no approved kernels")
+    preflight.check_settings(options)
+    tasks = []
+    for i, e in enumerate(data["approved"]):
+        try:
+            tasks.append(load_task((ap.parent / e["manifest"]).resolve()))
+        except InputError as exc:
+            raise InputError(f"{ap}: $.approved[{i}].manifest: {exc}") from None
     results = []
-    for e in data["approved"]:
+    for e, task in zip(data["approved"], tasks):
+        t0 = time.perf_counter()
         kernel = (ap.parent / e["kernel"]).resolve()
-        task = load_task((ap.parent / e["manifest"]).resolve())
         row = {"task": e["task"], "kernel": e["kernel"], "ok": False, "approved_speedup": e["speedup_vs_initial"]}
+        results.append(row)
         if not kernel.is_file():
-            row["detail"] = f"approved kernel {kernel} is missing"
-            results.append(row)
+            row.update(problem="missing", detail=f"approved kernel {kernel} is missing")
             continue
-        if hashlib.sha256(kernel.read_bytes()).hexdigest() != e["sha256"]:
-            row["detail"] = "the kernel file changed since it was approved (approve it again)"
-            results.append(row)
+        if _sha(kernel) != e["sha256"]:
+            row.update(problem="changed", detail="the kernel file changed since it was approved (approve it again)")
+            continue
+        cand = load_candidate(kernel)
+        try:
+            preflight.check_kernel(task, cand)
+        except preflight.KernelRefused as exc:
+            row.update(problem=exc.reason, verdict=exc.reason, detail=f"WRONG: {exc.reason}: {exc.message}")
             continue
         progress(f"[kforge gate] {e['task']}: checking {e['kernel']}")
-        with Gate(task, options) as gate:
-            gate.ensure_gpu()
-            cand = load_candidate(kernel)
+        gate = gate_factory(task, options)
+        try:
             ev = gate.evaluate(cand, roles=("correctness", "performance", "holdout"))
             row["verdict"] = ev.reason
+            row["evaluation"] = ev.to_json(with_samples=False)
             if not ev.passed:
                 row["detail"] = f"WRONG: {ev.reason}: {ev.message}"
-                results.append(row)
                 continue
             init_ev, cand_ev = gate.retime([load_candidate(task.initial), cand], rounds=2)
             if not (init_ev.passed and cand_ev.passed):
-                row["detail"] = f"re-measurement failed: {init_ev.reason}/{cand_ev.reason}"
-                results.append(row)
+                row.update(problem="retime", detail=f"re-measurement failed: {init_ev.reason}/{cand_ev.reason}")
                 continue
             speedup = init_ev.score_us / cand_ev.score_us
             floor = e["speedup_vs_initial"] * (1 - e["tolerance"])
@@ -115,5 +236,14 @@ def run_regression(approvals_path, options: GateOptions, progress=lambda m: None
             row["ok"] = speedup >= floor
             row["detail"] = (f"x{speedup:.2f} vs initial (approved x{e['speedup_vs_initial']:.2f}, "
                              f"floor x{floor:.2f})" + ("" if row["ok"] else ": SLOWER"))
-        results.append(row)
+        except KForgeError as exc:
+            row.update(problem="error", detail=f"the gate could not run it: {exc}")
+            if exc.exit_code == 3:
+                raise
+        finally:
+            row["seconds"] = round(time.perf_counter() - t0, 3)
+            gate.close()
     return results
+
+
+__all__ = ["load_approvals", "plan_approval", "approve_run", "run_regression"]

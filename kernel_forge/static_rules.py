@@ -27,6 +27,8 @@ RULES: list[tuple[str, re.Pattern, str]] = [
      "reads a GPU timer in inline assembly"),
     ("include_path", re.compile(r"#\s*include\s*[\"<]\s*(/|[A-Za-z]:\\|[^\">]*\.\.)"),
      "includes a file by absolute or parent-relative path"),
+    ("computed_include", re.compile(r"#\s*include(?:_next)?\s*(?![\s<\"])\S"),
+     "includes a file named by a macro (a computed #include); name headers literally"),
     ("host_code", re.compile(r"\b(fopen|system|popen|getenv|dlopen)\s*\("),
      "calls host or OS functions"),
 ]

@@ -131,16 +131,24 @@ class Task:
 
     def scalar(self, arg: Arg, case: Case) -> int | float:
         if arg.param.dtype.is_float:
-            return float(expressions.evaluate(arg.value, case.vars))
+            return float(expressions.evaluate_number(arg.value, case.vars, what=f"argument {arg.name}"))
         return expressions.evaluate_int(arg.value, case.vars, what=f"integer argument {arg.name}")
+
+    def buffer_bytes(self, case: Case) -> dict[str, int]:
+        """Bytes of every buffer of ``case``, from the shape expressions (nothing is allocated)."""
+        return {a.name: math.prod(self.shape(a, case)) * a.param.dtype.itemsize for a in self.args if a.is_buffer}
+
+    def case_bytes(self, case: Case) -> int:
+        """Bytes of all of ``case``'s buffers together."""
+        return sum(self.buffer_bytes(case).values())
 
     def tolerance_for(self, arg: Arg) -> Tolerance:
         return arg.tolerance or self.tolerance
 
     def cost(self, case: Case) -> tuple[float | None, float | None]:
         """(flops, bytes) of one launch on ``case``, or None where the manifest has none."""
-        f = float(expressions.evaluate(self.flops, case.vars)) if self.flops is not None else None
-        b = float(expressions.evaluate(self.bytes, case.vars)) if self.bytes is not None else None
+        f = float(expressions.evaluate_number(self.flops, case.vars, what="flops")) if self.flops is not None else None
+        b = float(expressions.evaluate_number(self.bytes, case.vars, what="bytes")) if self.bytes is not None else None
         return f, b
 
     def hash(self) -> str:
@@ -187,9 +195,16 @@ def load_task(path: str | Path) -> Task:
     p = Path(path)
     file = str(p)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")   # a byte-order mark (some Windows editors) is fine
+    except IsADirectoryError:
+        raise ManifestError("is a folder, not a manifest file", file=file) from None
     except OSError as exc:
         raise ManifestError(f"cannot read manifest: {exc.strerror}", file=file) from None
+    except UnicodeDecodeError as exc:
+        line = p.read_bytes()[:exc.start].count(b"\n") + 1
+        raise ManifestError(f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at line {line} "
+                            f"(offset {exc.start})", file=file,
+                            hint="save the manifest as UTF-8 (JSON files must be UTF-8)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -197,6 +212,29 @@ def load_task(path: str | Path) -> Task:
                             file=file) from None
     check_schema(data, file=file)
     return _build(data, p)
+
+
+def npy_header(path: Path, file: str, jp: str) -> tuple[tuple[int, ...], "object"]:
+    """(shape, dtype) of an .npy file, read from its header only (the data is not loaded)."""
+    import numpy as np
+
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, _fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            else:
+                shape, _fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    except OSError as exc:
+        raise _err(f"cannot read {path}: {exc.strerror}", file, jp) from None
+    except (ValueError, EOFError) as exc:
+        raise _err(f"{path} is not an .npy file ({exc})", file, jp,
+                   hint="write it with numpy.save(path, array)") from None
+    if dtype.hasobject:
+        raise _err(f"{path} holds Python objects ({dtype}); only numeric arrays can be loaded", file, jp)
+    if dtype.kind not in "biuf":
+        raise _err(f"{path} holds {dtype} values, not numbers", file, jp)
+    return tuple(int(d) for d in shape), dtype
 
 
 def _err(msg: str, file: str, jp: str, hint: str | None = None) -> ManifestError:
@@ -335,7 +373,12 @@ def _check_expressions(task: Task, file: str) -> None:
                         raise _err(f"shape {shape} of {a.name} has a non-positive dimension in case "
                                    f"{case.name!r}", file, jp + ".shape")
                     if a.init and a.init.kind == "npy":
-                        _resolve(task.path.parent, a.init.get("path"), file, jp + ".init.path")
+                        npy = _resolve(task.path.parent, a.init.get("path"), file, jp + ".init.path")
+                        npy_shape, _ = npy_header(npy, file, jp + ".init.path")
+                        if math.prod(npy_shape) != math.prod(shape):
+                            raise _err(f"{npy} holds {math.prod(npy_shape)} elements (shape {list(npy_shape)}), "
+                                       f"case {case.name!r} needs {math.prod(shape)} (shape {list(shape)})",
+                                       file, jp + ".init.path")
                 else:
                     value = task.scalar(a, case)
                     if a.param.dtype.kind in ("int", "uint"):
@@ -350,14 +393,20 @@ def _check_expressions(task: Task, file: str) -> None:
                            jp + (".shape" if a.is_buffer else "")) from None
         if task.launch is not None:
             try:
-                task.launch.resolve(case.vars)
+                grid, block, smem = task.launch.resolve(case.vars)
             except ExpressionError as exc:
                 raise _err(f"{exc} (case {case.name!r})", file, "$.launch") from None
+            for key, dims in (("grid", grid), ("block", block)):
+                if any(d <= 0 for d in dims):
+                    raise _err(f"{key} {list(dims)} has a dimension below 1 in case {case.name!r}", file,
+                               f"$.launch.{key}")
+            if smem < 0:
+                raise _err(f"shared_mem = {smem} is negative in case {case.name!r}", file, "$.launch.shared_mem")
         for key, expr in (("flops", task.flops), ("bytes", task.bytes)):
             if expr is None:
                 continue
             try:
-                value = float(expressions.evaluate(expr, case.vars))
+                value = float(expressions.evaluate_number(expr, case.vars, what=f"cost {key}"))
             except ExpressionError as exc:
                 raise _err(f"{exc} (case {case.name!r})", file, f"$.cost.{key}") from None
             if not math.isfinite(value) or value < 0:

@@ -1,43 +1,138 @@
-"""``kforge validate``: a manifest's schema and meaning, its initial kernel, and weak cases."""
+"""``kforge validate``: a manifest's schema and meaning, its files, its kernels, and weak cases.
+
+Nothing is allocated to validate: each case's size is estimated from its shape expressions and
+dtypes, and a case that will not fit the GPU or this host is refused by name.  The initial
+kernel and the templates go through the static rules and, when an arch is known, NVRTC; the
+reference runs (in a guarded call) only on cases small enough to be cheap, or with ``deep`` on
+every case that fits the host.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import preflight
 from .candidate import load_candidate
-from .errors import ManifestError, SignatureError
-from .signature import check_matches, find_entry
+from .errors import CompileError, EnvironmentProblem, ManifestError, ReferenceError_
 from .task import Task, load_task
 from .weak_cases import weak_case_warnings
 
+#: buffer elements of the largest case whose reference runs without ``deep``
+QUICK_ELEMENTS = 1 << 22
 
-def validate_manifest(path, *, deep: bool = False) -> tuple[Task, list[str]]:
-    task = load_task(path)
-    cand = load_candidate(task.initial)
-    found = find_entry(cand.source, task.signature.name)
-    if found is None:
-        raise ManifestError(f"{task.initial} has no definition of {task.signature.name}", file=str(path),
-                            json_path="$.initial")
+
+@dataclass
+class Validation:
+    """What ``validate_manifest`` found about one manifest."""
+
+    task: Task
+    warnings: list[str] = field(default_factory=list)     #: weak cases and large search spaces
+    resolved: list[tuple[str, str, bool]] = field(default_factory=list)  #: (what, where it resolves, outside the manifest's folder)
+    arch: str | None = None                               #: what the kernels were compiled for (None: not compiled)
+    compiled: list[tuple[str, dict]] = field(default_factory=list)  #: (kernel file name, NVRTC resources)
+    not_compiled: str = ""                                #: why the kernels were not compiled
+    skipped: list[tuple[str, str]] = field(default_factory=list)    #: (case, why its reference was not run)
+
+    def lines(self) -> list[str]:
+        """What ``kforge validate`` prints under a manifest's ok line."""
+        out = [f"{what:<10} {where}" + ("  (outside the manifest's folder)" if outside else "")
+               for what, where, outside in self.resolved]
+        if self.compiled:
+            out.append(f"compiled for {self.arch}: " + ", ".join(
+                f"{name} ({r.get('registers', '?')} registers"
+                + (f", {r['spill_stores']} B spill stores" if r.get("spill_stores") else "") + ")"
+                for name, r in self.compiled))
+        elif self.not_compiled:
+            out.append(f"not compiled: {self.not_compiled}")
+        by_reason: dict[str, list[str]] = {}
+        for case, why in self.skipped:
+            by_reason.setdefault(why, []).append(case)
+        for why, cases in by_reason.items():
+            out.append(f"reference not run on {', '.join(cases)}: {why}")
+        return out
+
+    def __iter__(self):        # ``task, warnings = validate_manifest(...)`` keeps working
+        return iter((self.task, self.warnings))
+
+
+def _inside(path: Path, folder: Path) -> bool:
     try:
-        check_matches(task.signature, found[0])
-    except SignatureError as exc:
-        raise ManifestError(f"{task.initial}:{found[1]}: {exc.message}", file=str(path), json_path="$.initial") from None
-    for i, path in enumerate(task.templates):
-        tmpl = load_candidate(path)
-        found_t = find_entry(tmpl.source, task.signature.name)
-        if found_t is None:
-            raise ManifestError(f"{path} has no definition of {task.signature.name}", file=str(task.path),
-                                json_path=f"$.templates[{i}]")
-        try:
-            check_matches(task.signature, found_t[0])
-        except SignatureError as exc:
-            raise ManifestError(f"{path}:{found_t[1]}: {exc.message}", file=str(task.path),
-                                json_path=f"$.templates[{i}]") from None
-        if tmpl.launch is None and task.launch is None:
-            raise ManifestError(f"{path} has no kforge launch header and the manifest no launch",
-                                file=str(task.path), json_path=f"$.templates[{i}]")
-        if not tmpl.configurations():
-            raise ManifestError(f"{path}: no setting of its tunables satisfies its constraints",
-                                file=str(task.path), json_path=f"$.templates[{i}]")
-    if cand.launch is None and task.launch is None:
-        raise ManifestError("no launch: give \"launch\" in the manifest or a kforge header in the initial kernel",
-                            file=str(path), json_path="$")
-    warnings = weak_case_warnings(task, max_elements=(1 << 62) if deep else (1 << 22))
-    return task, warnings
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def resolved_files(task: Task) -> list[tuple[str, str, bool]]:
+    """Where every file the manifest names resolves to, and whether it leaves the manifest's
+    folder (a reference there is code that runs as you: see README, Security)."""
+    base = task.path.parent
+
+    def ref(r):
+        return (str(r.path) + (f":{r.function}" if r.function else ""), r.path)
+
+    rows: list[tuple[str, tuple[str, Path]]] = [("reference", ref(task.reference))]
+    rows += [(f"baseline {k}", ref(b)) for k, b in task.baselines.items()]
+    rows.append(("initial", (str(task.initial), task.initial)))
+    rows += [("template", (str(t), t)) for t in task.templates]
+    for a in task.args:
+        if a.is_buffer and a.init is not None and a.init.kind == "npy":
+            p = (base / a.init.get("path")).resolve()
+            rows.append((f"npy {a.name}", (str(p), p)))
+    return [(what, shown, not _inside(p, base)) for what, (shown, p) in rows]
+
+
+def _kernel(task: Task, path: Path, jp: str, arch: str | None, report: Validation, label: str) -> None:
+    cand = load_candidate(path)
+    try:
+        preflight.check_kernel(task, cand, file=str(path))
+    except preflight.KernelRefused as exc:
+        raise ManifestError(exc.message, file=str(task.path), json_path=jp, hint=exc.hint) from None
+    if cand.tunables:
+        count = cand.count_configurations()
+        if count > 4096:
+            report.warnings.append(f"{label} {path.name}: {count.describe()} configurations of its tunables; "
+                                   "the tuner gates a sample of them (--tune-budget)")
+    if arch is None:
+        return
+    try:
+        res = preflight.compile_kernel(cand, arch, file=str(path))
+    except CompileError as exc:
+        raise ManifestError(f"{exc.message}", file=str(task.path), json_path=jp) from None
+    report.compiled.append((path.name, res.resources))
+
+
+def validate_manifest(path, *, deep: bool = False, arch: str | None = preflight.DEFAULT_ARCH,
+                      compile: bool = True, gpu_memory: int | None = preflight.DEFAULT_GPU_MEMORY,
+                      host_memory: int | None = None) -> Validation:
+    """Validate one manifest; raise an InputError (naming the file and JSON path) at the first
+    problem.  ``arch`` None or ``compile`` False skips NVRTC (the report says so), as does a
+    machine without NVRTC."""
+    task = load_task(path)
+    report = Validation(task, resolved=resolved_files(task))
+    preflight.check_sizes(task, gpu_bytes=gpu_memory, host_bytes=host_memory,
+                          gpu_label="given" if gpu_memory != preflight.DEFAULT_GPU_MEMORY else "assumed (80 GiB)")
+    use_arch = arch if compile else None
+    if use_arch is not None:
+        why = preflight.nvrtc_available()
+        if why:
+            report.not_compiled = f"NVRTC is not available here ({why})"
+            use_arch = None
+    else:
+        report.not_compiled = "no arch given" if compile else "--no-compile"
+    report.arch = use_arch
+    try:
+        _kernel(task, task.initial, "$.initial", use_arch, report, "initial")
+        for i, t in enumerate(task.templates):
+            _kernel(task, t, f"$.templates[{i}]", use_arch, report, "template")
+    except EnvironmentProblem as exc:
+        report.compiled, report.not_compiled = [], exc.message
+    skipped: list = []
+    try:
+        report.warnings += weak_case_warnings(task, max_elements=(1 << 62) if deep else QUICK_ELEMENTS,
+                                              fits=lambda c: preflight.fits_host(task, c, host_memory),
+                                              skipped=skipped)
+    except ReferenceError_ as exc:     # the reference is the manifest's: say which file and where
+        raise ReferenceError_(f"{task.path}: $.reference: {exc.message}", hint=exc.hint) from None
+    report.skipped = [(c.name, why) for c, why in skipped]
+    return report

@@ -188,4 +188,4 @@ def test_every_rule_has_a_message():
     names = [r for r, _, _ in RULES]
     assert len(names) == len(set(names))
     assert set(names) == {"vendor_library", "vendor_call", "device_launch", "runtime_api", "timer",
-                          "include_path", "host_code"}
+                          "include_path", "computed_include", "host_code"}

@@ -1,0 +1,398 @@
+"""Checks that need no GPU, run before the GPU probe.
+
+A mistake that can be seen without a GPU must never cost a GPU probe, a worker start or a run
+folder: option values (``--max-iterations -1``, ``--reps 0``, ``--timeout 0``, a ``--base-url``
+that is not an http(s) URL or comes without ``--model``), the types of a config file's values,
+a kernel's static rules, entry point, signature and launch, an NVRTC compile where the arch is
+known, and whether each case's buffers fit the GPU and the host.  Every check raises an
+:class:`~kernel_forge.errors.InputError` (or a subclass) that names the option, the file and
+JSON path, or the kernel line.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import types
+import typing
+from dataclasses import fields
+from pathlib import Path
+from urllib.parse import urlparse
+
+from . import static_rules
+from .candidate import Candidate
+from .errors import CandidateError, InputError, ManifestError, SignatureError
+from .signature import check_matches, find_entry
+from .task import Task
+
+#: GPU memory assumed when no device is known (the smallest of the common data-centre GPUs)
+DEFAULT_GPU_MEMORY = 80 * 2**30
+#: the arch ``kforge validate`` compiles for when none is given
+DEFAULT_ARCH = "sm_90"
+#: host bytes needed per buffer byte: the parent's draw, the reference's copy, the worker's draw
+HOST_FACTOR = 3
+#: GPU bytes needed per buffer byte, plus one more per output byte (the kept reference copy)
+GPU_FACTOR = 1
+
+
+class KernelRefused(CandidateError):
+    """A kernel that cannot be run, found before the GPU: ``reason`` is its verdict reason code
+    (``static_rule``, ``signature_mismatch``, ``bad_candidate``, ``compile_error``)."""
+
+    def __init__(self, reason: str, message: str, *, file: str | None = None, line: int | None = None,
+                 hint: str | None = None):
+        self.reason = reason
+        super().__init__(message, file=file, line=line, hint=hint)
+
+
+# -------------------------------------------------------------------------------- option values
+
+def _positive(v) -> bool:
+    return v > 0
+
+
+def _at_least(n):
+    return lambda v: v >= n
+
+
+#: field -> (test, what it must be); None values mean "not set" and pass
+RULES: dict[str, tuple] = {
+    # LoopConfig
+    "max_iterations": (_at_least(1), "at least 1"),
+    "candidates": (_at_least(1), "at least 1"),
+    "budget_usd": (_positive, "above 0"),
+    "max_tokens": (_at_least(1), "at least 1"),
+    "time_limit_s": (_positive, "above 0 seconds"),
+    "patience": (_at_least(1), "at least 1"),
+    "target_speedup": (_positive, "above 0"),
+    "tune_budget": (_at_least(1), "at least 1"),
+    "history_in_prompt": (_at_least(0), "0 or more"),
+    "failures_in_prompt": (_at_least(0), "0 or more"),
+    "crossover_every": (_at_least(0), "0 or more"),
+    "retime_rounds": (_at_least(1), "at least 1"),
+    "min_improvement": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    # GateOptions
+    "warmup": (_at_least(0), "0 or more"),
+    "reps": (_at_least(1), "at least 1"),
+    "extra_draws": (_at_least(0), "0 or more"),
+    "launch_timeout_s": (_positive, "above 0 seconds"),
+    "timing_timeout_s": (_positive, "above 0 seconds"),
+    "device": (_at_least(0), "0 or more"),
+    "plausible_margin": (_at_least(1), "at least 1"),
+    "arch": (lambda v: re.fullmatch(r"sm_\d+[af]?", v) is not None, "like sm_90"),
+    # ProposerConfig
+    "temperature": (lambda v: 0 <= v <= 2, "in [0, 2]"),
+    "ensemble": (lambda v: v in ("round-robin", "parallel"), "round-robin or parallel"),
+}
+
+#: command-line spelling of the fields whose option name differs from the field's
+FLAGS = {"launch_timeout_s": "--timeout", "time_limit_s": "--time-limit", "models": "--model"}
+
+
+def flag(name: str) -> str:
+    return FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+def _type_ok(value, hint) -> bool:
+    try:
+        return _type_matches(value, hint)
+    except TypeError:        # an annotation this checker does not know (Literal, a Protocol, ...)
+        return True
+
+
+def _type_matches(value, hint) -> bool:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, h) for h in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is type(None):
+        return value is None
+    if hint is typing.Any:
+        return True
+    if origin is not None:
+        if not isinstance(value, origin):
+            return False
+        args = typing.get_args(hint)
+        if origin in (list, tuple) and args and args[-1] is not Ellipsis:
+            return all(_type_ok(v, args[0]) for v in value)
+        return True
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _type_name(hint) -> str:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return "null"
+    names = {int: "a whole number", float: "a number", bool: "true or false", str: "text", list: "a list",
+             dict: "an object"}
+    return names.get(origin or hint, getattr(hint, "__name__", str(hint)))
+
+
+def check_value(name: str, value, hint=None, *, where: str) -> None:
+    """One setting: its type (when ``hint`` is given) and its range.  ``where`` names it in
+    the message (an option like ``--reps 0`` or a file and JSON path)."""
+    if hint is not None and not _type_ok(value, hint):
+        raise InputError(f"{where}: expected {_type_name(hint)}, got {value!r}")
+    if value is None or name not in RULES:
+        return
+    if isinstance(value, bool) and name != "ensemble":
+        raise InputError(f"{where}: expected a number, got {value!r}")
+    test, must = RULES[name]
+    try:
+        ok = test(value)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise InputError(f"{where}: must be {must}")
+
+
+def check_settings(obj, *, where: str = "") -> None:
+    """Every field of a settings dataclass (LoopConfig, GateOptions, ProposerConfig)."""
+    hints = typing.get_type_hints(type(obj))
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        label = f"{where}{f.name}" if where else f"{flag(f.name)} {value!r}"
+        check_value(f.name, value, hints.get(f.name), where=label)
+    if type(obj).__name__ == "ProposerConfig":
+        check_proposer(getattr(obj, "models", []), getattr(obj, "base_url", None), where=where)
+
+
+def check_base_url(url: str, *, where: str = "--base-url") -> None:
+    parsed = urlparse(url) if isinstance(url, str) else None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise InputError(f"{where} {url!r} is not an http:// or https:// URL",
+                         hint="e.g. --base-url http://localhost:8000/v1 for a local OpenAI-compatible server")
+
+
+def check_proposer(models, base_url, *, where: str = "") -> None:
+    from .proposers.models import parse_model_spec
+
+    for spec in models or ():
+        try:
+            parse_model_spec(spec)
+        except InputError as exc:
+            raise InputError(f"{where}{'models' if where else '--model'}: {exc.message}", hint=exc.hint) from None
+    if base_url is not None:
+        check_base_url(base_url, where=f"{where}base_url" if where else "--base-url")
+        if not models:
+            raise InputError(f"{where + 'base_url' if where else '--base-url (proposer.base_url)'} needs --model: "
+                             "the model the endpoint serves",
+                             hint="e.g. --model openai:qwen2.5-coder:32b --base-url http://localhost:8000/v1")
+
+
+def _settings_classes() -> dict[str, type]:
+    from .gate import GateOptions
+    from .loop import LoopConfig
+    from .optimize import ProposerConfig
+
+    return {"loop": LoopConfig, "gate": GateOptions, "proposer": ProposerConfig}
+
+
+def check_config(data: dict, *, file: str) -> None:
+    """The values of an ``optimize --config`` file: each of the right type and range."""
+    for section, cls in _settings_classes().items():
+        sub = data.get(section) or {}
+        if not isinstance(sub, dict):
+            raise InputError(f"{file}: $.{section} must be an object")
+        hints = typing.get_type_hints(cls)
+        for key, value in sub.items():
+            if key in hints:
+                check_value(key, value, hints[key], where=f"{file}: $.{section}.{key}")
+        if section == "proposer":
+            check_proposer(sub.get("models", []), sub.get("base_url"), where=f"{file}: $.proposer.")
+    for key in ("manifest", "runs_dir"):
+        if key in data and not isinstance(data[key], str):
+            raise InputError(f"{file}: $.{key}: expected text, got {data[key]!r}")
+
+
+#: the optimize command's option names -> the settings field they fill
+_ALIASES = {"timeout": "launch_timeout_s", "time_limit": "time_limit_s"}
+
+
+def check_optimize_params(params: dict) -> None:
+    """The optimize command's option values (``click.get_current_context().params``) and its
+    ``--config`` file, before anything touches the GPU.  Unknown names are ignored, so the
+    check survives new options."""
+    params = {name.split("__", 1)[-1]: value for name, value in params.items()}   # section__field -> field
+    for name, value in params.items():
+        if value is None or value == () or name in ("models", "base_url"):
+            continue
+        field_name = _ALIASES.get(name, name)
+        if field_name in RULES:
+            flag = FLAGS.get(field_name, f"--{name.replace('_', '-')}")
+            check_value(field_name, value, None, where=f"{flag} {value!r}")
+    models = list(params.get("models") or ())
+    config_file = params.get("config_file")
+    cfg = {}
+    if config_file:
+        from .optimize import load_config_file
+        cfg = load_config_file(config_file)
+        check_config(cfg, file=str(config_file))
+    base_url = params.get("base_url")
+    if base_url is not None:
+        check_base_url(base_url)
+        if not models and not (cfg.get("proposer") or {}).get("models"):
+            raise InputError("--base-url (proposer.base_url) needs --model: the model the endpoint serves",
+                             hint="e.g. --model openai:qwen2.5-coder:32b --base-url http://localhost:8000/v1")
+    check_proposer(models, None)
+
+
+# -------------------------------------------------------------------------------- kernels
+
+def check_static(source: str, *, file: str) -> None:
+    """The static rules (vendor libraries, path includes, timers, ...): refused with the line."""
+    findings = static_rules.check(source)
+    if findings:
+        first = findings[0]
+        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+        raise KernelRefused("static_rule", f"{first.message} ({first.rule}): {first.text.strip()}{more}",
+                            file=file, line=first.line)
+
+
+def check_kernel(task: Task, cand: Candidate, *, file: str | None = None) -> int:
+    """Static rules, the entry point, its signature and a launch for ``cand`` as a kernel of
+    ``task``; returns the entry point's line."""
+    file = file or cand.name
+    check_static(cand.source, file=file)
+    found = find_entry(cand.source, task.signature.name)
+    if found is None:
+        raise KernelRefused("signature_mismatch",
+                            f'no `extern "C" __global__ void {task.signature.name}(...)` definition found',
+                            file=file, hint=f"the entry point must be: {task.signature.text}")
+    sig, line = found
+    try:
+        check_matches(task.signature, sig)
+    except SignatureError as exc:
+        raise KernelRefused("signature_mismatch", exc.message, file=file, line=line) from None
+    if cand.launch is None and task.launch is None:
+        raise KernelRefused("bad_candidate", 'no launch configuration: the manifest has no "launch" and the kernel '
+                            "no `// kforge: grid = [...]` / `block = [...]` header", file=file)
+    if cand.tunables and cand.count_configurations() == 0:
+        raise KernelRefused("bad_candidate", "no setting of its tunables satisfies its constraints", file=file)
+    return line
+
+
+def compile_kernel(cand: Candidate, arch: str, *, file: str | None = None, defines: dict | None = None):
+    """Static rules, then NVRTC for ``arch``: the CompileResult.  Nothing reaches NVRTC that
+    the static rules refuse (an include of an absolute or parent-relative path, say)."""
+    from .gpu.nvrtc import compile_source
+
+    file = file or cand.name
+    check_static(cand.source, file=file)
+    d = cand.compile_defines() if defines is None else defines
+    return compile_source(cand.source, arch=arch, defines=d, file_label=Path(file).name)
+
+
+def nvrtc_available() -> str | None:
+    """None when NVRTC can be used here, else why not."""
+    try:
+        from .gpu.nvrtc import nvrtc_version
+        nvrtc_version()
+    except Exception as exc:  # noqa: BLE001 - any reason is reported, none is fatal
+        return f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return None
+
+
+# -------------------------------------------------------------------------------- sizes
+
+def host_memory() -> int | None:
+    """Physical memory of this host in bytes (None where the platform does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        pass
+    try:  # Windows
+        import ctypes
+
+        class _Status(ctypes.Structure):
+            _fields_ = [("dwLength", ctypes.c_ulong), ("dwMemoryLoad", ctypes.c_ulong),
+                        ("ullTotalPhys", ctypes.c_ulonglong), ("ullAvailPhys", ctypes.c_ulonglong),
+                        ("ullTotalPageFile", ctypes.c_ulonglong), ("ullAvailPageFile", ctypes.c_ulonglong),
+                        ("ullTotalVirtual", ctypes.c_ulonglong), ("ullAvailVirtual", ctypes.c_ulonglong),
+                        ("ullAvailExtendedVirtual", ctypes.c_ulonglong)]
+        st = _Status()
+        st.dwLength = ctypes.sizeof(_Status)
+        if ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(st)):  # type: ignore[attr-defined]
+            return int(st.ullTotalPhys)
+    except Exception:  # noqa: BLE001
+        pass
+    return None
+
+
+def gib(n: float) -> str:
+    if n >= 2**30:
+        return f"{n / 2**30:.1f} GiB"
+    if n >= 2**20:
+        return f"{n / 2**20:.1f} MiB"
+    return f"{n / 2**10:.1f} KiB" if n >= 2**10 else f"{int(n)} B"
+
+
+def case_needs(task: Task, case) -> tuple[int, int]:
+    """(GPU bytes, host bytes) one case needs, estimated from its shapes and dtypes."""
+    per = task.buffer_bytes(case)
+    total = sum(per.values())
+    outputs = sum(per[a.name] for a in task.outputs)
+    return GPU_FACTOR * total + outputs, HOST_FACTOR * total
+
+
+def check_sizes(task: Task, *, gpu_bytes: int | None = DEFAULT_GPU_MEMORY, host_bytes: int | None = None,
+                gpu_label: str = "") -> None:
+    """Refuse a case whose buffers will not fit the GPU (``gpu_bytes``; None: not checked) or
+    this host (``host_bytes``, default: its physical memory), naming the case and its size."""
+    host_bytes = host_memory() if host_bytes is None else host_bytes
+    for case in task.cases:
+        per = task.buffer_bytes(case)
+        gpu_need, host_need = case_needs(task, case)
+        largest = ", ".join(f"{k} {gib(v)}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])[:3])
+        where = f"$.cases[{case.index}]"
+        if gpu_bytes is not None and gpu_need > gpu_bytes:
+            raise ManifestError(f"case {case.name!r} needs about {gib(gpu_need)} of GPU memory (buffers: {largest}), "
+                                f"more than the {gib(gpu_bytes)} {gpu_label or 'assumed'} GPU",
+                                file=str(task.path), json_path=where,
+                                hint="make the case smaller, or give the GPU's memory (kforge validate --gpu-memory GIB)")
+        if host_bytes and host_need > host_bytes:
+            raise ManifestError(f"case {case.name!r} needs about {gib(host_need)} of host memory to draw and check its "
+                                f"inputs (buffers: {largest}), more than this host's {gib(host_bytes)}",
+                                file=str(task.path), json_path=where, hint="make the case smaller")
+
+
+def fits_host(task: Task, case, host_bytes: int | None = None) -> bool:
+    host_bytes = host_memory() if host_bytes is None else host_bytes
+    return not host_bytes or case_needs(task, case)[1] <= host_bytes // 2
+
+
+# -------------------------------------------------------------------------------- commands
+
+def check_eval(task: Task, cand: Candidate, options, *, file: str | None = None) -> None:
+    """Everything ``kforge eval`` can check before the GPU probe."""
+    check_settings(options)
+    check_kernel(task, cand, file=file)
+    check_sizes(task, gpu_bytes=None)
+    if getattr(options, "arch", None):
+        compile_kernel(cand, options.arch, file=file)
+
+
+def check_output_path(path: str | Path, *, option: str) -> Path:
+    """An output file's folder must exist (nothing is created behind the user's back)."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{option} {p}: the folder {parent} does not exist")
+    if p.is_dir():
+        raise InputError(f"{option} {p}: is a folder, not a file")
+    return p
+
+
+__all__ = ["KernelRefused", "check_settings", "check_config", "check_optimize_params", "check_kernel",
+           "compile_kernel", "check_sizes", "check_eval", "host_memory", "check_output_path"]
