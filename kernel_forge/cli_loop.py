@@ -36,22 +36,27 @@ def _echo(msg: str) -> None:
 @click.option("--hints", help="Extra guidance for the model.")
 @click.option("--runs-dir", type=click.Path(file_okay=False), help="Where run-NNN folders go (default runs/).")
 @click.option("--dry-run", is_flag=True, help="Print the prompt a model would get first, then stop (no GPU, no model call).")
+@click.option("--device", "device_file", type=click.Path(dir_okay=False),
+              help="With --dry-run: a device description JSON (e.g. kernel_forge/data/devices/h200.json) for the device section.")
 @gate_options
 @handle_errors
 def optimize(manifest, models, base_url, ensemble, replay, resume, config_file, candidates, max_iterations,
              budget_usd, max_tokens, time_limit, patience, target_speedup, tune_budget, hints, runs_dir, dry_run,
-             warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
+             device_file, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
     """Make MANIFEST's kernel faster: propose, gate, record, repeat. Evidence goes to runs/run-NNN/."""
     from .loop import LoopConfig
     from .optimize import ProposerConfig, _build, load_config_file, resume_run, start_run
 
     if dry_run:
-        from .optimize import first_prompt
+        from .optimize import first_prompt_parts
         if not manifest:
             raise InputError("--dry-run needs a MANIFEST")
-        system, prompt = first_prompt(manifest, hints or "")
-        click.echo(f"=== system prompt ===\n{system}\n=== user prompt ===\n{prompt}")
+        system, static, dynamic = first_prompt_parts(manifest, hints or "", device_file)
+        click.echo(f"=== system prompt ===\n{system}\n=== user prompt: static prefix (the same for every call; "
+                   f"cached) ===\n{static}\n=== user prompt: dynamic part ===\n{dynamic}")
         return
+    if device_file:
+        raise InputError("--device FILE is for --dry-run; a run describes the GPU it runs on")
 
     loop_over = {k: v for k, v in dict(candidates=candidates, max_iterations=max_iterations, budget_usd=budget_usd,
                                         max_tokens=max_tokens, time_limit_s=time_limit, patience=patience,

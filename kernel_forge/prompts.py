@@ -34,8 +34,6 @@ FAILURE_CHARS = 3000          #: one failure's source or diff
 RETRIEVED_CHARS = 8000        #: all kernels from other tasks together
 REFERENCE_CHARS = 6000
 _HEADER = re.compile(r"^\s*//\s*kforge:")
-#: how a reason reads in a prompt where the code itself would name hidden cases
-_HIDDEN_REASON = {"holdout_failed": "hidden_case_failed"}
 
 
 @dataclass
@@ -210,8 +208,9 @@ def _static_resources(task: Task, a: PromptAttempt, device: dict | None) -> str:
         r = resources_for_case({"resources": res}, {"grid": list(g), "block": list(b), "shared_mem": s}, device)
         if r:
             blocks = g[0] * g[1] * g[2]
+            limit = f", limited by {r['occupancy_limiter']}" if r["occupancy"] < 1 else ""
             lines.append(f"- {case.name}: grid {list(g)} x block {list(b)} = {blocks} blocks; {r['blocks_per_sm']} "
-                         f"blocks/SM ({100 * r['occupancy']:.0f}% occupancy, limited by {r['occupancy_limiter']}); "
+                         f"blocks/SM ({100 * r['occupancy']:.0f}% occupancy{limit}); "
                          f"{blocks / max(1, r['blocks_per_sm'] * device['sms']):.2f} waves")
     return "\n".join(lines)
 
@@ -328,7 +327,7 @@ def _hidden_names(task: Task) -> set[str]:
 
 
 def _reason(a: PromptAttempt) -> str:
-    code = _HIDDEN_REASON.get(a.reason, a.reason)
+    code = a.reason
     meaning = REASONS.get(a.reason) or ("it passed the shown cases but failed on hidden cases (sizes and values "
                                         "withheld)" if a.reason == "holdout_failed" else "")
     return f"{code}" + (f" ({meaning})" if meaning else "")
@@ -387,14 +386,11 @@ def _failure_body(task: Task, a: PromptAttempt, known: dict[str, str], *, limit:
     message = a.message.strip()
     if a.reason == "holdout_failed" or any(re.search(rf"\bcase {re.escape(h)}\b", message) for h in hidden):
         message = "failed on hidden cases (their sizes and values are withheld)"
-    context = []
-    if a.parent:
-        context.append(f"from {a.parent}")
     launch = _launch_line(task, a)
-    if launch:
-        context.append(launch)
-    if context:
-        lines.append("Built " + "; ".join(context) + ".")
+    if a.parent:
+        lines.append(f"Derived from {a.parent}" + (f"; run with {launch}." if launch else "."))
+    elif launch:
+        lines.append(f"Run with {launch}.")
     if a.direction:
         lines.append(f"Its direction was: {a.direction}")
     if a.rationale:
@@ -439,7 +435,14 @@ def _failures_section(task: Task, failures: list[PromptAttempt], known: dict[str
         parts.insert(0, f"## {a.id}: {_reason(a)}\n{body}")
     if not parts:
         return ""
-    return "# Recent failures (do not repeat these mistakes)\n\n" + "\n\n".join(parts)
+    overview = []
+    for a in failures:
+        first = (a.message.strip().splitlines() or [""])[0]
+        if a.reason == "holdout_failed" or any(re.search(rf"\bcase {re.escape(h)}\b", first) for h in _hidden_names(task)):
+            first = "failed a hidden case" if a.reason == "holdout_failed" else "failed (details withheld)"
+        overview.append(f"- {a.id}: {a.reason}" + (f": {first[:160]}" if first else ""))
+    return ("# Recent failures (do not repeat these mistakes)\n" + "\n".join(overview) + "\n\n"
+            + "\n\n".join(parts))
 
 
 def _fix_section(task: Task, fix: PromptAttempt, known: dict[str, str]) -> str:

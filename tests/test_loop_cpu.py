@@ -43,7 +43,7 @@ ANTHROPIC_KEY = "sk-ant-test-secret-123456789"
 OPENAI_KEY = "sk-test-secret-123456789"
 SPECS = {"anthropic": "anthropic:claude-sonnet-4-5", "openai": "openai:gpt-5"}
 KEYS = {"anthropic": ANTHROPIC_KEY, "openai": OPENAI_KEY}
-HOLDOUT_WORD = re.compile(r"\bholdout\b", re.IGNORECASE)   # the case's name ("holdout_failed" is a reason code)
+HOLDOUT_WORD = re.compile(r"(?<!fake-)\bholdout\b", re.IGNORECASE)   # the case's name ("holdout_failed" is a reason code; "// fake-holdout:" a script line of a shown source)
 HOLDOUT_N = "3145745"                                       # the holdout case's n
 TUNED_HEADER = ("// kforge: grid = [cdiv(n, BLOCK)]\n// kforge: block = [BLOCK]\n"
                 "// kforge: tune BLOCK = [64, 32, 128, 256, 512, 1024]")
