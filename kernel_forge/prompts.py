@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -550,11 +551,9 @@ def render_prompt(system: str, static: str, dynamic: str | list[str]) -> str:
 def write_prompt(run_dir, iteration: int, system: str, static: str, dynamic: str | list[str]) -> str:
     """Write what the model was asked in ``iteration`` to ``prompt-NNN.md`` in the run folder
     (a :class:`~kernel_forge.evidence.RunDir` or a path); return the file name."""
-    from pathlib import Path
-
     name = f"prompt-{int(iteration):03d}.md"
     text = render_prompt(system, static, dynamic)
-    if hasattr(run_dir, "write_text"):
+    if not isinstance(run_dir, (str, Path)):      # a RunDir: atomic, scrubbed
         run_dir.write_text(name, text)
     else:
         p = Path(run_dir) / name
