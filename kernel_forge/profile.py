@@ -192,7 +192,7 @@ def profile_candidate(task, candidate, cases: list[str], *, arch: str, seed: int
         return unavailable("ncu (Nsight Compute) was not found on PATH (set KFORGE_NCU to its path)")
     with tempfile.TemporaryDirectory(prefix="kforge-ncu-") as tmp:
         status_path = Path(tmp) / "status.json"
-        spec = {"manifest": str(task.path), "source": candidate.source, "defines": candidate.compile_defines(),
+        spec = {"manifest": str(Path(task.path).resolve()), "source": candidate.source, "defines": candidate.compile_defines(),
                 "launch": candidate.launch.to_json() if candidate.launch else None, "cases": shown, "seed": seed,
                 "device": device, "arch": arch, "launches": launches, "status": str(status_path),
                 "file_label": Path(candidate.name).name if str(candidate.name).endswith(".cu") else "kernel.cu"}
