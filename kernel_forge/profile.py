@@ -3,6 +3,7 @@
 :func:`profile_candidate` runs ``ncu`` on a child process (:mod:`kernel_forge.gpu.profile_child`)
 that compiles the candidate and launches it a few times on each requested case, with the inputs
 the gate draws first.  ncu runs with ``--clock-control none`` (the clocks the gate times at),
+``--cache-control all`` (caches flushed before every profiled pass, as the gate's cold L2),
 ``--target-processes all``, ``-k regex:^ENTRY$`` and ``-c N`` (the launches the child makes), and
 prints ``--csv --page raw``; :func:`parse_csv` reads that and :func:`summarise_row` keeps what the
 diagnosis shows: DRAM, L2 and SM throughput as % of peak, achieved and theoretical occupancy, the
@@ -62,7 +63,8 @@ def find_ncu() -> str | None:
 
 
 def ncu_command(ncu: str, entry: str, count: int, target: list[str]) -> list[str]:
-    return [ncu, "--metrics", ",".join(METRICS), "--clock-control", "none", "--target-processes", "all",
+    return [ncu, "--metrics", ",".join(METRICS), "--clock-control", "none", "--cache-control", "all",
+            "--target-processes", "all",
             "-k", f"regex:^{re.escape(entry)}$", "-c", str(int(count)), "--csv", "--page", "raw", *target]
 
 
@@ -184,7 +186,11 @@ def profile_candidate(task, candidate, cases: list[str], *, arch: str, seed: int
     target's start-up included), ``cases`` ({name: :func:`summarise_row`}), ``notes``, and
     ``raw`` (ncu's CSV output, for :func:`save_profile`)."""
     t0 = time.perf_counter()
-    shown = [c for c in cases if task.case(c).role != "holdout"]
+    names = {c.name: c for c in task.cases}
+    unknown = [c for c in cases if c not in names]
+    if unknown:
+        return unavailable(f"no case named {', '.join(unknown)} in task {task.name}")
+    shown = [c for c in cases if names[c].role != "holdout"]
     if not shown:
         return unavailable("no case to profile")
     ncu = ncu or find_ncu()

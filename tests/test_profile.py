@@ -82,6 +82,7 @@ def test_the_command_has_the_flags_the_probe_used():
     assert cmd[:2] == ["ncu", "--metrics"] and cmd[2] == ",".join(METRICS)
     i = cmd.index
     assert cmd[i("--clock-control") + 1] == "none" and cmd[i("--target-processes") + 1] == "all"
+    assert cmd[i("--cache-control") + 1] == "all"
     assert cmd[i("-k") + 1] == "regex:^matmul_f32$" and cmd[i("-c") + 1] == "6"
     assert cmd[i("--csv"):i("--csv") + 3] == ["--csv", "--page", "raw"]
     assert cmd[-4:] == ["python", "-m", "child", "spec.json"]
@@ -111,6 +112,14 @@ def test_no_ncu_on_path_is_a_reason_not_an_error(matmul, path_with):
     p = profile_candidate(task, cand, ["sq256"], arch="sm_90")
     assert p["available"] is False and p["tool"] == "ncu" and p["cases"] == {}
     assert p["reason"] == "ncu (Nsight Compute) was not found on PATH (set KFORGE_NCU to its path)"
+
+
+def test_an_unknown_case_is_a_reason(matmul, path_with):
+    task, cand = matmul
+    path_with(None)
+    p = profile_candidate(task, cand, ["sq256", "nope"], arch="sm_90")
+    assert p["available"] is False and p["reason"] == "no case named nope in task matmul_f32"
+    assert profile_candidate(task, cand, ["holdout"], arch="sm_90")["reason"] == "no case to profile"
 
 
 def test_counters_refused_gives_ncu_s_own_words(matmul, path_with, tmp_path):
