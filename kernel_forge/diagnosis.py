@@ -251,6 +251,9 @@ def diagnose(task: Task, best: dict, *, initial: dict | None = None, baselines: 
             continue
         t = c["timing"]
         med = t["median"]
+        if not med or med <= 0:
+            out.notes.append(f"case {name}: no positive median time")
+            continue
         d = CaseDiagnosis(name=name, median_us=med, vars=dict(shown[name].vars), p10_us=t.get("p10"), p90_us=t.get("p90"))
         flops, nbytes = task.cost(shown[name])
         secs = med * 1e-6
@@ -272,11 +275,11 @@ def diagnose(task: Task, best: dict, *, initial: dict | None = None, baselines: 
         d.resources, d.resources_source = _resources(c, best, device)
         if d.resources and d.resources.get("blocks_per_sm") and d.blocks and out.sms:
             d.waves = d.blocks / (d.resources["blocks_per_sm"] * out.sms)
-        if name in init:
+        if name in init and init[name]["timing"]["median"] > 0:
             d.initial_us = init[name]["timing"]["median"]
             d.vs_initial = d.initial_us / med
         for b, cases in bases.items():
-            if name in cases:
+            if name in cases and cases[name]["timing"]["median"] > 0:
                 d.baseline_us[b] = cases[name]["timing"]["median"]
                 d.vs_baselines[b] = d.baseline_us[b] / med
         d.profile = prof_cases.get(name)

@@ -123,7 +123,7 @@ def _per_case(a: PromptAttempt) -> str:
 
 
 def _fence(source: str, lang: str = "cuda") -> str:
-    return f"```{lang}\n{source}\n```"
+    return f"```{lang}\n{source.rstrip()}\n```"
 
 
 # -- static prefix ----------------------------------------------------------------------------

@@ -179,3 +179,15 @@ def test_a_memory_bound_task_gets_memory_directions():
     assert all(c.pct_bandwidth == pytest.approx(100 * 3.0e12 / 4.26e12) for c in d.cases)
     dirs = directions(d, 2)
     assert dirs[0].startswith("memory-bound at 70% of bandwidth at best: move fewer bytes")
+
+
+def test_a_zero_median_is_noted_not_divided_by():
+    at = rec.attempts()
+    best = at["a0004"]["evaluation"]
+    best["cases"][3]["timing"]["median"] = 0.0          # sq256
+    init = at["a0000"]["evaluation"]
+    init["cases"][4]["timing"]["median"] = 0.0          # rect
+    d = diagnose(rec.task(), best, initial=init, baselines=rec.history()["baselines"], device=rec.env()["device"],
+                 calibration=rec.env()["calibration"])
+    assert [c.name for c in d.cases] == ["rect", "large"] and "case sq256: no positive median time" in d.notes
+    assert d.case("rect").vs_initial is None and d.case("rect").vs_baselines["cublas"] == pytest.approx(10.5 / 7.0)

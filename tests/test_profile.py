@@ -3,7 +3,6 @@ missing, fails or is refused (fake ncu scripts on PATH), saving, and on a GPU th
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 import textwrap

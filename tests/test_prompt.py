@@ -10,7 +10,7 @@ from click.testing import CliRunner
 import recorded_run as rec
 from kernel_forge.cli import cli
 from kernel_forge.diagnosis import directions
-from kernel_forge.prompts import (HISTORY_CHARS, PromptAttempt, build_prompt, build_prompt_parts, clip_source,
+from kernel_forge.prompts import (HISTORY_CHARS, build_prompt, build_prompt_parts, clip_source,
                                   normalise, render_prompt, system_prompt, write_prompt)
 
 
