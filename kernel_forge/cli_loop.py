@@ -34,6 +34,8 @@ def _echo(msg: str) -> None:
 @click.option("--target-speedup", type=float, help="Stop when the best is this much faster than the initial kernel.")
 @click.option("--tune-budget", type=int, help="Most settings gated per proposal with tunables (default 24).")
 @click.option("--hints", help="Extra guidance for the model.")
+@click.option("--fix-turns", type=int, help="Turns a failed proposal gets to be fixed (default 1; 0: none).")
+@click.option("--profile/--no-profile", "profile", default=None, help="Profile the best and each new best (default on).")
 @click.option("--runs-dir", type=click.Path(file_okay=False), help="Where run-NNN folders go (default runs/).")
 @click.option("--dry-run", is_flag=True, help="Print the prompt a model would get first, then stop (no GPU, no model call).")
 @click.option("--device", "device_file", type=click.Path(dir_okay=False),
@@ -41,8 +43,8 @@ def _echo(msg: str) -> None:
 @gate_options
 @handle_errors
 def optimize(manifest, models, base_url, ensemble, replay, resume, config_file, candidates, max_iterations,
-             budget_usd, max_tokens, time_limit, patience, target_speedup, tune_budget, hints, runs_dir, dry_run,
-             device_file, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
+             budget_usd, max_tokens, time_limit, patience, target_speedup, tune_budget, hints, fix_turns, profile,
+             runs_dir, dry_run, device_file, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
     """Make MANIFEST's kernel faster: propose, gate, record, repeat. Evidence goes to runs/run-NNN/."""
     from .loop import LoopConfig
     from .optimize import ProposerConfig, _build, load_config_file, resume_run, start_run
@@ -60,7 +62,8 @@ def optimize(manifest, models, base_url, ensemble, replay, resume, config_file, 
 
     loop_over = {k: v for k, v in dict(candidates=candidates, max_iterations=max_iterations, budget_usd=budget_usd,
                                         max_tokens=max_tokens, time_limit_s=time_limit, patience=patience,
-                                        target_speedup=target_speedup, tune_budget=tune_budget, hints=hints).items()
+                                        target_speedup=target_speedup, tune_budget=tune_budget, hints=hints,
+                                        fix_turns=fix_turns, profile=profile).items()
                  if v is not None}
     if resume:
         if manifest or models or replay or config_file:
@@ -114,6 +117,10 @@ def optimize(manifest, models, base_url, ensemble, replay, resume, config_file, 
                            "cost_usd": summary["cost_usd"]}, indent=2))
     if summary["stop_reason"] == "error":
         sys.exit(4)
+    if summary["stop_reason"] == "unreachable":
+        url = (opt.run_dir.read_json("run.json") or {}).get("proposer", {}).get("base_url") or "the provider's API"
+        _echo(f"[kforge] no model call reached {url}: {opt.stop_detail or 'connection failed'}")
+        sys.exit(3)
 
 
 @cli.command()

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from . import device_description as dd
 from .occupancy import resources_for_case
+from .profile import normalise_case, stall_text
 from .task import Task
 
 #: a median at or below this (µs) is launch-sized: fixed costs, not bandwidth or FLOPs, dominate
@@ -184,7 +185,7 @@ def _case_line(c: CaseDiagnosis, peak: dict | None) -> str:
                 f"achieved occupancy {f(p.get('achieved_occupancy_pct'))}")
         stalls = p.get("stalls") or []
         if stalls:
-            prof += "; top warp stalls: " + ", ".join(f"{s['reason']} {100 * s['share']:.0f}%" for s in stalls[:4])
+            prof += "; top warp stalls: " + stall_text(stalls)
         out += "\n" + prof
     return out
 
@@ -282,7 +283,7 @@ def diagnose(task: Task, best: dict, *, initial: dict | None = None, baselines: 
             if name in cases and cases[name]["timing"]["median"] > 0:
                 d.baseline_us[b] = cases[name]["timing"]["median"]
                 d.vs_baselines[b] = d.baseline_us[b] / med
-        d.profile = prof_cases.get(name)
+        d.profile = normalise_case(prof_cases.get(name))
         d.bound, d.bound_why = _classify(d, out.ridge, out.sms)
         out.cases.append(d)
         for b, r in d.vs_baselines.items():
@@ -423,9 +424,13 @@ def directions(diagnosis: Diagnosis, n: int) -> list[str]:
     stalls: dict[str, float] = {}
     for c in d.cases:
         for s in (c.profile or {}).get("stalls") or []:
-            stalls[s["reason"]] = max(stalls.get(s["reason"], 0.0), s.get("share", 0.0))
-    prof = [(f"stall:{k}", f"ncu's top warp stall is {k} ({100 * v:.0f}% of stalled warps): {_STALL_ADVICE[k]}")
-            for k, v in sorted(stalls.items(), key=lambda kv: (-kv[1], kv[0])) if k in _STALL_ADVICE and v >= 0.1][:2]
+            stalls[s["reason"]] = max(stalls.get(s["reason"], 0.0), s.get("share") or 0.0)
+    ranked = [c for c in d.cases if c.profile and c.profile.get("stalls")]
+    first = [s["reason"] for s in ranked[0].profile["stalls"]] if ranked else []
+    order = sorted(stalls, key=lambda k: (-stalls[k], first.index(k) if k in first else 99, k))
+    prof = [(f"stall:{k}", f"the profiler's top warp stall is {k}"
+             + (f" ({100 * stalls[k]:.0f}% of stalled warps)" if stalls[k] else "") + f": {_STALL_ADVICE[k]}")
+            for k in order if k in _STALL_ADVICE and (stalls[k] >= 0.1 or not stalls[k])][:2]
     groups.append(prof)
     # 5. generic
     groups.append([("gen:tune", "tune the current best: declare its block size and tile sizes as tunables "

@@ -42,6 +42,7 @@ class EnsembleProposer:
             raise InputError(f"--ensemble must be round-robin or parallel, not {mode!r}")
         self.members, self.mode = members, mode
         self.name = "+".join(m.name for m in members)
+        self.needs_prompt = True
 
     def propose(self, request: ProposalRequest) -> ProposalResult:
         if self.mode == "round-robin" or len(self.members) == 1:
@@ -50,8 +51,10 @@ class EnsembleProposer:
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(max_workers=len(self.members)) as pool:
             results = list(pool.map(lambda m: m.propose(request), self.members))
-        merged = ProposalResult()
+        merged = ProposalResult(unreachable=all(r.unreachable for r in results))
         for r in results:
+            for p in r.proposals:     # Proposal.calls index the member's calls: shift them into the merged list
+                p.calls = [i + len(merged.calls) for i in p.calls]
             merged.proposals += r.proposals
             merged.calls += r.calls
             merged.errors += r.errors

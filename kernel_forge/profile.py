@@ -131,6 +131,32 @@ def summarise_row(row: dict, top: int = 5) -> dict:
     }
 
 
+def normalise_case(summary: dict | None) -> dict | None:
+    """A case's profile summary in :func:`summarise_row`'s shape, whatever wrote it: stalls given
+    as plain names become ``{"reason", "share": None}``; an ``achieved_occupancy`` fraction
+    becomes ``achieved_occupancy_pct``."""
+    if not summary:
+        return None
+    out = dict(summary)
+    if out.get("achieved_occupancy_pct") is None and isinstance(out.get("achieved_occupancy"), (int, float)):
+        occ = float(out["achieved_occupancy"])
+        out["achieved_occupancy_pct"] = occ * 100.0 if occ <= 1.0 else occ
+    stalls = []
+    for s in out.get("stalls") or []:
+        if isinstance(s, str):
+            stalls.append({"reason": s, "share": None})
+        elif isinstance(s, dict) and s.get("reason"):
+            stalls.append(s)
+    out["stalls"] = stalls
+    return out
+
+
+def stall_text(stalls: list[dict], top: int = 4) -> str:
+    """``long_scoreboard 51%, barrier 17%`` (a stall without a share is named alone)."""
+    return ", ".join(s["reason"] + (f" {100 * s['share']:.0f}%" if isinstance(s.get("share"), (int, float)) else "")
+                     for s in stalls[:top])
+
+
 def _dims(text) -> list[int] | None:
     nums = re.findall(r"\d+", str(text))
     return [int(x) for x in nums] if nums else None

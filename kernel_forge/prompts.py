@@ -234,9 +234,12 @@ def _profile_lines(profile: dict | None) -> str:
         return ""
     if not profile.get("available"):
         return f"No profiler metrics: {profile.get('reason') or 'not available'}."
+    from .profile import normalise_case, stall_text
+
     out = []
     for name, p in (profile.get("cases") or {}).items():
-        stalls = ", ".join(f"{s['reason']} {100 * s['share']:.0f}%" for s in (p.get("stalls") or [])[:4])
+        p = normalise_case(p) or {}
+        stalls = stall_text(p.get("stalls") or [])
         out.append(f"- {name}: ncu DRAM {p.get('dram_pct')}%, L2 {p.get('l2_pct')}%, SM {p.get('sm_pct')}% of peak; "
                    f"achieved occupancy {p.get('achieved_occupancy_pct')}%" + (f"; top stalls: {stalls}" if stalls else ""))
     return "\n".join(out)

@@ -112,6 +112,8 @@ def _profile_lines(run_dir, attempts: list[dict]) -> list[str]:
     folder = run_dir.path / "profiles"
     if not folder.is_dir():
         return []
+    from .profile import normalise_case, stall_text
+
     order = {a["id"]: i for i, a in enumerate(attempts)}
     bests = {a["id"] for a in attempts if a.get("best")}
     import json
@@ -137,7 +139,8 @@ def _profile_lines(run_dir, attempts: list[dict]) -> list[str]:
             lines.append(f"| {tag} | - | - | - | - | - | - | not available: {p.get('reason', '')} |")
             continue
         for case, c in (p.get("cases") or {}).items():
-            stalls = ", ".join(f"{s['reason']} {100 * s['share']:.0f}%" for s in (c.get("stalls") or [])[:3])
+            c = normalise_case(c) or {}
+            stalls = stall_text(c.get("stalls") or [], top=3)
             lines.append(f"| {tag} | {case} | {f(c.get('time_us'))} | {f(c.get('dram_pct'))} | {f(c.get('l2_pct'))} | "
                          f"{f(c.get('sm_pct'))} | {f(c.get('achieved_occupancy_pct'))} | {stalls or '-'} |")
     return lines + [""]

@@ -191,3 +191,17 @@ def test_a_zero_median_is_noted_not_divided_by():
                  calibration=rec.env()["calibration"])
     assert [c.name for c in d.cases] == ["rect", "large"] and "case sq256: no positive median time" in d.notes
     assert d.case("rect").vs_initial is None and d.case("rect").vs_baselines["cublas"] == pytest.approx(10.5 / 7.0)
+
+
+def test_a_profile_in_another_shape_is_read_too():
+    """Stalls as plain names and occupancy as a fraction (as a scripted or recorded profiler may give)."""
+    prof = {"available": True, "reason": "", "tool": "ncu (scripted)", "seconds": 1.5,
+            "cases": {"large": {"dram_pct": 40.0, "l2_pct": 20.0, "sm_pct": 12.0, "achieved_occupancy": 0.8,
+                                "stalls": ["lg_throttle", "long_scoreboard"]}}}
+    d = rec.diagnosis(prof=prof)
+    assert d.case("large").profile["achieved_occupancy_pct"] == 80.0
+    assert "ncu: DRAM 40.0%, L2 20.0%, SM 12.0% of peak; achieved occupancy 80.0%; top warp stalls: lg_throttle, " \
+           "long_scoreboard" in d.render()
+    assert d.case("sq256").profile is None
+    dirs = directions(d, 8)
+    assert any(x.startswith("the profiler's top warp stall is lg_throttle: the global load/store queue") for x in dirs)

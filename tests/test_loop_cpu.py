@@ -43,7 +43,7 @@ ANTHROPIC_KEY = "sk-ant-test-secret-123456789"
 OPENAI_KEY = "sk-test-secret-123456789"
 SPECS = {"anthropic": "anthropic:claude-sonnet-4-5", "openai": "openai:gpt-5"}
 KEYS = {"anthropic": ANTHROPIC_KEY, "openai": OPENAI_KEY}
-HOLDOUT_WORD = re.compile(r"(?<!fake-)\bholdout\b", re.IGNORECASE)   # the case's name ("holdout_failed" is a reason code; "// fake-holdout:" a script line of a shown source)
+HOLDOUT_WORD = re.compile(r"\bholdout\b", re.IGNORECASE)   # the case's name ("holdout_failed" is a reason code)
 HOLDOUT_N = "3145745"                                       # the holdout case's n
 TUNED_HEADER = ("// kforge: grid = [cdiv(n, BLOCK)]\n// kforge: block = [BLOCK]\n"
                 "// kforge: tune BLOCK = [64, 32, 128, 256, 512, 1024]")
@@ -243,7 +243,9 @@ def test_holdout_failure_is_rejected_and_hidden_from_the_prompt(tmp_path):
     assert f"- {cheat['id']}: holdout_failed" in prompt and "failed a hidden case" in prompt
     assert "- a0002: mismatch" in prompt
     assert "n16M" in prompt and "odd" in prompt                # shown cases are there
-    assert not HOLDOUT_WORD.search(prompt), "the holdout case's name reached the prompt"
+    # failed sources are shown; their scripted-gate lines ("// fake-holdout:", FAKE_SCRIPT) are test artifacts
+    unscripted = "\n".join(l for l in prompt.splitlines() if "fake" not in l.lower())
+    assert not HOLDOUT_WORD.search(unscripted), "the holdout case's name reached the prompt"
     assert HOLDOUT_N not in prompt
     # the initial kernel's own evaluation holds the holdout case; the prompt must not show it
     assert any(c["role"] == "holdout" for c in hist["attempts"][0]["evaluation"]["cases"])
@@ -288,6 +290,7 @@ def test_model_proposals_with_tunables_refine_separately(tmp_path, task):
 
     class Two:
         name = "scripted"
+        needs_prompt = True
 
         def propose(self, request):
             src = lambda t: vector_add(t, header=TUNED_HEADER)  # noqa: E731
@@ -558,6 +561,9 @@ def test_model_proposer_in_the_loop(tmp_path, loopback, clean_env, task, provide
     assert summary["per_model"][SPECS[provider]]["calls"] == 3
     hist = read(run, "history.json")
     assert [a["model_calls"] for a in hist["attempts"][1:]] == [["model-001.json"], ["model-002.json"], ["model-003.json"]]
+    assert [a["cost_usd"] for a in hist["attempts"][1:]] == [pytest.approx(c["cost_usd"]) for c in calls]
+    assert [a["tokens"] for a in hist["attempts"][1:]] == [{"input": c["input_tokens"], "output": c["output_tokens"]}
+                                                          for c in calls]
     assert [a["proposer"] for a in hist["attempts"][1:]] == [SPECS[provider]] * 3
     assert summary["best"]["id"] == "a0003" and summary["proposer"] == SPECS[provider]
 
@@ -568,7 +574,7 @@ def test_model_proposer_in_the_loop(tmp_path, loopback, clean_env, task, provide
     for p in prompts:
         assert task.signature.text in p
     assert "# Current best: a0000" in prompts[0] and "Recent failures" not in prompts[0]
-    assert "- a0001: mismatch" in prompts[1]                                   # the failure of iteration 1
+    assert "fix a0001 (mismatch)" in prompts[1]                  # iteration 2 is the fix turn of a0001
     assert "# Current best: a0002" in prompts[2] and "// fake: pass 400" in prompts[2]   # the new best's source
     for b in bodies:
         dumped = json.dumps(b)

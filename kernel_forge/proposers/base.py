@@ -81,5 +81,7 @@ class Exhausted(Exception):
 
 class Proposer(Protocol):
     name: str
+    #: False for proposers that ignore the prompt (the built-in tuner): the loop then builds none
+    needs_prompt: bool
 
     def propose(self, request: ProposalRequest) -> ProposalResult: ...

@@ -168,6 +168,7 @@ class ModelProposer:
     ``_usage``, ``_read`` and ``_repair_body``."""
 
     provider = ""
+    needs_prompt = True
     repair_instruction = ("Call submit_kernel again with the complete corrected proposal: the full .cu "
                           "source in `source` and a short `rationale`; `launch` and `tunables` only if "
                           "needed and valid.")
