@@ -471,26 +471,31 @@ def _crossover_section(crossover: tuple[PromptAttempt, PromptAttempt], shown: di
 
 
 def _retrieved_section(task: Task, retrieved) -> str:
+    """Archive examples (``retrieval.Example`` or any object/dict with ``task_name``/``task``,
+    ``source``, ``score_us``, optionally ``speedup_vs_initial``, ``bound``, ``description``,
+    ``same_task``): kernels of other tasks, or of this task from earlier runs, each marked so."""
     parts, budget = [], RETRIEVED_CHARS
     for r in retrieved or ():
-        name = _get(r, "task", "task_name", "name", default="another task")
-        if name == task.name:
-            continue
+        name = _get(r, "task_name", "task", "name", default="another task")
         source = _get(r, "source", default="") or ""
         if not source or budget < 800:
             continue
+        same = bool(_get(r, "same_task", default=False)) or name == task.name
         score = _get(r, "score_us", "score")
-        speedup = _get(r, "speedup", "speedup_vs_initial")
-        note = _get(r, "note", "description", "rationale", default="") or ""
-        head = f"## From task {name}" + (f": {_us(score)} µs" if isinstance(score, (int, float)) else "") + \
-               (f", x{speedup:.2f} vs its initial kernel" if isinstance(speedup, (int, float)) else "")
+        speedup = _get(r, "speedup_vs_initial", "speedup")
+        bound = _get(r, "bound", default="") or ""
+        note = "" if same else (_get(r, "description", "note", "rationale", default="") or "")
+        head = (f"## From an earlier run of this task" if same else f"## From task {name}") \
+            + (f": {_us(score)} µs" if isinstance(score, (int, float)) else "") \
+            + (f", x{speedup:.2f} vs its initial kernel" if isinstance(speedup, (int, float)) else "") \
+            + (f", {bound}-bound" if bound and bound != "unknown" else "")
         text = clip_source(source, min(4000, budget))
         budget -= len(text)
-        parts.append(head + (f"\n{note[:300]}" if note else "") + "\n" + _fence(text))
+        parts.append(head + (f"\nIts task: {' '.join(note.split())[:300]}" if note else "") + "\n" + _fence(text))
     if not parts:
         return ""
-    return ("# Kernels from other tasks (from the archive; ideas only: their signature, sizes and semantics are "
-            "not this task's)\n\n" + "\n\n".join(parts))
+    return ("# Kernels from the archive (ideas only: another task's signature, sizes and semantics are not "
+            "this task's; an earlier run's kernel of this task was measured on its own GPU)\n\n" + "\n\n".join(parts))
 
 
 # -- assembly ---------------------------------------------------------------------------------
@@ -502,8 +507,8 @@ def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None
     """The user prompt as (static prefix, dynamic rest): the prefix (task, device, reference) is the
     same for every call of a run; ``diagnosis`` is a :class:`~kernel_forge.diagnosis.Diagnosis` of
     the best, ``fix`` a failed attempt to repair, ``direction`` this proposal's direction and
-    ``retrieved`` kernels of other tasks from the archive (objects or dicts with ``task``,
-    ``source`` and ``score_us``)."""
+    ``retrieved`` archive examples (:class:`kernel_forge.retrieval.Example`, or any object or
+    dict with ``task_name``, ``source`` and ``score_us``)."""
     static = static_prefix(task, reference_source=reference_source, device=device, calibration=calibration)
     known = {a.id: a.source for a in [best, *history, *failures, *(crossover or ()), *([fix] if fix else [])]}
     parts = [_best_section(task, best, diagnosis, device)]

@@ -214,18 +214,36 @@ def test_crossover_refers_to_sources_already_shown_and_skips_twins():
     assert "# Combine" not in dyn
 
 
-def test_retrieved_kernels_are_marked_as_other_tasks():
-    class Example:
-        task = "transpose"
+def test_retrieved_kernels_are_marked_as_other_tasks_or_earlier_runs():
+    class Example:           # the attributes of retrieval.Example the prompt reads
+        task_name = "transpose"
+        description = "Transpose a row-major float32 matrix."
         source = "extern \"C\" __global__ void transpose(const float* x, float* y, int rows, int cols) {}"
         score_us = 12.5
+        speedup_vs_initial = 3.1
+        bound = "memory"
+        same_task = False
 
+    earlier = {"task_name": "matmul_f32", "source": "// an earlier run's best of this task\n", "score_us": 50.0,
+               "same_task": True}
     _, dyn = parts(retrieved=(Example(), {"task": "reduce_sum", "source": "// reduce\n", "score": 3.0, "speedup": 4.0},
-                              {"task": "matmul_f32", "source": "// this very task: skipped"}))
-    sec = section(dyn, "Kernels from other tasks")
-    assert "ideas only: their signature, sizes and semantics are not this task's" in sec
-    assert "## From task transpose: 12.50 µs" in sec and "## From task reduce_sum: 3.00 µs, x4.00 vs its initial kernel" in sec
-    assert "this very task" not in sec
+                              earlier, {"task": "layernorm", "source": ""}))
+    sec = section(dyn, "Kernels from the archive")
+    assert "ideas only: another task's signature, sizes and semantics are not this task's" in sec
+    assert "## From task transpose: 12.50 µs, x3.10 vs its initial kernel, memory-bound\nIts task: Transpose a" in sec
+    assert "## From task reduce_sum: 3.00 µs, x4.00 vs its initial kernel" in sec
+    assert "## From an earlier run of this task: 50.00 µs\n```cuda\n// an earlier run's best" in sec
+    assert "layernorm" not in sec                                   # nothing to show
+
+
+def test_real_archive_examples_render(tmp_path):
+    from kernel_forge.retrieval import Example
+
+    ex = Example(id=1, content_hash="h", task_name="vector_add", description="Elementwise add.", source="// vec4\n",
+                 launch=None, defines={}, score_us=64.5, speedup_vs_initial=1.2, cases=[], bound="memory", run="run-001",
+                 attempt="a0003", label="a0003", gpu_name="NVIDIA H200", same_task=False)
+    _, dyn = parts(retrieved=[ex])
+    assert "## From task vector_add: 64.50 µs, x1.20 vs its initial kernel, memory-bound" in dyn
 
 
 def test_the_direction_and_hints_come_last():
