@@ -55,7 +55,7 @@ PINNED = {
     ("proposer", "request_timeout_s"): ("--request-timeout",),
 }
 #: options of the command itself
-RESERVED = {"--config", "--resume", "--runs-dir", "--dry-run", "--quick", "--help", "-h"}
+RESERVED = {"--config", "--resume", "--runs-dir", "--dry-run", "--device", "--quick", "--help", "-h"}
 #: ``--quick``: one input draw, no repeat-launch or post-timing checks (GateOptions.quick)
 QUICK = {"extra_draws": 0, "repeat_check": False, "check_after_timing": False}
 
@@ -83,6 +83,9 @@ def resolve_configs(ctx: click.Context, params: dict, cfg: dict, *, config_file:
 def _optimize_command(f):
     f = click.option("--dry-run", is_flag=True,
                      help="Print the prompt a model would get first, then stop (no GPU, no model call).")(f)
+    f = click.option("--device", "device_file", type=click.Path(dir_okay=False),
+                     help="With --dry-run: a device description JSON (e.g. kernel_forge/data/devices/h200.json) "
+                          "for the device section.")(f)
     f = click.option("--quick", is_flag=True, help="One input draw, no repeat-launch or post-timing checks.")(f)
     f = click.option("--runs-dir", type=click.Path(file_okay=False),
                      help="Where run-NNN folders go (default runs/).")(f)
@@ -100,7 +103,7 @@ def _optimize_command(f):
 @_optimize_command
 @click.pass_context
 @handle_errors
-def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, **params):
+def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, device_file, **params):
     """Make MANIFEST's kernel faster: propose, gate, record, repeat. Evidence goes to runs/run-NNN/."""
     from .cli_options import given
     from .optimize import check_budget_prices, check_proposer, load_config_file, resume_run, start_run
@@ -108,12 +111,15 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, **par
     options = optimize_options()
     typed = given(ctx, options, params)          # checks every typed value, before anything runs
     if dry_run:
-        from .optimize import first_prompt
+        from .optimize import first_prompt_parts
         if not manifest:
             raise InputError("--dry-run needs a MANIFEST")
-        system, prompt = first_prompt(manifest, typed.get("loop", {}).get("hints", ""))
-        click.echo(f"=== system prompt ===\n{system}\n=== user prompt ===\n{prompt}")
+        system, static, dynamic = first_prompt_parts(manifest, typed.get("loop", {}).get("hints", ""), device_file)
+        click.echo(f"=== system prompt ===\n{system}\n=== user prompt: static prefix (the same for every call; "
+                   f"cached) ===\n{static}\n=== user prompt: dynamic part ===\n{dynamic}")
         return
+    if device_file:
+        raise InputError("--device FILE is for --dry-run; a run describes the GPU it runs on")
 
     from .preflight import check_optimize_params
     check_optimize_params(click.get_current_context().params)   # every no-GPU check, before the GPU probe

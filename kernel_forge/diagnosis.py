@@ -1,16 +1,32 @@
-"""What limits the current best kernel, per performance case (a first cut; see the module's tests).
+"""What limits the current best kernel, per performance case.
 
 :func:`diagnose` reads an attempt's evaluation (``Evaluation.to_json()``), the initial kernel's and
 the vendor baselines', the device description and its calibration, and an optional profile
 (:meth:`GateLike.profile`), and returns a :class:`Diagnosis` that the prompt, ``summary.json`` and
-``report.md`` all show.  :func:`directions` turns it into distinct directions for the ``n``
-proposals of one iteration.
+``report.md`` all show.  Per case it gives the time, the share of the measured bandwidth and of
+the compute peak that applies to the task's operands (:func:`device_description.compute_peak`),
+the arithmetic intensity of the task's cost model against the ridge point and the bound it
+implies, the baselines' and the initial kernel's times, the kernel's resources and the occupancy
+they allow, and the profiler's lines where there is a profile.  :func:`directions` turns it into
+distinct directions for the ``n`` proposals of one iteration.  Holdout cases never appear.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from . import device_description as dd
+from .occupancy import resources_for_case
+from .profile import normalise_case, stall_text
 from .task import Task
+
+#: a median at or below this (µs) is launch-sized: fixed costs, not bandwidth or FLOPs, dominate
+LAUNCH_SIZED_US = 10.0
+#: below this % of both roofs a kernel is "far below" them
+FAR_BELOW_PCT = 30.0
+#: a grid shorter than this share of one wave of resident blocks leaves SMs idle
+SHORT_WAVE = 0.5
+#: occupancy below this is reported as a limit worth fixing
+LOW_OCCUPANCY = 0.5
 
 
 @dataclass
@@ -22,55 +38,412 @@ class CaseDiagnosis:
     bound: str = "unknown"                    #: "memory" | "compute" | "latency" | "unknown"
     vs_initial: float | None = None           #: initial median / this median (>1: faster)
     vs_baselines: dict = field(default_factory=dict)   #: baseline name -> baseline median / this median
+    vars: dict = field(default_factory=dict)  #: the case's variables (sizes)
+    p10_us: float | None = None
+    p90_us: float | None = None
+    initial_us: float | None = None           #: the initial kernel's median on this case
+    baseline_us: dict = field(default_factory=dict)    #: baseline name -> its median (µs)
+    gbps: float | None = None                 #: cost-model bytes / median
+    tflops: float | None = None               #: cost-model FLOPs / median
+    intensity: float | None = None            #: cost-model FLOPs per byte
+    bound_why: str = ""                       #: the numbers behind ``bound``, one phrase
+    launch: dict | None = None                #: resolved grid, block, shared_mem
+    blocks: int | None = None                 #: blocks in the grid
+    waves: float | None = None                #: blocks / (resident blocks per SM x SMs)
+    resources: dict | None = None            #: CaseResult.resources (registers ... occupancy_limiter)
+    resources_source: str = ""               #: "driver" (the worker's cuOccupancy...) | "computed" (ptxas + launch)
+    profile: dict | None = None               #: this case's profiler summary (profile.summarise_row)
 
 
 @dataclass
 class Diagnosis:
     cases: list[CaseDiagnosis] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    peak: dict | None = None                  #: {"key", "label", "flops", "unit"}: the ceiling that applies
+    tensor_note: str = ""                     #: whether tensor cores apply to this task
+    bandwidth: float | None = None            #: bytes/s used for the roofline
+    bandwidth_source: str = ""                #: "measured copy bandwidth" | "theoretical ..."
+    ridge: float | None = None                #: peak / bandwidth (FLOP per byte)
+    sms: int | None = None
+    profile_status: dict | None = None        #: {"available", "reason", "tool", "seconds"} of the profile given
+    #: every case where the kernel is slower than a baseline or the initial kernel:
+    #: {"case", "than", "ratio" (other median / this median, < 1), "us", "other_us"}
+    slower: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
 
-    def render(self) -> str:
-        lines = []
+    def case(self, name: str) -> CaseDiagnosis | None:
+        return next((c for c in self.cases if c.name == name), None)
+
+    def dominant_bound(self) -> str:
+        counts: dict[str, int] = {}
         for c in self.cases:
-            parts = [f"{c.name}: {c.median_us:.2f} µs", f"bound: {c.bound}"]
-            if c.pct_bandwidth is not None:
-                parts.append(f"{c.pct_bandwidth:.0f}% of measured bandwidth")
-            if c.pct_compute is not None:
-                parts.append(f"{c.pct_compute:.0f}% of compute peak")
-            lines.append("- " + "; ".join(parts))
-        return "\n".join(lines + [f"- {n}" for n in self.notes])
+            counts[c.bound] = counts.get(c.bound, 0) + 1
+        if not counts:
+            return "unknown"
+        order = ("latency", "memory", "compute", "unknown")
+        return max(order, key=lambda b: (counts.get(b, 0), -order.index(b)))
+
+    def slower_line(self) -> str:
+        """``large x0.55 vs cublas; ...`` or an empty string."""
+        return "; ".join(f"{s['case']} x{s['ratio']:.2f} vs {s['than']} ({us(s['us'])} vs {us(s['other_us'])} µs)"
+                         for s in self.slower)
+
+    def render(self) -> str:
+        """The diagnosis as the prompt shows it."""
+        if not self.cases:
+            return "\n".join(["(no timed performance case yet)"] + [f"- {n}" for n in self.notes])
+        head = []
+        if self.peak and self.bandwidth:
+            head.append(f"Roofline: {self.peak['label']} {self.peak['flops'] / 1e12:.1f} {self.peak['unit']}, "
+                        f"{self.bandwidth_source} {self.bandwidth / 1e9:.0f} GB/s, ridge point {self.ridge:.1f} FLOP/byte.")
+        lines = head + [_case_line(c, self.peak) for c in self.cases]
+        if self.slower:
+            lines.append("Slower than a reference on: " + self.slower_line())
+        if self.profile_status is not None:
+            ps = self.profile_status
+            if ps.get("available"):
+                lines.append(f"(profile: {ps.get('tool', 'ncu')}, {ps.get('seconds', 0):.1f} s)")
+            else:
+                lines.append(f"No profiler metrics: {ps.get('reason') or 'not available'}; the harness's own figures "
+                             "above (times, roofline, resources, occupancy) stand in.")
+        lines += [f"- {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def render_markdown(self) -> str:
+        """A table for report.md."""
+        if not self.cases:
+            return "(no timed performance case)"
+        bases = sorted({b for c in self.cases for b in c.vs_baselines})
+        head = (["case", "median µs", "bound", "FLOP/B", "% bw", "% peak", "x initial"] + [f"x {b}" for b in bases]
+                + ["regs", "spills B", "smem B (static+dyn)", "occupancy", "ncu DRAM/L2/SM %", "top stall"])
+        rows = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        f = lambda x, s: "-" if x is None else format(x, s)  # noqa: E731
+        for c in self.cases:
+            r = c.resources or {}
+            occ = (f"{r['occupancy'] * 100:.0f}% ({r.get('occupancy_limiter', '?')}, {c.resources_source})"
+                   if r.get("occupancy") is not None else "-")
+            p = c.profile or {}
+            ncu = (f"{f(p.get('dram_pct'), '.0f')}/{f(p.get('l2_pct'), '.0f')}/{f(p.get('sm_pct'), '.0f')}"
+                   if p else "-")
+            stall = (p.get("stalls") or [{}])[0].get("reason", "-") if p else "-"
+            cells = [c.name, us(c.median_us), c.bound, f(c.intensity, ".1f"), f(c.pct_bandwidth, ".1f"),
+                     f(c.pct_compute, ".1f"), f(c.vs_initial, ".2f")] + [f(c.vs_baselines.get(b), ".2f") for b in bases]
+            spills = (r.get("spill_stores") or 0) + (r.get("spill_loads") or 0) if r else None
+            smem = f"{r.get('static_smem', 0)}+{r.get('dynamic_smem', 0)}" if r else "-"
+            cells += [f(r.get("registers"), "d"), f(spills, "d"), smem, occ, ncu, stall]
+            rows.append("| " + " | ".join(cells) + " |")
+        return "\n".join(rows)
+
+
+def us(x: float) -> str:
+    """A time in µs with the digits that matter."""
+    return f"{x:.2f}" if x < 100 else f"{x:.1f}" if x < 10000 else f"{x:.0f}"
+
+
+def _case_line(c: CaseDiagnosis, peak: dict | None) -> str:
+    size = ", ".join(f"{k}={v}" for k, v in c.vars.items())
+    t = f"{us(c.median_us)} µs" + (f" (p10 {us(c.p10_us)}, p90 {us(c.p90_us)})" if c.p10_us is not None else "")
+    parts = [f"- {c.name}" + (f" ({size})" if size else "") + f": {t}"]
+    figs = []
+    if c.pct_bandwidth is not None:
+        figs.append(f"{c.pct_bandwidth:.1f}% of bandwidth")
+    if c.pct_compute is not None and peak:
+        figs.append(f"{c.pct_compute:.1f}% of the {peak['key']} peak")
+    if c.intensity is not None:
+        figs.append(f"{c.intensity:.1f} FLOP/byte")
+    if figs:
+        parts.append(", ".join(figs))
+    parts.append(f"{c.bound}-bound" + (f" ({c.bound_why})" if c.bound_why else ""))
+    refs = [f"vs {b} {us(c.baseline_us[b])} µs: x{r:.2f}{' (slower)' if r < 1 else ''}"
+            for b, r in c.vs_baselines.items()]
+    if c.vs_initial is not None:
+        refs.append(f"vs initial {us(c.initial_us)} µs: x{c.vs_initial:.2f}{' (slower)' if c.vs_initial < 1 else ''}")
+    if refs:
+        parts.append("; ".join(refs))
+    out = "; ".join(parts)
+    r = c.resources
+    if r:
+        spill = (r.get("spill_stores") or 0) + (r.get("spill_loads") or 0)
+        res = (f"  resources ({c.resources_source}): {r.get('registers', '?')} registers/thread, "
+               + (f"{r.get('spill_stores', 0)} B spill stores + {r.get('spill_loads', 0)} B spill loads"
+                  if spill else "no spills")
+               + f", shared memory {r.get('static_smem', 0)} B static + {r.get('dynamic_smem', 0)} B dynamic per block")
+        if r.get("blocks_per_sm") is not None:
+            res += (f"; {r['blocks_per_sm']} blocks of {r.get('threads_per_block', '?')} threads "
+                    f"({r.get('warps_per_sm', '?')} warps) per SM = {100 * (r.get('occupancy') or 0):.0f}% occupancy")
+            if (r.get("occupancy") or 0) < 1:
+                res += f", limited by {r.get('occupancy_limiter', '?')}"
+        if r.get("problem"):
+            res += f" ({r['problem']})"
+        out += "\n" + res
+    p = c.profile
+    if p:
+        f = lambda x: "?" if x is None else f"{x:.1f}%"  # noqa: E731
+        prof = (f"  ncu: DRAM {f(p.get('dram_pct'))}, L2 {f(p.get('l2_pct'))}, SM {f(p.get('sm_pct'))} of peak; "
+                f"achieved occupancy {f(p.get('achieved_occupancy_pct'))}")
+        stalls = p.get("stalls") or []
+        if stalls:
+            prof += "; top warp stalls: " + stall_text(stalls)
+        out += "\n" + prof
+    return out
 
 
 def _timed(ev: dict | None) -> dict[str, dict]:
     return {c["name"]: c for c in (ev or {}).get("cases", []) if c.get("timing") and c.get("role") == "performance"}
 
 
+def _classify(d: CaseDiagnosis, ridge: float | None, sms: int | None) -> tuple[str, str]:
+    pcts = [p for p in (d.pct_bandwidth, d.pct_compute) if p is not None]
+    top = max(pcts) if pcts else None
+    far = top is not None and top < FAR_BELOW_PCT
+    if far and d.blocks is not None and sms and d.blocks < sms:
+        return "latency", f"only {d.blocks} blocks for {sms} SMs"
+    if far and d.waves is not None and d.waves < SHORT_WAVE:
+        return "latency", f"the grid fills {d.waves:.2f} of one wave of resident blocks"
+    if far and d.median_us <= LAUNCH_SIZED_US:
+        return "latency", f"a launch-sized {d.median_us:.1f} µs, at {top:.0f}% of the nearer roof"
+    if d.intensity is not None and ridge:
+        if d.intensity < ridge:
+            return "memory", f"{d.intensity:.1f} FLOP/byte < ridge {ridge:.1f}"
+        return "compute", f"{d.intensity:.1f} FLOP/byte >= ridge {ridge:.1f}"
+    if d.pct_bandwidth is not None:
+        return "memory", "the cost model counts bytes only"
+    if d.pct_compute is not None:
+        return "compute", "the cost model counts FLOPs only"
+    return "unknown", "no cost model"
+
+
+def _resources(case: dict, ev: dict, device: dict | None) -> tuple[dict | None, str]:
+    if case.get("resources"):
+        r = dict(case["resources"])
+        return r, r.pop("source", "driver")
+    r = resources_for_case(ev.get("compile"), case.get("launch"), device)
+    return (r, "computed") if r else (None, "")
+
+
 def diagnose(task: Task, best: dict, *, initial: dict | None = None, baselines: dict[str, dict] | None = None,
              device: dict | None = None, calibration: dict | None = None, profile: dict | None = None) -> Diagnosis:
-    """The diagnosis of ``best`` (an Evaluation JSON)."""
+    """The diagnosis of ``best`` (an Evaluation JSON); ``initial`` and ``baselines`` are
+    evaluations of the initial kernel and the vendor baselines, ``profile`` a
+    :meth:`GateLike.profile` answer for ``best``."""
+    device = dd.complete(device)
     out = Diagnosis()
+    bw, out.bandwidth_source = dd.bandwidth(calibration, device)
+    out.bandwidth = bw
+    peak = None
+    if device:
+        p, out.tensor_note = dd.compute_peak(task, device, calibration)
+        if p.flops:
+            peak = p
+            out.peak = {"key": p.key, "label": p.label, "flops": p.flops, "unit": p.unit}
+        out.sms = device.get("sms")
+    if peak and bw:
+        out.ridge = peak.flops / bw
+    if profile is not None:
+        out.profile_status = {k: profile.get(k) for k in ("available", "reason", "tool", "seconds")}
+    prof_cases = (profile or {}).get("cases") or {}
     init = _timed(initial)
     bases = {k: _timed(v) for k, v in (baselines or {}).items()}
+    shown = {c.name: c for c in task.cases if c.role == "performance"}
     for name, c in _timed(best).items():
-        med = c["timing"]["median"]
-        d = CaseDiagnosis(name=name, median_us=med, pct_bandwidth=c.get("pct_peak_bw"),
-                          pct_compute=c.get("pct_peak_flops"))
-        if name in init:
-            d.vs_initial = init[name]["timing"]["median"] / med
+        if name not in shown:
+            continue
+        t = c["timing"]
+        med = t["median"]
+        if not med or med <= 0:
+            out.notes.append(f"case {name}: no positive median time")
+            continue
+        d = CaseDiagnosis(name=name, median_us=med, vars=dict(shown[name].vars), p10_us=t.get("p10"), p90_us=t.get("p90"))
+        flops, nbytes = task.cost(shown[name])
+        secs = med * 1e-6
+        if nbytes and secs > 0:
+            d.gbps = nbytes / secs / 1e9
+            if bw:
+                d.pct_bandwidth = 100.0 * nbytes / secs / bw
+        if flops and secs > 0:
+            d.tflops = flops / secs / 1e12
+            if peak:
+                d.pct_compute = 100.0 * flops / secs / peak.flops
+        if flops and nbytes:
+            d.intensity = flops / nbytes
+        d.launch = c.get("launch")
+        if d.launch and d.launch.get("grid"):
+            d.blocks = 1
+            for g in d.launch["grid"]:
+                d.blocks *= int(g)
+        d.resources, d.resources_source = _resources(c, best, device)
+        if d.resources and d.resources.get("blocks_per_sm") and d.blocks and out.sms:
+            d.waves = d.blocks / (d.resources["blocks_per_sm"] * out.sms)
+        if name in init and init[name]["timing"]["median"] > 0:
+            d.initial_us = init[name]["timing"]["median"]
+            d.vs_initial = d.initial_us / med
         for b, cases in bases.items():
-            if name in cases:
-                d.vs_baselines[b] = cases[name]["timing"]["median"] / med
+            if name in cases and cases[name]["timing"]["median"] > 0:
+                d.baseline_us[b] = cases[name]["timing"]["median"]
+                d.vs_baselines[b] = d.baseline_us[b] / med
+        d.profile = normalise_case(prof_cases.get(name))
+        d.bound, d.bound_why = _classify(d, out.ridge, out.sms)
         out.cases.append(d)
+        for b, r in d.vs_baselines.items():
+            if r < 1.0:
+                out.slower.append({"case": name, "than": b, "ratio": r, "us": med, "other_us": d.baseline_us[b]})
+        if d.vs_initial is not None and d.vs_initial < 1.0:
+            out.slower.append({"case": name, "than": "initial", "ratio": d.vs_initial, "us": med,
+                               "other_us": d.initial_us})
+    if not bw:
+        out.notes.append("bandwidth unknown: no % of bandwidth and no ridge point")
+    if device is None:
+        out.notes.append("device unknown: no compute peak, occupancy or ridge point")
+    return out
+
+
+# -- directions -------------------------------------------------------------------------------
+_STALL_ADVICE = {
+    "long_scoreboard": "warps wait on global memory: keep more loads in flight (prefetch the next tile into "
+                       "registers while computing this one, or cp.async double buffering into shared memory)",
+    "barrier": "warps wait at __syncthreads: fewer barriers per step (larger steps between them, warp-level "
+               "shuffles instead of shared-memory reductions)",
+    "mio_throttle": "the shared-memory/MIO queue is full: fewer, wider shared-memory accesses (float4), pad "
+                    "arrays to avoid bank conflicts",
+    "short_scoreboard": "warps wait on shared memory or special-function results: avoid bank conflicts, reuse "
+                        "values loaded from shared memory in registers",
+    "math_pipe_throttle": "a math pipe is saturated: fewer instructions per useful FMA (hoist index arithmetic, "
+                          "unroll), or balance FMA with other pipes",
+    "lg_throttle": "the global load/store queue is full: fewer, wider global accesses (16-byte vectors)",
+    "wait": "fixed-latency dependencies dominate: more independent instructions per thread (ILP, unrolling)",
+    "branch_resolving": "divergent branches: make the control flow uniform across a warp",
+    "no_instruction": "instruction-cache misses: a smaller unrolled body",
+    "dispatch_stall": "dispatch stalls: simpler instruction mix",
+    "membar": "memory barriers: drop __threadfence where not needed",
+    "drain": "the end of the kernel waits for stores to drain: fewer, wider stores",
+    "imc_miss": "constant-cache misses: uniform __constant__ accesses across a warp",
+    "tex_throttle": "the texture pipe is saturated: plain global loads",
+    "sleeping": "warps sleep (nanosleep or a full warp yield): avoid spinning",
+}
+
+
+def _bound_directions(bound: str, d: Diagnosis, worst: CaseDiagnosis | None) -> list[tuple[str, str]]:
+    pct_bw = max((c.pct_bandwidth or 0.0) for c in d.cases) if d.cases else 0.0
+    if bound == "memory":
+        out = []
+        if pct_bw < 70:
+            out.append(("mem:coalesce", "memory-bound below the bandwidth roof: make every warp's accesses "
+                        "coalesced and wide (16-byte float4/uint4 loads and stores where aligned, a scalar tail), "
+                        "and keep enough bytes in flight per SM (several independent loads per thread)"))
+        out.append(("mem:bytes", f"memory-bound at {pct_bw:.0f}% of bandwidth at best: move fewer bytes — read "
+                    "each input once (one pass instead of several, keep a row or tile in registers or shared "
+                    "memory), write each output once, no redundant re-reads"))
+        out.append(("mem:inflight", "memory-bound: raise the bytes in flight — grid-stride loops with unrolled "
+                    "independent loads, or more resident warps per SM"))
+        return out
+    if bound == "compute":
+        out = [("cmp:regblock", "compute-bound: register blocking — each thread computes a small tile of outputs "
+                "(e.g. 4x4 or 8x8) from operands staged in shared memory, so every loaded value feeds several "
+                "FMAs"),
+               ("cmp:ilp", "compute-bound: more instruction-level parallelism — several independent "
+                "accumulators per thread, unrolled inner loops, index arithmetic hoisted out of the loop")]
+        if d.peak and d.peak.get("key") == "tensor16":
+            out.insert(0, ("cmp:tensor", "compute-bound on 16-bit operands: use tensor cores (mma.sync / wmma "
+                           "fragments) with fp32 accumulation"))
+        return out
+    if bound == "latency":
+        where = f" on case {worst.name} ({worst.bound_why})" if worst is not None and worst.bound == "latency" else ""
+        return [("lat:parallel", f"latency-bound{where}: expose more parallelism — more, smaller blocks or "
+                 "work split across more threads (e.g. split the reduction or k dimension), so every SM has "
+                 "several warps to switch between"),
+                ("lat:serial", "latency-bound: shorten each thread's serial chain — fewer dependent steps per "
+                 "thread, warp shuffles for reductions, all independent loads issued before they are used")]
+    return [("gen:measure", "restructure the kernel around its data movement: stage reused data in shared "
+             "memory and registers, coalesce global accesses")]
+
+
+def _interleave(groups: list[list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    out, seen = [], set()
+    depth = max((len(g) for g in groups), default=0)
+    for i in range(depth):
+        for g in groups:
+            if i < len(g) and g[i][0] not in seen:
+                seen.add(g[i][0])
+                out.append(g[i])
     return out
 
 
 def directions(diagnosis: Diagnosis, n: int) -> list[str]:
-    """``n`` distinct directions for the proposals of one iteration."""
-    base = ["reduce the bytes moved per output (vectorised, coalesced accesses; fuse passes)",
-            "increase the work in flight per SM (occupancy, more independent loads per thread)",
-            "restructure the computation (tiling, shared-memory reuse, register blocking)",
-            "tune the launch configuration and tunables of the current best"]
-    return [base[i % len(base)] for i in range(n)]
+    """``n`` distinct, concrete directions for the proposals of one iteration, drawn from the
+    diagnosis (slowest case against the baselines first, then spills, occupancy, the bound, the
+    profiler's top stalls, then generic ones); the same diagnosis always gives the same list."""
+    d = diagnosis
+    groups: list[list[tuple[str, str]]] = []
+    # 1. the cases where a reference is faster, worst first
+    focus = []
+    for s in sorted(d.slower, key=lambda s: (s["ratio"], s["case"], s["than"])):
+        c = d.case(s["case"])
+        size = ", ".join(f"{k}={v}" for k, v in (c.vars if c else {}).items())
+        what = f" it is {c.bound}-bound there ({c.bound_why})" if c else ""
+        focus.append((f"focus:{s['case']}", f"focus on case {s['case']}" + (f" ({size})" if size else "")
+                      + f": {us(s['us'])} µs against {s['than']}'s {us(s['other_us'])} µs (x{s['ratio']:.2f});"
+                      + what + " — make that size fast without slowing the others (a size-dependent "
+                      "launch or tile choice through the kforge header is fine)"))
+    groups.append(focus)
+    # 2. resources
+    res = []
+    spilling = [c for c in d.cases if c.resources and ((c.resources.get("spill_stores") or 0)
+                                                        + (c.resources.get("spill_loads") or 0)) > 0]
+    if spilling:
+        r = spilling[0].resources
+        res.append(("spills", f"cut register pressure: ptxas spills {r.get('spill_stores', 0)} B stores / "
+                    f"{r.get('spill_loads', 0)} B loads at {r.get('registers')} registers per thread — a smaller "
+                    "per-thread tile, fewer live values, or __launch_bounds__ that matches the block size"))
+    low = sorted((c for c in d.cases if c.resources and c.resources.get("occupancy") is not None
+                  and c.resources["occupancy"] < LOW_OCCUPANCY), key=lambda c: (c.resources["occupancy"], c.name))
+    if low:
+        c = low[0]
+        r = c.resources
+        lim = r.get("occupancy_limiter", "?")
+        fix = {"registers": f"fewer registers per thread (now {r.get('registers')}; __launch_bounds__, fewer "
+                            "accumulators) or fewer threads holding them",
+               "shared_memory": f"less shared memory per block (now {r.get('static_smem', 0) + r.get('dynamic_smem', 0)} B: "
+                                "smaller tiles or fewer stages) so more blocks fit",
+               "threads": f"a block size whose warps fill the SM better (now {r.get('threads_per_block')} "
+                          "threads per block)",
+               "blocks": f"larger blocks: the SM holds at most {r.get('blocks_per_sm')} blocks and they are small "
+                         f"({r.get('threads_per_block')} threads)"}.get(lim, "the limiting resource")
+        res.append((f"occupancy:{lim}", f"raise occupancy on case {c.name} ({100 * r['occupancy']:.0f}%, limited "
+                    f"by {lim}): {fix}"))
+    groups.append(res)
+    # 3. the bound of most cases (the worst case's first)
+    worst = min(d.cases, key=lambda c: (min([*c.vs_baselines.values(), c.vs_initial or 9e9]), c.name)) if d.cases else None
+    bounds = [d.dominant_bound()]
+    if worst is not None and worst.bound not in bounds:
+        bounds.insert(0, worst.bound)
+    for b in bounds:
+        groups.append(_bound_directions(b, d, worst))
+    # 4. the profiler's top stalls
+    stalls: dict[str, float] = {}
+    for c in d.cases:
+        for s in (c.profile or {}).get("stalls") or []:
+            stalls[s["reason"]] = max(stalls.get(s["reason"], 0.0), s.get("share") or 0.0)
+    ranked = [c for c in d.cases if c.profile and c.profile.get("stalls")]
+    first = [s["reason"] for s in ranked[0].profile["stalls"]] if ranked else []
+    order = sorted(stalls, key=lambda k: (-stalls[k], first.index(k) if k in first else 99, k))
+    prof = [(f"stall:{k}", f"the profiler's top warp stall is {k}"
+             + (f" ({100 * stalls[k]:.0f}% of stalled warps)" if stalls[k] else "") + f": {_STALL_ADVICE[k]}")
+            for k in order if k in _STALL_ADVICE and (stalls[k] >= 0.1 or not stalls[k])][:2]
+    groups.append(prof)
+    # 5. generic
+    groups.append([("gen:tune", "tune the current best: declare its block size and tile sizes as tunables "
+                    "(`// kforge: tune NAME = [...]`) so the harness tries several settings"),
+                   ("gen:rewrite", "try a different algorithmic structure than the current best (a different "
+                    "work decomposition per block/warp/thread), not a small edit of it"),
+                   ("gen:instr", "reduce the instruction count per output: hoist index arithmetic, "
+                    "#pragma unroll the inner loops, use fused multiply-add and precomputed reciprocals")])
+    pool = [text for _, text in _interleave(groups)]
+    out = pool[:n]
+    k = 1
+    while len(out) < n:
+        out.append(f"{pool[(k - 1) % len(pool)]} (variant {k + 1}: choose a design the other proposals of this "
+                   "iteration are unlikely to pick)")
+        k += 1
+    return out

@@ -549,8 +549,9 @@ class Gate:
 
     def profile(self, candidate: Candidate, cases: list[str]) -> dict:
         """A profiler summary of ``candidate`` on ``cases`` (see :mod:`kernel_forge.gatelike`)."""
-        return {"available": False, "reason": "profiling is not implemented yet", "tool": "ncu",
-                "seconds": 0.0, "cases": {}}
+        from .profile import profile_candidate
+        return profile_candidate(self.task, candidate, cases, arch=self.arch, seed=self.options.seed,
+                                 device=self.options.device)
 
     def ensure_gpu(self) -> None:
         """Probe the driver here, then start the worker (raises NoGPUError if there is no GPU)."""

@@ -245,17 +245,39 @@ def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None
     return Optimizer(task, gate, proposer, run, loop, progress=progress)
 
 
-def first_prompt(manifest: str | Path, hints: str = "") -> tuple[str, str]:
-    """The system and user prompts of a run's first model call, built without a GPU (the initial
-    kernel stands as the unmeasured best; no device section)."""
-    from .prompts import PromptAttempt, build_prompt, system_prompt
+def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str | Path | None = None
+                       ) -> tuple[str, str, str]:
+    """(system, static prefix, dynamic part) of a run's first model call, built without a GPU:
+    the initial kernel stands as the unmeasured best.  With ``device_file`` (a device
+    description, e.g. kernel_forge/data/devices/h200.json) the device section is complete and
+    the initial kernel is compiled with NVRTC for its arch, so the prompt shows its registers,
+    shared memory and occupancy; without it the device section says it is unknown."""
+    from .prompts import PromptAttempt, build_prompt_parts, system_prompt
 
     task = load_task(manifest)
+    device = calibration = None
+    log = ""
+    if device_file is not None:
+        from .device_description import load
+        device, calibration = load(device_file)
+        try:
+            from .gpu.nvrtc import compile_source
+            log = compile_source(task.initial.read_text(encoding="utf-8"), arch=device["arch"],
+                                 file_label=task.initial.name).log
+        except Exception:  # noqa: BLE001 - no NVRTC here, or it does not compile: the prompt says less
+            log = ""
     best = PromptAttempt(id="initial", source=task.initial.read_text(encoding="utf-8"), passed=True,
-                         reason="passed", message="", score_us=None)
-    prompt = build_prompt(task, reference_source=task.reference.path.read_text(encoding="utf-8"), device=None,
-                          calibration=None, best=best, history=[], failures=[], hints=hints)
-    return system_prompt(), prompt
+                         reason="passed", message="", score_us=None, compile_log=log)
+    static, dynamic = build_prompt_parts(task, reference_source=task.reference.path.read_text(encoding="utf-8"),
+                                         device=device, calibration=calibration, best=best, history=[],
+                                         failures=[], hints=hints)
+    return system_prompt(), static, dynamic
+
+
+def first_prompt(manifest: str | Path, hints: str = "", device_file: str | Path | None = None) -> tuple[str, str]:
+    """The system and user prompts of a run's first model call (see :func:`first_prompt_parts`)."""
+    system, static, dynamic = first_prompt_parts(manifest, hints, device_file)
+    return system, static + "\n\n" + dynamic
 
 
 def harness_hash() -> str:

@@ -72,6 +72,80 @@ def _plots(run_dir, summary: dict, attempts: list[dict]) -> list[str]:
     return made
 
 
+def _slower_text(best: dict) -> str:
+    rows = best.get("slower_than") or []
+    if not rows:
+        return ""
+    return "; **slower on** " + ", ".join(f"{r['case']} (x{r['ratio']:.2f} vs {r['than']})" for r in rows)
+
+
+def _diagnosis_lines(summary: dict) -> list[str]:
+    """The diagnosis of the best: the table report.md opens with."""
+    d = summary.get("diagnosis")
+    if not d:
+        return []
+    from .diagnosis import CaseDiagnosis, Diagnosis
+
+    diag = Diagnosis(**{k: v for k, v in d.items() if k != "cases" and k in Diagnosis.__dataclass_fields__})
+    diag.cases = [CaseDiagnosis(**{k: v for k, v in c.items() if k in CaseDiagnosis.__dataclass_fields__})
+                  for c in d.get("cases", [])]
+    lines = ["### Diagnosis", ""]
+    if diag.peak and diag.bandwidth:
+        lines += [f"Roofline: {diag.peak['label']} {diag.peak['flops'] / 1e12:.1f} {diag.peak['unit']}, "
+                  f"{diag.bandwidth_source} {diag.bandwidth / 1e9:.0f} GB/s, ridge {diag.ridge:.1f} FLOP/byte"
+                  + (f"; {diag.tensor_note}" if diag.tensor_note else "") + ".", ""]
+    lines += [diag.render_markdown(), ""]
+    for c in diag.cases:
+        if c.bound_why:
+            lines.append(f"- {c.name}: {c.bound}-bound ({c.bound_why})"
+                         + (f"; resources from {c.resources_source}" if c.resources_source else ""))
+    ps = diag.profile_status
+    if ps is not None and not ps.get("available"):
+        lines.append(f"- no profiler metrics: {ps.get('reason')}")
+    lines += [f"- {n}" for n in diag.notes]
+    lines.append("")
+    return lines
+
+
+def _profile_lines(run_dir, attempts: list[dict]) -> list[str]:
+    """The saved profiles of the bests (profiles/<attempt>.json), summarised."""
+    folder = run_dir.path / "profiles"
+    if not folder.is_dir():
+        return []
+    from .profile import normalise_case, stall_text
+
+    order = {a["id"]: i for i, a in enumerate(attempts)}
+    bests = {a["id"] for a in attempts if a.get("best")}
+    import json
+    profs = []
+    for f in sorted(folder.glob("a*.json")):
+        try:
+            profs.append((f.stem, json.loads(f.read_text())))
+        except (OSError, ValueError):
+            continue
+    if not profs:
+        return []
+    profs.sort(key=lambda kv: order.get(kv[0], 1 << 30))
+    total = sum(p.get("seconds") or 0.0 for _, p in profs)
+    lines = ["## Profiles (Nsight Compute)", "",
+             f"{len(profs)} profile(s), {total:.1f} s in all ({total / len(profs):.1f} s each, the target's start-up "
+             "included).", "",
+             "| attempt | case | ncu time µs | DRAM % | L2 % | SM % | achieved occupancy % | top warp stalls |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    f = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
+    for aid, p in profs:
+        tag = aid + (" (best)" if aid in bests else "")
+        if not p.get("available"):
+            lines.append(f"| {tag} | - | - | - | - | - | - | not available: {p.get('reason', '')} |")
+            continue
+        for case, c in (p.get("cases") or {}).items():
+            c = normalise_case(c) or {}
+            stalls = stall_text(c.get("stalls") or [], top=3)
+            lines.append(f"| {tag} | {case} | {f(c.get('time_us'))} | {f(c.get('dram_pct'))} | {f(c.get('l2_pct'))} | "
+                         f"{f(c.get('sm_pct'))} | {f(c.get('achieved_occupancy_pct'))} | {stalls or '-'} |")
+    return lines + [""]
+
+
 def write_report(run_dir, summary: dict, attempts: list[dict]) -> None:
     plots = _plots(run_dir, summary, attempts)
     best = summary.get("best") or {}
@@ -85,11 +159,14 @@ def write_report(run_dir, summary: dict, attempts: list[dict]) -> None:
     if best:
         lines += [f"## Best: {best['id']} ({best['proposer']} {best['label']})", "",
                   f"score {best['score_us']:.2f} µs, x{best['speedup_vs_initial']:.2f} vs the initial kernel"
-                  + "".join(f", x{v:.2f} vs {k}" for k, v in best["speedup_vs_baselines"].items() if v),
+                  + "".join(f", x{v:.2f} vs {k}" for k, v in best["speedup_vs_baselines"].items() if v)
+                  + _slower_text(best),
                   "; hidden (holdout) cases with fresh inputs: "
                   + ("passed" if (best.get("holdout") or {}).get("passed") else
                      "not run (the initial kernel is still the best)" if best.get("holdout") is None else
-                     f"FAILED ({best['holdout'].get('reason')})"), "",
+                     f"FAILED ({best['holdout'].get('reason')})"), ""]
+        lines += _diagnosis_lines(summary)
+        lines += ["### Per case", "",
                   "| case | median µs | p10-p90 µs | GB/s | TFLOP/s | % bw | % fp32 | x initial |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         f = lambda x, s: "-" if x is None else format(x, s)  # noqa: E731
@@ -98,6 +175,7 @@ def write_report(run_dir, summary: dict, attempts: list[dict]) -> None:
                          f"{f(r.get('gbps'), '.1f')} | {f(r.get('tflops'), '.3f')} | {f(r.get('pct_peak_bw'), '.1f')} | "
                          f"{f(r.get('pct_peak_flops'), '.1f')} | {f(r.get('speedup_vs_initial'), '.2f')} |")
         lines.append("")
+    lines += _profile_lines(run_dir, attempts)
     for p in plots:
         lines += [f"![{p}]({p})", ""]
     lines += ["## Attempts", "", "| id | it | proposer | label | defines | verdict | score µs |", "| --- | --- | --- | --- | --- | --- | --- |"]

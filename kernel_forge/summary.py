@@ -14,6 +14,30 @@ def _case_table(ev: dict | None) -> dict[str, dict]:
     return out
 
 
+def run_diagnosis(opt):
+    """The diagnosis of the run's best (device and calibration from env.json, the profile from
+    profiles/<best>.json when the loop saved one), or None without a best."""
+    from .diagnosis import diagnose
+
+    best = opt.best
+    if best is None or not best.evaluation:
+        return None
+    env = opt.run_dir.read_json("env.json") or {}
+    device, calibration = env.get("device"), env.get("calibration")
+    if device is None:
+        try:
+            device, calibration = opt.gate.device_info(), opt.gate.calibrate()
+        except Exception:  # noqa: BLE001 - a summary never fails for want of a device
+            device = calibration = None
+    try:
+        profile = opt.run_dir.read_json(f"profiles/{best.id}.json")
+    except Exception:  # noqa: BLE001 - a damaged profile is left out, not fatal
+        profile = None
+    initial = opt.initial.evaluation if opt.initial is not None else None
+    return diagnose(opt.task, best.evaluation, initial=initial, baselines=opt.baselines, device=device,
+                    calibration=calibration, profile=profile)
+
+
 def _directions(attempts) -> list[dict]:
     """Per direction the prompts gave: attempts, how many passed, the fastest, and the model cost."""
     rows: dict[str, dict] = {}
@@ -47,7 +71,7 @@ def build_summary(opt) -> dict:
         "candidates_per_minute": round(60.0 * gated / elapsed, 2) if elapsed > 0 else None,
         "tokens": dict(opt.tokens), "cost_usd": round(opt.cost_usd, 6), "per_model": opt.per_model,
         "proposer": opt.proposer.name, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "best": None, "initial": None, "baselines": {}, "directions": _directions(opt.attempts),
+        "best": None, "initial": None, "baselines": {}, "directions": _directions(opt.attempts), "diagnosis": None,
     }
     if initial is not None:
         summary["initial"] = {"id": initial.id, "score_us": initial.score_us}
@@ -69,6 +93,8 @@ def build_summary(opt) -> dict:
                 if bc:
                     row["speedup_vs_baselines"][bname] = bc["timing"]["median"] / c["timing"]["median"]
             per_case.append(row)
+        diagnosis = run_diagnosis(opt)
+        summary["diagnosis"] = diagnosis.to_json() if diagnosis is not None else None
         summary["best"] = {
             "id": best.id, "proposer": best.proposer, "label": best.label, "defines": best.defines,
             "score_us": best.score_us, "speedup_vs_initial": opt.speedup(),
@@ -76,6 +102,9 @@ def build_summary(opt) -> dict:
                                      for k, v in opt.baselines.items()},
             "holdout": best.holdout, "per_case": per_case, "source_file": best.source_file,
             "retimed": best.retimed, "direction": best.direction,
+            # every case where the best is slower than a baseline or the initial kernel (ratio < 1)
+            "slower_than": [{"case": x["case"], "than": x["than"], "ratio": x["ratio"]}
+                            for x in (diagnosis.slower if diagnosis is not None else [])],
         }
     return summary
 

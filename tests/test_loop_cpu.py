@@ -243,7 +243,9 @@ def test_holdout_failure_is_rejected_and_hidden_from_the_prompt(tmp_path):
     assert f"- {cheat['id']}: holdout_failed" in prompt and "failed a hidden case" in prompt
     assert "- a0002: mismatch" in prompt
     assert "n16M" in prompt and "odd" in prompt                # shown cases are there
-    assert not HOLDOUT_WORD.search(prompt), "the holdout case's name reached the prompt"
+    # failed sources are shown; their scripted-gate lines ("// fake-holdout:", FAKE_SCRIPT) are test artifacts
+    unscripted = "\n".join(l for l in prompt.splitlines() if "fake" not in l.lower())
+    assert not HOLDOUT_WORD.search(unscripted), "the holdout case's name reached the prompt"
     assert HOLDOUT_N not in prompt
     # the initial kernel's own evaluation holds the holdout case; the prompt must not show it
     assert any(c["role"] == "holdout" for c in hist["attempts"][0]["evaluation"]["cases"])

@@ -7,7 +7,7 @@ never creates another.  Every binding call goes through :func:`check`, which rai
 from __future__ import annotations
 
 import ctypes
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
@@ -85,10 +85,28 @@ class DeviceInfo:
     max_smem_per_block: int
     max_smem_per_block_optin: int
     driver_version: str
+    # per-SM limits (None: not read from the driver, e.g. an older env.json: the arch's value is used)
+    max_registers_per_sm: int | None = None       #: MAX_REGISTERS_PER_MULTIPROCESSOR (32-bit registers)
+    max_registers_per_block: int | None = None    #: MAX_REGISTERS_PER_BLOCK
+    max_registers_per_thread: int | None = None   #: 255 on every arch since sm_35 (no driver attribute)
+    max_smem_per_sm: int | None = None            #: MAX_SHARED_MEMORY_PER_MULTIPROCESSOR (bytes)
+    reserved_smem_per_block: int | None = None    #: RESERVED_SHARED_MEMORY_PER_BLOCK (bytes the system takes)
+    max_threads_per_sm: int | None = None         #: MAX_THREADS_PER_MULTIPROCESSOR
+    max_blocks_per_sm: int | None = None          #: MAX_BLOCKS_PER_MULTIPROCESSOR
+    warp_size: int | None = None                  #: WARP_SIZE
+    const_bytes: int | None = None                #: TOTAL_CONSTANT_MEMORY (bytes of __constant__ memory)
+    fp32_to_fp64_ratio: int | None = None         #: SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO
 
     @property
     def arch(self) -> str:
         return f"sm_{self.cc[0]}{self.cc[1]}"
+
+    def limit(self, name: str) -> int:
+        """A per-SM limit: the driver's value, else the arch's (:data:`ARCH_LIMITS`)."""
+        value = getattr(self, name)
+        if value is not None:
+            return int(value)
+        return arch_limits(tuple(self.cc))[name]
 
     @property
     def theoretical_bandwidth(self) -> float:
@@ -105,11 +123,47 @@ class DeviceInfo:
         """Dense 16-bit tensor-core FLOP/s, the fastest rate any honest kernel can reach."""
         return 2.0 * self.sms * _TENSOR_FMA_PER_CLK.get(self.cc[0], 2048) * self.clock_khz * 1e3
 
+    @property
+    def fp64_peak(self) -> float:
+        """FLOP/s of fp64 FMA on CUDA cores (the fp32 peak over the driver's fp32:fp64 ratio)."""
+        return self.fp32_peak / max(1, self.limit("fp32_to_fp64_ratio"))
+
+    @property
+    def fp16_peak(self) -> float:
+        """FLOP/s of packed half2/bfloat162 FMA on CUDA cores (no tensor cores)."""
+        return 2.0 * self.sms * _FP16_LANES.get(tuple(self.cc), 128) * self.clock_khz * 1e3
+
+    @property
+    def int32_peak(self) -> float:
+        """int32 operations/s (IMAD counted as 2, like an FMA)."""
+        return 2.0 * self.sms * 64 * self.clock_khz * 1e3
+
     def to_json(self) -> dict:
         d = asdict(self)
+        for name in ARCH_LIMIT_NAMES:
+            d[name] = self.limit(name)
         d.update(arch=self.arch, theoretical_bandwidth=self.theoretical_bandwidth,
-                 fp32_peak=self.fp32_peak, tensor_peak=self.tensor_peak)
+                 fp32_peak=self.fp32_peak, tensor_peak=self.tensor_peak, fp64_peak=self.fp64_peak,
+                 fp16_peak=self.fp16_peak, int32_peak=self.int32_peak)
         return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "DeviceInfo":
+        """The inverse of :meth:`to_json`; keys an older ``env.json`` lacks take the arch's values
+        (per-SM limits) or neutral ones, and derived keys (``arch``, peaks) are recomputed."""
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["cc"] = tuple(kw.get("cc") or (0, 0))
+        for k in ("max_block", "max_grid"):
+            if k in kw:
+                kw[k] = tuple(kw[k])
+        defaults = dict(ordinal=0, name="unknown GPU", sms=0, clock_khz=0, mem_clock_khz=0, bus_width_bits=0,
+                        memory_bytes=0, l2_bytes=0, max_threads_per_block=1024, max_block=(1024, 1024, 64),
+                        max_grid=(2_147_483_647, 65535, 65535), max_smem_per_block=49152,
+                        max_smem_per_block_optin=49152, driver_version="")
+        for k, v in defaults.items():
+            kw.setdefault(k, v)
+        return cls(**kw)
 
 
 # FP32 lanes per SM (CUDA programming guide, arithmetic instruction throughput table)
@@ -117,6 +171,33 @@ _FP32_LANES = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8,
                (9, 0): 128, (10, 0): 128, (12, 0): 128}
 # dense fp16/bf16 tensor FMAs per SM per clock (NVIDIA architecture whitepapers)
 _TENSOR_FMA_PER_CLK = {7: 512, 8: 1024, 9: 2048, 10: 4096, 12: 2048}
+# fp16/bf16 FMA results per SM per clock on CUDA cores (packed half2; programming guide throughput table)
+_FP16_LANES = {(7, 0): 128, (7, 5): 128, (8, 0): 256, (8, 6): 128, (8, 7): 256, (8, 9): 128,
+               (9, 0): 256, (10, 0): 256, (12, 0): 128}
+
+#: per-SM limits by compute capability (CUDA C++ Programming Guide, "Technical Specifications per
+#: Compute Capability"); used only where the driver's value was not recorded
+ARCH_LIMIT_NAMES = ("max_registers_per_sm", "max_registers_per_block", "max_registers_per_thread",
+                    "max_smem_per_sm", "reserved_smem_per_block", "max_threads_per_sm", "max_blocks_per_sm",
+                    "warp_size", "const_bytes", "fp32_to_fp64_ratio")
+_KB = 1024
+_ARCH = {  # cc: (smem per SM, reserved per block, threads per SM, blocks per SM, fp32:fp64)
+    (7, 0): (96 * _KB, 0, 2048, 32, 2), (7, 5): (64 * _KB, 0, 1024, 16, 32),
+    (8, 0): (164 * _KB, _KB, 2048, 32, 2), (8, 6): (100 * _KB, _KB, 1536, 16, 64),
+    (8, 7): (164 * _KB, _KB, 2048, 16, 2), (8, 9): (100 * _KB, _KB, 1536, 24, 64),
+    (9, 0): (228 * _KB, _KB, 2048, 32, 2), (10, 0): (228 * _KB, _KB, 2048, 32, 2),
+    (12, 0): (100 * _KB, _KB, 1536, 32, 64),
+}
+
+
+def arch_limits(cc: tuple[int, int]) -> dict[str, int]:
+    """Per-SM limits of compute capability ``cc`` (the nearest older known arch for a newer one)."""
+    known = sorted(_ARCH)
+    key = tuple(cc) if tuple(cc) in _ARCH else max((k for k in known if k <= tuple(cc)), default=known[0])
+    smem, reserved, threads, blocks, ratio = _ARCH[key]
+    return {"max_registers_per_sm": 65536, "max_registers_per_block": 65536, "max_registers_per_thread": 255,
+            "max_smem_per_sm": smem, "reserved_smem_per_block": reserved, "max_threads_per_sm": threads,
+            "max_blocks_per_sm": blocks, "warp_size": 32, "const_bytes": 65536, "fp32_to_fp64_ratio": ratio}
 
 
 def device_info(ordinal: int = 0) -> DeviceInfo:
@@ -131,6 +212,10 @@ def device_info(ordinal: int = 0) -> DeviceInfo:
             return default
         status, value = drv.cuDeviceGetAttribute(a, dev)
         return int(value) if status == drv.CUresult.CUDA_SUCCESS else default
+
+    def attr_or_none(name: str) -> int | None:
+        value = attr(name, -1)
+        return value if value > 0 else None
 
     name = check(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
     name = bytes(name).split(b"\x00")[0].decode(errors="replace")
@@ -154,6 +239,15 @@ def device_info(ordinal: int = 0) -> DeviceInfo:
         max_smem_per_block=attr("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK"),
         max_smem_per_block_optin=attr("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
         driver_version=f"{dv // 1000}.{(dv % 1000) // 10}",
+        max_registers_per_sm=attr_or_none("CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR"),
+        max_registers_per_block=attr_or_none("CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK"),
+        max_smem_per_sm=attr_or_none("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+        reserved_smem_per_block=attr_or_none("CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK"),
+        max_threads_per_sm=attr_or_none("CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR"),
+        max_blocks_per_sm=attr_or_none("CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR"),
+        warp_size=attr_or_none("CU_DEVICE_ATTRIBUTE_WARP_SIZE"),
+        const_bytes=attr_or_none("CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY"),
+        fp32_to_fp64_ratio=attr_or_none("CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO"),
     )
 
 

@@ -1,0 +1,66 @@
+"""The recorded matmul_f32 run in tests/data/run-matmul_f32 (made by tests/data/make_recorded_run.py),
+read the way the loop reads its own records: attempts, PromptAttempts, the best's diagnosis."""
+from __future__ import annotations
+
+import copy
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from kernel_forge.diagnosis import diagnose
+from kernel_forge.prompts import PromptAttempt
+from kernel_forge.task import load_task
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "tests" / "data" / "run-matmul_f32"
+#: what the holdout case of matmul_f32 is (m=263, n=131, k=67) and the seed its failure used
+HOLDOUT_MARKS = ("m=263", "n=131", "k=67", "263, n", "88001", "(holdout)", "case holdout")
+
+
+@lru_cache(maxsize=1)
+def _raw() -> tuple[dict, dict, dict]:
+    return (json.loads((RUN / "history.json").read_text()), json.loads((RUN / "env.json").read_text()),
+            json.loads((RUN / "profiles" / "a0004.json").read_text()))
+
+
+def history() -> dict:
+    return copy.deepcopy(_raw()[0])
+
+
+def env() -> dict:
+    return copy.deepcopy(_raw()[1])
+
+
+def profile() -> dict:
+    return copy.deepcopy(_raw()[2])
+
+
+def task():
+    return load_task(ROOT / "manifests" / "matmul_f32.json")
+
+
+def attempts() -> dict[str, dict]:
+    return {a["id"]: a for a in history()["attempts"]}
+
+
+def prompt_attempt(a: dict) -> PromptAttempt:
+    """As loop.Optimizer._prompt_attempt builds it (holdout cases removed, hidden details withheld)."""
+    ev = a.get("evaluation") or {}
+    return PromptAttempt(id=a["id"], source=(RUN / a["source_file"]).read_text(), passed=a["status"] == "passed",
+                         reason=a["reason"], message=a["message"] if a["reason"] != "holdout_failed" else
+                         "failed a hidden case", score_us=a["score_us"],
+                         cases=[c for c in ev.get("cases", []) if c.get("role") != "holdout"],
+                         compile_log=(ev.get("compile") or {}).get("log", ""), rationale=a["rationale"],
+                         defines=a["defines"], parent=a["parent"], launch=a["launch"])
+
+
+def diagnosis(best_id: str = "a0004", *, with_profile: bool = True, drop_resources: bool = False, prof=None):
+    at = attempts()
+    best = at[best_id]["evaluation"]
+    if drop_resources:
+        for c in best["cases"]:
+            c["resources"] = None
+    e = env()
+    return diagnose(task(), best, initial=at["a0000"]["evaluation"], baselines=history()["baselines"],
+                    device=e["device"], calibration=e["calibration"],
+                    profile=prof if prof is not None else (profile() if with_profile else None))
