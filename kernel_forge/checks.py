@@ -126,6 +126,7 @@ class RunContext:
     sample: SampleValues | None = None   #: what the worker answered
     plausibility: bool = True
     plausible_margin: float = 1.25
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  #: each output's shape for this case
     calibration: dict | None = None    #: measured bandwidth and peaks (for check_plausible)
     flops: float | None = None
     bytes: float | None = None
@@ -209,7 +210,7 @@ def check_sample(obs: Observation, ctx: RunContext) -> Finding | None:
             arg = ctx.task.arg(chk.name)
             expected = np.asarray(ctx.expected[chk.name]).reshape(-1)[idx]
             el = element_checks(values, expected, arg.param.dtype, ctx.task.tolerance_for(arg))
-            claimed = _claimed_bad(chk, ctx.expected[chk.name].shape)
+            claimed = _claimed_bad(chk, ctx.shapes.get(chk.name, np.shape(ctx.expected[chk.name])))
             for j, i in enumerate(np.asarray(idx).tolist()):
                 if i in claimed:
                     if not el.bad[j] or not _same_value(values[j], claimed[i], arg.param.dtype):

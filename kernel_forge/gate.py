@@ -581,10 +581,11 @@ class Gate:
         expected = pending.result()            # raises ReferenceError_ for a broken reference
         _add(cost, "reference_s", time.perf_counter() - t1)
         ctx = RunContext(self.task, draw=draw, seed=seed, expected=expected, plausibility=self.options.plausibility,
-                         plausible_margin=self.options.plausible_margin)
+                         plausible_margin=self.options.plausible_margin,
+                         shapes={a.name: self.task.shape(a, case) for a in self.task.outputs})
         t2 = time.perf_counter()
         if any(s.kept for s in obs.stages):
-            ctx.sample_indices = self._sample_indices(obs, expected)
+            ctx.sample_indices = self._sample_indices(obs, ctx.shapes)
             try:
                 ctx.sample = self._request(SAMPLE, Sample(ctx.sample_indices), what=f"sampling case {case.name}")
             except WorkerError as exc:
@@ -610,7 +611,7 @@ class Gate:
         _add(cost, "checks_s", time.perf_counter() - t3)
         return finding, obs
 
-    def _sample_indices(self, obs: Observation, expected: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    def _sample_indices(self, obs: Observation, shapes: dict[str, tuple[int, ...]]) -> dict[str, dict[str, np.ndarray]]:
         """Element indices to re-check, drawn now (after the run): uniform ones plus every element the
         summary names as a mismatch."""
         rng = np.random.default_rng(self._rng.getrandbits(63))
@@ -620,10 +621,10 @@ class Gate:
                 continue
             out[stage.stage] = {}
             for chk in stage.outputs:
-                if chk.total <= 0:
+                if chk.total <= 0 or chk.shape_error:
                     continue
                 picks = rng.integers(0, chk.total, size=min(chk.total, self.options.sample_size))
-                shape = np.asarray(expected[chk.name]).shape
+                shape = shapes[chk.name]
                 named = [np.ravel_multi_index(tuple(f["index"]), shape) for f in chk.first
                          if len(f["index"]) == len(shape) and all(0 <= i < n for i, n in zip(f["index"], shape))]
                 out[stage.stage][chk.name] = np.unique(np.concatenate([picks, np.asarray(named, dtype=np.int64)]))

@@ -24,8 +24,8 @@ def memset(array, width: int, pattern: int, stream_ptr: int) -> None:
     n = int(array.nbytes) // width
     if not n:
         return
-    call = {1: drv.cuMemsetD8Async, 2: drv.cuMemsetD16Async, 4: drv.cuMemsetD32Async}[width]
-    driver.check(call(int(array.data.ptr), int(pattern), n, drv.CUstream(stream_ptr)), call.__name__)
+    name = {1: "cuMemsetD8Async", 2: "cuMemsetD16Async", 4: "cuMemsetD32Async"}[width]
+    driver.check(getattr(drv, name)(int(array.data.ptr), int(pattern), n, drv.CUstream(stream_ptr)), name)
 
 
 def copy(dst, src, stream_ptr: int) -> None:
