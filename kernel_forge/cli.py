@@ -186,6 +186,8 @@ def _register_optional():
         from . import cli_loop  # noqa: F401  (registers its commands)
     except ImportError:
         pass
+    from . import cli_archive  # noqa: F401,E402  (registers `kforge archive`)
+    from . import cli_batch  # noqa: F401  (registers `kforge batch`)
 
 
 _register_optional()

@@ -102,6 +102,7 @@ class Evaluation:
     sha256: str = ""
     seconds: float = 0.0
     kind: str = "candidate"              # candidate | baseline | reference
+    device: int | None = None            # the GPU ordinal that ran it (several-GPU runs)
     #: where the gate's time went (seconds): compile (waited for), load, runs (worker answers),
     #: worker parts summed over runs, reference, sample, checks
     cost: dict | None = None
@@ -116,7 +117,7 @@ class Evaluation:
         return {"label": self.label, "passed": self.passed, "reason": self.reason,
                 "message": self.message, "score_us": self.score_us, "compile": self.compile,
                 "defines": self.defines, "sha256": self.sha256, "seconds": round(self.seconds, 3),
-                "kind": self.kind, "cases": [c.to_json(with_samples) for c in self.cases],
+                "kind": self.kind, "device": self.device, "cases": [c.to_json(with_samples) for c in self.cases],
                 "cost": self.cost}
 
     @classmethod

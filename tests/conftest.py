@@ -53,6 +53,8 @@ def pytest_collection_modifyitems(config, items):
 def _isolated_cache(tmp_path_factory, monkeypatch):
     # one compile cache per test session, never the user's
     monkeypatch.setenv("KFORGE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cubin-cache"))
+    # a fresh kernel archive per test, never the user's: runs add to it and retrieve from it
+    monkeypatch.setenv("KFORGE_ARCHIVE", str(tmp_path_factory.mktemp("archive") / "archive.sqlite"))
 
 
 @pytest.fixture

@@ -1,38 +1,52 @@
-"""The one timing function (GPU side): CUDA events around each launch.
+"""The one timing function (GPU side).
 
-``bench`` runs ``warmup`` untimed launches, then ``reps`` timed ones.  Before every timed
-launch, outside the timed window, it calls ``prepare`` (resets in/out buffers) and, if
-``flush``, writes a buffer of twice the L2 size so every launch starts with a cold L2.  One
-event pair brackets each launch on the launch stream; every sample is kept.  Kernels cannot
-start work on other streams (no device runtime is linked and static rules refuse stream and
-launch calls), so the pair brackets all the device work a candidate does.
+``bench`` runs ``warmup`` untimed launches, then ``reps`` timed ones.  Before every timed launch,
+outside the timed window, it calls ``prepare`` (poison outputs, reset in/out buffers, restore the
+module's globals) and then either ``flush`` (an :class:`~kernel_forge.gpu.flush.L2Flusher`: every
+timed launch starts with a cold L2, evict_last lines included) or ``warm`` (``--no-flush``: the
+launch's buffers are read into the L2 first, so it starts truly warm).
+
+Two estimates of every timed launch are taken:
+- with a kernel ``clock`` (:mod:`.kernel_clock`, CUPTI): the kernels' own GPU time, first start
+  to last end of the launch's kernels — the score (``Timing.method == "cupti"``);
+- always: one CUDA event pair around the launch on its stream, kept in ``Timing.events`` (or as
+  the samples themselves, ``method == "events"``, when there is no clock or its records do not
+  account for every launch).
+Kernels cannot start work on other streams (no device runtime is linked; static rules refuse
+stream and launch calls), so the events bracket all the device work a candidate does.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from ..stats import Timing, summarize
+from .flush import L2Flusher  # noqa: F401  (re-exported: the gate's worker builds one per process)
+from .kernel_clock import KernelClock, launch_times
 
 
-class L2Flusher:
-    def __init__(self, l2_bytes: int):
-        import cupy
-
-        self.buf = cupy.empty(max(2 * int(l2_bytes), 64 << 20), dtype=cupy.uint8)
-
-    def __call__(self, stream) -> None:
-        with stream:
-            self.buf.fill(0)
+def _events_summary(samples: list[float]) -> dict:
+    s = np.asarray(samples, dtype=np.float64)
+    mean = float(s.mean())
+    return {"median": round(float(np.median(s)), 4), "p10": round(float(np.percentile(s, 10)), 4),
+            "p90": round(float(np.percentile(s, 90)), 4),
+            "cv": round(float(s.std(ddof=1) / mean) if s.size > 1 and mean > 0 else 0.0, 5),
+            "samples_us": [round(float(x), 4) for x in s]}
 
 
 def bench(launch: Callable[[], None], stream, *, warmup: int = 10, reps: int = 100,
           flush: L2Flusher | None = None, prepare: Callable[[], None] | None = None,
-          after: tuple[int, Callable[[], None]] | None = None) -> Timing:
-    """Time ``launch`` (which enqueues one kernel on ``stream``). Returns all samples in µs.
+          after: tuple[int, Callable[[], None]] | None = None, clock: KernelClock | None = None,
+          warm: Callable[[], None] | None = None, marker: Callable[[], None] | None = None) -> Timing:
+    """Time ``launch`` (which enqueues one kernel, or a vendor call's kernels, on ``stream``).
 
-    ``prepare`` runs before every launch, ``after = (i, fn)`` runs ``fn`` right after timed
-    launch ``i`` (both outside the timed window: the gate uses them to poison outputs and to
-    snapshot the outputs of one randomly chosen timed launch)."""
+    ``prepare`` runs before every launch, ``after = (i, fn)`` runs ``fn`` right after timed launch
+    ``i`` (both outside the timed window).  ``prepare``, ``flush``, ``warm`` and ``after`` may
+    launch only ``kf_*`` kernels or use memsets/memcpys: with a ``clock``, every other kernel is
+    the candidate's.  ``marker`` (an empty ``kf_*`` kernel launch, e.g. ``L2Flusher.mark``) separates
+    timed launches for the clock when there is no ``flush``; without either, each candidate kernel
+    record counts as one launch.  Returns every sample in µs."""
     import cupy
 
     if reps < 1:
@@ -43,6 +57,8 @@ def bench(launch: Callable[[], None], stream, *, warmup: int = 10, reps: int = 1
                 prepare()
             launch()
         stream.synchronize()
+        if clock is not None:
+            clock.mark()
         starts = [cupy.cuda.Event() for _ in range(reps)]
         ends = [cupy.cuda.Event() for _ in range(reps)]
         for i in range(reps):
@@ -50,12 +66,21 @@ def bench(launch: Callable[[], None], stream, *, warmup: int = 10, reps: int = 1
                 prepare()
             if flush is not None:
                 flush(stream)
+            elif warm is not None:
+                warm()
+            if marker is not None and flush is None:
+                marker()
             starts[i].record(stream)
             launch()
             ends[i].record(stream)
             if after is not None and after[0] == i:
                 after[1]()
         stream.synchronize()
-    samples = [cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in zip(starts, ends)]
-    timing = summarize(samples, flushed=flush is not None)
-    return timing
+    events = [cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in zip(starts, ends)]
+    flushed = flush is not None
+    if clock is not None:
+        delimited = flush is not None or marker is not None
+        kernel_us = launch_times(clock.collect(), reps, delimited=delimited)
+        if kernel_us is not None and all(k >= 0 for k in kernel_us):
+            return summarize(kernel_us, flushed=flushed, method="cupti", events=_events_summary(events))
+    return summarize(events, flushed=flushed, method="events")

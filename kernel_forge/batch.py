@@ -1,0 +1,227 @@
+"""``kforge batch``: one ``optimize`` per task, one after another here or as Ray tasks.
+
+A batch lives in ``runs/batch-NNN/``: one folder per task (``TASK/run-NNN/``, an ordinary run
+folder) and ``batch.json`` (what was asked, and each task's outcome as it finishes).  With Ray,
+every task is a Ray task asking for one GPU (``num_gpus=1``): Ray places them on the GPUs of one
+host or a cluster, sets ``CUDA_VISIBLE_DEVICES`` for each, and retries a task whose worker died
+(``max_retries``).  A retried task — or ``kforge batch --resume runs/batch-NNN`` — finds its run
+folder and resumes it (``kforge optimize --resume``), so a task killed mid-run loses nothing that
+was recorded.  Ray is an optional extra (``pip install 'cuda-kernel-forge[ray]'``), imported only
+here, only with ``--ray``; no scheduling of our own is layered on top of it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import re
+import time
+from pathlib import Path
+
+from .errors import EnvironmentProblem, InputError
+from .evidence import RunDir, atomic_write
+
+_BATCH = re.compile(r"^batch-(\d{3,})$")
+FINISHED = {"max_iterations", "budget_usd", "max_tokens", "time_limit", "patience", "target_speedup",
+            "unreachable"}
+
+
+@dataclasses.dataclass
+class BatchTask:
+    name: str          #: the task's name (its folder in the batch)
+    manifest: str      #: absolute path of its manifest
+    folder: str        #: runs/batch-NNN/NAME
+
+
+def new_batch_dir(runs_dir: str | Path) -> Path:
+    root = Path(runs_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    taken = [int(m.group(1)) for p in root.iterdir() if (m := _BATCH.match(p.name))]
+    n = max(taken, default=0) + 1
+    while True:
+        p = root / f"batch-{n:03d}"
+        try:
+            p.mkdir()
+            return p
+        except FileExistsError:
+            n += 1
+
+
+def plan(manifests: list[str], batch_dir: Path) -> list[BatchTask]:
+    """One task per manifest; names must be unique (they are folder names)."""
+    from .task import load_task
+
+    tasks, seen = [], {}
+    for m in manifests:
+        task = load_task(m)
+        if task.name in seen:
+            raise InputError(f"{m}: task {task.name!r} is also {seen[task.name]}; a batch runs each task once")
+        seen[task.name] = m
+        tasks.append(BatchTask(task.name, str(Path(m).resolve()), str(batch_dir / task.name)))
+    return tasks
+
+
+def _factory(spec: str | None):
+    """``"module:function"`` -> the callable (task, GateOptions) -> gate; None -> real gates."""
+    if not spec:
+        return None
+    mod, _, fn = spec.partition(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
+def latest_run(folder: str | Path) -> Path | None:
+    runs = sorted(Path(folder).glob("run-*/run.json"))
+    return runs[-1].parent if runs else None
+
+
+def run_task(task: dict, loop: dict, gate: dict, proposer: dict, gate_factory: str | None = None) -> dict:
+    """Optimise one task into its batch folder, resuming the run already there (a retry)."""
+    from .gate import GateOptions
+    from .loop import LoopConfig
+    from .optimize import ProposerConfig, resume_run, start_run
+    from .task import load_task
+
+    t = BatchTask(**task)
+    factory = _factory(gate_factory)
+    gate_opts = GateOptions(**gate)
+    t0 = time.time()
+    existing = latest_run(t.folder)
+    own_gate = factory(load_task(t.manifest), gate_opts) if factory else None
+    if existing is not None:
+        opt = resume_run(existing, overrides={}, gate=own_gate)
+        resumed = True
+    else:
+        Path(t.folder).mkdir(parents=True, exist_ok=True)
+        opt = start_run(t.manifest, LoopConfig(**loop), gate_opts, ProposerConfig(**proposer), runs_dir=t.folder,
+                        gate=own_gate)
+        resumed = False
+    try:
+        summary = opt.run()
+    finally:
+        opt.gate.close()
+    best = summary.get("best") or {}
+    return {"task": t.name, "run": str(opt.run_dir.path), "resumed": resumed, "stop_reason": summary["stop_reason"],
+            "best": best.get("id"), "score_us": best.get("score_us"),
+            "speedup_vs_initial": best.get("speedup_vs_initial"), "seconds": round(time.time() - t0, 2)}
+
+
+def _write(batch_dir: Path, record: dict) -> None:
+    atomic_write(batch_dir / "batch.json", (json.dumps(record, indent=2, default=str) + "\n").encode())
+
+
+def _done(result: dict | None) -> bool:
+    """A task whose run ended by a stop rule (not an error, a kill or Ctrl-C) is not run again."""
+    reason = (result or {}).get("stop_reason") or ""
+    return reason in FINISHED or reason.startswith("proposer_exhausted")
+
+
+def run_batch(manifests: list[str], *, runs_dir: str | Path = "runs", loop: dict | None = None,
+              gate: dict | None = None, proposer: dict | None = None, ray_address: str | None = None,
+              retries: int = 2, resume: str | Path | None = None, gate_factory: str | None = None,
+              ray_init: dict | None = None, progress=lambda m: None) -> dict:
+    """Run (or resume) a batch; returns the batch record also written to ``batch.json``."""
+    if resume is None:
+        if not manifests:
+            raise InputError("give at least one manifest")
+        plan(manifests, Path(runs_dir) / "batch-new")      # bad input first (exit 2), nothing written
+    if ray_address is None and gate_factory is None:
+        from .gate import probe_gpu
+        probe_gpu()          # then the GPU (exit 3), still before anything is written
+    if resume is not None:
+        batch_dir = Path(resume)
+        try:
+            record = json.loads((batch_dir / "batch.json").read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"{batch_dir}: not a readable batch folder ({exc})") from None
+        tasks = [BatchTask(**t) for t in record["tasks"]]
+    else:
+        batch_dir = new_batch_dir(runs_dir)
+        tasks = plan(manifests, batch_dir)
+        record = {"batch": batch_dir.name, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "ray": ray_address, "loop": loop or {}, "gate": gate or {}, "proposer": proposer or {},
+                  "tasks": [dataclasses.asdict(t) for t in tasks], "results": {}}
+    record.setdefault("results", {})
+    _write(batch_dir, record)
+    todo = [t for t in tasks if not _done(record["results"].get(t.name))]
+    args = (record["loop"], record["gate"], record["proposer"], gate_factory)
+    t0 = time.time()
+    if ray_address is None:
+        for t in todo:
+            progress(f"[kforge batch] {t.name}: optimising ({t.folder})")
+            try:
+                record["results"][t.name] = run_task(dataclasses.asdict(t), *args)
+            except Exception as exc:  # noqa: BLE001 - one task's failure is that task's result
+                record["results"][t.name] = {"task": t.name, "stop_reason": "error", "error": f"{type(exc).__name__}: {exc}"}
+            _write(batch_dir, record)
+    else:
+        ray = _import_ray()
+        init = dict(ray_init or {})
+        if ray_address not in ("local", "auto-local"):
+            init.setdefault("address", ray_address)
+        init.setdefault("include_dashboard", False)
+        init.setdefault("ignore_reinit_error", True)
+        ray.init(**init)
+        remote = ray.remote(num_gpus=1, max_retries=retries, retry_exceptions=False)(run_task)
+        refs = {remote.remote(dataclasses.asdict(t), *args): t for t in todo}
+        progress(f"[kforge batch] {len(refs)} task(s) submitted to Ray ({ray_address})")
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            t = refs[ready[0]]
+            try:
+                record["results"][t.name] = ray.get(ready[0])
+            except Exception as exc:  # noqa: BLE001 - Ray's errors: the task failed for good
+                record["results"][t.name] = {"task": t.name, "stop_reason": "error",
+                                             "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+            progress(f"[kforge batch] {t.name}: {record['results'][t.name].get('stop_reason')}")
+            _write(batch_dir, record)
+    record["seconds"] = round(record.get("seconds", 0.0) + time.time() - t0, 2)
+    record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    _write(batch_dir, record)
+    _plot(batch_dir, record)
+    return record
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise EnvironmentProblem("--ray needs Ray, which is not installed",
+                                 hint="pip install 'cuda-kernel-forge[ray]'") from None
+    return ray
+
+
+def _plot(batch_dir: Path, record: dict) -> None:
+    """``speedups.png``: each task's best against its initial kernel."""
+    rows = [(k, v.get("speedup_vs_initial")) for k, v in sorted(record["results"].items()) if v.get("speedup_vs_initial")]
+    if not rows:
+        return
+    try:
+        import io
+
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(max(4, 0.8 * len(rows) + 2), 3.5))
+    ax.bar([r[0] for r in rows], [r[1] for r in rows], color="C0")
+    ax.axhline(1.0, color="gray", lw=1, ls="--")
+    ax.set_ylabel("best / initial kernel (x, log)")
+    ax.set_yscale("log")
+    ax.set_title(f"{record['batch']}: speedup per task")
+    plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    RunDir(batch_dir).write_bytes("speedups.png", buf.getvalue())
+
+
+def table(record: dict) -> str:
+    lines = ["| task | stop | best | x initial | s | run |", "| --- | --- | --- | --- | --- | --- |"]
+    for name, r in sorted(record["results"].items()):
+        sp = r.get("speedup_vs_initial")
+        lines.append(f"| {name} | {r.get('stop_reason')} | {r.get('best') or '-'} | "
+                     f"{'-' if not sp else format(sp, '.2f')} | {r.get('seconds', '-')} | {r.get('run', r.get('error', ''))} |")
+    return "\n".join(lines)
