@@ -169,6 +169,8 @@ def make_cupy():
     cp.concatenate = lambda arrays: _new(np.concatenate([x.a for x in arrays]))
     cp.flatnonzero = lambda x: _new(np.flatnonzero(x.a))
     cp.RawKernel = lambda src, name: _fingerprint_kernel
+    cp.ndarray = lambda size, dtype=np.uint8, memptr=None: FakeArray(
+        MEM.resolve(memptr.ptr, size * np.dtype(dtype).itemsize).view(dtype))
     cp.RawModule = _RawModule
     cuda = types.SimpleNamespace()
     cuda.Device = lambda o=0: types.SimpleNamespace(use=lambda: None, synchronize=lambda: None)
@@ -176,6 +178,8 @@ def make_cupy():
     cuda.Event = _Event
     cuda.get_elapsed_time = lambda a, b: 0.02
     cuda.runtime = types.SimpleNamespace(memGetInfo=lambda: (64 << 20, 141 << 30))
+    cuda.UnownedMemory = lambda ptr, size, owner: types.SimpleNamespace(ptr=ptr, size=size)
+    cuda.MemoryPointer = lambda mem, offset: types.SimpleNamespace(ptr=mem.ptr + offset)
     cp.cuda = cuda
     cp.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: None)
     return cp
@@ -193,14 +197,24 @@ DEVICE_ATTRS = {"CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR": 2048,
                 "CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK": 1024}
 
 #: the Python "kernel" every launch runs, given the launch's argument values (set by a test)
-KERNEL: dict[str, object] = {"run": lambda values: None}
+KERNEL: dict[str, object] = {"run": lambda values, module: None}
 LAUNCHES: list[tuple] = []
 
 
 class FakeModule:
+    loads = 0
+
     def __init__(self, cubin: bytes, entry: str):
         self.cubin, self.entry, self.function = cubin, entry, "fn"
         self.attrs = dict(ATTRS)
+        self.handle = self
+        self.globals: dict[str, int] = {}     #: name -> device pointer (cuModuleGetGlobal)
+        FakeModule.loads += 1
+
+    def global_ptr(self, name: str, size: int = 4096) -> int:
+        if name not in self.globals:
+            self.globals[name] = int(MEM.alloc(size).ctypes.data)
+        return self.globals[name]
 
     def attribute(self, name: str) -> int:
         return self.attrs[name]
@@ -218,7 +232,7 @@ class FakeModule:
 def _launch(module, grid, block, smem, stream_ptr, args):
     values = [h.value for h in args._holders]
     LAUNCHES.append((tuple(grid), tuple(block)))
-    KERNEL["run"](values)
+    KERNEL["run"](values, module)
 
 
 def _ok(*out):
@@ -247,6 +261,8 @@ def make_driver():
         return _ok()
 
     drv.cuMemcpyDtoDAsync = memcpy
+    drv.cuMemcpyDtoD = lambda dst, src, nbytes: memcpy(dst, src, nbytes, None)
+    drv.cuModuleGetGlobal = lambda module, name: _ok(module.global_ptr(name.decode()), 4096)
     return drv
 
 
@@ -258,12 +274,31 @@ def device_info(ordinal=0):
         max_smem_per_block_optin=232448, driver_version="13.0")
 
 
+class FakeFlusher:
+    """gpu/flush.py's L2Flusher: its kf_ kernels have nothing to do here."""
+
+    def __init__(self, l2_bytes: int, sms: int = 132):
+        self.calls: list[str] = []
+
+    def __call__(self, stream) -> None:
+        self.calls.append("flush")
+
+    def warm(self, arrays, stream) -> None:
+        self.calls.append("warm")
+
+    def mark(self, stream) -> None:
+        self.calls.append("mark")
+
+
 def install(monkeypatch) -> None:
     """Put the fakes in place of CuPy and the driver calls for one test."""
     import sys
 
     import kernel_forge.gpu.compare as compare_mod
     import kernel_forge.gpu.fingerprint as fp_mod
+    import kernel_forge.gpu.runner as runner_mod
+
+    monkeypatch.setattr(runner_mod, "L2Flusher", FakeFlusher)
 
     monkeypatch.setitem(sys.modules, "cupy", make_cupy())
     drv = make_driver()

@@ -87,11 +87,12 @@ def gate(task, monkeypatch):
     g.close()
 
 
-def kernel_fn(f):
-    """A vector_add "kernel": ``f(a, b, c, n)`` on the argument buffers."""
-    def run(values):
+def kernel_fn(f, with_module=False):
+    """A vector_add "kernel": ``f(a, b, c, n[, module])`` on the argument buffers."""
+    def run(values, module):
         a_ptr, b_ptr, c_ptr, n = values
-        f(fake_gpu.floats(a_ptr, n), fake_gpu.floats(b_ptr, n), fake_gpu.floats(c_ptr, n), n)
+        args = (fake_gpu.floats(a_ptr, n), fake_gpu.floats(b_ptr, n), fake_gpu.floats(c_ptr, n), n)
+        f(*args, module) if with_module else f(*args)
     fake_gpu.KERNEL["run"] = run
 
 
@@ -216,3 +217,34 @@ def test_the_first_checked_launch_timing_sets_the_number_of_timed_launches(gate)
     gate.options.timing_budget_s = 20e-6 * 7    # about 7 launches' worth: the minimum wins over 3
     ev = gate.evaluate(CAND, roles=("performance",))
     assert 5 <= len(ev.case("perf").timing.samples_us) <= 7
+
+
+MEMO = SOURCE.replace('extern "C"', "__device__ int g_done;\n__device__ float g_scratch[64];\nextern \"C\"")
+
+
+def test_module_globals_start_from_their_load_time_image_before_every_launch(gate):
+    """A "computed already" flag in a module global would make every later launch skip its work;
+    restored before every launch, it never does, and the launches that set it are recorded."""
+    def memo(a, b, c, n, module):
+        flag = fake_gpu.MEM.resolve(module.globals["g_done"], 4).view(np.int32)
+        if flag[0]:
+            return                   # "already computed": skips, leaving the poison
+        c[:] = a + b
+        flag[0] = 1
+    kernel_fn(memo, with_module=True)
+    cand = parse_candidate(MEMO, name="memo.cu")
+    ev = gate.evaluate(cand)
+    assert ev.passed, ev.message
+    state = ev.case("perf").module_state
+    assert set(state["globals"]) == {"g_done", "g_scratch"}
+    assert state["changed"]["draw 1, first launch"] == ["g_done"]
+    assert state["changed"]["draw 1, timed launches"] == ["g_done"]
+
+
+def test_no_flush_warms_the_buffers_and_marks_each_timed_launch(gate):
+    kernel_fn(honest)
+    gate.options.flush_l2 = False
+    ev = gate.evaluate(CAND, roles=("performance",))
+    assert ev.passed and ev.case("perf").timing.flushed is False
+    calls = InProcessWorker.instances[0].runner.flusher().calls
+    assert calls.count("warm") >= 10 and calls.count("mark") >= 10 and "flush" not in calls

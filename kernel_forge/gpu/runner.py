@@ -24,23 +24,12 @@ from ..worker_protocol import (AFTER_TIMING, CALIBRATE, ERROR, EXIT, EXPECTED, F
                                PROGRESS, READY, REPEAT, RUN, SAMPLE, Expected, Failure, KernelSpec, Load,
                                ModuleFacts, Need, Observation, Progress, Ready, Run, RunPlan, Sample,
                                SampleValues, StageObservation, mid_timing, timing_counts)
-from . import driver
+from . import driver, kernel_clock
 from .fingerprint import fingerprint_many, new_key
+from .flush import L2Flusher
+from .module_state import ModuleState
 from .resident import CaseBuffers, Resident, copy, reset
 from .timing import bench
-
-try:   # the lead's clean flush (gpu/flush.py); the memset flusher of gpu/timing.py before it
-    from .flush import L2Flusher
-except ImportError:  # pragma: no cover - depends on the merge
-    from .timing import L2Flusher
-try:   # the CUPTI kernel clock (gpu/kernel_clock.py)
-    from . import kernel_clock
-except ImportError:  # pragma: no cover
-    kernel_clock = None
-try:   # module globals snapshot/restore (gpu/module_state.py)
-    from .module_state import ModuleState
-except ImportError:  # pragma: no cover
-    ModuleState = None
 
 __all__ = ["CaseRunner", "KernelSpec", "classify", "worker_main"]
 
@@ -109,13 +98,34 @@ def _scalar_ctype(param, value):
 
 
 class _Loaded:
-    """A loaded CUBIN, its initial globals and how much dynamic shared memory it accepts."""
+    """A loaded CUBIN, its initial globals and how much dynamic shared memory it accepts.
+
+    :meth:`initial_state` runs before every launch: it copies the load-time image back over the
+    module's globals, or, where some global could not be found on the device, loads the module
+    afresh (slower, the same guarantee)."""
 
     def __init__(self, spec: KernelSpec):
+        self.spec = spec
         self.module = driver.Module(spec.cubin, spec.entry)
-        self.state = ModuleState(self.module, spec.cubin) if ModuleState is not None else None
+        self.state = ModuleState(self.module, spec.cubin)
         self.max_dynamic = self.module.attribute("CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
         self.smem_error = ""
+
+    @property
+    def globals(self) -> dict[str, int]:
+        return {g.name: g.size for g in self.state.globals}
+
+    def initial_state(self, stream) -> None:
+        if self.state.complete:
+            self.state.restore(stream)
+            return
+        stream.synchronize()
+        wanted = self.max_dynamic
+        self.module.unload()
+        self.module = driver.Module(self.spec.cubin, self.spec.entry)
+        self.state = ModuleState(self.module, self.spec.cubin)
+        if wanted > self.module.attribute("CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES"):
+            self.module.set_max_dynamic_smem(wanted)
 
     def allow_dynamic(self, nbytes: int, optin_total: int) -> None:
         """Opt in to ``nbytes`` of dynamic shared memory where the GPU allows it."""
@@ -151,12 +161,12 @@ class CaseRunner:
         self.resident = Resident(resident_bytes)
         self._kept: dict[str, dict[str, object]] = {}
         self._dead = False
-        self.clock = kernel_clock.clock() if kernel_clock is not None else None
+        self.clock = kernel_clock.clock()
 
     # -- helpers ------------------------------------------------------------------------
     def flusher(self) -> L2Flusher:
         if self._flusher is None:
-            self._flusher = L2Flusher(self.info.l2_bytes or (64 << 20))
+            self._flusher = L2Flusher(self.info.l2_bytes or (64 << 20), self.info.sms or 132)
         return self._flusher
 
     def loaded(self, spec: KernelSpec) -> _Loaded:
@@ -195,7 +205,6 @@ class CaseRunner:
                                                                              launch.shared_mem)
             if status == drv.CUresult.CUDA_SUCCESS:
                 occupancy[key] = int(blocks)
-        state = mod.state
         return ModuleFacts(
             registers=m.attribute("CU_FUNC_ATTRIBUTE_NUM_REGS"),
             static_smem=m.attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"),
@@ -203,7 +212,7 @@ class CaseRunner:
             const_bytes=m.attribute("CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES"),
             max_threads_per_block=m.attribute("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
             param_sizes=m.param_sizes(), max_dynamic_smem=mod.max_dynamic, smem_error=mod.smem_error,
-            occupancy=occupancy, globals=dict(zip(state.names, state.nbytes)) if state is not None else {},
+            occupancy=occupancy, globals=mod.globals,
             sm=dict(self.sm), seconds=time.perf_counter() - t0)
 
     # -- buffers of (case, seed) ----------------------------------------------------------
@@ -305,7 +314,7 @@ class CaseRunner:
                 else:
                     values.append(_scalar_ctype(arg.param, bufs.scalars[arg.name]))
             packed = driver.PackedArgs(values)
-            state = mod.state
+            loaded = mod
 
             def launch():
                 driver.launch(mod.module, launch_cfg.grid, launch_cfg.block, launch_cfg.shared_mem, sptr, packed)
@@ -317,15 +326,15 @@ class CaseRunner:
             fn = load_callable(CallableRef("python", Path(spec.module_path), spec.function))
             kwargs = {a.name: bufs.kernel_buffer(a.name) for a in task.args if a.is_buffer}
             kwargs.update(bufs.scalars)
-            state = None
+            loaded = None
 
             def launch():
                 with stream:
                     fn(**kwargs)
 
         def prepare(poison: bool = True):
-            if state is not None:
-                state.restore(stream)
+            if loaded is not None:
+                loaded.initial_state(stream)     # every launch starts from the module's load-time globals
             reset(task, bufs, sptr, poison=poison)
 
         def keep_copy() -> dict[str, object]:
@@ -345,8 +354,8 @@ class CaseRunner:
             stages.append((stage, arrays))
 
         def changed(stage_name: str) -> None:
-            if state is not None:
-                names = state.changed(run_key, stream)
+            if loaded is not None and loaded.state.globals:
+                names = loaded.state.changed(run_key, stream)
                 if names:
                     obs.globals_changed[stage_name] = list(names)
 
@@ -475,14 +484,15 @@ class CaseRunner:
                 copy(snapshot[n], a, stream.ptr)
             snap_fp.update(self._fps(snapshot, run_key))
 
-        kwargs = {}
-        if self.clock is not None:
-            kwargs["clock"] = self.clock
-        if flush is None and hasattr(self.flusher(), "warm"):
+        warm = marker = None
+        if flush is None:              # --no-flush: truly warm, each timed launch marked for the clock
+            flusher = self.flusher()
             buffers = [bufs.kernel_buffer(a.name) for a in self.task.args if a.is_buffer]
-            kwargs["warm"] = lambda: self.flusher().warm(buffers, stream)
+            warm = lambda: flusher.warm(buffers, stream)      # noqa: E731
+            marker = lambda: flusher.mark(stream)             # noqa: E731
         obs.timing = bench(launch, stream, warmup=warmup, reps=reps, flush=flush, prepare=prep,
-                           after=(snap_at, take_snapshot) if poison else None, **kwargs)
+                           after=(snap_at, take_snapshot) if poison else None, clock=self.clock,
+                           warm=warm, marker=marker)
         driver.synchronize("timed launches")
         obs.warmup, obs.reps = warmup, reps
         if poison:
@@ -549,10 +559,8 @@ class CaseRunner:
 
 def worker_main(conn, task_path: str, ordinal: int = 0, resident_bytes: int = 0) -> None:
     """Entry point of the worker process (spawned)."""
-    clock = "the kernel clock module is not available"
-    if kernel_clock is not None:
-        why = kernel_clock.enable()      # before CuPy or the bindings create the context
-        clock = "cupti" if why is None else why
+    why = kernel_clock.enable()          # first: CUPTI records arrive only if on before the context exists
+    clock = "cupti" if why is None else why
     try:
         from ..task import load_task
         task = load_task(task_path)
