@@ -302,8 +302,10 @@ class Gate:
         compiled while the current one is gated; :meth:`evaluate` takes the results."""
         if self.options.arch is None:
             self.device_info()      # the arch comes from the GPU
-        for cand in candidates:
-            key = (cand.name, cand.sha256)
+        keys = [(cand.name, cand.sha256) for cand in candidates]
+        for key in [k for k in self._compiles if k not in set(keys)]:
+            self._compiles.pop(key).cancel()       # an earlier batch's leftovers (gated elsewhere)
+        for key, cand in zip(keys, candidates):
             if key not in self._compiles:
                 self._compiles[key] = self._compile_pool.submit(self.prepare, cand)
 

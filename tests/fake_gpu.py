@@ -318,4 +318,4 @@ def floats(ptr: int, n: int) -> np.ndarray:
     return MEM.resolve(ptr, 4 * n).view(np.float32)
 
 
-__all__ = ["install", "KERNEL", "LAUNCHES", "MEM", "floats", "ctypes"]
+__all__ = ["install", "KERNEL", "LAUNCHES", "MEM", "floats"]

@@ -15,7 +15,7 @@ import kernel_forge.gate as gate_mod
 from kernel_forge.candidate import parse_candidate
 from kernel_forge.gate import Gate, GateOptions, WorkerError
 from kernel_forge.task import load_task
-from kernel_forge.worker_protocol import CALIBRATE, FIRST, LOAD, RUN, SAMPLE
+from kernel_forge.worker_protocol import CALIBRATE, LOAD, RUN, SAMPLE
 
 import fake_gpu
 from conftest import ROOT
