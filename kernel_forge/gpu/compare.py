@@ -138,10 +138,11 @@ def _kernel(dtype: DType, expected_dtype: str, exact_mode: bool):
 
 def compare_on_gpu(name: str, actual, expected, dtype: DType, tol: Tolerance, stream, *,
                    shape: tuple[int, ...] | None = None, exact_ints: bool = True, check_poison: bool = True,
-                   max_report: int = 5) -> OutputCheck:
+                   max_report: int = 5, reference_dtype=None) -> OutputCheck:
     """Summary of ``actual`` (a CuPy array of stored values) against ``expected`` (a CuPy array
     made from :func:`kernel_forge.verify.device_expected`), as :func:`kernel_forge.verify.compare`
-    would give it for the same host arrays."""
+    would give it for the same host arrays.  ``reference_dtype`` is the reference's own dtype (the
+    reported expected values are shown in it, as the CPU shows them)."""
     import cupy
 
     shape = tuple(shape if shape is not None else actual.shape)
@@ -180,6 +181,8 @@ def compare_on_gpu(name: str, actual, expected, dtype: DType, tol: Tolerance, st
             idx_h = idx.get(stream=stream)
             a_h = flat_a[idx].get(stream=stream).view(dtype.numpy)
             e_h = flat_e[idx].get(stream=stream)
+            if reference_dtype is not None:
+                e_h = e_h.astype(reference_dtype)      # exact: device_expected only widened them
             first = first_entries(idx_h, a_h, e_h, dtype, shape)
             if nonfinite:
                 max_abs = float("inf")

@@ -49,6 +49,7 @@ class CaseBuffers:
     scalars: dict = field(default_factory=dict)
     fingerprints: dict[str, int] = field(default_factory=dict)  #: of const and initial, at upload
     expected: dict[str, object] | None = None                   #: reference values (verify.device_expected)
+    expected_dtypes: dict[str, object] = field(default_factory=dict)  #: the reference's own dtypes
     expected_key: int = 0                                       #: drawn when the expected values were uploaded
     expected_fingerprints: dict[str, int] = field(default_factory=dict)
 

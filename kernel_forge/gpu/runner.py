@@ -261,6 +261,7 @@ class CaseRunner:
             bufs.expected = {a.name: cp.asarray(device_expected(expected[a.name], a.param.dtype,
                                                                 task.tolerance_for(a)))
                              for a in task.outputs}
+        bufs.expected_dtypes = {a.name: np.asarray(expected[a.name]).dtype for a in task.outputs}
         bufs.expected_key = new_key()
         bufs.expected_fingerprints = self._fps(bufs.expected, bufs.expected_key)
         self.resident.trim(keep=bufs)
@@ -519,7 +520,8 @@ class CaseRunner:
                     continue
                 stage.outputs.append(compare_on_gpu(arg.name, actual, bufs.expected[arg.name], arg.param.dtype,
                                                     task.tolerance_for(arg), self.stream,
-                                                    shape=tuple(actual.shape)))
+                                                    shape=tuple(actual.shape),
+                                                    reference_dtype=bufs.expected_dtypes.get(arg.name)))
 
     # -- sample ---------------------------------------------------------------------------
     def sample(self, req: Sample) -> SampleValues:
