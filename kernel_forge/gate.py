@@ -117,7 +117,6 @@ class Worker:
         self.pid = ready.pid
         self.clock = ready.clock
         self.resident_bytes = ready.resident_bytes
-        self.expected: set[tuple[str, int]] = set()   #: (case, seed) whose expected outputs were sent
 
     def _recv(self, timeout: float, what: str):
         if not self.conn.poll(timeout):

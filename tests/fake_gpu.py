@@ -168,6 +168,14 @@ def make_cupy():
     cp.zeros = lambda n, dtype=np.float32: _new(np.zeros(n, dtype=dtype))
     cp.concatenate = lambda arrays: _new(np.concatenate([x.a for x in arrays]))
     cp.flatnonzero = lambda x: _new(np.flatnonzero(x.a))
+
+    def add(x, y, out=None):            # what cupy_add baselines call
+        if out is None:
+            return _new(x.a + y.a)
+        np.add(x.a, y.a, out=out.a)
+        return out
+
+    cp.add = add
     cp.RawKernel = lambda src, name: _fingerprint_kernel
     cp.ndarray = lambda size, dtype=np.uint8, memptr=None: FakeArray(
         MEM.resolve(memptr.ptr, size * np.dtype(dtype).itemsize).view(dtype))

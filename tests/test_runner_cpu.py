@@ -68,7 +68,7 @@ class InProcessWorker:
 def task(tmp_path):
     src = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
     src["reference"]["python"] = str(ROOT / "references" / "vector_add.py") + ":reference"
-    src["baselines"] = {}
+    src["baselines"] = {"cupy_add": {"python": str(ROOT / "references" / "vector_add.py") + ":cupy_add"}}
     src.pop("templates", None)
     src["initial"] = str(ROOT / "manifests" / "vector_add.cu")
     src["cases"] = [{"name": "odd", "role": "correctness", "vars": {"n": 1003}},
@@ -248,3 +248,12 @@ def test_no_flush_warms_the_buffers_and_marks_each_timed_launch(gate):
     assert ev.passed and ev.case("perf").timing.flushed is False
     calls = InProcessWorker.instances[0].runner.flusher().calls
     assert calls.count("warm") >= 10 and calls.count("mark") >= 10 and "flush" not in calls
+
+
+def test_a_python_baseline_runs_in_the_worker_and_is_checked_like_a_kernel(gate):
+    ev = gate.evaluate_baseline("cupy_add", roles=("correctness", "performance"))
+    assert ev.passed, ev.message
+    assert ev.kind == "baseline" and ev.case("perf").timing is not None
+    assert ev.case("odd").resources is None and ev.case("odd").outputs[0]["ok"]
+    assert not fake_gpu.LAUNCHES                  # no kernel of ours: the baseline's own calls
+    assert SAMPLE in InProcessWorker.instances[0].calls and LOAD not in InProcessWorker.instances[0].calls

@@ -224,14 +224,16 @@ class CaseRunner:
             for arg in self.task.args:
                 if not arg.is_buffer:
                     continue
-                dev = cp.asarray(host.buffers[arg.name])
+                values = host.buffers[arg.name]
+                if arg.init is None:            # a pure output: poisoned before every launch anyway
+                    bufs.work[arg.name] = cp.empty(values.shape, dtype=values.dtype)
+                    continue
+                dev = cp.asarray(values)
                 if arg.param.const:
                     bufs.const[arg.name] = dev
-                elif arg.init is not None:
+                else:
                     bufs.initial[arg.name] = dev
                     bufs.work[arg.name] = cp.empty_like(dev)
-                else:
-                    bufs.work[arg.name] = dev
         bufs.fingerprints = self._fps({**bufs.const, **bufs.initial}, bufs.key)
         self.resident.put(bufs)
         return bufs
