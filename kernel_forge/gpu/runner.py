@@ -427,9 +427,11 @@ class CaseRunner:
                 bufs.expected = None      # sent again next time
             lap("compare")
         elif plan.compare == "cpu":
-            for stage, arrays in stages:
-                if not stage.same_as:
-                    stage.arrays = {n: cp.asnumpy(a) for n, a in arrays.items()}
+            with stream:
+                for stage, arrays in stages:
+                    if not stage.same_as:
+                        stage.arrays = {n: cp.asnumpy(a) for n, a in arrays.items()}
+                stream.synchronize()
             lap("download")
         for stage, arrays in stages:
             if not stage.same_as and plan.keep and plan.compare == "gpu":
