@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 import click
@@ -16,78 +15,123 @@ def _echo(msg: str) -> None:
     click.echo(msg, err=True)
 
 
-@cli.command()
-@click.argument("manifest", required=False, type=click.Path(dir_okay=False))
-@click.option("--model", "models", multiple=True, help="anthropic:MODEL or openai:MODEL; repeat for an ensemble.")
-@click.option("--base-url", help="OpenAI-compatible endpoint for openai:MODEL (vLLM, Ollama, llama.cpp).")
-@click.option("--ensemble", type=click.Choice(["round-robin", "parallel"]), default=None,
-              help="How several --model share iterations (default round-robin).")
-@click.option("--replay", type=click.Path(), help="Replay proposals: a folder of .cu files or a JSONL of answers.")
-@click.option("--resume", "resume", type=click.Path(file_okay=False), help="Continue runs/run-NNN after a stop or kill.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="JSON file with any of these options.")
-@click.option("--candidates", type=int, help="Proposals per iteration (default 1).")
-@click.option("--max-iterations", type=int, help="Iterations (default 7).")
-@click.option("--budget-usd", type=float, help="Stop when model cost reaches this.")
-@click.option("--max-tokens", type=int, help="Stop when model tokens reach this.")
-@click.option("--time-limit", type=float, help="Stop after this many seconds.")
-@click.option("--patience", type=int, help="Stop after this many iterations without improvement.")
-@click.option("--target-speedup", type=float, help="Stop when the best is this much faster than the initial kernel.")
-@click.option("--tune-budget", type=int, help="Most settings gated per proposal with tunables (default 24).")
-@click.option("--hints", help="Extra guidance for the model.")
-@click.option("--runs-dir", type=click.Path(file_okay=False), help="Where run-NNN folders go (default runs/).")
-@click.option("--dry-run", is_flag=True, help="Print the prompt a model would get first, then stop (no GPU, no model call).")
-@gate_options
-@handle_errors
-def optimize(manifest, models, base_url, ensemble, replay, resume, config_file, candidates, max_iterations,
-             budget_usd, max_tokens, time_limit, patience, target_speedup, tune_budget, hints, runs_dir, dry_run,
-             warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
-    """Make MANIFEST's kernel faster: propose, gate, record, repeat. Evidence goes to runs/run-NNN/."""
+def _sections():
+    """The option sections of ``optimize``, each a config file section and its dataclass."""
+    from .gate import GateOptions
     from .loop import LoopConfig
-    from .optimize import ProposerConfig, _build, load_config_file, resume_run, start_run
+    from .optimize import ProposerConfig
 
+    return [("loop", LoopConfig), ("proposer", ProposerConfig), ("gate", GateOptions)]
+
+
+#: the option names of earlier releases (and the README): claimed first, so that a field added to
+#: another section never takes them; where they differ from the field names, they are kept as is
+PINNED = {
+    ("loop", "max_iterations"): ("--max-iterations",),
+    ("loop", "candidates"): ("--candidates",),
+    ("loop", "budget_usd"): ("--budget-usd",),
+    ("loop", "max_tokens"): ("--max-tokens",),
+    ("loop", "time_limit_s"): ("--time-limit",),
+    ("loop", "patience"): ("--patience",),
+    ("loop", "target_speedup"): ("--target-speedup",),
+    ("loop", "tune_budget"): ("--tune-budget",),
+    ("loop", "hints"): ("--hints",),
+    ("loop", "seed"): ("--loop-seed",),               # --seed is the gate's (input draws), as in eval
+    ("gate", "warmup"): ("--warmup",),
+    ("gate", "reps"): ("--reps",),
+    ("gate", "seed"): ("--seed",),
+    ("gate", "launch_timeout_s"): ("--timeout",),
+    ("gate", "flush_l2"): ("--flush/--no-flush",),
+    ("gate", "arch"): ("--arch",),
+    ("gate", "sanitize"): ("--sanitize/--no-sanitize",),
+    ("gate", "fresh_seeds"): ("--fresh-seed",),
+    ("gate", "device"): ("--cuda-device",),            # --device is left for a device description
+    ("proposer", "models"): ("--model",),
+    ("proposer", "base_url"): ("--base-url",),
+    ("proposer", "ensemble"): ("--ensemble",),
+    ("proposer", "replay"): ("--replay",),
+    ("proposer", "max_tokens"): ("--max-output-tokens",),   # --max-tokens is the loop's token budget
+    ("proposer", "max_tokens_cap"): ("--max-output-tokens-cap",),
+    ("proposer", "request_timeout_s"): ("--request-timeout",),
+}
+#: options of the command itself
+RESERVED = {"--config", "--resume", "--runs-dir", "--dry-run", "--quick", "--help", "-h"}
+#: ``--quick``: one input draw, no repeat-launch or post-timing checks (GateOptions.quick)
+QUICK = {"extra_draws": 0, "repeat_check": False, "check_after_timing": False}
+
+
+def optimize_options(sections=None):
+    """The generated options of ``optimize`` (one per field of its sections' dataclasses)."""
+    from .cli_options import build_options
+
+    return build_options(sections or _sections(), pinned=PINNED, reserved=RESERVED)
+
+
+def resolve_configs(ctx: click.Context, params: dict, cfg: dict, *, config_file: str | None = None,
+                    quick: bool = False, sections=None, options=None) -> dict:
+    """Each section's dataclass: its defaults, then the --config file, then ``--quick``, then the
+    values typed on the command line (which win)."""
+    from .cli_options import given, layered
+
+    sections = sections or _sections()
+    typed = given(ctx, options or optimize_options(sections), params)
+    presets = {"gate": QUICK} if quick else {}
+    return {name: layered(cls, cfg.get(name, {}), presets.get(name, {}), typed.get(name, {}))
+            for name, cls in sections}
+
+
+def _optimize_command(f):
+    f = click.option("--dry-run", is_flag=True,
+                     help="Print the prompt a model would get first, then stop (no GPU, no model call).")(f)
+    f = click.option("--quick", is_flag=True, help="One input draw, no repeat-launch or post-timing checks.")(f)
+    f = click.option("--runs-dir", type=click.Path(file_okay=False),
+                     help="Where run-NNN folders go (default runs/).")(f)
+    f = click.option("--config", "config_file", type=click.Path(dir_okay=False),
+                     help="JSON file with any of these options (sections loop, gate, proposer); "
+                          "the command line wins over it.")(f)
+    f = click.option("--resume", "resume", type=click.Path(file_okay=False),
+                     help="Continue runs/run-NNN after a stop or kill (with loop options only).")(f)
+    f = click.argument("manifest", required=False, type=click.Path(dir_okay=False))(f)
+    from .cli_options import apply_options
+    return apply_options(optimize_options())(f)
+
+
+@cli.command()
+@_optimize_command
+@click.pass_context
+@handle_errors
+def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, **params):
+    """Make MANIFEST's kernel faster: propose, gate, record, repeat. Evidence goes to runs/run-NNN/."""
+    from .cli_options import given
+    from .optimize import check_budget_prices, check_proposer, load_config_file, resume_run, start_run
+
+    options = optimize_options()
+    typed = given(ctx, options, params)          # checks every typed value, before anything runs
     if dry_run:
         from .optimize import first_prompt
         if not manifest:
             raise InputError("--dry-run needs a MANIFEST")
-        system, prompt = first_prompt(manifest, hints or "")
+        system, prompt = first_prompt(manifest, typed.get("loop", {}).get("hints", ""))
         click.echo(f"=== system prompt ===\n{system}\n=== user prompt ===\n{prompt}")
         return
 
-    loop_over = {k: v for k, v in dict(candidates=candidates, max_iterations=max_iterations, budget_usd=budget_usd,
-                                        max_tokens=max_tokens, time_limit_s=time_limit, patience=patience,
-                                        target_speedup=target_speedup, tune_budget=tune_budget, hints=hints).items()
-                 if v is not None}
     if resume:
-        if manifest or models or replay or config_file:
-            raise InputError("--resume takes the run's own manifest, proposer and config; give only stop rules with it")
-        opt = resume_run(resume, progress=_echo, overrides=loop_over)
+        others = [o.flag for o in options if o.section != "loop" and o.name in typed.get(o.section, {})]
+        if manifest or config_file or quick or others:
+            given_ = ", ".join(others + [n for n, v in (("MANIFEST", manifest), ("--config", config_file),
+                                                         ("--quick", quick)) if v])
+            raise InputError(f"--resume takes the run's own manifest, proposer, gate and config; give only stop "
+                             f"rules and loop options with it (not {given_})")
+        opt = resume_run(resume, progress=_echo, overrides=typed.get("loop", {}))
     else:
         cfg = load_config_file(config_file) if config_file else {}
         manifest = manifest or cfg.get("manifest")
         if not manifest:
             raise InputError("give a MANIFEST (or \"manifest\" in --config), or --resume RUN")
-        loop = _build(LoopConfig, {**cfg.get("loop", {}), **loop_over}, "loop settings")
-        gate_cfg = dict(cfg.get("gate", {}))
-        defaults = make_gate_options(10, 100, False, 0, False, 10.0, None, False)
-        cli_gate = make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, sanitize)
-        for f in fields(cli_gate):   # options given on the command line win over the file
-            if getattr(cli_gate, f.name) != getattr(defaults, f.name):
-                gate_cfg[f.name] = getattr(cli_gate, f.name)
-        from .gate import GateOptions
-        gate_opts = _build(GateOptions, {**{f.name: getattr(defaults, f.name) for f in fields(defaults)}, **gate_cfg},
-                           "gate settings")
-        prop_cfg = dict(cfg.get("proposer", {}))
-        if models:
-            prop_cfg["models"] = list(models)
-        if base_url:
-            prop_cfg["base_url"] = base_url
-        if ensemble:
-            prop_cfg["ensemble"] = ensemble
-        if replay:
-            prop_cfg["replay"] = replay
-        prop = _build(ProposerConfig, prop_cfg, "proposer settings")
-        if prop.replay and prop.models:
-            raise InputError("--replay and --model are exclusive: a run replays recorded proposals or asks models")
+        conf = resolve_configs(ctx, params, cfg, config_file=config_file, quick=quick, options=options)
+        loop, gate_opts, prop = conf["loop"], conf["gate"], conf["proposer"]
+        check_proposer(prop)
+        check_budget_prices(prop, loop.budget_usd)
         if prop.kind == "tune":
             _echo("[kforge] no model configured: using the built-in tuner over the task's templates. "
                   "To use an LLM: --model anthropic:claude-sonnet-4-5 (ANTHROPIC_API_KEY) or --model openai:gpt-5 "
@@ -109,6 +153,10 @@ def optimize(manifest, models, base_url, ensemble, replay, resume, config_file, 
                            "cost_usd": summary["cost_usd"]}, indent=2))
     if summary["stop_reason"] == "error":
         sys.exit(4)
+    if summary["stop_reason"] == "unreachable":
+        url = (opt.run_dir.read_json("run.json") or {}).get("proposer", {}).get("base_url") or "the provider's API"
+        _echo(f"[kforge] no model call reached {url}: {opt.stop_detail or 'connection failed'}")
+        sys.exit(3)
 
 
 @cli.command()

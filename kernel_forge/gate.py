@@ -647,6 +647,12 @@ class Gate:
             if cal.get("fp32_peak"):
                 res.pct_peak_flops = 100.0 * flops / secs / cal["fp32_peak"]
 
+    def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
+                      on_result=lambda i, ev: None):
+        """One candidate after another on this gate's GPU (see :class:`~kernel_forge.gate_pool.GatePool`)."""
+        from .gatelike import evaluate_in_turn
+        return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
+
     def profile(self, candidate: Candidate, cases: list[str]) -> dict:
         """A profiler summary of ``candidate`` on ``cases`` (see :mod:`kernel_forge.gatelike`)."""
         return {"available": False, "reason": "profiling is not implemented yet", "tool": "ncu",

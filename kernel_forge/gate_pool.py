@@ -78,11 +78,13 @@ class GatePool:
 
     # -- parallel gating -----------------------------------------------------------------------
     def evaluate_many(self, candidates: Sequence[Candidate], *, roles=("correctness", "performance"),
-                      kind: str = "candidate", should_stop: Callable[[], bool] = lambda: False
+                      kind: str = "candidate", should_stop: Callable[[], bool] = lambda: False,
+                      on_result: Callable[[int, Evaluation], None] = lambda i, ev: None
                       ) -> list[Evaluation | None]:
         """Gate ``candidates`` on every live device at once; verdicts in the candidates' order.
         ``should_stop`` is asked before each candidate starts (a time limit): the ones not started
-        come back as None."""
+        come back as None.  ``on_result(i, ev)`` is called (from the device's thread, one call at a
+        time) as each verdict arrives, so the caller records it at once."""
         results: list[Evaluation | None] = [None] * len(candidates)
         todo: "queue.Queue[int]" = queue.Queue()
         for i in range(len(candidates)):
@@ -106,10 +108,13 @@ class GatePool:
                     with self._lock:
                         if slot in self._alive and len(self._alive) > 1:
                             self._alive.remove(slot)
+                        on_result(i, results[i])
                     self.progress(f"[kforge] GPU {device} left the pool: {exc}")
                     return
                 ev.device = device
                 results[i] = ev
+                with self._lock:
+                    on_result(i, ev)
 
         with self._lock:
             slots = list(self._alive)

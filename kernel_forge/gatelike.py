@@ -8,6 +8,7 @@ with ``hasattr``: a method a gate cannot do meaningfully still exists and says s
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from .candidate import Candidate
@@ -19,6 +20,13 @@ class GateLike(Protocol):
     def evaluate(self, candidate: Candidate, *, roles: tuple[str, ...] = ("correctness", "performance"),
                  kind: str = "candidate") -> Evaluation:
         """Gate one candidate on the cases of the given roles."""
+
+    def evaluate_many(self, candidates: Sequence[Candidate], *, roles: tuple[str, ...] = ("correctness", "performance"),
+                      should_stop: Callable[[], bool] = lambda: False,
+                      on_result: Callable[[int, Evaluation], None] = lambda i, ev: None) -> list[Evaluation | None]:
+        """Gate several candidates (in parallel where the gate has several GPUs); ``on_result(i, ev)``
+        as each verdict arrives; ``should_stop`` is asked before each candidate starts, and the ones
+        not started come back as None.  One device: :func:`evaluate_in_turn`."""
 
     def retime(self, candidates: list[Candidate], rounds: int = 2) -> list[Evaluation]:
         """Measure candidates side by side (interleaved rounds, samples pooled per case)."""
@@ -41,3 +49,16 @@ class GateLike(Protocol):
 
     def close(self) -> None:
         """Release workers and devices."""
+
+
+def evaluate_in_turn(gate, candidates: Sequence[Candidate], *, roles=("correctness", "performance"),
+                     should_stop: Callable[[], bool] = lambda: False,
+                     on_result: Callable[[int, Evaluation], None] = lambda i, ev: None) -> list[Evaluation | None]:
+    """``evaluate_many`` for a gate with one device: one candidate after another."""
+    out: list[Evaluation | None] = [None] * len(candidates)
+    for i, cand in enumerate(candidates):
+        if should_stop():
+            break
+        out[i] = gate.evaluate(cand, roles=roles)
+        on_result(i, out[i])
+    return out

@@ -1,25 +1,33 @@
-"""The plain loop: propose → gate → record → feed back, until a stop rule fires.
+"""The plain loop: ask → gate → choose the best → record, until a stop rule fires.
 
-One screen of logic in :meth:`Optimizer.run`; everything it writes goes through
-:class:`~kernel_forge.evidence.RunDir` as it happens, and the final summary is written in a
-``finally`` block, so Ctrl-C or a kill leaves a run that ``--resume`` continues.
+One iteration is four calls in :meth:`Optimizer.run`: :meth:`~Optimizer._ask` (the prompt, one
+direction per proposal, de-duplication before any GPU time), :meth:`~Optimizer._gate_batch`
+(gate what is pending, refine tuned groups: :mod:`kernel_forge.search`),
+:func:`selection.maybe_move_best` (side-by-side re-timing, noise band, holdout:
+:mod:`kernel_forge.selection`) and :meth:`~Optimizer._record` (best.cu, profile, counters).  Stop
+rules are :class:`StopRun` exceptions.  Everything goes through
+:class:`~kernel_forge.evidence.RunDir` as it happens and the summary is written in ``finally``,
+so Ctrl-C or a kill leaves a run that ``--resume`` continues.
 """
 from __future__ import annotations
 
-import random
+import re
 import time
 from dataclasses import asdict, dataclass, field
 
-from . import __version__
+from . import __version__, feedback, search, selection
 from .candidate import Candidate, Launch, parse_candidate
+from .diagnosis import diagnose, directions
 from .errors import CandidateError, KForgeError
 from .evidence import RunDir
-from .prompts import PromptAttempt, build_prompt, system_prompt
-from .proposers.base import Exhausted, Proposal, ProposalRequest
-from .proposers.tune import configurations_to_try, neighbours
-from .stats import noise_band
+from .gatelike import GateLike
+from .prompts import PromptAttempt, build_prompt_parts, system_prompt
+from .proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult, Proposer
 from .task import Task
 from .verdict import Evaluation
+
+#: reasons the loop gives itself, before any GPU time (the attempt has no evaluation)
+NOT_GATED = ("duplicate", "launch_conflict", "bad_candidate")
 
 
 @dataclass
@@ -35,13 +43,16 @@ class LoopConfig:
     target_speedup: float | None = None  #: stop once best is this much faster than the initial kernel
     tune_budget: int = 24              #: most settings gated per proposal that declares tunables
     refine: bool = True                #: after tuning a proposal, also try neighbours of its best setting
-    history_in_prompt: int = 5         #: earlier correct kernels shown to the model
+    history_in_prompt: int = 5         #: earlier correct kernels shown to the model (distinct, best excluded)
     failures_in_prompt: int = 3        #: recent failures summarised in the prompt
     crossover_every: int = 3           #: every Nth iteration offers two parents to combine (0: never)
     retime_rounds: int = 2             #: interleaved re-measurement rounds before the best changes
     min_improvement: float = 0.01      #: the least relative gain that can move the best
     hints: str = ""                    #: extra text for the model
     seed: int = 0                      #: seed of the loop's own choices (sampling, crossover)
+    fix_turns: int = 1                 #: turns a failed proposal gets to be fixed in its slot (0: none)
+    profile: bool = True               #: profile the best and each new best (ncu where it works)
+    history_chars: int = 16000         #: most characters of earlier kernels' source in one prompt
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -50,9 +61,14 @@ class LoopConfig:
 class StopRun(Exception):
     """A stop rule fired; ``reason`` is recorded in the summary."""
 
-    def __init__(self, reason: str):
-        super().__init__(reason)
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
+        self.detail = detail
+
+
+class LaunchConflict(CandidateError):
+    """The source's ``// kforge:`` header and the proposal's tool arguments disagree."""
 
 
 @dataclass
@@ -76,7 +92,12 @@ class Attempt:
     holdout: dict | None = None
     retimed: dict | None = None
     best: bool = False
-    model_calls: list[str] = field(default_factory=list)
+    model_calls: list[str] = field(default_factory=list)   # the calls that produced this proposal
+    direction: str = ""               # the direction its prompt asked for
+    fix_of: str | None = None         # the failed attempt its prompt asked to fix
+    cost_usd: float = 0.0             # of its model calls (on the first attempt of a proposal)
+    tokens: dict = field(default_factory=lambda: {"input": 0, "output": 0})
+    profile: str | None = None        # profiles/<id>.json when profiled (as a best)
     created: float = field(default_factory=time.time)
 
     def to_json(self) -> dict:
@@ -87,18 +108,48 @@ class Attempt:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
+@dataclass
+class Slot:
+    """One of the ``candidates`` proposals an iteration asks for."""
+
+    direction: str = ""
+    fix: Attempt | None = None
+
+
+def _launch_text(launch: Launch) -> str:
+    fmt = lambda t: "[" + ", ".join(str(x) for x in t) + "]"  # noqa: E731
+    return f"grid {fmt(launch.grid)}, block {fmt(launch.block)}, shared_mem {launch.shared_mem}"
+
+
+def _same_launch(a: Launch, b: Launch) -> bool:
+    norm = lambda t: tuple(re.sub(r"\s+", "", str(x)) for x in t) + ("1",) * (3 - len(t))  # noqa: E731
+    return (norm(a.grid), norm(a.block), norm((a.shared_mem,))) == (norm(b.grid), norm(b.block), norm((b.shared_mem,)))
+
+
 def candidate_from_proposal(p: Proposal, name: str) -> Candidate:
-    """A proposal's source plus its launch/tunables as one candidate (header wins if both)."""
+    """A proposal's source plus its tool ``launch``/``tunables`` as one candidate.  Where the
+    source's ``// kforge:`` header says otherwise, :class:`LaunchConflict` (the model is told)."""
     cand = parse_candidate(p.source, name=name)
     launch = cand.launch
-    if launch is None and p.launch:
-        launch = Launch(tuple(p.launch["grid"]), tuple(p.launch["block"]), p.launch.get("shared_mem", 0))
+    if p.launch:
+        tool = Launch(tuple(p.launch["grid"]), tuple(p.launch["block"]), p.launch.get("shared_mem", 0))
+        if launch is None:
+            launch = tool
+        elif not _same_launch(launch, tool):
+            raise LaunchConflict(f"the source's // kforge: header says {_launch_text(launch)} but the tool's "
+                                 f"launch says {_launch_text(tool)}; nothing was run",
+                                 file=name, hint="give the launch once (header or tool argument), or make them agree")
     tunables = dict(cand.tunables)
     defines = dict(cand.defines)
     for k, values in (p.tunables or {}).items():
-        if k not in tunables:
-            tunables[k] = tuple(values)
-            defines.setdefault(k, values[0])
+        if k in tunables:
+            if [float(v) for v in tunables[k]] != [float(v) for v in values]:
+                raise LaunchConflict(f"tunable {k}: the source's // kforge: header says {list(tunables[k])} but "
+                                     f"the tool's tunables say {list(values)}; nothing was run", file=name,
+                                     hint="declare each tunable once, or the same values in both places")
+            continue
+        tunables[k] = tuple(values)
+        defines.setdefault(k, values[0])
     return Candidate(source=cand.source, name=name, launch=launch, tunables=tunables, defines=defines,
                      constraints=cand.constraints)
 
@@ -106,7 +157,7 @@ def candidate_from_proposal(p: Proposal, name: str) -> Candidate:
 class Optimizer:
     """Owns the run's state; ``gate`` and ``proposer`` are swapped by interface (tests use fakes)."""
 
-    def __init__(self, task: Task, gate, proposer, run: RunDir, config: LoopConfig,
+    def __init__(self, task: Task, gate: GateLike, proposer: Proposer, run: RunDir, config: LoopConfig,
                  progress=lambda msg: None, run_meta: dict | None = None):
         self.task, self.gate, self.proposer, self.run_dir, self.config = task, gate, proposer, run, config
         self.progress = progress
@@ -120,11 +171,16 @@ class Optimizer:
         self.tokens = {"input": 0, "output": 0}
         self.cost_usd = 0.0
         self.per_model: dict[str, dict] = {}
+        self.profile_seconds: dict[str, float] = {}
         self.started = time.time()
         self.elapsed_before = 0.0
         self.stop_reason = ""
+        self.stop_detail = ""
         self.settled = True      # False between recording an iteration's proposals and deciding its best
-        self.rng = random.Random(config.seed)
+        self.seen: dict[str, str] = {}     # search.kernel_key -> the first attempt with that kernel
+        self.bodies: dict[str, str] = {}   # attempt id -> search.body_key of its kernel
+        self._diag: tuple | None = None     # (best id, profile file, Diagnosis) of the current best
+        self.rules = selection.Rules(rounds=config.retime_rounds, min_improvement=config.min_improvement)
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> dict:
@@ -132,23 +188,16 @@ class Optimizer:
         try:
             self._start()
             while True:
-                pending = self._pending()
-                if pending and self._time_up():
-                    raise StopRun("time_limit")     # left pending: --resume with a longer limit gates them
-                if pending or not self.settled:
-                    # recorded before a kill: gate what is pending without asking again, then
-                    # decide the best over the whole iteration (its gated attempts included)
-                    if pending:
-                        self.iteration = pending[0].iteration
-                    batch = [a for a in self.attempts if a.iteration == self.iteration and a.proposer != "initial"]
-                else:
+                batch = self._unsettled_batch()          # recorded before a kill, or None
+                if batch is None:
                     self._check_stop()
-                    self.iteration += 1
                     batch = self._ask()
                 self._gate_batch(batch)
-                self._iteration_line()
+                new_best = selection.maybe_move_best(self.gate, self.best, batch, self.rules,
+                                                     candidate=self._candidate, save=self._write_history)
+                self._record(batch, new_best)
         except StopRun as stop:
-            self.stop_reason = stop.reason
+            self.stop_reason, self.stop_detail = stop.reason, stop.detail
         except Exhausted as exc:
             self.stop_reason = f"proposer_exhausted: {exc}"
         except KeyboardInterrupt:
@@ -173,11 +222,14 @@ class Optimizer:
             self.tokens = st.get("tokens", self.tokens)
             self.cost_usd = st.get("cost_usd", 0.0)
             self.per_model = st.get("per_model", {})
+            self.profile_seconds = st.get("profile_seconds", {})
             self.elapsed_before = st.get("elapsed_s", 0.0)
             self.settled = st.get("settled", True)
             self.initial = next((a for a in self.attempts if a.proposer == "initial"), None)
             bests = [a for a in self.attempts if a.best]
             self.best = bests[-1] if bests else self.initial
+            for a in self.attempts:
+                self._remember(a)
             self.progress(f"[kforge] resuming at iteration {self.iteration} with {len(self.attempts)} attempts recorded")
         if self.initial is None or self.initial.status != "passed":
             self._evaluate_initial()
@@ -187,13 +239,14 @@ class Optimizer:
                 ev = self.gate.evaluate_baseline(name)
                 self.baselines[name] = ev.to_json(with_samples=False)
             self._write_history()
+        self._profile(self.best)
 
     def _evaluate_initial(self) -> None:
         a = self.initial
         if a is None:
             source = self.task.initial.read_text(encoding="utf-8")
             a = self._record_proposal(Proposal(source=source, rationale="the task's initial kernel",
-                                               proposer="initial", label=self.task.initial.name), iteration=0)[0]
+                                               proposer="initial", label=self.task.initial.name), Slot())[0]
             self.initial = a
         ev = self._gate_attempt(a, roles=("correctness", "performance", "holdout"))
         if not ev.passed:
@@ -204,24 +257,113 @@ class Optimizer:
         self.best = a
         self._write_history()
 
-    # -- proposing --------------------------------------------------------------------------
-    def _pending(self) -> list[Attempt]:
-        return [a for a in self.attempts if a.status == "pending"]
+    def _unsettled_batch(self) -> list[Attempt] | None:
+        """The iteration a kill interrupted: gate what is pending without asking again, then decide
+        the best over the whole iteration (its gated attempts included).  None when settled."""
+        pending = [a for a in self.attempts if a.status == "pending"]
+        if not pending and self.settled:
+            return None
+        if pending and self._time_up():
+            raise StopRun("time_limit")     # left pending: --resume with a longer limit gates them
+        if pending:
+            self.iteration = pending[0].iteration
+        return [a for a in self.attempts if a.iteration == self.iteration and a.proposer != "initial"]
 
+    # -- asking -----------------------------------------------------------------------------
     def _ask(self) -> list[Attempt]:
-        request = ProposalRequest(system=system_prompt(), prompt=self._prompt(), n=self.config.candidates,
-                                  iteration=self.iteration)
+        """One request for ``candidates`` proposals (fix turns first, then distinct directions);
+        every proposal is recorded, duplicates and conflicts with their verdict."""
+        self.iteration += 1
+        slots = self._slots(self.iteration)
         try:
-            result = self.proposer.propose(request)
+            result = self.proposer.propose(self._request(slots, self.iteration))
         except BaseException:
             self.iteration -= 1          # nothing was recorded: this iteration did not happen
             raise
-        call_files = []
+        files = self._record_calls(result)
+        for err in result.errors:
+            self.progress(f"[kforge]   proposer error: {err}")
+        batch: list[Attempt] = []
+        for i, p in enumerate(result.proposals):
+            slot = self._slot_of(p, i, slots)
+            p.parent = p.parent or (slot.fix.id if slot.fix else self.best.id)
+            batch.extend(self._record_proposal(p, slot, self._calls_of(p, result, files)))
+        if result.unreachable and not result.proposals:
+            self._write_history()
+            raise StopRun("unreachable", result.errors[0] if result.errors else "no model call connected")
+        self.settled = False
+        self._write_history()
+        if not result.proposals:
+            self.progress("[kforge]   no usable proposal this iteration")
+        return batch
+
+    def _slots(self, iteration: int) -> list[Slot]:
+        n = self.config.candidates
+        if not self.proposer.needs_prompt:
+            return [Slot() for _ in range(n)]
+        fixes = self._fixes(iteration - 1)[:n]
+        slots = [Slot(direction=f"fix {f.id} ({f.reason}), keeping its approach"
+                      + (f": {self._root(f).direction}" if self._root(f).direction else ""), fix=f) for f in fixes]
+        slots += [Slot(direction=d) for d in self._directions(n - len(fixes))]
+        return slots
+
+    def _fixes(self, iteration: int) -> list[Attempt]:
+        """Proposals of ``iteration`` whose every setting failed and that have a fix turn left."""
+        if self.config.fix_turns <= 0:
+            return []
+        groups: dict[str, list[Attempt]] = {}
+        for a in self.attempts:
+            if a.iteration == iteration and a.proposer != "initial":
+                groups.setdefault(a.label, []).append(a)
+        out = []
+        for members in groups.values():
+            first = members[0]
+            if all(m.status == "failed" for m in members) and first.reason != "duplicate" \
+                    and self._fix_depth(first) < self.config.fix_turns:
+                out.append(first)
+        return out
+
+    def _fix_chain(self, a: Attempt) -> list[Attempt]:
+        """``a``, the attempt it was asked to fix, the one that one fixed, ... (oldest last)."""
+        chain, by_id = [a], {x.id: x for x in self.attempts}
+        while chain[-1].fix_of in by_id and len(chain) <= len(by_id):
+            chain.append(by_id[chain[-1].fix_of])
+        return chain
+
+    def _fix_depth(self, a: Attempt) -> int:
+        return len(self._fix_chain(a)) - 1
+
+    def _root(self, a: Attempt) -> Attempt:
+        return self._fix_chain(a)[-1]
+
+    def _directions(self, k: int) -> list[str]:
+        """``k`` distinct directions from the diagnosis, those not yet given since the best changed first."""
+        if k <= 0:
+            return []
+        used = {a.direction for a in self.attempts if a.iteration > self.best.iteration and a.direction}
+        pool = list(dict.fromkeys(directions(self._diagnosis(), k + len(used))))
+        if not pool:
+            return [""] * k
+        picked = ([d for d in pool if d not in used] + [d for d in pool if d in used])[:k]
+        while len(picked) < k:
+            picked.append(f"{pool[len(picked) % len(pool)]} (variant {len(picked) + 1})")
+        return picked
+
+    @staticmethod
+    def _slot_of(p: Proposal, i: int, slots: list[Slot]) -> Slot:
+        """The slot a proposal answers: by its direction where the proposer echoes it, else by position."""
+        for s in slots:
+            if p.direction and s.direction == p.direction:
+                return s
+        return slots[i % len(slots)] if slots else Slot(direction=p.direction)
+
+    def _record_calls(self, result: ProposalResult) -> list[str]:
+        files = []
         for call in result.calls:
             idx = self.run_dir.next_model_index()
             name = f"model-{idx:03d}.json"
             self.run_dir.write_json(name, {"index": idx, "iteration": self.iteration, **asdict(call)})
-            call_files.append(name)
+            files.append(name)
             self.tokens["input"] += call.input_tokens
             self.tokens["output"] += call.output_tokens
             self.cost_usd += call.cost_usd
@@ -231,51 +373,96 @@ class Optimizer:
             m["input_tokens"] += call.input_tokens
             m["output_tokens"] += call.output_tokens
             m["cost_usd"] += call.cost_usd
-        for err in result.errors:
-            self.progress(f"[kforge]   proposer error: {err}")
-        batch = []
-        for p in result.proposals:
-            p.parent = p.parent or (self.best.id if self.best else None)
-            batch.extend(self._record_proposal(p, self.iteration, call_files))
-        self.settled = False
-        self._write_history()
-        if not batch and result.errors and not result.proposals:
-            self.progress("[kforge]   no usable proposal this iteration")
-        return batch
+        return files
 
-    def _record_proposal(self, p: Proposal, iteration: int, calls: list[str] = ()) -> list[Attempt]:
-        """Write a proposal's source; expand declared tunables into one attempt per setting."""
+    @staticmethod
+    def _calls_of(p: Proposal, result: ProposalResult, files: list[str]) -> list[tuple[str, object]]:
+        """(file, ModelCall) of the calls that produced ``p`` (``Proposal.calls``; a lone proposal
+        from a proposer that does not say owns every call of its request)."""
+        idx = p.calls if p.calls else (range(len(files)) if len(result.proposals) == 1 else [])
+        return [(files[i], result.calls[i]) for i in idx if 0 <= i < len(files)]
+
+    # -- recording proposals ----------------------------------------------------------------
+    def _new_attempt(self, p: Proposal, slot: Slot, **kw) -> Attempt:
+        a = Attempt(id=f"a{len(self.attempts):04d}", iteration=self.iteration, proposer=p.proposer, label=p.label, parent=p.parent, rationale=p.rationale,
+                    direction=slot.direction or p.direction, fix_of=slot.fix.id if slot.fix else None, **kw)
+        a.source_file = f"attempts/{a.id}.cu"
+        self.attempts.append(a)
+        return a
+
+    def _record_proposal(self, p: Proposal, slot: Slot, calls=()) -> list[Attempt]:
+        """Write a proposal's attempts: one per setting to gate (pending), or one failed attempt
+        (``launch_conflict``, ``bad_candidate``, ``duplicate``) that costs no GPU time."""
         base_id = f"a{len(self.attempts):04d}"
-        if not p.label:   # model proposals: a label of their own, so their settings group and refine apart
-            p.label = base_id
+        p.label = p.label or base_id   # model proposals: a label of their own, so their settings group apart
+        out: list[Attempt] = []
         try:
             cand = candidate_from_proposal(p, name=f"{base_id}.cu")
+            if not cand.configurations():
+                raise CandidateError("no setting of its tunables satisfies its constraints", file=cand.name)
         except CandidateError as exc:
-            a = Attempt(id=base_id, iteration=iteration, proposer=p.proposer, label=p.label, parent=p.parent,
-                        rationale=p.rationale, status="failed", reason="bad_candidate", message=str(exc),
-                        model_calls=list(calls))
-            a.source_file = f"attempts/{a.id}.cu"
+            reason = "launch_conflict" if isinstance(exc, LaunchConflict) else "bad_candidate"
+            a = self._new_attempt(p, slot, status="failed", reason=reason, message=str(exc))
             self.run_dir.write_text(a.source_file, p.source)
-            self.attempts.append(a)
-            return []
-        configs = [cand.defines]
-        if cand.tunables:
-            configs = configurations_to_try(cand, self.config.tune_budget,
-                                            seed=self.config.seed + iteration) or [cand.defines]
-        out = []
-        for d in configs:
-            c = cand.with_defines(d)
-            a = Attempt(id=f"a{len(self.attempts):04d}", iteration=iteration, proposer=p.proposer, label=p.label,
-                        parent=p.parent, rationale=p.rationale, defines=dict(d),
-                        launch=c.launch.to_json() if c.launch else None,
-                        tunables={k: list(v) for k, v in c.tunables.items()}, model_calls=list(calls))
-            a.source_file = f"attempts/{a.id}.cu"
-            rendered = c.render()
-            a.sha256 = c.sha256
-            self.run_dir.write_text(a.source_file, rendered)
-            self.attempts.append(a)
             out.append(a)
+        else:
+            exclude = self._tried(cand)
+            settings = search.expand(cand, self.config.tune_budget, seed=self.config.seed + self.iteration,
+                                     exclude=exclude)
+            if not settings:
+                out.append(self._duplicate(p, slot, cand))
+            for d in settings:
+                c = cand.with_defines(d)
+                a = self._new_attempt(p, slot, defines=dict(d), launch=c.launch.to_json() if c.launch else None,
+                                      tunables={k: list(v) for k, v in c.tunables.items()})
+                a.sha256 = c.sha256
+                self.run_dir.write_text(a.source_file, c.render())
+                self._remember(a, c)
+                out.append(a)
+        first = out[0]
+        first.model_calls = [f for f, _ in calls]
+        first.cost_usd = round(sum(c.cost_usd for _, c in calls), 6)
+        first.tokens = {"input": sum(c.input_tokens for _, c in calls), "output": sum(c.output_tokens for _, c in calls)}
+        for a in out[1:]:
+            a.model_calls = list(first.model_calls)
         return out
+
+    def _duplicate(self, p: Proposal, slot: Slot, cand: Candidate) -> Attempt:
+        key = search.kernel_key(cand, self.task)
+        if key not in self.seen:   # every setting was tried: name the one of the default setting's kin
+            key = next(k for k in (search.kernel_key(cand.with_defines(d), self.task) for d in cand.configurations())
+                       if k in self.seen)
+        earlier = next(a for a in self.attempts if a.id == self.seen[key])
+        verdict = (f"passed at {earlier.score_us:.2f} µs" if earlier.status == "passed" and earlier.score_us
+                   else f"{earlier.status}: {earlier.reason}" if earlier.reason else earlier.status)
+        a = self._new_attempt(p, slot, status="failed", reason="duplicate", defines=dict(cand.defines),
+                              launch=cand.launch.to_json() if cand.launch else None,
+                              tunables={k: list(v) for k, v in cand.tunables.items()},
+                              message=f"the same kernel as {earlier.id} ({verdict}): same normalised source, "
+                                      "launch and defines; not gated again")
+        a.sha256 = cand.sha256
+        self.run_dir.write_text(a.source_file, cand.render())
+        self._remember(a, cand)
+        self.progress(f"[kforge]   {a.id} {a.proposer:>10} duplicate of {earlier.id}")
+        return a
+
+    def _remember(self, a: Attempt, cand: Candidate | None = None) -> None:
+        """Add an attempt's kernel to the de-duplication index (not those that never parsed)."""
+        if a.reason in ("bad_candidate", "launch_conflict"):
+            return
+        try:
+            cand = cand or self._candidate(a)
+        except (CandidateError, OSError):
+            return
+        self.seen.setdefault(search.kernel_key(cand, self.task), a.id)
+        self.bodies[a.id] = search.body_key(cand)
+
+    def _tried(self, cand: Candidate) -> set[tuple]:
+        """The settings of ``cand`` whose kernel an earlier attempt already has."""
+        if search.body_key(cand) not in self.bodies.values():
+            return set()
+        return {tuple(sorted(d.items())) for d in cand.configurations()
+                if search.kernel_key(cand.with_defines(d), self.task) in self.seen}
 
     def _candidate(self, a: Attempt) -> Candidate:
         text = (self.run_dir.path / a.source_file).read_text(encoding="utf-8")
@@ -283,107 +470,93 @@ class Optimizer:
 
     # -- gating -----------------------------------------------------------------------------
     def _gate_batch(self, batch: list[Attempt]) -> None:
-        """Gate the batch's pending attempts, refine tuned ones, then decide whether the best moves.
-        On resume ``batch`` also holds the iteration's attempts gated before the kill."""
+        """Gate the batch's pending attempts (in parallel on several GPUs; --time-limit checked
+        before each), then refine tuned groups.  On resume ``batch`` also holds the iteration's
+        attempts gated before the kill."""
         todo = [a for a in batch if a.status == "pending"]
         if todo:
-            self.gate.precompile([self._candidate(a) for a in todo])
-        for a in todo:
-            if self._time_up():
-                break            # the rest stay pending; the best is still settled below
-            self._gate_attempt(a)
-        improved = False
-        if batch:
-            if not self._time_up():
-                self._refine(batch)
-            improved = self._maybe_move_best([a for a in batch if a.status == "passed"])
-            improved = improved or any(a.best for a in batch)   # a resumed batch may have moved it already
-        self.since_improvement = 0 if improved else self.since_improvement + 1
-        self.settled = True
-        self._write_history()
+            cands = [self._candidate(a) for a in todo]
+            self.gate.precompile(cands)
+            self._gate_all(todo, cands)
+        if self.config.refine and batch and not self._time_up():
+            self._refine(batch)
+
+    def _gate_all(self, attempts: list[Attempt], cands: list[Candidate]) -> None:
+        """Every verdict is recorded as it arrives; what a time limit left stays pending."""
+        self.gate.evaluate_many(cands, should_stop=self._time_up,
+                                on_result=lambda i, ev: self._apply(attempts[i], ev))
 
     def _refine(self, batch: list[Attempt]) -> None:
-        """Try the neighbours of the best setting of each tuned proposal (one step, not gated before)."""
-        if not self.config.refine:
-            return
-        groups: dict[str, list[Attempt]] = {}
-        ids = {a.id for a in batch}
-        for a in batch:
-            if a.parent in ids:   # already a neighbour (a resumed batch holds its refinements)
-                continue
-            if a.tunables and a.status == "passed":
-                groups.setdefault(a.label + (a.parent or ""), []).append(a)
-        tried = {tuple(sorted(x.defines.items())) + (x.label,) for x in self.attempts}
+        """Gate the untried neighbours of the best setting of each tuned proposal (one step)."""
         extra = []
-        for members in groups.values():
+        for members in search.refine_groups(batch):
             top = min(members, key=lambda x: x.score_us)
             cand = self._candidate(top)
-            for d in neighbours(cand, top.defines):
-                if tuple(sorted(d.items())) + (top.label,) in tried:
-                    continue
+            for d in search.refine(cand, top.defines, exclude=self._tried(cand)):
                 c = cand.with_defines(d)
                 a = Attempt(id=f"a{len(self.attempts):04d}", iteration=top.iteration, proposer=top.proposer,
                             label=top.label, parent=top.id, rationale=f"neighbour of {top.id}", defines=dict(d),
-                            launch=top.launch, tunables=top.tunables)
+                            launch=top.launch, tunables=top.tunables, direction=top.direction,
+                            model_calls=list(top.model_calls))
                 a.source_file = f"attempts/{a.id}.cu"
                 a.sha256 = c.sha256
                 self.run_dir.write_text(a.source_file, c.render())
                 self.attempts.append(a)
-                tried.add(tuple(sorted(d.items())) + (top.label,))
+                self._remember(a, c)
                 extra.append(a)
-        for a in extra:
-            self._gate_attempt(a)
+        if extra:
+            self._gate_all(extra, [self._candidate(a) for a in extra])
         batch.extend(extra)
 
     def _gate_attempt(self, a: Attempt, roles=("correctness", "performance")) -> Evaluation:
-        cand = self._candidate(a)
-        ev = self.gate.evaluate(cand, roles=roles)
+        ev = self.gate.evaluate(self._candidate(a), roles=roles)
+        self._apply(a, ev)
+        return ev
+
+    def _apply(self, a: Attempt, ev: Evaluation) -> None:
+        """Record a verdict on its attempt and write the history at once."""
         a.evaluation = ev.to_json()
         a.status = "passed" if ev.passed else "failed"
         a.reason, a.message, a.score_us = ev.reason, ev.message, ev.score_us
         self._write_history()
         mark = f"{ev.score_us:9.2f} µs" if ev.passed and ev.score_us else f"{a.reason}"
+        where = f" (GPU {ev.device})" if ev.device is not None and ev.device != 0 else ""
         self.progress(f"[kforge]   {a.id} {a.proposer:>10} {a.label[:28]:28} "
-                      f"{' '.join(f'{k}={v}' for k, v in sorted(a.defines.items()))[:40]:40} {mark}")
-        return ev
+                      f"{' '.join(f'{k}={v}' for k, v in sorted(a.defines.items()))[:40]:40} {mark}{where}")
 
-    def _maybe_move_best(self, passed: list[Attempt]) -> bool:
-        """Re-measure the fastest new contender side by side with the best; switch only if it is
-        faster beyond the noise and passes the holdout cases with fresh values."""
-        contenders = sorted([a for a in passed if a.score_us and a.score_us < self.best.score_us],
-                            key=lambda a: a.score_us)
-        for c in contenders[:2]:
-            best_ev, new_ev = self.gate.retime([self._candidate(self.best), self._candidate(c)],
-                                               rounds=self.config.retime_rounds)
-            if not (best_ev.passed and new_ev.passed):
-                bad = new_ev if not new_ev.passed else best_ev
-                c.message = f"re-measurement failed: {bad.reason}: {bad.message}"
-                if not new_ev.passed:
-                    c.status, c.reason = "failed", new_ev.reason
-                continue
-            noise = max([noise_band(x.timing) for ev in (best_ev, new_ev) for x in ev.cases] + [self.config.min_improvement])
-            c.retimed = {"candidate_us": new_ev.score_us, "best_us": best_ev.score_us, "best_id": self.best.id,
-                         "noise": noise}
-            if new_ev.score_us >= best_ev.score_us * (1 - noise):
-                c.message = (f"not faster beyond noise: {new_ev.score_us:.2f} vs {best_ev.score_us:.2f} µs "
-                             f"side by side (noise {noise:.1%})")
-                self._write_history()
-                continue
-            hold = self.gate.evaluate(self._candidate(c), roles=("holdout",))
-            c.holdout = {"passed": hold.passed, "reason": hold.reason, "message": hold.message, "final": False}
-            if not hold.passed:
-                c.status, c.reason = "failed", "holdout_failed"
-                c.message = "failed a hidden case (details withheld from proposers)"
-                self._write_history()
-                continue
-            c.best = True
-            self.best = c
+    # -- recording the iteration ------------------------------------------------------------
+    def _record(self, batch: list[Attempt], new_best: Attempt | None) -> None:
+        if new_best is not None:
+            self.best = new_best
+            r = new_best.retimed or {}
+            self.progress(f"[kforge]   new best {new_best.id}: {r.get('candidate_us', 0):.2f} µs vs "
+                          f"{r.get('best_us', 0):.2f} µs side by side (x{self.speedup():.2f} vs initial)")
+        improved = new_best is not None or any(a.best for a in batch)   # a resumed batch may have moved it
+        if improved:
             self._write_best()
-            self._write_history()
-            self.progress(f"[kforge]   new best {c.id}: {new_ev.score_us:.2f} µs vs {best_ev.score_us:.2f} µs "
-                          f"side by side (x{self.speedup():.2f} vs initial)")
-            return True
-        return False
+        self._profile(self.best)
+        self.since_improvement = 0 if improved else self.since_improvement + 1
+        self.settled = True
+        self._write_history()
+        self._iteration_line()
+
+    def _profile(self, a: Attempt | None) -> None:
+        """Profile a best once (``profiles/<id>.json``); the seconds it took go to the state."""
+        if a is None or not self.config.profile or a.profile:
+            return
+        names = [c.name for c in self.task.cases if c.role == "performance"]
+        t0 = time.monotonic()
+        try:
+            prof = self.gate.profile(self._candidate(a), names)
+        except KForgeError as exc:
+            prof = {"available": False, "reason": f"profiling failed: {exc}", "tool": "", "seconds": 0.0, "cases": {}}
+        seconds = round(time.monotonic() - t0, 3)
+        a.profile = f"profiles/{a.id}.json"
+        self.run_dir.write_json(a.profile, {"attempt": a.id, "wall_seconds": seconds, **prof})
+        self.profile_seconds[a.id] = seconds
+        self._write_history()
+        self.progress(f"[kforge]   profiled {a.id} with {prof.get('tool') or 'no tool'} in {seconds:.1f} s"
+                      if prof.get("available") else f"[kforge]   no profile of {a.id}: {prof.get('reason', '')}")
 
     # -- stop rules -------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -414,40 +587,63 @@ class Optimizer:
             raise StopRun("target_speedup")
 
     # -- prompt -----------------------------------------------------------------------------
-    def _prompt_attempt(self, a: Attempt) -> PromptAttempt:
-        ev = a.evaluation or {}
-        cases = [c for c in ev.get("cases", []) if c.get("role") != "holdout"]
-        return PromptAttempt(id=a.id, source=(self.run_dir.path / a.source_file).read_text(), passed=a.status == "passed",
-                             reason=a.reason, message=a.message if a.reason != "holdout_failed" else
-                             "failed a hidden case", score_us=a.score_us, cases=cases,
-                             compile_log=(ev.get("compile") or {}).get("log", ""), rationale=a.rationale,
-                             defines=a.defines)
+    def _source(self, a: Attempt) -> str:
+        return (self.run_dir.path / a.source_file).read_text(encoding="utf-8")
+
+    def _prompt_attempt(self, a: Attempt, *, profile: bool = False) -> PromptAttempt:
+        parent = next((x for x in self.attempts if x.id == a.parent), None)
+        return feedback.prompt_attempt(a, source=self._source(a), parent_source=self._source(parent) if parent else None,
+                                       default_launch=self.task.launch.to_json() if self.task.launch else None,
+                                       profile=self._profile_of(a) if profile else None)
+
+    def _profile_of(self, a: Attempt) -> dict | None:
+        return self.run_dir.read_json(a.profile) if a.profile else None
+
+    def _diagnosis(self):
+        """The diagnosis of the current best (computed once per best and profile)."""
+        if self._diag is None or self._diag[:2] != (self.best.id, self.best.profile):
+            diag = diagnose(self.task, self.best.evaluation or {},
+                            initial=self.initial.evaluation if self.initial else None, baselines=self.baselines,
+                            device=self.gate.device_info(), calibration=self.gate.calibrate(),
+                            profile=self._profile_of(self.best))
+            self._diag = (self.best.id, self.best.profile, diag)
+        return self._diag[2]
+
+    def _request(self, slots: list[Slot], iteration: int) -> ProposalRequest:
+        """The request for one iteration: a shared static prefix and one dynamic prompt per slot."""
+        dirs = [s.direction for s in slots]
+        if not self.proposer.needs_prompt:
+            return ProposalRequest(system="", prompt="", n=len(slots), iteration=iteration, directions=dirs)
+        c = self.config
+        body = lambda a: self.bodies.get(a.id, a.id)  # noqa: E731
+        shown = feedback.choose_shown(self.attempts, self.best, self.initial, iteration=iteration, body=body,
+                                      size=lambda a: len(self._source(a)), history_in_prompt=c.history_in_prompt,
+                                      history_chars=c.history_chars, failures_in_prompt=c.failures_in_prompt,
+                                      crossover_every=c.crossover_every)
+        common = dict(reference_source=self.task.reference.path.read_text(encoding="utf-8"),
+                      device=self.gate.device_info(), calibration=self.gate.calibrate(),
+                      best=self._prompt_attempt(self.best, profile=True), hints=c.hints, n_history=c.history_in_prompt,
+                      crossover=tuple(map(self._prompt_attempt, shown.crossover)) if shown.crossover else None,
+                      history=[self._prompt_attempt(a) for a in shown.history], diagnosis=self._diagnosis())
+        static, prompts = "", []
+        for s in slots:
+            fixed = body(s.fix) if s.fix else None      # a failure shown as the fix is not listed again
+            failures = [self._prompt_attempt(a) for a in shown.failures if body(a) != fixed]
+            static, dynamic = build_prompt_parts(self.task, failures=failures, direction=s.direction,
+                                                 fix=self._prompt_attempt(s.fix) if s.fix else None, **common)
+            prompts.append(dynamic)
+        return ProposalRequest(system=system_prompt(), prompt=prompts[0] if prompts else "", n=len(slots),
+                               iteration=iteration, static_prefix=static, prompts=prompts, directions=dirs)
 
     def _prompt(self) -> str:
-        if getattr(self.proposer, "needs_prompt", True) is False:
-            return ""
-        done = [a for a in self.attempts if a.status != "pending"]
-        failures = [self._prompt_attempt(a) for a in done if a.status == "failed"][-self.config.failures_in_prompt:]
-        passed = [a for a in done if a.status == "passed" and a.score_us]
-        crossover = None
-        if self.config.crossover_every and self.iteration % self.config.crossover_every == 0:
-            distinct = {}
-            for a in sorted(passed, key=lambda a: a.score_us):
-                distinct.setdefault(a.label + a.proposer, a)
-            tops = list(distinct.values())[:2]
-            if len(tops) == 2:
-                crossover = (self._prompt_attempt(tops[0]), self._prompt_attempt(tops[1]))
-        ref = self.task.reference.path.read_text(encoding="utf-8")
-        return build_prompt(self.task, reference_source=ref, device=self.gate.device_info(),
-                            calibration=self.gate.calibrate(), best=self._prompt_attempt(self.best),
-                            history=[self._prompt_attempt(a) for a in passed], failures=failures,
-                            hints=self.config.hints, crossover=crossover, n_history=self.config.history_in_prompt)
+        """The full user prompt the first proposal of the next iteration would get."""
+        return self._request(self._slots(self.iteration + 1), self.iteration + 1).full_prompt(0)
 
     # -- evidence ---------------------------------------------------------------------------
     def _state(self) -> dict:
         return {"iteration": self.iteration, "since_improvement": self.since_improvement, "settled": self.settled,
-                "tokens": self.tokens,
-                "cost_usd": round(self.cost_usd, 6), "per_model": self.per_model, "elapsed_s": round(self.elapsed(), 3)}
+                "tokens": self.tokens, "cost_usd": round(self.cost_usd, 6), "per_model": self.per_model,
+                "profile_seconds": self.profile_seconds, "elapsed_s": round(self.elapsed(), 3)}
 
     def _write_history(self) -> None:
         self.run_dir.write_json("history.json", {"task": self.task.name, "kernel_forge": __version__,
@@ -455,8 +651,7 @@ class Optimizer:
                                                   "attempts": [a.to_json() for a in self.attempts]})
 
     def _write_best(self) -> None:
-        src = (self.run_dir.path / self.best.source_file).read_text()
-        self.run_dir.write_text("best.cu", src)
+        self.run_dir.write_text("best.cu", self._source(self.best))
         ev = self.best.evaluation or {}
         for c in ev.get("cases", []):
             if c.get("role") == "holdout":
@@ -468,13 +663,13 @@ class Optimizer:
                 "command": f"kforge replay {self.run_dir.path / ('best-case-' + c['name'] + '.json')}"})
 
     def _iteration_line(self) -> None:
-        done = [a for a in self.attempts if a.status != "pending"]
         rejected: dict[str, int] = {}
-        for a in done:
+        for a in self.attempts:
             if a.status == "failed":
                 rejected[a.reason] = rejected.get(a.reason, 0) + 1
         rej = ", ".join(f"{k} {v}" for k, v in sorted(rejected.items())) or "none"
-        self.progress(f"[kforge] iteration {self.iteration}/{self.config.max_iterations}: {len(done)} gated, "
+        gated = sum(a.evaluation is not None for a in self.attempts)
+        self.progress(f"[kforge] iteration {self.iteration}/{self.config.max_iterations}: {gated} gated, "
                       f"rejected: {rej}; best {self.best.id} x{self.speedup():.2f} vs initial; "
                       f"${self.cost_usd:.4f}, {self.tokens['input'] + self.tokens['output']} tokens")
 
@@ -484,19 +679,16 @@ class Optimizer:
         # the final holdout check: not after an error, nor after Ctrl-C (the resumed run does it)
         if (self.best is not None and self.best is not self.initial
                 and self.stop_reason not in ("error", "interrupted")):
-            try:
-                hold = self.gate.evaluate(self._candidate(self.best), roles=("holdout",))
-                self.best.holdout = {"passed": hold.passed, "reason": hold.reason, "message": hold.message,
-                                     "final": True}
-            except KForgeError as exc:
-                self.best.holdout = {"passed": False, "reason": "error", "message": str(exc), "final": True}
+            selection.final_holdout(self.gate, self.best, self._candidate)
         if self.best is not None:
             self._write_best()
         self._write_history()
         summary = write_summary(self)
         self.progress(f"[kforge] stopped: {self.stop_reason}. Best {summary['best']['id'] if summary.get('best') else '-'}"
                       f" x{self.speedup():.2f} vs initial. Evidence: {self.run_dir.path}")
-        left = self._pending()
+        if self.stop_detail:
+            self.progress(f"[kforge] {self.stop_detail}")
+        left = [a for a in self.attempts if a.status == "pending"]
         if left and self.stop_reason == "time_limit":
             self.progress(f"[kforge] {len(left)} candidate(s) left ungated; to gate them: "
                           f"kforge optimize --resume {self.run_dir.path} --time-limit LONGER")

@@ -7,6 +7,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
 
 from . import __version__
 from .errors import InputError
@@ -19,19 +21,97 @@ from .task import Task, load_task
 
 @dataclass
 class ProposerConfig:
-    """Where proposals come from. No model and no replay: the built-in tuner."""
+    """Where proposals come from, and how models are asked. No model and no replay: the built-in
+    tuner.  Every field is a ``kforge optimize`` option and a ``proposer`` config key."""
 
-    models: list[str] = field(default_factory=list)  #: "anthropic:MODEL" / "openai:MODEL", several form an ensemble
-    base_url: str | None = None                      #: OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp)
-    ensemble: str = "round-robin"                    #: "round-robin" (one model per iteration) or "parallel"
-    replay: str | None = None                        #: folder of .cu files or JSONL of recorded answers
-    prices: dict = field(default_factory=dict)       #: price overrides {"provider:model": {"input": $, "output": $}}
-    max_tokens: int = 8192                           #: output tokens per model answer
-    temperature: float | None = None
+    models: list[str] = field(default_factory=list)  #: anthropic:MODEL or openai:MODEL; repeat for an ensemble
+    base_url: str | None = None                      #: the models' endpoint (http:// or https://): vLLM, Ollama, llama.cpp, a gateway
+    ensemble: Literal["round-robin", "parallel"] = "round-robin"  #: several models: one per iteration in turn, or all every iteration
+    replay: str | None = None                        #: replay proposals: a folder of .cu files or a JSONL of recorded answers
+    prices: dict = field(default_factory=dict)       #: price overrides {"provider:model": {"input": $, "output": $, "cache_read": $, "cache_write": $}} per million tokens
+    max_tokens: int = 8192                           #: output tokens per model answer (a thinking budget comes on top)
+    max_tokens_cap: int = 32768                      #: most output tokens the one retry of a cut-off answer may ask for
+    temperature: float | None = None                 #: sampling temperature; not sent unless set, dropped for the run if the model rejects it
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None  #: OpenAI reasoning_effort / Anthropic output_config.effort (low to max); not sent unless set
+    thinking_budget: int | None = None               #: Anthropic extended thinking budget_tokens (>= 1024); thinking makes tool_choice auto
+    thinking: Literal["adaptive", "disabled"] | None = None  #: Anthropic thinking mode to send instead of a budget (adaptive: the model decides)
+    request_timeout_s: float = 120.0                 #: seconds one model request may take; when streamed, the longest silence between chunks
+    timeout_retries: int = 2                         #: further attempts after a model request timed out
+    max_attempts: int = 5                            #: HTTP attempts per model request on transient failures (429, 5xx, dropped connections)
+    stream: bool = True                              #: stream model answers, so that a long answer cannot outlast the timeout
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None  #: OpenAI API: the field for the output limit (default: max_completion_tokens on api.openai.com, max_tokens elsewhere)
+    prompt_cache: bool = True                        #: Anthropic: cache the system prompt and the prompt's static prefix (cache_control)
 
     @property
     def kind(self) -> str:
         return "replay" if self.replay else ("models" if self.models else "tune")
+
+
+#: ProposerConfig fields that only one provider's proposers take
+ANTHROPIC_ONLY = ("thinking_budget", "thinking", "prompt_cache")
+OPENAI_ONLY = ("max_tokens_field",)
+
+
+def check_proposer(cfg: ProposerConfig) -> None:
+    """What the option types cannot say about a ProposerConfig (an :class:`InputError` naming the
+    option, before any GPU probe or model call)."""
+    from .proposers.models import parse_model_spec
+    from .proposers.pricing import PriceTable
+
+    if cfg.replay and cfg.models:
+        raise InputError("--replay and --model are exclusive: a run replays recorded proposals or asks models")
+    providers = {parse_model_spec(m)[0] for m in cfg.models}
+    if cfg.base_url is not None:
+        parts = urlsplit(cfg.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InputError(f"--base-url (proposer.base_url) {cfg.base_url!r} is not an http:// or https:// URL",
+                             hint="e.g. --base-url http://localhost:8000/v1 (vLLM) or http://localhost:11434/v1 (Ollama)")
+        if not cfg.models:
+            raise InputError("--base-url (proposer.base_url) needs --model: the model the endpoint serves",
+                             hint="e.g. --model openai:qwen2.5-coder:32b --base-url http://localhost:8000/v1")
+    if cfg.models:
+        for name in ANTHROPIC_ONLY[:2]:
+            if getattr(cfg, name) is not None and "anthropic" not in providers:
+                raise InputError(f"--{name.replace('_', '-')} (proposer.{name}) applies to anthropic:MODEL "
+                                 f"models only; the run asks {', '.join(cfg.models)}")
+        if cfg.max_tokens_field is not None and "openai" not in providers:
+            raise InputError("--max-tokens-field (proposer.max_tokens_field) applies to openai:MODEL models only")
+    if cfg.thinking is not None and cfg.thinking_budget is not None:
+        raise InputError("give --thinking-budget (manual extended thinking) or --thinking, not both")
+    if cfg.reasoning_effort in ("none", "minimal") and "anthropic" in providers:
+        raise InputError(f"--reasoning-effort {cfg.reasoning_effort}: Anthropic models take low, medium, high, "
+                         "xhigh or max (output_config.effort)")
+    if cfg.max_tokens_cap < cfg.max_tokens:
+        raise InputError(f"--max-output-tokens-cap ({cfg.max_tokens_cap}) is below --max-output-tokens "
+                         f"({cfg.max_tokens})")
+    PriceTable(cfg.prices or None, where="$.proposer.prices")   # malformed overrides fail here, naming the entry
+
+
+def check_budget_prices(cfg: ProposerConfig, budget_usd: float | None) -> None:
+    """A budget can only stop a run whose every model is priced: refuse to start otherwise."""
+    if budget_usd is None or not cfg.models:
+        return
+    from .proposers.models import parse_model_spec
+    from .proposers.pricing import PriceTable
+
+    table = PriceTable(cfg.prices or None)
+    missing = [m for m in cfg.models if table.lookup(*parse_model_spec(m)) is None]
+    if missing:
+        example = missing[0].strip().lower()
+        raise InputError(
+            f"--budget-usd {budget_usd:g}: no price is known for {', '.join(missing)}, so its cost "
+            "cannot be counted and the budget could never stop the run",
+            hint=f'give its prices (USD per million tokens) in the --config file: {{"proposer": {{"prices": '
+                 f'{{"{example}": {{"input": 0.5, "output": 1.5}}}}}}}} (see kernel_forge/data/pricing.json), '
+                 "or drop --budget-usd")
+
+
+def model_options(cfg: ProposerConfig) -> dict:
+    """The keyword arguments a model proposer takes from ``cfg``."""
+    return dict(max_tokens=cfg.max_tokens, max_tokens_cap=cfg.max_tokens_cap, temperature=cfg.temperature,
+                reasoning_effort=cfg.reasoning_effort, thinking_budget=cfg.thinking_budget, thinking=cfg.thinking,
+                timeout=cfg.request_timeout_s, timeout_retries=cfg.timeout_retries, max_attempts=cfg.max_attempts,
+                stream=cfg.stream, max_tokens_field=cfg.max_tokens_field, prompt_cache=cfg.prompt_cache)
 
 
 class EnsembleProposer:
@@ -42,6 +122,7 @@ class EnsembleProposer:
             raise InputError(f"--ensemble must be round-robin or parallel, not {mode!r}")
         self.members, self.mode = members, mode
         self.name = "+".join(m.name for m in members)
+        self.needs_prompt = True
 
     def propose(self, request: ProposalRequest) -> ProposalResult:
         if self.mode == "round-robin" or len(self.members) == 1:
@@ -50,8 +131,10 @@ class EnsembleProposer:
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(max_workers=len(self.members)) as pool:
             results = list(pool.map(lambda m: m.propose(request), self.members))
-        merged = ProposalResult()
+        merged = ProposalResult(unreachable=all(r.unreachable for r in results))
         for r in results:
+            for p in r.proposals:       # Proposal.calls index the merged list
+                p.calls = [i + len(merged.calls) for i in p.calls]
             merged.proposals += r.proposals
             merged.calls += r.calls
             merged.errors += r.errors
@@ -65,10 +148,11 @@ def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = 
         # every replayed proposal has a unique label (file name or FILE:LINE)
         labels = {a.get("label") for a in history if a.get("proposer") == "replay"}
         return ReplayProposer(cfg.replay, skip=len(labels))
+    check_proposer(cfg)
     if cfg.models:
         from .proposers.models import make_model_proposer
-        members = [make_model_proposer(m, base_url=cfg.base_url, prices=cfg.prices or None,
-                                       max_tokens=cfg.max_tokens, temperature=cfg.temperature) for m in cfg.models]
+        members = [make_model_proposer(m, base_url=cfg.base_url, prices=cfg.prices or None, **model_options(cfg))
+                   for m in cfg.models]
         return EnsembleProposer(members, cfg.ensemble)
     from .proposers.tune import TuneProposer
     templates = list(getattr(task, "templates", ()) or ())
@@ -103,6 +187,12 @@ def load_config_file(path: str | Path) -> dict:
     for k in data:
         if k not in ("loop", "gate", "proposer", "manifest", "runs_dir", "$comment"):
             raise InputError(f"{p}: $.{k}: unknown section (loop, gate, proposer, manifest, runs_dir)")
+    from .cli_options import from_file   # types and bounds of every value, naming its JSON path
+    for section, cls in (("loop", LoopConfig), ("gate", GateOptions), ("proposer", ProposerConfig)):
+        data[section] = from_file(section, cls, data.get(section, {}), str(p))
+    for k in ("manifest", "runs_dir"):
+        if k in data and not isinstance(data[k], str):
+            raise InputError(f"{p}: $.{k}: expected a string (a path), got {data[k]!r}")
     return data
 
 
@@ -118,6 +208,7 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
     """A new run folder and its optimizer.  ``gate`` and ``proposer`` replace the ones built from
     ``gate_opts`` and ``prop`` (anything with their interface: tests pass fakes, embedders their own)."""
     task = load_task(manifest)
+    check_budget_prices(prop, loop.budget_usd)
     if proposer is None:
         proposer = make_proposer(prop, task)
     if gate is None:
@@ -145,6 +236,7 @@ def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None
     loop = _build(LoopConfig, {**meta["loop"], **(overrides or {})}, "run.json $.loop")
     gate_opts = _build(GateOptions, meta["gate"], "run.json $.gate")
     prop = _build(ProposerConfig, meta["proposer"], "run.json $.proposer")
+    check_budget_prices(prop, loop.budget_usd)
     hist = run.read_json("history.json", {}) or {}
     proposer = make_proposer(prop, task, hist.get("attempts", []))
     if gate is None:

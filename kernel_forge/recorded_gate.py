@@ -1,9 +1,10 @@
 """A gate that answers from recorded verdicts instead of a GPU.
 
-It implements the interface the loop uses (``evaluate``, ``retime``, ``evaluate_baseline``,
-``device_info``, ``calibrate``, ``close``) from the ``history.json`` of an earlier run (or any
-mapping of source hash → Evaluation JSON), so the loop, the prompt and the evidence can be
-replayed and tested on a machine with no GPU.  A candidate it has no record of is an error.
+It implements :class:`~kernel_forge.gatelike.GateLike` from the ``history.json`` of an earlier
+run (or any mapping of source hash → Evaluation JSON): verdicts, holdout results, baselines, the
+device and its calibration, and the profiles the run wrote (``profiles/aNNNN.json``), so the loop,
+the prompt and the evidence can be replayed and tested on a machine with no GPU.  A candidate it
+has no verdict for is an error; one it has no profile for gets ``{"available": False, ...}``.
 """
 from __future__ import annotations
 
@@ -14,15 +15,19 @@ from .candidate import Candidate
 from .errors import InputError
 from .verdict import Evaluation
 
+NO_PROFILE = "no profile of this kernel was recorded (a recorded gate has no GPU to profile on)"
+
 
 class RecordedGate:
     def __init__(self, verdicts: dict[str, dict], *, device: dict | None = None, calibration: dict | None = None,
-                 baselines: dict[str, dict] | None = None, holdout: dict[str, dict] | None = None):
+                 baselines: dict[str, dict] | None = None, holdout: dict[str, dict] | None = None,
+                 profiles: dict[str, dict] | None = None):
         self.verdicts = verdicts
         self.device = device
         self.calibration = calibration
         self.baselines = baselines or {}
         self.holdout = holdout or {}
+        self.profiles = profiles or {}          # source hash -> GateLike.profile() answer
         self.calls: list[tuple[str, tuple]] = []
 
     @classmethod
@@ -30,14 +35,17 @@ class RecordedGate:
         p = Path(run_path)
         hist = json.loads((p / "history.json").read_text())
         env = json.loads((p / "env.json").read_text()) if (p / "env.json").is_file() else {}
-        verdicts, holdout = {}, {}
+        verdicts, holdout, profiles = {}, {}, {}
         for a in hist["attempts"]:
             if a.get("evaluation") and a.get("sha256"):
                 verdicts[a["sha256"]] = a["evaluation"]
             if a.get("holdout") and a.get("sha256"):
                 holdout[a["sha256"]] = a["holdout"]
+            if a.get("profile") and a.get("sha256") and (p / a["profile"]).is_file():
+                recorded = json.loads((p / a["profile"]).read_text())
+                profiles[a["sha256"]] = {k: v for k, v in recorded.items() if k not in ("attempt", "wall_seconds")}
         return cls(verdicts, device=env.get("device"), calibration=env.get("calibration"),
-                   baselines=hist.get("baselines", {}), holdout=holdout)
+                   baselines=hist.get("baselines", {}), holdout=holdout, profiles=profiles)
 
     def _lookup(self, candidate: Candidate) -> Evaluation:
         d = self.verdicts.get(candidate.sha256)
@@ -47,7 +55,8 @@ class RecordedGate:
         ev.label = candidate.name
         return ev
 
-    def evaluate(self, candidate: Candidate, *, roles=("correctness", "performance"), **_kw) -> Evaluation:
+    def evaluate(self, candidate: Candidate, *, roles: tuple[str, ...] = ("correctness", "performance"),
+                 kind: str = "candidate") -> Evaluation:
         self.calls.append(("evaluate", tuple(roles)))
         if tuple(roles) == ("holdout",):
             h = self.holdout.get(candidate.sha256, {"passed": True, "reason": "passed"})
@@ -66,7 +75,7 @@ class RecordedGate:
             out.append(ev)
         return out
 
-    def evaluate_baseline(self, name: str, **_kw) -> Evaluation:
+    def evaluate_baseline(self, name: str) -> Evaluation:
         self.calls.append(("baseline", (name,)))
         if name in self.baselines:
             return Evaluation.from_json(self.baselines[name])
@@ -79,12 +88,22 @@ class RecordedGate:
     def calibrate(self) -> dict | None:
         return self.calibration
 
+    def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
+                      on_result=lambda i, ev: None):
+        from .gatelike import evaluate_in_turn
+        return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
+
     def precompile(self, candidates: list[Candidate]) -> None:
-        pass
+        """Nothing to compile: every verdict is recorded."""
+        self.calls.append(("precompile", tuple(c.name for c in candidates)))
 
     def profile(self, candidate: Candidate, cases: list[str]) -> dict:
-        return {"available": False, "reason": "a recorded gate has no GPU to profile on", "tool": "ncu",
-                "seconds": 0.0, "cases": {}}
+        """The recorded profile of this kernel (its cases limited to ``cases``), or why there is none."""
+        self.calls.append(("profile", (candidate.name, *cases)))
+        rec = self.profiles.get(candidate.sha256)
+        if rec is None:
+            return {"available": False, "reason": NO_PROFILE, "tool": "", "seconds": 0.0, "cases": {}}
+        return {**rec, "cases": {k: v for k, v in (rec.get("cases") or {}).items() if k in cases}}
 
     def close(self) -> None:
         pass

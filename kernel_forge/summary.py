@@ -14,6 +14,22 @@ def _case_table(ev: dict | None) -> dict[str, dict]:
     return out
 
 
+def _directions(attempts) -> list[dict]:
+    """Per direction the prompts gave: attempts, how many passed, the fastest, and the model cost."""
+    rows: dict[str, dict] = {}
+    for a in attempts:
+        if not a.direction:
+            continue
+        r = rows.setdefault(a.direction, {"direction": a.direction, "attempts": 0, "passed": 0,
+                                          "best_score_us": None, "cost_usd": 0.0})
+        r["attempts"] += 1
+        r["cost_usd"] = round(r["cost_usd"] + a.cost_usd, 6)
+        if a.status == "passed" and a.score_us:
+            r["passed"] += 1
+            r["best_score_us"] = min(a.score_us, r["best_score_us"] or a.score_us)
+    return list(rows.values())
+
+
 def build_summary(opt) -> dict:
     best, initial = opt.best, opt.initial
     done = [a for a in opt.attempts if a.status != "pending"]
@@ -21,16 +37,17 @@ def build_summary(opt) -> dict:
     for a in done:
         if a.status == "failed":
             rejected[a.reason] = rejected.get(a.reason, 0) + 1
+    gated = sum(a.evaluation is not None for a in opt.attempts)   # duplicates and conflicts cost no GPU time
     elapsed = opt.elapsed()
     summary = {
         "task": opt.task.name, "run": opt.run_dir.path.name, "kernel_forge": __version__,
         "stop_reason": opt.stop_reason, "iterations": opt.iteration, "attempts": len(opt.attempts),
-        "gated": len(done), "passed": sum(a.status == "passed" for a in done), "rejected": rejected,
+        "gated": gated, "passed": sum(a.status == "passed" for a in done), "rejected": rejected,
         "wall_seconds": round(elapsed, 2),
-        "candidates_per_minute": round(60.0 * len(done) / elapsed, 2) if elapsed > 0 else None,
+        "candidates_per_minute": round(60.0 * gated / elapsed, 2) if elapsed > 0 else None,
         "tokens": dict(opt.tokens), "cost_usd": round(opt.cost_usd, 6), "per_model": opt.per_model,
         "proposer": opt.proposer.name, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "best": None, "initial": None, "baselines": {},
+        "best": None, "initial": None, "baselines": {}, "directions": _directions(opt.attempts),
     }
     if initial is not None:
         summary["initial"] = {"id": initial.id, "score_us": initial.score_us}
@@ -58,7 +75,7 @@ def build_summary(opt) -> dict:
             "speedup_vs_baselines": {k: (v.get("score_us") / best.score_us if v.get("score_us") and best.score_us else None)
                                      for k, v in opt.baselines.items()},
             "holdout": best.holdout, "per_case": per_case, "source_file": best.source_file,
-            "retimed": best.retimed,
+            "retimed": best.retimed, "direction": best.direction,
         }
     return summary
 

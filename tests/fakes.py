@@ -27,6 +27,7 @@ from pathlib import Path
 from kernel_forge.candidate import Candidate
 from kernel_forge.errors import KForgeError
 from kernel_forge.gpu.driver import DeviceInfo
+from kernel_forge.proposers.base import Exhausted, ModelCall, Proposal, ProposalRequest, ProposalResult
 from kernel_forge.stats import geomean, summarize
 from kernel_forge.verdict import REASONS, CaseResult, Evaluation
 
@@ -50,16 +51,19 @@ class ScriptedGate:
 
     ``interrupt`` = ``{"evaluate": 3}`` raises KeyboardInterrupt at the 3rd ``evaluate`` call
     (``"retime"`` counts retime calls), once, as a kill would.  ``calls`` records every call.
+    ``profiler=True`` answers :meth:`profile` like a working ncu would (a few metrics per case,
+    derived from the scripted time), otherwise it says no profiler is available.
     """
 
     def __init__(self, task, *, noise: float = 0.002, reps: int = 31, baseline_us: float = 250.0,
-                 interrupt: dict[str, int] | None = None, seed: int = 0):
+                 interrupt: dict[str, int] | None = None, seed: int = 0, profiler: bool = False):
         if reps % 2 == 0:
             raise ValueError("reps must be odd so the median is one sample")
         self.task = task
         self.noise, self.reps, self.baseline_us = noise, reps, baseline_us
         self.interrupt = dict(interrupt or {})
         self.seed = seed
+        self.profiler = profiler
         self.counts: Counter = Counter()
         self.holdout_runs: Counter = Counter()       # per source hash
         self.calls: list[tuple] = []
@@ -244,13 +248,24 @@ class ScriptedGate:
     def calibrate(self) -> dict:
         return self.calibration
 
+    def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
+                      on_result=lambda i, ev: None):
+        from kernel_forge.gatelike import evaluate_in_turn
+        return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
+
     def precompile(self, candidates: list[Candidate]) -> None:
         self.calls.append(("precompile", tuple(c.name for c in candidates)))
 
     def profile(self, candidate: Candidate, cases: list[str]) -> dict:
         self.calls.append(("profile", candidate.name, tuple(cases)))
-        return {"available": False, "reason": "the scripted gate has no profiler", "tool": "ncu",
-                "seconds": 0.0, "cases": {}}
+        if not self.profiler:
+            return {"available": False, "reason": "the scripted gate has no profiler", "tool": "ncu",
+                    "seconds": 0.0, "cases": {}}
+        dram = round(min(95.0, 100.0 * 200.0 / self.time_us(candidate)), 1)   # 200 µs is 100 % of DRAM
+        return {"available": True, "reason": "", "tool": "ncu (scripted)", "seconds": 1.5,
+                "cases": {name: {"dram_pct": dram, "l2_pct": round(dram / 2, 1), "sm_pct": 12.0,
+                                 "achieved_occupancy": 0.8, "stalls": ["long_scoreboard", "lg_throttle"]}
+                          for name in cases}}
 
     def close(self) -> None:
         self.closed = True
@@ -267,8 +282,14 @@ VECTOR_ADD_BODY = ('extern "C" __global__ void vector_add(const float* a, const 
                    "}\n")
 
 
-def vector_add(fake: str | None = None, *, holdout: str | None = None, header: str = "", note: str = "") -> str:
-    """A vector_add kernel source carrying the given script comments (and kforge header)."""
+def vector_add(fake: str | None = None, *, holdout: str | None = None, header: str = "", note: str = "",
+               variant: str | None = None) -> str:
+    """A vector_add kernel source carrying the given script comments (and kforge header).
+
+    The loop de-duplicates kernels by their source without comments, so the script is also
+    written as code (``#define FAKE_SCRIPT "..."``): kernels scripted differently are different
+    kernels, the same script twice is the same kernel.  ``variant`` adds to that line (two
+    kernels with one script that are still different); ``note`` is a comment only."""
     lines = [header.rstrip("\n")] if header else []
     if note:
         lines.append(f"// {note}")
@@ -276,6 +297,9 @@ def vector_add(fake: str | None = None, *, holdout: str | None = None, header: s
         lines.append(f"// fake: {fake}")
     if holdout:
         lines.append(f"// fake-holdout: {holdout}")
+    script = " ".join(x for x in (fake, holdout and f"holdout {holdout}", variant) if x)
+    if script:
+        lines.append(f'#define FAKE_SCRIPT "{script}"')
     return "\n".join(lines + [VECTOR_ADD_BODY])
 
 
@@ -287,3 +311,39 @@ def write_proposals(folder: str | Path, sources: dict[str, str] | list[str]) -> 
     for name, text in items:
         (folder / name).write_text(text, encoding="utf-8")
     return folder
+
+
+class ScriptedProposer:
+    """A proposer that answers each request with the next of ``answers`` and records the requests.
+
+    An answer is a list of sources or :class:`Proposal` s, a whole :class:`ProposalResult`
+    (calls, errors, ``unreachable``), or a function of the request returning either.  Past the
+    last answer it raises :class:`Exhausted`."""
+
+    needs_prompt = True
+
+    def __init__(self, answers, name: str = "scripted"):
+        self.answers = list(answers)
+        self.name = name
+        self.requests: list[ProposalRequest] = []
+
+    def propose(self, request: ProposalRequest) -> ProposalResult:
+        self.requests.append(request)
+        if not self.answers:
+            raise Exhausted(f"all scripted answers given ({len(self.requests) - 1})")
+        answer = self.answers.pop(0)
+        if callable(answer):
+            answer = answer(request)
+        result = answer if isinstance(answer, ProposalResult) else ProposalResult(
+            proposals=[p if isinstance(p, Proposal) else Proposal(source=p) for p in answer])
+        for p in result.proposals:
+            p.proposer = p.proposer or self.name
+        return result
+
+
+def model_call(input_tokens: int = 1000, output_tokens: int = 500, cost_usd: float = 0.01,
+               error: str | None = None) -> ModelCall:
+    """A ModelCall record as a provider would return it (no network)."""
+    return ModelCall(provider="openai", model="scripted-model", request={"messages": []},
+                     response=None if error else {"choices": []}, input_tokens=input_tokens,
+                     output_tokens=output_tokens, cost_usd=cost_usd, error=error)

@@ -7,8 +7,23 @@ Tests queue replies per route (:meth:`Loopback.script`); each request pops the n
 is described once and rendered in the route's format: a ``submit_kernel`` tool call
 (:func:`tool`), plain text (:func:`text`), tool arguments that are not valid JSON
 (:func:`raw_arguments`), an HTTP error with optional ``Retry-After`` (:func:`error`), or any raw
-body (:func:`raw`); ``.slow(seconds)`` delays any of them (to outlast a tiny client timeout).
-Every request is recorded (method, path, lower-cased headers, parsed JSON body).
+body (:func:`raw`).  Modifiers, each returning a new reply:
+
+* ``.slow(seconds)`` delays the whole reply (to outlast a tiny client timeout);
+* ``.trickle(seconds)`` waits between the events of a streamed reply (each gap below the
+  timeout, the whole answer longer than it);
+* ``.thinking(text, signature)`` / ``.redacted(data)`` put thinking blocks first (Anthropic),
+  ``.usage(reasoning=, cache_read=, cache_write=, cache_write_1h=)`` adds the providers' token
+  details (Anthropic ``output_tokens_details`` / ``cache_*_input_tokens``, OpenAI
+  ``completion_tokens_details`` / ``prompt_tokens_details``);
+* ``.truncated()`` cuts the answer at the output limit (``stop_reason: max_tokens`` /
+  ``finish_reason: length``, tool input or arguments cut short).
+
+A request whose body has ``"stream": true`` gets the reply as server-sent events in the route's
+streaming format (Anthropic ``message_start`` ... ``message_stop``; OpenAI ``chat.completion.chunk``
+lines, a usage chunk when ``stream_options.include_usage`` is set, then ``[DONE]``).  Every request
+is recorded (method, path, lower-cased headers, parsed JSON body).  :func:`closed_port_url` gives
+an address where nothing listens.
 
 The server listens on 127.0.0.1 on a free port, in a daemon thread, and is stopped (slow replies
 included) when the ``loopback`` fixture ends.  A request with no scripted reply gets HTTP 501
@@ -19,6 +34,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import socket
 import threading
 import time
 from collections import deque
@@ -40,13 +56,37 @@ class Reply:
     payload: Any = None
     status: int = 200
     headers: dict = field(default_factory=dict)
-    input_tokens: int = 1000
+    input_tokens: int = 1000                   # as the provider reports it (Anthropic: uncached input)
     output_tokens: int = 500
     delay: float = 0.0
     note: str | None = None                    # text beside a tool call
+    gap: float = 0.0                           # seconds between streamed events
+    thoughts: tuple = ()                       # (("thinking", text, signature) | ("redacted", data), ...)
+    reasoning_tokens: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+    cache_write_1h: int | None = None
+    cut: bool = False                          # truncated at the output limit
 
     def slow(self, seconds: float) -> "Reply":
         return replace(self, delay=seconds)
+
+    def trickle(self, seconds: float) -> "Reply":
+        return replace(self, gap=seconds)
+
+    def thinking(self, text: str, signature: str) -> "Reply":
+        return replace(self, thoughts=self.thoughts + (("thinking", text, signature),))
+
+    def redacted(self, data: str) -> "Reply":
+        return replace(self, thoughts=self.thoughts + (("redacted", data),))
+
+    def usage(self, *, reasoning: int | None = None, cache_read: int | None = None,
+              cache_write: int | None = None, cache_write_1h: int | None = None) -> "Reply":
+        return replace(self, reasoning_tokens=reasoning, cache_read=cache_read, cache_write=cache_write,
+                       cache_write_1h=cache_write_1h)
+
+    def truncated(self) -> "Reply":
+        return replace(self, cut=True)
 
 
 def tool(args: dict, *, input_tokens: int = 1000, output_tokens: int = 500, note: str | None = None) -> Reply:
@@ -75,7 +115,7 @@ def error(status: int, message: str = "scripted failure", *, retry_after: str | 
 
 
 def raw(status: int, body: Any, headers: dict | None = None) -> Reply:
-    """``body`` as given (dict -> JSON, str/bytes -> as is)."""
+    """``body`` as given (dict -> JSON, str/bytes -> as is; a ``Content-Type`` in ``headers`` wins)."""
     return Reply("raw", body, status=status, headers=dict(headers or {}))
 
 
@@ -92,43 +132,170 @@ _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: 
                 500: "api_error", 529: "overloaded_error"}
 
 
+def _cut(text: str) -> str:
+    return text[: max(1, len(text) // 2)]
+
+
+def _anthropic_usage(r: Reply) -> dict:
+    usage: dict[str, Any] = {"input_tokens": r.input_tokens, "output_tokens": r.output_tokens}
+    if r.cache_read is not None:
+        usage["cache_read_input_tokens"] = r.cache_read
+    if r.cache_write is not None or r.cache_write_1h is not None:
+        five, hour = r.cache_write or 0, r.cache_write_1h or 0
+        usage["cache_creation_input_tokens"] = five + hour
+        usage["cache_creation"] = {"ephemeral_5m_input_tokens": five, "ephemeral_1h_input_tokens": hour}
+    if r.reasoning_tokens is not None:
+        usage["output_tokens_details"] = {"thinking_tokens": r.reasoning_tokens}
+    return usage
+
+
+def _anthropic_content(r: Reply) -> tuple[list[dict], str]:
+    """The content blocks and stop reason of a tool/text reply."""
+    content: list[dict] = []
+    for t in r.thoughts:
+        content.append({"type": "thinking", "thinking": t[1], "signature": t[2]} if t[0] == "thinking"
+                       else {"type": "redacted_thinking", "data": t[1]})
+    if r.kind in ("tool", "raw_arguments"):
+        if r.note:
+            content.append({"type": "text", "text": r.note})
+        tool_input = r.payload
+        if r.cut and isinstance(tool_input, dict):
+            tool_input = {k: _cut(v) if isinstance(v, str) else v for k, v in list(tool_input.items())[:1]}
+        content.append({"type": "tool_use", "id": f"toolu_loop_{next(_ids)}", "name": "submit_kernel",
+                        "input": tool_input})
+        stop = "tool_use"
+    else:
+        content.append({"type": "text", "text": _cut(r.payload) if r.cut else r.payload})
+        stop = "end_turn"
+    return content, ("max_tokens" if r.cut else stop)
+
+
 def _render_anthropic(r: Reply, req: dict) -> tuple[int, Any]:
     model = req.get("model", "unknown") if isinstance(req, dict) else "unknown"
-    usage = {"input_tokens": r.input_tokens, "output_tokens": r.output_tokens}
     base = {"id": f"msg_loop_{next(_ids)}", "type": "message", "role": "assistant", "model": model,
-            "stop_sequence": None, "usage": usage}
-    if r.kind in ("tool", "raw_arguments"):
-        content = [{"type": "text", "text": r.note}] if r.note else []
-        content.append({"type": "tool_use", "id": f"toolu_loop_{next(_ids)}", "name": "submit_kernel",
-                        "input": r.payload})
-        return 200, {**base, "content": content, "stop_reason": "tool_use"}
-    if r.kind == "text":
-        return 200, {**base, "content": [{"type": "text", "text": r.payload}], "stop_reason": "end_turn"}
+            "stop_sequence": None, "usage": _anthropic_usage(r)}
+    if r.kind in ("tool", "raw_arguments", "text"):
+        content, stop = _anthropic_content(r)
+        return 200, {**base, "content": content, "stop_reason": stop}
     if r.kind == "error":
         etype = _ERROR_TYPES.get(r.status, "api_error")
         return r.status, {"type": "error", "error": {"type": etype, "message": r.payload}}
     return r.status, r.payload
 
 
-def _render_openai(r: Reply, req: dict) -> tuple[int, Any]:
-    model = req.get("model", "unknown") if isinstance(req, dict) else "unknown"
-    usage = {"prompt_tokens": r.input_tokens, "completion_tokens": r.output_tokens,
-             "total_tokens": r.input_tokens + r.output_tokens}
-    base = {"id": f"chatcmpl-loop-{next(_ids)}", "object": "chat.completion", "created": int(time.time()),
-            "model": model, "usage": usage}
+def _pieces(text: str, n: int = 3) -> list[str]:
+    step = max(1, -(-len(text) // n))
+    return [text[i:i + step] for i in range(0, len(text), step)] or [""]
+
+
+def _anthropic_events(r: Reply, req: dict) -> list[tuple[str, dict]]:
+    """A tool/text reply as Anthropic's server-sent events."""
+    status, message = _render_anthropic(r, req)
+    usage = message["usage"]
+    start_usage = {k: v for k, v in usage.items() if k not in ("output_tokens", "output_tokens_details")}
+    start = {**{k: v for k, v in message.items() if k not in ("content", "usage")},
+             "content": [], "stop_reason": None, "usage": {**start_usage, "output_tokens": 1}}
+    events: list[tuple[str, dict]] = [("message_start", {"type": "message_start", "message": start})]
+    for i, block in enumerate(message["content"]):
+        kind = block["type"]
+        if kind == "thinking":
+            head = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif kind == "text":
+            head = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"])]
+        elif kind == "tool_use":
+            head = {**block, "input": {}}
+            raw_json = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
+            if r.cut:
+                raw_json = _cut(json.dumps(r.payload) if isinstance(r.payload, dict) else raw_json)
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(raw_json)]
+        else:                                   # redacted_thinking arrives whole
+            head, deltas = block, []
+        events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": head}))
+        events += [("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}) for d in deltas]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    end_usage = {"output_tokens": usage["output_tokens"]}
+    if "output_tokens_details" in usage:
+        end_usage["output_tokens_details"] = usage["output_tokens_details"]
+    events.append(("message_delta", {"type": "message_delta",
+                                     "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                                     "usage": end_usage}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _openai_usage(r: Reply) -> dict:
+    usage: dict[str, Any] = {"prompt_tokens": r.input_tokens, "completion_tokens": r.output_tokens,
+                             "total_tokens": r.input_tokens + r.output_tokens}
+    if r.cache_read is not None or r.cache_write is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": r.cache_read or 0}
+        if r.cache_write is not None:
+            usage["prompt_tokens_details"]["cache_write_tokens"] = r.cache_write
+    if r.reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": r.reasoning_tokens}
+    return usage
+
+
+def _openai_message(r: Reply) -> tuple[dict, str]:
     if r.kind in ("tool", "raw_arguments"):
         arguments = json.dumps(r.payload) if r.kind == "tool" else r.payload
+        if r.cut:
+            arguments = _cut(arguments)
         message = {"role": "assistant", "content": r.note,
                    "tool_calls": [{"id": f"call_loop_{next(_ids)}", "type": "function",
                                    "function": {"name": "submit_kernel", "arguments": arguments}}]}
-        return 200, {**base, "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
-    if r.kind == "text":
-        message = {"role": "assistant", "content": r.payload}
-        return 200, {**base, "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+        return message, "length" if r.cut else "tool_calls"
+    return {"role": "assistant", "content": _cut(r.payload) if r.cut else r.payload}, "length" if r.cut else "stop"
+
+
+def _render_openai(r: Reply, req: dict) -> tuple[int, Any]:
+    model = req.get("model", "unknown") if isinstance(req, dict) else "unknown"
+    base = {"id": f"chatcmpl-loop-{next(_ids)}", "object": "chat.completion", "created": int(time.time()),
+            "model": model, "usage": _openai_usage(r)}
+    if r.kind in ("tool", "raw_arguments", "text"):
+        message, finish = _openai_message(r)
+        return 200, {**base, "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
     if r.kind == "error":
         etype = _ERROR_TYPES.get(r.status, "api_error")
         return r.status, {"error": {"message": r.payload, "type": etype, "param": None, "code": None}}
     return r.status, r.payload
+
+
+def _openai_events(r: Reply, req: dict) -> list[tuple[str | None, Any]]:
+    """A tool/text reply as OpenAI's streamed ``chat.completion.chunk`` objects."""
+    model = req.get("model", "unknown")
+    cid, created = f"chatcmpl-loop-{next(_ids)}", int(time.time())
+
+    def chunk(choices, **extra):
+        return (None, {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                       "choices": choices, **extra})
+
+    message, finish = _openai_message(r)
+    out = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])]
+    for p in _pieces(message.get("content") or "") if message.get("content") else []:
+        out.append(chunk([{"index": 0, "delta": {"content": p}, "finish_reason": None}]))
+    for call in message.get("tool_calls") or []:
+        out.append(chunk([{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": call["id"], "type": "function",
+             "function": {"name": call["function"]["name"], "arguments": ""}}]}, "finish_reason": None}]))
+        for p in _pieces(call["function"]["arguments"]):
+            out.append(chunk([{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": p}}]},
+                               "finish_reason": None}]))
+    out.append(chunk([{"index": 0, "delta": {}, "finish_reason": finish}]))
+    if (req.get("stream_options") or {}).get("include_usage"):
+        out.append(chunk([], usage=_openai_usage(r)))
+    out.append((None, "[DONE]"))
+    return out
+
+
+def closed_port_url() -> str:
+    """``http://127.0.0.1:PORT`` where nothing listens (a port just bound and released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
 
 
 class Loopback:
@@ -223,11 +390,16 @@ class Loopback:
             status, payload, headers = 501, {"error": {"message": f"loopback: nothing scripted for {path}",
                                                        "type": "loopback"}}, {}
         else:
-            render = _render_anthropic if path == ANTHROPIC else _render_openai
-            status, payload = render(reply, body if isinstance(body, dict) else {})
-            headers = reply.headers
+            request = body if isinstance(body, dict) else {}
             if reply.delay and self._stop.wait(reply.delay):
                 return                          # shutting down: drop the reply
+            if request.get("stream") and reply.kind in ("tool", "raw_arguments", "text"):
+                events = (_anthropic_events if path == ANTHROPIC else _openai_events)(reply, request)
+                self._stream(h, events, reply)
+                return
+            render = _render_anthropic if path == ANTHROPIC else _render_openai
+            status, payload = render(reply, request)
+            headers = reply.headers
         if isinstance(payload, (dict, list)):
             out = json.dumps(payload).encode()
             ctype = "application/json"
@@ -237,7 +409,8 @@ class Loopback:
             out, ctype = str(payload if payload is not None else "").encode(), "text/plain"
         try:
             h.send_response(status)
-            h.send_header("Content-Type", ctype)
+            if not any(k.lower() == "content-type" for k in headers):
+                h.send_header("Content-Type", ctype)
             h.send_header("Content-Length", str(len(out)))
             h.send_header("Connection", "close")
             h.send_header("request-id", f"req_loop_{next(_ids)}")
@@ -248,6 +421,28 @@ class Loopback:
             h.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             pass                                # the client gave up (timeout test)
+        h.close_connection = True
+
+    def _stream(self, h: BaseHTTPRequestHandler, events, reply: Reply) -> None:
+        """Server-sent events, ``reply.gap`` seconds apart, then close the connection."""
+        try:
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Cache-Control", "no-cache")
+            h.send_header("Connection", "close")
+            h.send_header("request-id", f"req_loop_{next(_ids)}")
+            for k, v in reply.headers.items():
+                h.send_header(k, v)
+            h.end_headers()
+            for i, (name, data) in enumerate(events):
+                if i and reply.gap and self._stop.wait(reply.gap):
+                    break
+                text = data if isinstance(data, str) else json.dumps(data)
+                frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
+                h.wfile.write(frame.encode())
+                h.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            pass
         h.close_connection = True
 
 

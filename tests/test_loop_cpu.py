@@ -288,6 +288,7 @@ def test_model_proposals_with_tunables_refine_separately(tmp_path, task):
 
     class Two:
         name = "scripted"
+        needs_prompt = True
 
         def propose(self, request):
             src = lambda t: vector_add(t, header=TUNED_HEADER)  # noqa: E731
@@ -519,8 +520,12 @@ def model_proposer(provider: str, server, **kw):
 
 
 def prompt_of(provider: str, body: dict) -> str:
+    """The first user turn's text (content blocks joined: the static prefix is a block of its own)."""
     msgs = body["messages"]
-    return next(m["content"] for m in msgs if m["role"] == "user")
+    content = next(m["content"] for m in msgs if m["role"] == "user")
+    if isinstance(content, list):
+        return "\n\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return content
 
 
 def assert_no_secret(path: Path, key: str) -> None:
@@ -558,6 +563,9 @@ def test_model_proposer_in_the_loop(tmp_path, loopback, clean_env, task, provide
     assert summary["per_model"][SPECS[provider]]["calls"] == 3
     hist = read(run, "history.json")
     assert [a["model_calls"] for a in hist["attempts"][1:]] == [["model-001.json"], ["model-002.json"], ["model-003.json"]]
+    assert [a["cost_usd"] for a in hist["attempts"][1:]] == [pytest.approx(c["cost_usd"]) for c in calls]
+    assert [a["tokens"] for a in hist["attempts"][1:]] == [{"input": c["input_tokens"], "output": c["output_tokens"]}
+                                                          for c in calls]
     assert [a["proposer"] for a in hist["attempts"][1:]] == [SPECS[provider]] * 3
     assert summary["best"]["id"] == "a0003" and summary["proposer"] == SPECS[provider]
 
@@ -568,7 +576,7 @@ def test_model_proposer_in_the_loop(tmp_path, loopback, clean_env, task, provide
     for p in prompts:
         assert task.signature.text in p
     assert "# Current best: a0000" in prompts[0] and "Recent failures" not in prompts[0]
-    assert "- a0001: mismatch" in prompts[1]                                   # the failure of iteration 1
+    assert "fix a0001 (mismatch)" in prompts[1]                  # iteration 2 is the fix turn of a0001
     assert "# Current best: a0002" in prompts[2] and "// fake: pass 400" in prompts[2]   # the new best's source
     for b in bodies:
         dumped = json.dumps(b)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import email.utils
 import json
+import re
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ from kernel_forge.proposers.base import ModelCall, Proposal, ProposalRequest
 from kernel_forge.proposers import pricing, retry, schema
 from kernel_forge.proposers.models import REDACTED, kernel_from_text, make_model_proposer, parse_model_spec, scrub
 
-from loopback import clean_env, error, loopback, raw_arguments, text, tool  # noqa: F401  (fixtures)
+from loopback import clean_env, closed_port_url, error, loopback, raw_arguments, text, tool  # noqa: F401  (fixtures)
 
 ANTHROPIC_KEY = "sk-ant-api03-LOOPBACK-secret-0123456789abcdef"
 OPENAI_KEY = "sk-proj-LOOPBACK-secret-0123456789abcdef"
@@ -103,7 +104,9 @@ def test_anthropic_happy_path(loopback):
     assert body["model"] == "claude-sonnet-4-5-20250929"
     assert body["max_tokens"] == 8192
     assert body["temperature"] == 0.2
-    assert body["system"] == "You write CUDA kernels."
+    # the system prompt is its own cacheable block; the answer is streamed
+    assert body["system"] == [{"type": "text", "text": "You write CUDA kernels.", "cache_control": {"type": "ephemeral"}}]
+    assert body["stream"] is True
     assert body["messages"] == [{"role": "user", "content": "Make saxpy faster."}]
     assert [t["name"] for t in body["tools"]] == ["submit_kernel"]
     assert body["tools"][0]["input_schema"] == schema.proposal_schema()
@@ -205,6 +208,7 @@ def test_retries_exhausted_become_an_error(loopback, provider):
     assert "still unavailable" in json.dumps(call.response)
     assert call.error.startswith("HTTP 503") and call.cost_usd == 0.0 and call.input_tokens == 0
     assert len(loopback.requests(provider)) == 3 and loopback.unscripted == []
+    assert result.unreachable is False               # the server answered: reachable, only failing
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -271,8 +275,9 @@ def test_anthropic_schema_failure_gets_one_repair(loopback):
 
 
 def test_anthropic_non_object_tool_input_is_repaired(loopback):
+    # a non-streamed body can carry a tool input that is not an object (a streamed one cannot)
     loopback.script("anthropic", raw_arguments('{"source": "trunc'), tool(GOOD))
-    result = make("anthropic", loopback).propose(REQUEST)
+    result = make("anthropic", loopback, stream=False).propose(REQUEST)
     assert len(result.proposals) == 1 and result.errors == []
     assert result.calls[0].error.startswith("invalid answer: $: expected an object")
     msgs = loopback.requests("anthropic")[1].body["messages"]
@@ -448,7 +453,8 @@ def test_missing_sdk_is_an_environment_problem(monkeypatch):
 
 def test_importing_kernel_forge_does_not_import_the_sdks():
     code = ("import sys, kernel_forge, kernel_forge.proposers.models, kernel_forge.proposers.anthropic_provider, "
-            "kernel_forge.proposers.openai_provider; "
+            "kernel_forge.proposers.openai_provider, kernel_forge.optimize, kernel_forge.cli_options, "
+            "kernel_forge.cli, kernel_forge.cli_loop; "
             "print(sorted(m for m in ('anthropic', 'openai') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -467,7 +473,7 @@ def test_pricing_prefix_match_on_dated_ids():
     assert t.lookup("openai", "GPT-4.1").key == "openai:gpt-4.1"
     # only date / -latest suffixes extend a key
     assert t.lookup("openai", "gpt-5-turbo-max") is None
-    assert t.lookup("anthropic", "claude-opus-4-7") is None
+    assert t.lookup("anthropic", "claude-opus-9-9") is None
     assert t.lookup("openai", "claude-sonnet-4-5") is None                               # provider matters
     assert pricing.lookup("openai:gpt-4o-mini").input == 0.15
     c = t.cost("anthropic", "claude-opus-4-1-20250805", 1_000_000, 100_000)
@@ -591,3 +597,437 @@ def test_call_with_retry_without_http():
 
     with pytest.raises(KeyError):
         retry.call_with_retry(bug, retry.RetryPolicy(sleep=sleeps))
+
+
+# ------------------------------------------------------------------------- reasoning models
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_anthropic_thinking_budget_sends_enabled_thinking_with_tool_choice_auto(loopback, stream):
+    reply = tool(GOOD, input_tokens=1200, output_tokens=900).thinking("Coalesce the loads first.", "c2lnLUFBQQ==")
+    loopback.script("anthropic", reply.usage(reasoning=600))
+    result = make("anthropic", loopback, thinking_budget=2048, stream=stream).propose(REQUEST)
+
+    assert result.errors == [] and result.proposals[0].source == KERNEL
+    (req,) = loopback.requests("anthropic")
+    assert req.body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert req.body["max_tokens"] == 8192 + 2048            # the budget comes on top of the answer's limit
+    assert req.body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+    assert req.body.get("stream", False) is stream
+    (call,) = result.calls
+    assert call.request == req.body
+    assert (call.output_tokens, call.reasoning_tokens) == (900, 600)
+    assert call.response["content"][0] == {"type": "thinking", "thinking": "Coalesce the loads first.",
+                                           "signature": "c2lnLUFBQQ=="}
+    assert call.cost_usd == pytest.approx(1200 * 3.0 / 1e6 + 900 * 15.0 / 1e6)   # thinking is output
+
+
+def test_anthropic_adaptive_thinking_answer_in_text_is_taken_from_its_fenced_block(loopback):
+    answer = "Here it is.\n\n```cuda\n" + KERNEL + "```\nOne element per thread."
+    loopback.script("anthropic", text(answer).thinking("plan", "c2ln"))
+    result = make("anthropic", loopback, thinking="adaptive", reasoning_effort="high").propose(REQUEST)
+
+    body = loopback.requests("anthropic")[0].body
+    assert body["thinking"] == {"type": "adaptive"} and body["output_config"] == {"effort": "high"}
+    assert body["tool_choice"]["type"] == "auto" and "temperature" not in body
+    (prop,) = result.proposals
+    assert prop.source == KERNEL and prop.rationale.startswith("[from text]")
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_thinking_blocks_are_replayed_unchanged_in_the_repair_turn(loopback, stream):
+    first = tool(BAD_GRID, note="Trying.").thinking("The grid must cover n.", "c2lnLVhZWi8rPT0=").redacted("RU5DUllQVEVE")
+    loopback.script("anthropic", first, tool(GOOD))
+    result = make("anthropic", loopback, thinking_budget=1024, stream=stream).propose(REQUEST)
+
+    assert result.errors == [] and result.proposals[0].calls == [0, 1]
+    first_req, repair = (r.body for r in loopback.requests("anthropic"))
+    assistant = repair["messages"][1]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"][:3] == [
+        {"type": "thinking", "thinking": "The grid must cover n.", "signature": "c2lnLVhZWi8rPT0="},
+        {"type": "redacted_thinking", "data": "RU5DUllQVEVE"},
+        {"type": "text", "text": "Trying."}]
+    use = assistant["content"][3]
+    assert use["type"] == "tool_use" and use["input"] == BAD_GRID
+    assert repair["messages"][2]["content"][0]["tool_use_id"] == use["id"]
+    assert repair["thinking"] == first_req["thinking"] and repair["tool_choice"]["type"] == "auto"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_openai_reasoning_effort_and_reasoning_and_cached_tokens(loopback, stream):
+    loopback.script("openai", tool(GOOD, input_tokens=10_000, output_tokens=1_000).usage(reasoning=600, cache_read=8_000))
+    result = make("openai", loopback, reasoning_effort="high", stream=stream).propose(REQUEST)
+
+    assert result.errors == []
+    (req,) = loopback.requests("openai")
+    assert req.body["reasoning_effort"] == "high" and "temperature" not in req.body
+    assert req.body.get("stream_options") == ({"include_usage": True} if stream else None)
+    (call,) = result.calls
+    assert call.request == req.body
+    assert (call.input_tokens, call.cache_read_tokens, call.output_tokens, call.reasoning_tokens) == \
+        (10_000, 8_000, 1_000, 600)
+    # gpt-5: $1.25 input, $0.125 cached input, $10 output per million
+    assert call.cost_usd == pytest.approx((2_000 * 1.25 + 8_000 * 0.125 + 1_000 * 10.0) / 1e6)
+
+
+def test_reasoning_settings_are_checked():
+    from kernel_forge.proposers.anthropic_provider import AnthropicProposer
+    from kernel_forge.proposers.openai_provider import OpenAIProposer
+
+    with pytest.raises(InputError, match=">= 1024"):
+        AnthropicProposer("claude-sonnet-4-5", api_key=ANTHROPIC_KEY, thinking_budget=512)
+    with pytest.raises(InputError, match="not both"):
+        AnthropicProposer("claude-sonnet-4-5", api_key=ANTHROPIC_KEY, thinking_budget=2048, thinking="adaptive")
+    with pytest.raises(InputError, match="low, medium, high"):
+        AnthropicProposer("claude-sonnet-4-5", api_key=ANTHROPIC_KEY, reasoning_effort="minimal")
+    with pytest.raises(InputError, match="reasoning_effort"):
+        OpenAIProposer("gpt-5", api_key=OPENAI_KEY, reasoning_effort="huge")
+    with pytest.raises(InputError, match="max_tokens_field"):
+        OpenAIProposer("gpt-5", api_key=OPENAI_KEY, max_tokens_field="max_output_tokens")
+    with pytest.raises(InputError, match="timeout"):
+        OpenAIProposer("gpt-5", api_key=OPENAI_KEY, timeout=0)
+
+
+# ------------------------------------------------------------------------- truncated answers
+
+LIMIT = {"anthropic": "max_tokens", "openai": "max_tokens"}   # a base URL: compatible servers' field
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_truncated_answer_is_asked_again_with_twice_the_limit(loopback, provider, stream):
+    loopback.script(provider, tool(GOOD).truncated(), tool(GOOD))
+    result = make(provider, loopback, max_tokens=4000, stream=stream).propose(REQUEST)
+
+    assert result.errors == [] and len(result.proposals) == 1
+    first, second = (r.body for r in loopback.requests(provider))
+    key = LIMIT[provider]
+    assert (first[key], second[key]) == (4000, 8000)
+    assert second["messages"] == first["messages"]            # the same conversation, a larger limit
+    cut, ok = result.calls
+    assert cut.error.startswith("truncated: the answer was cut off at the output limit (4000 tokens)")
+    assert f"{key}=8000" in cut.error and ok.error is None
+    assert result.proposals[0].calls == [0, 1]
+
+
+def test_truncated_answer_uses_the_configured_limit_field(loopback):
+    loopback.script("openai", tool(GOOD).truncated(), tool(GOOD))
+    make("openai", loopback, max_tokens=3000, max_tokens_field="max_completion_tokens").propose(REQUEST)
+    first, second = (r.body for r in loopback.requests("openai"))
+    assert "max_tokens" not in first and (first["max_completion_tokens"], second["max_completion_tokens"]) == (3000, 6000)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_truncated_answer_at_the_cap_asks_for_a_shorter_answer(loopback, provider):
+    loopback.script(provider, tool(GOOD).truncated(), tool(GOOD))
+    result = make(provider, loopback, max_tokens=4000, max_tokens_cap=4000).propose(REQUEST)
+
+    assert result.errors == [] and len(result.proposals) == 1
+    first, second = (r.body for r in loopback.requests(provider))
+    assert second != first and second[LIMIT[provider]] == 4000
+    last = second["messages"][-1]
+    note = last["content"] if isinstance(last["content"], str) else last["content"][-1]["text"]
+    assert last["role"] == "user" and "cut off at the output limit (4000 tokens)" in note
+    assert "shorter answer" in result.calls[0].error
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_truncated_twice_is_an_error_after_one_retry(loopback, provider):
+    loopback.script(provider, tool(GOOD).truncated(), tool(GOOD).truncated(), tool(GOOD))
+    result = make(provider, loopback).propose(REQUEST)
+    assert result.proposals == [] and len(result.calls) == 2
+    assert "cut off at the output limit (16384 tokens) again" in result.errors[0]
+    assert loopback.pending(provider) == 1
+
+
+# ------------------------------------------------------------------------- parameters a model rejects
+
+TEMPERATURE_400 = {
+    "anthropic": "temperature: sampling parameters other than the default are not supported for this model",
+    "openai": "Unsupported value: 'temperature' does not support 0.2 with this model. Only the default (1) value "
+              "is supported.",
+}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_400_naming_temperature_is_retried_once_without_it_and_remembered(loopback, provider):
+    loopback.script(provider, error(400, TEMPERATURE_400[provider]), tool(GOOD), tool(GOOD))
+    p = make(provider, loopback, temperature=0.2)
+    first = p.propose(REQUEST)
+    second = p.propose(REQUEST)                 # the next proposal of the run
+
+    assert first.errors == [] and second.errors == []
+    bodies = [r.body for r in loopback.requests(provider)]
+    assert [b.get("temperature") for b in bodies] == [0.2, None, None]
+    rejected, ok = first.calls
+    assert rejected.error.startswith("HTTP 400") and "without temperature" in rejected.error
+    assert first.proposals[0].calls == [0, 1] and len(second.calls) == 1
+    assert p.relaxed == {"temperature"}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_400_naming_temperature_twice_fails_and_other_400s_are_not_retried(loopback, provider):
+    loopback.script(provider, error(400, TEMPERATURE_400[provider]), error(400, "temperature still rejected"))
+    result = make(provider, loopback, temperature=0.2).propose(REQUEST)
+    assert result.proposals == [] and len(loopback.requests(provider)) == 2
+    loopback.script(provider, error(400, "messages: at least one message is required"), tool(GOOD))
+    result = make(provider, loopback, temperature=0.2).propose(REQUEST)
+    assert result.proposals == [] and len(result.calls) == 1 and loopback.pending(provider) == 1
+
+
+def test_anthropic_model_rejecting_a_forced_tool_choice_gets_auto(loopback):
+    loopback.script("anthropic", error(400, "tool_choice: forced tool use is not supported with this model"),
+                    tool(GOOD), tool(GOOD))
+    p = make("anthropic", loopback)
+    p.propose(REQUEST)
+    p.propose(REQUEST)
+    choices = [r.body["tool_choice"]["type"] for r in loopback.requests("anthropic")]
+    assert choices == ["tool", "auto", "auto"]
+
+
+def test_openai_model_rejecting_max_tokens_gets_max_completion_tokens(loopback):
+    loopback.script("openai", error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                         "Use 'max_completion_tokens' instead."), tool(GOOD))
+    result = make("openai", loopback, max_tokens=2000).propose(REQUEST)
+    assert result.errors == []
+    first, second = (r.body for r in loopback.requests("openai"))
+    assert first["max_tokens"] == 2000 and "max_completion_tokens" not in first
+    assert second["max_completion_tokens"] == 2000 and "max_tokens" not in second
+
+
+# ------------------------------------------------------------------------- timeouts, streaming
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_timeouts_are_counted_and_retried_a_bounded_number_of_times(loopback, provider, stream):
+    sleeps = Sleeps()
+    loopback.script(provider, *[tool(GOOD).slow(1.0)] * 3, tool(GOOD))
+    result = make(provider, loopback, timeout=0.3, timeout_retries=1, sleep=sleeps, stream=stream).propose(REQUEST)
+
+    assert result.proposals == [] and result.unreachable is False
+    (call,) = result.calls
+    assert (call.attempts, call.timeouts) == (2, 2) and len(sleeps) == 1
+    assert call.error.startswith("timeout") and "timed out 2 time(s) at 0.3 s" in call.error
+    assert len(loopback.requests(provider)) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_streamed_answer_may_take_longer_than_the_timeout(loopback, provider):
+    loopback.script(provider, tool(GOOD).trickle(0.15))      # ~8 events: over a second in all
+    result = make(provider, loopback, timeout=0.5).propose(REQUEST)
+
+    assert result.errors == [] and result.proposals[0].source == KERNEL
+    (call,) = result.calls
+    assert (call.attempts, call.timeouts) == (1, 0) and call.seconds > 0.5
+    assert call.response is not None and call.input_tokens == 1000
+
+
+# ------------------------------------------------------------------------- cost
+
+def test_anthropic_cache_tokens_are_priced_at_their_own_rates(loopback):
+    reply = tool(GOOD, input_tokens=300, output_tokens=400).usage(cache_read=2000, cache_write=1000, cache_write_1h=500)
+    loopback.script("anthropic", reply, reply)
+    sonnet = make("anthropic", loopback).propose(REQUEST).calls[0]
+    opus = make("anthropic", loopback, model="claude-opus-5-5").propose(REQUEST).calls[0]
+
+    assert (sonnet.input_tokens, sonnet.cache_read_tokens, sonnet.cache_write_tokens) == (3800, 2000, 1500)
+    # claude-sonnet-4-5: $3 input, $15 output; reads 0.1x, 5-minute writes 1.25x, 1-hour writes 2x input
+    assert sonnet.cost_usd == pytest.approx((300 * 3.0 + 2000 * 0.30 + 1000 * 3.75 + 500 * 6.0 + 400 * 15.0) / 1e6)
+    assert sonnet.cost_usd == pytest.approx(0.01425)
+    # claude-opus-5-5: $4 / $20, and a published cache read of $0.20 (0.05x, not the default 0.1x)
+    assert opus.cost_usd == pytest.approx((300 * 4.0 + 2000 * 0.20 + 1000 * 5.0 + 500 * 8.0 + 400 * 20.0) / 1e6)
+
+
+def test_openai_cached_input_and_cache_writes_are_priced(loopback):
+    loopback.script("openai", tool(GOOD, input_tokens=10_000, output_tokens=500).usage(cache_read=6_000, cache_write=3_000))
+    call = make("openai", loopback, model="gpt-6-sol").propose(REQUEST).calls[0]
+    assert (call.input_tokens, call.cache_read_tokens, call.cache_write_tokens) == (10_000, 6_000, 3_000)
+    # gpt-6-sol: $2 input, $0.20 cached input, $2.50 cache writes, $10 output per million
+    assert call.cost_usd == pytest.approx((1_000 * 2.0 + 6_000 * 0.20 + 3_000 * 2.50 + 500 * 10.0) / 1e6)
+
+
+def test_cache_rates_default_to_published_multipliers():
+    t = pricing.PriceTable({"anthropic:my-claude": {"input": 2.0, "output": 8.0},
+                            "openai:my-gpt": {"input": 1.0, "cached_input": 0.1, "output": 4.0},
+                            "openai:plain": [1.0, 2.0]})
+    m = 1_000_000
+    c = t.cost("anthropic", "my-claude", m, m, cache_read_tokens=m, cache_write_tokens=m, cache_write_1h_tokens=m)
+    assert c.usd == pytest.approx(2.0 + 8.0 + 0.2 + 2.5 + 4.0)
+    assert t.cost("openai", "my-gpt", 0, 0, cache_read_tokens=m).usd == pytest.approx(0.1)
+    # OpenAI publishes no multiplier: an unknown cached rate is the plain input rate (never below the invoice)
+    assert t.cost("openai", "plain", 0, 0, cache_read_tokens=m).usd == pytest.approx(1.0)
+    assert t.lookup("openai", "my-gpt").cache_read == 0.1
+    with pytest.raises(InputError, match="not both"):
+        pricing.PriceTable({"openai:x": {"input": 1, "output": 2, "cache_read": 0.1, "cached_input": 0.1}})
+    with pytest.raises(InputError, match="cache_write"):
+        pricing.PriceTable({"openai:x": {"input": 1, "output": 2, "cache_writes": 0.1}})
+
+
+def test_pricing_table_is_dated_and_holds_current_models():
+    assert pricing.shipped_checked() == "2026-12-01"
+    src = pricing.shipped_source()
+    assert "platform.claude.com" in src and "must be re-checked" in src
+    table = pricing.shipped_prices()
+    for key in ("anthropic:claude-opus-5-5", "anthropic:claude-sonnet-5-5", "anthropic:claude-sonnet-4-6",
+                "anthropic:claude-opus-4-6", "anthropic:claude-haiku-4-5", "openai:gpt-6-sol", "openai:gpt-5.5",
+                "openai:gpt-5", "openai:gpt-4.1"):
+        price = table[key]
+        assert 0 < price.rate("cache_read") < price.input < price.output
+        if key.startswith("anthropic:"):
+            assert price.input < price.rate("cache_write") < price.rate("cache_write_1h")
+
+
+# ------------------------------------------------------------------------- prompts, calls, reachability
+
+PREFIX = "# Task: saxpy\nReference: y = a * x + y\n"
+DIRECTED = ProposalRequest(system="You write CUDA kernels.", prompt="unused", n=2, static_prefix=PREFIX,
+                           prompts=["Direction: vectorise the loads.", "Direction: unroll by four."],
+                           directions=["vectorise", "unroll"])
+
+
+def test_anthropic_static_prefix_is_a_cached_block_before_each_proposals_prompt(loopback):
+    loopback.script("anthropic", tool({**GOOD, "rationale": "a"}), tool({**GOOD, "rationale": "b"}))
+    result = make("anthropic", loopback, parallel=1).propose(DIRECTED)
+
+    bodies = [r.body for r in loopback.requests("anthropic")]
+    cached = {"type": "ephemeral"}
+    for body, prompt in zip(bodies, DIRECTED.prompts):
+        assert body["messages"] == [{"role": "user", "content": [
+            {"type": "text", "text": PREFIX, "cache_control": cached}, {"type": "text", "text": prompt}]}]
+        assert body["system"][0]["cache_control"] == cached
+    assert [(p.direction, p.rationale) for p in result.proposals] == [("vectorise", "a"), ("unroll", "b")]
+
+    loopback.script("anthropic", tool(GOOD))
+    make("anthropic", loopback, prompt_cache=False).propose(dataclasses.replace(DIRECTED, n=1))
+    assert "cache_control" not in json.dumps(loopback.requests("anthropic")[-1].body)
+
+
+def test_openai_static_prefix_starts_each_proposals_message(loopback):
+    loopback.script("openai", tool({**GOOD, "rationale": "a"}), tool({**GOOD, "rationale": "b"}))
+    result = make("openai", loopback, parallel=1).propose(DIRECTED)
+    users = [r.body["messages"][1] for r in loopback.requests("openai")]
+    assert users == [{"role": "user", "content": f"{PREFIX}\n\n{p}"} for p in DIRECTED.prompts]
+    assert [p.direction for p in result.proposals] == ["vectorise", "unroll"]
+
+
+def test_proposal_calls_name_the_exchanges_that_produced_each_proposal(loopback):
+    loopback.script("openai", raw_arguments('{"source": '), tool({**GOOD, "rationale": "first"}),
+                    error(400, "context length exceeded"),
+                    tool({**GOOD, "rationale": "third"}))
+    result = make("openai", loopback, parallel=1).propose(dataclasses.replace(REQUEST, n=3))
+
+    assert len(result.calls) == 4
+    assert [(p.rationale, p.calls) for p in result.proposals] == [("first", [0, 1]), ("third", [3])]
+    (err,) = result.errors
+    assert "proposal 2 of 3" in err and "HTTP 400" in err
+
+
+def test_ensemble_in_parallel_keeps_proposal_calls_pointing_at_the_merged_list(loopback):
+    from kernel_forge.optimize import EnsembleProposer
+
+    loopback.script("anthropic", tool({**GOOD, "rationale": "claude"}))
+    loopback.script("openai", raw_arguments("{"), tool({**GOOD, "rationale": "gpt"}))
+    ens = EnsembleProposer([make("anthropic", loopback), make("openai", loopback)], "parallel")
+    result = ens.propose(dataclasses.replace(REQUEST, iteration=1))
+    for p in result.proposals:
+        assert {result.calls[i].provider for i in p.calls} == {"anthropic" if p.rationale == "claude" else "openai"}
+    assert sorted(len(p.calls) for p in result.proposals) == [1, 2] and result.unreachable is False
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_closed_port_makes_the_request_unreachable_after_few_attempts(provider):
+    from kernel_forge.proposers.anthropic_provider import AnthropicProposer
+    from kernel_forge.proposers.openai_provider import OpenAIProposer
+
+    url = closed_port_url()
+    sleeps = Sleeps()
+    cls, key, base = ((AnthropicProposer, ANTHROPIC_KEY, url) if provider == "anthropic"
+                      else (OpenAIProposer, OPENAI_KEY, url + "/v1"))
+    p = cls("some-model", api_key=key, base_url=base, timeout=2, sleep=sleeps)
+    result = p.propose(dataclasses.replace(REQUEST, n=2))
+
+    assert result.unreachable is True and result.proposals == []
+    assert len(result.calls) == 2 and all(c.attempts == 2 for c in result.calls)   # local: one retry only
+    assert all(c.error.startswith("connection failed") for c in result.calls)
+    assert len(sleeps) == 2 and len(result.errors) == 2
+
+
+def test_local_urls():
+    from kernel_forge.proposers.models import is_local_url
+
+    for url in ("http://localhost:8000/v1", "http://127.0.0.1:11434/v1", "http://10.1.2.3/v1",
+                "https://192.168.0.7:8443", "http://[::1]:8000", "http://gpu.localhost/v1"):
+        assert is_local_url(url), url
+    for url in (None, "https://api.openai.com/v1", "https://api.anthropic.com", "http://8.8.8.8/v1"):
+        assert not is_local_url(url), url
+
+
+# ------------------------------------------------------------------------- configuration, installation
+
+def test_make_proposer_passes_every_model_setting(loopback):
+    from kernel_forge.optimize import ProposerConfig, make_proposer
+
+    cfg = ProposerConfig(models=["anthropic:claude-sonnet-4-5", "openai:gpt-5"], base_url=loopback.url,
+                         max_tokens=4000, max_tokens_cap=9000, thinking_budget=2048, reasoning_effort="high",
+                         request_timeout_s=7.0, timeout_retries=1, max_attempts=3, stream=False,
+                         max_tokens_field="max_completion_tokens", prompt_cache=False, temperature=0.5)
+    a, o = make_proposer(cfg, None).members
+    assert (a.thinking_budget, a.max_tokens, a.max_tokens_cap, a.prompt_cache) == (2048, 6048, 9000, False)
+    assert (o.max_tokens_field, o.max_tokens, o.max_tokens_cap) == ("max_completion_tokens", 4000, 9000)
+    for m in (a, o):
+        assert (m.timeout, m.retry.timeout_retries, m.retry.max_attempts, m.stream) == (7.0, 1, 3, False)
+        assert (m.reasoning_effort, m.temperature) == ("high", 0.5)
+        assert m.retry.connect_attempts == 2                    # 127.0.0.1: a local server
+
+
+def test_budget_with_an_unpriced_model_is_refused_unless_the_config_prices_it():
+    from kernel_forge.optimize import ProposerConfig, check_budget_prices
+
+    cfg = ProposerConfig(models=["openai:gpt-5", "openai:llama-3.1-70b"], base_url="http://localhost:8000/v1")
+    with pytest.raises(InputError) as info:
+        check_budget_prices(cfg, 2.0)
+    msg = str(info.value)
+    assert "--budget-usd 2" in msg and "openai:llama-3.1-70b" in msg and "openai:gpt-5," not in msg
+    assert '"prices"' in msg and '"openai:llama-3.1-70b": {"input"' in msg
+    check_budget_prices(cfg, None)                              # no budget: an unpriced model is fine
+    check_budget_prices(dataclasses.replace(cfg, prices={"openai:llama-3.1-70b": {"input": 0.2, "output": 0.2}}), 2.0)
+
+
+def test_anthropic_and_openai_are_core_dependencies():
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    names = {re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+    assert {"anthropic", "openai"} <= names
+    assert {re.split(r"[<>=!~ ]", d, maxsplit=1)[0] for d in project["optional-dependencies"]["llm"]} >= \
+        {"anthropic", "openai"}                                  # the old extra still installs
+
+
+def _sse(events) -> str:
+    return "".join((f"event: {name}\n" if name else "") + f"data: {json.dumps(data) if not isinstance(data, str) else data}\n\n"
+                   for name, data in events)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_stream_the_sdk_cannot_assemble_is_a_recorded_failure(loopback, provider):
+    from loopback import raw
+
+    if provider == "anthropic":
+        start = {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
+                                                      "model": "x", "stop_reason": None, "stop_sequence": None,
+                                                      "usage": {"input_tokens": 1, "output_tokens": 1}}}
+        body = _sse([("message_start", start),
+                     ("content_block_delta", {"type": "content_block_delta", "index": 5,
+                                              "delta": {"type": "text_delta", "text": "x"}})])
+    else:
+        head = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "x",
+                "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+        bad = {**head, "choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"arguments": "{"}}]},
+                                    "finish_reason": None}]}
+        body = _sse([(None, head), (None, bad), (None, "[DONE]")])
+    loopback.script(provider, raw(200, body, headers={"Content-Type": "text/event-stream"}), tool(GOOD))
+    result = make(provider, loopback).propose(REQUEST)
+    assert result.proposals == [] and loopback.pending(provider) == 1        # not retried
+    (call,) = result.calls
+    assert call.error.startswith("the streamed answer could not be assembled") and call.response is None

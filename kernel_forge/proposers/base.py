@@ -34,12 +34,16 @@ class ModelCall:
     model: str
     request: dict                 # the JSON body sent (no headers, no key)
     response: dict | None         # the JSON body received (None on transport failure)
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int = 0         # all input tokens, cache reads and writes included
+    output_tokens: int = 0        # all output tokens, reasoning/thinking included
     cost_usd: float = 0.0
     seconds: float = 0.0
     attempts: int = 1             # HTTP attempts including retries
     error: str | None = None
+    reasoning_tokens: int = 0     # of output_tokens: reasoning (OpenAI) / thinking (Anthropic)
+    cache_read_tokens: int = 0    # of input_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0   # of input_tokens: written to the prompt cache
+    timeouts: int = 0             # of attempts: those that timed out
 
 
 @dataclass
@@ -81,5 +85,7 @@ class Exhausted(Exception):
 
 class Proposer(Protocol):
     name: str
+    #: False for proposers that ignore the prompt (the built-in tuner): the loop then builds none
+    needs_prompt: bool
 
     def propose(self, request: ProposalRequest) -> ProposalResult: ...

@@ -73,6 +73,7 @@ class ReplayProposer:
         self.proposals = load_proposals(path)
         self.position = skip
         self.name = "replay"
+        self.needs_prompt = True     # ignored, but built: the prompts a model would have had
 
     def propose(self, request: ProposalRequest) -> ProposalResult:
         if self.position >= len(self.proposals):

@@ -3,7 +3,11 @@
 Transient failures (HTTP 408, 429, 500, 502, 503, 504, 529, timeouts, dropped connections) are
 retried with exponential backoff and jitter; a ``Retry-After`` header (seconds or an HTTP date)
 or ``retry-after-ms`` is honoured instead of the backoff.  Every wait is capped at
-``max_delay``.  Anything else (400, 401, 404 ...) fails at once.
+``max_delay``.  Anything else (400, 401, 404 ...) fails at once.  Two kinds have their own, smaller
+bounds: a timed-out request is tried again at most ``timeout_retries`` times (each timeout is
+counted in :attr:`Outcome.timeouts`), and a connection that could not be made at all (refused,
+DNS, unreachable: :data:`CONNECT`) at most ``connect_attempts`` times -- a local server that is
+down does not answer on the fifth try either.
 
 The SDK clients are built with ``max_retries=0`` so that this is the only policy in force and
 :class:`Outcome.attempts` counts every HTTP attempt.  ``sleep`` (and ``random`` and ``now``) are
@@ -14,6 +18,7 @@ from __future__ import annotations
 import datetime
 import email.utils
 import random as _random
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,10 +28,19 @@ T = TypeVar("T")
 
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 529})
 
+# Failure kinds
+STATUS = "status"          # the server answered with an HTTP error
+TIMEOUT = "timeout"        # no (complete) answer within the request timeout
+CONNECT = "connect"        # no connection could be made: refused, DNS, unreachable, connect timeout
+DROPPED = "dropped"        # the connection broke after it was made
+OTHER = "other"
+
 
 @dataclass
 class RetryPolicy:
     max_attempts: int = 5            # HTTP attempts in all, the first included
+    timeout_retries: int = 2         # further attempts after a timeout (never more than max_attempts in all)
+    connect_attempts: int | None = None  # attempts while no connection can be made (None: max_attempts)
     base_delay: float = 1.0          # first backoff, doubled per attempt
     max_delay: float = 60.0          # cap on any one wait, Retry-After included
     jitter: float = 0.25             # backoff is scaled by a factor in [1 - jitter, 1]
@@ -37,6 +51,8 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.timeout_retries < 0 or (self.connect_attempts is not None and self.connect_attempts < 1):
+            raise ValueError("timeout_retries must be >= 0 and connect_attempts >= 1")
         if self.base_delay < 0 or self.max_delay < 0 or not 0 <= self.jitter <= 1:
             raise ValueError("base_delay and max_delay must be >= 0 and jitter within [0, 1]")
 
@@ -57,10 +73,20 @@ class Failure:
     """How a failed attempt is to be treated."""
 
     retryable: bool
-    description: str                         # e.g. "HTTP 429: rate limited", "timeout"
+    description: str                         # e.g. "HTTP 429: rate limited", "timeout: ..."
     status: int | None = None
     headers: Mapping[str, str] | None = None
     body: object | None = None               # the error response's JSON body, if any
+    kind: str = OTHER                        # STATUS | TIMEOUT | CONNECT | DROPPED | OTHER
+
+    @property
+    def message(self) -> str:
+        """The provider's ``error.message`` (or the description) and ``error.param`` if any, for
+        matching the names of rejected parameters."""
+        text = _error_message(self.body) or self.description
+        inner = self.body.get("error") if isinstance(self.body, dict) else None
+        param = inner.get("param") if isinstance(inner, dict) else None
+        return f"{text} (param: {param})" if isinstance(param, str) and param else text
 
 
 @dataclass
@@ -69,6 +95,7 @@ class Outcome(Generic[T]):
     error: BaseException | None = None
     failure: Failure | None = None           # the last failure (None on success)
     attempts: int = 0
+    timeouts: int = 0                        # attempts that timed out
     delays: list[float] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -134,9 +161,26 @@ def _error_message(body: object) -> str | None:
     return None
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from (the SDKs wrap the HTTP library's)."""
+    out: list[BaseException] = []
+    while exc is not None and exc not in out and len(out) < 8:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
+def _names(exc: BaseException) -> list[str]:
+    return [c.__name__ for c in type(exc).__mro__]
+
+
 def classify_exception(exc: BaseException) -> Failure | None:
     """A provider-neutral classifier: anything with an integer ``status_code`` (both SDKs'
-    ``APIStatusError``), timeouts and connection errors.  ``None``: not a call failure."""
+    ``APIStatusError``), timeouts and connection errors.  ``None``: not a call failure.
+
+    A connection that was never made (the HTTP library's ``ConnectError`` / ``ConnectTimeout``
+    under the SDK's ``APIConnectionError``) is :data:`CONNECT`; a timeout once connected is
+    :data:`TIMEOUT`; a connection that broke (reset, closed mid-answer) is :data:`DROPPED`."""
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and not isinstance(status, bool):
         response = getattr(exc, "response", None)
@@ -147,12 +191,18 @@ def classify_exception(exc: BaseException) -> Failure | None:
             body = getattr(exc, "body", None)
         message = _error_message(body) or getattr(exc, "message", None) or str(exc)
         return Failure(retryable=status in RETRYABLE_STATUS, description=f"HTTP {status}: {message}",
-                       status=status, headers=headers, body=body)
-    names = [c.__name__ for c in type(exc).__mro__]
+                       status=status, headers=headers, body=body, kind=STATUS)
+    chain = _chain(exc)
+    names = [n for e in chain for n in _names(e)]
+    detail = "; ".join(dict.fromkeys(str(e) for e in chain if str(e)))
+    if any(n in ("ConnectError", "ConnectTimeout") for n in names) or any(
+            isinstance(e, (ConnectionRefusedError, socket.gaierror)) for e in chain):
+        return Failure(retryable=True, description=f"connection failed: {detail}", kind=CONNECT)
     if isinstance(exc, TimeoutError) or any("Timeout" in n for n in names):
-        return Failure(retryable=True, description=f"timeout: {exc}")
-    if isinstance(exc, ConnectionError) or any("ConnectionError" in n for n in names):
-        return Failure(retryable=True, description=f"connection error: {exc}")
+        return Failure(retryable=True, description=f"timeout: {detail}", kind=TIMEOUT)
+    if isinstance(exc, ConnectionError) or any(n.endswith(("ConnectionError", "TransportError", "NetworkError",
+                                                             "ProtocolError")) for n in names):
+        return Failure(retryable=True, description=f"connection error: {detail}", kind=DROPPED)
     return None
 
 
@@ -164,6 +214,7 @@ def call_with_retry(fn: Callable[[], T], policy: RetryPolicy | None = None, *,
     not recognise (``None``) propagates, since it is a bug rather than a failed call."""
     policy = policy or RetryPolicy()
     outcome: Outcome[T] = Outcome()
+    connects = 0
     start = time.monotonic()
     while True:
         outcome.attempts += 1
@@ -176,7 +227,15 @@ def call_with_retry(fn: Callable[[], T], policy: RetryPolicy | None = None, *,
             if failure is None:
                 raise
             outcome.error, outcome.failure = exc, failure
+            if failure.kind == TIMEOUT:
+                outcome.timeouts += 1
             if not failure.retryable or outcome.attempts >= policy.max_attempts:
+                break
+            if failure.kind == TIMEOUT and outcome.timeouts > policy.timeout_retries:
+                break
+            connects += failure.kind == CONNECT
+            if failure.kind == CONNECT and policy.connect_attempts is not None \
+                    and connects >= policy.connect_attempts:
                 break
             wait = policy.delay(outcome.attempts, failure.headers)
             outcome.delays.append(wait)

@@ -7,6 +7,8 @@
 // note: outputs and, vector_add being deterministic, the repeat check fires first: nondeterministic
 // note: (for a task declared nondeterministic the repeat would be compared instead -> unwritten).
 // note: The flag is set only by the last block of the launch, so no block of launch 1 skips.
+// note: Twin (-DKF_TWIN=1): sets the flag the same way but never skips. Restoring the module's initial
+// note: globals before every launch makes it PASS: accepted too, if no faster than the twin.
 // message: differ bit-for-bit
 __device__ int g_done = 0;
 __device__ unsigned int g_blocks_finished = 0;
@@ -16,6 +18,9 @@ extern "C" __global__ void vector_add(const float* a, const float* b, float* c, 
     __shared__ int skip;
     if (threadIdx.x == 0) {
         skip = *(volatile int*)&g_done;
+#ifdef KF_TWIN
+        skip = 0;   // the honest twin never skips
+#endif
     }
     __syncthreads();
     if (skip) {

@@ -6,6 +6,8 @@
 // note: frees every buffer after a case and allocates the same sizes in the same order, so `a` comes
 // note: back at the same address; the cache hits and serves draw 1's product: draw 2 first launch
 // note: -> mismatch. (Were the address different, the kernel would recompute honestly and pass.)
+// note: Twin (-DKF_TWIN=1): never serves the cache. Restoring the module's initial globals before every
+// note: launch makes it PASS: accepted too, if no faster than the twin.
 // message: draw 2
 #define CACHE_FLOATS (1 << 20)
 
@@ -22,6 +24,9 @@ extern "C" __global__ void matmul_f32(const float* a, const float* b, float* c, 
         hit = *(volatile unsigned long long*)&g_key_a == (unsigned long long)a
               && *(volatile int*)&g_key_m == m && *(volatile int*)&g_key_n == n
               && *(volatile int*)&g_key_k == k;
+#ifdef KF_TWIN
+        hit = 0;   // the honest twin never serves the cache
+#endif
     }
     __syncthreads();
     bool cacheable = (long long)m * n <= CACHE_FLOATS;

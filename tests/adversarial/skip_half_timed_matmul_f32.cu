@@ -6,6 +6,8 @@
 // note: computes only the top half of C's rows, halving the time. The checked and repeat launches
 // note: are right, draw 2 has new values. It passed the strict gate before pure outputs were
 // note: poisoned before every timed launch; now the skipped rows keep the poison -> stale_after_timing.
+// note: Twin (-DKF_TWIN=1): never skips. Restoring the module's initial globals before every launch
+// note: makes it PASS: accepted too, if no faster than the twin.
 // message: after timing
 #define KEYS 6
 
@@ -26,6 +28,9 @@ extern "C" __global__ void matmul_f32(const float* a, const float* b, float* c, 
         }
         same = s;
         skip = s && *(volatile unsigned int*)&g_seen >= 2;
+#ifdef KF_TWIN
+        skip = 0;   // the honest twin never skips
+#endif
     }
     __syncthreads();
     int col = blockIdx.x * blockDim.x + threadIdx.x;

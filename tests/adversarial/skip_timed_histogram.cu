@@ -5,6 +5,8 @@
 // note: launches skip. Here the output bins is in/out (init zeros) and the gate resets it before
 // note: every timed launch, so after timing bins holds zeros. Outputs are re-checked before the
 // note: plausibility check: n16M -> stale_after_timing.
+// note: Twin (-DKF_TWIN=1): never skips. Restoring the module's initial globals before every launch
+// note: makes it PASS: accepted too, if no faster than the twin.
 // message: after timing
 // kforge: grid = [min(cdiv(n, 256), 1024)]
 // kforge: block = [256]
@@ -25,6 +27,9 @@ extern "C" __global__ void histogram(const int* x, unsigned int* bins, int n, in
         }
         same = s;
         skip = s && *(volatile unsigned int*)&g_seen >= 2;
+#ifdef KF_TWIN
+        skip = 0;   // the honest twin never skips
+#endif
     }
     __syncthreads();
     if (!skip) {

@@ -8,6 +8,8 @@
 // note: they skip. The gate poisons c before every timed launch (outside the timed window) and
 // note: re-checks the outputs of the last and of one random timed launch -> stale_after_timing.
 // note: (Before that fix only the plausibility check caught it, and only on memory-bound tasks.)
+// note: Twin (-DKF_TWIN=1): never skips. Restoring the module's initial globals before every launch
+// note: makes it PASS: accepted too, if no faster than the twin.
 // message: after timing
 // kforge: grid = [min(cdiv(n, 256), 1024)]
 // kforge: block = [256]
@@ -29,6 +31,9 @@ extern "C" __global__ void vector_add(const float* a, const float* b, float* c, 
         }
         same = s;
         skip = s && *(volatile unsigned int*)&g_seen >= 2;
+#ifdef KF_TWIN
+        skip = 0;   // the honest twin never skips
+#endif
     }
     __syncthreads();
     if (!skip) {

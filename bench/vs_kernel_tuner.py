@@ -1,0 +1,253 @@
+"""kforge's gate against Kernel Tuner on the same work, measured side by side in ONE process (GPU).
+
+The benchmark of issue 10: vector_add over 2^24 floats plus a 1,000,003-element correctness case,
+10 block sizes, every candidate a cold compile.  Four harnesses, each on the same 10 kernels:
+
+  (a) kforge full gate     Gate(task, GateOptions())        strict: 2 draws, repeat, after-timing checks
+  (b) kforge --quick       Gate(task, GateOptions.quick())  1 draw, no repeat or after-timing checks
+  (c) Kernel Tuner, CUDA   tune_kernel(lang="nvcuda"), answer checked (cuda-python backend)
+  (d) Kernel Tuner, cupy   tune_kernel(lang="cupy"), answer checked
+
+kforge runs on a temporary manifest built from manifests/vector_add.json with exactly the two
+cases ("odd", n = 1,000,003, correctness; "n16M", n = 2^24, performance); each harness gets a
+fresh, empty compile cache (KFORGE_CACHE_DIR; CUPY_CACHE_DIR for CuPy's own).  For Kernel Tuner
+the same work is two tune_kernel calls per backend, each over the 10 block sizes with
+`answer=` checked: n = 2^24 (timed, `--kt-iterations` launches, Kernel Tuner's default 7) and
+n = 1,000,003; a candidate's cost is the two calls' wall time over 10.  Kernel Tuner's own
+compile / verification / benchmark / framework times per configuration are kept in the JSON.
+
+Printed: ms per candidate (median over the 10, and the first and slowest), the best time each
+harness found (kforge: the n16M median of the best candidate; Kernel Tuner: its reported mean of
+`iterations` launches, no L2 flush) and at which block size.  Without kernel_tuner (or with a
+backend that fails) its rows say why and the rest still runs.
+
+    PYTHONPATH=$PWD:/tmp/site python bench/vs_kernel_tuner.py --out $OUT/vs_kernel_tuner.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BLOCKS = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+N_PERF = 1 << 24
+N_ODD = 1_000_003
+
+#: the candidate kforge gates: the naive kernel with its block size as a define
+KFORGE_KERNEL = """// kforge: grid = [cdiv(n, BLOCK)]
+// kforge: block = [BLOCK]
+// kforge: define BLOCK = {block}
+extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n)
+{{
+    long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) {{
+        c[i] = a[i] + b[i];
+    }}
+}}
+"""
+
+#: the same kernel as Kernel Tuner wants it: it defines block_size_x, the grid is n / block_size_x
+KT_KERNEL = """extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n)
+{
+    long long i = (long long)blockIdx.x * block_size_x + threadIdx.x;
+    if (i < n) {
+        c[i] = a[i] + b[i];
+    }
+}
+"""
+
+
+def two_case_manifest(directory: Path) -> Path:
+    """manifests/vector_add.json with exactly the cases "odd" (n = 1,000,003) and "n16M" (2^24),
+    every path in it made absolute."""
+    src = ROOT / "manifests" / "vector_add.json"
+    data = json.loads(src.read_text())
+    here = src.parent
+
+    def absolute(spec: str) -> str:
+        path, _, func = spec.partition(":")
+        return str((here / path).resolve()) + (f":{func}" if func else "")
+
+    data.pop("$schema", None)
+    data["reference"] = {"python": absolute(data["reference"]["python"])}
+    data["baselines"] = {k: {"python": absolute(v["python"])} for k, v in data.get("baselines", {}).items()}
+    data["initial"] = absolute(data["initial"])
+    data.pop("templates", None)
+    data["cases"] = [{"name": "odd", "role": "correctness", "vars": {"n": N_ODD}},
+                     {"name": "n16M", "role": "performance", "vars": {"n": N_PERF}}]
+    path = directory / "vector_add.json"
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+def summary(per_candidate_s: list[float]) -> dict:
+    ms = [s * 1000.0 for s in per_candidate_s]
+    return {"median": statistics.median(ms), "first": ms[0], "max": max(ms), "min": min(ms), "all": ms}
+
+
+def run_kforge(manifest: Path, quick: bool, cache_root: Path) -> dict:
+    from kernel_forge.candidate import parse_candidate
+    from kernel_forge.gate import Gate, GateOptions
+    from kernel_forge.task import load_task
+
+    os.environ["KFORGE_CACHE_DIR"] = str(cache_root / ("kforge-quick" if quick else "kforge-full"))
+    task = load_task(manifest)
+    options = GateOptions.quick() if quick else GateOptions()
+    row = {"harness": "kforge --quick" if quick else "kforge full gate",
+           "options": {k: v for k, v in vars(options).items() if not k.startswith("_")}}
+    with Gate(task, options) as gate:
+        t0 = time.perf_counter()
+        gate.ensure_gpu()
+        gate.calibrate()    # worker start and calibration: once per gate, not per candidate
+        row["startup_s"] = time.perf_counter() - t0
+        seconds, results = [], []
+        for block in BLOCKS:
+            cand = parse_candidate(KFORGE_KERNEL.format(block=block), name=f"vector_add_b{block}.cu")
+            t0 = time.perf_counter()
+            ev = gate.evaluate(cand, roles=("correctness", "performance"))
+            seconds.append(time.perf_counter() - t0)
+            perf = ev.case("n16M")
+            results.append({"block": block, "passed": ev.passed, "reason": ev.reason,
+                            "seconds": seconds[-1], "score_us": ev.score_us,
+                            "n16M_median_us": perf.timing.median if perf and perf.timing else None,
+                            "compile": {k: (ev.compile or {}).get(k) for k in ("seconds", "cached")}})
+            if not ev.passed:
+                row.setdefault("failures", []).append(f"block {block}: {ev.reason}: {ev.message}")
+        row["device"] = gate.device
+    row["per_candidate_ms"] = summary(seconds)
+    row["candidates"] = results
+    ok = [r for r in results if r["passed"] and r["n16M_median_us"]]
+    if ok:
+        best = min(ok, key=lambda r: r["n16M_median_us"])
+        row["best_us"], row["best_block"] = best["n16M_median_us"], best["block"]
+    return row
+
+
+def run_kernel_tuner(lang: str, iterations: int) -> dict:
+    import numpy as np
+    from kernel_tuner import tune_kernel
+
+    label = {"nvcuda": "Kernel Tuner, CUDA backend (nvcuda)", "cupy": "Kernel Tuner, cupy backend"}[lang]
+    row = {"harness": label, "lang": lang, "iterations": iterations}
+    rng = np.random.default_rng(0)
+    calls = []
+    for n in (N_PERF, N_ODD):
+        a = rng.standard_normal(n).astype(np.float32)
+        b = rng.uniform(-2.0, 2.0, n).astype(np.float32)
+        c = np.zeros_like(a)
+        args = [a, b, c, np.int32(n)]
+        answer = [None, None, a + b, None]
+        t0 = time.perf_counter()
+        results, env = tune_kernel("vector_add", KT_KERNEL, n, args, {"block_size_x": list(BLOCKS)},
+                                   answer=answer, atol=1e-6, lang=lang, iterations=iterations,
+                                   quiet=True, cache=None)
+        wall = time.perf_counter() - t0
+        calls.append({"n": n, "wall_s": wall, "configurations": len(results),
+                      "results": [{k: r.get(k) for k in ("block_size_x", "time", "compile_time",
+                                                         "verification_time", "benchmark_time",
+                                                         "framework_time", "strategy_time")}
+                                  for r in results]})
+        row.setdefault("device", env.get("device_name"))
+        row.setdefault("kernel_tuner_version", env.get("kernel_tuner_version"))
+    row["calls"] = calls
+    if any(call["configurations"] != len(BLOCKS) for call in calls):
+        row["note"] = "some configurations failed or were skipped: " + ", ".join(
+            f"n={call['n']}: {call['configurations']}" for call in calls)
+    # a candidate's cost: its share of both calls' wall time (each call compiles, verifies and times
+    # all 10 configurations); Kernel Tuner's own split per configuration stays in "calls"
+    total = sum(call["wall_s"] for call in calls)
+    row["per_candidate_ms"] = {"median": 1000.0 * total / len(BLOCKS), "of": "wall time of both calls / 10"}
+    accounted = []
+    for block in BLOCKS:
+        parts = [r for call in calls for r in call["results"] if r["block_size_x"] == block]
+        accounted.append(sum(sum((p.get(k) or 0) for k in ("compile_time", "verification_time", "benchmark_time",
+                                                          "framework_time", "strategy_time")) for p in parts))
+    row["kernel_tuner_accounted_ms"] = {"median": statistics.median(accounted), "all": accounted}
+    first_call = {r["block_size_x"]: r for r in calls[0]["results"]}
+    timed = [r for r in first_call.values() if isinstance(r.get("time"), (int, float))]
+    if timed:
+        best = min(timed, key=lambda r: r["time"])
+        row["best_us"], row["best_block"] = best["time"] * 1000.0, best["block_size_x"]
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    out = ["| harness | ms per candidate (median of 10) | first | slowest | best time found | at block |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "skipped" in r:
+            out.append(f"| {r['harness']} | skipped: {r['skipped']} | | | | |")
+            continue
+        pc = r["per_candidate_ms"]
+        first = f"{pc['first']:.0f}" if "first" in pc else "-"
+        slowest = f"{pc['max']:.0f}" if "max" in pc else "-"
+        best = f"{r['best_us']:.1f} µs" if r.get("best_us") else "-"
+        out.append(f"| {r['harness']} | {pc['median']:.0f} | {first} | {slowest} | {best} | {r.get('best_block', '-')} |")
+    notes = ["- Kernel Tuner rows: the wall time of both tune_kernel calls / 10 (no first/slowest); best time: "
+             "its mean of `iterations` launches without an L2 flush; kforge: the n16M median, L2 flushed"]
+    notes += [f"- {r['harness']}: {r['note']}" for r in rows if r.get("note")]
+    notes += [f"- {r['harness']}: {f}" for r in rows for f in r.get("failures", [])]
+    return "\n".join(out + ([""] + notes if notes else []))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("vs_kernel_tuner.json"), help="JSON results file")
+    ap.add_argument("--kt-iterations", type=int, default=7,
+                    help="Kernel Tuner's timed launches per configuration (its default: 7)")
+    ap.add_argument("--only", choices=("kforge", "kernel_tuner"), help="run one side only")
+    args = ap.parse_args(argv)
+
+    cache_root = Path(tempfile.mkdtemp(prefix="kforge-vs-kt-"))
+    # CuPy's own kernel cache: fresh too (it is read when cupy first compiles, in this process)
+    os.environ["CUPY_CACHE_DIR"] = str(cache_root / "cupy")
+    rows: list[dict] = []
+    report = {"benchmark": {"task": "vector_add", "n_perf": N_PERF, "n_correctness": N_ODD,
+                            "block_sizes": list(BLOCKS), "kt_iterations": args.kt_iterations},
+              "python": platform.python_version(), "rows": rows}
+    started = time.perf_counter()
+    if args.only != "kernel_tuner":
+        manifest = two_case_manifest(cache_root)
+        for quick in (False, True):
+            print(f"[vs-kt] kforge {'--quick' if quick else 'full gate'} ...", flush=True)
+            rows.append(run_kforge(manifest, quick, cache_root))
+    if args.only != "kforge":
+        try:
+            import kernel_tuner
+            report["kernel_tuner"] = getattr(kernel_tuner, "__version__", None)
+        except ImportError as exc:
+            for lang in ("nvcuda", "cupy"):
+                rows.append({"harness": f"Kernel Tuner ({lang})",
+                             "skipped": f"kernel_tuner is not installed ({exc}); pip install kernel_tuner "
+                                        "python-constraint2 xmltodict (bench/fetch_device_wheels.sh carries them)"})
+        else:
+            for lang in ("nvcuda", "cupy"):
+                print(f"[vs-kt] Kernel Tuner {lang} ...", flush=True)
+                try:
+                    rows.append(run_kernel_tuner(lang, args.kt_iterations))
+                except Exception as exc:  # noqa: BLE001 - one backend failing must not lose the others
+                    rows.append({"harness": f"Kernel Tuner ({lang})",
+                                 "skipped": f"failed: {type(exc).__name__}: {exc}".splitlines()[0],
+                                 "traceback": traceback.format_exc()})
+    report["wall_s"] = time.perf_counter() - started
+    text = table(rows)
+    report["table"] = text
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1, default=str))
+    print(f"[vs-kt] wrote {args.out} ({report['wall_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
