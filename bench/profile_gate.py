@@ -1,9 +1,11 @@
-"""Where the strict gate's time goes on one task's largest performance case (GPU).
+"""Where the strict gate's time goes on one task's largest performance case (GPU), by function.
 
-For each task: (1) the worker side, ``CaseRunner.run_case`` in this process under cProfile;
-(2) the cost of sending its answer through a pipe to another process; (3) the gate side,
+For each task: (1) the worker side, ``CaseRunner.run`` of a timed draw in this process under
+cProfile (inputs and expected values already resident, as for every candidate after the first);
+(2) the size of its answer (an ``Observation``) through the pipe; (3) the gate side,
 ``Gate.evaluate`` of the initial kernel on the performance cases under cProfile (the worker's
-time shows up there as waiting in ``_recv``). Everything is warmed once before it is measured.
+time shows up there as waiting in ``_recv``).  Everything is warmed once before it is measured.
+``bench/gate_cost.py`` gives the split per part without a profiler.
 
     python bench/profile_gate.py vector_add layernorm --out $OUT
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import multiprocessing as mp
+import pickle
 import pstats
 import sys
 import time
@@ -28,32 +30,14 @@ def top(profile: cProfile.Profile, n: int = 22) -> str:
     return s.getvalue()
 
 
-def _sink(conn) -> None:
-    got = conn.recv()
-    arrays = {id(v): v for stage in got.values() if isinstance(stage, dict)
-              for v in stage.values() if hasattr(v, "nbytes")}
-    conn.send(sum(v.nbytes for v in arrays.values()))      # an array sent for several stages counts once
-
-
-def pipe_seconds(out: dict) -> tuple[float, int]:
-    ctx = mp.get_context("spawn")
-    a, b = ctx.Pipe()
-    p = ctx.Process(target=_sink, args=(b,))
-    p.start()
-    time.sleep(2.0)                      # let the child start before the clock runs
-    t0 = time.perf_counter()
-    a.send(out)
-    nbytes = a.recv()
-    dt = time.perf_counter() - t0
-    p.join()
-    return dt, nbytes
-
-
 def profile_task(name: str, report: list[str]) -> None:
     from kernel_forge.candidate import load_candidate
     from kernel_forge.gate import Gate, GateOptions
-    from kernel_forge.gpu.runner import CaseRunner, RunOptions
+    from kernel_forge.gpu.runner import CaseRunner
+    from kernel_forge.inputs import generate
+    from kernel_forge.references import run_python_reference
     from kernel_forge.task import load_task
+    from kernel_forge.worker_protocol import Expected, Load, RunPlan, Sample, resolve_launch
 
     task = load_task(ROOT / "manifests" / f"{name}.json")
     perf = [c for c in task.cases if c.role == "performance"]
@@ -64,19 +48,25 @@ def profile_task(name: str, report: list[str]) -> None:
     gate.close()
 
     runner = CaseRunner(task)
-    opts = RunOptions(seed=0, time=True, warmup=3, reps=30)
-    runner.run_case(spec, case.name, opts)
+    launch = resolve_launch(spec.launch, case.vars, spec.defines)
+    runner.load(Load(spec, [launch]))
+    plan = RunPlan(case=case.name, seed=0, launch=launch, time=True, warmup=3, reps=30)
+    expected = run_python_reference(task, generate(task, case, 0))
+    need = lambda n: Expected(n.case, n.seed, expected)   # noqa: E731
+    runner.run(spec, plan, need=need)
+    runner.sample(Sample({}))
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()
-    out = runner.run_case(spec, case.name, opts)
+    obs = runner.run(spec, plan, need=need)
     prof.disable()
     worker_s = time.perf_counter() - t0
-    send_s, nbytes = pipe_seconds(out)
+    size = len(pickle.dumps(obs))
     report += [f"## {name}: case {case.name}", "",
-               f"worker run_case (timed draw, in-process): {worker_s:.2f} s; answer {nbytes / 1e6:.0f} MB "
-               f"through a pipe: {send_s:.2f} s", "", "```", top(prof), "```", ""]
-    del out, runner
+               f"worker run (timed draw, in-process, inputs resident): {worker_s * 1e3:.1f} ms; answer {size} bytes; "
+               f"parts: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in obs.seconds.items()), "",
+               "```", top(prof), "```", ""]
+    del obs, runner
 
     with Gate(task, GateOptions(warmup=3, reps=30)) as gate:
         gate.evaluate(cand, roles=("performance",))
@@ -85,8 +75,8 @@ def profile_task(name: str, report: list[str]) -> None:
         prof.enable()
         ev = gate.evaluate(cand, roles=("performance",))
         prof.disable()
-        report += [f"gate evaluate on the performance cases: {time.perf_counter() - t0:.2f} s "
-                   f"(passed={ev.passed})", "", "```", top(prof, 30), "```", ""]
+        report += [f"gate evaluate on the performance cases: {time.perf_counter() - t0:.3f} s "
+                   f"(passed={ev.passed}); cost {ev.cost}", "", "```", top(prof, 30), "```", ""]
 
 
 def main() -> int:

@@ -10,8 +10,9 @@ Writes bench.json, bench.md and bench.png to --out:
 - time to recover from a hung kernel and from an illegal address (until a correct kernel's
   verdict is back), and the verdicts;
 - the output check on the CPU (no GPU needed: `--only verify`): one 2^26-element float32 output
-  checked in one piece vs in parallel pieces, and all the checks of one timed draw (first launch,
-  repeat, after timing, mid timing) vs four full checks.
+  checked in one piece vs in parallel pieces (verify.compare, the CPU fallback), and what the gate
+  does on the CPU for one timed draw now (its checks over the worker's GPU summaries and the
+  re-check of 64 sampled elements) vs four full CPU checks.
 """
 from __future__ import annotations
 
@@ -125,9 +126,7 @@ def verify_speed(n: int = 1 << 26, rounds: int = 3) -> dict:
     """CPU time of the gate's output checks on one large output (medians of ``rounds``)."""
     import numpy as np
 
-    from kernel_forge.gate import Gate, GateOptions
     from kernel_forge.task import load_task
-    from kernel_forge.verdict import CaseResult
     from kernel_forge.verify import compare
 
     task = load_task(ROOT / "manifests" / "vector_add.json")
@@ -146,13 +145,24 @@ def verify_speed(n: int = 1 << 26, rounds: int = 3) -> dict:
 
     one = median_s(lambda: compare(arg.name, actual, expected, arg.param.dtype, tol, chunk=1 << 62))
     pieces = median_s(lambda: compare(arg.name, actual, expected, arg.param.dtype, tol))
-    stages = ("outputs", "outputs_repeat", "outputs_after_timing", "outputs_mid_timing")
-    answer = {k: {arg.name: actual.copy()} for k in stages}
-    gate = Gate(task, GateOptions(arch="sm_90"))
-    case = task.cases[0]
-    draw = median_s(lambda: gate._check_outputs(case, answer, {arg.name: expected},
-                                                CaseResult(case.name, case.role, False, seeds=[0]), draw=0))
-    gate.close()
+    # what the gate itself does on the CPU for one timed draw now: the checks over the worker's
+    # observation (its summaries of the GPU comparison) and the re-check of 64 sampled elements
+    from kernel_forge.checks import RunContext, judge
+    from kernel_forge.worker_protocol import (AFTER_TIMING, FIRST, REPEAT, Observation, SampleValues,
+                                              StageObservation, mid_timing)
+
+    summary = compare(arg.name, actual[:1024], expected[:1024], arg.param.dtype, tol)
+    summary.total = n
+    obs = Observation(case="n64M", seed=0, stages=[
+        StageObservation(FIRST, {arg.name: 1}, outputs=[summary], kept=True),
+        StageObservation(REPEAT, {arg.name: 1}, same_as=FIRST),
+        StageObservation(AFTER_TIMING, {arg.name: 1}, same_as=FIRST),
+        StageObservation(mid_timing(7), {arg.name: 1}, same_as=FIRST, later_fingerprints={arg.name: 1})])
+    idx = np.random.default_rng(1).integers(0, n, 64)
+    ctx = RunContext(task, draw=0, seed=0, expected={arg.name: expected}, shapes={arg.name: (n,)},
+                     sample_indices={FIRST: {arg.name: idx}}, sample=SampleValues({FIRST: {arg.name: actual[idx]}}))
+    assert judge(obs, ctx) is None
+    draw = median_s(lambda: judge(obs, ctx))
     return {"elements": n, "threads": os.cpu_count(), "one_piece_s": one, "pieces_s": pieces,
             "x_pieces": one / pieces, "timed_draw_s": draw, "four_full_checks_s": 4 * one,
             "x_timed_draw": 4 * one / draw}
@@ -217,7 +227,7 @@ def summary_lines(results: dict) -> list[str]:
         v = results["verify"]
         lines += ["", f"output check of {v['elements']} float32 elements ({v['threads']} CPUs): one piece "
                   f"{v['one_piece_s']:.2f} s, parallel pieces {v['pieces_s']:.2f} s (x{v['x_pieces']:.1f}); "
-                  f"all checks of one timed draw {v['timed_draw_s']:.2f} s vs four full checks in one piece "
+                  f"the gate's checks of one timed draw {v['timed_draw_s'] * 1e3:.2f} ms vs four full CPU checks "
                   f"{v['four_full_checks_s']:.2f} s (x{v['x_timed_draw']:.1f})"]
     return lines
 

@@ -100,11 +100,33 @@ def from_float(values: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 def poison_value(dtype: DType) -> int | float:
-    """A finite sentinel no sane output holds: unwritten elements are caught by comparison."""
+    """A finite sentinel no sane output holds: unwritten elements are caught by comparison.
+
+    The 64-bit values have two equal 32-bit halves, so a 32-bit memset writes them."""
     return {
-        "float32": -3.0e38, "float64": -1.7e308, "float16": -65504.0,
+        "float32": -3.0e38, "float16": -65504.0,
+        "float64": -1.7976931346530367e+308,   # bits 0xFFEFFFFF_FFEFFFFF
         "bfloat16": 0xFF7F,  # bf16 bit pattern of about -3.39e38 (finite)
         "int8": -128 + 1, "int16": -32768 + 1, "int32": -2147483647 + 17,
-        "int64": -(2 ** 63) + 17, "uint8": 0xEE, "uint16": 0xEEEE,
+        "int64": -9223371961692848111,          # bits 0x80000011_80000011
+        "uint8": 0xEE, "uint16": 0xEEEE,
         "uint32": 0xDEADBEEF, "uint64": 0xDEADBEEFDEADBEEF,
     }[dtype.name]
+
+
+def poison_bits(dtype: DType) -> int:
+    """The poison value's storage bit pattern, as an unsigned integer of the type's width."""
+    value = np.asarray(poison_value(dtype)).astype(dtype.numpy)
+    return int(value.view(f"<u{dtype.itemsize}"))
+
+
+def poison_memset(dtype: DType) -> tuple[int, int]:
+    """``(width, pattern)``: a driver memset of ``width`` bytes (1, 2 or 4) per element with
+    ``pattern`` fills a buffer of ``dtype`` with the poison value."""
+    bits = poison_bits(dtype)
+    if dtype.itemsize <= 4:
+        return dtype.itemsize, bits
+    lo, hi = bits & 0xFFFFFFFF, bits >> 32
+    if lo != hi:  # pragma: no cover - poison_value keeps the halves equal
+        raise ValueError(f"the {dtype.name} poison has unequal 32-bit halves")
+    return 4, lo

@@ -1,41 +1,49 @@
 """The gate: candidate → :class:`~kernel_forge.verdict.Evaluation`.
 
 The candidate runs in a worker process (``spawn``, so Windows works too) that owns its own CUDA
-context; reference outputs are computed here, in the parent (Python references) or in a
-separate reference worker (CUDA references), and compared only after the candidate's work is
-complete.  A hang is killed and reported as ``timeout``; a sticky CUDA error ends that worker
-and the next request gets a fresh one.  Candidate faults never raise past :meth:`Gate.evaluate`.
+context and only observes (:mod:`kernel_forge.worker_protocol`); every verdict is decided here,
+by the check functions of :mod:`kernel_forge.checks`.  Reference outputs are computed here, in
+the parent (Python references) or in a separate reference worker (CUDA references), while the
+candidate runs; they are sent to the worker once per (case, seed), compared on the GPU, and a
+random sample of elements chosen after each run is re-checked here.  A hang is killed and
+reported as ``timeout``; a sticky CUDA error ends that worker and the next request gets a fresh
+one.  Candidate faults never raise past :meth:`Gate.evaluate`.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
-from concurrent.futures import ThreadPoolExecutor
 import random
 import time
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from . import static_rules
 from .candidate import Candidate
+from .checks import Finding, LoadContext, RunContext, before_launch, failure_finding, judge, outputs_of
 from .errors import (CandidateError, CompileError, EnvironmentProblem, KForgeError, NoGPUError,
                      ReferenceError_, SignatureError)
 from .inputs import generate
 from .references import run_python_reference
+from .resources import case_resources
 from .signature import check_matches, find_entry
 from .stats import geomean, summarize
 from .task import Case, Task
 from .verdict import CaseResult, Evaluation
-from .verify import compare, outputs_identical
+from .verify import compare
+from .worker_protocol import (CALIBRATE, ERROR, EXIT, EXPECTED, FATAL, FIRST, LOAD, NEED, OK, PROGRESS, RUN,
+                              SAMPLE, Expected, Failure, KernelSpec, Load, ModuleFacts, Observation, Ready,
+                              ResolvedLaunch, Run, RunPlan, Sample, resolve_launch)
 
 
 @dataclass
 class GateOptions:
     """How strictly and how long the gate checks. The CLI and the loop fill this in."""
 
-    warmup: int = 10                 #: untimed launches before timing each performance case
-    reps: int = 100                  #: timed launches per performance case (every sample kept)
+    warmup: int = 10                 #: most untimed launches before timing each performance case
+    reps: int = 100                  #: most timed launches per performance case (every sample kept)
     flush_l2: bool = True            #: flush the L2 before each timed launch (outside the window)
     seed: int = 0                    #: seed of the first input draw of every case
     extra_draws: int = 1             #: further draws with fresh seeds per case (catches memoisation)
@@ -50,6 +58,14 @@ class GateOptions:
     sanitize: bool = False           #: run compute-sanitizer before accepting (see sanitizer.py)
     plausible_margin: float = 1.25   #: allowed excess over measured bandwidth before "implausible"
     fresh_seeds: list[int] = field(default_factory=list)  #: seeds of the extra draws (chosen if empty)
+    timing_budget_s: float = 0.25    #: GPU time the timed launches of a case may take: reps = budget / launch time, within [min_reps, reps]
+    min_reps: int = 10               #: fewest timed launches per performance case
+    warmup_budget_s: float = 0.025   #: GPU time the warm-up launches may take, within [min_warmup, warmup]
+    min_warmup: int = 2              #: fewest untimed launches before timing
+    compare: str = "gpu"             #: where outputs are compared: "gpu" (summaries and a sampled re-check) or "cpu" (all values sent back)
+    sample_size: int = 64            #: elements of every compared output re-checked here after each run
+    resident_bytes: int = 0          #: GPU memory the worker keeps inputs and expected outputs in (0: a quarter of the free memory, at most 16 GiB)
+    compile_threads: int = 2         #: NVRTC compiles running ahead of the gate (Gate.precompile)
 
     @property
     def strict(self) -> bool:
@@ -64,30 +80,43 @@ class GateOptions:
 
 
 class WorkerError(Exception):
-    def __init__(self, reason: str, message: str, code: str = "", sticky: bool = False):
+    """No usable answer from the worker: it hung, died, or reported a :class:`Failure`."""
+
+    def __init__(self, reason: str, message: str, code: str = "", sticky: bool = False,
+                 failure: Failure | None = None):
         super().__init__(message)
         self.reason, self.message, self.code, self.sticky = reason, message, code, sticky
+        self.failure = failure
+
+    @classmethod
+    def of(cls, failure: Failure) -> "WorkerError":
+        found = failure_finding(failure)
+        return cls(found.reason, found.message, failure.code, failure.sticky, failure)
 
 
 class Worker:
     """A spawned worker process running :func:`kernel_forge.gpu.runner.worker_main`."""
 
-    def __init__(self, task_path: Path, device: int = 0, start_timeout: float = 120.0):
+    def __init__(self, task_path: Path, device: int = 0, start_timeout: float = 120.0, resident_bytes: int = 0):
         from .gpu.runner import worker_main
 
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=worker_main, args=(child, str(task_path), device), daemon=True)
+        self.proc = ctx.Process(target=worker_main, args=(child, str(task_path), device, resident_bytes),
+                                daemon=True)
         self.proc.start()
         child.close()
         kind, payload = self._recv(start_timeout, "starting the GPU worker")
-        if kind == "fatal":
+        if kind == FATAL:
             self.close()
             if payload.get("exit_code") == 3 or payload["type"] in ("NoGPUError", "EnvironmentProblem"):
                 raise EnvironmentProblem(payload["message"])
             raise KForgeError(f"the GPU worker could not start: {payload['type']}: {payload['message']}")
-        self.device = payload["device"]
-        self.pid = payload["pid"]
+        ready: Ready = payload
+        self.device = ready.device
+        self.pid = ready.pid
+        self.clock = ready.clock
+        self.resident_bytes = ready.resident_bytes
 
     def _recv(self, timeout: float, what: str):
         if not self.conn.poll(timeout):
@@ -103,10 +132,11 @@ class Worker:
         return self.proc.is_alive()
 
     def request(self, op: str, payload, *, first_timeout: float, rest_timeout: float, what: str,
-                launch_timeout: float | None = None):
+                launch_timeout: float | None = None, on_need=None):
         """Send a request and wait for its answer: ``first_timeout`` for the set-up (inputs, upload,
         module load), ``launch_timeout`` once the worker says the first checked launch started, then
-        ``rest_timeout`` (or 20x the first launch's time per remaining launch) for the rest."""
+        ``rest_timeout`` (or 20x the first launch's time per remaining launch) for the rest.  A
+        ``need`` for expected outputs is answered with ``on_need(need)``."""
         try:
             self.conn.send((op, payload))
         except (BrokenPipeError, OSError):
@@ -114,22 +144,29 @@ class Worker:
         timeout = first_timeout
         while True:
             kind, body = self._recv(timeout, what)
-            if kind == "progress":
-                if body.get("stage") == "launch":      # the first checked launch starts now
+            if kind == PROGRESS:
+                if body.stage == "launch":      # the first checked launch starts now
                     timeout = launch_timeout if launch_timeout is not None else first_timeout
-                else:                                   # it finished: allow the rest its share
-                    first = body.get("first_launch_s", 0.0)
-                    timeout = max(rest_timeout, 20 * first * 150)
+                else:                           # it finished: allow the rest its share
+                    timeout = max(rest_timeout, 20 * body.first_launch_s * 150)
                 continue
-            if kind == "ok":
+            if kind == NEED:
+                answer = on_need(body) if on_need else Expected(body.case, body.seed, None)
+                try:
+                    self.conn.send((EXPECTED, answer))
+                except (BrokenPipeError, OSError):
+                    raise WorkerError("worker_died", "the worker is gone") from None
+                continue
+            if kind == OK:
                 return body
-            raise WorkerError(body.get("reason", "harness_error"), body.get("message", ""),
-                              body.get("code", ""), body.get("sticky", False))
+            if kind == ERROR:
+                raise WorkerError.of(body)
+            raise WorkerError("harness_error", f"unexpected answer {kind!r} while {what}")
 
     def close(self, kill: bool = False) -> None:
         if self.proc.is_alive() and not kill:
             try:
-                self.conn.send(("exit", None))
+                self.conn.send((EXIT, None))
                 self.proc.join(5)
             except (BrokenPipeError, OSError):
                 pass
@@ -143,6 +180,10 @@ class Worker:
             self.conn.close()
         except OSError:
             pass
+
+
+def _add(cost: dict, key: str, seconds: float) -> None:
+    cost[key] = cost.get(key, 0.0) + seconds
 
 
 class Gate:
@@ -162,6 +203,10 @@ class Gate:
         self.calibration: dict | None = None
         self.restarts = 0
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kforge-reference")
+        self._compile_pool = ThreadPoolExecutor(max_workers=max(1, self.options.compile_threads),
+                                                thread_name_prefix="kforge-nvrtc")
+        self._compiles: dict[tuple[str, str], Future] = {}
+        self._rng = random.SystemRandom()
         self.progress = lambda message: None   #: called with one line per finished case
         if self.options.sanitize:
             from .sanitizer import find_sanitizer
@@ -173,7 +218,7 @@ class Gate:
             if self._worker is not None:
                 self._worker.close(kill=True)
                 self.restarts += 1
-            self._worker = Worker(self.task.path, self.options.device)
+            self._worker = Worker(self.task.path, self.options.device, resident_bytes=self.options.resident_bytes)
             self.device = self._worker.device
         return self._worker
 
@@ -184,6 +229,10 @@ class Gate:
             self.restarts += 1
 
     def close(self) -> None:
+        for fut in self._compiles.values():
+            fut.cancel()
+        self._compiles.clear()
+        self._compile_pool.shutdown(wait=True)
         self._pool.shutdown(wait=True)
         for w in (self._worker, self._ref_worker):
             if w is not None:
@@ -205,7 +254,7 @@ class Gate:
         """Measured copy bandwidth and the device's FLOP/s peaks (cached per gate)."""
         if self.calibration is None:
             w = self.worker()
-            cal = w.request("calibrate", None, first_timeout=60, rest_timeout=60, what="calibrating")
+            cal = w.request(CALIBRATE, None, first_timeout=60, rest_timeout=60, what="calibrating")
             dev = self.device_info()
             cal["fp32_peak"] = dev["fp32_peak"]
             cal["tensor_peak"] = dev["tensor_peak"]
@@ -220,10 +269,9 @@ class Gate:
         return self.device_info()["arch"]
 
     # -- preparation (no GPU) ----------------------------------------------------------------
-    def prepare(self, candidate: Candidate) -> tuple["KernelSpecT", dict]:
+    def prepare(self, candidate: Candidate) -> tuple[KernelSpec, dict]:
         """Static rules, signature, launch and compile. Raises KForgeError subclasses."""
         from .gpu.nvrtc import compile_source
-        from .gpu.runner import KernelSpec
 
         findings = static_rules.check(candidate.source)
         if findings:
@@ -248,6 +296,26 @@ class Gate:
                           entry=self.task.signature.name, launch=launch, defines=candidate.compile_defines())
         return spec, result.to_json()
 
+    def precompile(self, candidates: list[Candidate]) -> None:
+        """Start compiling ``candidates`` in the background, in order, so that the next ones are
+        compiled while the current one is gated; :meth:`evaluate` takes the results."""
+        if self.options.arch is None:
+            self.device_info()      # the arch comes from the GPU
+        keys = [(cand.name, cand.sha256) for cand in candidates]
+        for key in [k for k in self._compiles if k not in set(keys)]:
+            self._compiles.pop(key).cancel()       # an earlier batch's leftovers (gated elsewhere)
+        for key, cand in zip(keys, candidates):
+            if key not in self._compiles:
+                self._compiles[key] = self._compile_pool.submit(self.prepare, cand)
+
+    def _prepared(self, candidate: Candidate, cost: dict) -> tuple[KernelSpec, dict]:
+        t0 = time.perf_counter()
+        fut = self._compiles.pop((candidate.name, candidate.sha256), None)
+        try:
+            return fut.result() if fut is not None and not fut.cancelled() else self.prepare(candidate)
+        finally:
+            _add(cost, "compile_s", time.perf_counter() - t0)
+
     # -- references -------------------------------------------------------------------------
     def expected(self, case: Case, seed: int) -> dict[str, np.ndarray]:
         key = (case.name, seed)
@@ -262,24 +330,34 @@ class Gate:
 
     def _cuda_reference(self, case: Case, seed: int) -> dict[str, np.ndarray]:
         from .candidate import load_candidate
-        from .gpu.runner import RunOptions
+        from .dtypes import to_float
 
         ref = load_candidate(self.task.reference.path)
         try:
             spec, _ = self.prepare(ref)
+            launch = resolve_launch(spec.launch, case.vars, spec.defines)
         except KForgeError as exc:
             raise ReferenceError_(f"the CUDA reference {self.task.reference.path} is unusable: {exc}") from None
         if self._ref_worker is None or not self._ref_worker.alive:
             self._ref_worker = Worker(self.task.path, self.options.device)
+        w = self._ref_worker
+        timeouts = dict(first_timeout=max(60, self.options.launch_timeout_s), rest_timeout=60,
+                        what="running the CUDA reference")
         try:
-            out = self._ref_worker.request("run", (spec, case.name, RunOptions(seed=seed, repeat=False)),
-                                           first_timeout=max(60, self.options.launch_timeout_s),
-                                           rest_timeout=60, what="running the CUDA reference")
+            w.request(LOAD, Load(spec, [launch]), **timeouts)
+            plan = RunPlan(case=case.name, seed=seed, launch=launch, repeat=False, time=False, compare="cpu",
+                           keep=False)
+            obs: Observation = w.request(RUN, Run(spec, plan), **timeouts)
         except WorkerError as exc:
             self._ref_worker.close(kill=True)
             self._ref_worker = None
             raise ReferenceError_(f"the CUDA reference failed on case {case.name!r}: {exc.reason}: {exc.message}") from None
-        return out["outputs"]
+        stage = obs.stage(FIRST)
+        out = {}
+        for arg in self.task.outputs:
+            values = stage.arrays[arg.name]
+            out[arg.name] = to_float(values, arg.param.dtype) if arg.param.dtype.name == "bfloat16" else values
+        return out
 
     # -- evaluation -------------------------------------------------------------------------
     def evaluate(self, candidate: Candidate, *, roles: tuple[str, ...] = ("correctness", "performance"),
@@ -287,8 +365,9 @@ class Gate:
         t0 = time.perf_counter()
         ev = Evaluation(label=candidate.name, passed=False, defines=candidate.compile_defines(),
                         sha256=candidate.sha256, kind=kind)
+        cost: dict = {}
         try:
-            spec, ev.compile = self.prepare(candidate)
+            spec, ev.compile = self._prepared(candidate, cost)
         except CompileError as exc:
             ev.reason, ev.message = "compile_error", str(exc)
             ev.compile = {"log": exc.log, "lines": list(exc.lines)}
@@ -298,10 +377,11 @@ class Gate:
             ev.reason = "static_rule" if static_rules.check(candidate.source) else "bad_candidate"
             ev.message = str(exc)
         else:
-            self._run_cases(spec, ev, roles, time_cases, only)
+            self._run_cases(spec, ev, roles, time_cases, only, cost)
             if ev.passed and self.options.sanitize and kind == "candidate":
                 self._sanitize(candidate, ev)
         ev.seconds = time.perf_counter() - t0
+        ev.cost = _rounded(cost)
         return ev
 
     def _sanitize(self, candidate: Candidate, ev: Evaluation) -> None:
@@ -321,11 +401,8 @@ class Gate:
         """Measure candidates side by side: ``rounds`` interleaved passes over the performance
         cases (outputs still verified), samples pooled per case."""
         saved = self.options
-        quick = GateOptions.quick(**{k: getattr(saved, k) for k in (
-            "warmup", "reps", "flush_l2", "seed", "launch_timeout_s", "timing_timeout_s", "arch",
-            "device", "plausibility", "plausible_margin")})
-        quick.fresh_seeds = []
-        quick.check_after_timing = True   # the re-timed launches are verified too
+        quick = replace(saved, extra_draws=0, repeat_check=False, check_after_timing=True, fresh_seeds=[],
+                        fail_fast=False, sanitize=False)   # the re-timed launches are verified too
         runs: list[list[Evaluation]] = [[] for _ in candidates]
         try:
             self.options = quick
@@ -342,7 +419,7 @@ class Gate:
                 continue
             for case in first.cases:
                 samples = [s for e in evs for s in e.case(case.name).timing.samples_us]
-                case.timing = summarize(samples, flushed=case.timing.flushed)
+                case.timing = _pooled(case.timing, [e.case(case.name).timing for e in evs], samples)
                 self._throughput(self.task.case(case.name), case)
             first.score_us = geomean([c.timing.median for c in first.cases])
             out.append(first)
@@ -350,28 +427,63 @@ class Gate:
 
     def evaluate_baseline(self, name: str, *, roles=("performance",)) -> Evaluation:
         """Time (and verify) a vendor baseline exactly like a candidate."""
-        from .gpu.runner import KernelSpec
-
         ref = self.task.baselines[name]
         spec = KernelSpec(kind="python", label=f"baseline:{name}", module_path=str(ref.path), function=ref.function)
         t0 = time.perf_counter()
         ev = Evaluation(label=f"baseline:{name}", passed=False, kind="baseline")
-        self._run_cases(spec, ev, roles, True)
+        cost: dict = {}
+        self._run_cases(spec, ev, roles, True, None, cost)
         ev.seconds = time.perf_counter() - t0
+        ev.cost = _rounded(cost)
         return ev
 
-    def _run_cases(self, spec, ev: Evaluation, roles, time_cases: bool, only: set[str] | None = None) -> None:
+    def _request(self, op: str, payload, *, what: str, timed: bool = False, on_need=None):
+        """One request to the candidate's worker; a worker that hung or died is replaced."""
+        w = self.worker()
+        o = self.options
+        try:
+            return w.request(op, payload, first_timeout=max(60.0, o.launch_timeout_s),
+                             launch_timeout=o.launch_timeout_s,
+                             rest_timeout=o.timing_timeout_s if timed else o.launch_timeout_s,
+                             what=what, on_need=on_need)
+        except WorkerError as exc:
+            if exc.reason in ("timeout", "worker_died") or exc.sticky:
+                self._drop_worker()
+            raise
+
+    def _run_cases(self, spec: KernelSpec, ev: Evaluation, roles, time_cases: bool, only: set[str] | None,
+                   cost: dict) -> None:
+        cases = [c for c in self.task.cases if c.role in roles and (only is None or c.name in only)]
+        launches: dict[str, ResolvedLaunch | None] = {}
+        errors: dict[str, str] = {}
+        facts: ModuleFacts | None = None
+        load_error: WorkerError | None = None
+        if spec.kind == "cuda" and cases:
+            for case in cases:
+                try:
+                    launches[case.name] = resolve_launch(spec.launch, case.vars, spec.defines)
+                except KForgeError as exc:
+                    launches[case.name], errors[case.name] = None, str(exc)
+            t0 = time.perf_counter()
+            try:
+                facts = self._request(LOAD, Load(spec, [l for l in launches.values() if l is not None]),
+                                      what="loading the kernel")
+            except WorkerError as exc:
+                load_error = exc
+            _add(cost, "load_s", time.perf_counter() - t0)
         failed = False
-        for case in self.task.cases:
-            if case.role not in roles or (only is not None and case.name not in only):
-                continue
+        for case in cases:
             if failed and self.options.fail_fast:
                 ev.cases.append(CaseResult(case.name, case.role, False, "skipped"))
                 continue
+            res = CaseResult(case.name, case.role, False)
             try:
-                res = self._run_case(spec, case, time_cases and case.role == "performance")
+                if spec.kind != "cuda" or self._before_launch(res, ev, facts, launches.get(case.name),
+                                                              errors.get(case.name, ""), load_error):
+                    self._run_case(spec, case, time_cases and case.role == "performance", res,
+                                   launches.get(case.name), cost)
             except ReferenceError_ as exc:
-                res = CaseResult(case.name, case.role, False, "reference_error", str(exc))
+                res.passed, res.reason, res.message = False, "reference_error", str(exc)
             except EnvironmentProblem:
                 raise
             ev.cases.append(res)
@@ -391,24 +503,34 @@ class Gate:
         if perf and len(perf) == len([c for c in ev.cases if c.role == "performance"]):
             ev.score_us = geomean(perf)
 
-    def _call(self, spec, case: Case, opts) -> dict:
-        w = self.worker()
-        o = self.options
-        try:
-            return w.request("run", (spec, case.name, opts), first_timeout=max(60.0, o.launch_timeout_s),
-                             launch_timeout=o.launch_timeout_s,
-                             rest_timeout=o.timing_timeout_s if opts.time else o.launch_timeout_s,
-                             what=f"running case {case.name}")
-        except WorkerError as exc:
-            if exc.reason in ("timeout", "worker_died") or exc.sticky:
-                self._drop_worker()
-            raise
+    def _before_launch(self, res: CaseResult, ev: Evaluation, facts: ModuleFacts | None,
+                       launch: ResolvedLaunch | None, launch_error: str, load_error: WorkerError | None) -> bool:
+        """Module facts into the case's record, then the checks that run before any launch:
+        True when the case may be launched."""
+        res.launch = launch.to_json() if launch else None
+        res.resources = case_resources(facts, launch, (ev.compile or {}).get("resources"))
+        if facts is not None:
+            res.module_state = {"globals": dict(facts.globals), "changed": {}}
+        if load_error is not None:
+            res.reason, res.message, res.code = load_error.reason, load_error.message, load_error.code
+            return False
+        found = before_launch(LoadContext(self.task, self.device_info(), facts, launch, launch_error))
+        if found:
+            res.reason, res.message = found.reason, found.message
+            return False
+        return True
 
-    def _run_case(self, spec, case: Case, timed: bool) -> CaseResult:
-        from .gpu.runner import RunOptions
-
+    def _plan(self, case: Case, seed: int, launch: ResolvedLaunch | None, timed: bool) -> RunPlan:
         o = self.options
-        res = CaseResult(case.name, case.role, False)
+        return RunPlan(case=case.name, seed=seed, launch=launch, check=True, repeat=o.repeat_check, time=timed,
+                       warmup=o.warmup, reps=o.reps, min_warmup=o.min_warmup, min_reps=o.min_reps,
+                       timing_budget_s=o.timing_budget_s, warmup_budget_s=o.warmup_budget_s,
+                       extra_warmup=self._rng.randrange(4), flush=o.flush_l2, after_timing=o.check_after_timing,
+                       snap_fraction=self._rng.random(), compare=o.compare, keep=o.compare == "gpu")
+
+    def _run_case(self, spec: KernelSpec, case: Case, timed: bool, res: CaseResult,
+                  launch: ResolvedLaunch | None, cost: dict) -> None:
+        o = self.options
         if case.role == "holdout":   # fresh values every time a holdout runs
             seeds = [random.SystemRandom().randrange(1, 2**31)]
         else:
@@ -416,87 +538,98 @@ class Gate:
         for i, seed in enumerate(seeds):
             res.seeds.append(seed)
             do_time = timed and i == 0
-            opts = RunOptions(seed=seed, repeat=o.repeat_check, time=do_time, warmup=o.warmup,
-                              reps=o.reps, flush=o.flush_l2, return_after_timing=o.check_after_timing)
-            # the reference runs here while the candidate runs in its worker
-            pending = self._pool.submit(self.expected, case, seed)
-            try:
-                out = self._call(spec, case, opts)
-            except WorkerError as exc:
-                res.reason, res.message, res.code = exc.reason, exc.message, exc.code
-                return res
-            finally:
-                expected_or_error = pending.exception() or pending.result()
-            if isinstance(expected_or_error, BaseException):
-                raise expected_or_error
-            expected = expected_or_error
-            res.launch = out.get("launch", res.launch)
-            problem = self._check_outputs(case, out, expected, res, draw=i)
-            if problem:
-                return res
-            if do_time:
-                res.timing = summarize(out["timing"]["samples_us"], flushed=out["timing"]["flushed"])
-                self._throughput(case, res)
-                if o.plausibility and self._implausible(res):
-                    return res
+            finding, obs = self._draw(spec, case, seed, i, launch, do_time, res, cost)
+            if obs is not None and res.module_state is not None:
+                for stage, names in obs.globals_changed.items():
+                    res.module_state["changed"][f"draw {i + 1}, {stage}"] = names
+            if finding is not None:
+                res.reason, res.message = finding.reason, finding.message
+                return
         res.passed, res.reason = True, "passed"
-        return res
 
-    def _check_outputs(self, case: Case, out: dict, expected: dict, res: CaseResult, draw: int) -> bool:
-        """Fill ``res`` with the first problem found; return True if there is one."""
-        task = self.task
-        if out.get("inputs_modified"):
-            names = ", ".join(out["inputs_modified"])
-            res.reason, res.message = "input_modified", f"const input(s) {names} changed by the kernel"
-            return True
+    def _draw(self, spec: KernelSpec, case: Case, seed: int, draw: int, launch: ResolvedLaunch | None,
+              timed: bool, res: CaseResult, cost: dict) -> tuple[Finding | None, Observation | None]:
+        """One input draw of one case: run, sample, judge; the record's outputs and timing filled."""
+        plan = self._plan(case, seed, launch, timed)
+        pending = self._pool.submit(self.expected, case, seed)
+        problems: list[BaseException] = []
 
-        def check(outputs: dict, stage: str) -> bool:
-            checks = []
-            for arg in task.outputs:
-                chk = compare(arg.name, outputs[arg.name], expected[arg.name], arg.param.dtype,
-                              task.tolerance_for(arg))
-                checks.append(chk)
-            res.outputs = [c.to_json() for c in checks]
-            bad = [c for c in checks if not c.ok]
-            if not bad:
-                return False
-            c = bad[0]
-            if stage.startswith("after timed") or stage == "after timing":
-                res.reason = "stale_after_timing"
-            elif c.unwritten and c.unwritten == c.mismatches:
-                res.reason = "unwritten"
-            else:
-                res.reason = "mismatch"
-            res.message = f"draw {draw + 1} (seed {res.seeds[-1]}), {stage}: {c.summary()}"
-            return True
+        def on_need(need) -> Expected:
+            t0 = time.perf_counter()
+            try:
+                return Expected(need.case, need.seed, pending.result())
+            except BaseException as exc:  # noqa: BLE001 - raised below, once the worker has answered
+                problems.append(exc)
+                return Expected(need.case, need.seed, None)
+            finally:
+                _add(cost, "reference_s", time.perf_counter() - t0)
 
-        if "outputs" in out and check(out["outputs"], "first launch"):
-            return True
+        t0 = time.perf_counter()
+        try:
+            obs: Observation = self._request(RUN, Run(spec, plan), what=f"running case {case.name}", timed=timed,
+                                             on_need=on_need)
+        except WorkerError as exc:
+            if problems:
+                raise problems[0]
+            res.code = exc.code
+            return Finding(exc.reason, exc.message), None
+        finally:
+            _add(cost, "runs_s", time.perf_counter() - t0)
+            cost["runs"] = cost.get("runs", 0) + 1
+        for part, secs in obs.seconds.items():
+            _add(cost.setdefault("worker", {}), part, secs)
+        t1 = time.perf_counter()
+        expected = pending.result()            # raises ReferenceError_ for a broken reference
+        _add(cost, "reference_s", time.perf_counter() - t1)
+        ctx = RunContext(self.task, draw=draw, seed=seed, expected=expected, plausibility=self.options.plausibility,
+                         plausible_margin=self.options.plausible_margin,
+                         shapes={a.name: self.task.shape(a, case) for a in self.task.outputs})
+        t2 = time.perf_counter()
+        if any(s.kept for s in obs.stages):
+            ctx.sample_indices = self._sample_indices(obs, ctx.shapes)
+            try:
+                ctx.sample = self._request(SAMPLE, Sample(ctx.sample_indices), what=f"sampling case {case.name}")
+            except WorkerError as exc:
+                res.code = exc.code
+                return Finding(exc.reason, exc.message), obs
+            _add(cost, "sample_s", time.perf_counter() - t2)
+        t3 = time.perf_counter()
+        for stage in obs.stages:               # the CPU fallback: the worker sent the values
+            if stage.arrays is not None and not stage.outputs and not stage.same_as:
+                stage.outputs = [compare(a.name, stage.arrays[a.name], expected[a.name], a.param.dtype,
+                                         self.task.tolerance_for(a)) for a in self.task.outputs]
+        if obs.timing is not None:
+            ctx.flops, ctx.bytes = self.task.cost(case)
+            if self.options.plausibility:
+                ctx.calibration = self.calibrate()
+        finding = judge(obs, ctx)
+        shown = obs.stage(finding.stage) if finding and finding.stage else obs.stage(FIRST)
+        if shown is not None:
+            res.outputs = [c.to_json() for c in outputs_of(obs, shown)]
+        if obs.timing is not None and (finding is None or finding.reason == "implausible"):
+            res.timing = obs.timing
+            self._throughput(case, res)
+        _add(cost, "checks_s", time.perf_counter() - t3)
+        return finding, obs
 
-        def same_as_first(outputs: dict) -> bool:
-            # bit-for-bit the outputs that just passed: they pass too, without another full check
-            return "outputs" in out and not outputs_identical(out["outputs"], outputs)
-
-        if "outputs_repeat" in out:
-            differing = outputs_identical(out["outputs"], out["outputs_repeat"])
-            if differing:
-                if task.nondeterministic:
-                    if check(out["outputs_repeat"], "second launch"):
-                        return True
-                else:
-                    res.reason = "nondeterministic"
-                    res.message = (f"outputs {', '.join(differing)} differ bit-for-bit between two launches on "
-                                   f"the same inputs (seed {res.seeds[-1]}): a race or uninitialised read; "
-                                   "declare \"nondeterministic\": true in the manifest only for float atomics")
-                    return True
-        if ("outputs_after_timing" in out and not same_as_first(out["outputs_after_timing"])
-                and check(out["outputs_after_timing"], "after timing")):
-            return True
-        if ("outputs_mid_timing" in out and not same_as_first(out["outputs_mid_timing"])
-                and check(out["outputs_mid_timing"], f"after timed launch {out.get('mid_timing_launch', '?')}")):
-            res.reason = "stale_after_timing"
-            return True
-        return False
+    def _sample_indices(self, obs: Observation, shapes: dict[str, tuple[int, ...]]) -> dict[str, dict[str, np.ndarray]]:
+        """Element indices to re-check, drawn now (after the run): uniform ones plus every element the
+        summary names as a mismatch."""
+        rng = np.random.default_rng(self._rng.getrandbits(63))
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for stage in obs.stages:
+            if not stage.kept:
+                continue
+            out[stage.stage] = {}
+            for chk in stage.outputs:
+                if chk.total <= 0 or chk.shape_error:
+                    continue
+                picks = rng.integers(0, chk.total, size=min(chk.total, self.options.sample_size))
+                shape = shapes[chk.name]
+                named = [np.ravel_multi_index(tuple(f["index"]), shape) for f in chk.first
+                         if len(f["index"]) == len(shape) and all(0 <= i < n for i, n in zip(f["index"], shape))]
+                out[stage.stage][chk.name] = np.unique(np.concatenate([picks, np.asarray(named, dtype=np.int64)]))
+        return out
 
     def _throughput(self, case: Case, res: CaseResult) -> None:
         flops, nbytes = self.task.cost(case)
@@ -514,38 +647,11 @@ class Gate:
             if cal.get("fp32_peak"):
                 res.pct_peak_flops = 100.0 * flops / secs / cal["fp32_peak"]
 
-    def _implausible(self, res: CaseResult) -> bool:
-        cal = self.calibrate()
-        secs = res.timing.median * 1e-6
-        limits = []
-        if res.bytes:
-            limits.append(("bytes", res.bytes / (cal["bandwidth"] * self.options.plausible_margin)))
-        if res.flops:
-            limits.append(("flops", res.flops / (cal["tensor_peak"] * 1.05)))
-        for what, floor in limits:
-            if secs < floor:
-                res.reason = "implausible"
-                if what == "bytes":
-                    res.message = (f"median {res.timing.median:.2f} µs moves {res.bytes:.3g} bytes at "
-                                   f"{res.bytes / secs / 1e9:.0f} GB/s, above the measured copy bandwidth "
-                                   f"{cal['bandwidth'] / 1e9:.0f} GB/s x{self.options.plausible_margin}: "
-                                   "it cannot have read its inputs")
-                else:
-                    res.message = (f"median {res.timing.median:.2f} µs does {res.flops:.3g} FLOP at "
-                                   f"{res.flops / secs / 1e12:.1f} TFLOP/s, above this GPU's tensor-core peak "
-                                   f"{cal['tensor_peak'] / 1e12:.0f} TFLOP/s")
-                return True
-        return False
-
     def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
                       on_result=lambda i, ev: None):
         """One candidate after another on this gate's GPU (see :class:`~kernel_forge.gate_pool.GatePool`)."""
         from .gatelike import evaluate_in_turn
         return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
-
-    def precompile(self, candidates: list[Candidate]) -> None:
-        """Compile candidates in parallel so that their evaluations hit the compile cache."""
-        precompile(self, candidates)
 
     def profile(self, candidate: Candidate, cases: list[str]) -> dict:
         """A profiler summary of ``candidate`` on ``cases`` (see :mod:`kernel_forge.gatelike`)."""
@@ -559,7 +665,21 @@ class Gate:
         self.worker()
 
 
-KernelSpecT = object  # the runner's KernelSpec, imported lazily
+def _pooled(first, timings, samples):
+    """One Timing of pooled samples, keeping the method and the pooled event estimate."""
+    events = None
+    if first.events is not None and all(t.events and t.events.get("samples_us") for t in timings):
+        ev_samples = [s for t in timings for s in t.events["samples_us"]]
+        e = summarize(ev_samples)
+        events = {"median": e.median, "p10": e.p10, "p90": e.p90, "cv": e.cv, "samples_us": list(e.samples_us)}
+    return summarize(samples, flushed=first.flushed, method=first.method, events=events or first.events)
+
+
+def _rounded(cost: dict) -> dict:
+    out = {}
+    for k, v in cost.items():
+        out[k] = _rounded(v) if isinstance(v, dict) else (round(v, 6) if isinstance(v, float) else v)
+    return out
 
 
 def probe_gpu() -> None:
@@ -569,19 +689,3 @@ def probe_gpu() -> None:
 
 
 __all__ = ["Gate", "GateOptions", "Worker", "WorkerError", "NoGPUError", "probe_gpu"]
-
-
-def _precompile_one(gate: "Gate", candidate: Candidate) -> None:
-    try:
-        gate.prepare(candidate)
-    except KForgeError:
-        pass  # the evaluation reports it
-
-
-def precompile(gate: "Gate", candidates: list[Candidate], threads: int = 4) -> None:
-    """Compile candidates in parallel so their evaluations hit the compile cache."""
-    if len(candidates) < 2:
-        return
-    gate.device_info() if gate.options.arch is None else None
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kforge-nvrtc") as pool:
-        list(pool.map(lambda c: _precompile_one(gate, c), candidates))

@@ -8,6 +8,18 @@ def _fmt(x, spec: str, dash: str = "-") -> str:
     return dash if x is None else format(x, spec)
 
 
+def worst_of_tolerance(outputs: list[dict]) -> float | None:
+    """The largest ``tol_ratio`` over a case's outputs (1.0 = an element at its tolerance), or None."""
+    vals = []
+    for o in outputs:
+        v = o.get("tol_ratio")
+        if isinstance(v, (int, float)):
+            vals.append(float(v))
+        elif isinstance(v, str):
+            vals.append(float(v))      # "inf" / "nan"
+    return max(vals) if vals else None
+
+
 def speedups(ev: Evaluation, other: Evaluation | None) -> dict[str, float]:
     """Per performance case: other's median / ev's median (>1 means ev is faster)."""
     if other is None:
@@ -44,7 +56,7 @@ def eval_json(task, ev: Evaluation, initial: Evaluation | None, baselines: dict[
 def eval_table(task, ev: Evaluation, initial: Evaluation | None, baselines: dict[str, Evaluation]) -> str:
     vs_init = speedups(ev, initial)
     vs_base = {k: speedups(ev, b) for k, b in baselines.items()}
-    head = ["case", "role", "verdict", "max abs", "max rel", "median µs", "p10-p90 µs", "cv",
+    head = ["case", "role", "verdict", "max abs", "max rel", "worst/tol", "median µs", "p10-p90 µs", "cv",
             "GB/s", "TFLOP/s", "%peak bw", "%peak fp32"]
     if initial is not None:
         head.append("x initial")
@@ -55,7 +67,7 @@ def eval_table(task, ev: Evaluation, initial: Evaluation | None, baselines: dict
         max_rel = max((o.get("max_rel") for o in c.outputs if isinstance(o.get("max_rel"), (int, float))), default=None)
         t = c.timing
         row = [c.name, c.role, "pass" if c.passed else c.reason,
-               _fmt(max_abs, ".2e"), _fmt(max_rel, ".2e"),
+               _fmt(max_abs, ".2e"), _fmt(max_rel, ".2e"), _fmt(worst_of_tolerance(c.outputs), ".2f"),
                _fmt(t.median if t else None, ".2f"),
                f"{t.p10:.2f}-{t.p90:.2f}" if t else "-",
                _fmt(t.cv if t else None, ".3f"),

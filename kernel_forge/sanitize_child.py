@@ -11,8 +11,9 @@ def main(job_path: str) -> int:
     cupy.cuda.set_allocator(None)        # pooled sub-allocations would hide out-of-bounds accesses
     from .candidate import load_candidate
     from .gpu.nvrtc import compile_source
-    from .gpu.runner import CaseRunner, KernelSpec, RunOptions
+    from .gpu.runner import CaseRunner
     from .task import load_task
+    from .worker_protocol import KernelSpec, Load, RunPlan, resolve_launch
 
     job = json.loads(open(job_path).read())
     task = load_task(job["manifest"])
@@ -22,7 +23,10 @@ def main(job_path: str) -> int:
     res = compile_source(cand.source, arch=arch, defines=cand.compile_defines())
     spec = KernelSpec(kind="cuda", label=cand.name, cubin=res.cubin, entry=task.signature.name,
                       launch=cand.launch or task.launch, defines=cand.compile_defines())
-    runner.run_case(spec, job["case"], RunOptions(seed=job["seed"], repeat=False, time=False))
+    launch = resolve_launch(spec.launch, task.case(job["case"]).vars, spec.defines)
+    runner.load(Load(spec, [launch]))
+    runner.run(spec, RunPlan(case=job["case"], seed=job["seed"], launch=launch, repeat=False, time=False,
+                             compare="none", keep=False))
     return 0
 
 

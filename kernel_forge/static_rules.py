@@ -2,8 +2,9 @@
 
 A candidate must compute the task itself, in its one kernel, on the launch stream.  These
 rules refuse the ways around that which a text scan can see: vendor-library headers and calls,
-device-side launches and stream/memory API calls, reads of the clocks used for timing, and
-includes that reach outside the standard headers.  Comments and string literals are ignored;
+device-side launches and stream/memory API calls, reads of the clocks used for timing,
+includes that reach outside the standard headers, and memory outside the module image (the
+device heap, ``__managed__`` variables) that the gate could not reset between launches.  Comments and string literals are ignored;
 each finding names the line.
 """
 from __future__ import annotations
@@ -31,6 +32,10 @@ RULES: list[tuple[str, re.Pattern, str]] = [
      "includes a file named by a macro (a computed #include); name headers literally"),
     ("host_code", re.compile(r"\b(fopen|system|popen|getenv|dlopen)\s*\("),
      "calls host or OS functions"),
+    ("device_heap", re.compile(r"\b(malloc|free|realloc|calloc)\s*\(|\bnew\b|(?<!=)(?<!= )\bdelete\b"),
+     "allocates on the device heap (malloc/free/new/delete): state outside the module image survives launches"),
+    ("managed_memory", re.compile(r"\b__managed__\b"),
+     "declares __managed__ memory: state outside the module image survives launches"),
 ]
 
 

@@ -34,6 +34,8 @@ REASONS = {
     "skipped": "not run because an earlier case failed",
     "duplicate": "the same normalised source, launch and defines as an earlier attempt (not gated again)",
     "launch_conflict": "the kernel's kforge header and the proposal's launch say different things",
+    "tampered": "memory the gate keeps for checking (expected values, initial values) changed during the run, "
+                "or the GPU comparison disagreed with elements the gate sampled",
 }
 
 
@@ -60,6 +62,9 @@ class CaseResult:
     #: threads_per_block, blocks_per_sm (cuOccupancyMaxActiveBlocksPerMultiprocessor),
     #: warps_per_sm, occupancy (0-1), occupancy_limiter ("registers" | "shared_memory" | "threads" | "blocks")
     resources: dict | None = None
+    #: the module's globals, restored before every launch, and which of them launches changed
+    #: (evidence, not a verdict): {"globals": {name: bytes}, "changed": {stage: [names]}}
+    module_state: dict | None = None
 
     @property
     def median_us(self) -> float | None:
@@ -68,7 +73,8 @@ class CaseResult:
     def to_json(self, with_samples: bool = True) -> dict:
         d = {k: getattr(self, k) for k in ("name", "role", "passed", "reason", "message", "seeds",
                                            "outputs", "launch", "flops", "bytes", "gbps", "tflops",
-                                           "pct_peak_bw", "pct_peak_flops", "code", "resources")}
+                                           "pct_peak_bw", "pct_peak_flops", "code", "resources",
+                                           "module_state")}
         d["timing"] = self.timing.to_json(with_samples) if self.timing else None
         return d
 
@@ -97,6 +103,9 @@ class Evaluation:
     seconds: float = 0.0
     kind: str = "candidate"              # candidate | baseline | reference
     device: int | None = None            # the GPU ordinal that ran it (several-GPU runs)
+    #: where the gate's time went (seconds): compile (waited for), load, runs (worker answers),
+    #: worker parts summed over runs, reference, sample, checks
+    cost: dict | None = None
 
     def case(self, name: str) -> CaseResult | None:
         return next((c for c in self.cases if c.name == name), None)
@@ -108,7 +117,8 @@ class Evaluation:
         return {"label": self.label, "passed": self.passed, "reason": self.reason,
                 "message": self.message, "score_us": self.score_us, "compile": self.compile,
                 "defines": self.defines, "sha256": self.sha256, "seconds": round(self.seconds, 3),
-                "kind": self.kind, "device": self.device, "cases": [c.to_json(with_samples) for c in self.cases]}
+                "kind": self.kind, "device": self.device, "cases": [c.to_json(with_samples) for c in self.cases],
+                "cost": self.cost}
 
     @classmethod
     def from_json(cls, d: dict) -> "Evaluation":

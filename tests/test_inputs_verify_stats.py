@@ -16,7 +16,7 @@ from kernel_forge.errors import ManifestError
 from kernel_forge.inputs import generate, host_values
 from kernel_forge.stats import Timing, faster_beyond_noise, geomean, noise_band, summarize
 from kernel_forge.task import Tolerance, load_task
-from kernel_forge.verify import compare, outputs_identical
+from kernel_forge.verify import compare, device_expected, element_checks, outputs_identical, rel_floor
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
@@ -412,6 +412,62 @@ def test_compare_zero_dimensional_output():
     assert compare("s", np.float32(2.0), np.float64(2.0), FLOAT32, TOL).ok
     res = compare("s", np.float32(3.0), np.float64(2.0), FLOAT32, TOL)
     assert res.mismatches == 1 and res.first == [{"index": [], "actual": 3.0, "expected": 2.0}]
+
+
+def test_max_rel_stays_meaningful_when_the_reference_is_near_zero():
+    # a relative error against a reference of 1e-300 is 1e294 and says nothing: below atol / rtol
+    # the tolerance is absolute, so the relative error is taken against that magnitude
+    res = compare("y", np.array([1e-6, 1.0]), np.array([1e-300, 1.0]), FLOAT64, TOL)
+    assert res.ok
+    assert res.max_rel == pytest.approx(1e-6 / (TOL.atol / TOL.rtol))
+    assert res.tol_ratio == pytest.approx(1e-6 / TOL.atol)
+    assert rel_floor(FLOAT64, TOL) == pytest.approx(0.1)
+    assert rel_floor(FLOAT64, Tolerance(1e-3, 0)) == 1e-3
+    assert rel_floor(INT32, Tolerance(0, 0)) == 1.0
+
+
+def test_tol_ratio_is_the_worst_elements_share_of_its_tolerance():
+    expected = np.array([1.0, 100.0, 8.0])
+    limits = TOL.atol + TOL.rtol * np.abs(expected)
+    actual = expected + np.array([0.25, 0.5, 0.0]) * limits
+    res = compare("y", actual, expected, FLOAT64, TOL)
+    assert res.ok and res.tol_ratio == pytest.approx(0.5)
+    assert "worst 0.5 of tolerance" in res.summary()
+    over = compare("y", expected + np.array([0.0, 1.5, 0.0]) * limits, expected, FLOAT64, TOL)
+    assert not over.ok and over.tol_ratio == pytest.approx(1.5)
+    assert over.to_json()["tol_ratio"] == pytest.approx(1.5)
+    assert compare("y", expected, expected, FLOAT64, TOL).tol_ratio == 0.0
+
+
+def test_exact_integers_use_all_or_nothing_of_their_tolerance():
+    exact = Tolerance(0, 0)
+    same = compare("h", np.array([0, 4], np.int32), np.array([0, 4]), INT32, exact)
+    assert same.ok and same.tol_ratio == 0.0 and same.max_rel == 0.0
+    res = compare("h", np.array([3, 4], np.int32), np.array([0, 4]), INT32, exact)
+    assert res.max_rel == 3.0                     # against max(|expected|, 1), not 1e-300
+    assert res.tol_ratio == math.inf and res.to_json()["tol_ratio"] == "inf"
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dtype", [FLOAT32, FLOAT64, BFLOAT16, INT32], ids=lambda d: d.name)
+def test_element_checks_are_what_compare_counts(dtype):
+    actual, expected = _planted(dtype)
+    tol = Tolerance(atol=1e-3, rtol=1e-3) if dtype.kind == "float" else Tolerance(0, 0)
+    el = element_checks(actual.reshape(-1), expected, dtype, tol)
+    res = compare("y", actual, expected, dtype, tol)
+    assert int(el.bad.sum()) == res.mismatches and int(el.unwritten.sum()) == res.unwritten
+    assert int(el.nonfinite_bad.sum()) == res.nonfinite_mismatches
+    assert float(el.rel.max()) == res.max_rel and float(el.ratio.max()) == res.tol_ratio
+
+
+def test_device_expected_converts_as_the_specification_does():
+    f32 = np.array([1.5, 2.5], np.float32)
+    assert device_expected(f32, FLOAT32, TOL).dtype == np.float32          # widened exactly on the GPU
+    assert device_expected(f32.astype(np.float16), FLOAT16, TOL).dtype == np.float64
+    assert device_expected(np.array([[1, 2]], np.int32), INT32, Tolerance(0, 0)).dtype == np.int64
+    assert device_expected(np.array([1, 2], np.uint64), UINT64, Tolerance(0, 0)).dtype == np.uint64
+    assert device_expected(np.array([1, 2], np.int32), INT32, Tolerance(1, 0)).dtype == np.float64
+    assert device_expected(np.zeros((2, 3)), FLOAT64, TOL).shape == (6,)
 
 
 def test_outputs_identical():

@@ -67,6 +67,13 @@ def test_include_rules(line, rule):
     ('const char* h = getenv("HOME");', "host_code"),
     ('void* l = dlopen("libc.so", 0);', "host_code"),
     ('popen("ls", "r");', "host_code"),
+    ("float* p = (float*)malloc(64);", "device_heap"),
+    ("free(p);", "device_heap"),
+    ("p = (float*)realloc(p, 8);", "device_heap"),
+    ("float* q = new float[4];", "device_heap"),
+    ("Cache* c = new Cache;", "device_heap"),
+    ("delete[] q;", "device_heap"),
+    ("static __managed__ int g_calls;", "managed_memory"),
 ])
 def test_statement_rules(stmt, rule):
     src = kernel("int i = threadIdx.x;", stmt, "a[i] = 0.0f;", prefix="#include <cuda_fp16.h>\n")
@@ -87,6 +94,10 @@ def test_statement_rules(stmt, rule):
     "float clock = 1.0f;",
     "a[0] = clockrate;",
     "int cublas = 3;",
+    "int new_value = renew + 1;",
+    "freed(a); my_malloc(4); free_list(a);",
+    "struct S { S(const S&) = delete; S& operator=(const S&) =delete; };",
+    "int managed = 1;",
 ])
 def test_lookalikes_do_not_fire(stmt):
     assert check(kernel(stmt)) == []
@@ -188,4 +199,4 @@ def test_every_rule_has_a_message():
     names = [r for r, _, _ in RULES]
     assert len(names) == len(set(names))
     assert set(names) == {"vendor_library", "vendor_call", "device_launch", "runtime_api", "timer",
-                          "include_path", "computed_include", "host_code"}
+                          "include_path", "computed_include", "host_code", "device_heap", "managed_memory"}

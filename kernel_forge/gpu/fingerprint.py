@@ -54,21 +54,31 @@ def new_key() -> int:
 
 def fingerprint(array, key: int, stream) -> int:
     """Fingerprint of a contiguous CuPy array's bytes, computed on ``stream`` (synchronises it)."""
+    return fingerprint_many([array], key, stream)[0]
+
+
+def fingerprint_many(arrays, key: int, stream) -> list[int]:
+    """Fingerprints of several contiguous CuPy arrays with one key and one synchronisation."""
     import cupy
 
     global _kernel
     if _kernel is None:
         _kernel = cupy.RawKernel(SOURCE, "kf_fingerprint")
-    if not array.flags.c_contiguous:
-        raise ValueError("fingerprint needs a contiguous array")
-    nbytes = int(array.nbytes)
+    arrays = list(arrays)
+    if not arrays:
+        return []
+    for array in arrays:
+        if not array.flags.c_contiguous:
+            raise ValueError("fingerprint needs a contiguous array")
     with stream:
-        out = cupy.zeros(1, dtype=cupy.uint64)
-        if nbytes:
-            words = (nbytes + 3) // 4
-            grid = max(1, min(_MAX_BLOCKS, (words + _BLOCK - 1) // _BLOCK))
-            _kernel((grid,), (_BLOCK,), (array, np.uint64(nbytes), np.uint64(key & (2**64 - 1)), out))
-        return int(out.get(stream=stream)[0])
+        out = cupy.zeros(len(arrays), dtype=cupy.uint64)
+        for i, array in enumerate(arrays):
+            nbytes = int(array.nbytes)
+            if nbytes:
+                words = (nbytes + 3) // 4
+                grid = max(1, min(_MAX_BLOCKS, (words + _BLOCK - 1) // _BLOCK))
+                _kernel((grid,), (_BLOCK,), (array, np.uint64(nbytes), np.uint64(key & (2**64 - 1)), out[i:i + 1]))
+        return [int(v) for v in out.get(stream=stream)]
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

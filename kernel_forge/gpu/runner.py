@@ -1,72 +1,55 @@
-"""Run one case of one kernel on the GPU, inside the gate's worker process.
+"""The gate's worker: loads, launches, times and compares on the GPU, and reports what it saw.
 
-:func:`worker_main` is the worker's entry point: it owns the CUDA context (through CuPy), answers
-requests from the parent over a pipe, and never sees the reference's outputs.  A sticky CUDA
-error ends the worker after its answer; the parent starts a fresh one.
+:func:`worker_main` is the worker's entry point: it turns the CUPTI kernel clock on before any
+CUDA context exists, owns the context (through CuPy), and answers the requests of
+:mod:`kernel_forge.worker_protocol` over a pipe.  It never decides a verdict: every answer is an
+observation (``ModuleFacts``, ``Observation``, ``Failure``) that the gate's checks judge.  A
+sticky CUDA error ends the worker after its answer; the parent starts a fresh one.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 import traceback
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 import numpy as np
 
-from ..candidate import Launch
-from ..dtypes import from_float, poison_value
-from ..errors import CudaError, KForgeError
+from ..dtypes import from_float
+from ..errors import CudaError
 from ..inputs import generate
 from ..task import Task
-from . import driver
-from .fingerprint import fingerprint, new_key
-from .timing import L2Flusher, bench
+from ..verify import OutputCheck, device_expected
+from ..worker_protocol import (AFTER_TIMING, CALIBRATE, ERROR, EXIT, EXPECTED, FATAL, FIRST, LOAD, NEED, OK,
+                               PROGRESS, READY, REPEAT, RUN, SAMPLE, Expected, Failure, KernelSpec, Load,
+                               ModuleFacts, Need, Observation, Progress, Ready, Run, RunPlan, Sample,
+                               SampleValues, StageObservation, mid_timing, timing_counts)
+from . import driver, kernel_clock
+from .fingerprint import fingerprint_many, new_key
+from .flush import L2Flusher
+from .module_state import ModuleState
+from .resident import CaseBuffers, Resident, copy, reset
+from .timing import bench
 
+__all__ = ["CaseRunner", "KernelSpec", "classify", "worker_main"]
 
-@dataclass
-class KernelSpec:
-    """What to run: a compiled kernel (cubin) or a Python baseline callable."""
-
-    kind: str                          # "cuda" or "python"
-    label: str
-    cubin: bytes | None = None
-    entry: str = ""
-    launch: Launch | None = None
-    defines: dict = field(default_factory=dict)
-    module_path: str = ""              # python baselines
-    function: str = ""
-
-    @property
-    def key(self) -> str:
-        h = hashlib.sha256()
-        h.update(self.kind.encode() + self.label.encode() + self.entry.encode())
-        h.update(self.cubin or self.module_path.encode() + self.function.encode())
-        return h.hexdigest()
-
-
-@dataclass
-class RunOptions:
-    seed: int
-    check: bool = True            # poison outputs and return them
-    repeat: bool = True           # second launch on the same inputs, compare bit-for-bit
-    time: bool = False
-    warmup: int = 10
-    reps: int = 100
-    flush: bool = True
-    return_after_timing: bool = True
+#: test hook: the GPU comparison reports every output as matching (the sample check must catch it)
+FORGE_ENV = "KFORGE_TEST_FORGE_COMPARE"
 
 
 class CaseFailure(Exception):
-    def __init__(self, reason: str, message: str, *, code: str = "", sticky: bool = False):
-        super().__init__(message)
-        self.reason, self.message, self.code, self.sticky = reason, message, code, sticky
+    """An error seen by the worker, carried as the :class:`Failure` it is reported as."""
+
+    def __init__(self, failure: Failure):
+        super().__init__(failure.message)
+        self.failure = failure
 
 
-def classify(exc: BaseException) -> CaseFailure:
-    """Map a CUDA/CuPy exception to a gate reason."""
+def classify(exc: BaseException, stage: str = "") -> Failure:
+    """What went wrong, as the worker saw it: a CUDA error (and whether it is sticky), an OOM, a
+    Python error of a baseline, or a fault of the harness."""
     if isinstance(exc, CaseFailure):
-        return exc
+        return exc.failure
     text = f"{type(exc).__name__}: {exc}"
     code = exc.code if isinstance(exc, CudaError) else ""
     if not code:
@@ -76,20 +59,90 @@ def classify(exc: BaseException) -> CaseFailure:
                 break
     norm = code.upper().replace("CUDAERROR", "CUDA_ERROR_")
     if "OutOfMemory" in type(exc).__name__ or "OUT_OF_MEMORY" in norm or "MEMORYALLOCATION" in norm:
-        return CaseFailure("out_of_memory", text, code=code or "CUDA_ERROR_OUT_OF_MEMORY")
+        return Failure("out_of_memory", text, code=code or "CUDA_ERROR_OUT_OF_MEMORY", stage=stage)
     sticky_names = {n.replace("CUDA_ERROR_", "").replace("_", "") for n in driver.STICKY}
     flat = norm.replace("CUDA_ERROR_", "").replace("_", "")
     if code and flat in sticky_names or "illegal" in text.lower():
-        return CaseFailure("crash", text, code=code, sticky=True)
+        return Failure("cuda", text, code=code, sticky=True, stage=stage)
     if code:
-        return CaseFailure("launch_failed", text, code=code)
-    return CaseFailure("harness_error", text + "\n" + traceback.format_exc(limit=-4))
+        return Failure("cuda", text, code=code, stage=stage)
+    return Failure("harness", text + "\n" + traceback.format_exc(limit=-4), stage=stage)
+
+
+def _sm_limits(ordinal: int) -> dict[str, int]:
+    drv = driver._driver()
+    dev = driver.check(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+    A = drv.CUdevice_attribute
+    names = {"max_threads": "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR",
+             "max_blocks": "CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR",
+             "registers": "CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR",
+             "shared_memory": "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
+             "reserved_smem": "CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK"}
+    out = {}
+    for key, name in names.items():
+        attr = getattr(A, name, None)
+        if attr is not None:
+            status, value = drv.cuDeviceGetAttribute(attr, dev)
+            if status == drv.CUresult.CUDA_SUCCESS:
+                out[key] = int(value)
+    return out
+
+
+def _scalar_ctype(param, value):
+    dt = param.dtype
+    if dt.name == "float16":
+        return int(np.float16(value).view(np.uint16)), dt.ctype
+    if dt.name == "bfloat16":
+        return int(from_float(np.array([value], np.float32), dt)[0]), dt.ctype
+    return value, dt.ctype
+
+
+class _Loaded:
+    """A loaded CUBIN, its initial globals and how much dynamic shared memory it accepts.
+
+    :meth:`initial_state` runs before every launch: it copies the load-time image back over the
+    module's globals, or, where some global could not be found on the device, loads the module
+    afresh (slower, the same guarantee)."""
+
+    def __init__(self, spec: KernelSpec):
+        self.spec = spec
+        self.module = driver.Module(spec.cubin, spec.entry)
+        self.state = ModuleState(self.module, spec.cubin)
+        self.max_dynamic = self.module.attribute("CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
+        self.smem_error = ""
+
+    @property
+    def globals(self) -> dict[str, int]:
+        return {g.name: g.size for g in self.state.globals}
+
+    def initial_state(self, stream) -> None:
+        if self.state.complete:
+            self.state.restore(stream)
+            return
+        stream.synchronize()
+        wanted = self.max_dynamic
+        self.module.unload()
+        self.module = driver.Module(self.spec.cubin, self.spec.entry)
+        self.state = ModuleState(self.module, self.spec.cubin)
+        if wanted > self.module.attribute("CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES"):
+            self.module.set_max_dynamic_smem(wanted)
+
+    def allow_dynamic(self, nbytes: int, optin_total: int) -> None:
+        """Opt in to ``nbytes`` of dynamic shared memory where the GPU allows it."""
+        static = self.module.attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
+        if nbytes <= self.max_dynamic or nbytes + static > optin_total:
+            return
+        try:
+            self.module.set_max_dynamic_smem(nbytes)
+            self.max_dynamic = nbytes
+        except CudaError as exc:
+            self.smem_error = str(exc)
 
 
 class CaseRunner:
-    """Holds the device state of a worker: context, stream, loaded modules, L2 flusher."""
+    """The device side of a worker: context, stream, loaded modules, resident buffers."""
 
-    def __init__(self, task: Task, ordinal: int = 0):
+    def __init__(self, task: Task, ordinal: int = 0, resident_bytes: int = 0):
         import cupy
 
         self.cupy = cupy
@@ -98,251 +151,400 @@ class CaseRunner:
         cupy.cuda.Device(ordinal).use()
         cupy.zeros(1)  # makes CuPy's primary context current for the driver calls
         self.info = driver.device_info(ordinal)
+        self.sm = _sm_limits(ordinal)
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.modules: dict[str, driver.Module] = {}
-        self.baselines: dict[str, object] = {}
+        self.modules: dict[str, _Loaded] = {}
         self._flusher: L2Flusher | None = None
-        self._inputs: dict[tuple[str, int], object] = {}
-
-    def inputs(self, case, seed: int):
-        """Host inputs of (case, seed), drawn once and kept for the next candidates (read-only)."""
-        key = (case.name, seed)
-        if key not in self._inputs:
-            budget = 4 << 30
-            size = lambda ci: sum(b.nbytes for b in ci.buffers.values())  # noqa: E731
-            while self._inputs and sum(size(v) for v in self._inputs.values()) > budget:
-                self._inputs.pop(next(iter(self._inputs)))
-            self._inputs[key] = generate(self.task, case, seed)
-        return self._inputs[key]
+        if not resident_bytes:
+            free, _total = cupy.cuda.runtime.memGetInfo()
+            resident_bytes = int(min(16 << 30, free // 4))
+        self.resident = Resident(resident_bytes)
+        self._kept: dict[str, dict[str, object]] = {}
+        self._dead = False
+        self.clock = kernel_clock.clock()
 
     # -- helpers ------------------------------------------------------------------------
     def flusher(self) -> L2Flusher:
         if self._flusher is None:
-            self._flusher = L2Flusher(self.info.l2_bytes or (64 << 20))
+            self._flusher = L2Flusher(self.info.l2_bytes or (64 << 20), self.info.sms or 132)
         return self._flusher
 
-    def module(self, spec: KernelSpec) -> driver.Module:
+    def loaded(self, spec: KernelSpec) -> _Loaded:
         mod = self.modules.get(spec.key)
         if mod is None:
             if len(self.modules) > 32:
                 for m in self.modules.values():
-                    m.unload()
+                    m.module.unload()
                 self.modules.clear()
-            mod = driver.Module(spec.cubin, spec.entry)
+            mod = _Loaded(spec)
             self.modules[spec.key] = mod
         return mod
 
-    def check_launch(self, grid, block, smem, mod: driver.Module | None) -> None:
-        info = self.info
-        threads = block[0] * block[1] * block[2]
-        problems = []
-        if min(grid) < 1 or min(block) < 1:
-            problems.append(f"grid {grid} and block {block} need every dimension >= 1")
-        if threads > info.max_threads_per_block:
-            problems.append(f"block {block} has {threads} threads; this GPU allows {info.max_threads_per_block}")
-        for i, (b, mb) in enumerate(zip(block, info.max_block)):
-            if b > mb:
-                problems.append(f"block dimension {'xyz'[i]} = {b} exceeds {mb}")
-        for i, (g, mg) in enumerate(zip(grid, info.max_grid)):
-            if g > mg:
-                problems.append(f"grid dimension {'xyz'[i]} = {g} exceeds {mg}")
-        if smem < 0:
-            problems.append(f"dynamic shared memory {smem} is negative")
-        static = mod.attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES") if mod else 0
-        if smem + static > info.max_smem_per_block_optin:
-            problems.append(f"{smem} bytes of dynamic + {static} of static shared memory exceed this GPU's "
-                            f"opt-in maximum of {info.max_smem_per_block_optin} bytes per block")
-        if mod is not None:
-            max_threads = mod.attribute("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK")
-            if threads > max_threads:
-                regs = mod.attribute("CU_FUNC_ATTRIBUTE_NUM_REGS")
-                problems.append(f"block of {threads} threads exceeds this kernel's limit of {max_threads} "
-                                f"({regs} registers per thread or __launch_bounds__)")
-        if problems:
-            raise CaseFailure("launch_config", "; ".join(problems))
-        if mod is not None and smem > info.max_smem_per_block:
-            mod.set_max_dynamic_smem(smem)
+    def _fps(self, arrays: dict[str, object], key: int) -> dict[str, int]:
+        names = list(arrays)
+        return dict(zip(names, fingerprint_many([arrays[n] for n in names], key, self.stream)))
 
-    def _scalar_ctype(self, param, value):
-        dt = param.dtype
-        if dt.name == "float16":
-            return int(np.float16(value).view(np.uint16)), dt.ctype
-        if dt.name == "bfloat16":
-            return int(from_float(np.array([value], np.float32), dt)[0]), dt.ctype
-        return value, dt.ctype
+    # -- load -----------------------------------------------------------------------------
+    def load(self, req: Load) -> ModuleFacts:
+        t0 = time.perf_counter()
+        mod = self.loaded(req.spec)
+        m = mod.module
+        optin = self.info.max_smem_per_block_optin
+        wanted = [l.shared_mem for l in req.launches if l.shared_mem > 0]
+        if wanted:
+            fitting = [s for s in wanted if s + m.attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES") <= optin]
+            if fitting:
+                mod.allow_dynamic(max(fitting), optin)
+        drv = driver._driver()
+        occupancy = {}
+        for launch in req.launches:
+            key = (launch.threads, launch.shared_mem)
+            if key in occupancy or launch.shared_mem > mod.max_dynamic or launch.threads < 1:
+                continue
+            status, blocks = drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(m.function, launch.threads,
+                                                                             launch.shared_mem)
+            if status == drv.CUresult.CUDA_SUCCESS:
+                occupancy[key] = int(blocks)
+        return ModuleFacts(
+            registers=m.attribute("CU_FUNC_ATTRIBUTE_NUM_REGS"),
+            static_smem=m.attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"),
+            local_bytes=m.attribute("CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES"),
+            const_bytes=m.attribute("CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES"),
+            max_threads_per_block=m.attribute("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
+            param_sizes=m.param_sizes(), max_dynamic_smem=mod.max_dynamic, smem_error=mod.smem_error,
+            occupancy=occupancy, globals=mod.globals,
+            sm=dict(self.sm), seconds=time.perf_counter() - t0)
 
-    # -- one case -----------------------------------------------------------------------
-    def run_case(self, spec: KernelSpec, case_name: str, opts: RunOptions, progress=None) -> dict:
+    # -- buffers of (case, seed) ----------------------------------------------------------
+    def _upload(self, case, seed: int) -> CaseBuffers:
+        cp = self.cupy
+        host = generate(self.task, case, seed)
+        bufs = CaseBuffers(case=case.name, seed=seed, key=new_key(), scalars=dict(host.scalars))
+        with self.stream:
+            for arg in self.task.args:
+                if not arg.is_buffer:
+                    continue
+                values = host.buffers[arg.name]
+                if arg.init is None:            # a pure output: poisoned before every launch anyway
+                    bufs.work[arg.name] = cp.empty(values.shape, dtype=values.dtype)
+                    continue
+                dev = cp.asarray(values)
+                if arg.param.const:
+                    bufs.const[arg.name] = dev
+                else:
+                    bufs.initial[arg.name] = dev
+                    bufs.work[arg.name] = cp.empty_like(dev)
+        bufs.fingerprints = self._fps({**bufs.const, **bufs.initial}, bufs.key)
+        self.resident.put(bufs)
+        return bufs
+
+    def _buffers(self, case, seed: int, obs: Observation) -> CaseBuffers:
+        bufs = self.resident.get(case.name, seed)
+        if bufs is not None:
+            held = {n: bufs.held(n) for n in bufs.fingerprints}
+            now = self._fps(held, bufs.key)
+            damaged = [n for n, fp in now.items() if fp != bufs.fingerprints[n]]
+            if bufs.expected is not None:
+                exp_now = self._fps(bufs.expected, bufs.expected_key)
+                if exp_now != bufs.expected_fingerprints:
+                    damaged.append("expected values")
+            if damaged:
+                obs.restored = damaged
+                self.resident.drop(case.name, seed)
+                bufs = None
+            else:
+                obs.resident = True
+        return bufs if bufs is not None else self._upload(case, seed)
+
+    def _set_expected(self, bufs: CaseBuffers, expected: dict[str, np.ndarray]) -> None:
         cp = self.cupy
         task = self.task
-        case = task.case(case_name)
-        inputs = self.inputs(case, opts.seed)
-        out: dict = {"case": case_name, "seed": opts.seed}
-        dev: dict[str, object] = {}
-        pristine: dict[str, object] = {}
-        key = new_key()        # drawn for every case run; only the fingerprint kernel is ever given it
+        with self.stream:
+            bufs.expected = {a.name: cp.asarray(device_expected(expected[a.name], a.param.dtype,
+                                                                task.tolerance_for(a)))
+                             for a in task.outputs}
+        bufs.expected_dtypes = {a.name: np.asarray(expected[a.name]).dtype for a in task.outputs}
+        bufs.expected_key = new_key()
+        bufs.expected_fingerprints = self._fps(bufs.expected, bufs.expected_key)
+        self.resident.trim(keep=bufs)
 
-        def fp(array) -> int:
-            return fingerprint(array, key, self.stream)
-
+    # -- one run --------------------------------------------------------------------------
+    def run(self, spec: KernelSpec, plan: RunPlan, progress: Callable[[Progress], None] | None = None,
+            need: Callable[[Need], Expected] | None = None) -> Observation:
+        """Launch ``spec`` on (case, seed) as ``plan`` says and report what happened."""
         try:
-            with self.stream:
-                for arg in task.args:
-                    if arg.is_buffer:
-                        dev[arg.name] = cp.asarray(inputs.buffers[arg.name])
-                        if arg.in_out:
-                            pristine[arg.name] = dev[arg.name].copy()
-                self.stream.synchronize()
-            # what the const inputs hold before any launch (the host copy they came from, bit for bit)
-            const_fp = {a.name: fp(dev[a.name]) for a in task.args if a.is_buffer and a.param.const}
-
-            pure = [a for a in task.outputs if not a.in_out]
-
-            def poison_and_reset():
-                for a in pure:
-                    dev[a.name].fill(poison_value(a.param.dtype))
-                for name, p in pristine.items():
-                    cp.copyto(dev[name], p)
-
-            def reset_only():
-                for name, p in pristine.items():
-                    cp.copyto(dev[name], p)
-
-            if spec.kind == "cuda":
-                mod = self.module(spec)
-                sizes = mod.param_sizes()
-                want = [8 if a.is_buffer else a.param.dtype.itemsize for a in task.args]
-                if sizes is not None and sizes != want:
-                    raise CaseFailure("signature_mismatch",
-                                      f"the compiled kernel's parameter sizes are {sizes} bytes; the task's "
-                                      f"signature needs {want}")
-                variables = dict(case.vars)
-                variables.update(spec.defines)
-                try:
-                    grid, block, smem = spec.launch.resolve(variables)
-                except KForgeError as exc:
-                    raise CaseFailure("launch_config", f"launch expression: {exc}") from None
-                out["launch"] = {"grid": list(grid), "block": list(block), "shared_mem": smem}
-                self.check_launch(grid, block, smem, mod)
-                values = []
-                for arg in task.args:
-                    if arg.is_buffer:
-                        values.append((dev[arg.name].data.ptr, driver.ctypes.c_void_p))
-                    else:
-                        values.append(self._scalar_ctype(arg.param, inputs.scalars[arg.name]))
-                packed = driver.PackedArgs(values)
-                stream_ptr = self.stream.ptr
-
-                def launch():
-                    driver.launch(mod, grid, block, smem, stream_ptr, packed)
-            else:
-                from ..references import load_callable
-                from ..task import CallableRef
-                from pathlib import Path
-                fn = load_callable(CallableRef("python", Path(spec.module_path), spec.function))
-                kwargs = dict(dev)
-                kwargs.update(inputs.scalars)
-
-                def launch():
-                    with self.stream:
-                        fn(**kwargs)
-
-            def checked_launch():
-                with self.stream:
-                    poison_and_reset()
-                t0 = time.perf_counter()
-                launch()
-                self.stream.synchronize()
-                driver.synchronize("kernel execution")
-                return time.perf_counter() - t0
-
-            first_fp: dict[str, int] = {}
-
-            def download():
-                return {a.name: cp.asnumpy(dev[a.name]) for a in task.outputs}
-
-            def download_stage(now: dict[str, int] | None = None, arrays: dict | None = None) -> dict:
-                # an output bit-for-bit the first launch's is sent as that very array: the pipe pickles
-                # it once and the gate sees at once that it needs no second check
-                arrays = dev if arrays is None else arrays
-                stage = {}
-                for a in task.outputs:
-                    same = (now[a.name] if now is not None else fp(dev[a.name])) == first_fp.get(a.name)
-                    stage[a.name] = out["outputs"][a.name] if same else cp.asnumpy(arrays[a.name])
-                return stage
-
-            def const_inputs_changed() -> list[str]:
-                return [name for name, before in const_fp.items() if fp(dev[name]) != before]
-
-            if opts.check:
-                if progress:
-                    progress({"stage": "launch"})
-                seconds = checked_launch()
-                out["first_launch_s"] = seconds
-                if progress:
-                    progress({"first_launch_s": seconds})
-                out["outputs"] = download()
-                first_fp.update({a.name: fp(dev[a.name]) for a in task.outputs})
-                out["inputs_modified"] = const_inputs_changed()
-                if opts.repeat and not out["inputs_modified"]:
-                    checked_launch()
-                    out["outputs_repeat"] = download_stage()
-                    out["inputs_modified"] = const_inputs_changed()
-            if opts.time:
-                # every timed launch starts from poisoned outputs (outside the timed window), and the
-                # outputs of one randomly chosen timed launch are kept, so a kernel that skips work
-                # once it has been checked is caught; the warm-up count varies so launches can't be counted
-                import random
-                rng = random.SystemRandom()   # unpredictable, even for a kernel that saw this seed before
-                snap_at = rng.randrange(opts.reps)
-                snapshot: dict = {}
-                snap_fp: dict[str, int] = {}
-
-                def take_snapshot():
-                    # the fingerprint is read back to the host before the next launch, so a later
-                    # launch that scribbles on the kept copy is found out below
-                    for a in task.outputs:
-                        snapshot[a.name] = dev[a.name].copy()
-                        snap_fp[a.name] = fp(dev[a.name])
-
-                with self.stream:
-                    poison_and_reset()
-                timing = bench(launch, self.stream, warmup=opts.warmup + rng.randrange(4), reps=opts.reps,
-                               flush=self.flusher() if opts.flush else None,
-                               prepare=poison_and_reset if opts.return_after_timing else (reset_only if pristine else None),
-                               after=(snap_at, take_snapshot) if opts.return_after_timing else None)
-                driver.synchronize("timed launches")
-                out["timing"] = timing.to_json()
-                if opts.return_after_timing:
-                    out["outputs_after_timing"] = download_stage()
-                    for name, kept in snapshot.items():
-                        if snap_fp[name] != first_fp.get(name) and fp(kept) != snap_fp[name]:
-                            raise CaseFailure("stale_after_timing",
-                                              f"the copy of output {name} kept after timed launch {snap_at} "
-                                              "was overwritten by a later launch (a write outside the "
-                                              "kernel's own buffers)")
-                    out["outputs_mid_timing"] = download_stage(snap_fp, snapshot)
-                    out["mid_timing_launch"] = snap_at
-                    snapshot.clear()
-                    if opts.check and not out.get("inputs_modified"):
-                        out["inputs_modified"] = const_inputs_changed()
-            return out
+            return self._run(spec, plan, progress or (lambda p: None), need)
         except BaseException as exc:
             failure = classify(exc)
             if failure.sticky:
-                # the context is dead and the process is about to exit: freeing would only print errors
-                self._dead = True
-                self._graveyard = (dict(dev), dict(pristine))
-                raise failure from None
-            raise
+                self._dead = True      # the context is gone: the worker exits after answering
+            else:
+                self._kept.clear()
+            raise CaseFailure(failure) from None
+
+    def _run(self, spec, plan: RunPlan, progress, need) -> Observation:
+        cp = self.cupy
+        task = self.task
+        case = task.case(plan.case)
+        secs: dict[str, float] = {}
+        tick = time.perf_counter()
+
+        def lap(part: str) -> None:
+            nonlocal tick
+            now = time.perf_counter()
+            secs[part] = secs.get(part, 0.0) + now - tick
+            tick = now
+
+        self._kept.clear()
+        obs = Observation(case=plan.case, seed=plan.seed, seconds=secs)
+        bufs = self._buffers(case, plan.seed, obs)
+        lap("upload")
+        stream = self.stream
+        sptr = stream.ptr
+        outputs = [a.name for a in task.outputs]
+        out_arrays = {n: bufs.work[n] for n in outputs}
+        run_key = new_key()      # drawn for every run; only the fingerprint kernel is ever given it
+
+        if spec.kind == "cuda":
+            mod = self.loaded(spec)
+            launch_cfg = plan.launch
+            if launch_cfg.shared_mem > mod.max_dynamic:
+                mod.allow_dynamic(launch_cfg.shared_mem, self.info.max_smem_per_block_optin)
+            values = []
+            for arg in task.args:
+                if arg.is_buffer:
+                    values.append((bufs.kernel_buffer(arg.name).data.ptr, driver.ctypes.c_void_p))
+                else:
+                    values.append(_scalar_ctype(arg.param, bufs.scalars[arg.name]))
+            packed = driver.PackedArgs(values)
+            loaded = mod
+
+            def launch():
+                driver.launch(mod.module, launch_cfg.grid, launch_cfg.block, launch_cfg.shared_mem, sptr, packed)
+        else:
+            from pathlib import Path
+
+            from ..references import load_callable
+            from ..task import CallableRef
+            fn = load_callable(CallableRef("python", Path(spec.module_path), spec.function))
+            kwargs = {a.name: bufs.kernel_buffer(a.name) for a in task.args if a.is_buffer}
+            kwargs.update(bufs.scalars)
+            loaded = None
+
+            def launch():
+                with stream:
+                    fn(**kwargs)
+
+        def prepare(poison: bool = True):
+            if loaded is not None:
+                loaded.initial_state(stream)     # every launch starts from the module's load-time globals
+            reset(task, bufs, sptr, poison=poison)
+
+        def keep_copy() -> dict[str, object]:
+            kept = {}
+            with stream:
+                for n in outputs:
+                    kept[n] = cp.empty_like(out_arrays[n])
+                    copy(kept[n], out_arrays[n], sptr)
+            return kept
+
+        stages: list[tuple[StageObservation, dict]] = []   # each with the arrays holding its values
+
+        def add_stage(name: str, fps: dict[str, int], later: bool) -> None:
+            same = next((s.stage for s, _ in stages if s.fingerprints == fps), None)
+            stage = StageObservation(stage=name, fingerprints=fps, same_as=same)
+            arrays = {} if same else (keep_copy() if later else dict(out_arrays))
+            stages.append((stage, arrays))
+
+        def changed(stage_name: str) -> None:
+            if loaded is not None and loaded.state.globals:
+                names = loaded.state.changed(run_key, stream)
+                if names:
+                    obs.globals_changed[stage_name] = list(names)
+
+        def const_after(stage_name: str) -> None:
+            if bufs.const:
+                obs.inputs_after[stage_name] = self._fps(bufs.const, bufs.key)
+
+        obs.input_fingerprints = {n: bufs.fingerprints[n] for n in bufs.const}
+        estimate = None
+        if plan.check:
+            progress(Progress("launch"))
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            with stream:
+                prepare(True)
+                start.record(stream)
+                t0 = time.perf_counter()
+                launch()
+                end.record(stream)
+                stream.synchronize()
+            driver.synchronize("kernel execution")
+            wall = time.perf_counter() - t0
+            estimate = cp.cuda.get_elapsed_time(start, end) * 1e-3
+            obs.first_launch_s = estimate
+            progress(Progress("launched", wall))
+            lap("launches")
+            changed(FIRST)
+            add_stage(FIRST, self._fps(out_arrays, run_key), later=plan.repeat or plan.time)
+            const_after(FIRST)
+            lap("fingerprints")
+            if plan.repeat:
+                with stream:
+                    prepare(True)
+                    launch()
+                    stream.synchronize()
+                driver.synchronize("kernel execution")
+                lap("launches")
+                add_stage(REPEAT, self._fps(out_arrays, run_key), later=plan.time)
+                const_after(REPEAT)
+                lap("fingerprints")
+
+        if plan.time:
+            self._time(plan, obs, launch, prepare, bufs, out_arrays, estimate, run_key, add_stage, stages)
+            lap("timing")
+            changed("timed launches")
+            const_after("timed launches")
+            lap("fingerprints")
+
+        # the copies kept of earlier stages: still what the stage left?
+        for stage, arrays in stages:
+            if arrays and stage.later_fingerprints is None and arrays.get(outputs[0]) is not out_arrays[outputs[0]]:
+                stage.later_fingerprints = self._fps(arrays, run_key)
+        lap("fingerprints")
+        # compare every distinct stage with the expected outputs
+        if plan.compare == "gpu" and any(not s.same_as for s, _ in stages):
+            if bufs.expected is None:
+                got = need(Need(plan.case, plan.seed)) if need else None
+                if got is None or got.outputs is None:
+                    raise CaseFailure(Failure("no_expected", "no expected outputs were sent", stage="compare"))
+                lap("waiting for the reference")
+                self._set_expected(bufs, got.outputs)
+                lap("upload")
+            self._compare(stages, bufs)
+            obs.expected_fingerprints = {n: (bufs.expected_fingerprints[n], fp) for n, fp in
+                                         self._fps(bufs.expected, bufs.expected_key).items()}
+            if any(a != b for a, b in obs.expected_fingerprints.values()):
+                bufs.expected = None      # sent again next time
+            lap("compare")
+        elif plan.compare == "cpu":
+            with stream:
+                for stage, arrays in stages:
+                    if not stage.same_as:
+                        stage.arrays = {n: cp.asnumpy(a) for n, a in arrays.items()}
+                stream.synchronize()
+            lap("download")
+        for stage, arrays in stages:
+            if not stage.same_as and plan.keep and plan.compare == "gpu":
+                stage.kept = True
+                self._kept[stage.stage] = arrays
+        obs.stages = [s for s, _ in stages]
+        # held copies: a const input or an initial value that changed is uploaded again next time
+        if bufs.initial:
+            now = self._fps(bufs.initial, bufs.key)
+            obs.initial_fingerprints = {n: (bufs.fingerprints[n], fp) for n, fp in now.items()}
+        if any(a != b for a, b in obs.initial_fingerprints.values()) or any(
+                obs.input_fingerprints[n] != fp for fps in obs.inputs_after.values() for n, fp in fps.items()):
+            self.resident.drop(bufs.case, bufs.seed)
+        lap("fingerprints")
+        return obs
+
+    def _time(self, plan, obs, launch, prepare, bufs, out_arrays, estimate, run_key, add_stage, stages) -> None:
+        cp = self.cupy
+        stream = self.stream
+        flush = self.flusher() if plan.flush else None
+        poison = plan.after_timing
+
+        def prep():
+            prepare(poison)
+
+        # the cost around each timed launch (resets, flush), measured once, and the launch's own
+        start, mid, end = cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event()
+        with stream:
+            start.record(stream)
+            prep()
+            if flush is not None:
+                flush(stream)
+            mid.record(stream)
+            if estimate is None:
+                launch()
+            end.record(stream)
+            end.synchronize()
+        overhead = cp.cuda.get_elapsed_time(start, mid) * 1e-3
+        if estimate is None:
+            estimate = cp.cuda.get_elapsed_time(mid, end) * 1e-3
+        warmup, reps = timing_counts(estimate, overhead, plan)
+        warmup += plan.extra_warmup
+        snap_at = min(reps - 1, max(0, int(plan.snap_fraction * reps)))
+        snapshot: dict[str, object] = {}
+        snap_fp: dict[str, int] = {}
+        if poison:
+            with stream:
+                for n, a in out_arrays.items():
+                    snapshot[n] = cp.empty_like(a)
+
+        def take_snapshot():
+            # the fingerprint is read back to the host before the next launch, so a later launch
+            # that scribbles on the kept copy is found out
+            for n, a in out_arrays.items():
+                copy(snapshot[n], a, stream.ptr)
+            snap_fp.update(self._fps(snapshot, run_key))
+
+        warm = marker = None
+        if flush is None:              # --no-flush: truly warm, each timed launch marked for the clock
+            flusher = self.flusher()
+            buffers = [bufs.kernel_buffer(a.name) for a in self.task.args if a.is_buffer]
+            warm = lambda: flusher.warm(buffers, stream)      # noqa: E731
+            marker = lambda: flusher.mark(stream)             # noqa: E731
+        obs.timing = bench(launch, stream, warmup=warmup, reps=reps, flush=flush, prepare=prep,
+                           after=(snap_at, take_snapshot) if poison else None, clock=self.clock,
+                           warm=warm, marker=marker)
+        driver.synchronize("timed launches")
+        obs.warmup, obs.reps = warmup, reps
+        if poison:
+            obs.snap_at = snap_at
+            add_stage(AFTER_TIMING, self._fps(out_arrays, run_key), later=False)
+            later = self._fps(snapshot, run_key)
+            same = next((s.stage for s, _ in stages if s.fingerprints == snap_fp), None)
+            stage = StageObservation(stage=mid_timing(snap_at), fingerprints=dict(snap_fp), same_as=same,
+                                     later_fingerprints=later)
+            stages.append((stage, {} if same else snapshot))
+
+    def _compare(self, stages, bufs: CaseBuffers) -> None:
+        from .compare import compare_on_gpu
+
+        forge = bool(os.environ.get(FORGE_ENV))
+        task = self.task
+        for stage, arrays in stages:
+            if stage.same_as:
+                continue
+            for arg in task.outputs:
+                actual = arrays[arg.name]
+                if forge:
+                    stage.outputs.append(OutputCheck(arg.name, True, int(actual.size)))
+                    continue
+                stage.outputs.append(compare_on_gpu(arg.name, actual, bufs.expected[arg.name], arg.param.dtype,
+                                                    task.tolerance_for(arg), self.stream,
+                                                    shape=tuple(actual.shape),
+                                                    reference_dtype=bufs.expected_dtypes.get(arg.name)))
+
+    # -- sample ---------------------------------------------------------------------------
+    def sample(self, req: Sample) -> SampleValues:
+        """The stored values at the asked indices of the kept stage outputs; then release them."""
+        cp = self.cupy
+        out: dict[str, dict[str, np.ndarray]] = {}
+        try:
+            with self.stream:
+                for stage, names in req.indices.items():
+                    kept = self._kept.get(stage, {})
+                    out[stage] = {}
+                    for name, idx in names.items():
+                        if name in kept:
+                            flat = kept[name].reshape(-1)
+                            out[stage][name] = cp.asnumpy(flat[cp.asarray(np.asarray(idx, dtype=np.int64))])
+            self.stream.synchronize()
         finally:
-            if not getattr(self, "_dead", False):
-                dev.clear()
-                pristine.clear()
-                try:
-                    cp.get_default_memory_pool().free_all_blocks()
-                except Exception:  # noqa: BLE001 - context may be dead after a sticky error
-                    pass
+            self._kept.clear()
+        return SampleValues(out)
 
     def calibrate(self) -> dict:
         """Measured device-to-device copy bandwidth (bytes read + written per second)."""
@@ -352,49 +554,65 @@ class CaseRunner:
         bufs = {"src": cp.empty(nbytes, dtype=cp.uint8), "dst": cp.empty(nbytes, dtype=cp.uint8)}
         bufs["src"].fill(1)
         with self.stream:
-            def copy():
+            def copy_once():
                 bufs["dst"].data.copy_from_device_async(bufs["src"].data, nbytes, self.stream)
-            t = bench(copy, self.stream, warmup=3, reps=10, flush=None)
+            t = bench(copy_once, self.stream, warmup=3, reps=10, flush=None)
         bufs.clear()
         cp.get_default_memory_pool().free_all_blocks()
         bw = 2.0 * nbytes / (t.median * 1e-6)
         return {"copy_bytes": nbytes, "copy_us": t.median, "bandwidth": bw}
 
 
-def worker_main(conn, task_path: str, ordinal: int = 0) -> None:
+def worker_main(conn, task_path: str, ordinal: int = 0, resident_bytes: int = 0) -> None:
     """Entry point of the worker process (spawned)."""
+    why = kernel_clock.enable()          # first: CUPTI records arrive only if on before the context exists
+    clock = "cupti" if why is None else why
     try:
         from ..task import load_task
         task = load_task(task_path)
-        runner = CaseRunner(task, ordinal)
-        conn.send(("ready", {"device": runner.info.to_json(), "pid": os.getpid()}))
+        runner = CaseRunner(task, ordinal, resident_bytes)
+        conn.send((READY, Ready(device=runner.info.to_json(), pid=os.getpid(), clock=clock,
+                                resident_bytes=runner.resident.budget)))
     except BaseException as exc:  # noqa: BLE001 - report anything to the parent, then exit
-        conn.send(("fatal", {"type": type(exc).__name__, "message": str(exc),
-                             "exit_code": getattr(exc, "exit_code", 3)}))
+        conn.send((FATAL, {"type": type(exc).__name__, "message": str(exc),
+                           "exit_code": getattr(exc, "exit_code", 3)}))
         conn.close()
         return
+
+    def need(req: Need) -> Expected:
+        conn.send((NEED, req))
+        while True:
+            kind, payload = conn.recv()
+            if kind == EXPECTED:
+                return payload
+            if kind == EXIT:
+                os._exit(0)
+
     while True:
         try:
-            msg = conn.recv()
+            op, payload = conn.recv()
         except (EOFError, OSError):
             return
-        op, payload = msg
-        if op == "exit":
+        if op == EXIT:
             return
         try:
-            if op == "run":
-                spec, case_name, opts = payload
-                result = runner.run_case(spec, case_name, opts,
-                                         progress=lambda info: conn.send(("progress", info)))
-                conn.send(("ok", result))
-            elif op == "calibrate":
-                conn.send(("ok", runner.calibrate()))
+            if op == RUN:
+                assert isinstance(payload, Run)
+                obs = runner.run(payload.spec, payload.plan, progress=lambda p: conn.send((PROGRESS, p)), need=need)
+                conn.send((OK, obs))
+            elif op == LOAD:
+                conn.send((OK, runner.load(payload)))
+            elif op == SAMPLE:
+                conn.send((OK, runner.sample(payload)))
+            elif op == CALIBRATE:
+                conn.send((OK, runner.calibrate()))
+            elif op == EXPECTED:
+                continue          # an answer to a question no longer asked
             else:
-                conn.send(("error", {"reason": "harness_error", "message": f"unknown op {op}"}))
+                conn.send((ERROR, Failure("harness", f"unknown request {op!r}")))
         except BaseException as exc:  # noqa: BLE001
-            failure = classify(exc)
-            conn.send(("error", {"reason": failure.reason, "message": failure.message,
-                                 "code": failure.code, "sticky": failure.sticky}))
-            if failure.sticky:
+            failure = classify(exc, stage=op)
+            conn.send((ERROR, failure))
+            if failure.sticky or runner._dead:
                 conn.close()
                 os._exit(0)
