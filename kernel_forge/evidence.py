@@ -38,6 +38,7 @@ SCHEMA_FOR = {
     "summary.json": "summary.schema.json",
     "env.json": "env.schema.json",
     "manifest.json": "manifest.schema.json",
+    "retrieval.json": "retrieval.schema.json",
 }
 _RUN_NAME = re.compile(r"^run-(\d{3,})$")
 

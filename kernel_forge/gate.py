@@ -66,6 +66,7 @@ class GateOptions:
     sample_size: int = 64            #: elements of every compared output re-checked here after each run
     resident_bytes: int = 0          #: GPU memory the worker keeps inputs and expected outputs in (0: a quarter of the free memory, at most 16 GiB)
     compile_threads: int = 2         #: NVRTC compiles running ahead of the gate (Gate.precompile)
+    devices: str = ""                #: GPUs that gate an iteration's candidates in parallel: "0,1" or "all" (default: --cuda-device alone)
 
     @property
     def strict(self) -> bool:

@@ -21,7 +21,7 @@ from .diagnosis import diagnose, directions
 from .errors import CandidateError, KForgeError
 from .evidence import RunDir
 from .gatelike import GateLike
-from .prompts import PromptAttempt, build_prompt_parts, system_prompt
+from .prompts import PromptAttempt, build_prompt_parts, system_prompt, write_prompt
 from .proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult, Proposer
 from .task import Task
 from .verdict import Evaluation
@@ -53,6 +53,9 @@ class LoopConfig:
     fix_turns: int = 1                 #: turns a failed proposal gets to be fixed in its slot (0: none)
     profile: bool = True               #: profile the best and each new best (ncu where it works)
     history_chars: int = 16000         #: most characters of earlier kernels' source in one prompt
+    archive: str | None = None         #: kernel archive file (default: the user's cache; "off": none)
+    archive_examples: int = 3          #: kernels of similar earlier tasks shown from the archive
+    archive_chars: int = 6000          #: most characters of archived source in one prompt
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -158,8 +161,11 @@ class Optimizer:
     """Owns the run's state; ``gate`` and ``proposer`` are swapped by interface (tests use fakes)."""
 
     def __init__(self, task: Task, gate: GateLike, proposer: Proposer, run: RunDir, config: LoopConfig,
-                 progress=lambda msg: None, run_meta: dict | None = None):
+                 progress=lambda msg: None, run_meta: dict | None = None, retrieved=None):
+        from .retrieval import Retrieved
+
         self.task, self.gate, self.proposer, self.run_dir, self.config = task, gate, proposer, run, config
+        self.retrieved = retrieved if retrieved is not None else Retrieved()   #: what the archive gave this run
         self.progress = progress
         self.meta = run_meta or {}
         self.attempts: list[Attempt] = []
@@ -275,11 +281,15 @@ class Optimizer:
         every proposal is recorded, duplicates and conflicts with their verdict."""
         self.iteration += 1
         slots = self._slots(self.iteration)
+        request = self._request(slots, self.iteration)
         try:
-            result = self.proposer.propose(self._request(slots, self.iteration))
+            result = self.proposer.propose(request)
         except BaseException:
             self.iteration -= 1          # nothing was recorded: this iteration did not happen
             raise
+        if self.proposer.needs_prompt:   # what each proposal was asked, as the model saw it
+            write_prompt(self.run_dir, self.iteration, request.system, request.static_prefix,
+                         request.prompts or [request.prompt])
         files = self._record_calls(result)
         for err in result.errors:
             self.progress(f"[kforge]   proposer error: {err}")
@@ -407,14 +417,22 @@ class Optimizer:
             out.append(a)
         else:
             exclude = self._tried(cand)
-            settings = search.expand(cand, self.config.tune_budget, seed=self.config.seed + self.iteration,
-                                     exclude=exclude)
+            # archived settings of this template measured on this GPU go first, then the search's own
+            warm = [d for d in self.retrieved.configs_for(cand, p.label) if tuple(sorted(d.items())) not in exclude]
+            settings = warm + search.expand(cand, max(0, self.config.tune_budget - len(warm)),
+                                            seed=self.config.seed + self.iteration,
+                                            exclude=exclude | {tuple(sorted(d.items())) for d in warm})
             if not settings:
                 out.append(self._duplicate(p, slot, cand))
             for d in settings:
                 c = cand.with_defines(d)
                 a = self._new_attempt(p, slot, defines=dict(d), launch=c.launch.to_json() if c.launch else None,
                                       tunables={k: list(v) for k, v in c.tunables.items()})
+                if d in warm:
+                    src = self.retrieved.setting_for(p.label, d) or {}
+                    a.rationale = (f"archived setting #{src.get('id', '?')} from {src.get('run', '?')}/"
+                                   f"{src.get('attempt', '?')} ({src.get('score_us') or 0:.2f} µs), gated first; "
+                                   + a.rationale)
                 a.sha256 = c.sha256
                 self.run_dir.write_text(a.source_file, c.render())
                 self._remember(a, c)
@@ -551,8 +569,8 @@ class Optimizer:
         except KForgeError as exc:
             prof = {"available": False, "reason": f"profiling failed: {exc}", "tool": "", "seconds": 0.0, "cases": {}}
         seconds = round(time.monotonic() - t0, 3)
-        a.profile = f"profiles/{a.id}.json"
-        self.run_dir.write_json(a.profile, {"attempt": a.id, "wall_seconds": seconds, **prof})
+        from .profile import save_profile
+        a.profile = save_profile(self.run_dir, a.id, {**prof, "wall_seconds": seconds})
         self.profile_seconds[a.id] = seconds
         self._write_history()
         self.progress(f"[kforge]   profiled {a.id} with {prof.get('tool') or 'no tool'} in {seconds:.1f} s"
@@ -624,7 +642,8 @@ class Optimizer:
                       device=self.gate.device_info(), calibration=self.gate.calibrate(),
                       best=self._prompt_attempt(self.best, profile=True), hints=c.hints, n_history=c.history_in_prompt,
                       crossover=tuple(map(self._prompt_attempt, shown.crossover)) if shown.crossover else None,
-                      history=[self._prompt_attempt(a) for a in shown.history], diagnosis=self._diagnosis())
+                      history=[self._prompt_attempt(a) for a in shown.history], diagnosis=self._diagnosis(),
+                      retrieved=tuple(self.retrieved.examples))
         static, prompts = "", []
         for s in slots:
             fixed = body(s.fix) if s.fix else None      # a failure shown as the fix is not listed again
@@ -684,6 +703,9 @@ class Optimizer:
             self._write_best()
         self._write_history()
         summary = write_summary(self)
+        if (self.config.archive or "").lower() != "off" and self.stop_reason != "interrupted":
+            from .archive import record_run
+            record_run(self.run_dir.path, path=self.config.archive, task=self.task, progress=self.progress)
         self.progress(f"[kforge] stopped: {self.stop_reason}. Best {summary['best']['id'] if summary.get('best') else '-'}"
                       f" x{self.speedup():.2f} vs initial. Evidence: {self.run_dir.path}")
         if self.stop_detail:

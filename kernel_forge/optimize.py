@@ -203,6 +203,31 @@ def _build(cls, values: dict, where: str):
         raise InputError(f"{where}: {exc}") from None
 
 
+def make_gate(task: Task, gate_opts: GateOptions):
+    """The gate a run uses: one GPU, or a :class:`~kernel_forge.gate_pool.GatePool` over
+    ``gate_opts.devices`` (one worker per GPU, an iteration's candidates gated in parallel)."""
+    if gate_opts.devices.strip() in ("", str(gate_opts.device)):
+        gate = Gate(task, gate_opts)
+    else:
+        from .gate_pool import GatePool, parse_devices
+        from .gpu.driver import device_count
+
+        gate = GatePool.for_devices(task, gate_opts, parse_devices(gate_opts.devices, device_count()))
+    gate.ensure_gpu()
+    return gate
+
+
+def _retrieval(task: Task, loop: LoopConfig, gate, progress):
+    """What the archive gives a new run (nothing when it is off)."""
+    from .retrieval import Retrieved, retrieve_for_run
+
+    if (loop.archive or "").lower() == "off":
+        return Retrieved()
+    device = gate.device_info() or {}
+    return retrieve_for_run(task, path=loop.archive, k=loop.archive_examples, max_chars=loop.archive_chars,
+                            gpu=device.get("name"), progress=progress)
+
+
 def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, prop: ProposerConfig,
               runs_dir: str | Path = "runs", progress=lambda m: None, *, gate=None, proposer=None) -> Optimizer:
     """A new run folder and its optimizer.  ``gate`` and ``proposer`` replace the ones built from
@@ -212,8 +237,7 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
     if proposer is None:
         proposer = make_proposer(prop, task)
     if gate is None:
-        gate = Gate(task, gate_opts)
-        gate.ensure_gpu()
+        gate = make_gate(task, gate_opts)
     run = RunDir.create(runs_dir)
     run.write_json("run.json", {
         "task": task.name, "manifest": str(Path(manifest).resolve()), "kernel_forge": __version__,
@@ -223,7 +247,9 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
         "loop": loop.to_json(), "gate": asdict(gate_opts), "proposer": asdict(prop)})
     run.write_json("manifest.json", task.raw)
     run.write_json("env.json", environment_fingerprint(gate.device_info(), gate.calibrate()))
-    return Optimizer(task, gate, proposer, run, loop, progress=progress)
+    retrieved = _retrieval(task, loop, gate, progress)
+    run.write_json("retrieval.json", retrieved.to_json())
+    return Optimizer(task, gate, proposer, run, loop, progress=progress, retrieved=retrieved)
 
 
 def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None = None, *, gate=None) -> Optimizer:
@@ -240,9 +266,10 @@ def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None
     hist = run.read_json("history.json", {}) or {}
     proposer = make_proposer(prop, task, hist.get("attempts", []))
     if gate is None:
-        gate = Gate(task, gate_opts)
-        gate.ensure_gpu()
-    return Optimizer(task, gate, proposer, run, loop, progress=progress)
+        gate = make_gate(task, gate_opts)
+    from .retrieval import Retrieved
+    retrieved = Retrieved.from_json(run.read_json("retrieval.json"))   # the same examples as at its start
+    return Optimizer(task, gate, proposer, run, loop, progress=progress, retrieved=retrieved)
 
 
 def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str | Path | None = None

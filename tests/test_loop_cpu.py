@@ -65,6 +65,7 @@ def new_run(tmp_path: Path, sources=None, *, gate=None, proposer=None, prop: Pro
         props_dir = write_proposals(props_dir or tmp_path / "props", sources)
     if prop is None:
         prop = ProposerConfig(replay=str(props_dir)) if props_dir else ProposerConfig()
+    loop.setdefault("archive", "off")      # runs in one test must not feed each other through the archive
     return start_run(MANIFEST, LoopConfig(**loop), GateOptions(), prop, runs_dir=tmp_path / "runs",
                      gate=gate or ScriptedGate(task), proposer=proposer)
 

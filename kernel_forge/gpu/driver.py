@@ -344,3 +344,10 @@ def versions() -> dict:
     except Exception:  # noqa: BLE001
         out["cupy"] = None
     return out
+
+
+def device_count() -> int:
+    """How many CUDA devices the driver reports (raises NoGPUError without one)."""
+    probe()
+    drv = _driver()
+    return int(check(drv.cuDeviceGetCount(), "cuDeviceGetCount"))
