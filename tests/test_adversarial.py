@@ -25,6 +25,8 @@ initial kernels still pass on the corpus's gates and that the GPU is still usabl
 """
 from __future__ import annotations
 
+import math
+
 import re
 import subprocess
 import sys
@@ -87,6 +89,10 @@ class Twin:
     also: frozenset = STATE_REASONS      #: further verdicts accepted for the file itself
     flush: tuple[bool, ...] = (True,)    #: flush_l2 settings to time the pair under
     noise: float = NOISE                 #: allowed score advantage over the twin (relative)
+    #: performance cases the trick cannot serve (the cache is smaller than their output): the
+    #: pair's ratio there is their code-generation difference, divided out of the other cases'
+    #: (measured on the H200: a memo kernel and its twin differ by up to 12 % where no cache can hit)
+    control: tuple[str, ...] = ()
 
 
 L2 = Twin(also=frozenset(), flush=(True, False))
@@ -94,7 +100,10 @@ L2 = Twin(also=frozenset(), flush=(True, False))
 #: stem -> Twin: every file of the memoisation and L2-priority classes (adding one is one line)
 TWINS: dict[str, Twin] = {
     # memoisation, caught today by their outputs; a restoring gate makes them pass, no faster
-    "memo_flag_vector_add": Twin(also=RESTORED),
+    # its time is 2^18 same-address atomics per launch (n64M), whose contention moved the pair by
+    # 18 % on the H200 with no flag served (n16M went the other way, +3.5 %); a flag kept between
+    # launches would make it over 10x faster, so a 25 % band still tells the two apart
+    "memo_flag_vector_add": Twin(also=RESTORED, noise=0.25),
     "memo_pointer_matmul_f32": Twin(also=RESTORED),
     "memo_counter_matmul_f32": Twin(also=RESTORED),
     "skip_timed_vector_add": Twin(also=RESTORED),
@@ -103,9 +112,9 @@ TWINS: dict[str, Twin] = {
     # memoisation that passed the old gate faster: refused for state, or passes no faster
     "memo_sampled_matmul_f32": Twin(),
     "memo_fullhash_matmul_f32": Twin(),
-    "memo_multislot_matmul_f32": Twin(),
+    "memo_multislot_matmul_f32": Twin(control=("large",)),        # 4 MB of slots, large's C is 64 MB
     "memo_hidden_names_matmul_f32": Twin(),
-    "memo_sampled_vector_add": Twin(),
+    "memo_sampled_vector_add": Twin(control=("n64M",)),            # n64M is over its 64 MB cache
     "memo_sampled_softmax_rows": Twin(),
     "memo_sampled_reduce_sum": Twin(),
     # state in the device heap, outside module memory: a static rule may refuse it
@@ -220,7 +229,9 @@ def test_every_twinned_file_is_in_the_table_and_every_row_is_a_file():
         assert set(row.also) <= set(REASONS), (stem, row.also)
         assert e.expect == "passed" or "passed" in row.also or not row.also, stem
         assert any(TWIN_DEFINE in n for n in e.notes), f"{stem}.cu: say in a note what its twin is"
-        assert row.flush and 0 < row.noise < 0.1, (stem, row)
+        # a wide band only where a kept state would be unmistakable (the row says why)
+        assert row.flush and 0 < row.noise < (0.3 if stem == "memo_flag_vector_add" else 0.1), (stem, row)
+        assert set(row.control) <= {c.name for c in task_of(e.task).cases if c.role == "performance"}, (stem, row)
 
 
 def test_both_classes_and_an_honest_stateful_kernel_are_in_the_corpus():
@@ -444,15 +455,24 @@ def judge_beside_twin(gate, stem: str, label: str = "") -> str:
     twin_ev, cand_ev = gate.retime([twin, cand], rounds=ROUNDS)
     assert twin_ev.passed, f"the twin of {path.name} failed: {twin_ev.reason}: {twin_ev.message}"
     assert cand_ev.passed, _detail(path, {"passed"}, cand_ev)
-    ratio = cand_ev.score_us / twin_ev.score_us
+    ratios = {c.name: c.timing.median / twin_ev.case(c.name).timing.median for c in cand_ev.cases}
+    controls = [n for n in row.control if n in ratios]
+    offset = math.exp(sum(math.log(ratios[n]) for n in controls) / len(controls)) if controls else 1.0
+    judged = [n for n in ratios if n not in controls]
+    ratio = math.exp(sum(math.log(ratios[n] / offset) for n in judged) / len(judged))
     lines = [f"{path.name}{label}: score {cand_ev.score_us:.2f} us, twin {twin_ev.score_us:.2f} us, "
-             f"ratio {ratio:.3f} (>= {1 - row.noise:.3f} wanted)"]
+             f"ratio {ratio:.3f} (>= {1 - row.noise:.3f} wanted)"
+             + (f" after dividing out {offset:.3f}, the ratio on {', '.join(controls)} where nothing can be served"
+                if controls else "")]
     faster = []
     for case in cand_ev.cases:
         mine, theirs = case.timing, twin_ev.case(case.name).timing
         lines.append(f"  {case.name}: {mine.median:.2f} us (cv {mine.cv:.3f}) vs twin {theirs.median:.2f} us "
-                     f"(cv {theirs.cv:.3f}): {mine.median / theirs.median:.3f}")
-        if faster_beyond_noise(mine, theirs, margin=row.noise):
+                     f"(cv {theirs.cv:.3f}): {mine.median / theirs.median:.3f}" + (" (control)" if case.name in controls else ""))
+        # cold (flushed) launches: no case may be faster beyond noise; warm ones are judged by the
+        # score only, since a cache hint may legitimately change how a warm L2 serves a kernel
+        if (case.name not in controls and "no flush" not in label
+                and faster_beyond_noise(mine, theirs, margin=row.noise) and ratios[case.name] / offset < 1 - row.noise):
             faster.append(case.name)
     report = "\n".join(lines)
     assert ratio >= 1 - row.noise, report
@@ -512,6 +532,10 @@ JUDGE_CHECKS = [
     ("memo_pointer_matmul_f32", "mismatch", {}, True),
     ("memo_sampled_vector_add", "implausible", {}, False),
     ("memo_heap_matmul_f32", "static_rule", {}, True),
+    # H200, this gate: 12 % apart where the cache cannot hit (n64M), 7 % on n16M: code generation, not state
+    ("memo_sampled_vector_add", "passed", {"n16M": (204.06, 189.44), "n64M": (746.61, 658.02)}, True),
+    # ... but a hit on n16M (a third of the bytes) shows through the control
+    ("memo_sampled_vector_add", "passed", {"n16M": (204.06, 120.0), "n64M": (746.61, 740.0)}, False),
 ]
 
 
