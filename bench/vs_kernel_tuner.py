@@ -37,7 +37,8 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# KFORGE_PACKAGE_ROOT: measure another checkout of the package (e.g. the release before) the same way
+sys.path.insert(0, os.environ.get("KFORGE_PACKAGE_ROOT") or str(ROOT))
 
 BLOCKS = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 N_PERF = 1 << 24
