@@ -222,9 +222,10 @@ def approve(run_path, approvals, copy_to, tolerance):
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the verdicts here.")
 @click.option("--junit", "junit_out", type=click.Path(dir_okay=False),
               help="Write a JUnit XML report here: a test case per approved kernel and case.")
+@click.option("--devices", default="", help="GPUs to spread the approved kernels over: 0,1 or all (default: GPU 0).")
 @gate_options
 @handle_errors
-def gate_cmd(approvals, json_out, junit_out, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
+def gate_cmd(approvals, json_out, junit_out, devices, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
     """CI regression gate: re-run every approved kernel; exit 1 if one is wrong or slower."""
     from .preflight import check_output_path
     from .regression import run_regression
@@ -233,7 +234,12 @@ def gate_cmd(approvals, json_out, junit_out, warmup, reps, no_flush, seed, quick
         if path:
             check_output_path(path, option=option)
     opts = make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, sanitize)
-    results = run_regression(approvals, opts, progress=_echo, gate_factory=_real_gate)
+    ids = None
+    if devices:
+        from .gate_pool import parse_devices
+        from .gpu.driver import device_count
+        ids = parse_devices(devices, device_count())
+    results = run_regression(approvals, opts, progress=_echo, gate_factory=_real_gate, devices=ids)
     for r in results:
         click.echo(f"{'PASS' if r['ok'] else 'FAIL'} {r['task']}: {r['kernel']}: {r['detail']}")
     if json_out:

@@ -13,10 +13,13 @@ any other file).  What it replaces is kept as ``NAME.bak`` beside it.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import os
+import queue
+import threading
 import time
 from pathlib import Path
 
@@ -183,9 +186,11 @@ def _default_gate(task, options):
 
 
 def run_regression(approvals_path, options: GateOptions, progress=lambda m: None, *,
-                   gate_factory=_default_gate) -> list[dict]:
-    """Gate every approved kernel.  The approvals file, the options and every manifest are
-    checked before the first GPU probe; a missing, changed or refused kernel is a failed row."""
+                   gate_factory=_default_gate, devices: list[int] | None = None) -> list[dict]:
+    """Gate every approved kernel, spread over ``devices`` (one at a time per GPU; each kernel's
+    comparison with its initial kernel stays on the GPU that gated it).  The approvals file, the
+    options and every manifest are checked before the first GPU probe; a missing, changed or
+    refused kernel is a failed row."""
     ap = Path(approvals_path)
     if not ap.is_file():
         raise InputError(f"{ap}: no such approvals file", hint="kforge approve RUN --into FILE writes one")
@@ -199,51 +204,81 @@ def run_regression(approvals_path, options: GateOptions, progress=lambda m: None
             tasks.append(load_task((ap.parent / e["manifest"]).resolve()))
         except InputError as exc:
             raise InputError(f"{ap}: $.approved[{i}].manifest: {exc}") from None
-    results = []
-    for e, task in zip(data["approved"], tasks):
-        t0 = time.perf_counter()
-        kernel = (ap.parent / e["kernel"]).resolve()
-        row = {"task": e["task"], "kernel": e["kernel"], "ok": False, "approved_speedup": e["speedup_vs_initial"]}
-        results.append(row)
-        if not kernel.is_file():
-            row.update(problem="missing", detail=f"approved kernel {kernel} is missing")
-            continue
-        if _sha(kernel) != e["sha256"]:
-            row.update(problem="changed", detail="the kernel file changed since it was approved (approve it again)")
-            continue
-        cand = load_candidate(kernel)
-        try:
-            preflight.check_kernel(task, cand)
-        except preflight.KernelRefused as exc:
-            row.update(problem=exc.reason, verdict=exc.reason, detail=f"WRONG: {exc.reason}: {exc.message}")
-            continue
-        progress(f"[kforge gate] {e['task']}: checking {e['kernel']}")
-        gate = gate_factory(task, options)
-        try:
-            ev = gate.evaluate(cand, roles=("correctness", "performance", "holdout"))
-            row["verdict"] = ev.reason
-            row["evaluation"] = ev.to_json(with_samples=False)
-            if not ev.passed:
-                row["detail"] = f"WRONG: {ev.reason}: {ev.message}"
-                continue
-            init_ev, cand_ev = gate.retime([load_candidate(task.initial), cand], rounds=2)
-            if not (init_ev.passed and cand_ev.passed):
-                row.update(problem="retime", detail=f"re-measurement failed: {init_ev.reason}/{cand_ev.reason}")
-                continue
-            speedup = init_ev.score_us / cand_ev.score_us
-            floor = e["speedup_vs_initial"] * (1 - e["tolerance"])
-            row.update(speedup=speedup, floor=floor, score_us=cand_ev.score_us, initial_us=init_ev.score_us)
-            row["ok"] = speedup >= floor
-            row["detail"] = (f"x{speedup:.2f} vs initial (approved x{e['speedup_vs_initial']:.2f}, "
-                             f"floor x{floor:.2f})" + ("" if row["ok"] else ": SLOWER"))
-        except KForgeError as exc:
-            row.update(problem="error", detail=f"the gate could not run it: {exc}")
-            if exc.exit_code == 3:
-                raise
-        finally:
-            row["seconds"] = round(time.perf_counter() - t0, 3)
-            gate.close()
-    return results
+    devices = list(devices or [options.device])
+    results: list[dict | None] = [None] * len(tasks)
+    todo: "queue.Queue[int]" = queue.Queue()
+    for i in range(len(tasks)):
+        todo.put(i)
+    errors: list[BaseException] = []
+
+    def work(device: int) -> None:        # one thread per GPU takes the next approved kernel
+        opts = dataclasses.replace(options, device=device)
+        while not errors:
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results[i] = _check_entry(data["approved"][i], tasks[i], ap, opts, gate_factory, progress)
+                results[i]["device"] = device
+            except BaseException as exc:  # noqa: BLE001 - an environment problem ends the gate
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=work, args=(d,), name=f"kforge-gate-gpu{d}", daemon=True) for d in devices]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return [r for r in results if r is not None]
+
+
+def _check_entry(e: dict, task: Task, ap: Path, options: GateOptions, gate_factory, progress) -> dict:
+    """One approved kernel: still correct (full gate, holdout included) and not slower than approved."""
+    t0 = time.perf_counter()
+    kernel = (ap.parent / e["kernel"]).resolve()
+    row = {"task": e["task"], "kernel": e["kernel"], "ok": False, "approved_speedup": e["speedup_vs_initial"]}
+    if not kernel.is_file():
+        row.update(problem="missing", detail=f"approved kernel {kernel} is missing")
+        return row
+    if _sha(kernel) != e["sha256"]:
+        row.update(problem="changed", detail="the kernel file changed since it was approved (approve it again)")
+        return row
+    cand = load_candidate(kernel)
+    try:
+        preflight.check_kernel(task, cand)
+    except preflight.KernelRefused as exc:
+        row.update(problem=exc.reason, verdict=exc.reason, detail=f"WRONG: {exc.reason}: {exc.message}")
+        return row
+    progress(f"[kforge gate] {e['task']}: checking {e['kernel']} (GPU {options.device})")
+    gate = gate_factory(task, options)
+    try:
+        ev = gate.evaluate(cand, roles=("correctness", "performance", "holdout"))
+        row["verdict"] = ev.reason
+        row["evaluation"] = ev.to_json(with_samples=False)
+        if not ev.passed:
+            row["detail"] = f"WRONG: {ev.reason}: {ev.message}"
+            return row
+        init_ev, cand_ev = gate.retime([load_candidate(task.initial), cand], rounds=2)
+        if not (init_ev.passed and cand_ev.passed):
+            row.update(problem="retime", detail=f"re-measurement failed: {init_ev.reason}/{cand_ev.reason}")
+            return row
+        speedup = init_ev.score_us / cand_ev.score_us
+        floor = e["speedup_vs_initial"] * (1 - e["tolerance"])
+        row.update(speedup=speedup, floor=floor, score_us=cand_ev.score_us, initial_us=init_ev.score_us)
+        row["ok"] = speedup >= floor
+        row["detail"] = (f"x{speedup:.2f} vs initial (approved x{e['speedup_vs_initial']:.2f}, "
+                         f"floor x{floor:.2f})" + ("" if row["ok"] else ": SLOWER"))
+    except KForgeError as exc:
+        row.update(problem="error", detail=f"the gate could not run it: {exc}")
+        if exc.exit_code == 3:
+            raise
+    finally:
+        row["seconds"] = round(time.perf_counter() - t0, 3)
+        gate.close()
+    return row
 
 
 __all__ = ["load_approvals", "plan_approval", "approve_run", "run_regression"]

@@ -128,3 +128,42 @@ def test_device_lists(spec, count, want):
 def test_bad_device_lists_say_what_is_wrong(spec, count, msg):
     with pytest.raises(InputError, match=msg):
         parse_devices(spec, count)
+
+
+def test_the_ci_gate_spreads_approved_kernels_over_the_gpus(tmp_path):
+    """`kforge gate --devices 0,1`: one approved kernel at a time per GPU, each compared with its
+    initial kernel on the GPU that gated it; rows come back in the approvals' order."""
+    import json
+
+    from fakes import ScriptedGate
+    from test_bad_input import finished_run, make_task
+
+    from kernel_forge.gate import GateOptions
+    from kernel_forge.regression import approve_run, run_regression
+
+    manifest = make_task(tmp_path / "task")
+    run = finished_run(tmp_path, manifest)
+    ap = tmp_path / "approved.json"
+    approve_run(run, ap, tmp_path / "approved", 0.05)
+    data = json.loads(ap.read_text())
+    data["approved"] = [dict(data["approved"][0], task=f"copy{i}") for i in range(4)]
+    ap.write_text(json.dumps(data))
+    seen = []
+
+    class Slow(ScriptedGate):
+        def evaluate(self, candidate, **kw):
+            time.sleep(0.15)
+            return super().evaluate(candidate, **kw)
+
+    def factory(task, options):
+        seen.append((options.device, threading.current_thread().name))
+        return Slow(task)
+
+    t0 = time.perf_counter()
+    rows = run_regression(ap, GateOptions(), gate_factory=factory, devices=[0, 1])
+    elapsed = time.perf_counter() - t0
+    assert [r["task"] for r in rows] == ["copy0", "copy1", "copy2", "copy3"]
+    assert all(r["ok"] for r in rows), [r["detail"] for r in rows]
+    assert {r["device"] for r in rows} == {0, 1} and {d for d, _ in seen} == {0, 1}
+    assert all(name.endswith(f"gpu{d}") for d, name in seen)   # each gate was built on its GPU's thread
+    assert elapsed < 4 * 0.15 * 0.8                             # two at a time, not one after another
