@@ -14,14 +14,12 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
-import re
 import time
 from pathlib import Path
 
 from .errors import EnvironmentProblem, InputError
-from .evidence import RunDir, atomic_write
+from .evidence import RunDir, atomic_write, numbered_dir
 
-_BATCH = re.compile(r"^batch-(\d{3,})$")
 FINISHED = {"max_iterations", "budget_usd", "max_tokens", "time_limit", "patience", "target_speedup",
             "unreachable"}
 
@@ -34,17 +32,7 @@ class BatchTask:
 
 
 def new_batch_dir(runs_dir: str | Path) -> Path:
-    root = Path(runs_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    taken = [int(m.group(1)) for p in root.iterdir() if (m := _BATCH.match(p.name))]
-    n = max(taken, default=0) + 1
-    while True:
-        p = root / f"batch-{n:03d}"
-        try:
-            p.mkdir()
-            return p
-        except FileExistsError:
-            n += 1
+    return numbered_dir(runs_dir, "batch")
 
 
 def plan(manifests: list[str], batch_dir: Path) -> list[BatchTask]:

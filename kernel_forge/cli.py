@@ -192,13 +192,7 @@ def eval_cmd(manifest, kernel, warmup, reps, no_flush, seed, quick, timeout, arc
     result, table = run_eval(manifest, kernel, options, with_initial=not no_initial,
                              with_baselines=not no_baselines, with_holdout=holdout,
                              progress=lambda msg: click.echo(msg, err=True), gate_factory=_real_gate)
-    if json_out == "-":
-        click.echo(json.dumps(result, indent=2, default=str))
-    else:
-        click.echo(table)
-        if json_out:
-            Path(json_out).write_text(json.dumps(result, indent=2, default=str))
-            click.echo(f"wrote {json_out}")
+    echo_result(result, table, json_out)
     if junit_out:
         from . import junit
         junit.write(junit_out, junit.eval_suites(result))
@@ -249,6 +243,17 @@ def mcp_cmd(runs_dir):
     from .mcp_server import serve
 
     serve(runs_dir=runs_dir)
+
+
+def echo_result(result: dict, table: str, json_out: str | None) -> None:
+    """The table on stdout, or the JSON (``-``: on stdout instead of the table; a path: written too)."""
+    if json_out == "-":
+        click.echo(json.dumps(result, indent=2, default=str))
+        return
+    click.echo(table)
+    if json_out:
+        Path(json_out).write_text(json.dumps(result, indent=2, default=str))
+        click.echo(f"wrote {json_out}")
 
 
 def main(argv=None):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .cli import cli, gate_options, handle_errors, make_gate_options
+from .cli import cli, echo_result, gate_options, handle_errors, make_gate_options
 from .errors import InputError
 
 
@@ -184,13 +184,7 @@ def replay(request, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize
         check_output_path(json_out, option="--json")
     opts = make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, sanitize)
     result, table = run_replay(request, opts, gate_factory=_real_gate)
-    if json_out == "-":
-        click.echo(json.dumps(result, indent=2, default=str))
-    else:
-        click.echo(table)
-        if json_out:
-            Path(json_out).write_text(json.dumps(result, indent=2, default=str))
-            click.echo(f"wrote {json_out}")
+    echo_result(result, table, json_out)
     if not result["ok"]:
         sys.exit(1)
 

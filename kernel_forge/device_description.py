@@ -37,13 +37,10 @@ def complete(device: dict | None) -> dict | None:
 def load(path: str | Path) -> tuple[dict, dict | None]:
     """(device, calibration) from a device description file; :class:`InputError` saying what
     and where when the file is unreadable or lacks a key."""
+    from .evidence import read_json_file
+
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read the device description: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    data = read_json_file(p, "device description")
     if not isinstance(data, dict) or not isinstance(data.get("device"), dict):
         raise InputError(f"{p}: $.device: a device description needs a \"device\" object",
                          hint="see kernel_forge/data/devices/h200.json, or a run's env.json")

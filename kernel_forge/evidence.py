@@ -40,7 +40,6 @@ SCHEMA_FOR = {
     "manifest.json": "manifest.schema.json",
     "retrieval.json": "retrieval.schema.json",
 }
-_RUN_NAME = re.compile(r"^run-(\d{3,})$")
 
 
 def _scrub(obj):
@@ -105,6 +104,36 @@ def validate_file(path: Path) -> None:
     jsonschema.validate(json.loads(path.read_text()), schema(sname))
 
 
+def numbered_dir(root: str | Path, prefix: str) -> Path:
+    """A new folder ``root/PREFIX-NNN`` numbered after the highest one there (created, mode 0700;
+    safe against another process creating the same number at once)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    pattern = re.compile(rf"^{re.escape(prefix)}-(\d{{3,}})$")
+    n = max((int(m.group(1)) for q in root.iterdir() if (m := pattern.match(q.name))), default=0) + 1
+    while True:
+        p = root / f"{prefix}-{n:03d}"
+        try:
+            p.mkdir(mode=DIR_MODE)
+            return p
+        except FileExistsError:
+            n += 1
+
+
+def read_json_file(path: str | Path, what: str):
+    """A JSON file a user gave (``what``: "config", "device description", ...), or an
+    :class:`InputError` naming the file and the line and column of a syntax error."""
+    p = Path(path)
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the {what}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: the {what} is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+
+
 class RunDir:
     """One run's folder."""
 
@@ -114,17 +143,7 @@ class RunDir:
     # -- creation ---------------------------------------------------------------------------
     @classmethod
     def create(cls, root: str | Path = "runs") -> "RunDir":
-        root = Path(root)
-        root.mkdir(parents=True, exist_ok=True)
-        taken = [int(m.group(1)) for p in root.iterdir() if (m := _RUN_NAME.match(p.name))]
-        n = max(taken, default=0) + 1
-        while True:
-            p = root / f"run-{n:03d}"
-            try:
-                p.mkdir(mode=DIR_MODE)
-                break
-            except FileExistsError:
-                n += 1
+        p = numbered_dir(root, "run")
         (p / "attempts").mkdir(mode=DIR_MODE)
         for d in (p, p / "attempts"):
             os.chmod(d, DIR_MODE)

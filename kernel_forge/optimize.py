@@ -165,13 +165,10 @@ def _sha(path: Path) -> str:
 
 
 def load_config_file(path: str | Path) -> dict:
+    from .evidence import read_json_file
+
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read config: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    data = read_json_file(p, "config")
     if not isinstance(data, dict):
         raise InputError(f"{p}: a config is a JSON object")
     known = {"manifest", "runs_dir"} | {f"loop.{f.name}" for f in fields(LoopConfig)} | \

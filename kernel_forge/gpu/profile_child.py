@@ -15,19 +15,6 @@ import sys
 from pathlib import Path
 
 
-def _scalar(param, value):
-    import numpy as np
-
-    from ..dtypes import from_float
-
-    dt = param.dtype
-    if dt.name == "float16":
-        return int(np.float16(value).view(np.uint16)), dt.ctype
-    if dt.name == "bfloat16":
-        return int(from_float(np.array([value], np.float32), dt)[0]), dt.ctype
-    return value, dt.ctype
-
-
 def run(spec: dict, status: dict) -> None:
     import cupy as cp
 
@@ -36,6 +23,7 @@ def run(spec: dict, status: dict) -> None:
     from ..task import load_task
     from . import driver
     from .nvrtc import compile_source
+    from .runner import scalar_arg
 
     task = load_task(spec["manifest"])
     driver.probe()
@@ -57,7 +45,7 @@ def run(spec: dict, status: dict) -> None:
         grid, block, smem = launch.resolve({**case.vars, **(spec.get("defines") or {})})
         if smem > info.max_smem_per_block:
             mod.set_max_dynamic_smem(smem)
-        values = [(dev[a.name].data.ptr, driver.ctypes.c_void_p) if a.is_buffer else _scalar(a.param, inputs.scalars[a.name])
+        values = [(dev[a.name].data.ptr, driver.ctypes.c_void_p) if a.is_buffer else scalar_arg(a.param, inputs.scalars[a.name])
                   for a in task.args]
         packed = driver.PackedArgs(values)
         for _ in range(launches):

@@ -88,7 +88,8 @@ def _sm_limits(ordinal: int) -> dict[str, int]:
     return out
 
 
-def _scalar_ctype(param, value):
+def scalar_arg(param, value):
+    """A scalar kernel argument as (value, ctypes type); half and bf16 as their bits."""
     dt = param.dtype
     if dt.name == "float16":
         return int(np.float16(value).view(np.uint16)), dt.ctype
@@ -315,7 +316,7 @@ class CaseRunner:
                 if arg.is_buffer:
                     values.append((bufs.kernel_buffer(arg.name).data.ptr, driver.ctypes.c_void_p))
                 else:
-                    values.append(_scalar_ctype(arg.param, bufs.scalars[arg.name]))
+                    values.append(scalar_arg(arg.param, bufs.scalars[arg.name]))
             packed = driver.PackedArgs(values)
             loaded = mod
 
