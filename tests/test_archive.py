@@ -811,3 +811,38 @@ def test_gpu_a_real_run_is_archived_with_its_device_and_retrieved(tmp_path):
             settings = best_settings(a, task, env["device"]["name"], label=best["label"])
             assert settings[0]["defines"] == best["defines"]
         assert integrity(a) == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("not gpu_present()", reason="needs an NVIDIA GPU")
+def test_gpu_a_second_run_shows_the_first_runs_best_and_gates_its_setting_first(tmp_path):
+    """Two tuner runs of vector_add through the real gate sharing one archive: the second's
+    retrieval.json holds the first's best, its prompt shows it, and the archived setting of each
+    template is the first of that template to be gated, with a rationale naming where it came from."""
+    from kernel_forge.gate import Gate
+
+    manifest = MANIFESTS / "vector_add.json"
+    task = load_task(manifest)
+    db = tmp_path / "shared.sqlite"
+    opts = GateOptions.quick(reps=20, warmup=3)
+    runs = []
+    for name in ("first", "second"):
+        gate = Gate(task, opts)
+        try:
+            gate.ensure_gpu()
+            opt = start_run(manifest, LoopConfig(max_iterations=2, tune_budget=3, archive=str(db)), opts,
+                            ProposerConfig(), runs_dir=tmp_path / name, gate=gate)
+            opt.run()
+            prompt = opt._prompt()          # what a model would be asked next (the tuner asks nothing)
+        finally:
+            gate.close()
+        runs.append((opt, prompt))
+    (first, _), (second, prompt) = runs
+    got = json.loads((second.run_dir.path / "retrieval.json").read_text())
+    assert got["examples"] and got["examples"][0]["same_task"], got
+    assert "# Kernels from the archive" in prompt and "From an earlier run of this task" in prompt
+    hist = history(second)
+    for label, items in got["settings"].items():
+        tuned = [a for a in hist["attempts"] if a["label"] == label]
+        assert tuned[0]["defines"] == items[0]["defines"] and "archived setting" in tuned[0]["rationale"]
+    assert got["settings"], "the first run archived its tuned settings"
