@@ -833,7 +833,8 @@ def test_gpu_a_second_run_shows_the_first_runs_best_and_gates_its_setting_first(
             opt = start_run(manifest, LoopConfig(max_iterations=2, tune_budget=3, archive=str(db)), opts,
                             ProposerConfig(), runs_dir=tmp_path / name, gate=gate)
             opt.run()
-            prompt = opt._prompt()          # what a model would be asked next (the tuner asks nothing)
+            opt.proposer.needs_prompt = True   # the tuner asks nothing; build what a model would be asked next
+            prompt = opt._prompt()
         finally:
             gate.close()
         runs.append((opt, prompt))

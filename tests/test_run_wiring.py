@@ -50,6 +50,9 @@ def test_a_second_run_takes_the_first_runs_best_settings_and_gates_them_first(tm
         assert tuned[0]["defines"] == warm["defines"]        # gated first, before the search's own choice
         assert "archived setting" in tuned[0]["rationale"] and warm["attempt"] in tuned[0]["rationale"]
     assert best1["id"]
+    second.proposer.needs_prompt = True   # the tuner asks nothing; build what a model would be asked next
+    prompt = second._prompt()
+    assert "# Kernels from the archive" in prompt and "From an earlier run of this task" in prompt
 
 
 def test_without_the_archive_nothing_is_retrieved_or_recorded(tmp_path):
