@@ -146,7 +146,11 @@ def compile_cmd(source, arch, defines, output, no_cache):
 def gate_options(f):
     opts = [
         click.option("--warmup", default=10, show_default=True, help="Untimed launches per performance case."),
-        click.option("--reps", default=100, show_default=True, help="Timed launches per performance case."),
+        click.option("--reps", default=100, show_default=True,
+                     help="Most timed launches per performance case (fewer once the median is tight: --max-noise)."),
+        click.option("--max-noise", default=0.005, show_default=True, type=click.FloatRange(0, 1),
+                     help="Stop timing a case once the median's 95 % confidence half-width is within this "
+                          "fraction of it (checked after 10, 20, 40... launches); 0: always --reps."),
         click.option("--no-flush", is_flag=True, help="Keep the L2 warm between timed launches."),
         click.option("--seed", default=0, show_default=True, help="Seed of the first input draw."),
         click.option("--quick", is_flag=True, help="One input draw, no repeat-launch or post-timing checks."),
@@ -159,11 +163,11 @@ def gate_options(f):
     return f
 
 
-def make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
+def make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize):
     from .gate import GateOptions
 
-    kw = dict(warmup=warmup, reps=reps, flush_l2=not no_flush, seed=seed, launch_timeout_s=timeout,
-              arch=arch, sanitize=sanitize)
+    kw = dict(warmup=warmup, reps=reps, max_noise=max_noise, flush_l2=not no_flush, seed=seed,
+              launch_timeout_s=timeout, arch=arch, sanitize=sanitize)
     return GateOptions.quick(**kw) if quick else GateOptions(**kw)
 
 
@@ -179,7 +183,7 @@ def make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, saniti
 @click.option("--junit", "junit_out", type=click.Path(dir_okay=False),
               help="Write a JUnit XML report here: one test case per case.")
 @handle_errors
-def eval_cmd(manifest, kernel, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize,
+def eval_cmd(manifest, kernel, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize,
              json_out, no_initial, no_baselines, holdout, junit_out):
     """Compile, run, verify and time KERNEL (default: the task's initial kernel) on every case."""
     from .evaluate import run_eval
@@ -188,7 +192,7 @@ def eval_cmd(manifest, kernel, warmup, reps, no_flush, seed, quick, timeout, arc
     for path, option in ((json_out, "--json"), (junit_out, "--junit")):
         if path and path != "-":
             check_output_path(path, option=option)
-    options = make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, sanitize)
+    options = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
     result, table = run_eval(manifest, kernel, options, with_initial=not no_initial,
                              with_baselines=not no_baselines, with_holdout=holdout,
                              progress=lambda msg: click.echo(msg, err=True), gate_factory=_real_gate)

@@ -174,7 +174,7 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True),
               help="Write the result and the claim's verdict as JSON to this file ('-' for stdout).")
 @handle_errors
-def replay(request, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize, json_out):
+def replay(request, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize, json_out):
     """Re-run a recorded best-case-NAME.json request (the best kernel on that case, same seeds)
     and say whether its recorded median still holds within the measured noise; exit 1 if not."""
     from .preflight import check_output_path
@@ -182,7 +182,7 @@ def replay(request, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize
 
     if json_out and json_out != "-":
         check_output_path(json_out, option="--json")
-    opts = make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, sanitize)
+    opts = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
     result, table = run_replay(request, opts, gate_factory=_real_gate)
     echo_result(result, table, json_out)
     if not result["ok"]:
@@ -219,7 +219,7 @@ def approve(run_path, approvals, copy_to, tolerance):
 @click.option("--devices", default="", help="GPUs to spread the approved kernels over: 0,1 or all (default: GPU 0).")
 @gate_options
 @handle_errors
-def gate_cmd(approvals, json_out, junit_out, devices, warmup, reps, no_flush, seed, quick, timeout, arch, sanitize):
+def gate_cmd(approvals, json_out, junit_out, devices, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize):
     """CI regression gate: re-run every approved kernel; exit 1 if one is wrong or slower."""
     from .preflight import check_output_path
     from .regression import run_regression
@@ -227,7 +227,7 @@ def gate_cmd(approvals, json_out, junit_out, devices, warmup, reps, no_flush, se
     for path, option in ((json_out, "--json"), (junit_out, "--junit")):
         if path:
             check_output_path(path, option=option)
-    opts = make_gate_options(warmup, reps, no_flush, seed, quick, timeout, arch, sanitize)
+    opts = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
     ids = None
     if devices:
         from .gate_pool import parse_devices

@@ -60,6 +60,7 @@ class GateOptions:
     fresh_seeds: list[int] = field(default_factory=list)  #: seeds of the extra draws (chosen if empty)
     timing_budget_s: float = 0.25    #: GPU time the timed launches of a case may take: reps = budget / launch time, within [min_reps, reps]
     min_reps: int = 10               #: fewest timed launches per performance case
+    max_noise: float = 0.005         #: stop a case's timed launches once the median's 95 % confidence half-width is within this fraction of it, checked after min_reps, 2*min_reps, 4*min_reps... (0: always reps)
     warmup_budget_s: float = 0.025   #: GPU time the warm-up launches may take, within [min_warmup, warmup]
     min_warmup: int = 2              #: fewest untimed launches before timing
     compare: str = "gpu"             #: where outputs are compared: "gpu" (summaries and a sampled re-check) or "cpu" (all values sent back)
@@ -524,7 +525,7 @@ class Gate:
     def _plan(self, case: Case, seed: int, launch: ResolvedLaunch | None, timed: bool) -> RunPlan:
         o = self.options
         return RunPlan(case=case.name, seed=seed, launch=launch, check=True, repeat=o.repeat_check, time=timed,
-                       warmup=o.warmup, reps=o.reps, min_warmup=o.min_warmup, min_reps=o.min_reps,
+                       warmup=o.warmup, reps=o.reps, min_warmup=o.min_warmup, min_reps=o.min_reps, max_noise=o.max_noise,
                        timing_budget_s=o.timing_budget_s, warmup_budget_s=o.warmup_budget_s,
                        extra_warmup=self._rng.randrange(4), flush=o.flush_l2, after_timing=o.check_after_timing,
                        snap_fraction=self._rng.random(), compare=o.compare, keep=o.compare == "gpu")
@@ -673,7 +674,8 @@ def _pooled(first, timings, samples):
         ev_samples = [s for t in timings for s in t.events["samples_us"]]
         e = summarize(ev_samples)
         events = {"median": e.median, "p10": e.p10, "p90": e.p90, "cv": e.cv, "samples_us": list(e.samples_us)}
-    return summarize(samples, flushed=first.flushed, method=first.method, events=events or first.events)
+    return summarize(samples, flushed=first.flushed, method=first.method, events=events or first.events,
+                     clock_offset_us=first.clock_offset_us)
 
 
 def _rounded(cost: dict) -> dict:

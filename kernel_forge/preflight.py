@@ -79,6 +79,7 @@ RULES: dict[str, tuple] = {
     "timing_timeout_s": (_positive, "above 0 seconds"),
     "device": (_at_least(0), "0 or more"),
     "plausible_margin": (_at_least(1), "at least 1"),
+    "max_noise": (lambda v: 0 <= v <= 1, "in [0, 1] (a fraction of the median; 0: always --reps)"),
     "arch": (lambda v: re.fullmatch(r"sm_\d+[af]?", v) is not None, "like sm_90"),
     # ProposerConfig
     "temperature": (lambda v: 0 <= v <= 2, "in [0, 2]"),

@@ -30,6 +30,7 @@ class Timing:
     method: str = "events"          # what the samples are: "cupti" (kernel's own GPU time) or "events"
     events: dict | None = None      # the CUDA-event estimate of the same launches, kept side by side
                                     # when ``method`` is not "events": {"median", "p10", "p90", "cv", "samples_us"}
+    clock_offset_us: float | None = None   # method "cupti": the launch offset taken off every sample
 
     @property
     def spread(self) -> float:
@@ -44,6 +45,8 @@ class Timing:
         if self.graph_us is not None:
             d["graph_us"] = round(self.graph_us, 4)
         d["method"] = self.method
+        if self.clock_offset_us is not None:
+            d["clock_offset_us"] = round(self.clock_offset_us, 4)
         if self.events is not None:
             ev = dict(self.events)
             if not with_samples:
@@ -57,12 +60,13 @@ class Timing:
     def from_json(cls, d: dict) -> "Timing":
         samples = tuple(d.get("samples_us") or [d["median"]])
         t = summarize(samples, flushed=d.get("flushed", True), graph_us=d.get("graph_us"),
-                      method=d.get("method", "events"), events=d.get("events"))
+                      method=d.get("method", "events"), events=d.get("events"),
+                      clock_offset_us=d.get("clock_offset_us"))
         return t
 
 
 def summarize(samples_us, *, flushed: bool = True, graph_us: float | None = None, method: str = "events",
-              events: dict | None = None) -> Timing:
+              events: dict | None = None, clock_offset_us: float | None = None) -> Timing:
     s = np.asarray([float(x) for x in samples_us], dtype=np.float64)
     if s.size == 0:
         raise ValueError("no timing samples")
@@ -74,7 +78,8 @@ def summarize(samples_us, *, flushed: bool = True, graph_us: float | None = None
     return Timing(samples_us=tuple(float(x) for x in s), median=float(p[2]), mean=mean,
                   min=float(s.min()), max=float(s.max()), p10=float(p[0]), p20=float(p[1]),
                   p80=float(p[3]), p90=float(p[4]), cv=(std / mean if mean > 0 else 0.0),
-                  flushed=flushed, graph_us=graph_us, method=method, events=events)
+                  flushed=flushed, graph_us=graph_us, method=method, events=events,
+                  clock_offset_us=clock_offset_us)
 
 
 def geomean(values) -> float:
@@ -93,3 +98,21 @@ def faster_beyond_noise(new: Timing, old: Timing, *, margin: float = 0.01) -> bo
 def noise_band(timing: Timing) -> float:
     """Relative half-width of the p20–p80 band around the median."""
     return (timing.p80 - timing.p20) / (2 * timing.median) if timing.median > 0 else 0.0
+
+
+def median_noise(samples) -> float:
+    """Relative half-width of a distribution-free 95 % confidence interval of the median.
+
+    Sorted samples x(1) <= ... <= x(n); the interval is [x(j), x(k)] with the ranks
+    j = n/2 - 0.98 sqrt(n) and k = 1 + n/2 + 0.98 sqrt(n), rounded (the normal approximation to
+    the binomial order-statistic bound: (2, 9) for n = 10, (6, 15) for n = 20), so nothing is
+    assumed about the samples' distribution.  Returns inf below 5 samples."""
+    s = np.sort(np.asarray([float(x) for x in samples], dtype=np.float64))
+    n = int(s.size)
+    if n < 5:
+        return math.inf
+    half = 0.98 * math.sqrt(n)
+    j = max(int(round(n / 2 - half)), 1)
+    k = min(int(round(1 + n / 2 + half)), n)
+    med = float(np.median(s))
+    return float(s[k - 1] - s[j - 1]) / (2 * med) if med > 0 else 0.0

@@ -144,6 +144,7 @@ class RunPlan:
     reps: int = 100                    #: most timed launches
     min_warmup: int = 2                #: fewest untimed launches
     min_reps: int = 10                 #: fewest timed launches
+    max_noise: float = 0.005           #: stop timing once the median's 95 % confidence half-width is within this fraction (0: always reps)
     timing_budget_s: float = 0.25      #: GPU time the timed launches of one case may take
     warmup_budget_s: float = 0.025     #: GPU time the warm-up launches may take
     extra_warmup: int = 0              #: added to the warm-up count (so launches cannot be counted)
@@ -262,3 +263,8 @@ def timing_counts(estimate_s: float, overhead_s: float, plan: RunPlan) -> tuple[
     reps = max(min(plan.reps, max(reps, plan.min_reps)), 1)
     warmup = max(min(plan.warmup, max(warm, plan.min_warmup)), 0)
     return warmup, reps
+
+
+def first_batch(reps: int, plan: RunPlan) -> int:
+    """How many timed launches always run (``timing.bench`` may stop after them)."""
+    return reps if plan.max_noise <= 0 else max(1, min(reps, plan.min_reps))

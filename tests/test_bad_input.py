@@ -736,3 +736,15 @@ def test_a_long_history_is_checked_to_its_records_fields(kforge, tmp_path):
     r = kforge("report", run)
     assert r.exit_code == 2
     assert f"{run / 'history.json'}: $.attempts[{n}].status" in r.stderr
+
+
+@pytest.mark.parametrize("value", [-0.01, 1.5])
+def test_a_noise_bound_outside_zero_to_one_is_refused_before_anything_runs(value):
+    from kernel_forge.errors import InputError
+    from kernel_forge.gate import GateOptions
+    from kernel_forge.preflight import check_settings
+
+    with pytest.raises(InputError) as err:
+        check_settings(GateOptions(max_noise=value))
+    assert f"--max-noise {value!r}: must be in [0, 1]" in str(err.value)
+    check_settings(GateOptions(max_noise=0.0))          # 0: every timed launch is made

@@ -540,3 +540,18 @@ def test_faster_beyond_noise():
     noisy_new = summarize(list(np.linspace(7.0, 11.0, 21)))
     assert noisy_new.median < noisy_old.median * 0.99
     assert not faster_beyond_noise(noisy_new, noisy_old)
+
+
+def test_median_noise_is_half_the_order_statistic_interval_over_the_median():
+    from kernel_forge.stats import median_noise
+
+    ten = [float(x) for x in range(1, 11)]                     # median 5.5; 95 % interval x(2)..x(9)
+    assert median_noise(ten) == pytest.approx((9 - 2) / (2 * 5.5))
+    twenty = [float(x) for x in range(1, 21)]                  # x(6)..x(15)
+    assert median_noise(twenty) == pytest.approx((15 - 6) / (2 * 10.5))
+    assert median_noise([3.0] * 12) == 0.0
+    assert median_noise([1.0, 2.0, 3.0, 4.0]) == float("inf")   # too few for an interval
+    rng = np.random.default_rng(0)
+    wide = median_noise(100 * (1 + 0.05 * rng.standard_normal(40)))
+    narrow = median_noise(100 * (1 + 0.005 * rng.standard_normal(40)))
+    assert narrow < 0.005 < wide

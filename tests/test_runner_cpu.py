@@ -211,6 +211,7 @@ def test_gpu_and_cpu_comparisons_agree_on_the_same_wrong_outputs(gate):
 def test_the_first_checked_launch_timing_sets_the_number_of_timed_launches(gate):
     kernel_fn(honest)
     gate.options.reps, gate.options.min_reps = 50, 5
+    gate.options.max_noise = 0                  # no early stop: the budget alone decides
     gate.options.timing_budget_s = 0.25         # the fake's events say 20 µs: the maximum fits
     ev = gate.evaluate(CAND, roles=("performance",))
     assert len(ev.case("perf").timing.samples_us) == 50
@@ -218,6 +219,30 @@ def test_the_first_checked_launch_timing_sets_the_number_of_timed_launches(gate)
     ev = gate.evaluate(CAND, roles=("performance",))
     assert 5 <= len(ev.case("perf").timing.samples_us) <= 7
 
+
+
+def test_timing_stops_after_the_first_batch_when_the_median_is_already_tight(gate):
+    kernel_fn(honest)
+    gate.options.reps, gate.options.min_reps, gate.options.timing_budget_s = 50, 5, 0.25
+    gate.options.max_noise = 0.005              # the fake's events are all 20 µs: no noise at all
+    ev = gate.evaluate(CAND, roles=("performance",))
+    t = ev.case("perf").timing
+    assert len(t.samples_us) == 5 and t.median == pytest.approx(20.0)
+
+
+def test_noisy_samples_keep_the_timed_launches_going_in_doubling_batches(gate, monkeypatch):
+    import cupy                                  # the fake installed by the fixture
+
+    draws = np.random.default_rng(3)
+    monkeypatch.setattr(cupy.cuda, "get_elapsed_time", lambda a, b: 0.02 * (1 + 0.2 * draws.random()))
+    kernel_fn(honest)
+    gate.options.reps, gate.options.min_reps, gate.options.timing_budget_s = 50, 5, 0.25
+    gate.options.max_noise = 0.005              # +-10 % noise: never tight enough before the maximum
+    ev = gate.evaluate(CAND, roles=("performance",))
+    assert len(ev.case("perf").timing.samples_us) == 50
+    gate.options.max_noise = 0.5                # a loose bound: met after one of the batches 5, 10, 20, 40
+    ev = gate.evaluate(CAND, roles=("performance",))
+    assert len(ev.case("perf").timing.samples_us) in (5, 10, 20, 40)
 
 MEMO = SOURCE.replace('extern "C"', "__device__ int g_done;\n__device__ float g_scratch[64];\nextern \"C\"")
 

@@ -41,6 +41,84 @@ def test_undelimited_records_count_one_launch_each_and_skip_harness_kernels():
     assert launch_times(records, 2, delimited=False) == [1.0, 0.5]
 
 
+
+def test_the_launch_offset_comes_off_each_launch_once_and_never_below_zero():
+    records = [rec("kf_flush", 0, 10), rec("gemm_a", 1000, 2000), rec("gemm_b", 2000, 5000),
+               rec("kf_flush", 6000, 6100), rec("tiny", 7000, 7300)]
+    assert launch_times(records, 2, delimited=True, offset_us=0.86) == pytest.approx([4.0 - 0.86, 0.0])
+    backwards = [rec("kf_flush", 0, 10), rec("cand", 500, 400)]
+    assert launch_times(backwards, 1, delimited=True) is None               # the caller falls back to events
+
+
+class FakeCupti:
+    """cupti-python's activity calls as the clock uses them: records exist only while the kind
+    is enabled, and reach the registered callback on a flush."""
+
+    class ActivityKind:
+        KERNEL, CONCURRENT_KERNEL, MEMCPY = 3, 10, 1
+
+    def __init__(self):
+        self.enabled: set[int] = set()
+        self.calls: list[tuple] = []
+        self.pending: list = []
+        self.completed = None
+
+    def activity_register_callbacks(self, requested, completed):
+        self.completed = completed
+
+    def activity_enable(self, kind):
+        self.calls.append(("enable", kind))
+        self.enabled.add(kind)
+
+    def activity_disable(self, kind):
+        self.calls.append(("disable", kind))
+        self.enabled.discard(kind)
+
+    def launch(self, name, start, end, kind=3):
+        if kind in self.enabled:
+            self.pending.append(type("A", (), {"kind": kind, "name": name, "start": start, "end": end})())
+
+    def activity_flush_all(self, flag):
+        got, self.pending = self.pending, []
+        if got and self.completed:
+            self.completed(got)
+
+
+def test_the_clock_records_kernel_activity_only_between_mark_and_pause(monkeypatch):
+    cupti = FakeCupti()
+    monkeypatch.setitem(__import__("sys").modules, "cupti", type("M", (), {"cupti": cupti}))
+    monkeypatch.delenv("KFORGE_CLOCK", raising=False)
+    monkeypatch.setattr(kernel_clock, "_clock", None)
+    monkeypatch.setattr(kernel_clock, "_reason", None)
+    assert kernel_clock.enable() is None
+    clock = kernel_clock.clock()
+    assert cupti.calls == [("enable", FakeCupti.ActivityKind.KERNEL)]   # serialized kernels: no instrumentation
+    clock.pause()
+    cupti.launch("upload_check", 0, 10)                                  # outside a timed loop: no record made
+    clock.mark()
+    cupti.launch("kf_flush", 20, 30)
+    cupti.launch("cand", 40, 1040)
+    cupti.launch("memcpy", 50, 60, kind=FakeCupti.ActivityKind.MEMCPY)  # not a kernel: ignored
+    got = clock.collect()
+    clock.pause()
+    cupti.launch("after", 2000, 3000)
+    assert [r.name for r in got] == ["kf_flush", "cand"] and clock.collect() == []
+
+    assert [c[0] for c in cupti.calls] == ["enable", "disable", "enable", "disable"]
+
+
+@pytest.mark.parametrize("name, env, offset, source", [
+    ("NVIDIA H200", "", 0.86, "measured for NVIDIA H200"),
+    ("NVIDIA B200", "", 0.0, "not measured for NVIDIA B200: records taken as they are"),
+    ("NVIDIA B200", "1.25", 1.25, "KFORGE_CLOCK_OFFSET_US"),
+    ("NVIDIA H200", "0", 0.0, "KFORGE_CLOCK_OFFSET_US"),
+])
+def test_the_launch_offset_is_the_gpu_models_or_the_environments(monkeypatch, name, env, offset, source):
+    monkeypatch.setenv("KFORGE_CLOCK_OFFSET_US", env)
+    clock = kernel_clock.KernelClock(FakeCupti())
+    clock.for_device(name)
+    assert (clock.offset_us, clock.offset_source) == (offset, source)
+
 def test_the_clock_is_off_when_asked(monkeypatch):
     monkeypatch.setenv("KFORGE_CLOCK", "events")
     monkeypatch.setattr(kernel_clock, "_clock", None)

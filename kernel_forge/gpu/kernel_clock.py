@@ -1,13 +1,24 @@
 """The kernel's own GPU time, from CUPTI activity records (NVIDIA's ``cupti-python``).
 
 CUDA events around a launch add 2-8 µs on an H200 (the event pair, the front end, the gap before
-the kernel starts); Nsight Compute's ``gpu__time_duration`` does not.  CUPTI's concurrent-kernel
-activity records carry each kernel's start and end as the GPU saw them, the same quantity ncu
-reports, so the gate takes its samples from them and keeps the event estimate beside them.
+the kernel starts); Nsight Compute's ``gpu__time_duration`` does not.  CUPTI's kernel activity
+records carry each kernel's start and end as the GPU saw them, so the gate takes its samples from
+them and keeps the event estimate beside them.
 
-Facts this relies on (measured on the H200, bench/evidence/h200-2026-12-01-s4/probe/):
-- records arrive only when the activity kind is enabled **before** the process creates its CUDA
-  context, so :func:`enable` is the first thing the gate's worker does;
+Facts this relies on (measured on the H200, bench/evidence/h200-2026-12-01-s5/probe/FINDINGS.md):
+- the record kind is ``KERNEL`` (serialized kernels), not ``CONCURRENT_KERNEL``: to time
+  concurrent kernels CUPTI instruments every block, which made a 65,536-block vector add 7 % and
+  a 262,144-block one 6 % slower than under ncu; ``KERNEL`` records add no instrumentation
+  (the gate's kernels run one at a time on one stream anyway);
+- a ``KERNEL`` record spans the front end's processing of the launch as well: on the H200 it is
+  a constant 0.86 µs longer than ncu's ``gpu__time_duration`` (median over kernels of 1-4,096
+  blocks running 0-20 µs, range 0.45-0.99 µs).  That constant, per GPU model, is
+  :data:`LAUNCH_OFFSET_US`; it is subtracted from every launch (``KFORGE_CLOCK_OFFSET_US``
+  overrides it; a GPU without an entry gets 0; every timing records the offset it took off);
+- records arrive only when the kind is enabled **before** the process creates its CUDA context,
+  so :func:`enable` is the first thing the gate's worker does; after that the kind can be
+  switched off and on, so records are made only while timed launches run (:meth:`KernelClock.mark`
+  to :meth:`KernelClock.pause`): turning each record into a Python object costs about 80 µs;
 - external-correlation records do not arrive without API activity kinds, so records are matched to
   launches by order and name: every kernel the harness itself launches is named ``kf_*``, and the
   kernels between two harness kernels belong to the candidate (see ``timing.bench``).
@@ -24,6 +35,10 @@ from dataclasses import dataclass
 
 HARNESS_PREFIX = "kf_"   #: kernels whose names start with this are the harness's own
 
+#: GPU model -> µs a KERNEL record spans beyond ncu's gpu__time_duration of the same launch
+#: (H200: bench/probe_round5.py --sections offset, against PROBE_NCU_SPIN=1 ... --sections ncu)
+LAUNCH_OFFSET_US = {"NVIDIA H200": 0.86}
+
 
 @dataclass(frozen=True)
 class KernelRecord:
@@ -39,30 +54,61 @@ class KernelRecord:
 class KernelClock:
     """Collects the process's kernel activity records between :meth:`mark` and :meth:`collect`."""
 
-    def __init__(self, cupti):
+    def __init__(self, cupti, kind=None):
         self._cupti = cupti
+        self.kind = kind if kind is not None else cupti.ActivityKind.KERNEL
+        self._kinds = {int(cupti.ActivityKind.KERNEL), int(cupti.ActivityKind.CONCURRENT_KERNEL)}
         self._lock = threading.Lock()
         self._records: list[KernelRecord] = []
         self.verified = False     #: a collect has returned records (they do arrive in this process)
+        self.recording = True     #: records are being made (enabled before the context, as CUPTI needs)
+        self.offset_us = 0.0      #: subtracted from every launch's time (see LAUNCH_OFFSET_US)
+        self.offset_source = "none"
 
     # CUPTI calls these from its own thread
     def _requested(self):
         return 8 << 20, 0
 
     def _completed(self, activities) -> None:
-        kind = self._cupti.ActivityKind.CONCURRENT_KERNEL
-        got = [KernelRecord(str(a.name), int(a.start), int(a.end)) for a in activities if a.kind == kind]
+        kinds = self._kinds
+        got = [KernelRecord(str(a.name), int(a.start), int(a.end)) for a in activities if int(a.kind) in kinds]
         with self._lock:
             self._records.extend(got)
 
     def _flush(self) -> None:
         self._cupti.activity_flush_all(1)
 
+    def for_device(self, name: str) -> None:
+        """Take the launch offset of GPU model ``name`` (or ``KFORGE_CLOCK_OFFSET_US``)."""
+        env = os.environ.get("KFORGE_CLOCK_OFFSET_US", "").strip()
+        if env:
+            try:
+                self.offset_us, self.offset_source = max(0.0, float(env)), "KFORGE_CLOCK_OFFSET_US"
+                return
+            except ValueError:
+                pass
+        if name in LAUNCH_OFFSET_US:
+            self.offset_us, self.offset_source = LAUNCH_OFFSET_US[name], f"measured for {name}"
+        else:
+            self.offset_us, self.offset_source = 0.0, f"not measured for {name}: records taken as they are"
+
     def mark(self) -> None:
-        """Forget every record so far (call with the stream idle)."""
+        """Forget every record so far and record from now on (call with the stream idle)."""
         self._flush()
         with self._lock:
             self._records.clear()
+        if not self.recording:
+            self._cupti.activity_enable(self.kind)
+            self.recording = True
+
+    def pause(self) -> None:
+        """Stop making records until the next :meth:`mark` (call with the stream idle)."""
+        if self.recording:
+            self._flush()
+            self._cupti.activity_disable(self.kind)
+            self.recording = False
+            with self._lock:
+                self._records.clear()
 
     def collect(self) -> list[KernelRecord]:
         """The records since :meth:`mark`, in start order (call after synchronising the stream)."""
@@ -95,7 +141,7 @@ def enable() -> str | None:
     clock = KernelClock(cupti)
     try:
         cupti.activity_register_callbacks(clock._requested, clock._completed)
-        cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
+        cupti.activity_enable(clock.kind)
     except Exception as exc:  # noqa: BLE001 - e.g. another profiler holds CUPTI
         _reason = f"CUPTI refused kernel activity records ({type(exc).__name__}: {exc})"
         return _reason
@@ -119,8 +165,11 @@ def disable(why: str) -> None:
     _clock, _reason = None, why
 
 
-def launch_times(records: list[KernelRecord], launches: int, *, delimited: bool) -> list[float] | None:
-    """Per-launch GPU time in µs from the records of ``launches`` timed launches.
+def launch_times(records: list[KernelRecord], launches: int, *, delimited: bool,
+                 offset_us: float = 0.0) -> list[float] | None:
+    """Per-launch GPU time in µs from the records of ``launches`` timed launches, each less
+    ``offset_us`` (the front end's share of a record, once per launch; never below 0).  None
+    when a record ends before it starts.
 
     ``delimited``: every timed launch was preceded by at least one harness (``kf_*``) kernel, so a
     launch is the run of candidate kernels after a harness kernel, timed from its first start to
@@ -142,4 +191,7 @@ def launch_times(records: list[KernelRecord], launches: int, *, delimited: bool)
         groups = [[r] for r in records if not r.harness]
     if len(groups) != launches:
         return None
-    return [(max(r.end_ns for r in g) - min(r.start_ns for r in g)) / 1000.0 for g in groups]
+    spans = [(max(r.end_ns for r in g) - min(r.start_ns for r in g)) / 1000.0 for g in groups]
+    if any(s < 0 for s in spans):
+        return None                     # records out of order: not a clock to trust
+    return [max(0.0, s - offset_us) for s in spans]

@@ -23,7 +23,7 @@ from ..verify import OutputCheck, device_expected
 from ..worker_protocol import (AFTER_TIMING, CALIBRATE, ERROR, EXIT, EXPECTED, FATAL, FIRST, LOAD, NEED, OK,
                                PROGRESS, READY, REPEAT, RUN, SAMPLE, Expected, Failure, KernelSpec, Load,
                                ModuleFacts, Need, Observation, Progress, Ready, Run, RunPlan, Sample,
-                               SampleValues, StageObservation, mid_timing, timing_counts)
+                               SampleValues, StageObservation, first_batch, mid_timing, timing_counts)
 from . import driver, kernel_clock
 from .fingerprint import fingerprint_many, new_key
 from .flush import L2Flusher
@@ -163,6 +163,9 @@ class CaseRunner:
         self._kept: dict[str, dict[str, object]] = {}
         self._dead = False
         self.clock = kernel_clock.clock()
+        if self.clock is not None:
+            self.clock.for_device(self.info.name)
+            self.clock.pause()            # records only while timed launches run (timing.bench)
 
     # -- helpers ------------------------------------------------------------------------
     def flusher(self) -> L2Flusher:
@@ -475,7 +478,8 @@ class CaseRunner:
             estimate = cp.cuda.get_elapsed_time(mid, end) * 1e-3
         warmup, reps = timing_counts(estimate, overhead, plan)
         warmup += plan.extra_warmup
-        snap_at = min(reps - 1, max(0, int(plan.snap_fraction * reps)))
+        # the kept launch is one of the first batch, which always runs (see timing.bench)
+        snap_at = min(reps - 1, max(0, int(plan.snap_fraction * first_batch(reps, plan))))
         snapshot: dict[str, object] = {}
         snap_fp: dict[str, int] = {}
         if poison:
@@ -498,9 +502,9 @@ class CaseRunner:
             marker = lambda: flusher.mark(stream)             # noqa: E731
         obs.timing = bench(launch, stream, warmup=warmup, reps=reps, flush=flush, prepare=prep,
                            after=(snap_at, take_snapshot) if poison else None, clock=self.clock,
-                           warm=warm, marker=marker)
+                           warm=warm, marker=marker, min_reps=plan.min_reps, max_noise=plan.max_noise)
         driver.synchronize("timed launches")
-        obs.warmup, obs.reps = warmup, reps
+        obs.warmup, obs.reps = warmup, len(obs.timing.samples_us)
         if poison:
             obs.snap_at = snap_at
             add_stage(AFTER_TIMING, self._fps(out_arrays, run_key), later=False)

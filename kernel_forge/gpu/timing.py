@@ -8,7 +8,8 @@ launch's buffers are read into the L2 first, so it starts truly warm).
 
 Two estimates of every timed launch are taken:
 - with a kernel ``clock`` (:mod:`.kernel_clock`, CUPTI): the kernels' own GPU time, first start
-  to last end of the launch's kernels — the score (``Timing.method == "cupti"``);
+  to last end of the launch's kernels less the GPU's launch offset — the score
+  (``Timing.method == "cupti"``; the clock records only while the timed launches run);
 - always: one CUDA event pair around the launch on its stream, kept in ``Timing.events`` (or as
   the samples themselves, ``method == "events"``, when there is no clock or its records do not
   account for every launch).
@@ -21,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..stats import Timing, summarize
+from ..stats import Timing, median_noise, summarize
 from .flush import L2Flusher  # noqa: F401  (re-exported: the gate's worker builds one per process)
 from .kernel_clock import KernelClock, launch_times
 
@@ -38,7 +39,8 @@ def _events_summary(samples: list[float]) -> dict:
 def bench(launch: Callable[[], None], stream, *, warmup: int = 10, reps: int = 100,
           flush: L2Flusher | None = None, prepare: Callable[[], None] | None = None,
           after: tuple[int, Callable[[], None]] | None = None, clock: KernelClock | None = None,
-          warm: Callable[[], None] | None = None, marker: Callable[[], None] | None = None) -> Timing:
+          warm: Callable[[], None] | None = None, marker: Callable[[], None] | None = None,
+          min_reps: int | None = None, max_noise: float = 0.0) -> Timing:
     """Time ``launch`` (which enqueues one kernel, or a vendor call's kernels, on ``stream``).
 
     ``prepare`` runs before every launch, ``after = (i, fn)`` runs ``fn`` right after timed launch
@@ -46,11 +48,19 @@ def bench(launch: Callable[[], None], stream, *, warmup: int = 10, reps: int = 1
     launch only ``kf_*`` kernels or use memsets/memcpys: with a ``clock``, every other kernel is
     the candidate's.  ``marker`` (an empty ``kf_*`` kernel launch, e.g. ``L2Flusher.mark``) separates
     timed launches for the clock when there is no ``flush``; without either, each candidate kernel
-    record counts as one launch.  Returns every sample in µs."""
+    record counts as one launch.
+
+    **When to stop** (as nvbench's noise criterion): with ``max_noise > 0`` the timed launches run
+    in batches — ``min_reps`` first, then as many again as have run — and stop after the first batch
+    whose samples so far put the median's 95 % confidence half-width (:func:`median_noise`) within
+    ``max_noise`` of it, or at ``reps``.  ``max_noise = 0``: always ``reps``.  Returns every
+    sample in µs."""
     import cupy
 
     if reps < 1:
         raise ValueError("reps must be >= 1")
+    first = reps if max_noise <= 0 else min(reps, max(1, int(min_reps or reps)))
+    delimited = flush is not None or marker is not None
     with stream:
         for _ in range(max(0, warmup)):
             if prepare:
@@ -59,28 +69,56 @@ def bench(launch: Callable[[], None], stream, *, warmup: int = 10, reps: int = 1
         stream.synchronize()
         if clock is not None:
             clock.mark()
-        starts = [cupy.cuda.Event() for _ in range(reps)]
-        ends = [cupy.cuda.Event() for _ in range(reps)]
-        for i in range(reps):
-            if prepare:
-                prepare()
-            if flush is not None:
-                flush(stream)
-            elif warm is not None:
-                warm()
-            if marker is not None and flush is None:
-                marker()
-            starts[i].record(stream)
-            launch()
-            ends[i].record(stream)
-            if after is not None and after[0] == i:
-                after[1]()
+        starts: list = []
+        ends: list = []
+        records: list = []
+        done = 0
+        while done < reps:
+            batch = first if done == 0 else min(reps - done, max(first, done))
+            for i in range(done, done + batch):
+                if prepare:
+                    prepare()
+                if flush is not None:
+                    flush(stream)
+                elif warm is not None:
+                    warm()
+                if marker is not None and flush is None:
+                    marker()
+                start, end = cupy.cuda.Event(), cupy.cuda.Event()
+                start.record(stream)
+                launch()
+                end.record(stream)
+                starts.append(start)
+                ends.append(end)
+                if after is not None and after[0] == i:
+                    after[1]()
+            done += batch
+            if done >= reps:
+                break
+            stream.synchronize()
+            if clock is not None:
+                records += clock.collect()
+            so_far = (launch_times(records, done, delimited=delimited, offset_us=clock.offset_us)
+                      if clock is not None else None)
+            if so_far is None:
+                so_far = _event_us(starts, ends)
+            if median_noise(so_far) <= max_noise:
+                break
         stream.synchronize()
-    events = [cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in zip(starts, ends)]
+    events = _event_us(starts, ends)
     flushed = flush is not None
     if clock is not None:
-        delimited = flush is not None or marker is not None
-        kernel_us = launch_times(clock.collect(), reps, delimited=delimited)
-        if kernel_us is not None and all(k >= 0 for k in kernel_us):
-            return summarize(kernel_us, flushed=flushed, method="cupti", events=_events_summary(events))
+        records += clock.collect()
+        clock.pause()
+        kernel_us = launch_times(records, done, delimited=delimited, offset_us=clock.offset_us)
+        if kernel_us is not None:
+            return summarize(kernel_us, flushed=flushed, method="cupti", events=_events_summary(events),
+                             clock_offset_us=clock.offset_us)
     return summarize(events, flushed=flushed, method="events")
+
+
+def _event_us(starts, ends) -> list[float]:
+    import cupy
+
+    return [cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in zip(starts, ends)]
+
