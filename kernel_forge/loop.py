@@ -51,7 +51,7 @@ class LoopConfig:
     hints: str = ""                    #: extra text for the model
     seed: int = 0                      #: seed of the loop's own choices (sampling, crossover)
     fix_turns: int = 1                 #: turns a failed proposal gets to be fixed in its slot (0: none)
-    profile: bool = True               #: profile the best and each new best (ncu where it works)
+    profile: bool = True               #: profile the best and each new best for the prompt (ncu where it works); a proposer that reads no prompt (the built-in tuner) gets one profile, of the final best
     history_chars: int = 16000         #: most characters of earlier kernels' source in one prompt
     archive: str | None = None         #: kernel archive file (default: the user's cache; "off": none)
     archive_examples: int = 3          #: kernels of similar earlier tasks shown from the archive
@@ -558,9 +558,12 @@ class Optimizer:
         self._write_history()
         self._iteration_line()
 
-    def _profile(self, a: Attempt | None) -> None:
-        """Profile a best once (``profiles/<id>.json``); the seconds it took go to the state."""
+    def _profile(self, a: Attempt | None, *, final: bool = False) -> None:
+        """Profile a best once (``profiles/<id>.json``); the seconds it took go to the state.  Only
+        a prompt shows profiles, so without one only the ``final`` best is profiled (for the report)."""
         if a is None or not self.config.profile or a.profile:
+            return
+        if not final and not self.proposer.needs_prompt:
             return
         names = [c.name for c in self.task.cases if c.role == "performance"]
         t0 = time.monotonic()
@@ -699,6 +702,8 @@ class Optimizer:
         if (self.best is not None and self.best is not self.initial
                 and self.stop_reason not in ("error", "interrupted")):
             selection.final_holdout(self.gate, self.best, self._candidate)
+        if self.stop_reason not in ("error", "interrupted"):
+            self._profile(self.best, final=True)
         if self.best is not None:
             self._write_best()
         self._write_history()

@@ -373,6 +373,23 @@ def test_the_best_and_each_new_best_are_profiled(tmp_path, task, prompts, monkey
     validate_all(opt.run_dir)
 
 
+
+def test_a_proposer_that_reads_no_prompt_gets_one_profile_of_the_final_best(tmp_path, task):
+    """The built-in tuner reads no prompt: profiling each new best would cost seconds for nothing,
+    so only the final best is profiled, after the final holdout, for the report."""
+    gate = ScriptedGate(task, profiler=True)
+    blind = ScriptedProposer([[vector_add("pass 500")], [vector_add("pass 800")], [vector_add("pass 400")]])
+    blind.needs_prompt = False
+    opt = new_run(tmp_path, gate=gate, proposer=blind, max_iterations=9)
+    summary = opt.run()
+    assert [c[1] for c in gate.calls if c[0] == "profile"] == ["a0003.cu"]
+    profiled = [c for c in gate.calls if c[0] in ("profile", "evaluate")]
+    assert profiled[-1][0] == "profile"                    # after every evaluation, the holdout included
+    hist = read(opt.run_dir, "history.json")
+    assert [a["profile"] for a in hist["attempts"]] == [None, None, None, "profiles/a0003.json"]
+    assert summary["best"]["id"] == "a0003"
+    validate_all(opt.run_dir)
+
 def test_profiling_can_be_turned_off_and_on_at_resume(tmp_path, task):
     gate = ScriptedGate(task, profiler=True)
     opt = new_run(tmp_path, [vector_add("pass 400")], gate=gate, max_iterations=1, profile=False)
