@@ -65,10 +65,13 @@ def test_the_table_prints_medians_and_best_times(bench):
     rows = [{"harness": "kforge full gate", "per_candidate_ms": {"median": 97.4, "first": 120.0, "max": 130.2},
              "best_us": 57.31, "best_block": 256},
             {"harness": "Kernel Tuner, cupy backend", "per_candidate_ms": {"median": 433.0}, "best_us": 82.0,
-             "best_block": 512, "note": "some configurations failed"}]
+             "best_block": 512, "note": "some configurations failed"},
+            {"harness": "Kernel Tuner, CUDA backend (nvcuda)", "lang": "nvcuda", "per_candidate_ms": {"median": 389.6},
+             "best_us": 83.9, "best_block": 128}]
     text = bench.table(rows)
-    assert "| kforge full gate | 97 | 120 | 130 | 57.3 µs | 256 |" in text
-    assert "| Kernel Tuner, cupy backend | 433 | - | - | 82.0 µs | 512 |" in text
+    assert "| kforge full gate | 97 | 120 | 130 | 4.0× | 57.3 µs | 256 |" in text
+    assert "| Kernel Tuner, cupy backend | 433 | - | - | 0.9× | 82.0 µs | 512 |" in text
+    assert "| Kernel Tuner, CUDA backend (nvcuda) | 390 | - | - | 1.0× | 83.9 µs | 128 |" in text
     assert "some configurations failed" in text
 
 
