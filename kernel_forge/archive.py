@@ -614,12 +614,8 @@ def read_jsonl(file: str | Path, text: str | None = None) -> list[Entry]:
     """Parse and check every line of an export (schema, content hash); the error names file and line."""
     p = Path(file)
     if text is None:
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"{p}: cannot read: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        from .evidence import read_text_file
+        text = read_text_file(p, "archive export")
     v = _validator()
     entries = []
     for lineno, line in enumerate(text.splitlines(), start=1):

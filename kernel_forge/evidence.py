@@ -120,16 +120,25 @@ def numbered_dir(root: str | Path, prefix: str) -> Path:
             n += 1
 
 
+def read_text_file(path: str | Path, what: str) -> str:
+    """The UTF-8 text of a file kforge was given (``what``: "config", "archive export", ...), or an
+    :class:`InputError` naming the file and saying why it cannot be read."""
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the {what}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: the {what} is not UTF-8 text (byte offset {exc.start})") from None
+
+
 def read_json_file(path: str | Path, what: str):
     """A JSON file a user gave (``what``: "config", "device description", ...), or an
     :class:`InputError` naming the file and the line and column of a syntax error."""
     p = Path(path)
+    text = read_text_file(p, what)
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read the {what}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{p}: the {what} is not UTF-8 text") from None
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
 
@@ -254,12 +263,7 @@ def read_evidence(path: str | Path, *, check: bool = True, what: str = "evidence
     Any problem (unreadable, not UTF-8, not JSON, wrong shape) is an InputError that names the
     file, the line or JSON path, and what was wrong."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read the {what}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: the {what} is not UTF-8 text (byte offset {exc.start})") from None
+    text = read_text_file(p, what)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -26,7 +26,7 @@ from pathlib import Path
 from . import preflight
 from .candidate import load_candidate
 from .errors import InputError, KForgeError
-from .evidence import RunDir, atomic_write
+from .evidence import RunDir, atomic_write, read_json_file
 from .gate import GateOptions
 from .task import Task, load_task
 
@@ -53,14 +53,7 @@ def load_approvals(path: str | Path) -> dict:
         return {"approved": []}
     if not p.is_file():
         raise InputError(f"{p}: is not a file")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read the approvals file: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: not UTF-8 text (byte offset {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    data = read_json_file(p, "approvals file")
     if not isinstance(data, dict) or not isinstance(data.get("approved"), list):
         raise InputError(f"{p}: $: expected {{\"approved\": [...]}}")
     for i, e in enumerate(data["approved"]):

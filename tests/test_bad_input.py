@@ -748,3 +748,20 @@ def test_a_noise_bound_outside_zero_to_one_is_refused_before_anything_runs(value
         check_settings(GateOptions(max_noise=value))
     assert f"--max-noise {value!r}: must be in [0, 1]" in str(err.value)
     check_settings(GateOptions(max_noise=0.0))          # 0: every timed launch is made
+
+
+@pytest.mark.parametrize("reader, what", [
+    ("archive", "archive export"), ("approvals", "approvals file"), ("config", "config")])
+def test_a_file_that_is_not_utf8_is_named_with_the_byte_where_it_stops(tmp_path, reader, what):
+    from kernel_forge.archive import read_jsonl
+    from kernel_forge.errors import InputError
+    from kernel_forge.evidence import read_json_file
+    from kernel_forge.regression import load_approvals
+
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"approved": ["\xff"]}\n')
+    read = {"archive": read_jsonl, "approvals": load_approvals,
+            "config": lambda p: read_json_file(p, "config")}[reader]
+    with pytest.raises(InputError) as err:
+        read(bad)
+    assert str(err.value) == f"{bad}: the {what} is not UTF-8 text (byte offset 15)"
