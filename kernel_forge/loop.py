@@ -420,7 +420,8 @@ class Optimizer:
         else:
             exclude = self._tried(cand)
             # archived settings of this template measured on this GPU go first, then the search's own
-            warm = [d for d in self.retrieved.configs_for(cand, p.label) if tuple(sorted(d.items())) not in exclude]
+            warm = [d for d in self.retrieved.configs_for(cand, p.label) if tuple(sorted(d.items())) not in exclude
+                    and cand.dispatch is None]     # a dispatch rule is gated whole, as written
             settings = warm + search.expand(cand, max(0, self.config.tune_budget - len(warm)),
                                             seed=self.config.seed + self.iteration,
                                             exclude=exclude | {tuple(sorted(d.items())) for d in warm})

@@ -304,8 +304,12 @@ def test_approve_keeps_the_rule_and_the_ci_gate_runs_each_case_with_it(finished,
     assert rows[0]["variants"] == {"odd": 1, "tiny": 1, "n16M": 1, "n64M": 0, "holdout": 1}
     # the same through the commands
     kforge = _kforge(monkeypatch)
-    r = kforge("gate", ap)
+    r = kforge("gate", ap, "--junit", tmp_path / "kforge.xml")
     assert r.exit_code == 0 and "PASS vector_add" in r.output, r.output
+    import xml.etree.ElementTree as ET
+    out = {tc.get("name"): tc.findtext("system-out") or "" for tc in ET.parse(tmp_path / "kforge.xml").iter("testcase")}
+    assert "dispatch line 1 (n >= 33554432): BLOCK=1024" in out["n64M"]
+    assert "dispatch line 2 (default): BLOCK=128" in out["n16M"]
 
 
 def test_approve_prints_the_rule(finished, tmp_path, monkeypatch):
