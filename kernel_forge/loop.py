@@ -703,7 +703,7 @@ class Optimizer:
                 "case": c["name"], "role": c["role"], "seeds": c.get("seeds", []),
                 # under a dispatch rule: the setting this case ran with, and which rule line gave it
                 "defines": (c.get("variant") or {}).get("defines", self.best.defines),
-                **({"variant": c["variant"]} if c.get("variant") else {}),
+                "variant": c.get("variant"),
                 "launch": c.get("launch"), "median_us": (c.get("timing") or {}).get("median"),
                 "command": f"kforge replay {self.run_dir.path / ('best-case-' + c['name'] + '.json')}"})
 

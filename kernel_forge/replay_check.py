@@ -30,6 +30,8 @@ def load_request(path: str | Path) -> dict:
 
     p = Path(path)
     data = read_evidence(p, check=False, what="replay request")
+    if isinstance(data, dict):
+        data.setdefault("variant", None)    # written before dispatch rules: no rule, nothing to check
     validator = jsonschema.Draft202012Validator(schema("replay_request.schema.json"))
     err = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if err is not None:

@@ -211,3 +211,46 @@ def test_the_geomean_a_rule_predicts_is_that_of_the_per_case_settings():
     f = fit(settings, perf)
     by = {c: f.setting_of(c).median[c] for c in ("sq256", "rect", "large")}
     assert f.geomean() == pytest.approx(math.exp(sum(math.log(v) for v in by.values()) / 3))
+
+
+def _feasible(settings, best, names, floor=0.01) -> bool:
+    return any(all(within_noise(s, best[c], c, floor) for c in names) for s in settings)
+
+
+def _fewest_by_brute_force(feature, cases, settings, best) -> int | None:
+    """The fewest contiguous segments (cases sorted by the feature, equal values together) each with
+    a setting within noise on all its cases, by trying every set of cut points."""
+    import itertools
+    from kernel_forge import expressions
+    values = {c.name: expressions.evaluate(feature, c.vars) for c in cases}
+    distinct = sorted(set(values.values()), reverse=True)
+    groups = [[n for n in values if values[n] == v] for v in distinct]
+    for k in range(1, len(groups) + 1):
+        for cuts in itertools.combinations(range(1, len(groups)), k - 1):
+            bounds = [0, *cuts, len(groups)]
+            segs = [[n for g in groups[a:b] for n in g] for a, b in zip(bounds, bounds[1:])]
+            if all(_feasible(settings, best, seg) for seg in segs):
+                return k
+    return None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_on_random_tables_the_fit_keeps_every_case_within_noise_with_the_fewest_branches(seed):
+    import random
+    rng = random.Random(seed)
+    n_cases, n_settings = rng.randint(2, 5), rng.randint(2, 6)
+    cases = [Case(f"c{i}", "performance", {"m": rng.choice([8, 64, 512, 4096]), "n": rng.choice([16, 256, 2048])}, i)
+             for i in range(n_cases)]
+    settings = [Measured(f"s{j}", {"BLOCK": j}, {c.name: rng.uniform(10, 20) for c in cases},
+                         {c.name: rng.uniform(0.0, 0.02) for c in cases}) for j in range(n_settings)]
+    best = {c.name: min(settings, key=lambda s: s.median[c.name]) for c in cases}
+    f = fit(settings, cases)
+    fewest = [k for k in (_fewest_by_brute_force(feat, cases, settings, best) for feat in features(cases)) if k]
+    if _feasible(settings, best, [c.name for c in cases]):
+        fewest.append(1)
+    if f is None:
+        assert not fewest                  # no feature separates the cases that disagree
+        return
+    assert check_fit(f, settings, cases) == []
+    assert all(independently_within_noise(f, settings, cases).values())
+    assert f.n_branches == min(fewest)
