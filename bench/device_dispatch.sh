@@ -26,7 +26,7 @@ step "side by side rc=$?"
 cat "$D/dispatch.md" >> "$S" 2>/dev/null
 
 timeout 100 python3 -m kernel_forge optimize manifests/matmul_f32.json --time-limit 60 --runs-dir "$D/opt" \
-    --archive off > "$D/optimize.log" 2>&1
+    --archive off --no-profile > "$D/optimize.log" 2>&1
 step "optimize rc=$?"
 RUN=$(ls -d "$D"/opt/run-* 2>/dev/null | tail -1)
 if [ -n "$RUN" ]; then

@@ -254,11 +254,6 @@ def problem(task, rule: Rule | None) -> tuple[str, int | None] | None:
     return None
 
 
-def case_variants(task, rule: Rule, cases) -> dict[str, int]:
-    """Case name -> index of the branch it runs with."""
-    return {c.name: rule.pick(c.vars) for c in cases}
-
-
 def variant_record(rule: Rule, index: int) -> dict:
     """What an evaluation records on a case that ran under ``rule``: the branch, its condition and setting."""
     b = rule.branches[index]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from . import expressions
@@ -95,7 +95,6 @@ class Fit:
     branches: list[FitBranch]
     best: dict[str, Measured]          # per case: the setting with the least median
     floor: float
-    values: dict[str, float] = field(default_factory=dict)   # per case: the feature's value
     #: the narrowest gap between neighbouring branches, log2(least value above / largest below)
     margin: float = math.inf
 
@@ -209,7 +208,7 @@ def _fit_feature(feature: str, cases, settings: Sequence[Measured], best: dict[s
             t = threshold(lo, hi)
             margin = min(margin, math.log2(hi / lo) if lo > 0 else math.inf)
         branches.append(FitBranch(t, s, names))
-    return Fit(feature, branches, best, floor, values, margin)
+    return Fit(feature, branches, best, floor, margin)
 
 
 def fit(settings: Sequence[Measured], cases, *, floor: float = 0.01) -> Fit | None:
