@@ -8,10 +8,15 @@ Header lines (anywhere in the file, conventionally at the top) start with ``// k
     // kforge: tune BLOCK = [64, 128, 256, 512]
     // kforge: define BLOCK = 256
     // kforge: constraint BLOCK <= 1024
+    // kforge: dispatch n >= 1048576 -> BLOCK=512
+    // kforge: dispatch default -> BLOCK=256
 
 ``tune`` declares the values a tuner may try; ``define`` fixes the value used now (default: the
 first tune value).  Every tunable reaches the compiler as ``-DNAME=VALUE`` and may be used in
-launch expressions.  Lines without a header use the manifest's launch.
+launch expressions.  Lines without a header use the manifest's launch.  ``dispatch`` lines give
+settings per shape (see :mod:`kernel_forge.dispatch`): each case runs with the setting of the
+first line whose condition holds for its variables; the kernel's ``defines`` are then those of
+the ``default`` line.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import dispatch as dispatch_rule
 from . import expressions
 from .errors import CandidateError, ExpressionError
 
@@ -62,6 +68,7 @@ class Candidate:
     tunables: dict[str, tuple[int | float, ...]] = field(default_factory=dict)
     defines: dict[str, int | float] = field(default_factory=dict)
     constraints: tuple[str, ...] = ()
+    dispatch: dispatch_rule.Rule | None = None   # settings per shape; None: ``defines`` for every case
 
     @property
     def sha256(self) -> str:
@@ -135,6 +142,8 @@ class Candidate:
             lines.append(f"// kforge: define {k} = {v}")
         for c in self.constraints:
             lines.append(f"// kforge: constraint {c}")
+        if self.dispatch is not None:
+            lines.extend(self.dispatch.header_lines())
         head = "\n".join(lines)
         return (head + "\n" + body.lstrip("\n")) if head else body
     # note: render() is idempotent: parse(render(c)) == c up to source whitespace
@@ -366,6 +375,7 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
     tunables: dict[str, tuple] = {}
     defines: dict[str, int | float] = {}
     constraints: list[str] = []
+    rule_lines: list[dispatch_rule.RawLine] = []
     lines_of: dict[str, int] = {}
     for lineno, raw in enumerate(source.splitlines(), start=1):
         m = _HEADER.match(raw)
@@ -395,11 +405,13 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
             lines_of["define " + d.group(1)] = lineno
         elif c := _CONSTRAINT.match(text):
             constraints.append(str(_expr(c.group(1), file=name, line=lineno)))
+        elif dispatch_rule.is_dispatch(text):
+            rule_lines.append(dispatch_rule.parse_line(text, file=name, line=lineno))
         else:
             raise CandidateError(
                 f"unknown kforge header {text!r}", file=name, line=lineno,
                 hint="use grid = [...], block = [...], shared_mem = EXPR, tune NAME = [...], "
-                     "define NAME = VALUE or constraint EXPR")
+                     "define NAME = VALUE, constraint EXPR or dispatch CONDITION -> NAME=VALUE, ...")
     if (grid is None) != (block is None):
         raise CandidateError("a kforge header needs both grid and block", file=name,
                              line=lines_of.get("grid") or lines_of.get("block"))
@@ -408,9 +420,14 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
             raise CandidateError(f"define {k} = {defines[k]} is not among its tune values {list(values)}",
                                  file=name, line=lines_of.get("define " + k))
         defines.setdefault(k, values[0])
+    rule = None
+    if rule_lines:
+        rule = dispatch_rule.build_rule(rule_lines, tunables=tunables, defines=defines,
+                                        constraints=tuple(constraints), file=name)
+        defines = dict(rule.default.defines)
     launch = Launch(grid, block, smem) if grid is not None else None
     return Candidate(source=source, name=name, launch=launch, tunables=tunables,
-                     defines=defines, constraints=tuple(constraints))
+                     defines=defines, constraints=tuple(constraints), dispatch=rule)
 
 
 def load_candidate(path: str | Path) -> Candidate:

@@ -120,23 +120,29 @@ def compile_cmd(source, arch, defines, output, no_cache):
     if output:
         check_output_path(output, option="-o")
     cand = load_candidate(source)
-    d = cand.compile_defines()
+    given = {}
     for item in defines:
         k, sep, v = item.partition("=")
         if not sep or not k:
             raise InputError(f"--define {item!r}: expected NAME=VALUE")
-        d[k] = v
+        given[k] = v
+    d = {**cand.compile_defines(), **given}
     check_static(cand.source, file=source)
     if not arch:
         from .doctor import gpu_arch
         arch = gpu_arch()
-    res = compile_source(cand.source, arch=arch, defines=d, use_cache=not no_cache,
-                         file_label=Path(source).name)
-    r = res.resources
-    click.echo(f"compiled {source} for {arch} with NVRTC {res.nvrtc_version} in {res.seconds * 1000:.1f} ms"
-               f"{' (cached)' if res.cached else ''}: {len(res.cubin)} bytes CUBIN, "
-               f"{r.get('registers', '?')} registers, {r.get('spill_stores', 0)} B spill stores, "
-               f"{r.get('stack', 0)} B stack, {r.get('smem', 0)} B static shared")
+    # a dispatch rule (settings per shape): every line's setting is compiled, the default's last
+    settings = [(d, "")]
+    if cand.dispatch is not None:
+        settings = [({**b.defines, **given}, f" (dispatch line {b.line}: {b.condition})") for b in cand.dispatch.branches]
+    for d, what in settings:
+        res = compile_source(cand.source, arch=arch, defines=d, use_cache=not no_cache,
+                             file_label=Path(source).name)
+        r = res.resources
+        click.echo(f"compiled {source}{what} for {arch} with NVRTC {res.nvrtc_version} in {res.seconds * 1000:.1f} ms"
+                   f"{' (cached)' if res.cached else ''}: {len(res.cubin)} bytes CUBIN, "
+                   f"{r.get('registers', '?')} registers, {r.get('spill_stores', 0)} B spill stores, "
+                   f"{r.get('stack', 0)} B stack, {r.get('smem', 0)} B static shared")
     if output:
         Path(output).write_bytes(res.cubin)
         click.echo(f"wrote {output}")

@@ -209,6 +209,9 @@ def approve(run_path, approvals, copy_to, tolerance):
     entry = approve_run(run_path, approvals, copy_to, tolerance)
     click.echo(f"approved {entry['kernel']} for {entry['task']}: x{entry['speedup_vs_initial']:.2f} vs initial "
                f"(fails CI below x{entry['speedup_vs_initial'] * (1 - tolerance):.2f})")
+    if entry.get("dispatch"):      # settings per shape: kforge gate runs each case with the rule's pick
+        from .dispatch import Rule
+        click.echo(f"  with its dispatch rule: {Rule.from_json(entry['dispatch']).describe()}")
 
 
 @cli.command("gate")

@@ -303,6 +303,8 @@ class Gate:
         compiled while the current one is gated; :meth:`evaluate` takes the results."""
         if self.options.arch is None:
             self.device_info()      # the arch comes from the GPU
+        from .dispatch_eval import variants
+        candidates = variants(candidates)   # a dispatch rule (settings per shape): one compile per setting
         keys = [(cand.name, cand.sha256) for cand in candidates]
         for key in [k for k in self._compiles if k not in set(keys)]:
             self._compiles.pop(key).cancel()       # an earlier batch's leftovers (gated elsewhere)
@@ -364,6 +366,10 @@ class Gate:
     # -- evaluation -------------------------------------------------------------------------
     def evaluate(self, candidate: Candidate, *, roles: tuple[str, ...] = ("correctness", "performance"),
                  time_cases: bool = True, kind: str = "candidate", only: set[str] | None = None) -> Evaluation:
+        if candidate.dispatch is not None:   # settings per shape: one evaluation per setting, merged (dispatch_eval.py)
+            from .dispatch_eval import evaluate_rule
+            return evaluate_rule(self, self.task, candidate, roles=roles, time_cases=time_cases, kind=kind, only=only,
+                                 fail_fast=self.options.fail_fast)
         t0 = time.perf_counter()
         ev = Evaluation(label=candidate.name, passed=False, defines=candidate.compile_defines(),
                         sha256=candidate.sha256, kind=kind)
@@ -657,6 +663,9 @@ class Gate:
 
     def profile(self, candidate: Candidate, cases: list[str]) -> dict:
         """A profiler summary of ``candidate`` on ``cases`` (see :mod:`kernel_forge.gatelike`)."""
+        if candidate.dispatch is not None:   # each case profiled with the setting its rule picks
+            from .dispatch_eval import profile_rule
+            return profile_rule(self, self.task, candidate, cases)
         from .profile import profile_candidate
         return profile_candidate(self.task, candidate, cases, arch=self.arch, seed=self.options.seed,
                                  device=self.options.device)

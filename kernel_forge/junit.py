@@ -111,6 +111,10 @@ def _numbers(case: dict) -> str:
             parts.append(f"{case[key]:.1f} {label}")
     if case.get("speedup_vs_initial"):
         parts.append(f"x{case['speedup_vs_initial']:.2f} vs initial")
+    if case.get("variant"):          # a dispatch rule: the line this case ran with
+        v = case["variant"]
+        parts.append(f"dispatch line {v['branch'] + 1} ({v['when']}): "
+                     + ", ".join(f"{k}={x}" for k, x in sorted(v["defines"].items())))
     return "; ".join(parts)
 
 

@@ -56,6 +56,7 @@ class LoopConfig:
     archive: str | None = None         #: kernel archive file (default: the user's cache; "off": none)
     archive_examples: int = 3          #: kernels of similar earlier tasks shown from the archive
     archive_chars: int = 6000          #: most characters of archived source in one prompt
+    dispatch: bool = True              #: settings per shape: once a tuned proposal's settings are gated, also gate the simplest dispatch rule over them that keeps every performance case within noise of its own best (dispatch_fit.py)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -102,6 +103,7 @@ class Attempt:
     tokens: dict = field(default_factory=lambda: {"input": 0, "output": 0})
     profile: str | None = None        # profiles/<id>.json when profiled (as a best)
     created: float = field(default_factory=time.time)
+    dispatch: list | None = None      # its dispatch rule (settings per shape, dispatch.py), when it has one
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -154,7 +156,7 @@ def candidate_from_proposal(p: Proposal, name: str) -> Candidate:
         tunables[k] = tuple(values)
         defines.setdefault(k, values[0])
     return Candidate(source=cand.source, name=name, launch=launch, tunables=tunables, defines=defines,
-                     constraints=cand.constraints)
+                     constraints=cand.constraints, dispatch=cand.dispatch)
 
 
 class Optimizer:
@@ -418,7 +420,8 @@ class Optimizer:
         else:
             exclude = self._tried(cand)
             # archived settings of this template measured on this GPU go first, then the search's own
-            warm = [d for d in self.retrieved.configs_for(cand, p.label) if tuple(sorted(d.items())) not in exclude]
+            warm = [d for d in self.retrieved.configs_for(cand, p.label) if tuple(sorted(d.items())) not in exclude
+                    and cand.dispatch is None]     # a dispatch rule is gated whole, as written
             settings = warm + search.expand(cand, max(0, self.config.tune_budget - len(warm)),
                                             seed=self.config.seed + self.iteration,
                                             exclude=exclude | {tuple(sorted(d.items())) for d in warm})
@@ -427,7 +430,8 @@ class Optimizer:
             for d in settings:
                 c = cand.with_defines(d)
                 a = self._new_attempt(p, slot, defines=dict(d), launch=c.launch.to_json() if c.launch else None,
-                                      tunables={k: list(v) for k, v in c.tunables.items()})
+                                      tunables={k: list(v) for k, v in c.tunables.items()},
+                                      dispatch=c.dispatch.to_json() if c.dispatch else None)
                 if d in warm:
                     src = self.retrieved.setting_for(p.label, d) or {}
                     a.rationale = (f"archived setting #{src.get('id', '?')} from {src.get('run', '?')}/"
@@ -456,6 +460,7 @@ class Optimizer:
         a = self._new_attempt(p, slot, status="failed", reason="duplicate", defines=dict(cand.defines),
                               launch=cand.launch.to_json() if cand.launch else None,
                               tunables={k: list(v) for k, v in cand.tunables.items()},
+                              dispatch=cand.dispatch.to_json() if cand.dispatch else None,
                               message=f"the same kernel as {earlier.id} ({verdict}): same normalised source, "
                                       "launch and defines; not gated again")
         a.sha256 = cand.sha256
@@ -498,6 +503,8 @@ class Optimizer:
             self._gate_all(todo, cands)
         if self.config.refine and batch and not self._time_up():
             self._refine(batch)
+        if self.config.dispatch and batch and not self._time_up():
+            self._propose_dispatch(batch)
 
     def _gate_all(self, attempts: list[Attempt], cands: list[Candidate]) -> None:
         """Every verdict is recorded as it arrives; what a time limit left stays pending."""
@@ -524,6 +531,19 @@ class Optimizer:
                 extra.append(a)
         if extra:
             self._gate_all(extra, [self._candidate(a) for a in extra])
+        batch.extend(extra)
+
+    def _propose_dispatch(self, batch: list[Attempt]) -> None:
+        """Settings per shape (dispatch_fit.py): for each tuned proposal of the batch, the simplest
+        dispatch rule over its gated settings, recorded and gated as one more attempt of the batch."""
+        from .dispatch_fit import propose_rules
+        extra: list[Attempt] = []
+        for p in propose_rules(batch, self.attempts, self.task, candidate=self._candidate,
+                               floor=self.config.min_improvement):
+            extra += self._record_proposal(p, Slot(direction=p.direction))
+        todo = [a for a in extra if a.status == "pending"]
+        if todo:
+            self._gate_all(todo, [self._candidate(a) for a in todo])
         batch.extend(extra)
 
     def _gate_attempt(self, a: Attempt, roles=("correctness", "performance")) -> Evaluation:
@@ -680,7 +700,10 @@ class Optimizer:
                 continue
             self.run_dir.write_json(f"best-case-{c['name']}.json", {
                 "manifest": str(self.task.path), "kernel": "best.cu", "attempt": self.best.id,
-                "case": c["name"], "role": c["role"], "seeds": c.get("seeds", []), "defines": self.best.defines,
+                "case": c["name"], "role": c["role"], "seeds": c.get("seeds", []),
+                # under a dispatch rule: the setting this case ran with, and which rule line gave it
+                "defines": (c.get("variant") or {}).get("defines", self.best.defines),
+                "variant": c.get("variant"),
                 "launch": c.get("launch"), "median_us": (c.get("timing") or {}).get("median"),
                 "command": f"kforge replay {self.run_dir.path / ('best-case-' + c['name'] + '.json')}"})
 

@@ -180,7 +180,7 @@ class Service:
                           "gbps": c.get("gbps"), "tflops": c.get("tflops"), "pct_peak_bw": c.get("pct_peak_bw"),
                           "pct_peak_flops": c.get("pct_peak_flops"), "speedup_vs_initial": c.get("speedup_vs_initial"),
                           "speedup_vs_baselines": c.get("speedup_vs_baselines"), "bound": bounds.get(c["name"]),
-                          "resources": c.get("resources")})
+                          "resources": c.get("resources"), "variant": c.get("variant")})
         comp = result.get("compile") or {}
         score = result.get("score") or {}
         return _plain({"gate": self.gate_label, "task": result["task"], "kernel": path or "source",
@@ -190,7 +190,7 @@ class Service:
                        "baselines_us": score.get("baselines_us"),
                        "speedup_vs_initial": (score["initial_us"] / score["candidate_us"]
                                               if score.get("initial_us") and score.get("candidate_us") else None),
-                       "cases": cases, "bound": diag.to_json(), "diagnosis": diag.render(),
+                       "cases": cases, "dispatch": result.get("dispatch"), "bound": diag.to_json(), "diagnosis": diag.render(),
                        "compile": {"arch": comp.get("arch"), "resources": comp.get("resources"),
                                    "seconds": comp.get("seconds"), "log": (comp.get("log") or "")[-4000:]},
                        "device": (result.get("device") or {}).get("name"),

@@ -19,9 +19,9 @@ from dataclasses import fields
 from pathlib import Path
 from urllib.parse import urlparse
 
-from . import static_rules
+from . import dispatch, static_rules
 from .candidate import Candidate
-from .errors import CandidateError, InputError, ManifestError, SignatureError
+from .errors import CandidateError, CompileError, InputError, ManifestError, SignatureError
 from .signature import check_matches, find_entry
 from .task import Task
 
@@ -281,6 +281,9 @@ def check_kernel(task: Task, cand: Candidate, *, file: str | None = None) -> int
                             "no `// kforge: grid = [...]` / `block = [...]` header", file=file)
     if cand.tunables and cand.count_configurations() == 0:
         raise KernelRefused("bad_candidate", "no setting of its tunables satisfies its constraints", file=file)
+    found = dispatch.problem(task, cand.dispatch)    # a dispatch rule: case variables only, every line used
+    if found is not None:
+        raise KernelRefused("bad_candidate", found[0], file=file, line=found[1])
     return line
 
 
@@ -291,6 +294,18 @@ def compile_kernel(cand: Candidate, arch: str, *, file: str | None = None, defin
 
     file = file or cand.name
     check_static(cand.source, file=file)
+    if defines is None and cand.dispatch is not None:     # a dispatch rule: every setting compiles
+        result = None
+        for branch in cand.dispatch.branches:           # the default last: its result is returned
+            try:
+                result = compile_source(cand.source, arch=arch, defines=dict(sorted(branch.defines.items())),
+                                        file_label=Path(file).name)
+            except CompileError as exc:
+                where = f"{file}:{branch.line}: " if branch.line else f"{file}: "
+                raise CompileError(f"{where}the setting of dispatch line `{branch.condition} -> "
+                                   f"{branch.setting_text()}` does not compile: {exc.message}",
+                                   log=exc.log, lines=exc.lines) from None
+        return result
     d = cand.compile_defines() if defines is None else defines
     return compile_source(cand.source, arch=arch, defines=d, file_label=Path(file).name)
 

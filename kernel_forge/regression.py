@@ -117,6 +117,7 @@ def plan_approval(run_path, approvals_path, copy_to, tolerance: float) -> dict:
     task = load_task(meta["manifest"])
     if task.name != summary["task"]:
         raise InputError(f"{run.path}: summary.json is for task {summary['task']!r}, its manifest for {task.name!r}")
+    rule = _checked_rule(best_cu, task, best)
     dest_dir = Path(copy_to)
     if dest_dir.exists() and not dest_dir.is_dir():
         raise InputError(f"--copy-to {dest_dir}: is a file, not a folder")
@@ -145,7 +146,30 @@ def plan_approval(run_path, approvals_path, copy_to, tolerance: float) -> dict:
              "speedup_vs_initial": best["speedup_vs_initial"], "score_us": best["score_us"],
              "tolerance": tolerance, "from_run": run.path.name,
              "device": ((run.read_json("env.json") or {}).get("device") or {}).get("name")}
+    if rule is not None:       # settings per shape: what the approved kernel dispatches (kforge gate runs it so)
+        entry["dispatch"] = rule.to_json()
     return {"entry": entry, "data": data, "approvals": ap, "dest": dest, "source": new, "backup": backup}
+
+
+def _checked_rule(best_cu: Path, task: Task, best: dict):
+    """The dispatch rule best.cu carries (None without one), checked: the kernel's header parses,
+    the rule runs on the task's cases, and it is the rule the run gated (summary.json)."""
+    from .dispatch import Rule, problem
+
+    try:
+        cand = load_candidate(best_cu)
+    except KForgeError as exc:
+        raise InputError(f"{best_cu}: cannot be approved: {exc}") from None
+    rule = cand.dispatch
+    gated = best.get("dispatch")
+    if (rule.to_json() if rule else None) != gated:
+        said = Rule.from_json(gated).describe() if gated else "no dispatch rule"
+        raise InputError(f"{best_cu}: its dispatch rule differs from the one the run gated ({said}); "
+                         "it cannot be approved", hint="restore best.cu from the run's attempts/ folder")
+    found = problem(task, rule)
+    if found is not None:
+        raise InputError(f"{best_cu}:{found[1]}: {found[0]}")
+    return rule
 
 
 def approve_run(run_path, approvals_path, copy_to, tolerance: float) -> dict:
@@ -251,6 +275,8 @@ def _check_entry(e: dict, task: Task, ap: Path, options: GateOptions, gate_facto
         ev = gate.evaluate(cand, roles=("correctness", "performance", "holdout"))
         row["verdict"] = ev.reason
         row["evaluation"] = ev.to_json(with_samples=False)
+        if cand.dispatch is not None:     # settings per shape: the rule line each case ran with
+            row["variants"] = {c.name: c.variant["branch"] for c in ev.cases if c.variant}
         if not ev.passed:
             row["detail"] = f"WRONG: {ev.reason}: {ev.message}"
             return row

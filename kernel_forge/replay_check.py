@@ -30,6 +30,8 @@ def load_request(path: str | Path) -> dict:
 
     p = Path(path)
     data = read_evidence(p, check=False, what="replay request")
+    if isinstance(data, dict):
+        data.setdefault("variant", None)    # written before dispatch rules: no rule, nothing to check
     validator = jsonschema.Draft202012Validator(schema("replay_request.schema.json"))
     err = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if err is not None:
@@ -139,9 +141,33 @@ def replay(request_path, options, *, gate_factory=None) -> tuple[dict, str]:
     case = ev.cases[0] if ev.cases else None
     claim = judge(req.get("median_us"), recorded_band(p, req), case.timing if case else None)
     passed = ev.passed and (case is None or case.passed)
+    same = same_variant(req.get("variant"), case.variant if case else None)
     result = {"request": str(p), "task": task.name, "case": req["case"], "passed": passed, "reason": ev.reason,
               "message": ev.message, "claim": claim.to_json(),
-              "ok": passed and claim.holds is not False,
+              "ok": passed and claim.holds is not False and same is not False,
               "evaluation": ev.to_json(with_samples=False)}
     table = eval_table(task, ev, None, {}) + f"\nclaim: {claim.detail}"
+    if case is not None and (case.variant or req.get("variant")):     # best.cu carries a dispatch rule
+        result["variant"] = case.variant
+        result["variant_recorded"] = req.get("variant")
+        table += "\n" + variant_text(req.get("variant"), case.variant, same)
     return result, table
+
+
+def same_variant(recorded: dict | None, now: dict | None) -> bool | None:
+    """Whether a case replayed under a dispatch rule ran the setting it was recorded with (None
+    when neither run had a rule)."""
+    if recorded is None and now is None:
+        return None
+    if recorded is None or now is None:
+        return False
+    return recorded.get("defines") == now.get("defines")
+
+
+def variant_text(recorded: dict | None, now: dict | None, same: bool | None) -> str:
+    show = lambda v: (f"line {v['branch'] + 1} `{v['when']}` -> "  # noqa: E731
+                      + ", ".join(f"{k}={x}" for k, x in sorted(v["defines"].items()))) if v else "no dispatch rule"
+    if same:
+        return f"variant: {show(now)} (as recorded)"
+    return (f"variant: ran {show(now)}, but the case was recorded with {show(recorded)}: the rule or the case's "
+            "variables changed since the run, so this does not replay the recorded kernel")

@@ -47,7 +47,7 @@ def eval_json(task, ev: Evaluation, initial: Evaluation | None, baselines: dict[
              "baselines_us": {k: b.score_us for k, b in baselines.items()}}
     return {"task": task.name, "manifest": str(task.path), "candidate": ev.label, "passed": ev.passed,
             "reason": ev.reason, "message": ev.message, "score": score, "cases": rows,
-            "compile": ev.compile, "defines": ev.defines, "seconds": ev.seconds,
+            "compile": ev.compile, "defines": ev.defines, "dispatch": ev.dispatch, "seconds": ev.seconds,
             "initial": initial.to_json(False) if initial else None,
             "baselines": {k: b.to_json(False) for k, b in baselines.items()},
             "device": device, "calibration": calibration, "options": options}
@@ -61,6 +61,9 @@ def eval_table(task, ev: Evaluation, initial: Evaluation | None, baselines: dict
     if initial is not None:
         head.append("x initial")
     head += [f"x {k}" for k in baselines]
+    rule = any(c.variant for c in ev.cases)      # a dispatch rule: the line each case ran with
+    if rule:
+        head.append("variant")
     rows = [head]
     for c in ev.cases:
         max_abs = max((o.get("max_abs") for o in c.outputs if isinstance(o.get("max_abs"), (int, float))), default=None)
@@ -76,6 +79,8 @@ def eval_table(task, ev: Evaluation, initial: Evaluation | None, baselines: dict
         if initial is not None:
             row.append(_fmt(vs_init.get(c.name), ".2f"))
         row += [_fmt(vs_base[k].get(c.name), ".2f") for k in baselines]
+        if rule:
+            row.append(f"{c.variant['branch'] + 1}: {c.variant['when']}" if c.variant else "-")
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
@@ -90,6 +95,10 @@ def eval_table(task, ev: Evaluation, initial: Evaluation | None, baselines: dict
             if b.score_us:
                 s += f"; x{b.score_us / ev.score_us:.2f} vs {k}"
         summary.append(s)
+    if ev.dispatch:
+        summary.append("dispatch rule (first line whose condition holds): " + "; ".join(
+            f"{i + 1}. {b['when'] or 'default'} -> " + ", ".join(f"{k}={v}" for k, v in sorted(b["defines"].items()))
+            for i, b in enumerate(ev.dispatch)))
     for c in ev.cases:
         if not c.passed and c.message:
             summary.append(f"  {c.name}: {c.reason}: {c.message}")

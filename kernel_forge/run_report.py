@@ -146,6 +146,30 @@ def _profile_lines(run_dir, attempts: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def _variant_text(v: dict | None) -> str:
+    if not v:
+        return "-"
+    return f"{v['branch'] + 1}: {v['when']}"
+
+
+def _dispatch_lines(best: dict) -> list[str]:
+    """The best kernel's dispatch rule (settings per shape), one numbered line per branch, and the
+    line each hidden case ran with."""
+    rule = best.get("dispatch")
+    if not rule:
+        return []
+    out = ["### Settings per shape (dispatch rule in best.cu)", "",
+           "Each case runs with the first line whose condition holds for its variables:", ""]
+    for i, b in enumerate(rule):
+        setting = ", ".join(f"{k}={v}" for k, v in sorted(b["defines"].items()))
+        out.append(f"{i + 1}. `{b['when'] or 'default'}` -> {setting}")
+    hidden = ((best.get("holdout") or {}).get("variants") or {})
+    if hidden:
+        out += ["", "hidden (holdout) cases ran with line " + ", ".join(
+            f"{k}: {v + 1}" for k, v in sorted(hidden.items()))]
+    return out + [""]
+
+
 def write_report(run_dir, summary: dict, attempts: list[dict]) -> None:
     plots = _plots(run_dir, summary, attempts)
     best = summary.get("best") or {}
@@ -166,14 +190,18 @@ def write_report(run_dir, summary: dict, attempts: list[dict]) -> None:
                      "not run (the initial kernel is still the best)" if best.get("holdout") is None else
                      f"FAILED ({best['holdout'].get('reason')})"), ""]
         lines += _diagnosis_lines(summary)
+        lines += _dispatch_lines(best)
+        rule = bool(best.get("dispatch"))    # under a dispatch rule each case names the line it ran with
         lines += ["### Per case", "",
-                  "| case | median µs | p10-p90 µs | GB/s | TFLOP/s | % bw | % fp32 | x initial |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| case | median µs | p10-p90 µs | GB/s | TFLOP/s | % bw | % fp32 | x initial |"
+                  + (" variant |" if rule else ""),
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if rule else "")]
         f = lambda x, s: "-" if x is None else format(x, s)  # noqa: E731
         for r in best["per_case"]:
             lines.append(f"| {r['case']} | {r['median_us']:.2f} | {r['p10_us']:.2f}-{r['p90_us']:.2f} | "
                          f"{f(r.get('gbps'), '.1f')} | {f(r.get('tflops'), '.3f')} | {f(r.get('pct_peak_bw'), '.1f')} | "
-                         f"{f(r.get('pct_peak_flops'), '.1f')} | {f(r.get('speedup_vs_initial'), '.2f')} |")
+                         f"{f(r.get('pct_peak_flops'), '.1f')} | {f(r.get('speedup_vs_initial'), '.2f')} |"
+                         + (f" {_variant_text(r.get('variant'))} |" if rule else ""))
         lines.append("")
     lines += _profile_lines(run_dir, attempts)
     for p in plots:

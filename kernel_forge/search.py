@@ -77,7 +77,7 @@ def neighbours(candidate: Candidate, defines: dict) -> list[dict]:
 def expand(candidate: Candidate, budget: int, *, seed: int = 0, exclude: set[tuple] = frozenset()) -> list[dict]:
     """The settings to gate for one proposal: its tunables' settings within ``budget``, or its one
     setting when it declares none; settings in ``exclude`` are left out (the list may be empty)."""
-    if not candidate.tunables:
+    if not candidate.tunables or candidate.dispatch is not None:   # a dispatch rule is gated whole
         return [] if _dkey(candidate.defines) in exclude else [dict(candidate.defines)]
     return configurations_to_try(candidate, budget, seed=seed, exclude=exclude)
 
@@ -96,8 +96,8 @@ def refine_groups(batch: list["Attempt"]) -> list[list["Attempt"]]:
     for a in batch:
         if a.parent in ids:
             continue
-        if a.tunables and a.status == "passed" and a.score_us:
-            groups.setdefault((a.label, a.parent), []).append(a)
+        if a.tunables and a.status == "passed" and a.score_us and not getattr(a, "dispatch", None):
+            groups.setdefault((a.label, a.parent), []).append(a)     # a dispatch rule is not refined
     return list(groups.values())
 
 
@@ -180,7 +180,10 @@ def launch_key(candidate: Candidate, task: "Task") -> list:
 def kernel_key(candidate: Candidate, task: "Task") -> str:
     """sha256 of (normalised source, resolved launch, defines): equal keys are the same kernel."""
     defines = sorted((k, _number(v)) for k, v in candidate.defines.items())
-    blob = json.dumps([normalise_source(candidate.source), launch_key(candidate, task), defines])
+    parts = [normalise_source(candidate.source), launch_key(candidate, task), defines]
+    if candidate.dispatch is not None:       # settings per shape: the rule is part of the kernel
+        parts.append(candidate.dispatch.to_json())
+    blob = json.dumps(parts)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .candidate import Candidate
+from .dispatch import holdout_variants
 from .errors import KForgeError
 from .gatelike import GateLike
 from .stats import noise_band
@@ -71,7 +72,8 @@ def maybe_move_best(gate: GateLike, best: "Attempt", batch: list["Attempt"], rul
             save()
             continue
         hold = gate.evaluate(candidate(c), roles=("holdout",))
-        c.holdout = {"passed": hold.passed, "reason": hold.reason, "message": hold.message, "final": False}
+        c.holdout = {"passed": hold.passed, "reason": hold.reason, "message": hold.message, "final": False,
+                     **holdout_variants(hold)}      # under a dispatch rule: the line each hidden case ran with
         if not hold.passed:
             c.status, c.reason, c.message = "failed", "holdout_failed", HIDDEN
             save()
@@ -85,6 +87,7 @@ def final_holdout(gate: GateLike, best: "Attempt", candidate: Callable[["Attempt
     """The run's last check: the best on the hidden cases with fresh values (``final`` true)."""
     try:
         hold = gate.evaluate(candidate(best), roles=("holdout",))
-        best.holdout = {"passed": hold.passed, "reason": hold.reason, "message": hold.message, "final": True}
+        best.holdout = {"passed": hold.passed, "reason": hold.reason, "message": hold.message, "final": True,
+                        **holdout_variants(hold)}
     except KForgeError as exc:
         best.holdout = {"passed": False, "reason": "error", "message": str(exc), "final": True}

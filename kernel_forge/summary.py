@@ -85,6 +85,8 @@ def build_summary(opt) -> dict:
             row = {"case": name, "median_us": c["timing"]["median"], "p10_us": c["timing"]["p10"],
                    "p90_us": c["timing"]["p90"], "gbps": c.get("gbps"), "tflops": c.get("tflops"),
                    "pct_peak_bw": c.get("pct_peak_bw"), "pct_peak_flops": c.get("pct_peak_flops")}
+            if c.get("variant"):                 # under a dispatch rule: the line this case ran with
+                row["variant"] = c["variant"]
             row["speedup_vs_initial"] = (i_cases[name]["timing"]["median"] / c["timing"]["median"]
                                          if name in i_cases else None)
             row["speedup_vs_baselines"] = {}
@@ -101,7 +103,7 @@ def build_summary(opt) -> dict:
             "speedup_vs_baselines": {k: (v.get("score_us") / best.score_us if v.get("score_us") and best.score_us else None)
                                      for k, v in opt.baselines.items()},
             "holdout": best.holdout, "per_case": per_case, "source_file": best.source_file,
-            "retimed": best.retimed, "direction": best.direction,
+            "retimed": best.retimed, "direction": best.direction, "dispatch": best.dispatch,
             # every case where the best is slower than a baseline or the initial kernel (ratio < 1)
             "slower_than": [{"case": x["case"], "than": x["than"], "ratio": x["ratio"]}
                             for x in (diagnosis.slower if diagnosis is not None else [])],

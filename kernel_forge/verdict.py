@@ -65,6 +65,9 @@ class CaseResult:
     #: the module's globals, restored before every launch, and which of them launches changed
     #: (evidence, not a verdict): {"globals": {name: bytes}, "changed": {stage: [names]}}
     module_state: dict | None = None
+    #: the dispatch-rule line this case ran with, when the kernel carries a rule (dispatch.py):
+    #: {"branch": index, "when": condition or "default", "defines": {...}}
+    variant: dict | None = None
 
     @property
     def median_us(self) -> float | None:
@@ -76,6 +79,8 @@ class CaseResult:
                                            "pct_peak_bw", "pct_peak_flops", "code", "resources",
                                            "module_state")}
         d["timing"] = self.timing.to_json(with_samples) if self.timing else None
+        if self.variant is not None:
+            d["variant"] = self.variant
         return d
 
     @classmethod
@@ -106,6 +111,9 @@ class Evaluation:
     #: where the gate's time went (seconds): compile (waited for), load, runs (worker answers),
     #: worker parts summed over runs, reference, sample, checks
     cost: dict | None = None
+    #: the kernel's dispatch rule ([{"when", "defines"}], default last) when it carries one; each
+    #: case's ``variant`` says which line it ran with (see dispatch_eval.py)
+    dispatch: list | None = None
 
     def case(self, name: str) -> CaseResult | None:
         return next((c for c in self.cases if c.name == name), None)
@@ -114,11 +122,14 @@ class Evaluation:
         return [c for c in self.cases if not c.passed and c.reason != "skipped"]
 
     def to_json(self, with_samples: bool = True) -> dict:
-        return {"label": self.label, "passed": self.passed, "reason": self.reason,
-                "message": self.message, "score_us": self.score_us, "compile": self.compile,
-                "defines": self.defines, "sha256": self.sha256, "seconds": round(self.seconds, 3),
-                "kind": self.kind, "device": self.device, "cases": [c.to_json(with_samples) for c in self.cases],
-                "cost": self.cost}
+        d = {"label": self.label, "passed": self.passed, "reason": self.reason,
+             "message": self.message, "score_us": self.score_us, "compile": self.compile,
+             "defines": self.defines, "sha256": self.sha256, "seconds": round(self.seconds, 3),
+             "kind": self.kind, "device": self.device, "cases": [c.to_json(with_samples) for c in self.cases],
+             "cost": self.cost}
+        if self.dispatch is not None:
+            d["dispatch"] = self.dispatch
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> "Evaluation":

@@ -11,6 +11,10 @@ comments in the candidate source, so a test states what each candidate "does" ne
     // fake-holdout: fail      every hidden (holdout) case fails with fresh values
     // fake-holdout: flaky     the first holdout evaluation passes, later ones fail
     // fake-opt: BLOCK=256     optimum of a tunable: each step of 2x away costs 10 % (default BLOCK=256)
+    // fake-opt@large: BLOCK=1024   the optimum on case ``large`` only (settings per shape)
+
+A candidate with a dispatch rule is split and merged as the real gate does it
+(:func:`kernel_forge.dispatch_eval.evaluate_rule`); ``evaluate(..., only=...)`` runs only those cases.
 
 A source without ``// fake:`` passes at :data:`DEFAULT_US` (the task's initial kernel).  Every
 case result looks like the real gate's: seeds, per-output checks, a resolved launch, timing
@@ -38,6 +42,7 @@ EARLY = {"bad_candidate", "static_rule", "signature_mismatch", "compile_error"}
 _FAKE = re.compile(r"^\s*//\s*fake:\s*(\w+)\s+([0-9.]+)\s*$", re.M)
 _HOLDOUT = re.compile(r"^\s*//\s*fake-holdout:\s*(\w+)\s*$", re.M)
 _OPT = re.compile(r"^\s*//\s*fake-opt:\s*(.+?)\s*$", re.M)
+_OPT_CASE = re.compile(r"^\s*//\s*fake-opt@(\w+):\s*(.+?)\s*$", re.M)
 
 H200 = DeviceInfo(ordinal=0, name="NVIDIA H200 (scripted)", cc=(9, 0), sms=132, clock_khz=1_980_000,
                   mem_clock_khz=2_619_000, bus_width_bits=6144, memory_bytes=150_121_545_728,
@@ -94,18 +99,20 @@ class ScriptedGate:
         return reason, float(m.group(2))
 
     @staticmethod
-    def optimum(source: str) -> dict[str, float]:
+    def optimum(source: str, case: str | None = None) -> dict[str, float]:
         opt = {"BLOCK": 256.0}
-        for m in _OPT.finditer(source):
-            for item in m.group(1).split():
+        found = list(_OPT.finditer(source)) + [m for m in _OPT_CASE.finditer(source) if m.group(1) == case]
+        for m in found:
+            for item in m.group(m.lastindex).split():
                 k, _, v = item.partition("=")
                 opt[k] = float(v)
         return opt
 
-    def time_us(self, cand: Candidate) -> float:
-        """The scripted score of this candidate with its defines (tunables move it off the optimum)."""
+    def time_us(self, cand: Candidate, case: str | None = None) -> float:
+        """The scripted score of this candidate with its defines (tunables move it off the optimum,
+        which ``// fake-opt@CASE:`` may set for one case)."""
         _, t = self.script(cand.source)
-        for name, best in self.optimum(cand.source).items():
+        for name, best in self.optimum(cand.source, case).items():
             v = cand.defines.get(name)
             if v is not None and v > 0:
                 t *= 1.0 + 0.1 * abs(math.log2(v / best))
@@ -161,7 +168,8 @@ class ScriptedGate:
             return res
         res.outputs = self._outputs(case)
         if timed:
-            median = t_us * self.scale[case.name]
+            per_case = _OPT_CASE.search(cand.source) is not None      # an optimum of its own on some case
+            median = (self.time_us(cand, case.name) if per_case else t_us) * self.scale[case.name]
             half = self.reps // 2
             samples = [median * (1.0 + self.noise * (k - half) / half) for k in range(self.reps)]
             res.timing = summarize(samples, flushed=True)
@@ -175,7 +183,10 @@ class ScriptedGate:
                 res.pct_peak_flops = 100.0 * flops / secs / self.calibration["fp32_peak"]
         return res
 
-    def _evaluate(self, cand: Candidate, roles, *, kind: str = "candidate") -> Evaluation:
+    def _evaluate(self, cand: Candidate, roles, *, kind: str = "candidate", only=None) -> Evaluation:
+        if cand.dispatch is not None:   # settings per shape: split and merged as the real gate does
+            from kernel_forge.dispatch_eval import evaluate_rule
+            return evaluate_rule(self, self.task, cand, roles=roles, kind=kind, only=only)
         reason, _ = self.script(cand.source)
         t_us = self.time_us(cand)
         ev = Evaluation(label=cand.name, passed=False, defines=cand.compile_defines(), sha256=cand.sha256,
@@ -191,7 +202,7 @@ class ScriptedGate:
         failed_first = False
         hold = _HOLDOUT.search(cand.source)
         for case in self.task.cases:
-            if case.role not in roles:
+            if case.role not in roles or (only is not None and case.name not in only):
                 continue
             fail = None
             if case.role == "holdout":
@@ -216,10 +227,13 @@ class ScriptedGate:
         return ev
 
     # -- the gate interface ---------------------------------------------------------------
-    def evaluate(self, candidate: Candidate, *, roles=("correctness", "performance"), **_kw) -> Evaluation:
+    def evaluate(self, candidate: Candidate, *, roles=("correctness", "performance"), kind: str = "candidate",
+                 only=None, **_kw) -> Evaluation:
         self.calls.append(("evaluate", candidate.name, tuple(roles)))
         self._tick("evaluate")
-        return self._evaluate(candidate, tuple(roles))
+        if candidate.dispatch is None and only is not None:
+            self.calls.append(("variant", candidate.name, tuple(sorted(only)), dict(candidate.defines)))
+        return self._evaluate(candidate, tuple(roles), only=only)
 
     def retime(self, candidates: list[Candidate], rounds: int = 2) -> list[Evaluation]:
         self.calls.append(("retime", tuple(c.name for c in candidates), rounds))
