@@ -15,6 +15,19 @@ from . import preflight
 from .candidate import load_candidate
 from .errors import CompileError, EnvironmentProblem, ManifestError, ReferenceError_
 from .task import Task, load_task
+
+
+def generated_witness(task: Task) -> Path | None:
+    """The CUDA witness a generated task names (``$.generated.witness``), where it exists."""
+    block = task.generated
+    if not block or not block.get("witness"):
+        return None
+    path = (task.path.parent / block["witness"]).resolve()
+    if not path.is_file():
+        raise ManifestError(f"the witness kernel {block['witness']} is missing (looked in {path})",
+                            file=str(task.path), json_path="$.generated.witness",
+                            hint="restore it from the exchange folder, or run kforge init --describe again")
+    return path
 from .weak_cases import weak_case_warnings
 
 #: buffer elements of the largest case whose reference runs without ``deep``
@@ -32,6 +45,7 @@ class Validation:
     compiled: list[tuple[str, dict]] = field(default_factory=list)  #: (kernel file name, NVRTC resources)
     not_compiled: str = ""                                #: why the kernels were not compiled
     skipped: list[tuple[str, str]] = field(default_factory=list)    #: (case, why its reference was not run)
+    notes: list[str] = field(default_factory=list)        #: facts worth a line (no initial kernel, a generated task)
 
     def lines(self) -> list[str]:
         """What ``kforge validate`` prints under a manifest's ok line."""
@@ -49,7 +63,7 @@ class Validation:
             by_reason.setdefault(why, []).append(case)
         for why, cases in by_reason.items():
             out.append(f"reference not run on {', '.join(cases)}: {why}")
-        return out
+        return out + self.notes
 
     def __iter__(self):        # ``task, warnings = validate_manifest(...)`` keeps working
         return iter((self.task, self.warnings))
@@ -73,8 +87,12 @@ def resolved_files(task: Task) -> list[tuple[str, str, bool]]:
 
     rows: list[tuple[str, tuple[str, Path]]] = [("reference", ref(task.reference))]
     rows += [(f"baseline {k}", ref(b)) for k, b in task.baselines.items()]
-    rows.append(("initial", (str(task.initial), task.initial)))
+    if task.initial is not None:
+        rows.append(("initial", (str(task.initial), task.initial)))
     rows += [("template", (str(t), t)) for t in task.templates]
+    if task.generated and task.generated.get("witness"):
+        w = (base / task.generated["witness"]).resolve()
+        rows.append(("witness", (str(w), w)))
     for a in task.args:
         if a.is_buffer and a.init is not None and a.init.kind == "npy":
             p = (base / a.init.get("path")).resolve()
@@ -122,7 +140,14 @@ def validate_manifest(path, *, deep: bool = False, arch: str | None = preflight.
         report.not_compiled = "no arch given" if compile else "--no-compile"
     report.arch = use_arch
     try:
-        _kernel(task, task.initial, "$.initial", use_arch, report, "initial")
+        if task.initial is not None:
+            _kernel(task, task.initial, "$.initial", use_arch, report, "initial")
+        else:
+            report.notes.append("no initial kernel: the first proposals translate the reference, and the first "
+                                "translation that passes the gate and the holdout becomes the baseline")
+        witness = generated_witness(task)
+        if witness is not None:
+            _kernel(task, witness, "$.generated.witness", use_arch, report, "witness")
         for i, t in enumerate(task.templates):
             _kernel(task, t, f"$.templates[{i}]", use_arch, report, "template")
     except EnvironmentProblem as exc:
