@@ -64,7 +64,7 @@ class CaseCheck:
                 f"seed{'s' if len(self.seeds) > 1 else ''} {', '.join(map(str, self.seeds))}: ")
         if self.status == AGREED:
             return [head + "agree"]
-        out = [head + (self.detail or self.status)]
+        out = [head + ("the witnesses disagree" if self.status == DISAGREED else (self.detail or self.status))]
         for o in self.outputs:
             if o.get("ok", True):
                 continue
@@ -214,7 +214,9 @@ def extra_cases(task: Task, k: int = EXTRA_SHAPES, rng: random.Random | None = N
     out: list[Case] = []
     taken = {tuple(sorted(c.vars.items())) for c in task.cases}
     primes = {name: _primes_up_to(max(3, 2 * hi)) for name, hi in sizes.items()}
-    for i in range(k):
+    for i in range(k + 2):              # the all-ones shape may already be a case: draw another instead
+        if len(out) == k:
+            break
         for attempt in range(12):
             v = dict(base)
             for name, hi in sizes.items():
@@ -225,7 +227,7 @@ def extra_cases(task: Task, k: int = EXTRA_SHAPES, rng: random.Random | None = N
                     pool = [p for p in primes[name] if p <= cap] or [1]
                     # log-uniform over the primes: small and large sizes alike
                     v[name] = pool[min(len(pool) - 1, int(len(pool) ** rng.random()) - 1)]
-            case = Case(f"random-{i + 1}", "correctness", v, len(task.cases) + i)
+            case = Case(f"random-{len(out) + 1}", "correctness", v, len(task.cases) + len(out))
             if tuple(sorted(v.items())) not in taken and _valid(task, case):
                 taken.add(tuple(sorted(v.items())))
                 out.append(case)
@@ -262,9 +264,14 @@ class OutputsWitness:
         from .inputs import generate
         from .references import run_python_reference
 
-        out = []
+        out: list[CaseCheck] = []
+        broken: CaseCheck | None = None          # the witness could not run at all: say it once
         for case in cases:
             extra = case.name.startswith("random-")
+            if broken is not None:
+                out.append(CaseCheck(case.name, dict(case.vars), [seed], "witness_failed",
+                                     detail=f"not run: the CUDA witness could not run on {broken.case}", extra=extra))
+                continue
             inputs = generate(task, case, seed)
             try:
                 expected = run_python_reference(task, inputs)
@@ -275,8 +282,9 @@ class OutputsWitness:
             try:
                 got = self.run_kernel(task, witness, case, inputs)
             except KForgeError as exc:
-                out.append(CaseCheck(case.name, dict(case.vars), [seed], "witness_failed",
-                                     detail=f"the CUDA witness could not run: {exc.message}", extra=extra))
+                broken = CaseCheck(case.name, dict(case.vars), [seed], "witness_failed",
+                                   detail=f"the CUDA witness could not run: {exc.message}", extra=extra)
+                out.append(broken)
                 continue
             out.append(check_outputs(task, case, [seed], expected, got, extra=extra))
         return out
@@ -378,7 +386,7 @@ def run_crosscheck(task: Task, witness: Path | Candidate, runner: WitnessRunner,
     seed = rng.randrange(1, 2**31) if seed is None else seed
     cases = list(task.cases) + extra_cases(task, extra, random.Random(seed))
     cand = witness if isinstance(witness, Candidate) else load_candidate(witness)
-    progress(f"[kforge] cross-check: the reference and the CUDA witness {cand.name} on {len(task.cases)} case(s) "
+    progress(f"[kforge] cross-check: the reference and the CUDA witness {Path(cand.name).name} on {len(task.cases)} case(s) "
              f"and {len(cases) - len(task.cases)} random shape(s), seed {seed} ({runner.name})")
     try:
         checks = runner.check(task, cand, cases, seed)
