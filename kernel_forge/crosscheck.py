@@ -168,13 +168,13 @@ def check_outputs(task: Task, case: Case, seeds: list[int], expected: dict[str, 
 
 # ------------------------------------------------------------------------------ extra shapes
 
-def _primes_up_to(n: int) -> list[int]:
-    sieve = bytearray([1]) * (n + 1)
-    sieve[:2] = b"\x00\x00"
+def _primes_up_to(n: int) -> np.ndarray:
+    sieve = np.ones(n + 1, dtype=bool)
+    sieve[:2] = False
     for i in range(2, int(n ** 0.5) + 1):
         if sieve[i]:
-            sieve[i * i::i] = bytearray(len(sieve[i * i::i]))
-    return [i for i, v in enumerate(sieve) if v]
+            sieve[i * i::i] = False
+    return np.flatnonzero(sieve)
 
 
 def _size_vars(task: Task) -> dict[str, int]:
@@ -224,9 +224,9 @@ def extra_cases(task: Task, k: int = EXTRA_SHAPES, rng: random.Random | None = N
                     v[name] = 1
                 else:
                     cap = max(2, (2 * hi) >> attempt)
-                    pool = [p for p in primes[name] if p <= cap] or [1]
-                    # log-uniform over the primes: small and large sizes alike
-                    v[name] = pool[min(len(pool) - 1, int(len(pool) ** rng.random()) - 1)]
+                    count = int(np.searchsorted(primes[name], cap, side="right"))
+                    # log-uniform over the primes up to the cap: small and large sizes alike
+                    v[name] = int(primes[name][min(count - 1, int(count ** rng.random()) - 1)]) if count else 1
             case = Case(f"random-{len(out) + 1}", "correctness", v, len(task.cases) + len(out))
             if tuple(sorted(v.items())) not in taken and _valid(task, case):
                 taken.add(tuple(sorted(v.items())))

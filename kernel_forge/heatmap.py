@@ -97,8 +97,7 @@ def draw_heatmap(run_dir, summary: dict, attempts: list[dict]) -> bool:
         for j, (kind, v) in enumerate(row):
             if kind == "speedup" and v > 0:
                 values[i, j] = math.log2(v)
-    cmap = plt.get_cmap("RdYlGn").copy()
-    cmap.set_bad("white")
+    cmap = plt.get_cmap("RdYlGn").with_extremes(bad="white")
     fig_h = min(40.0, 1.6 + 0.26 * n)
     fig_w = min(24.0, 4.0 + 1.1 * m)
     fig, ax = plt.subplots(figsize=(fig_w, fig_h))

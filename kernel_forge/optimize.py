@@ -252,8 +252,8 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
     task = load_task(manifest)
     review = check_usable(task, progress)       # a generated task: accepted or edited, or exit 2 here
     check_budget_prices(prop, loop.budget_usd)
-    check_baseline(task, prop)
     if proposer is None:
+        check_baseline(task, prop)
         proposer = make_proposer(prop, task)
     if gate is None:
         gate = make_gate(task, gate_opts)
