@@ -329,24 +329,37 @@ class GateWitness:
 
     name = "gate"
 
-    def __init__(self, options=None):
+    def __init__(self, options=None, *, gate_factory: Callable | None = None, probe: Callable | None = None):
         self.options = options
+        self.gate_factory = gate_factory      #: (task, GateOptions) -> a started gate (tests: a scripted one)
+        self.probe = probe                    #: raises EnvironmentProblem without a GPU (default: the driver's probe)
+
+    @staticmethod
+    def _real_gate(task: Task, options):
+        from .gate import Gate
+
+        gate = Gate(task, options)
+        try:
+            gate.ensure_gpu()
+        except BaseException:
+            gate.close()
+            raise
+        return gate
 
     def check(self, task: Task, witness: Candidate, cases: list[Case], seed: int) -> list[CaseCheck]:
-        from .gate import Gate, GateOptions, probe_gpu
+        from .gate import GateOptions, probe_gpu
         from .task import load_task
 
         try:
-            probe_gpu()
+            (self.probe or probe_gpu)()
         except EnvironmentProblem as exc:
             raise WitnessPending(f"the CUDA witness runs on a GPU and there is none here ({exc.message.splitlines()[0]})",
                                  hint="run kforge validate --accept MANIFEST on a machine with an NVIDIA GPU") from None
         opts = self.options or GateOptions(seed=seed, check_after_timing=False, plausibility=False)
         with tempfile.TemporaryDirectory(prefix="kforge-crosscheck-") as tmp:
             derived = load_task(derived_manifest(task, cases, Path(tmp)))
-            gate = Gate(derived, opts)
+            gate = (self.gate_factory or self._real_gate)(derived, opts)
             try:
-                gate.ensure_gpu()
                 ev = gate.evaluate(witness, roles=("correctness",))
             finally:
                 gate.close()

@@ -436,3 +436,41 @@ def test_an_edited_task_counts_as_reviewed_unless_its_witnesses_disagreed(tmp_pa
     (wrong.parent / "relu_like_witness.cu").write_text("// edited\n" + (wrong.parent / "relu_like_witness.cu").read_text())
     with pytest.raises(InputError, match="the cross-check must run again"):
         check_usable(load_task(wrong))
+
+
+# ------------------------------------------------------------------------------ the gate's side, scripted
+
+def test_the_gate_runner_gates_the_witness_on_every_shape_as_correctness_cases(tmp_path):
+    """GateWitness without a GPU: a scripted gate stands in for the real one (tests/test_gpu_describe.py
+    runs the real one); what it is given and how its verdicts become the cross-check are real."""
+    from kernel_forge.crosscheck import GateWitness
+
+    m = described(tmp_path)
+    task = load_task(m)
+    seen = {}
+
+    def factory(derived, options):
+        seen["cases"] = [(c.name, c.role) for c in derived.cases]
+        seen["reference"] = derived.reference.path
+        seen["options"] = options
+        return ScriptedGate(derived)
+
+    runner = GateWitness(gate_factory=factory, probe=lambda: None)
+    ok = run_crosscheck(task, m.parent / "relu_like_witness.cu", runner, extra=2, seed=11)
+    assert ok.status == "agreed" and ok.runner == "gate"
+    assert seen["cases"][:5] == [("one", "correctness"), ("prime", "correctness"), ("ragged", "correctness"),
+                                 ("n16M", "correctness"), ("hidden", "correctness")]
+    assert [r for _, r in seen["cases"][5:]] == ["correctness", "correctness", "performance"]   # 2 random, 1 never run
+    assert seen["reference"] == (m.parent / "relu_like_reference.py").resolve()
+    assert seen["options"].seed == 11 and seen["options"].extra_draws == 1 and seen["options"].repeat_check
+    assert [len(c.seeds) for c in ok.cases] == [2] * 7
+    witness = (m.parent / "relu_like_witness.cu").read_text()
+    (tmp_path / "w_bad.cu").write_text("// fake: mismatch 100\n" + witness)
+    bad = run_crosscheck(task, tmp_path / "w_bad.cu", runner, extra=0, seed=11)
+    assert bad.status == "disagreed" and bad.cases[0].status == "disagreed"
+    assert bad.cases[0].outputs[0]["first"] == [{"index": [3], "reference": -0.25, "witness": 1.5}]
+    assert "y[3]: reference -0.25, CUDA witness 1.5" in "\n".join(bad.lines())
+    (tmp_path / "w_cc.cu").write_text("// fake: compile_error 0\n" + witness)
+    broken = run_crosscheck(task, tmp_path / "w_cc.cu", runner, extra=0, seed=11)
+    assert broken.status == "failed" and all(c.status == "witness_failed" for c in broken.cases)
+    assert "fails before any case runs: compile_error" in broken.cases[0].detail

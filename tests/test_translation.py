@@ -202,3 +202,39 @@ def test_the_heatmap_of_a_run_with_an_initial_kernel_counts_its_holdout_cases(tm
     assert cells[1][2] == ("speedup", pytest.approx(2.0))
     r = CliRunner().invoke(cli, ["report", str(opt.run_dir.path)])
     assert r.exit_code == 0 and "heatmap.png" in r.output
+
+
+# ------------------------------------------------------------------------------ approve and the CI gate
+
+def test_approve_copies_the_baseline_and_the_ci_gate_times_the_kernel_against_it(tmp_path):
+    from kernel_forge.regression import approve_run, run_regression
+
+    opt, summary = run(tmp_path, [vector_add("pass 600"), vector_add("pass 300")], max_iterations=4)
+    ap, dest = tmp_path / "approved.json", tmp_path / "approved"
+    entry = approve_run(opt.run_dir.path, ap, dest, 0.05)
+    assert entry["speedup_vs_initial"] == pytest.approx(2.0)
+    base = dest / "vector_add.baseline.cu"
+    assert base.read_text() == (opt.run_dir.path / "attempts" / "a0000.cu").read_text()
+    assert entry["baseline"] == "approved/vector_add.baseline.cu"
+    timed = []
+
+    class Recording(ScriptedGate):
+        def retime(self, candidates, rounds=2):
+            timed.append([c.name for c in candidates])
+            return super().retime(candidates, rounds)
+
+    rows = run_regression(ap, GateOptions(), gate_factory=lambda task, o: Recording(task))
+    assert rows[0]["ok"] and rows[0]["speedup"] == pytest.approx(2.0), rows[0]["detail"]
+    assert timed == [[str(base.resolve()), str((dest / "vector_add.cu").resolve())]]
+    base.write_text("// changed\n" + base.read_text())
+    rows = run_regression(ap, GateOptions(), gate_factory=lambda task, o: Recording(task))
+    assert not rows[0]["ok"] and "approved baseline is missing or changed" in rows[0]["detail"]
+
+
+def test_approve_refuses_a_run_whose_best_is_its_baseline(tmp_path):
+    from kernel_forge.regression import approve_run
+
+    opt, summary = run(tmp_path, [vector_add("pass 600")], max_iterations=2)
+    with pytest.raises(InputError, match="the run's baseline .* nothing to approve"):
+        approve_run(opt.run_dir.path, tmp_path / "a.json", tmp_path / "k", 0.05)
+    assert not (tmp_path / "a.json").exists()
