@@ -379,10 +379,6 @@ def describe_task(name: str, description: str, folder: str | Path = ".", cfg: De
     the first model call; the model's calls are recorded as they happen; the task's files are
     written only once every answer is usable.  ``model`` and ``runner`` replace the configured
     model and the gate that runs the CUDA witness (tests)."""
-    from .crosscheck import GateWitness, run_crosscheck
-    from .task import load_task
-    from .validate import validate_manifest
-
     cfg = cfg or DescribeConfig()
     if not NAME.match(name or ""):
         raise InputError(f"{name!r} is not a task name: a C identifier (letters, digits, _), the kernel's name")
@@ -401,7 +397,25 @@ def describe_task(name: str, description: str, folder: str | Path = ".", cfg: De
     exchange = targets["exchange"]
     if exchange.exists() and force:
         shutil.rmtree(exchange) if exchange.is_dir() else exchange.unlink()
+    made_out = not out.exists()
     exchange.mkdir(parents=True)
+    try:
+        return _describe(name, description, out, cfg, targets, model, runner, progress)
+    except BaseException:
+        if exchange.is_dir() and not any(exchange.iterdir()):
+            exchange.rmdir()            # nothing was asked: nothing is left behind
+            if made_out and not any(out.iterdir()):
+                out.rmdir()
+        raise
+
+
+def _describe(name: str, description: str, out: Path, cfg: DescribeConfig, targets: dict[str, Path],
+              model: TextModel, runner, progress) -> DescribeResult:
+    from .crosscheck import GateWitness, run_crosscheck
+    from .task import load_task
+    from .validate import validate_manifest
+
+    exchange = targets["exchange"]
     with tempfile.TemporaryDirectory(prefix="kforge-describe-") as tmp:
         s = Session(name, description, model, cfg, Path(tmp), exchange, progress)
         manifest = s.converse("spec", s.spec_prompt(), s.check_spec)

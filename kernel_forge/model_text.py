@@ -143,7 +143,7 @@ class ReplayText:
         f, rec = queue.pop(0)
         text = rec["text"] if "text" in rec else response_text(rec.get("response"))
         fields = {k: rec[k] for k in ModelCall.__dataclass_fields__ if k in rec}
-        call = ModelCall(**{"provider": rec.get("provider", "anthropic"), "model": rec.get("model", "replay"),
+        call = ModelCall(**{"provider": rec.get("provider", "replay"), "model": rec.get("model", "recorded"),
                             "request": rec.get("request") or {"messages": messages},
                             "response": rec.get("response"), **{k: v for k, v in fields.items()
                                                                 if k not in ("provider", "model", "request", "response")}})

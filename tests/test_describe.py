@@ -362,7 +362,8 @@ def test_an_unreachable_model_is_an_environment_problem(tmp_path, clean_env):
     from loopback import closed_port_url
     r = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--model", "openai:m",
                                  "--base-url", closed_port_url() + "/v1", "--dir", str(tmp_path)])
-    assert r.exit_code == 3 and "failed" in r.output
+    assert r.exit_code == 3 and "failed" in r.output and "nothing was written" in r.output
+    assert list(tmp_path.iterdir()) == []          # no call was answered: not even the exchange folder is left
 
 
 # ------------------------------------------------------------------------------ accepting
