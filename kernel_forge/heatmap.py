@@ -126,6 +126,9 @@ def draw_heatmap(run_dir, summary: dict, attempts: list[dict]) -> bool:
             tag += " baseline"
         if a["id"] == best_id and best_id != init_id:
             tag += " best"
+        defines = " ".join(f"{k}={v}" for k, v in sorted((a.get("defines") or {}).items()))
+        if defines:
+            tag += f" {defines[:32]}"
         if a.get("status") == "failed":
             tag += f" ({a.get('reason')})"
         labels.append(tag)

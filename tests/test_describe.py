@@ -475,3 +475,18 @@ def test_the_gate_runner_gates_the_witness_on_every_shape_as_correctness_cases(t
     broken = run_crosscheck(task, tmp_path / "w_cc.cu", runner, extra=0, seed=11)
     assert broken.status == "failed" and all(c.status == "witness_failed" for c in broken.cases)
     assert "fails before any case runs: compile_error" in broken.cases[0].detail
+
+
+def test_an_answer_cut_off_at_the_output_limit_is_asked_again_with_twice_the_limit(tmp_path, loopback, clean_env,
+                                                                                   monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-0123456789abcdef")
+    answers = [recorded_text(GOOD, r) for r in ("spec", "reference", "witness")]
+    loopback.script("anthropic", text(answers[0]).truncated(), *(text(a) for a in answers))
+    cfg = DescribeConfig(model="anthropic:claude-sonnet-4-5", base_url=loopback.anthropic_base_url, max_tokens=1000)
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, cfg, runner=numpy_witness())
+    assert res.crosscheck.status == "agreed"
+    limits = [r.body["max_tokens"] for r in loopback.requests("anthropic")]
+    assert limits == [1000, 2000, 1000, 1000]
+    recs = [json.loads(f.read_text()) for f in sorted((tmp_path / "relu_like_describe").glob("model-*.json"))]
+    assert [x["role"] for x in recs] == ["spec", "spec", "reference", "witness"]
+    assert "truncated at 1000 output tokens" in recs[0]["error"]
