@@ -753,7 +753,7 @@ def entries_from_run(run_dir: str | Path, *, task=None) -> tuple[list[Entry], di
     if not task_hash:
         raise InputError(f"{run / 'run.json'}: $.hashes.task missing; cannot tell which task this run is")
     device = env.get("device") or {}
-    initial = next((a for a in attempts if a.get("proposer") == "initial"), None)
+    initial = next((a for a in attempts if a.get("proposer") == "initial" or a.get("baseline")), None)
     initial_ev = initial.get("evaluation") if initial else None
     baselines = hist.get("baselines", {}) or {}
     bad_holdout = {a.get("sha256") for a in attempts if a.get("reason") == "holdout_failed"

@@ -68,8 +68,11 @@ def doctor(as_json):
 @click.option("--gpu-memory", type=float, default=80.0, show_default=True,
               help="GiB of GPU memory a case may need (refused beyond it).")
 @click.option("--quiet", "-q", is_flag=True, help="Only the ok/FAIL line and warnings of each manifest.")
+@click.option("--accept", is_flag=True,
+              help="For a task kforge init --describe wrote: re-run every check (the witnesses' cross-check needs "
+                   "a GPU) and, when all pass, record that you accepted it, so that kforge optimize takes it.")
 @handle_errors
-def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet):
+def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet, accept):
     """Check manifests without a GPU: schema, meaning, files, sizes, the kernels (static rules,
     signature, NVRTC), weak cases. Prints where each reference and data file resolves to."""
     from .preflight import check_value
@@ -78,6 +81,23 @@ def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet):
     check_value("arch", arch, str, where=f"--arch {arch!r}")
     if not gpu_memory > 0:
         raise InputError(f"--gpu-memory {gpu_memory}: must be above 0 GiB")
+    if accept:
+        from .generated import accept as accept_task
+
+        refused = 0
+        for m in manifests:
+            try:
+                res = accept_task(m, progress=lambda msg: click.echo(msg, err=True))
+            except InputError as exc:
+                click.echo(f"FAIL {exc}", err=True)
+                refused += 1
+                continue
+            click.echo(f"{'ok  ' if res.status == 'accepted' else 'ok  '} {m}: {res.status}")
+            for line in res.lines:
+                click.echo(f"  {line}")
+        if refused:
+            sys.exit(2)
+        return
     bad = 0
     warned = 0
     for m in manifests:
@@ -217,19 +237,65 @@ def _real_gate(task, options):
 
 
 # -- init --------------------------------------------------------------------------------------
+def _describe_options():
+    from .cli_options import build_options
+    from .describe import DescribeConfig
+
+    pinned = {("describe", "model"): ("--model",), ("describe", "base_url"): ("--base-url",),
+              ("describe", "replay"): ("--replay",), ("describe", "max_tokens"): ("--max-output-tokens",),
+              ("describe", "request_timeout_s"): ("--request-timeout",)}
+    return build_options([("describe", DescribeConfig)], pinned=pinned,
+                         reserved={"--from", "--signature", "--dir", "--force", "--describe", "--help", "-h"})
+
+
+def _with_describe_options(f):
+    from .cli_options import apply_options
+    return apply_options(_describe_options())(f)
+
+
 @cli.command("init")
 @click.argument("name")
 @click.option("--from", "from_file", type=click.Path(dir_okay=False), help="A .cu file holding the kernel NAME.")
 @click.option("--signature", help='The kernel\'s signature: extern "C" __global__ void NAME(...).')
+@click.option("--describe", "description", default=None,
+              help="What the kernel computes, in words: a model (--model or --replay) writes the signature, cases, "
+                   "tolerance, NumPy reference and a naive CUDA witness, which are checked against each other.")
 @click.option("--dir", "folder", default=".", show_default=True, type=click.Path(file_okay=False),
               help="Folder to write NAME.json, NAME.cu and NAME_reference.py into.")
 @click.option("--force", is_flag=True, help="Overwrite files that already exist.")
+@_with_describe_options
+@click.pass_context
 @handle_errors
-def init_cmd(name, from_file, signature, folder, force):
+def init_cmd(ctx, name, from_file, signature, description, folder, force, **params):
     """Start a new task: a manifest, a reference stub and the initial kernel, from a kernel file
-    (--from) or a signature, with each argument's role guessed; then validate them."""
+    (--from) or a signature, with each argument's role guessed; then validate them.  Or, with
+    --describe, a whole task written by a model and checked (the two witnesses must agree)."""
+    from .cli_options import given, layered
     from .init import init_task
 
+    typed = given(ctx, _describe_options(), params).get("describe", {})
+    if description is not None:
+        if from_file is not None or signature is not None:
+            raise InputError("--describe writes the whole task: give it without --from or --signature")
+        from .describe import DescribeConfig, describe_task
+
+        cfg = layered(DescribeConfig, typed)
+        res = describe_task(name, description, folder, cfg, force=force, progress=lambda m: click.echo(m, err=True))
+        for path in res.written:
+            click.echo(f"wrote {path}")
+        for line in res.lines:
+            click.echo(line)
+        click.echo("next:")
+        for line in res.next_steps:
+            click.echo(f"  - {line}")
+        if not res.ok:
+            click.echo(f"kforge: error: the two witnesses of {name} do not agree (see above); the task is written "
+                       "but cannot be used until they do", err=True)
+            sys.exit(2)
+        return
+    if typed:
+        flags = {o.name: o.flag for o in _describe_options()}
+        raise InputError(f"{', '.join(flags[k] for k in typed)}: only with --describe")
     result = init_task(name, folder, from_file=from_file, signature=signature, force=force)
     for path in result.written:
         click.echo(f"wrote {path}")

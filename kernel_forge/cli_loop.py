@@ -162,6 +162,11 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
                            "cost_usd": summary["cost_usd"]}, indent=2))
     if summary["stop_reason"] == "error":
         sys.exit(4)
+    if summary.get("initial") is None and summary["stop_reason"] not in ("interrupted", "unreachable"):
+        _echo(f"[kforge] no baseline: no translation of the reference passed the gate and the holdout "
+              f"({summary['stop_reason']}); see {opt.run_dir.path / 'report.md'}, then resume with more iterations: "
+              f"kforge optimize --resume {opt.run_dir.path} --max-iterations N")
+        sys.exit(1)
     if summary["stop_reason"] == "unreachable":
         url = (opt.run_dir.read_json("run.json") or {}).get("proposer", {}).get("base_url") or "the provider's API"
         _echo(f"[kforge] no model call reached {url}: {opt.stop_detail or 'connection failed'}")
@@ -263,5 +268,5 @@ def report(run_path):
     if not summary or not history:
         raise InputError(f"{run.path}: needs summary.json and history.json (resume the run to finish it first)")
     write_report(run, summary, history["attempts"])
-    made = [p for p in ("report.md", "progress.png", "cases.png") if (run.path / p).is_file()]
+    made = [p for p in ("report.md", "progress.png", "cases.png", "heatmap.png") if (run.path / p).is_file()]
     click.echo(f"wrote {', '.join(str(run.path / p) for p in made)}")

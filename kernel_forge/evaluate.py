@@ -6,6 +6,7 @@ import time
 
 from . import preflight
 from .candidate import Candidate, load_candidate
+from .errors import InputError
 from .gate import Gate, GateOptions
 from .report import eval_json, eval_table
 from .task import load_task
@@ -31,6 +32,9 @@ def run_eval(manifest, kernel, options: GateOptions, *, with_initial=True, with_
     makes the gate; tests and the MCP server pass their own factory."""
     t0 = time.perf_counter()
     task = load_task(manifest)
+    if candidate is None and kernel is None and task.initial is None:
+        raise InputError(f"{task.path}: the task has no initial kernel, so give the KERNEL to evaluate",
+                         hint=f"kforge eval {task.path} KERNEL.cu")
     cand = candidate or load_candidate(kernel or task.initial)
     preflight.check_eval(task, cand, options)
     roles = ("correctness", "performance") + (("holdout",) if with_holdout else ())
@@ -44,7 +48,9 @@ def run_eval(manifest, kernel, options: GateOptions, *, with_initial=True, with_
         ev = gate.evaluate(cand, roles=roles)
         initial = None
         custom = kernel is not None or candidate is not None
-        if with_initial and custom and load_candidate(task.initial).sha256 != cand.sha256:
+        if with_initial and task.initial is None:
+            initial = None          # no initial kernel to compare with
+        elif with_initial and custom and load_candidate(task.initial).sha256 != cand.sha256:
             progress(f"[kforge] timing the initial kernel {task.initial.name} for comparison")
             initial = gate.evaluate(load_candidate(task.initial), roles=("performance",), kind="initial")
         elif with_initial:

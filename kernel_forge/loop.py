@@ -15,7 +15,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 
-from . import __version__, feedback, search, selection
+from . import __version__, feedback, search, selection, translation
 from .candidate import Candidate, Launch, parse_candidate
 from .diagnosis import diagnose, directions
 from .errors import CandidateError, KForgeError
@@ -102,6 +102,7 @@ class Attempt:
     cost_usd: float = 0.0             # of its model calls (on the first attempt of a proposal)
     tokens: dict = field(default_factory=lambda: {"input": 0, "output": 0})
     profile: str | None = None        # profiles/<id>.json when profiled (as a best)
+    baseline: bool = False            # the run's baseline: the initial kernel, or the first passing translation
     created: float = field(default_factory=time.time)
     dispatch: list | None = None      # its dispatch rule (settings per shape, dispatch.py), when it has one
 
@@ -201,9 +202,7 @@ class Optimizer:
                     self._check_stop()
                     batch = self._ask()
                 self._gate_batch(batch)
-                new_best = selection.maybe_move_best(self.gate, self.best, batch, self.rules,
-                                                     candidate=self._candidate, save=self._write_history)
-                self._record(batch, new_best)
+                self._record(batch, self._settle(batch))
         except StopRun as stop:
             self.stop_reason, self.stop_detail = stop.reason, stop.detail
         except Exhausted as exc:
@@ -233,13 +232,13 @@ class Optimizer:
             self.profile_seconds = st.get("profile_seconds", {})
             self.elapsed_before = st.get("elapsed_s", 0.0)
             self.settled = st.get("settled", True)
-            self.initial = next((a for a in self.attempts if a.proposer == "initial"), None)
+            self.initial = next((a for a in self.attempts if a.proposer == "initial" or a.baseline), None)
             bests = [a for a in self.attempts if a.best]
             self.best = bests[-1] if bests else self.initial
             for a in self.attempts:
                 self._remember(a)
             self.progress(f"[kforge] resuming at iteration {self.iteration} with {len(self.attempts)} attempts recorded")
-        if self.initial is None or self.initial.status != "passed":
+        if self.task.initial is not None and (self.initial is None or self.initial.status != "passed"):
             self._evaluate_initial()
         if not self.baselines:
             for name in self.task.baselines:
@@ -261,9 +260,22 @@ class Optimizer:
             self._write_history()
             raise KForgeError(f"the task's initial kernel fails the gate ({ev.reason}): {ev.message}",
                               hint="fix the initial kernel or the manifest first: kforge eval MANIFEST")
-        a.best = True
+        a.best = a.baseline = True
         self.best = a
         self._write_history()
+
+    def _settle(self, batch: list[Attempt]) -> Attempt | None:
+        """The iteration's new best (or None); while there is no baseline, its first attempt that
+        passes the gate and the holdout becomes the baseline first (:mod:`kernel_forge.translation`)."""
+        if translation.translating(self):
+            base = translation.choose_baseline(self.gate, batch, candidate=self._candidate, save=self._write_history)
+            if base is None:
+                return None
+            self.initial = self.best = base
+            self.progress(f"[kforge]   baseline {base.id}: {translation.origin(base)['note']}; "
+                          f"{base.score_us:.2f} µs, every speedup is measured against it")
+        return selection.maybe_move_best(self.gate, self.best, batch, self.rules,
+                                         candidate=self._candidate, save=self._write_history)
 
     def _unsettled_batch(self) -> list[Attempt] | None:
         """The iteration a kill interrupted: gate what is pending without asking again, then decide
@@ -298,7 +310,7 @@ class Optimizer:
         batch: list[Attempt] = []
         for i, p in enumerate(result.proposals):
             slot = self._slot_of(p, i, slots)
-            p.parent = p.parent or (slot.fix.id if slot.fix else self.best.id)
+            p.parent = p.parent or (slot.fix.id if slot.fix else self.best.id if self.best else None)
             batch.extend(self._record_proposal(p, slot, self._calls_of(p, result, files)))
         if result.unreachable and not result.proposals:
             self._write_history()
@@ -352,6 +364,8 @@ class Optimizer:
         """``k`` distinct directions from the diagnosis, those not yet given since the best changed first."""
         if k <= 0:
             return []
+        if translation.translating(self):
+            return translation.directions(k)
         used = {a.direction for a in self.attempts if a.iteration > self.best.iteration and a.direction}
         pool = list(dict.fromkeys(directions(self._diagnosis(), k + len(used))))
         if not pool:
@@ -655,6 +669,8 @@ class Optimizer:
         dirs = [s.direction for s in slots]
         if not self.proposer.needs_prompt:
             return ProposalRequest(system="", prompt="", n=len(slots), iteration=iteration, directions=dirs)
+        if translation.translating(self):
+            return translation.request(self, slots, iteration)
         c = self.config
         body = lambda a: self.bodies.get(a.id, a.id)  # noqa: E731
         shown = feedback.choose_shown(self.attempts, self.best, self.initial, iteration=iteration, body=body,
@@ -714,8 +730,9 @@ class Optimizer:
                 rejected[a.reason] = rejected.get(a.reason, 0) + 1
         rej = ", ".join(f"{k} {v}" for k, v in sorted(rejected.items())) or "none"
         gated = sum(a.evaluation is not None for a in self.attempts)
+        best = f"best {self.best.id} x{self.speedup():.2f} vs initial" if self.best else "no baseline yet"
         self.progress(f"[kforge] iteration {self.iteration}/{self.config.max_iterations}: {gated} gated, "
-                      f"rejected: {rej}; best {self.best.id} x{self.speedup():.2f} vs initial; "
+                      f"rejected: {rej}; {best}; "
                       f"${self.cost_usd:.4f}, {self.tokens['input'] + self.tokens['output']} tokens")
 
     def _finish(self) -> dict:

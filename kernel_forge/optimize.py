@@ -160,6 +160,24 @@ def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = 
     return TuneProposer(templates, skip=done)
 
 
+def baseline_kind(task: Task, prop: ProposerConfig) -> str:
+    """What a run's speedups are measured against: ``initial`` (the task's initial kernel), else
+    ``translation`` (the first passing translation of a model or replay) or ``template`` (the
+    tuner's first passing template setting)."""
+    if task.initial is not None:
+        return "initial"
+    return "template" if prop.kind == "tune" else "translation"
+
+
+def check_baseline(task: Task, prop: ProposerConfig) -> None:
+    """A task without an initial kernel needs proposals that can become its baseline."""
+    if task.initial is None and prop.kind == "tune" and not task.templates:
+        raise InputError(f"{task.path}: the task has no initial kernel and no templates, so the built-in tuner has "
+                         "nothing to start from",
+                         hint="give a model (--model anthropic:MODEL or openai:MODEL) or --replay to translate the "
+                              "reference into a first kernel, or add \"initial\" to the manifest")
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -229,9 +247,13 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
               runs_dir: str | Path = "runs", progress=lambda m: None, *, gate=None, proposer=None) -> Optimizer:
     """A new run folder and its optimizer.  ``gate`` and ``proposer`` replace the ones built from
     ``gate_opts`` and ``prop`` (anything with their interface: tests pass fakes, embedders their own)."""
+    from .generated import check_usable
+
     task = load_task(manifest)
+    review = check_usable(task, progress)       # a generated task: accepted or edited, or exit 2 here
     check_budget_prices(prop, loop.budget_usd)
     if proposer is None:
+        check_baseline(task, prop)
         proposer = make_proposer(prop, task)
     if gate is None:
         gate = make_gate(task, gate_opts)
@@ -240,8 +262,9 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
         "task": task.name, "manifest": str(Path(manifest).resolve()), "kernel_forge": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": sys.argv,
         "hashes": {"task": task.hash(), "manifest": _sha(task.path), "reference": _sha(task.reference.path),
-                   "initial": _sha(task.initial), "harness": harness_hash()},
-        "loop": loop.to_json(), "gate": asdict(gate_opts), "proposer": asdict(prop)})
+                   "initial": _sha(task.initial) if task.initial is not None else None, "harness": harness_hash()},
+        "loop": loop.to_json(), "gate": asdict(gate_opts), "proposer": asdict(prop),
+        "baseline": baseline_kind(task, prop), "generated": review.evidence() if review is not None else None})
     run.write_json("manifest.json", task.raw)
     run.write_json("env.json", environment_fingerprint(gate.device_info(), gate.calibrate()))
     retrieved = _retrieval(task, loop, gate, progress)
@@ -280,6 +303,15 @@ def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str |
 
     task = load_task(manifest)
     device = calibration = None
+    if task.initial is None:               # the first call translates the reference
+        from . import translation
+        if device_file is not None:
+            from .device_description import load
+            device, calibration = load(device_file)
+        static, dynamic = translation.prompt_parts(
+            task, reference_source=task.reference.path.read_text(encoding="utf-8"), device=device,
+            calibration=calibration, failures=[], hints=hints, direction=translation.directions(1)[0])
+        return system_prompt(), static, dynamic
     log = ""
     if device_file is not None:
         from .device_description import load

@@ -80,7 +80,7 @@ def task_files(task: Task) -> set[Path]:
     for a in task.args:
         if a.is_buffer and a.init is not None and a.init.kind == "npy":
             files.add(task.path.parent / a.init.get("path"))
-    return {f.resolve() for f in files}
+    return {f.resolve() for f in files if f is not None}
 
 
 def _approved_copy(data: dict, ap: Path, task_name: str, dest: Path) -> dict | None:
@@ -110,8 +110,10 @@ def plan_approval(run_path, approvals_path, copy_to, tolerance: float) -> dict:
     best_cu = run.path / "best.cu"
     if not best or not best_cu.is_file():
         raise InputError(f"{run.path}: the run has no best kernel")
-    if best.get("holdout") is None:
-        raise InputError(f"{run.path}: the best kernel is the initial kernel ({best.get('id')}); nothing to approve")
+    if best.get("holdout") is None or best.get("id") == (summary.get("initial") or {}).get("id"):
+        what = ("the initial kernel" if (summary.get("initial") or {}).get("origin", "task") == "task"
+                else "the run's baseline (the first passing translation)")
+        raise InputError(f"{run.path}: the best kernel is {what} ({best.get('id')}); nothing to approve")
     if not best["holdout"].get("passed", False):
         raise InputError(f"{run.path}: the best kernel failed the final holdout check; it cannot be approved")
     task = load_task(meta["manifest"])
@@ -141,6 +143,7 @@ def plan_approval(run_path, approvals_path, copy_to, tolerance: float) -> dict:
                 raise InputError(f"{dest}: changed since it was approved (its sha256 differs from {ap}); "
                                  "it is left as it is", hint="restore it, or remove it to approve anew")
             backup = dest.with_name(dest.name + ".bak")
+    baseline = _baseline_copy(run, summary, task, data, ap, dest_dir)
     entry = {"task": task.name, "manifest": _rel(Path(meta["manifest"]), ap.parent),
              "kernel": _rel(dest, ap.parent), "sha256": hashlib.sha256(new).hexdigest(),
              "speedup_vs_initial": best["speedup_vs_initial"], "score_us": best["score_us"],
@@ -148,7 +151,32 @@ def plan_approval(run_path, approvals_path, copy_to, tolerance: float) -> dict:
              "device": ((run.read_json("env.json") or {}).get("device") or {}).get("name")}
     if rule is not None:       # settings per shape: what the approved kernel dispatches (kforge gate runs it so)
         entry["dispatch"] = rule.to_json()
-    return {"entry": entry, "data": data, "approvals": ap, "dest": dest, "source": new, "backup": backup}
+    if baseline is not None:
+        entry["baseline"], entry["baseline_sha256"] = _rel(baseline[0], ap.parent), hashlib.sha256(baseline[1]).hexdigest()
+    return {"entry": entry, "data": data, "approvals": ap, "dest": dest, "source": new, "backup": backup,
+            "baseline": baseline}
+
+
+def _baseline_copy(run, summary: dict, task: Task, data: dict, ap: Path, dest_dir: Path):
+    """(path, bytes) of the run's baseline copied beside the approved kernel, for a task without an
+    initial kernel (its speedup was measured against the first passing translation, which
+    ``kforge gate`` must time it against again); None for a task with one."""
+    if task.initial is not None:
+        return None
+    init = summary.get("initial") or {}
+    src = run.path / init.get("source_file", "")
+    if not init.get("source_file") or not src.is_file():
+        raise InputError(f"{run.path}: the task has no initial kernel and the run's baseline source is missing "
+                         f"({init.get('source_file')}); the CI gate would have nothing to compare with")
+    dest = dest_dir / f"{task.name}.baseline.cu"
+    new = src.read_bytes()
+    if dest.exists() and dest.read_bytes() != new:
+        earlier = next((e for e in data["approved"] if e["task"] == task.name and e.get("baseline")
+                        and (ap.parent / e["baseline"]).resolve() == dest.resolve()), None)
+        if earlier is None or _sha(dest) != earlier.get("baseline_sha256"):
+            raise InputError(f"{dest}: exists and is not an earlier approved baseline of {task.name} in {ap}; "
+                             "it is left as it is", hint="remove it or approve into another --copy-to folder")
+    return dest, new
 
 
 def _checked_rule(best_cu: Path, task: Task, best: dict):
@@ -186,6 +214,8 @@ def approve_run(run_path, approvals_path, copy_to, tolerance: float) -> dict:
     if ap.is_file():
         atomic_write(ap.with_name(ap.name + ".bak"), ap.read_bytes(), private=False)
     atomic_write(dest, plan["source"], private=False)
+    if plan["baseline"] is not None:
+        atomic_write(plan["baseline"][0], plan["baseline"][1], private=False)
     try:
         atomic_write(ap, text, private=False)
     except BaseException:
@@ -252,6 +282,21 @@ def run_regression(approvals_path, options: GateOptions, progress=lambda m: None
     return [r for r in results if r is not None]
 
 
+def _baseline_of(task: Task, e: dict, ap: Path) -> Path:
+    """What an approved kernel is timed against: the task's initial kernel, or (a task without
+    one) the run's baseline that approve copied beside it."""
+    if task.initial is not None:
+        return task.initial
+    if not e.get("baseline"):
+        raise InputError(f"{ap}: $.approved[{e['task']}]: the task has no initial kernel and the entry names no "
+                         "baseline to time the approved kernel against", hint="approve the run again")
+    path = (ap.parent / e["baseline"]).resolve()
+    if not path.is_file() or _sha(path) != e.get("baseline_sha256"):
+        raise InputError(f"{path}: the approved baseline is missing or changed since it was approved",
+                         hint="approve the run again")
+    return path
+
+
 def _check_entry(e: dict, task: Task, ap: Path, options: GateOptions, gate_factory, progress) -> dict:
     """One approved kernel: still correct (full gate, holdout included) and not slower than approved."""
     t0 = time.perf_counter()
@@ -280,7 +325,7 @@ def _check_entry(e: dict, task: Task, ap: Path, options: GateOptions, gate_facto
         if not ev.passed:
             row["detail"] = f"WRONG: {ev.reason}: {ev.message}"
             return row
-        init_ev, cand_ev = gate.retime([load_candidate(task.initial), cand], rounds=2)
+        init_ev, cand_ev = gate.retime([load_candidate(_baseline_of(task, e, ap)), cand], rounds=2)
         if not (init_ev.passed and cand_ev.passed):
             row.update(problem="retime", detail=f"re-measurement failed: {init_ev.reason}/{cand_ev.reason}")
             return row

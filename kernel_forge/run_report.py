@@ -12,6 +12,9 @@ def _plots(run_dir, summary: dict, attempts: list[dict]) -> list[str]:
     except ImportError:
         return []
     made = []
+    from .heatmap import draw_heatmap
+    if draw_heatmap(run_dir, summary, attempts):
+        made.append("heatmap.png")
     # 1. score of every passed attempt, in order, with the best so far
     xs, ys, best_x, best_y = [], [], [], []
     current = None
@@ -170,6 +173,38 @@ def _dispatch_lines(best: dict) -> list[str]:
     return out + [""]
 
 
+def _origin_lines(run_dir, summary: dict) -> list[str]:
+    """Where the task and the baseline came from, when either was written by a model (the
+    baseline's source is shown: every speedup of the report is measured against it)."""
+    out = []
+    gen = summary.get("generated")
+    if gen:
+        review = (f"accepted by {gen.get('accepted_by')} at {gen.get('accepted_at')} (its checks re-run)"
+                  if gen.get("accepted") else
+                  f"edited since ({', '.join(gen.get('edited') or [])}), taken as reviewed; its checks were not re-run")
+        out.append(f"- **generated task**: written by {gen.get('model')} (kforge init --describe) at {gen.get('created')}"
+                   f"; the witnesses' cross-check {gen.get('crosscheck')}; {review}")
+    init = summary.get("initial")
+    if not init:
+        if summary.get("best") is None:
+            out.append("- **no baseline**: no attempt passed the gate and the holdout, so nothing was measured "
+                       "against anything")
+        return out
+    if init.get("origin", "task") == "task":
+        return out
+    out.append(f"- **baseline {init['id']}** ({init['score_us']:.2f} µs): {init.get('note', '')}; every speedup "
+               f"(\"x initial\") is measured against it, not against a hand-written kernel")
+    try:
+        source = (run_dir.path / init["source_file"]).read_text(encoding="utf-8")
+    except (OSError, KeyError, UnicodeDecodeError):
+        return out
+    from .prompts import clip_source
+    out += ["", f"<details><summary>baseline {init['id']} source ({init.get('source_file')}, "
+                f"{'model-written' if init.get('origin') == 'translation' else 'a template setting'})</summary>", "",
+            "```cuda", clip_source(source.rstrip(), 8000), "```", "", "</details>"]
+    return out
+
+
 def write_report(run_dir, summary: dict, attempts: list[dict]) -> None:
     plots = _plots(run_dir, summary, attempts)
     best = summary.get("best") or {}
@@ -178,16 +213,19 @@ def write_report(run_dir, summary: dict, attempts: list[dict]) -> None:
              f"- attempts gated: {summary['gated']} ({summary['passed']} passed); rejected by reason: "
              + (", ".join(f"{k} {v}" for k, v in sorted(summary["rejected"].items())) or "none"),
              f"- wall time {summary['wall_seconds']:.1f} s ({summary['candidates_per_minute']} candidates/min)",
-             f"- tokens in/out {summary['tokens']['input']}/{summary['tokens']['output']}, cost ${summary['cost_usd']:.4f}",
-             ""]
+             f"- tokens in/out {summary['tokens']['input']}/{summary['tokens']['output']}, cost ${summary['cost_usd']:.4f}"]
+    lines += _origin_lines(run_dir, summary) + [""]
     if best:
+        init = summary.get("initial") or {}
+        against = ("the initial kernel" if init.get("origin", "task") == "task" else
+                   f"the baseline {init.get('id')} (a {init.get('origin')})")
         lines += [f"## Best: {best['id']} ({best['proposer']} {best['label']})", "",
-                  f"score {best['score_us']:.2f} µs, x{best['speedup_vs_initial']:.2f} vs the initial kernel"
+                  f"score {best['score_us']:.2f} µs, x{best['speedup_vs_initial']:.2f} vs {against}"
                   + "".join(f", x{v:.2f} vs {k}" for k, v in best["speedup_vs_baselines"].items() if v)
                   + _slower_text(best),
                   "; hidden (holdout) cases with fresh inputs: "
                   + ("passed" if (best.get("holdout") or {}).get("passed") else
-                     "not run (the initial kernel is still the best)" if best.get("holdout") is None else
+                     f"not run ({against} is still the best)" if best.get("holdout") is None else
                      f"FAILED ({best['holdout'].get('reason')})"), ""]
         lines += _diagnosis_lines(summary)
         lines += _dispatch_lines(best)
@@ -204,8 +242,9 @@ def write_report(run_dir, summary: dict, attempts: list[dict]) -> None:
                          + (f" {_variant_text(r.get('variant'))} |" if rule else ""))
         lines.append("")
     lines += _profile_lines(run_dir, attempts)
+    from .heatmap import CAPTION
     for p in plots:
-        lines += [f"![{p}]({p})", ""]
+        lines += [f"![{p}]({p})", ""] + ([CAPTION, ""] if p == "heatmap.png" else [])
     lines += ["## Attempts", "", "| id | it | proposer | label | defines | verdict | score µs |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for a in attempts:
         d = " ".join(f"{k}={v}" for k, v in sorted(a.get("defines", {}).items()))

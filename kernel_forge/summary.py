@@ -72,9 +72,11 @@ def build_summary(opt) -> dict:
         "tokens": dict(opt.tokens), "cost_usd": round(opt.cost_usd, 6), "per_model": opt.per_model,
         "proposer": opt.proposer.name, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "best": None, "initial": None, "baselines": {}, "directions": _directions(opt.attempts), "diagnosis": None,
+        "generated": (opt.run_dir.read_json("run.json", check=False) or {}).get("generated"),
     }
     if initial is not None:
-        summary["initial"] = {"id": initial.id, "score_us": initial.score_us}
+        from .translation import origin
+        summary["initial"] = {"id": initial.id, "score_us": initial.score_us, **origin(initial)}
     for name, ev in opt.baselines.items():
         summary["baselines"][name] = {"score_us": ev.get("score_us"), "passed": ev.get("passed")}
     if best is not None:

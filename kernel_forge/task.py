@@ -92,7 +92,7 @@ class Task:
     signature: Signature
     reference: CallableRef
     baselines: dict[str, CallableRef]
-    initial: Path
+    initial: Path | None             # None: the first passing translation becomes the baseline
     args: tuple[Arg, ...]            # in signature order
     launch: Launch | None
     tolerance: Tolerance
@@ -115,6 +115,12 @@ class Task:
     @property
     def outputs(self) -> tuple[Arg, ...]:
         return tuple(a for a in self.args if a.output)
+
+    @property
+    def generated(self) -> dict | None:
+        """The manifest's ``generated`` block (a task ``kforge init --describe`` wrote), or None."""
+        block = self.raw.get("generated")
+        return block if isinstance(block, dict) else None
 
     def cases_with(self, *roles: str) -> tuple[Case, ...]:
         return tuple(c for c in self.cases if c.role in roles)
@@ -289,7 +295,7 @@ def _build(data: dict, path: Path) -> Task:
         if b.kind != "python":
             raise _err("baselines must be Python callables (they run on CuPy arrays)", file,
                        f"$.baselines.{k}")
-    initial = _resolve(base, data["initial"], file, "$.initial")
+    initial = _resolve(base, data["initial"], file, "$.initial") if "initial" in data else None
     templates = tuple(_resolve(base, rel, file, f"$.templates[{i}]")
                       for i, rel in enumerate(data.get("templates", [])))
 

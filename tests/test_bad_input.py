@@ -480,6 +480,69 @@ def _approve_initial_is_best(tmp):
             [str(run), "is the initial kernel", "nothing to approve"])
 
 
+# -- issue 21: generated tasks (kforge init --describe) and tasks without an initial kernel --------
+DESCRIBED = Path(__file__).resolve().parent / "data" / "describe"
+DESCRIPTION = ("Leaky ReLU over n float32 values: y[i] = x[i] where x[i] > 0, else 0.01 * x[i]. "
+               "n can be any size, including 1.")
+
+
+def _described(tmp, recorded: str) -> Path:
+    """A task written from recorded answers, its CUDA witness stood in for by NumPy (no GPU here)."""
+    from kernel_forge.crosscheck import OutputsWitness
+    from kernel_forge.describe import DescribeConfig, describe_task
+
+    def witness(task, cand, case, inputs):
+        x = inputs.buffers["x"]
+        return {"y": np.where(x > 0, x, np.float32(0.01) * x).astype(np.float32)}
+
+    res = describe_task("relu_like", DESCRIPTION, tmp / "task", DescribeConfig(replay=str(DESCRIBED / recorded)),
+                        runner=OutputsWitness(witness, name="numpy"))
+    return res.manifest
+
+
+def _generated_not_accepted(tmp):
+    m = _described(tmp, "relu_like")
+    return (["optimize", str(m), "--runs-dir", str(tmp / "runs")],
+            [str(m), "$.generated", "has not been accepted", "kforge validate --accept"])
+
+
+def _generated_witnesses_disagree(tmp):
+    m = _described(tmp, "relu_like_off_by_one")
+    return (["optimize", str(m), "--runs-dir", str(tmp / "runs")],
+            [str(m), "did not agree", "y[256]: reference 0.0, CUDA witness", "validate --accept"])
+
+
+def _describe_empty(tmp):
+    return (["init", "relu_like", "--describe", "  ", "--replay", str(DESCRIBED / "relu_like"), "--dir", str(tmp / "t")],
+            ["--describe", "is empty"])
+
+
+def _describe_too_long(tmp):
+    return (["init", "relu_like", "--describe", "y = relu(x). " * 400, "--replay", str(DESCRIBED / "relu_like"),
+             "--dir", str(tmp / "t")], ["--describe", "5199 characters long", "at most 4000"])
+
+
+def _tuner_without_initial_or_templates(tmp):
+    m = edit(_m(tmp), lambda d: d.pop("initial"))
+    return (["optimize", str(m), "--runs-dir", str(tmp / "runs")],
+            [str(m), "no initial kernel and no templates", "--model"])
+
+
+def _accept_a_hand_written_task(tmp):
+    m = _m(tmp)
+    return ["validate", "--accept", str(m)], [str(m), "not a generated task"]
+
+
+GENERATED_ROWS = [
+    Bad("optimize: a generated task not accepted yet", _generated_not_accepted),
+    Bad("optimize: a generated task whose two witnesses disagreed", _generated_witnesses_disagree),
+    Bad("init --describe with an empty description", _describe_empty),
+    Bad("init --describe with a description that is too long", _describe_too_long),
+    Bad("optimize with the tuner: no initial kernel and no templates", _tuner_without_initial_or_templates),
+    Bad("validate --accept of a hand-written task", _accept_a_hand_written_task),
+]
+
+
 BAD = [
     # the issue's list
     Bad("approve with a damaged approvals file", _approve_damaged_approvals),
@@ -551,6 +614,8 @@ BAD = [
     Bad("approve --tolerance 1.5", _approve_tolerance, found="checked only after the copy was made"),
     Bad("approve a run whose best is the initial kernel", _approve_initial_is_best,
         found="approved the initial kernel as x1.00"),
+    # generated tasks and tasks without an initial kernel (issue 21)
+    *GENERATED_ROWS,
 ]
 
 
