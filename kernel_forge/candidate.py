@@ -8,10 +8,13 @@ Header lines (anywhere in the file, conventionally at the top) start with ``// k
     // kforge: tune BLOCK = [64, 128, 256, 512]
     // kforge: define BLOCK = 256
     // kforge: constraint BLOCK <= 1024
+    // kforge: cooperative = true
 
 ``tune`` declares the values a tuner may try; ``define`` fixes the value used now (default: the
 first tune value).  Every tunable reaches the compiler as ``-DNAME=VALUE`` and may be used in
-launch expressions.  Lines without a header use the manifest's launch.
+launch expressions.  Lines without a header use the manifest's launch.  ``cooperative = true``
+launches the kernel with ``cuLaunchCooperativeKernel`` so that ``cooperative_groups::this_grid()
+.sync()`` works; the gate checks that the whole grid fits on the GPU at once.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ _ASSIGN = re.compile(r"^(grid|block|shared_mem)\s*=\s*(.+)$")
 _TUNE = re.compile(r"^tune\s+([A-Za-z_]\w*)\s*=\s*(.+)$")
 _DEFINE = re.compile(r"^define\s+([A-Za-z_]\w*)\s*=\s*(.+)$")
 _CONSTRAINT = re.compile(r"^constraint\s+(.+)$")
+_COOPERATIVE = re.compile(r"^cooperative\s*=\s*(\S+)$")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class Launch:
     grid: tuple[str | int, ...]
     block: tuple[str | int, ...]
     shared_mem: str | int = 0
+    cooperative: bool = False          #: cuLaunchCooperativeKernel: every block co-resident, grid-wide sync allowed
 
     def resolve(self, variables: dict) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
         grid = tuple(expressions.evaluate_int(e, variables, what="grid size") for e in self.grid)
@@ -49,7 +54,10 @@ class Launch:
         return pad(grid), pad(block), smem
 
     def to_json(self) -> dict:
-        return {"grid": list(self.grid), "block": list(self.block), "shared_mem": self.shared_mem}
+        d = {"grid": list(self.grid), "block": list(self.block), "shared_mem": self.shared_mem}
+        if self.cooperative:
+            d["cooperative"] = True
+        return d
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,8 @@ class Candidate:
             lines.append(f"// kforge: block = {fmt(self.launch.block)}")
             if self.launch.shared_mem not in (0, "0"):
                 lines.append(f"// kforge: shared_mem = {self.launch.shared_mem}")
+            if self.launch.cooperative:
+                lines.append("// kforge: cooperative = true")
         for k, values in sorted(self.tunables.items()):
             lines.append(f"// kforge: tune {k} = [{', '.join(str(v) for v in values)}]")
         for k, v in sorted(self.defines.items()):
@@ -366,6 +376,7 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
     tunables: dict[str, tuple] = {}
     defines: dict[str, int | float] = {}
     constraints: list[str] = []
+    cooperative = False
     lines_of: dict[str, int] = {}
     for lineno, raw in enumerate(source.splitlines(), start=1):
         m = _HEADER.match(raw)
@@ -395,10 +406,17 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
             lines_of["define " + d.group(1)] = lineno
         elif c := _CONSTRAINT.match(text):
             constraints.append(str(_expr(c.group(1), file=name, line=lineno)))
+        elif co := _COOPERATIVE.match(text):
+            value = co.group(1).lower()
+            if value not in ("true", "false"):
+                raise CandidateError(f"cooperative must be true or false, got {co.group(1)!r}", file=name,
+                                     line=lineno)
+            cooperative = value == "true"
+            lines_of["cooperative"] = lineno
         else:
             raise CandidateError(
                 f"unknown kforge header {text!r}", file=name, line=lineno,
-                hint="use grid = [...], block = [...], shared_mem = EXPR, tune NAME = [...], "
+                hint="use grid = [...], block = [...], shared_mem = EXPR, cooperative = true, tune NAME = [...], "
                      "define NAME = VALUE or constraint EXPR")
     if (grid is None) != (block is None):
         raise CandidateError("a kforge header needs both grid and block", file=name,
@@ -408,7 +426,12 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
             raise CandidateError(f"define {k} = {defines[k]} is not among its tune values {list(values)}",
                                  file=name, line=lines_of.get("define " + k))
         defines.setdefault(k, values[0])
-    launch = Launch(grid, block, smem) if grid is not None else None
+    if cooperative and grid is None:
+        raise CandidateError("cooperative = true needs the kernel's own grid and block in its kforge header",
+                             file=name, line=lines_of["cooperative"],
+                             hint="add // kforge: grid = [...] and // kforge: block = [...] sized so every block "
+                                  "fits on the GPU at once")
+    launch = Launch(grid, block, smem, cooperative) if grid is not None else None
     return Candidate(source=source, name=name, launch=launch, tunables=tunables,
                      defines=defines, constraints=tuple(constraints))
 

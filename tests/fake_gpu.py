@@ -16,6 +16,7 @@ import numpy as np
 from kernel_forge.dtypes import BY_NAME
 from kernel_forge.gpu import driver as real_driver
 from kernel_forge.gpu.fingerprint import host_fingerprint
+from kernel_forge.gpu.mask import host_mask, unmask_at
 from kernel_forge.task import Tolerance
 from kernel_forge.verify import element_checks
 
@@ -123,8 +124,10 @@ class _Event:
 
 
 def _fingerprint_kernel(grid, block, args):
-    array, nbytes, key, out = args
+    array, nbytes, key, out, mkey, masked = args
     raw = array.a.reshape(-1).view(np.uint8)[:int(nbytes)]
+    if int(masked):
+        raw = host_mask(raw, int(mkey))
     with np.errstate(over="ignore"):
         out.a[0] = np.uint64(out.a[0]) + np.uint64(host_fingerprint(raw, int(key)))
 
@@ -134,9 +137,15 @@ def _compare_kernel(name: str):
     dtype = BY_NAME[dname]
 
     def run(grid, block, args):
-        a, e, n, atol, rtol, _floor, _poison, check_poison, counts, maxes, mask, want = args
-        bits = a.a[:int(n)].view(dtype.numpy)
-        el = element_checks(bits, e.a[:int(n)], dtype, Tolerance(float(atol), float(rtol)),
+        a, e, n, atol, rtol, _floor, _poison, check_poison, counts, maxes, mask, want, akey, amasked, ekey, emasked = args
+        stored = a.a[:int(n)]
+        if int(amasked):
+            stored = unmask_at(stored, np.arange(int(n)), int(akey))
+        expected = e.a[:int(n)]
+        if int(emasked):
+            expected = unmask_at(expected, np.arange(int(n)), int(ekey))
+        bits = stored.view(dtype.numpy)
+        el = element_checks(bits, expected, dtype, Tolerance(float(atol), float(rtol)),
                             check_poison=bool(check_poison))
         counts.a[0] += int(el.bad.sum())
         counts.a[1] += int(el.unwritten.sum())
@@ -149,12 +158,26 @@ def _compare_kernel(name: str):
     return run
 
 
+def _mask_kernel(grid, block, args):
+    src, dst, n, key = args
+    dst.a[:int(n)] = unmask_at(src.a[:int(n)].copy(), np.arange(int(n)), int(key))
+
+
+#: every kf_ kernel launched through a RawModule, by name (tests read it)
+KF_LAUNCHES: list[str] = []
+
+
 class _RawModule:
     def __init__(self, code="", options=()):
         self.code = code
 
     def get_function(self, name):
-        return _compare_kernel(name)
+        fn = _mask_kernel if name.startswith("kf_mask_") else _compare_kernel(name)
+
+        def launch(grid, block, args):
+            KF_LAUNCHES.append(name)
+            fn(grid, block, args)
+        return launch
 
 
 def make_cupy():
@@ -188,9 +211,48 @@ def make_cupy():
     cuda.runtime = types.SimpleNamespace(memGetInfo=lambda: (64 << 20, 141 << 30))
     cuda.UnownedMemory = lambda ptr, size, owner: types.SimpleNamespace(ptr=ptr, size=size)
     cuda.MemoryPointer = lambda mem, offset: types.SimpleNamespace(ptr=mem.ptr + offset)
+    class _Memory:                          # cupy.cuda.Memory: a raw allocation
+        def __init__(self, size):
+            self.a = MEM.alloc(size)
+            self.size = int(size)
+            self.ptr = int(self.a.ctypes.data)
+
+    class _Pool:                            # cupy.cuda.MemoryPool(allocator=...): no reuse here
+        instances: list = []
+
+        def __init__(self, allocator=None):
+            self.allocator = allocator
+            self.freed = 0
+            _Pool.instances.append(self)
+
+        def malloc(self, size):
+            return self.allocator(size)
+
+        def free_all_blocks(self):
+            self.freed += 1
+
+    class _Using:
+        def __init__(self, allocator):
+            self.allocator = allocator
+
+        def __enter__(self):
+            ALLOCATORS.append(self.allocator)
+            return self
+
+        def __exit__(self, *exc):
+            ALLOCATORS.pop()
+            return False
+
+    cuda.Memory = _Memory
+    cuda.MemoryPool = _Pool
+    cuda.using_allocator = _Using
     cp.cuda = cuda
     cp.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: None)
     return cp
+
+
+#: allocators made current with cupy.cuda.using_allocator (a Python baseline's scrubbed pool)
+ALLOCATORS: list = []
 
 
 # -- the driver --------------------------------------------------------------------------------
@@ -237,10 +299,14 @@ class FakeModule:
         pass
 
 
-def _launch(module, grid, block, smem, stream_ptr, args):
+def _launch(module, grid, block, smem, stream_ptr, args, *, cooperative=False):
     values = [h.value for h in args._holders]
     LAUNCHES.append((tuple(grid), tuple(block)))
+    COOPERATIVE.append(bool(cooperative))
     KERNEL["run"](values, module)
+
+
+COOPERATIVE: list[bool] = []
 
 
 def _ok(*out):
@@ -318,7 +384,12 @@ def install(monkeypatch) -> None:
     monkeypatch.setattr(real_driver, "synchronize", lambda call="": None)
     monkeypatch.setattr(fp_mod, "_kernel", None)
     monkeypatch.setattr(compare_mod, "_kernels", {})
+    import kernel_forge.gpu.mask as mask_mod
+    monkeypatch.setattr(mask_mod, "_module", None)
     LAUNCHES.clear()
+    COOPERATIVE.clear()
+    KF_LAUNCHES.clear()
+    ALLOCATORS.clear()
 
 
 def floats(ptr: int, n: int) -> np.ndarray:
