@@ -220,6 +220,9 @@ def check_constants_intact(obs: Observation, ctx: RunContext) -> Finding | None:
         if names:
             return Finding("tampered", f"__constant__ variable(s) {', '.join(names)} changed during the run (seen "
                                        f"after the {stage}): a store to constant memory through a pointer")
+    if obs.state_image_changed:
+        return Finding("tampered", "the copy of the module's initial globals that the gate restores them from was "
+                                   "written to during the run (a write outside the kernel's own buffers)")
     return None
 
 

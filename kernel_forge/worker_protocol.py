@@ -221,6 +221,7 @@ class Observation:
     initial_fingerprints: dict[str, tuple[int, int]] = field(default_factory=dict)
     globals_changed: dict[str, list[str]] = field(default_factory=dict)  #: stage -> module globals the launch changed
     constants_changed: dict[str, list[str]] = field(default_factory=dict)  #: stage -> __constant__ variables whose bytes changed
+    state_image_changed: bool = False  #: the load-time image the globals are restored from was written to
     timing: Timing | None = None
     warmup: int = 0                    #: untimed launches actually made
     reps: int = 0                      #: timed launches actually made

@@ -163,6 +163,22 @@ def _mask_kernel(grid, block, args):
     dst.a[:int(n)] = unmask_at(src.a[:int(n)].copy(), np.arange(int(n)), int(key))
 
 
+def _state_copy(grid, block, args):
+    table, n = args
+    for a, b, nbytes, _sym in table.a.reshape(-1, 4)[:int(n)]:
+        MEM.resolve(int(a), int(nbytes))[:] = MEM.resolve(int(b), int(nbytes))
+
+
+def _state_diff(grid, block, args):
+    table, n, flags = args
+    for a, b, nbytes, sym in table.a.reshape(-1, 4)[:int(n)]:
+        if not np.array_equal(MEM.resolve(int(a), int(nbytes)), MEM.resolve(int(b), int(nbytes))):
+            flags.a[int(sym)] = 1
+
+
+_STATE = {"kf_state_copy": _state_copy, "kf_state_diff": _state_diff}
+
+
 #: every kf_ kernel launched through a RawModule, by name (tests read it)
 KF_LAUNCHES: list[str] = []
 
@@ -172,7 +188,7 @@ class _RawModule:
         self.code = code
 
     def get_function(self, name):
-        fn = _mask_kernel if name.startswith("kf_mask_") else _compare_kernel(name)
+        fn = (_mask_kernel if name.startswith("kf_mask_") else _STATE.get(name) or _compare_kernel(name))
 
         def launch(grid, block, args):
             KF_LAUNCHES.append(name)
@@ -183,7 +199,7 @@ class _RawModule:
 def make_cupy():
     cp = types.ModuleType("cupy")
     cp.__version__ = "fake"
-    cp.uint8, cp.uint64, cp.int64, cp.float32 = np.uint8, np.uint64, np.int64, np.float32
+    cp.uint8, cp.uint32, cp.uint64, cp.int64, cp.float32 = np.uint8, np.uint32, np.uint64, np.int64, np.float32
     cp.asarray = lambda x, dtype=None: x if isinstance(x, FakeArray) else _new(np.asarray(x, dtype=dtype))
     cp.asnumpy = lambda x: x.a.copy()
     cp.empty_like = lambda x: _new(np.empty_like(x.a))
@@ -195,6 +211,10 @@ def make_cupy():
     def add(x, y, out=None):            # what cupy_add baselines call
         if out is None:
             return _new(x.a + y.a)
+        if ALLOCATORS:                  # like CuPy: a temporary from the current allocator first
+            tmp = ALLOCATORS[-1](x.a.nbytes)
+            TEMPORARIES.append(tmp.ptr)
+            MEM.resolve(tmp.ptr, x.a.nbytes).view(x.a.dtype)[:] = x.a + y.a
         np.add(x.a, y.a, out=out.a)
         return out
 
@@ -253,6 +273,8 @@ def make_cupy():
 
 #: allocators made current with cupy.cuda.using_allocator (a Python baseline's scrubbed pool)
 ALLOCATORS: list = []
+#: device pointers of the temporaries a baseline's cupy.add made through that allocator
+TEMPORARIES: list = []
 
 
 # -- the driver --------------------------------------------------------------------------------
@@ -385,11 +407,14 @@ def install(monkeypatch) -> None:
     monkeypatch.setattr(fp_mod, "_kernel", None)
     monkeypatch.setattr(compare_mod, "_kernels", {})
     import kernel_forge.gpu.mask as mask_mod
+    import kernel_forge.gpu.module_state as state_mod
     monkeypatch.setattr(mask_mod, "_module", None)
+    monkeypatch.setattr(state_mod, "_module", None)
     LAUNCHES.clear()
     COOPERATIVE.clear()
     KF_LAUNCHES.clear()
     ALLOCATORS.clear()
+    TEMPORARIES.clear()
 
 
 def floats(ptr: int, n: int) -> np.ndarray:

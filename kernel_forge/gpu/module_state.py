@@ -145,19 +145,92 @@ def plan_ranges(symbols: list[GlobalVar], found: dict[str, tuple[int, int]]) -> 
     return out
 
 
+#: at most this many writable globals are restored with one cuMemcpyDtoDAsync each; more (a
+#: kernel including cooperative_groups or libcu++ headers has hundreds of 1-8 byte constexpr
+#: statics in .nv.global) with one ``kf_state_copy`` kernel over a table of chunks
+MEMCPY_MAX = 4
+#: bytes per chunk of the kernel path (a 64 MB global is 1,024 blocks' work)
+CHUNK = 64 << 10
+
+#: the harness kernels of the kernel path: copy chunks (restore, snapshot) and find changed ones
+STATE_SOURCE = r"""
+typedef unsigned long long u64;
+struct kf_chunk { u64 a, b, bytes, sym; };
+// a[i] = b[i] for every chunk (dst = a, src = b)
+extern "C" __global__ void kf_state_copy(const kf_chunk* t, unsigned int n) {
+    for (unsigned int r = blockIdx.x; r < n; r += gridDim.x) {
+        const u64 dst = t[r].a, src = t[r].b, bytes = t[r].bytes;
+        if (((dst | src | bytes) & 15) == 0) {
+            uint4* d = (uint4*)dst; const uint4* s = (const uint4*)src;
+            for (u64 i = threadIdx.x; i < bytes / 16; i += blockDim.x) d[i] = s[i];
+        } else if (((dst | src | bytes) & 3) == 0) {
+            unsigned int* d = (unsigned int*)dst; const unsigned int* s = (const unsigned int*)src;
+            for (u64 i = threadIdx.x; i < bytes / 4; i += blockDim.x) d[i] = s[i];
+        } else {
+            unsigned char* d = (unsigned char*)dst; const unsigned char* s = (const unsigned char*)src;
+            for (u64 i = threadIdx.x; i < bytes; i += blockDim.x) d[i] = s[i];
+        }
+    }
+}
+// differs[sym] = 1 for every chunk whose bytes at a and b differ
+extern "C" __global__ void kf_state_diff(const kf_chunk* t, unsigned int n, unsigned int* differs) {
+    for (unsigned int r = blockIdx.x; r < n; r += gridDim.x) {
+        const u64 x = t[r].a, y = t[r].b, bytes = t[r].bytes;
+        int d = 0;
+        if (((x | y | bytes) & 7) == 0) {
+            const u64* p = (const u64*)x; const u64* q = (const u64*)y;
+            for (u64 i = threadIdx.x; i < bytes / 8; i += blockDim.x) d |= p[i] != q[i];
+        } else {
+            const unsigned char* p = (const unsigned char*)x; const unsigned char* q = (const unsigned char*)y;
+            for (u64 i = threadIdx.x; i < bytes; i += blockDim.x) d |= p[i] != q[i];
+        }
+        d = __syncthreads_or(d);
+        if (threadIdx.x == 0 && d) differs[t[r].sym] = 1u;
+    }
+}
+"""
+_BLOCK = 256
+_MAX_BLOCKS = 4096
+_module = None
+
+
+def _kernel(name: str):
+    import cupy
+
+    global _module
+    if _module is None:
+        _module = cupy.RawModule(code=STATE_SOURCE)
+    return _module.get_function(name)
+
+
+def chunk_table(pairs: list[tuple[int, int, int, int]]) -> "np.ndarray":
+    """(a, b, bytes, symbol index) per range, split into chunks of at most CHUNK bytes: the
+    ``kf_chunk`` table the state kernels read (an (n, 4) uint64 array)."""
+    import numpy as np
+
+    rows = []
+    for a, b, nbytes, sym in pairs:
+        for at in range(0, nbytes, CHUNK):
+            rows.append((a + at, b + at, min(CHUNK, nbytes - at), sym))
+    return np.asarray(rows, dtype=np.uint64).reshape(-1, 4)
+
+
 class ModuleState:
     """The load-time image of a loaded module's globals.
 
     Build it right after ``driver.Module(cubin, entry)`` and before any launch.  ``restore(stream)``
-    puts every writable global back; ``changed(key, stream)`` names the globals (and ``__constant__``
+    puts every writable global back; ``changed(stream)`` names the globals (and ``__constant__``
     variables) whose bytes differ from the load-time image now (evidence: which state a launch left
-    behind; a changed constant is a verdict)."""
+    behind; a changed constant is a verdict); ``image_intact(stream)`` says whether the load-time
+    image itself (a harness buffer a candidate could reach) is still what was snapshotted."""
 
     def __init__(self, module, cubin: bytes):
         import cupy
 
         from . import driver
+        from .fingerprint import fingerprint, new_key
 
+        self._cp = cupy
         self.globals, _sections = module_globals(cubin, constants=True)
         self.names = [g.name for g in self.globals if not g.constant]
         self.missing: list[str] = []
@@ -185,10 +258,56 @@ class ModuleState:
         end = max((r.pristine + r.size for r in self.ranges), default=0)
         self._buffer = cupy.empty(max(1, end), dtype=cupy.uint8)
         base = int(self._buffer.data.ptr)
-        for r in self.ranges:   # synchronous: the module has not run yet
+        self._writable = [r for r in self.ranges if not r.constant]
+        self._constants = [r for r in self.ranges if r.constant]
+        self.kernel_path = len(self._writable) > MEMCPY_MAX
+        # constants: always by memcpy (the driver's way into constant banks), into the image and,
+        # for each check, into a scratch copy the diff kernel compares
+        for r in self._constants:
             harness_call(drv.cuMemcpyDtoD(base + r.pristine, r.ptr, r.size),
-                         f"cuMemcpyDtoD(module global snapshot of {r.label}, {r.size} bytes)")
-        self._restore = [r for r in self.ranges if not r.constant]
+                         f"cuMemcpyDtoD(__constant__ snapshot of {r.label}, {r.size} bytes)")
+        const_end = max((r.pristine + r.size for r in self._constants), default=0)
+        self._scratch = cupy.empty(max(1, const_end), dtype=cupy.uint8) if self._constants else None
+        idx = {r.label: i for i, r in enumerate(self.ranges)}
+        self._restore_table = self._snap_table = None
+        if self.kernel_path:
+            self._restore_table = cupy.asarray(chunk_table(
+                [(r.ptr, base + r.pristine, r.size, idx[r.label]) for r in self._writable]))
+            self._snap_table = cupy.asarray(chunk_table(
+                [(base + r.pristine, r.ptr, r.size, idx[r.label]) for r in self._writable]))
+            stream = cupy.cuda.Stream(non_blocking=True)
+            self._launch("kf_state_copy", self._snap_table, stream, "module global snapshot (kf_state_copy)")
+            stream.synchronize()
+        else:
+            for r in self._writable:   # synchronous: the module has not run yet
+                harness_call(drv.cuMemcpyDtoD(base + r.pristine, r.ptr, r.size),
+                             f"cuMemcpyDtoD(module global snapshot of {r.label}, {r.size} bytes)")
+        scratch = int(self._scratch.data.ptr) if self._scratch is not None else 0
+        pairs = []          # (bytes now, bytes then): a constant's "now" is its scratch copy
+        for r in self.ranges:
+            live = scratch + r.pristine if r.constant else r.ptr
+            pairs.append((live, base + r.pristine, r.size, idx[r.label]))
+        self._diff_table = cupy.asarray(chunk_table(pairs)) if pairs else None
+        self._image_key = new_key()
+        stream = cupy.cuda.Stream(non_blocking=True)
+        self._image_fp = fingerprint(self._buffer, self._image_key, stream) if self.ranges else 0
+
+    def _launch(self, name: str, table, stream, what: str, *extra) -> None:
+        import numpy as np
+
+        n = int(table.shape[0])
+        if not n:
+            return
+        grid = max(1, min(_MAX_BLOCKS, n))
+        try:
+            with stream:
+                _kernel(name)((grid,), (_BLOCK,), (table, np.uint32(n), *extra))
+        except Exception as exc:  # noqa: BLE001 - CuPy's launch errors: the harness's own
+            text = str(exc)
+            from . import driver
+            if any(code in text for code in driver.STICKY):
+                raise
+            raise HarnessFault(what, exc) from None
 
     @property
     def complete(self) -> bool:
@@ -197,34 +316,55 @@ class ModuleState:
         return not self.missing
 
     def restore(self, stream) -> None:
-        """Stream-ordered copies of the load-time image back over every writable global."""
-        if not self._restore:
+        """Stream-ordered: the load-time image back over every writable global (one copy per
+        global, or one ``kf_state_copy`` launch when there are more than MEMCPY_MAX)."""
+        if not self._writable:
+            return
+        if self.kernel_path:
+            self._launch("kf_state_copy", self._restore_table, stream, "module global restore (kf_state_copy)")
             return
         from . import driver
 
         drv = driver._driver()
         base = int(self._buffer.data.ptr)
         s = drv.CUstream(stream.ptr)
-        for r in self._restore:
+        for r in self._writable:
             harness_call(drv.cuMemcpyDtoDAsync(r.ptr, base + r.pristine, r.size, s),
                          f"cuMemcpyDtoDAsync(module global restore of {r.label})")
 
-    def changed(self, key: int, stream, *, constants: bool = False) -> list[str]:
+    def changed(self, stream, *, constants: bool = False) -> list[str]:
         """Names of the writable globals (``constants``: of the ``__constant__`` variables) whose
-        bytes now differ from the load-time image (keyed fingerprints, one synchronisation)."""
-        import cupy
-
-        from .fingerprint import fingerprint_many
+        bytes now differ from the load-time image (one diff kernel, one read back)."""
+        import numpy as np
 
         picked = [r for r in self.ranges if r.constant == constants]
-        if not picked:
+        if not picked or self._diff_table is None:
             return []
-        now = [cupy.ndarray(r.size, dtype=cupy.uint8,
-                            memptr=cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(r.ptr, r.size, self), 0))
-               for r in picked]
-        then = [self._buffer[r.pristine:r.pristine + r.size] for r in picked]
-        fps = fingerprint_many(now + then, key, stream)
-        return [r.label for r, a, b in zip(picked, fps[:len(picked)], fps[len(picked):]) if a != b]
+        cp = self._cp
+        if constants:
+            from . import driver
+
+            drv = driver._driver()
+            scratch = int(self._scratch.data.ptr)
+            s = drv.CUstream(stream.ptr)
+            for r in self._constants:
+                harness_call(drv.cuMemcpyDtoDAsync(scratch + r.pristine, r.ptr, r.size, s),
+                             f"cuMemcpyDtoDAsync(__constant__ check of {r.label})")
+        with stream:
+            flags = cp.zeros(len(self.ranges), dtype=cp.uint32)
+        self._launch("kf_state_diff", self._diff_table, stream, "module global check (kf_state_diff)", flags)
+        got = np.asarray(flags.get(stream=stream))
+        wanted = {r.label for r in picked}
+        return [r.label for i, r in enumerate(self.ranges) if got[i] and r.label in wanted]
+
+    def image_intact(self, stream) -> bool:
+        """The load-time image is still what was snapshotted (keyed fingerprint): a candidate that
+        rewrote it could make every "restore" hand it its own state back."""
+        if not self.ranges:
+            return True
+        from .fingerprint import fingerprint
+
+        return fingerprint(self._buffer, self._image_key, stream) == self._image_fp
 
 
 def harness_call(result, what: str):

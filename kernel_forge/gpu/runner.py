@@ -440,12 +440,14 @@ class CaseRunner:
 
         def changed(stage_name: str) -> None:
             if loaded is not None and loaded.state.ranges:
-                names = loaded.state.changed(run_key, stream)
+                names = loaded.state.changed(stream)
                 if names:
                     obs.globals_changed[stage_name] = list(names)
-                consts = loaded.state.changed(run_key, stream, constants=True)
+                consts = loaded.state.changed(stream, constants=True)
                 if consts:
                     obs.constants_changed[stage_name] = list(consts)
+                if not loaded.state.image_intact(stream):
+                    obs.state_image_changed = True
 
         def const_after(stage_name: str) -> None:
             if bufs.const:
