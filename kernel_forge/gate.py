@@ -407,12 +407,14 @@ class Gate:
             ev.message = f"compute-sanitizer {bad[0].tool}: {bad[0].message}"
             ev.score_us = None
 
-    def retime(self, candidates: list[Candidate], rounds: int = 2) -> list[Evaluation]:
+    def retime(self, candidates: list[Candidate], rounds: int = 2, *,
+               check_after_timing: bool = True) -> list[Evaluation]:
         """Measure candidates side by side: ``rounds`` interleaved passes over the performance
-        cases (outputs still verified), samples pooled per case."""
+        cases (outputs still verified, the timed ones too unless ``check_after_timing`` is off, as
+        under --quick), samples pooled per case."""
         saved = self.options
-        quick = replace(saved, extra_draws=0, repeat_check=False, check_after_timing=True, fresh_seeds=[],
-                        fail_fast=False, sanitize=False)   # the re-timed launches are verified too
+        quick = replace(saved, extra_draws=0, repeat_check=False, check_after_timing=check_after_timing,
+                        fresh_seeds=[], fail_fast=False, sanitize=False)
         runs: list[list[Evaluation]] = [[] for _ in candidates]
         try:
             self.options = quick
