@@ -214,8 +214,32 @@ def test_the_corpus_includes_issue_19s_refused_kernel():
 
 # -- on the GPU ---------------------------------------------------------------------------------
 
+def _compile_one(job: tuple[str, str]) -> str:
+    path, cache = job
+    os.environ["KFORGE_CACHE_DIR"] = cache
+    cand = load_candidate(path)
+    compile_source(cand.source, arch="sm_90", defines=cand.compile_defines(), file_label=Path(path).name)
+    return path
+
+
 @pytest.fixture(scope="module")
-def honest_gates():
+def precompiled(tmp_path_factory):
+    """The corpus compiled once, in parallel, into this session's compile cache (the gate's
+    compiles of the CUB and cooperative-groups kernels take 5-15 s each): the GPU tests then time
+    the gate, not NVRTC.  Compiled for sm_90, the H200's arch; on another GPU the gate compiles
+    for its own arch again."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    cache = str(tmp_path_factory.getbasetemp() / "cubin-cache")
+    jobs = [(str(p), cache) for p in FILES]
+    with ProcessPoolExecutor(max_workers=max(1, min(8, (os.cpu_count() or 2) - 1)),
+                             mp_context=mp.get_context("spawn")) as pool:
+        return list(pool.map(_compile_one, jobs))
+
+
+@pytest.fixture(scope="module")
+def honest_gates(precompiled):
     made: dict[str, Gate] = {}
     yield made
     for gate in made.values():
