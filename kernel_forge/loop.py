@@ -135,7 +135,8 @@ def candidate_from_proposal(p: Proposal, name: str) -> Candidate:
     cand = parse_candidate(p.source, name=name)
     launch = cand.launch
     if p.launch:
-        tool = Launch(tuple(p.launch["grid"]), tuple(p.launch["block"]), p.launch.get("shared_mem", 0))
+        tool = Launch(tuple(p.launch["grid"]), tuple(p.launch["block"]), p.launch.get("shared_mem", 0),
+                      bool(p.launch.get("cooperative", False)))
         if launch is None:
             launch = tool
         elif not _same_launch(launch, tool):

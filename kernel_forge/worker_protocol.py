@@ -158,7 +158,7 @@ class RunPlan:
     warmup_budget_s: float = 0.025     #: GPU time the warm-up launches may take
     extra_warmup: int = 0              #: added to the warm-up count (so launches cannot be counted)
     flush: bool = True                 #: flush the L2 before every timed launch; else warm it
-    after_timing: bool = True          #: poison before every timed launch; keep the last and one chosen timed launch's outputs
+    after_timing: bool = True          #: keep the last and one chosen timed launch's outputs for the checks (outputs are poisoned before every timed launch either way)
     snap_fraction: float = 0.5         #: which timed launch's outputs are kept: int(fraction * reps)
     compare: str = "gpu"               #: "gpu": compare on the GPU; "cpu": send the stage outputs instead; "none"
     keep: bool = True                  #: keep the stage outputs on the GPU for a Sample request
