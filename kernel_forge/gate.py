@@ -225,8 +225,10 @@ class Gate:
                 self._worker.close(kill=True)
                 self.restarts += 1
             self._worker = Worker(self.task.path, self.options.device, resident_bytes=self.options.resident_bytes)
-            self.device = self._worker.device
             offset = getattr(self._worker, "clock_offset", None)
+            self.device = dict(self._worker.device)
+            if offset:                    # recorded with the device in env.json
+                self.device["clock_offset"] = offset
             if offset and offset.get("warning") and offset != self.clock_offset:
                 self.progress(f"[kforge] warning: {offset['warning']}")
             self.clock_offset = offset
