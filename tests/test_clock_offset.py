@@ -121,3 +121,30 @@ def test_the_spin_kernel_compiles_for_sm90_without_spills():
     res = compile_source(clock_offset.SOURCE, arch="sm_90", file_label="spin.cu").resources
     assert res.get("spill_stores", 0) + res.get("spill_loads", 0) == 0
     assert clock_offset.KERNEL.startswith("kf_")     # a harness kernel for the clock's bookkeeping
+
+
+@pytest.mark.gpu
+def test_the_worker_measures_the_offset_on_this_gpu_and_caches_it(cache):
+    """A fresh cache: the worker measures the offset when it starts; a second worker reads it."""
+    from kernel_forge.gate import Gate
+    from kernel_forge.task import load_task
+
+    from conftest import ROOT
+
+    task = load_task(ROOT / "manifests" / "vector_add.json")
+    with Gate(task) as gate:
+        gate.ensure_gpu()
+        got = gate.clock_offset
+        if gate._worker.clock != "cupti":
+            pytest.skip(f"no kernel clock here: {gate._worker.clock}")
+        print(json.dumps(got))
+        assert got["source"] == "measured", got
+        assert 0.0 <= got["offset_us"] <= clock_offset.MAX_US
+        assert len(got["samples"]["R"]) >= 3 and len(got["samples"]["N"]) >= 3
+        if gate.device["name"] in clock_offset.KNOWN_US:    # the H200: within the cross-check's band
+            assert got["warning"] == "", got["warning"]
+        assert gate.device["clock_offset"] == got            # recorded with the device (env.json)
+    with Gate(task) as again:
+        again.ensure_gpu()
+        assert again.clock_offset["source"] == "cached"
+        assert again.clock_offset["offset_us"] == pytest.approx(got["offset_us"], abs=1e-3)
