@@ -254,3 +254,20 @@ def test_cooperative_needs_the_kernels_own_launch_header():
     cand = parse_candidate(COOP.replace("GRID", "8"), name="x.cu")
     again = parse_candidate(cand.render(), name="x.cu")
     assert again.launch.cooperative and again.launch == cand.launch
+
+
+def test_a_harness_call_raises_a_harness_fault_except_for_sticky_errors_and_oom(monkeypatch):
+    import kernel_forge.gpu.driver as real_driver
+    from kernel_forge.gpu.module_state import HarnessFault, harness_call
+
+    names = {1: "CUDA_ERROR_INVALID_VALUE", 700: "CUDA_ERROR_ILLEGAL_ADDRESS", 2: "CUDA_ERROR_OUT_OF_MEMORY"}
+    monkeypatch.setattr(real_driver, "_driver", lambda: __import__("types").SimpleNamespace(
+        CUresult=__import__("types").SimpleNamespace(CUDA_SUCCESS=0)))
+    monkeypatch.setattr(real_driver, "error_name", lambda status: (names[status], ""))
+    with pytest.raises(HarnessFault, match="a copy of mine"):
+        harness_call((1,), "a copy of mine")
+    for status, kind in ((700, "cuda"), (2, "out_of_memory")):
+        with pytest.raises(CudaError) as info:
+            harness_call((status,), "a copy of mine")
+        assert classify(info.value).kind == kind
+    assert harness_call((0, 42), "fine") == 42

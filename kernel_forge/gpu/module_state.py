@@ -375,6 +375,6 @@ def harness_call(result, what: str):
     try:
         return driver.check(result, what)
     except CudaError as exc:
-        if exc.code in driver.STICKY:
-            raise
+        if exc.code in driver.STICKY or "OUT_OF_MEMORY" in exc.code:
+            raise                      # the candidate's crash seen late, or the GPU out of memory
         raise HarnessFault(what, exc) from None
