@@ -10,13 +10,16 @@ Header lines (anywhere in the file, conventionally at the top) start with ``// k
     // kforge: constraint BLOCK <= 1024
     // kforge: dispatch n >= 1048576 -> BLOCK=512
     // kforge: dispatch default -> BLOCK=256
+    // kforge: cooperative = true
 
 ``tune`` declares the values a tuner may try; ``define`` fixes the value used now (default: the
 first tune value).  Every tunable reaches the compiler as ``-DNAME=VALUE`` and may be used in
 launch expressions.  Lines without a header use the manifest's launch.  ``dispatch`` lines give
 settings per shape (see :mod:`kernel_forge.dispatch`): each case runs with the setting of the
 first line whose condition holds for its variables; the kernel's ``defines`` are then those of
-the ``default`` line.
+the ``default`` line.  ``cooperative = true`` launches the kernel with ``cuLaunchCooperativeKernel``
+so that ``cooperative_groups::this_grid().sync()`` works; the gate checks that the whole grid fits
+on the GPU at once.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ _ASSIGN = re.compile(r"^(grid|block|shared_mem)\s*=\s*(.+)$")
 _TUNE = re.compile(r"^tune\s+([A-Za-z_]\w*)\s*=\s*(.+)$")
 _DEFINE = re.compile(r"^define\s+([A-Za-z_]\w*)\s*=\s*(.+)$")
 _CONSTRAINT = re.compile(r"^constraint\s+(.+)$")
+_COOPERATIVE = re.compile(r"^cooperative\s*=\s*(\S+)$")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class Launch:
     grid: tuple[str | int, ...]
     block: tuple[str | int, ...]
     shared_mem: str | int = 0
+    cooperative: bool = False          #: cuLaunchCooperativeKernel: every block co-resident, grid-wide sync allowed
 
     def resolve(self, variables: dict) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
         grid = tuple(expressions.evaluate_int(e, variables, what="grid size") for e in self.grid)
@@ -55,7 +60,10 @@ class Launch:
         return pad(grid), pad(block), smem
 
     def to_json(self) -> dict:
-        return {"grid": list(self.grid), "block": list(self.block), "shared_mem": self.shared_mem}
+        d = {"grid": list(self.grid), "block": list(self.block), "shared_mem": self.shared_mem}
+        if self.cooperative:
+            d["cooperative"] = True
+        return d
 
 
 @dataclass(frozen=True)
@@ -136,6 +144,8 @@ class Candidate:
             lines.append(f"// kforge: block = {fmt(self.launch.block)}")
             if self.launch.shared_mem not in (0, "0"):
                 lines.append(f"// kforge: shared_mem = {self.launch.shared_mem}")
+            if self.launch.cooperative:
+                lines.append("// kforge: cooperative = true")
         for k, values in sorted(self.tunables.items()):
             lines.append(f"// kforge: tune {k} = [{', '.join(str(v) for v in values)}]")
         for k, v in sorted(self.defines.items()):
@@ -376,6 +386,7 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
     defines: dict[str, int | float] = {}
     constraints: list[str] = []
     rule_lines: list[dispatch_rule.RawLine] = []
+    cooperative = False
     lines_of: dict[str, int] = {}
     for lineno, raw in enumerate(source.splitlines(), start=1):
         m = _HEADER.match(raw)
@@ -407,10 +418,17 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
             constraints.append(str(_expr(c.group(1), file=name, line=lineno)))
         elif dispatch_rule.is_dispatch(text):
             rule_lines.append(dispatch_rule.parse_line(text, file=name, line=lineno))
+        elif co := _COOPERATIVE.match(text):
+            value = co.group(1).lower()
+            if value not in ("true", "false"):
+                raise CandidateError(f"cooperative must be true or false, got {co.group(1)!r}", file=name,
+                                     line=lineno)
+            cooperative = value == "true"
+            lines_of["cooperative"] = lineno
         else:
             raise CandidateError(
                 f"unknown kforge header {text!r}", file=name, line=lineno,
-                hint="use grid = [...], block = [...], shared_mem = EXPR, tune NAME = [...], "
+                hint="use grid = [...], block = [...], shared_mem = EXPR, cooperative = true, tune NAME = [...], "
                      "define NAME = VALUE, constraint EXPR or dispatch CONDITION -> NAME=VALUE, ...")
     if (grid is None) != (block is None):
         raise CandidateError("a kforge header needs both grid and block", file=name,
@@ -425,7 +443,12 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
         rule = dispatch_rule.build_rule(rule_lines, tunables=tunables, defines=defines,
                                         constraints=tuple(constraints), file=name)
         defines = dict(rule.default.defines)
-    launch = Launch(grid, block, smem) if grid is not None else None
+    if cooperative and grid is None:
+        raise CandidateError("cooperative = true needs the kernel's own grid and block in its kforge header",
+                             file=name, line=lines_of["cooperative"],
+                             hint="add // kforge: grid = [...] and // kforge: block = [...] sized so every block "
+                                  "fits on the GPU at once")
+    launch = Launch(grid, block, smem, cooperative) if grid is not None else None
     return Candidate(source=source, name=name, launch=launch, tunables=tunables,
                      defines=defines, constraints=tuple(constraints), dispatch=rule)
 

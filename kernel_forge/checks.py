@@ -87,8 +87,32 @@ def check_launch_limits(ctx: LoadContext) -> Finding | None:
     return Finding("launch_config", "; ".join(problems)) if problems else None
 
 
+def check_cooperative(ctx: LoadContext) -> Finding | None:
+    """A cooperative launch (``// kforge: cooperative = true``) needs every block resident at once:
+    at most (blocks per SM for this block size and shared memory) x (SMs) blocks."""
+    launch, facts = ctx.launch, ctx.facts
+    if launch is None or not getattr(launch, "cooperative", False) or facts is None:
+        return None
+    if not facts.cooperative:
+        return Finding("launch_config", "this GPU does not support cooperative launches "
+                                        "(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH is 0)")
+    per_sm = facts.occupancy.get((launch.threads, launch.shared_mem))
+    if per_sm is None:
+        return None                    # occupancy unknown: the driver refuses a grid too large itself
+    sms = int(ctx.device.get("sms") or 0)
+    fits = per_sm * sms
+    if launch.blocks > fits:
+        limit = f"{facts.registers} registers per thread, {facts.static_smem} B static + {launch.shared_mem} B dynamic " \
+                "shared memory"
+        return Finding("launch_config",
+                       f"cooperative launch of {launch.blocks} blocks of {launch.threads} threads: at most "
+                       f"{per_sm} blocks per SM x {sms} SMs = {fits} can be resident at once ({limit}); "
+                       f"use a grid of at most {fits} blocks (a grid-stride loop covers the rest)")
+    return None
+
+
 PRE_CHECKS: list[Callable[[LoadContext], Finding | None]] = [
-    check_signature_sizes, check_launch_resolves, check_launch_limits,
+    check_signature_sizes, check_launch_resolves, check_launch_limits, check_cooperative,
 ]
 
 
@@ -187,6 +211,18 @@ def check_expected_intact(obs: Observation, ctx: RunContext) -> Finding | None:
         if before != after:
             return Finding("tampered", f"the initial values of {name} kept on the GPU changed during the run "
                                        "(a write outside the kernel's own buffers)")
+    return None
+
+
+def check_constants_intact(obs: Observation, ctx: RunContext) -> Finding | None:
+    """``__constant__`` memory is read-only to kernels: its bytes are what the module was loaded with."""
+    for stage, names in obs.constants_changed.items():
+        if names:
+            return Finding("tampered", f"__constant__ variable(s) {', '.join(names)} changed during the run (seen "
+                                       f"after the {stage}): a store to constant memory through a pointer")
+    if obs.state_image_changed:
+        return Finding("tampered", "the copy of the module's initial globals that the gate restores them from was "
+                                   "written to during the run (a write outside the kernel's own buffers)")
     return None
 
 
@@ -323,7 +359,7 @@ def check_plausible(obs: Observation, ctx: RunContext) -> Finding | None:
 
 
 RUN_CHECKS: list[Callable[[Observation, RunContext], Finding | None]] = [
-    check_inputs_unchanged, check_expected_intact, check_sample, check_first_launch, check_repeat_identical,
+    check_inputs_unchanged, check_expected_intact, check_constants_intact, check_sample, check_first_launch, check_repeat_identical,
     check_after_timing, check_kept_copy, check_mid_timing, check_plausible,
 ]
 

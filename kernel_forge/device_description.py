@@ -196,8 +196,10 @@ def render(device: dict | None, calibration: dict | None, task=None) -> str:
               f"- NVRTC compiles the file to a CUBIN for {d['arch']} (`--gpu-architecture={d['arch']}`), C++17, "
               "`-lineinfo`, no `--use_fast_math` (expf, sinf, division are the accurate versions unless you call "
               "the intrinsics, e.g. __expf, yourself); each tunable or define arrives as `-DNAME=VALUE`.",
-              "- One plain `cuLaunchKernel` per timed run (not a cooperative launch; no device-side launches), with "
-              "the grid, block and dynamic shared memory of your `// kforge:` header or the task's default launch.",
+              "- One `cuLaunchKernel` per timed run (no device-side launches), with the grid, block and dynamic shared "
+              "memory of your `// kforge:` header or the task's default launch; `// kforge: cooperative = true` "
+              "launches it with `cuLaunchCooperativeKernel` instead, so `cooperative_groups::this_grid().sync()` works "
+              f"(then every block must be resident at once: at most blocks-per-SM x {d['sms']} SMs).",
               "- Every timed launch starts with a cold L2: the whole L2 is evicted before each launch (lines "
               "marked evict-last included), outside the timed window; nothing from one launch is cached for the next.",
               "- Every launch starts from the module's initial globals (`__device__` variables are restored), "

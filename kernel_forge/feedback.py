@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .prompts import PromptAttempt
+from .verdict import NOT_THE_KERNELS_FAULT
 
 if TYPE_CHECKING:
     from .loop import Attempt
@@ -83,7 +84,7 @@ def choose_shown(attempts: list["Attempt"], best: "Attempt", initial: "Attempt |
         history.append(a)
         chars += size(a)
     failures: dict[str, "Attempt"] = {}
-    for a in reversed(attempts):
-        if a.status == "failed" and len(failures) < failures_in_prompt:
+    for a in reversed(attempts):   # a harness or reference failure is not the kernel's: never shown as one
+        if a.status == "failed" and a.reason not in NOT_THE_KERNELS_FAULT and len(failures) < failures_in_prompt:
             failures.setdefault(body(a), a)
     return Shown(history=history, failures=list(reversed(list(failures.values()))), crossover=crossover)

@@ -119,6 +119,7 @@ class Worker:
         self.pid = ready.pid
         self.clock = ready.clock
         self.resident_bytes = ready.resident_bytes
+        self.clock_offset = ready.clock_offset
 
     def _recv(self, timeout: float, what: str):
         if not self.conn.poll(timeout):
@@ -213,6 +214,9 @@ class Gate:
         if self.options.sanitize:
             from .sanitizer import find_sanitizer
             find_sanitizer()   # says clearly, before any work, that the tool is missing
+        from .gpu.clock_offset import env_offset
+        env_offset()           # a bad KFORGE_CLOCK_OFFSET_US is refused before any worker starts
+        self.clock_offset: dict | None = None   #: the worker's launch offset (gpu/clock_offset.py)
 
     # -- worker management ------------------------------------------------------------------
     def worker(self) -> Worker:
@@ -221,7 +225,13 @@ class Gate:
                 self._worker.close(kill=True)
                 self.restarts += 1
             self._worker = Worker(self.task.path, self.options.device, resident_bytes=self.options.resident_bytes)
-            self.device = self._worker.device
+            offset = getattr(self._worker, "clock_offset", None)
+            self.device = dict(self._worker.device)
+            if offset:                    # recorded with the device in env.json
+                self.device["clock_offset"] = offset
+            if offset and offset.get("warning") and offset != self.clock_offset:
+                self.progress(f"[kforge] warning: {offset['warning']}")
+            self.clock_offset = offset
         return self._worker
 
     def _drop_worker(self) -> None:
@@ -405,12 +415,14 @@ class Gate:
             ev.message = f"compute-sanitizer {bad[0].tool}: {bad[0].message}"
             ev.score_us = None
 
-    def retime(self, candidates: list[Candidate], rounds: int = 2) -> list[Evaluation]:
+    def retime(self, candidates: list[Candidate], rounds: int = 2, *,
+               check_after_timing: bool = True) -> list[Evaluation]:
         """Measure candidates side by side: ``rounds`` interleaved passes over the performance
-        cases (outputs still verified), samples pooled per case."""
+        cases (outputs still verified, the timed ones too unless ``check_after_timing`` is off, as
+        under --quick), samples pooled per case."""
         saved = self.options
-        quick = replace(saved, extra_draws=0, repeat_check=False, check_after_timing=True, fresh_seeds=[],
-                        fail_fast=False, sanitize=False)   # the re-timed launches are verified too
+        quick = replace(saved, extra_draws=0, repeat_check=False, check_after_timing=check_after_timing,
+                        fresh_seeds=[], fail_fast=False, sanitize=False)
         runs: list[list[Evaluation]] = [[] for _ in candidates]
         try:
             self.options = quick
@@ -455,8 +467,8 @@ class Gate:
                              rest_timeout=o.timing_timeout_s if timed else o.launch_timeout_s,
                              what=what, on_need=on_need)
         except WorkerError as exc:
-            if exc.reason in ("timeout", "worker_died") or exc.sticky:
-                self._drop_worker()
+            if exc.reason in ("timeout", "worker_died", "harness_error") or exc.sticky:
+                self._drop_worker()     # a harness fault: start the next request from a fresh worker
             raise
 
     def _run_cases(self, spec: KernelSpec, ev: Evaluation, roles, time_cases: bool, only: set[str] | None,

@@ -24,7 +24,7 @@ from .gatelike import GateLike
 from .prompts import PromptAttempt, build_prompt_parts, system_prompt, write_prompt
 from .proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult, Proposer
 from .task import Task
-from .verdict import Evaluation
+from .verdict import NOT_THE_KERNELS_FAULT, Evaluation
 
 #: reasons the loop gives itself, before any GPU time (the attempt has no evaluation)
 NOT_GATED = ("duplicate", "launch_conflict", "bad_candidate")
@@ -138,7 +138,8 @@ def candidate_from_proposal(p: Proposal, name: str) -> Candidate:
     cand = parse_candidate(p.source, name=name)
     launch = cand.launch
     if p.launch:
-        tool = Launch(tuple(p.launch["grid"]), tuple(p.launch["block"]), p.launch.get("shared_mem", 0))
+        tool = Launch(tuple(p.launch["grid"]), tuple(p.launch["block"]), p.launch.get("shared_mem", 0),
+                      bool(p.launch.get("cooperative", False)))
         if launch is None:
             launch = tool
         elif not _same_launch(launch, tool):
@@ -343,7 +344,7 @@ class Optimizer:
         for members in groups.values():
             first = members[0]
             if all(m.status == "failed" for m in members) and first.reason != "duplicate" \
-                    and self._fix_depth(first) < self.config.fix_turns:
+                    and first.reason not in NOT_THE_KERNELS_FAULT and self._fix_depth(first) < self.config.fix_turns:
                 out.append(first)
         return out
 
@@ -572,6 +573,8 @@ class Optimizer:
         a.reason, a.message, a.score_us = ev.reason, ev.message, ev.score_us
         self._write_history()
         mark = f"{ev.score_us:9.2f} µs" if ev.passed and ev.score_us else f"{a.reason}"
+        if a.reason == "harness_error":     # kernel_forge's fault: said so, never fed back as the kernel's
+            mark += f" (kernel_forge's own fault, not the kernel's: {ev.message[:160]})"
         where = f" (GPU {ev.device})" if ev.device is not None and ev.device != 0 else ""
         self.progress(f"[kforge]   {a.id} {a.proposer:>10} {a.label[:28]:28} "
                       f"{' '.join(f'{k}={v}' for k, v in sorted(a.defines.items()))[:40]:40} {mark}{where}")

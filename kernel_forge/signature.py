@@ -1,8 +1,10 @@
 """Parse ``extern "C" __global__ void name(params)`` into typed parameters.
 
-Supported parameters: pointers (``const`` or not, ``__restrict__``) to, and scalars of, the
-types in :mod:`kernel_forge.dtypes`.  Anything else (references, arrays, structs, templates,
-pointers to pointers, default values) is refused with a caret under the offending text.
+Supported parameters: pointers (``const`` or not, ``__restrict__``, ``__grid_constant__``) to, and
+scalars of, the types in :mod:`kernel_forge.dtypes`.  Anything else (references, arrays,
+structs, templates, pointers to pointers, default values) is refused with a caret under the
+offending text.  Function attributes (``__launch_bounds__(...)``, ``__maxnreg__(...)``,
+``__cluster_dims__(...)``, ``__noinline__``) may stand before or after ``void``.
 """
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from dataclasses import dataclass
 from .dtypes import AMBIGUOUS, C_TYPES, DType
 from .errors import SignatureError
 
-_QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile"}
-_HEAD = re.compile(r'^\s*extern\s+"C"\s+__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+'
-                   r'(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(')
+_QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile", "__grid_constant__"}
+#: attributes a kernel declaration may carry around ``void`` (arguments without nested parentheses)
+_ATTR = r'(?:(?:__launch_bounds__|__maxnreg__|__cluster_dims__)\s*\([^()]*\)\s*|__noinline__\s+|__forceinline__\s+)*'
+_HEAD = re.compile(r'^\s*extern\s+"C"\s+' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
+                   + r'([A-Za-z_]\w*)\s*\(')
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -142,8 +146,8 @@ def _parse_param(piece: str, flat: str, col: int) -> Param:
                  text=piece)
 
 
-_ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+'
-                    r'(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(')
+_ENTRY = re.compile(r'extern\s+"C"\s+' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
+                    + r'([A-Za-z_]\w*)\s*\(')
 
 
 def find_entry(source: str, name: str) -> tuple[Signature, int] | None:

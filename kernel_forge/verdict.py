@@ -30,13 +30,19 @@ REASONS = {
     "implausible": "faster than this GPU's memory bandwidth or arithmetic rate allows",
     "sanitizer": "compute-sanitizer reported an error",
     "reference_error": "the reference failed (a problem with the task, not the candidate)",
-    "harness_error": "kernel_forge itself failed (please report)",
+    "harness_error": "kernel_forge's own machinery failed (a snapshot, copy, memset or comparison of its own; the "
+                     "message says which): not a verdict on the kernel (please report)",
     "skipped": "not run because an earlier case failed",
     "duplicate": "the same normalised source, launch and defines as an earlier attempt (not gated again)",
     "launch_conflict": "the kernel's kforge header and the proposal's launch say different things",
     "tampered": "memory the gate keeps for checking (expected values, initial values) changed during the run, "
                 "or the GPU comparison disagreed with elements the gate sampled",
 }
+
+
+#: reasons that say nothing about the kernel: the harness or the task's reference failed.  The
+#: loop never shows such an attempt to a model as a failure to fix.
+NOT_THE_KERNELS_FAULT = frozenset({"harness_error", "reference_error"})
 
 
 @dataclass

@@ -84,13 +84,21 @@ class ResolvedLaunch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_mem: int = 0
+    cooperative: bool = False          #: launched with cuLaunchCooperativeKernel (grid-wide sync)
 
     @property
     def threads(self) -> int:
         return self.block[0] * self.block[1] * self.block[2]
 
+    @property
+    def blocks(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
     def to_json(self) -> dict:
-        return {"grid": list(self.grid), "block": list(self.block), "shared_mem": self.shared_mem}
+        d = {"grid": list(self.grid), "block": list(self.block), "shared_mem": self.shared_mem}
+        if self.cooperative:
+            d["cooperative"] = True
+        return d
 
 
 def resolve_launch(launch: Launch, case_vars: dict, defines: dict) -> ResolvedLaunch:
@@ -98,7 +106,7 @@ def resolve_launch(launch: Launch, case_vars: dict, defines: dict) -> ResolvedLa
     variables = dict(case_vars)
     variables.update(defines)
     grid, block, smem = launch.resolve(variables)
-    return ResolvedLaunch(tuple(grid), tuple(block), int(smem))
+    return ResolvedLaunch(tuple(grid), tuple(block), int(smem), bool(getattr(launch, "cooperative", False)))
 
 
 # -- load --------------------------------------------------------------------------------------
@@ -125,6 +133,7 @@ class ModuleFacts:
     occupancy: dict[tuple[int, int], int] = field(default_factory=dict)
     globals: dict[str, int] = field(default_factory=dict)  #: module globals (name -> bytes), restored before every launch
     sm: dict[str, int] = field(default_factory=dict)  #: per-SM limits: max_threads, max_blocks, registers, shared_memory, reserved_smem
+    cooperative: bool = True           #: the device supports cooperative launches (CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)
     seconds: float = 0.0               #: load and queries
 
 
@@ -149,7 +158,7 @@ class RunPlan:
     warmup_budget_s: float = 0.025     #: GPU time the warm-up launches may take
     extra_warmup: int = 0              #: added to the warm-up count (so launches cannot be counted)
     flush: bool = True                 #: flush the L2 before every timed launch; else warm it
-    after_timing: bool = True          #: poison before every timed launch; keep the last and one chosen timed launch's outputs
+    after_timing: bool = True          #: keep the last and one chosen timed launch's outputs for the checks (outputs are poisoned before every timed launch either way)
     snap_fraction: float = 0.5         #: which timed launch's outputs are kept: int(fraction * reps)
     compare: str = "gpu"               #: "gpu": compare on the GPU; "cpu": send the stage outputs instead; "none"
     keep: bool = True                  #: keep the stage outputs on the GPU for a Sample request
@@ -211,6 +220,8 @@ class Observation:
     #: initial values of in/out buffers on the GPU: (fingerprint at upload, after this run)
     initial_fingerprints: dict[str, tuple[int, int]] = field(default_factory=dict)
     globals_changed: dict[str, list[str]] = field(default_factory=dict)  #: stage -> module globals the launch changed
+    constants_changed: dict[str, list[str]] = field(default_factory=dict)  #: stage -> __constant__ variables whose bytes changed
+    state_image_changed: bool = False  #: the load-time image the globals are restored from was written to
     timing: Timing | None = None
     warmup: int = 0                    #: untimed launches actually made
     reps: int = 0                      #: timed launches actually made
@@ -227,7 +238,7 @@ class Observation:
 class Failure:
     """An error the worker saw.  The gate maps it to a reason (checks.failure_reason)."""
 
-    kind: str                          #: "cuda" | "out_of_memory" | "python" | "harness" | "no_expected"
+    kind: str                          #: "cuda" | "out_of_memory" | "harness" (kernel_forge's own machinery) | "no_expected"
     message: str
     code: str = ""                     #: CUDA error name, when there is one
     sticky: bool = False               #: the context is unusable; the worker exits after answering
@@ -250,6 +261,7 @@ class Ready:
     pid: int
     clock: str | None = None           #: "cupti" when the kernel clock is on, else why it is off
     resident_bytes: int = 0            #: GPU memory the worker keeps inputs and expected outputs in
+    clock_offset: dict | None = None   #: the kernel clock's launch offset: value, source, measurement (kernel_clock)
 
 
 def timing_counts(estimate_s: float, overhead_s: float, plan: RunPlan) -> tuple[int, int]:

@@ -16,6 +16,7 @@ import numpy as np
 from kernel_forge.dtypes import BY_NAME
 from kernel_forge.gpu import driver as real_driver
 from kernel_forge.gpu.fingerprint import host_fingerprint
+from kernel_forge.gpu.mask import host_mask, unmask_at
 from kernel_forge.task import Tolerance
 from kernel_forge.verify import element_checks
 
@@ -123,8 +124,10 @@ class _Event:
 
 
 def _fingerprint_kernel(grid, block, args):
-    array, nbytes, key, out = args
+    array, nbytes, key, out, mkey, masked = args
     raw = array.a.reshape(-1).view(np.uint8)[:int(nbytes)]
+    if int(masked):
+        raw = host_mask(raw, int(mkey))
     with np.errstate(over="ignore"):
         out.a[0] = np.uint64(out.a[0]) + np.uint64(host_fingerprint(raw, int(key)))
 
@@ -134,9 +137,15 @@ def _compare_kernel(name: str):
     dtype = BY_NAME[dname]
 
     def run(grid, block, args):
-        a, e, n, atol, rtol, _floor, _poison, check_poison, counts, maxes, mask, want = args
-        bits = a.a[:int(n)].view(dtype.numpy)
-        el = element_checks(bits, e.a[:int(n)], dtype, Tolerance(float(atol), float(rtol)),
+        a, e, n, atol, rtol, _floor, _poison, check_poison, counts, maxes, mask, want, akey, amasked, ekey, emasked = args
+        stored = a.a[:int(n)]
+        if int(amasked):
+            stored = unmask_at(stored, np.arange(int(n)), int(akey))
+        expected = e.a[:int(n)]
+        if int(emasked):
+            expected = unmask_at(expected, np.arange(int(n)), int(ekey))
+        bits = stored.view(dtype.numpy)
+        el = element_checks(bits, expected, dtype, Tolerance(float(atol), float(rtol)),
                             check_poison=bool(check_poison))
         counts.a[0] += int(el.bad.sum())
         counts.a[1] += int(el.unwritten.sum())
@@ -149,18 +158,48 @@ def _compare_kernel(name: str):
     return run
 
 
+def _mask_kernel(grid, block, args):
+    src, dst, n, key = args
+    dst.a[:int(n)] = unmask_at(src.a[:int(n)].copy(), np.arange(int(n)), int(key))
+
+
+def _state_copy(grid, block, args):
+    table, n = args
+    for a, b, nbytes, _sym in table.a.reshape(-1, 4)[:int(n)]:
+        MEM.resolve(int(a), int(nbytes))[:] = MEM.resolve(int(b), int(nbytes))
+
+
+def _state_diff(grid, block, args):
+    table, n, flags = args
+    for a, b, nbytes, sym in table.a.reshape(-1, 4)[:int(n)]:
+        if not np.array_equal(MEM.resolve(int(a), int(nbytes)), MEM.resolve(int(b), int(nbytes))):
+            flags.a[int(sym)] = 1
+
+
+_STATE = {"kf_state_copy": _state_copy, "kf_state_diff": _state_diff}
+
+
+#: every kf_ kernel launched through a RawModule, by name (tests read it)
+KF_LAUNCHES: list[str] = []
+
+
 class _RawModule:
     def __init__(self, code="", options=()):
         self.code = code
 
     def get_function(self, name):
-        return _compare_kernel(name)
+        fn = (_mask_kernel if name.startswith("kf_mask_") else _STATE.get(name) or _compare_kernel(name))
+
+        def launch(grid, block, args):
+            KF_LAUNCHES.append(name)
+            fn(grid, block, args)
+        return launch
 
 
 def make_cupy():
     cp = types.ModuleType("cupy")
     cp.__version__ = "fake"
-    cp.uint8, cp.uint64, cp.int64, cp.float32 = np.uint8, np.uint64, np.int64, np.float32
+    cp.uint8, cp.uint32, cp.uint64, cp.int64, cp.float32 = np.uint8, np.uint32, np.uint64, np.int64, np.float32
     cp.asarray = lambda x, dtype=None: x if isinstance(x, FakeArray) else _new(np.asarray(x, dtype=dtype))
     cp.asnumpy = lambda x: x.a.copy()
     cp.empty_like = lambda x: _new(np.empty_like(x.a))
@@ -172,6 +211,10 @@ def make_cupy():
     def add(x, y, out=None):            # what cupy_add baselines call
         if out is None:
             return _new(x.a + y.a)
+        if ALLOCATORS:                  # like CuPy: a temporary from the current allocator first
+            tmp = ALLOCATORS[-1](x.a.nbytes)
+            TEMPORARIES.append(tmp.ptr)
+            MEM.resolve(tmp.ptr, x.a.nbytes).view(x.a.dtype)[:] = x.a + y.a
         np.add(x.a, y.a, out=out.a)
         return out
 
@@ -188,9 +231,50 @@ def make_cupy():
     cuda.runtime = types.SimpleNamespace(memGetInfo=lambda: (64 << 20, 141 << 30))
     cuda.UnownedMemory = lambda ptr, size, owner: types.SimpleNamespace(ptr=ptr, size=size)
     cuda.MemoryPointer = lambda mem, offset: types.SimpleNamespace(ptr=mem.ptr + offset)
+    class _Memory:                          # cupy.cuda.Memory: a raw allocation
+        def __init__(self, size):
+            self.a = MEM.alloc(size)
+            self.size = int(size)
+            self.ptr = int(self.a.ctypes.data)
+
+    class _Pool:                            # cupy.cuda.MemoryPool(allocator=...): no reuse here
+        instances: list = []
+
+        def __init__(self, allocator=None):
+            self.allocator = allocator
+            self.freed = 0
+            _Pool.instances.append(self)
+
+        def malloc(self, size):
+            return self.allocator(size)
+
+        def free_all_blocks(self):
+            self.freed += 1
+
+    class _Using:
+        def __init__(self, allocator):
+            self.allocator = allocator
+
+        def __enter__(self):
+            ALLOCATORS.append(self.allocator)
+            return self
+
+        def __exit__(self, *exc):
+            ALLOCATORS.pop()
+            return False
+
+    cuda.Memory = _Memory
+    cuda.MemoryPool = _Pool
+    cuda.using_allocator = _Using
     cp.cuda = cuda
     cp.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: None)
     return cp
+
+
+#: allocators made current with cupy.cuda.using_allocator (a Python baseline's scrubbed pool)
+ALLOCATORS: list = []
+#: device pointers of the temporaries a baseline's cupy.add made through that allocator
+TEMPORARIES: list = []
 
 
 # -- the driver --------------------------------------------------------------------------------
@@ -237,10 +321,14 @@ class FakeModule:
         pass
 
 
-def _launch(module, grid, block, smem, stream_ptr, args):
+def _launch(module, grid, block, smem, stream_ptr, args, *, cooperative=False):
     values = [h.value for h in args._holders]
     LAUNCHES.append((tuple(grid), tuple(block)))
+    COOPERATIVE.append(bool(cooperative))
     KERNEL["run"](values, module)
+
+
+COOPERATIVE: list[bool] = []
 
 
 def _ok(*out):
@@ -318,7 +406,15 @@ def install(monkeypatch) -> None:
     monkeypatch.setattr(real_driver, "synchronize", lambda call="": None)
     monkeypatch.setattr(fp_mod, "_kernel", None)
     monkeypatch.setattr(compare_mod, "_kernels", {})
+    import kernel_forge.gpu.mask as mask_mod
+    import kernel_forge.gpu.module_state as state_mod
+    monkeypatch.setattr(mask_mod, "_module", None)
+    monkeypatch.setattr(state_mod, "_module", None)
     LAUNCHES.clear()
+    COOPERATIVE.clear()
+    KF_LAUNCHES.clear()
+    ALLOCATORS.clear()
+    TEMPORARIES.clear()
 
 
 def floats(ptr: int, n: int) -> np.ndarray:

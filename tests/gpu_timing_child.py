@@ -167,16 +167,17 @@ def scenario_state():
         return float(res.get()[0])
     first = run()
     second = run()                          # state kept: the value grew
-    changed = state.changed(new_key(), stream)
+    changed = state.changed(stream)
     state.restore(stream)
     stream.synchronize()
     after_restore = run()                   # back to the first launch's view
     state.restore(stream)
     stream.synchronize()
-    clean = state.changed(new_key(), stream)
+    clean = state.changed(stream)
     return {"first": first, "second": second, "after_restore": after_restore, "changed": changed,
             "clean": clean, "missing": state.missing, "complete": state.complete, "names": state.names,
-            "ranges": [(r.label, r.size) for r in state.ranges], "nbytes": state.nbytes}
+            "ranges": [(r.label, r.size) for r in state.ranges], "nbytes": state.nbytes,
+            "intact": state.image_intact(stream)}
 
 
 if __name__ == "__main__":

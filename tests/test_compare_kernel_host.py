@@ -17,6 +17,7 @@ import pytest
 
 from kernel_forge.dtypes import BY_NAME, poison_bits
 from kernel_forge.gpu.compare import kernel_source
+from kernel_forge.gpu.mask import host_mask
 from kernel_forge.task import Tolerance
 from kernel_forge.verify import OutputCheck, compare, device_expected, exact, first_entries, rel_floor
 
@@ -58,21 +59,26 @@ def build(tmp_path_factory):
             fn = getattr(ctypes.CDLL(str(lib)), name)
             fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_double, ctypes.c_double,
                            ctypes.c_double, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                           ctypes.c_void_p, ctypes.c_int]
+                           ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_int, ctypes.c_uint64,
+                           ctypes.c_int]
             built[key] = fn
         return built[key]
     return get
 
 
-def run_kernel(build, actual, ref, dtype, tol, max_report=7) -> OutputCheck:
-    """compare_on_gpu's steps, with the kernel run on the host."""
+def run_kernel(build, actual, ref, dtype, tol, max_report=7, akey=None, ekey=None) -> OutputCheck:
+    """compare_on_gpu's steps, with the kernel run on the host.  ``akey`` / ``ekey``: the stored
+    outputs / expected values are handed to the kernel masked with that key (gpu/mask.py)."""
     e = device_expected(ref, dtype, tol)
     a = np.ascontiguousarray(actual).reshape(-1).view(f"u{dtype.itemsize}")
     n = a.size
+    a_in = host_mask(a, akey) if akey is not None else a
+    e_in = host_mask(e, ekey) if ekey is not None else e
     fn = build(dtype, e.dtype.name, exact(dtype, tol))
     counts, maxes, mask = np.zeros(3, np.uint64), np.zeros(3, np.uint64), np.zeros(n, np.uint8)
-    fn(a.ctypes.data, e.ctypes.data, n, tol.atol, tol.rtol, rel_floor(dtype, tol), poison_bits(dtype), 1,
-       counts.ctypes.data, maxes.ctypes.data, mask.ctypes.data, 1)
+    fn(a_in.ctypes.data, e_in.ctypes.data, n, tol.atol, tol.rtol, rel_floor(dtype, tol), poison_bits(dtype), 1,
+       counts.ctypes.data, maxes.ctypes.data, mask.ctypes.data, 1, akey or 0, akey is not None, ekey or 0,
+       ekey is not None)
     n_bad, unwritten, nonfinite = (int(x) for x in counts)
     max_abs, max_rel, ratio = (float(x) for x in maxes.view(np.float64))
     first = []
@@ -100,3 +106,21 @@ def test_the_kernels_arithmetic_is_the_specifications(build, name, tol, n):
     assert json.dumps(got.to_json()) == json.dumps(want.to_json())
     if n > 1:
         assert not want.ok and want.unwritten > 0
+
+
+@pytest.mark.parametrize("name", ["float32", "bfloat16", "float64", "int64", "uint8"])
+def test_masked_outputs_and_expected_values_compare_as_the_plain_ones(build, name):
+    """The kernel undoes the keystream element by element (the host keystream is the kernel's,
+    compiled here from the same DEVICE source): masked inputs give the plain inputs' summary."""
+    dtype = BY_NAME[name]
+    tol = Tolerance(0, 0) if name in ("int64", "uint8") else Tolerance(1e-3, 1e-3)
+    actual, ref = planted(dtype, 4099, seed=7, tol=tol)
+    with np.errstate(all="ignore"):
+        want = compare("y", actual, ref, dtype, tol, max_report=7)
+        plain = run_kernel(build, actual, ref, dtype, tol)
+        masked = run_kernel(build, actual, ref, dtype, tol, akey=0x1234_5678_9ABC_DEF0, ekey=2**64 - 3)
+        one_side = run_kernel(build, actual, ref, dtype, tol, ekey=99)
+    assert json.dumps(plain.to_json()) == json.dumps(want.to_json())
+    assert masked.mismatches == want.mismatches and masked.unwritten == want.unwritten
+    assert (masked.max_abs, masked.max_rel, masked.tol_ratio) == (want.max_abs, want.max_rel, want.tol_ratio)
+    assert one_side.mismatches == want.mismatches

@@ -137,7 +137,8 @@ def test_the_device_section_for_matmul_f32(h200):
     assert "232448 bytes (227 KiB) in all with dynamic shared memory" in text and "the harness opts every launch in" in text
     assert "reserves 1024 bytes per block" in text
     assert "CUBIN for sm_90 (`--gpu-architecture=sm_90`), C++17, `-lineinfo`, no `--use_fast_math`" in text
-    assert "not a cooperative launch" in text and "cold L2" in text and "evict-last" in text
+    assert "`// kforge: cooperative = true`" in text and "at most blocks-per-SM x 132 SMs" in text
+    assert "cold L2" in text and "evict-last" in text
     assert "initial globals" in text and "CUPTI" in text
     assert dd.render(None, None, _task("matmul_f32")).startswith("# Device\n(unknown")
 

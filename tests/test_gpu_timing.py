@@ -65,3 +65,5 @@ def test_module_globals_are_restored_to_their_load_time_image():
     assert {"g_cache", "g_counter", "s_static", "_ZN2ns6ns_varE"} <= changed
     assert any(n.endswith("anon_varE") for n in changed)
     assert out["nbytes"] >= 4 * (1 << 18)
+    assert out["intact"]                                # the restore image itself was not touched
+    assert len(out["ranges"]) == 5                      # one per global: five take the kernel path

@@ -60,7 +60,7 @@ def test_the_device_is_fully_described_and_the_fp32_ceiling_is_the_one_shown():
     for fact in ("2048 per SM (64 warps of 32)", "at most 32 resident blocks per SM", "at most 255 per thread",
                  "233472 bytes (228 KiB) per SM", "49152 bytes (48 KiB) of static", "232448 bytes (227 KiB)",
                  "L2 60 MiB", "measured copy bandwidth 4260 GB/s", "--gpu-architecture=sm_90", "no `--use_fast_math`",
-                 "not a cooperative launch", "cold L2", "initial globals", "CUPTI"):
+                 "cuLaunchCooperativeKernel", "cold L2", "initial globals", "CUPTI"):
         assert fact in dev, fact
     assert "Task hints: m, n and k are arbitrary" in section(static, "Task")
 

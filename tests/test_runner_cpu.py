@@ -58,6 +58,9 @@ class InProcessWorker:
                 return self.runner.calibrate()
         except CaseFailure as exc:
             raise WorkerError.of(exc.failure) from None
+        except Exception as exc:   # as worker_main does: whatever else, classified
+            from kernel_forge.gpu.runner import classify
+            raise WorkerError.of(classify(exc, stage=op)) from None
         raise AssertionError(op)
 
     def close(self, kill=False):

@@ -107,17 +107,23 @@ def test_the_clock_records_kernel_activity_only_between_mark_and_pause(monkeypat
     assert [c[0] for c in cupti.calls] == ["enable", "disable", "enable", "disable"]
 
 
-@pytest.mark.parametrize("name, env, offset, source", [
-    ("NVIDIA H200", "", 0.86, "measured for NVIDIA H200"),
-    ("NVIDIA B200", "", 0.0, "not measured for NVIDIA B200: records taken as they are"),
-    ("NVIDIA B200", "1.25", 1.25, "KFORGE_CLOCK_OFFSET_US"),
-    ("NVIDIA H200", "0", 0.0, "KFORGE_CLOCK_OFFSET_US"),
-])
-def test_the_launch_offset_is_the_gpu_models_or_the_environments(monkeypatch, name, env, offset, source):
-    monkeypatch.setenv("KFORGE_CLOCK_OFFSET_US", env)
+def test_the_clock_takes_the_offset_chosen_for_its_gpu(monkeypatch, tmp_path):
+    """for_device: the environment's value, else the measured one (tests/test_clock_offset.py)."""
+    import types
+
+    from kernel_forge.gpu import clock_offset
+
+    monkeypatch.setenv("KFORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("KFORGE_CLOCK_OFFSET_US", "1.25")
+    info = types.SimpleNamespace(name="NVIDIA B200", driver_version="13.0", sms=148)
     clock = kernel_clock.KernelClock(FakeCupti())
-    clock.for_device(name)
-    assert (clock.offset_us, clock.offset_source) == (offset, source)
+    got = clock.for_device(info, stream=None)
+    assert (clock.offset_us, clock.offset_source) == (1.25, "KFORGE_CLOCK_OFFSET_US") and got["offset_us"] == 1.25
+    monkeypatch.delenv("KFORGE_CLOCK_OFFSET_US")
+    monkeypatch.setattr(clock_offset, "measure", lambda clk, stream, sms: ([2.4, 2.5, 2.45, 2.43], [1.6, 1.55, 1.62]))
+    clock.for_device(info, stream=None)
+    assert clock.offset_source == "measured" and clock.offset_us == pytest.approx(2.45 - 1.6 + 0.0, abs=0.03)
+
 
 def test_the_clock_is_off_when_asked(monkeypatch):
     monkeypatch.setenv("KFORGE_CLOCK", "events")

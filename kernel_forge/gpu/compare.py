@@ -15,6 +15,7 @@ import numpy as np
 from ..dtypes import DType, poison_bits
 from ..task import Tolerance
 from ..verify import OutputCheck, exact, first_entries, rel_floor
+from .mask import DEVICE, unmask_at
 
 _STORE = {  # dtype name -> (C type of the stored bits, expression turning `bits` into a double)
     "float32": ("unsigned int", "(double)__uint_as_float(bits)"),
@@ -36,9 +37,11 @@ _INT = {  # dtype name -> expression turning `bits` into the integer compared ex
     "uint32": "(long long)bits", "uint64": "bits",
 }
 _EXP = {"float32": "float", "float64": "double", "int64": "long long", "uint64": "u64"}
+#: expected C type -> (C type of its bits, expression turning `eb` into the value)
+_EXP_BITS = {"float": ("unsigned int", "__uint_as_float(eb)"), "double": ("u64", "__longlong_as_double((long long)eb)"),
+             "long long": ("u64", "(long long)eb"), "u64": ("u64", "eb")}
 
-_HEAD = r"""
-typedef unsigned long long u64;
+_HEAD = DEVICE + r"""
 __device__ __forceinline__ double kf_half(unsigned short h) {
     int e = (h >> 10) & 0x1f, m = h & 0x3ff;
     double v;
@@ -51,12 +54,16 @@ __device__ __forceinline__ u64 kf_bits(double v) { return (u64)__double_as_longl
 """
 
 _BODY = r"""
-extern "C" __global__ void NAME(const STORE* a, const EXP* e, u64 n, double atol, double rtol, double floor,
+extern "C" __global__ void NAME(const STORE* a, const EBITS* e, u64 n, double atol, double rtol, double floor,
                                 u64 poison, int check_poison, u64* counts, u64* maxes, unsigned char* mask,
-                                int want_mask) {
+                                int want_mask, u64 akey, int amasked, u64 ekey, int emasked) {
     u64 bad = 0, unw = 0, nfb = 0, mabs = 0, mrel = 0, mratio = 0;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         STORE bits = a[i];
+        if (amasked) bits ^= (STORE)kf_ks_elem(i, sizeof(STORE), akey);
+        EBITS eb = e[i];
+        if (emasked) eb ^= (EBITS)kf_ks_elem(i, sizeof(EBITS), ekey);
+        const EXP ev_ = ECONV;
         bool un = check_poison && (u64)bits == poison;
         bool b, nf = false;
         double diff, rel, ratio;
@@ -85,7 +92,7 @@ extern "C" __global__ void NAME(const STORE* a, const EXP* e, u64 n, double atol
 """
 
 _FLOAT = r"""
-        double av = CONVERT, ev = (double)e[i];
+        double av = CONVERT, ev = (double)ev_;
         bool both = isfinite(av) && isfinite(ev);
         diff = both ? fabs(av - ev) : 0.0;
         double lim = atol + rtol * fabs(both ? ev : 0.0);
@@ -97,7 +104,7 @@ _FLOAT = r"""
 """
 
 _EXACT = r"""
-        ITYPE av = CONVERT, ev = (ITYPE)e[i];
+        ITYPE av = CONVERT, ev = (ITYPE)ev_;
         b = av != ev;
         diff = fabs((double)av - (double)ev);
         rel = diff / fmax(fabs((double)ev), floor);
@@ -118,7 +125,9 @@ def kernel_source(dtype: DType, expected_dtype: str, exact_mode: bool) -> tuple[
         body = _EXACT.replace("ITYPE", itype).replace("CONVERT", _INT[dtype.name])
     else:
         body = _FLOAT.replace("CONVERT", convert)
-    src = _HEAD + _BODY.replace("NAME", name).replace("STORE", store).replace("EXP", _EXP[expected_dtype])
+    ebits, econv = _EXP_BITS[_EXP[expected_dtype]]
+    src = _HEAD + (_BODY.replace("NAME", name).replace("STORE", store).replace("EBITS", ebits)
+                   .replace("ECONV", econv).replace("EXP", _EXP[expected_dtype]))
     return name, src.replace("BODY", body)
 
 
@@ -138,11 +147,14 @@ def _kernel(dtype: DType, expected_dtype: str, exact_mode: bool):
 
 def compare_on_gpu(name: str, actual, expected, dtype: DType, tol: Tolerance, stream, *,
                    shape: tuple[int, ...] | None = None, exact_ints: bool = True, check_poison: bool = True,
-                   max_report: int = 5, reference_dtype=None) -> OutputCheck:
+                   max_report: int = 5, reference_dtype=None, actual_key: int | None = None,
+                   expected_key: int | None = None) -> OutputCheck:
     """Summary of ``actual`` (a CuPy array of stored values) against ``expected`` (a CuPy array
     made from :func:`kernel_forge.verify.device_expected`), as :func:`kernel_forge.verify.compare`
     would give it for the same host arrays.  ``reference_dtype`` is the reference's own dtype (the
-    reported expected values are shown in it, as the CPU shows them)."""
+    reported expected values are shown in it, as the CPU shows them).  ``actual_key`` /
+    ``expected_key``: the array is stored masked with that key (:mod:`.mask`); the kernel undoes
+    it element by element, and so does the host for the first mismatches it reports."""
     import cupy
 
     shape = tuple(shape if shape is not None else actual.shape)
@@ -165,7 +177,10 @@ def compare_on_gpu(name: str, actual, expected, dtype: DType, tol: Tolerance, st
                 grid = max(1, min(_MAX_BLOCKS, -(-total // _BLOCK)))
                 kern((grid,), (_BLOCK,), (flat_a, flat_e, np.uint64(total), np.float64(tol.atol), np.float64(tol.rtol),
                                           np.float64(floor), np.uint64(poison_bits(dtype)), np.int32(bool(check_poison)),
-                                          counts, maxes, mask, np.int32(want)))
+                                          counts, maxes, mask, np.int32(want),
+                                          np.uint64((actual_key or 0) & (2**64 - 1)), np.int32(actual_key is not None),
+                                          np.uint64((expected_key or 0) & (2**64 - 1)),
+                                          np.int32(expected_key is not None)))
 
         launch(dummy, 0)
         got = cupy.concatenate([counts, maxes]).get(stream=stream)
@@ -179,8 +194,13 @@ def compare_on_gpu(name: str, actual, expected, dtype: DType, tol: Tolerance, st
             launch(mask, 1)
             idx = cupy.flatnonzero(mask)[:max_report]
             idx_h = idx.get(stream=stream)
-            a_h = flat_a[idx].get(stream=stream).view(dtype.numpy)
+            a_h = flat_a[idx].get(stream=stream)
+            if actual_key is not None:
+                a_h = unmask_at(a_h, idx_h, actual_key)
+            a_h = a_h.view(dtype.numpy)
             e_h = flat_e[idx].get(stream=stream)
+            if expected_key is not None:
+                e_h = unmask_at(e_h, idx_h, expected_key)
             if reference_dtype is not None:
                 e_h = e_h.astype(reference_dtype)      # exact: device_expected only widened them
             first = first_entries(idx_h, a_h, e_h, dtype, shape)

@@ -96,6 +96,7 @@ class DeviceInfo:
     warp_size: int | None = None                  #: WARP_SIZE
     const_bytes: int | None = None                #: TOTAL_CONSTANT_MEMORY (bytes of __constant__ memory)
     fp32_to_fp64_ratio: int | None = None         #: SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO
+    cooperative_launch: bool = True               #: COOPERATIVE_LAUNCH (cuLaunchCooperativeKernel works)
 
     @property
     def arch(self) -> str:
@@ -248,6 +249,7 @@ def device_info(ordinal: int = 0) -> DeviceInfo:
         warp_size=attr_or_none("CU_DEVICE_ATTRIBUTE_WARP_SIZE"),
         const_bytes=attr_or_none("CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY"),
         fp32_to_fp64_ratio=attr_or_none("CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO"),
+        cooperative_launch=bool(attr("CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH", 1)),
     )
 
 
@@ -310,8 +312,15 @@ class PackedArgs:
         return int(self._ptrs.ctypes.data)
 
 
-def launch(module: Module, grid, block, smem: int, stream_ptr: int, args: PackedArgs) -> None:
+def launch(module: Module, grid, block, smem: int, stream_ptr: int, args: PackedArgs, *,
+           cooperative: bool = False) -> None:
+    """One launch on the stream; ``cooperative``: with cuLaunchCooperativeKernel (every block
+    co-resident, so ``cooperative_groups::this_grid().sync()`` works)."""
     drv = _driver()
+    if cooperative:
+        check(drv.cuLaunchCooperativeKernel(module.function, *map(int, grid), *map(int, block), int(smem),
+                                            drv.CUstream(stream_ptr), args.pointer), "cuLaunchCooperativeKernel")
+        return
     check(drv.cuLaunchKernel(module.function, *map(int, grid), *map(int, block), int(smem),
                              drv.CUstream(stream_ptr), args.pointer, 0), "cuLaunchKernel")
 

@@ -20,21 +20,23 @@ import random
 
 import numpy as np
 
-SOURCE = r"""
-typedef unsigned long long u64;
-__device__ __forceinline__ u64 kf_mix(u64 z) {
-    z ^= z >> 30; z *= 0xBF58476D1CE4E5B9ull;
-    z ^= z >> 27; z *= 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-extern "C" __global__ void kf_fingerprint(const unsigned char* data, u64 nbytes, u64 key, u64* out) {
+from .mask import DEVICE
+
+SOURCE = DEVICE + r"""
+extern "C" __global__ void kf_fingerprint(const unsigned char* data, u64 nbytes, u64 key, u64* out, u64 mkey,
+                                          int masked) {
     u64 words = (nbytes + 3) / 4, acc = 0;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < words; i += (u64)gridDim.x * blockDim.x) {
         u64 w = 0;
         if (4 * i + 4 <= nbytes && ((size_t)data & 3) == 0) {
             w = ((const unsigned int*)data)[i];
+            if (masked) w ^= (unsigned int)(kf_ks((4 * i) >> 3, mkey) >> (((4 * i) & 7) * 8));
         } else {
-            for (int b = 0; b < 4 && 4 * i + b < nbytes; ++b) w |= (u64)data[4 * i + b] << (8 * b);
+            for (int b = 0; b < 4 && 4 * i + b < nbytes; ++b) {
+                u64 o = 4 * i + b, v = data[o];
+                if (masked) v ^= (kf_ks(o >> 3, mkey) >> ((o & 7) * 8)) & 0xff;
+                w |= v << (8 * b);
+            }
         }
         acc += kf_mix(kf_mix(i + key) ^ w);
     }
@@ -52,13 +54,15 @@ def new_key() -> int:
     return random.SystemRandom().getrandbits(64)
 
 
-def fingerprint(array, key: int, stream) -> int:
+def fingerprint(array, key: int, stream, *, masked_with: int | None = None) -> int:
     """Fingerprint of a contiguous CuPy array's bytes, computed on ``stream`` (synchronises it)."""
-    return fingerprint_many([array], key, stream)[0]
+    return fingerprint_many([array], key, stream, masked_with=masked_with)[0]
 
 
-def fingerprint_many(arrays, key: int, stream) -> list[int]:
-    """Fingerprints of several contiguous CuPy arrays with one key and one synchronisation."""
+def fingerprint_many(arrays, key: int, stream, *, masked_with: int | None = None) -> list[int]:
+    """Fingerprints of several contiguous CuPy arrays with one key and one synchronisation.
+    ``masked_with``: the arrays are stored masked with that key (:mod:`.mask`): the fingerprint is
+    of the unmasked bytes, as if they had been stored plainly."""
     import cupy
 
     global _kernel
@@ -77,7 +81,9 @@ def fingerprint_many(arrays, key: int, stream) -> list[int]:
             if nbytes:
                 words = (nbytes + 3) // 4
                 grid = max(1, min(_MAX_BLOCKS, (words + _BLOCK - 1) // _BLOCK))
-                _kernel((grid,), (_BLOCK,), (array, np.uint64(nbytes), np.uint64(key & (2**64 - 1)), out[i:i + 1]))
+                _kernel((grid,), (_BLOCK,), (array, np.uint64(nbytes), np.uint64(key & (2**64 - 1)), out[i:i + 1],
+                                             np.uint64((masked_with or 0) & (2**64 - 1)),
+                                             np.int32(masked_with is not None)))
         return [int(v) for v in out.get(stream=stream)]
 
 

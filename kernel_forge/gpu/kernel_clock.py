@@ -12,9 +12,10 @@ Facts this relies on (measured on the H200, bench/evidence/h200-2026-12-01-s5/pr
   (the gate's kernels run one at a time on one stream anyway);
 - a ``KERNEL`` record spans the front end's processing of the launch as well: on the H200 it is
   a constant 0.86 µs longer than ncu's ``gpu__time_duration`` (median over kernels of 1-4,096
-  blocks running 0-20 µs, range 0.45-0.99 µs).  That constant, per GPU model, is
-  :data:`LAUNCH_OFFSET_US`; it is subtracted from every launch (``KFORGE_CLOCK_OFFSET_US``
-  overrides it; a GPU without an entry gets 0; every timing records the offset it took off);
+  blocks running 0-20 µs, range 0.45-0.99 µs).  The worker measures that share on the GPU in
+  front of it when it starts, with self-timing spin kernels, and caches it per GPU and driver
+  (:mod:`.clock_offset`; the H200's figure stays as a cross-check, ``KFORGE_CLOCK_OFFSET_US``
+  overrides); it is subtracted from every launch and every timing records it;
 - records arrive only when the kind is enabled **before** the process creates its CUDA context,
   so :func:`enable` is the first thing the gate's worker does; after that the kind can be
   switched off and on, so records are made only while timed launches run (:meth:`KernelClock.mark`
@@ -33,11 +34,14 @@ import os
 import threading
 from dataclasses import dataclass
 
+from .clock_offset import KNOWN_US
+
 HARNESS_PREFIX = "kf_"   #: kernels whose names start with this are the harness's own
 
 #: GPU model -> µs a KERNEL record spans beyond ncu's gpu__time_duration of the same launch
-#: (H200: bench/probe_round5.py --sections offset, against PROBE_NCU_SPIN=1 ... --sections ncu)
-LAUNCH_OFFSET_US = {"NVIDIA H200": 0.86}
+#: (H200: bench/probe_round5.py --sections offset, against PROBE_NCU_SPIN=1 ... --sections ncu);
+#: a cross-check only: the offset is measured (clock_offset.py)
+LAUNCH_OFFSET_US = KNOWN_US
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,9 @@ class KernelClock:
         self._records: list[KernelRecord] = []
         self.verified = False     #: a collect has returned records (they do arrive in this process)
         self.recording = True     #: records are being made (enabled before the context, as CUPTI needs)
-        self.offset_us = 0.0      #: subtracted from every launch's time (see LAUNCH_OFFSET_US)
+        self.offset_us = 0.0      #: subtracted from every launch's time (clock_offset.py)
         self.offset_source = "none"
+        self.offset: dict | None = None   #: the whole choice: value, source, measurement, warning
 
     # CUPTI calls these from its own thread
     def _requested(self):
@@ -78,19 +83,17 @@ class KernelClock:
     def _flush(self) -> None:
         self._cupti.activity_flush_all(1)
 
-    def for_device(self, name: str) -> None:
-        """Take the launch offset of GPU model ``name`` (or ``KFORGE_CLOCK_OFFSET_US``)."""
-        env = os.environ.get("KFORGE_CLOCK_OFFSET_US", "").strip()
-        if env:
-            try:
-                self.offset_us, self.offset_source = max(0.0, float(env)), "KFORGE_CLOCK_OFFSET_US"
-                return
-            except ValueError:
-                pass
-        if name in LAUNCH_OFFSET_US:
-            self.offset_us, self.offset_source = LAUNCH_OFFSET_US[name], f"measured for {name}"
-        else:
-            self.offset_us, self.offset_source = 0.0, f"not measured for {name}: records taken as they are"
+    def for_device(self, info, stream) -> dict:
+        """Take the launch offset for the GPU ``info`` (a DeviceInfo): ``KFORGE_CLOCK_OFFSET_US``,
+        else this GPU and driver's cached measurement, else one made now on ``stream`` (then
+        cached).  Returns the choice as a dict (recorded with the worker's facts)."""
+        from . import clock_offset
+
+        got = clock_offset.choose(info.name, info.driver_version,
+                                  lambda: clock_offset.measure(self, stream, info.sms))
+        self.offset_us, self.offset_source = float(got.offset_us), got.source
+        self.offset = got.to_json()
+        return self.offset
 
     def mark(self) -> None:
         """Forget every record so far and record from now on (call with the stream idle)."""

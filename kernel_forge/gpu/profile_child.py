@@ -34,7 +34,8 @@ def run(spec: dict, status: dict) -> None:
                               file_label=spec.get("file_label") or "kernel.cu")
     mod = driver.Module(compiled.cubin, task.signature.name)
     launch = Launch(tuple(spec["launch"]["grid"]), tuple(spec["launch"]["block"]),
-                    spec["launch"].get("shared_mem", 0)) if spec.get("launch") else task.launch
+                    spec["launch"].get("shared_mem", 0), bool(spec["launch"].get("cooperative", False))
+                    ) if spec.get("launch") else task.launch
     stream = cp.cuda.Stream(non_blocking=True)
     launches = max(1, int(spec.get("launches", 1)))
     for name in spec["cases"]:
@@ -52,7 +53,7 @@ def run(spec: dict, status: dict) -> None:
             with stream:
                 for k, p in pristine.items():
                     cp.copyto(dev[k], p)
-            driver.launch(mod, grid, block, smem, stream.ptr, packed)
+            driver.launch(mod, grid, block, smem, stream.ptr, packed, cooperative=launch.cooperative)
             stream.synchronize()
         driver.synchronize("profiled launches")
         status["plan"].append({"case": name, "launches": launches, "grid": list(grid), "block": list(block),

@@ -1,7 +1,8 @@
 """Buffers of (case, seed) kept on the GPU between runs, and the driver calls that reset them.
 
 Inputs are drawn once per (case, seed), uploaded once and kept resident (least recently used
-first out, within a GPU-memory budget) with the expected outputs the gate sends once.  A const
+first out, within a GPU-memory budget) with the expected outputs the gate sends once, which are
+stored masked (invariant 11, :mod:`.mask`).  A const
 input is given to the kernel as the resident copy itself and its keyed fingerprint is checked
 after every launch; every other buffer with initial values (in/out outputs, non-const inputs) is
 restored from a resident copy with a device-to-device copy before every launch, and pure outputs
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from ..dtypes import poison_memset
 from ..task import Task
 from . import driver
+from .module_state import harness_call
 
 
 def memset(array, width: int, pattern: int, stream_ptr: int) -> None:
@@ -25,15 +27,16 @@ def memset(array, width: int, pattern: int, stream_ptr: int) -> None:
     if not n:
         return
     name = {1: "cuMemsetD8Async", 2: "cuMemsetD16Async", 4: "cuMemsetD32Async"}[width]
-    driver.check(getattr(drv, name)(int(array.data.ptr), int(pattern), n, drv.CUstream(stream_ptr)), name)
+    harness_call(getattr(drv, name)(int(array.data.ptr), int(pattern), n, drv.CUstream(stream_ptr)),
+                 f"{name}(poisoning an output)")
 
 
 def copy(dst, src, stream_ptr: int) -> None:
     """``dst[...] = src`` on the stream (cuMemcpyDtoDAsync; same sizes)."""
     drv = driver._driver()
     if int(src.nbytes):
-        driver.check(drv.cuMemcpyDtoDAsync(int(dst.data.ptr), int(src.data.ptr), int(src.nbytes),
-                                           drv.CUstream(stream_ptr)), "cuMemcpyDtoDAsync")
+        harness_call(drv.cuMemcpyDtoDAsync(int(dst.data.ptr), int(src.data.ptr), int(src.nbytes),
+                                           drv.CUstream(stream_ptr)), "cuMemcpyDtoDAsync(a buffer reset or copy)")
 
 
 @dataclass
@@ -48,7 +51,8 @@ class CaseBuffers:
     work: dict[str, object] = field(default_factory=dict)       #: what the kernel gets for every non-const buffer
     scalars: dict = field(default_factory=dict)
     fingerprints: dict[str, int] = field(default_factory=dict)  #: of const and initial, at upload
-    expected: dict[str, object] | None = None                   #: reference values (verify.device_expected)
+    expected: dict[str, object] | None = None                   #: reference values (verify.device_expected), stored masked
+    mask_key: int | None = None                                 #: what ``expected`` is masked with (gpu/mask.py; None: plain)
     expected_dtypes: dict[str, object] = field(default_factory=dict)  #: the reference's own dtypes
     expected_key: int = 0                                       #: drawn when the expected values were uploaded
     expected_fingerprints: dict[str, int] = field(default_factory=dict)

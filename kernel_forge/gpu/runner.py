@@ -24,11 +24,11 @@ from ..worker_protocol import (AFTER_TIMING, CALIBRATE, ERROR, EXIT, EXPECTED, F
                                PROGRESS, READY, REPEAT, RUN, SAMPLE, Expected, Failure, KernelSpec, Load,
                                ModuleFacts, Need, Observation, Progress, Ready, Run, RunPlan, Sample,
                                SampleValues, StageObservation, first_batch, mid_timing, timing_counts)
-from . import driver, kernel_clock
+from . import driver, kernel_clock, mask
 from .fingerprint import fingerprint_many, new_key
 from .flush import L2Flusher
-from .module_state import ModuleState
-from .resident import CaseBuffers, Resident, copy, reset
+from .module_state import HarnessFault, ModuleState
+from .resident import CaseBuffers, Resident, reset
 from .timing import bench
 
 __all__ = ["CaseRunner", "KernelSpec", "classify", "worker_main"]
@@ -45,11 +45,24 @@ class CaseFailure(Exception):
         self.failure = failure
 
 
+#: driver calls whose failure is the candidate's (its module, its launch, its kernel's execution);
+#: a non-sticky error of any other call is the harness's own (``harness_error``)
+CANDIDATE_CALLS = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cuModuleLoadData", "cuModuleGetFunction",
+                   "kernel execution", "timed launches", "cuFuncSetAttribute")
+
+
 def classify(exc: BaseException, stage: str = "") -> Failure:
-    """What went wrong, as the worker saw it: a CUDA error (and whether it is sticky), an OOM, a
-    Python error of a baseline, or a fault of the harness."""
+    """What went wrong, as the worker saw it: a CUDA error of the candidate's (and whether it is
+    sticky), an OOM, or a fault of the harness's own machinery (a failed snapshot, memset, copy or
+    comparison: never blamed on the candidate).  A sticky error is always the candidate's: the
+    harness's calls only see it because the candidate's kernel faulted earlier."""
     if isinstance(exc, CaseFailure):
         return exc.failure
+    if isinstance(exc, HarnessFault):
+        exc_c = exc.cause
+        code = getattr(exc_c, "code", "")
+        return Failure("harness", f"kernel_forge's own {exc.what} failed ({code or type(exc_c).__name__}); "
+                                  "this is not the kernel's fault", code=code, stage=stage)
     text = f"{type(exc).__name__}: {exc}"
     code = exc.code if isinstance(exc, CudaError) else ""
     if not code:
@@ -64,8 +77,11 @@ def classify(exc: BaseException, stage: str = "") -> Failure:
     flat = norm.replace("CUDA_ERROR_", "").replace("_", "")
     if code and flat in sticky_names or "illegal" in text.lower():
         return Failure("cuda", text, code=code, sticky=True, stage=stage)
-    if code:
+    if isinstance(exc, CudaError) and exc.call.startswith(CANDIDATE_CALLS):
         return Failure("cuda", text, code=code, stage=stage)
+    if code:
+        return Failure("harness", f"kernel_forge's own GPU call failed: {text}; this is not the kernel's fault",
+                       code=code, stage=stage)
     return Failure("harness", text + "\n" + traceback.format_exc(limit=-4), stage=stage)
 
 
@@ -108,13 +124,17 @@ class _Loaded:
     def __init__(self, spec: KernelSpec):
         self.spec = spec
         self.module = driver.Module(spec.cubin, spec.entry)
-        self.state = ModuleState(self.module, spec.cubin)
+        try:
+            self.state = ModuleState(self.module, spec.cubin)
+        except BaseException:
+            self.module.unload()
+            raise
         self.max_dynamic = self.module.attribute("CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
         self.smem_error = ""
 
     @property
     def globals(self) -> dict[str, int]:
-        return {g.name: g.size for g in self.state.globals}
+        return {g.name: g.size for g in self.state.globals if not g.constant}
 
     def initial_state(self, stream) -> None:
         if self.state.complete:
@@ -127,6 +147,13 @@ class _Loaded:
         self.state = ModuleState(self.module, self.spec.cubin)
         if wanted > self.module.attribute("CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES"):
             self.module.set_max_dynamic_smem(wanted)
+
+    def wipe(self, stream) -> None:
+        """After a run: the globals back to their load-time image (a cache filled with an answer is
+        not left for a later candidate to find; invariant 11).  A module that reloads before every
+        launch is left as it is (its next launch reloads it anyway)."""
+        if self.state.complete:
+            self.state.restore(stream)
 
     def allow_dynamic(self, nbytes: int, optin_total: int) -> None:
         """Opt in to ``nbytes`` of dynamic shared memory where the GPU allows it."""
@@ -141,7 +168,11 @@ class _Loaded:
 
 
 class CaseRunner:
-    """The device side of a worker: context, stream, loaded modules, resident buffers."""
+    """The device side of a worker: context, stream, loaded modules, resident buffers.
+
+    Invariant 11 (:mod:`.mask`): between two runs nothing on the GPU holds a correct answer in
+    plain form: expected values are stored masked, kept stage copies are written masked, and at
+    the end of every run the outputs are masked in place and the module's globals wiped."""
 
     def __init__(self, task: Task, ordinal: int = 0, resident_bytes: int = 0):
         import cupy
@@ -161,10 +192,14 @@ class CaseRunner:
             resident_bytes = int(min(16 << 30, free // 4))
         self.resident = Resident(resident_bytes)
         self._kept: dict[str, dict[str, object]] = {}
+        self._kept_key: int | None = None       #: the key the kept stage outputs are masked with
+        self._scrubbed: mask.ScrubbedPool | None = None   #: a Python baseline's CuPy temporaries
         self._dead = False
+        self._current: CaseBuffers | None = None
         self.clock = kernel_clock.clock()
+        self.clock_offset: dict | None = None
         if self.clock is not None:
-            self.clock.for_device(self.info.name)
+            self.clock_offset = self.clock.for_device(self.info, self.stream)
             self.clock.pause()            # records only while timed launches run (timing.bench)
 
     # -- helpers ------------------------------------------------------------------------
@@ -178,15 +213,19 @@ class CaseRunner:
         if mod is None:
             if len(self.modules) > 32:
                 for m in self.modules.values():
+                    m.wipe(self.stream)
+                self.stream.synchronize()
+                for m in self.modules.values():
                     m.module.unload()
                 self.modules.clear()
             mod = _Loaded(spec)
             self.modules[spec.key] = mod
         return mod
 
-    def _fps(self, arrays: dict[str, object], key: int) -> dict[str, int]:
+    def _fps(self, arrays: dict[str, object], key: int, masked_with: int | None = None) -> dict[str, int]:
         names = list(arrays)
-        return dict(zip(names, fingerprint_many([arrays[n] for n in names], key, self.stream)))
+        return dict(zip(names, fingerprint_many([arrays[n] for n in names], key, self.stream,
+                                                masked_with=masked_with)))
 
     # -- load -----------------------------------------------------------------------------
     def load(self, req: Load) -> ModuleFacts:
@@ -216,8 +255,8 @@ class CaseRunner:
             const_bytes=m.attribute("CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES"),
             max_threads_per_block=m.attribute("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
             param_sizes=m.param_sizes(), max_dynamic_smem=mod.max_dynamic, smem_error=mod.smem_error,
-            occupancy=occupancy, globals=mod.globals,
-            sm=dict(self.sm), seconds=time.perf_counter() - t0)
+            occupancy=occupancy, globals=mod.globals, sm=dict(self.sm),
+            cooperative=bool(self.info.cooperative_launch), seconds=time.perf_counter() - t0)
 
     # -- buffers of (case, seed) ----------------------------------------------------------
     def _upload(self, case, seed: int) -> CaseBuffers:
@@ -261,12 +300,18 @@ class CaseRunner:
         return bufs if bufs is not None else self._upload(case, seed)
 
     def _set_expected(self, bufs: CaseBuffers, expected: dict[str, np.ndarray]) -> None:
+        """Upload the expected outputs and mask them at once (no candidate runs in between): only
+        the comparison kernel, given ``bufs.mask_key`` after the candidate's launches, undoes it."""
         cp = self.cupy
         task = self.task
+        bufs.mask_key = new_key() if mask.enabled() else None
         with self.stream:
             bufs.expected = {a.name: cp.asarray(device_expected(expected[a.name], a.param.dtype,
                                                                 task.tolerance_for(a)))
                              for a in task.outputs}
+        if bufs.mask_key is not None:
+            for arr in bufs.expected.values():
+                mask.mask_inplace(arr, bufs.mask_key, self.stream)
         bufs.expected_dtypes = {a.name: np.asarray(expected[a.name]).dtype for a in task.outputs}
         bufs.expected_key = new_key()
         bufs.expected_fingerprints = self._fps(bufs.expected, bufs.expected_key)
@@ -276,6 +321,7 @@ class CaseRunner:
     def run(self, spec: KernelSpec, plan: RunPlan, progress: Callable[[Progress], None] | None = None,
             need: Callable[[Need], Expected] | None = None) -> Observation:
         """Launch ``spec`` on (case, seed) as ``plan`` says and report what happened."""
+        self._current = None
         try:
             return self._run(spec, plan, progress or (lambda p: None), need)
         except BaseException as exc:
@@ -283,8 +329,29 @@ class CaseRunner:
             if failure.sticky:
                 self._dead = True      # the context is gone: the worker exits after answering
             else:
-                self._kept.clear()
+                self._release_kept()
+                self._scrub_after_failure(spec)
             raise CaseFailure(failure) from None
+
+    def _scrub_after_failure(self, spec: KernelSpec) -> None:
+        """A run that failed part way may have left outputs in its buffers: poison them, wipe the
+        module's globals (best effort: the failure is reported either way)."""
+        try:
+            bufs = self._current
+            if bufs is not None:
+                reset(self.task, bufs, self.stream.ptr, poison=True)
+            mod = self.modules.get(spec.key) if spec.kind == "cuda" else None
+            if mod is not None:
+                mod.wipe(self.stream)
+            if self._scrubbed is not None:
+                self._scrubbed.scrub(self.stream)
+            self.stream.synchronize()
+        except Exception:  # noqa: BLE001 - the run's own failure is what gets reported
+            pass
+
+    def _release_kept(self) -> None:
+        self._kept.clear()
+        self._kept_key = None
 
     def _run(self, spec, plan: RunPlan, progress, need) -> Observation:
         cp = self.cupy
@@ -299,15 +366,17 @@ class CaseRunner:
             secs[part] = secs.get(part, 0.0) + now - tick
             tick = now
 
-        self._kept.clear()
+        self._release_kept()
         obs = Observation(case=plan.case, seed=plan.seed, seconds=secs)
         bufs = self._buffers(case, plan.seed, obs)
+        self._current = bufs
         lap("upload")
         stream = self.stream
         sptr = stream.ptr
         outputs = [a.name for a in task.outputs]
         out_arrays = {n: bufs.work[n] for n in outputs}
         run_key = new_key()      # drawn for every run; only the fingerprint kernel is ever given it
+        mask_key = new_key() if mask.enabled() else None   # the kept copies of this run's outputs
 
         if spec.kind == "cuda":
             mod = self.loaded(spec)
@@ -322,9 +391,11 @@ class CaseRunner:
                     values.append(scalar_arg(arg.param, bufs.scalars[arg.name]))
             packed = driver.PackedArgs(values)
             loaded = mod
+            cooperative = bool(getattr(launch_cfg, "cooperative", False))
 
             def launch():
-                driver.launch(mod.module, launch_cfg.grid, launch_cfg.block, launch_cfg.shared_mem, sptr, packed)
+                driver.launch(mod.module, launch_cfg.grid, launch_cfg.block, launch_cfg.shared_mem, sptr, packed,
+                              cooperative=cooperative)
         else:
             from pathlib import Path
 
@@ -334,9 +405,12 @@ class CaseRunner:
             kwargs = {a.name: bufs.kernel_buffer(a.name) for a in task.args if a.is_buffer}
             kwargs.update(bufs.scalars)
             loaded = None
+            if self._scrubbed is None:
+                self._scrubbed = mask.ScrubbedPool()
+            scrubbed = self._scrubbed
 
             def launch():
-                with stream:
+                with stream, scrubbed.active():    # its temporaries go to a pool wiped after the run
                     fn(**kwargs)
 
         def prepare(poison: bool = True):
@@ -345,26 +419,35 @@ class CaseRunner:
             reset(task, bufs, sptr, poison=poison)
 
         def keep_copy() -> dict[str, object]:
+            """The outputs now, kept masked with the run's key (invariant 11)."""
             kept = {}
             with stream:
                 for n in outputs:
                     kept[n] = cp.empty_like(out_arrays[n])
-                    copy(kept[n], out_arrays[n], sptr)
+                    _masked_copy(kept[n], out_arrays[n], mask_key, stream)
             return kept
 
         stages: list[tuple[StageObservation, dict]] = []   # each with the arrays holding its values
+        masked: set[str] = set()                             # stages whose arrays are masked copies
 
         def add_stage(name: str, fps: dict[str, int], later: bool) -> None:
             same = next((s.stage for s, _ in stages if s.fingerprints == fps), None)
             stage = StageObservation(stage=name, fingerprints=fps, same_as=same)
             arrays = {} if same else (keep_copy() if later else dict(out_arrays))
+            if arrays and later and mask_key is not None:
+                masked.add(name)
             stages.append((stage, arrays))
 
         def changed(stage_name: str) -> None:
-            if loaded is not None and loaded.state.globals:
-                names = loaded.state.changed(run_key, stream)
+            if loaded is not None and loaded.state.ranges:
+                names = loaded.state.changed(stream)
                 if names:
                     obs.globals_changed[stage_name] = list(names)
+                consts = loaded.state.changed(stream, constants=True)
+                if consts:
+                    obs.constants_changed[stage_name] = list(consts)
+                if not loaded.state.image_intact(stream):
+                    obs.state_image_changed = True
 
         def const_after(stage_name: str) -> None:
             if bufs.const:
@@ -404,7 +487,7 @@ class CaseRunner:
                 lap("fingerprints")
 
         if plan.time:
-            self._time(plan, obs, launch, prepare, bufs, out_arrays, estimate, run_key, add_stage, stages)
+            self._time(plan, obs, launch, prepare, bufs, out_arrays, estimate, run_key, mask_key, stages, masked)
             lap("timing")
             changed("timed launches")
             const_after("timed launches")
@@ -413,7 +496,8 @@ class CaseRunner:
         # the copies kept of earlier stages: still what the stage left?
         for stage, arrays in stages:
             if arrays and stage.later_fingerprints is None and arrays.get(outputs[0]) is not out_arrays[outputs[0]]:
-                stage.later_fingerprints = self._fps(arrays, run_key)
+                stage.later_fingerprints = self._fps(arrays, run_key,
+                                                     masked_with=mask_key if stage.stage in masked else None)
         lap("fingerprints")
         # compare every distinct stage with the expected outputs
         if plan.compare == "gpu" and any(not s.same_as for s, _ in stages):
@@ -424,7 +508,7 @@ class CaseRunner:
                 lap("waiting for the reference")
                 self._set_expected(bufs, got.outputs)
                 lap("upload")
-            self._compare(stages, bufs)
+            self._compare(stages, bufs, masked, mask_key)
             obs.expected_fingerprints = {n: (bufs.expected_fingerprints[n], fp) for n, fp in
                                          self._fps(bufs.expected, bufs.expected_key).items()}
             if any(a != b for a, b in obs.expected_fingerprints.values()):
@@ -434,13 +518,20 @@ class CaseRunner:
             with stream:
                 for stage, arrays in stages:
                     if not stage.same_as:
-                        stage.arrays = {n: cp.asnumpy(a) for n, a in arrays.items()}
+                        values = {n: cp.asnumpy(a) for n, a in arrays.items()}
+                        if stage.stage in masked:
+                            values = {n: mask.host_mask(v, mask_key) for n, v in values.items()}
+                        stage.arrays = values
                 stream.synchronize()
             lap("download")
+        # invariant 11: the outputs this run left are masked in place, the globals wiped, a
+        # baseline's pooled temporaries zeroed; every kept stage is then masked with mask_key
+        self._end_of_run(out_arrays, loaded, mask_key)
         for stage, arrays in stages:
             if not stage.same_as and plan.keep and plan.compare == "gpu":
                 stage.kept = True
                 self._kept[stage.stage] = arrays
+        self._kept_key = mask_key
         obs.stages = [s for s, _ in stages]
         # held copies: a const input or an initial value that changed is uploaded again next time
         if bufs.initial:
@@ -452,14 +543,26 @@ class CaseRunner:
         lap("fingerprints")
         return obs
 
-    def _time(self, plan, obs, launch, prepare, bufs, out_arrays, estimate, run_key, add_stage, stages) -> None:
+    def _end_of_run(self, out_arrays: dict, loaded: "_Loaded | None", mask_key: int | None) -> None:
+        stream = self.stream
+        if mask_key is not None:
+            for arr in out_arrays.values():
+                mask.mask_inplace(arr, mask_key, stream)
+        if loaded is not None:
+            loaded.wipe(stream)
+        if self._scrubbed is not None and loaded is None:
+            self._scrubbed.scrub(stream)
+        stream.synchronize()
+
+    def _time(self, plan, obs, launch, prepare, bufs, out_arrays, estimate, run_key, mask_key, stages,
+              masked) -> None:
         cp = self.cupy
         stream = self.stream
         flush = self.flusher() if plan.flush else None
-        poison = plan.after_timing
+        keep = plan.after_timing      # keep the last and one chosen timed launch's outputs for checks
 
         def prep():
-            prepare(poison)
+            prepare(True)             # outputs poisoned before every timed launch, in every mode
 
         # the cost around each timed launch (resets, flush), measured once, and the launch's own
         start, mid, end = cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event()
@@ -482,17 +585,17 @@ class CaseRunner:
         snap_at = min(reps - 1, max(0, int(plan.snap_fraction * first_batch(reps, plan))))
         snapshot: dict[str, object] = {}
         snap_fp: dict[str, int] = {}
-        if poison:
+        if keep:
             with stream:
                 for n, a in out_arrays.items():
                     snapshot[n] = cp.empty_like(a)
 
         def take_snapshot():
             # the fingerprint is read back to the host before the next launch, so a later launch
-            # that scribbles on the kept copy is found out
+            # that scribbles on the kept copy is found out; the copy is kept masked (invariant 11)
+            snap_fp.update(self._fps(out_arrays, run_key))
             for n, a in out_arrays.items():
-                copy(snapshot[n], a, stream.ptr)
-            snap_fp.update(self._fps(snapshot, run_key))
+                _masked_copy(snapshot[n], a, mask_key, stream)
 
         warm = marker = None
         if flush is None:              # --no-flush: truly warm, each timed launch marked for the clock
@@ -501,20 +604,25 @@ class CaseRunner:
             warm = lambda: flusher.warm(buffers, stream)      # noqa: E731
             marker = lambda: flusher.mark(stream)             # noqa: E731
         obs.timing = bench(launch, stream, warmup=warmup, reps=reps, flush=flush, prepare=prep,
-                           after=(snap_at, take_snapshot) if poison else None, clock=self.clock,
+                           after=(snap_at, take_snapshot) if keep else None, clock=self.clock,
                            warm=warm, marker=marker, min_reps=plan.min_reps, max_noise=plan.max_noise)
         driver.synchronize("timed launches")
         obs.warmup, obs.reps = warmup, len(obs.timing.samples_us)
-        if poison:
+        if keep:
             obs.snap_at = snap_at
-            add_stage(AFTER_TIMING, self._fps(out_arrays, run_key), later=False)
-            later = self._fps(snapshot, run_key)
+            add_fps = self._fps(out_arrays, run_key)
+            same = next((s.stage for s, _ in stages if s.fingerprints == add_fps), None)
+            stages.append((StageObservation(stage=AFTER_TIMING, fingerprints=add_fps, same_as=same),
+                           {} if same else dict(out_arrays)))
+            later = self._fps(snapshot, run_key, masked_with=mask_key)
             same = next((s.stage for s, _ in stages if s.fingerprints == snap_fp), None)
             stage = StageObservation(stage=mid_timing(snap_at), fingerprints=dict(snap_fp), same_as=same,
                                      later_fingerprints=later)
             stages.append((stage, {} if same else snapshot))
+            if not same and mask_key is not None:
+                masked.add(stage.stage)
 
-    def _compare(self, stages, bufs: CaseBuffers) -> None:
+    def _compare(self, stages, bufs: CaseBuffers, masked: set[str], mask_key: int | None) -> None:
         from .compare import compare_on_gpu
 
         forge = bool(os.environ.get(FORGE_ENV))
@@ -530,13 +638,17 @@ class CaseRunner:
                 stage.outputs.append(compare_on_gpu(arg.name, actual, bufs.expected[arg.name], arg.param.dtype,
                                                     task.tolerance_for(arg), self.stream,
                                                     shape=tuple(actual.shape),
-                                                    reference_dtype=bufs.expected_dtypes.get(arg.name)))
+                                                    reference_dtype=bufs.expected_dtypes.get(arg.name),
+                                                    actual_key=mask_key if stage.stage in masked else None,
+                                                    expected_key=bufs.mask_key))
 
     # -- sample ---------------------------------------------------------------------------
     def sample(self, req: Sample) -> SampleValues:
-        """The stored values at the asked indices of the kept stage outputs; then release them."""
+        """The stored values at the asked indices of the kept stage outputs (unmasked here, on the
+        host); then release them."""
         cp = self.cupy
         out: dict[str, dict[str, np.ndarray]] = {}
+        key = self._kept_key
         try:
             with self.stream:
                 for stage, names in req.indices.items():
@@ -545,10 +657,12 @@ class CaseRunner:
                     for name, idx in names.items():
                         if name in kept:
                             flat = kept[name].reshape(-1)
-                            out[stage][name] = cp.asnumpy(flat[cp.asarray(np.asarray(idx, dtype=np.int64))])
+                            where = np.asarray(idx, dtype=np.int64)
+                            got = cp.asnumpy(flat[cp.asarray(where)])
+                            out[stage][name] = mask.unmask_at(got, where, key) if key is not None else got
             self.stream.synchronize()
         finally:
-            self._kept.clear()
+            self._release_kept()
         return SampleValues(out)
 
     def calibrate(self) -> dict:
@@ -568,6 +682,15 @@ class CaseRunner:
         return {"copy_bytes": nbytes, "copy_us": t.median, "bandwidth": bw}
 
 
+def _masked_copy(dst, src, key: int | None, stream) -> None:
+    """``dst`` = ``src`` masked with ``key`` (a plain copy when masking is off)."""
+    if key is None:
+        from .resident import copy
+        copy(dst, src, stream.ptr)
+    else:
+        mask.mask_copy(dst, src, key, stream)
+
+
 def worker_main(conn, task_path: str, ordinal: int = 0, resident_bytes: int = 0) -> None:
     """Entry point of the worker process (spawned)."""
     why = kernel_clock.enable()          # first: CUPTI records arrive only if on before the context exists
@@ -577,7 +700,7 @@ def worker_main(conn, task_path: str, ordinal: int = 0, resident_bytes: int = 0)
         task = load_task(task_path)
         runner = CaseRunner(task, ordinal, resident_bytes)
         conn.send((READY, Ready(device=runner.info.to_json(), pid=os.getpid(), clock=clock,
-                                resident_bytes=runner.resident.budget)))
+                                resident_bytes=runner.resident.budget, clock_offset=runner.clock_offset)))
     except BaseException as exc:  # noqa: BLE001 - report anything to the parent, then exit
         conn.send((FATAL, {"type": type(exc).__name__, "message": str(exc),
                            "exit_code": getattr(exc, "exit_code", 3)}))

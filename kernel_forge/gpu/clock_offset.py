@@ -1,0 +1,267 @@
+"""The kernel clock's launch offset, measured on the GPU in front of it (and cached).
+
+A CUPTI ``KERNEL`` record spans the front end's processing of a launch as well as the kernel:
+on the H200 it was 0.86 µs longer than Nsight Compute's ``gpu__time_duration`` of the same
+launch (bench/evidence/h200-2026-12-01-s5/probe/FINDINGS.md), whatever the kernel's length or
+block count.  That share is subtracted from every timed launch.  It is measured here, when the
+worker starts, with self-timing spin kernels (each block reads ``%globaltimer`` when it starts
+and when it ends, as bench/probe_round5.py's offset section did):
+
+- ``R`` = record duration − the kernel's own span (first block's start to last block's end),
+  measured with records on, for single-wave grids (1 block and one block per SM) of 0, 5 and
+  20 µs: what a record holds beyond the kernel's own execution (2.3-2.8 µs on the H200);
+- ``N`` = the gap between a kernel's last block ending and the next kernel's first block
+  starting, launched back to back with records off (the second launch is queued while the first
+  spins, so its front-end work is hidden): the block launch and drain latency that ncu's
+  duration counts but a kernel's own span does not;
+- the offset is ``median(R) − median(N)``: the front end's share, the part of a record ncu does
+  not count.
+
+The result is cached per GPU model and driver in the user cache directory
+(``KFORGE_CACHE_DIR`` or ``~/.cache/kernel_forge``/``clock-offset.json``), so a worker measures
+once per machine.  :data:`KNOWN_US` (0.86 µs for the H200, from the probe against ncu) stays
+only as a cross-check: a measurement more than :data:`DISAGREE_US` away from it is still used,
+with a warning in the record.  ``KFORGE_CLOCK_OFFSET_US`` overrides all of it (a number of µs,
+0-50; anything else is refused).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+
+ENV = "KFORGE_CLOCK_OFFSET_US"
+#: GPU model -> µs a KERNEL record spans beyond ncu's gpu__time_duration (measured against ncu;
+#: a cross-check of the measurement, not a source)
+KNOWN_US = {"NVIDIA H200": 0.86}
+#: a measurement this far from KNOWN_US is flagged (the H200's per-kernel range was 0.45-0.99 µs)
+DISAGREE_US = 0.4
+#: the largest offset taken as a measurement (a record's whole front end is a few µs at most)
+MAX_US = 5.0
+#: spin lengths (ns) and launches per configuration
+SPINS_NS = (0, 5_000, 20_000)
+REPEATS = 7
+#: the first kernel of each back-to-back pair spins this long, so the second is queued behind it
+PAIR_SPIN_NS = 30_000
+#: bumped when the method changes (cached values of another method are measured again)
+METHOD = "spin-R-minus-N/1"
+
+SOURCE = r"""
+extern "C" __global__ void kf_clock_spin(unsigned long long* out, long long spin_ns) {
+    unsigned long long t0, t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1)); } while ((long long)(t1 - t0) < spin_ns);
+    __syncthreads();
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    if (threadIdx.x == 0) { out[2 * blockIdx.x] = t0; out[2 * blockIdx.x + 1] = t1; }
+}
+"""
+KERNEL = "kf_clock_spin"
+
+
+@dataclass
+class Offset:
+    """The offset the clock subtracts, where it came from, and the measurement behind it."""
+
+    offset_us: float
+    source: str                        #: "measured", "cached", "KFORGE_CLOCK_OFFSET_US", "table", "none"
+    gpu: str = ""
+    driver: str = ""
+    record_minus_span_us: float | None = None   #: median R
+    launch_gap_us: float | None = None          #: median N
+    samples: dict = field(default_factory=dict)  #: {"R": [...], "N": [...]}
+    known_us: float | None = None      #: KNOWN_US for this GPU, if any
+    warning: str = ""                  #: set when the measurement disagrees with KNOWN_US, or failed
+    measured_at: float = 0.0
+    method: str = METHOD
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["offset_us"] = round(self.offset_us, 4)
+        return d
+
+
+def env_offset() -> float | None:
+    """``KFORGE_CLOCK_OFFSET_US`` as a number of µs, None when unset; raises InputError when it is
+    not a finite number in [0, 50]."""
+    raw = os.environ.get(ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(f"{ENV}={raw!r} is not a number",
+                         hint=f"set it to the µs to take off every timed launch (e.g. {ENV}=0.86), or unset it "
+                              "to measure the offset on this GPU") from None
+    if not math.isfinite(value) or not 0.0 <= value <= 50.0:
+        raise InputError(f"{ENV}={raw!r} is outside 0-50 µs",
+                         hint="a launch offset is a fraction of a µs to a few µs; unset it to measure it")
+    return value
+
+
+def derive(r_samples: list[float], n_samples: list[float], gpu: str) -> tuple[float | None, str]:
+    """The offset from the measured R and N samples (µs), or None and why not."""
+    r = [x for x in r_samples if math.isfinite(x)]
+    n = [x for x in n_samples if math.isfinite(x)]
+    if len(r) < 3 or len(n) < 3:
+        return None, f"too few samples (R {len(r)}, N {len(n)})"
+    value = statistics.median(r) - statistics.median(n)
+    if not 0.0 <= value <= MAX_US:
+        return None, (f"implausible offset {value:.3f} µs (record - span {statistics.median(r):.3f} µs, "
+                      f"launch gap {statistics.median(n):.3f} µs)")
+    return value, ""
+
+
+def cross_check(value: float, gpu: str) -> str:
+    """A warning when ``value`` is far from the probe's figure for this GPU model (else '')."""
+    known = KNOWN_US.get(gpu)
+    if known is None or abs(value - known) <= DISAGREE_US:
+        return ""
+    return (f"the measured launch offset {value:.3f} µs differs from the {known:.2f} µs measured against "
+            f"Nsight Compute on an {gpu} by more than {DISAGREE_US} µs; times may differ from ncu's by that much")
+
+
+# -- the cache ---------------------------------------------------------------------------------
+
+def cache_path() -> Path:
+    env = os.environ.get("KFORGE_CACHE_DIR")
+    if env:
+        return Path(env) / "clock-offset.json"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kernel_forge" / "clock-offset.json"
+
+
+def cache_key(gpu: str, driver: str) -> str:
+    return f"{gpu} | driver {driver}"
+
+
+def load_cached(gpu: str, driver: str) -> Offset | None:
+    """The cached measurement for this GPU model and driver (None if absent, unreadable, or made
+    by another method)."""
+    try:
+        data = json.loads(cache_path().read_text(encoding="utf-8"))
+        d = data[cache_key(gpu, driver)]
+        if d.get("method") != METHOD:
+            return None
+        got = Offset(**{k: v for k, v in d.items() if k in Offset.__dataclass_fields__})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(got.offset_us, (int, float)) or not 0.0 <= float(got.offset_us) <= MAX_US:
+        return None
+    got.source = "cached"
+    return got
+
+
+def store(entry: Offset) -> None:
+    """Add ``entry`` to the cache (atomically; a cache that cannot be written is skipped)."""
+    path = cache_path()
+    try:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                data = {}
+        except (OSError, ValueError):
+            data = {}
+        data[cache_key(entry.gpu, entry.driver)] = entry.to_json() | {"source": "measured"}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+# -- choosing ----------------------------------------------------------------------------------
+
+def choose(gpu: str, driver: str, measure) -> Offset:
+    """The offset for this worker: the environment's, else the cache's, else ``measure()``'s
+    (which returns (R samples, N samples) or raises), stored in the cache; if measuring fails,
+    the table's value for this GPU (or 0) with the reason in ``warning``."""
+    env = env_offset()
+    if env is not None:
+        return Offset(env, ENV, gpu, driver, known_us=KNOWN_US.get(gpu))
+    cached = load_cached(gpu, driver)
+    if cached is not None:
+        return cached
+    why = ""
+    try:
+        r, n = measure()
+    except Exception as exc:  # noqa: BLE001 - no measurement: say why, fall back
+        r, n, why = [], [], f"{type(exc).__name__}: {exc}"
+    value, problem = derive(r, n, gpu) if not why else (None, why)
+    known = KNOWN_US.get(gpu)
+    if value is None:
+        fallback = known if known is not None else 0.0
+        return Offset(fallback, "table" if known is not None else "none", gpu, driver,
+                      samples={"R": r, "N": n}, known_us=known,
+                      warning=f"the launch offset could not be measured ({problem}); using {fallback} µs")
+    entry = Offset(value, "measured", gpu, driver, record_minus_span_us=statistics.median(r),
+                   launch_gap_us=statistics.median(n), samples={"R": [round(x, 4) for x in r],
+                                                               "N": [round(x, 4) for x in n]},
+                   known_us=known, warning=cross_check(value, gpu), measured_at=time.time())
+    store(entry)
+    return entry
+
+
+# -- the measurement (GPU) ---------------------------------------------------------------------
+
+def measure(clock, stream, sms: int) -> tuple[list[float], list[float]]:
+    """(R samples, N samples) in µs, see the module docstring.  ``clock`` is the process's
+    :class:`~.kernel_clock.KernelClock`; it is left paused."""
+    import cupy
+    import numpy as np
+
+    kern = cupy.RawModule(code=SOURCE).get_function(KERNEL)
+    configs = [(blocks, ns) for blocks in sorted({1, max(1, int(sms))}) for ns in SPINS_NS]
+    width = 2 * max(1, int(sms))
+
+    def spin(buf, blocks: int, ns: int) -> None:
+        kern((blocks,), (32,), (buf, np.int64(ns)))
+
+    def spans(host: np.ndarray, blocks: int) -> tuple[float, float]:
+        v = host[:2 * blocks].reshape(-1, 2).astype(np.float64)
+        return float(v[:, 0].min()), float(v[:, 1].max())
+
+    # R: record duration - own span, records on
+    n_launch = len(configs) * REPEATS
+    out = cupy.zeros((n_launch, width), dtype=cupy.uint64)
+    with stream:
+        spin(out[0], 1, 0)            # warm the module and the path once, unrecorded
+        stream.synchronize()
+        clock.mark()
+        order = []
+        for i in range(n_launch):
+            blocks, ns = configs[i % len(configs)]
+            spin(out[i], blocks, ns)
+            order.append((i, blocks))
+        stream.synchronize()
+        records = [r for r in clock.collect() if r.name == KERNEL]
+        clock.pause()
+        host = cupy.asnumpy(out)
+    r_samples: list[float] = []
+    if len(records) == n_launch:
+        for (i, blocks), rec in zip(order, records):
+            t0, t1 = spans(host[i], blocks)
+            r_samples.append((rec.end_ns - rec.start_ns) / 1000.0 - (t1 - t0) / 1000.0)
+    # N: gap from one kernel's last block end to the next kernel's first block start, records off
+    pairs = [(blocks, k) for blocks in sorted({1, max(1, int(sms))}) for k in range(REPEATS)]
+    first = cupy.zeros((len(pairs), width), dtype=cupy.uint64)
+    second = cupy.zeros((len(pairs), width), dtype=cupy.uint64)
+    with stream:
+        for j, (blocks, _k) in enumerate(pairs):
+            spin(first[j], blocks, PAIR_SPIN_NS)
+            spin(second[j], blocks, 0)
+            stream.synchronize()
+        h1, h2 = cupy.asnumpy(first), cupy.asnumpy(second)
+    n_samples = []
+    for j, (blocks, _k) in enumerate(pairs):
+        _a0, a1 = spans(h1[j], blocks)
+        b0, _b1 = spans(h2[j], blocks)
+        n_samples.append((b0 - a1) / 1000.0)
+    return r_samples, n_samples
