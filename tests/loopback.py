@@ -65,7 +65,9 @@ from kernel_forge.proposers import capabilities as capabilities_module
 ANTHROPIC = "/v1/messages"
 OPENAI = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
-_ROUTES = {"anthropic": ANTHROPIC, "openai": OPENAI, "chat": OPENAI, "responses": RESPONSES}
+#: "openai" scripts replies for whichever OpenAI route a request takes (Responses or Chat Completions)
+OPENAI_ANY = "openai"
+_ROUTES = {"anthropic": ANTHROPIC, "openai": OPENAI_ANY, "chat": OPENAI, "responses": RESPONSES}
 _ids = itertools.count(1)
 CHARS_PER_TOKEN = 4.0
 TTL = {"5m": 300.0, "1h": 3600.0, "30m": 1800.0, "12h": 43200.0}
@@ -374,6 +376,8 @@ def _openai_flat(req: dict) -> str:
 def _anthropic_usage(r: Reply, req: dict, sim: dict) -> dict:
     usage: dict[str, Any] = {"input_tokens": r.input_tokens if r.input_tokens is not None else sim["input"],
                              "output_tokens": r.output_tokens}
+    if r.input_tokens is not None:        # the reply gives the tokens: no cache unless it says so too
+        sim = {**sim, "read": 0, "write_5m": 0, "write_1h": 0}
     if r.cache_read is not None or r.cache_write is not None or r.cache_write_1h is not None:
         five, hour = r.cache_write or 0, r.cache_write_1h or 0
         usage["cache_read_input_tokens"] = r.cache_read or 0
@@ -395,6 +399,8 @@ def _answer_text(r: Reply, req: dict, offered: bool) -> str | None:
     """A tool reply's text where the request offers no tool (the answer format)."""
     if r.kind == "tool" and not offered:
         return fenced_answer(r.payload)
+    if r.kind == "raw_arguments" and not offered:
+        return str(r.payload)
     return None
 
 
@@ -487,7 +493,7 @@ def _openai_usage(r: Reply, req: dict, sim: dict, local: bool) -> dict:
         usage["prompt_tokens_details"] = {"cached_tokens": r.cache_read or 0}
         if r.cache_write is not None:
             usage["prompt_tokens_details"]["cache_write_tokens"] = r.cache_write
-    elif not local:
+    elif not local and r.input_tokens is None:
         usage["prompt_tokens_details"] = {"cached_tokens": sim["read"], "cache_write_tokens": sim["write"]}
     if r.reasoning_tokens is not None:
         usage["completion_tokens_details"] = {"reasoning_tokens": r.reasoning_tokens}
@@ -552,6 +558,8 @@ def _responses_usage(r: Reply, req: dict, sim: dict) -> dict:
     total_in = r.input_tokens if r.input_tokens is not None else sim["total"]
     if r.cache_read is not None or r.cache_write is not None or r.cache_write_1h is not None:
         read, w30, w12 = r.cache_read or 0, r.cache_write or 0, r.cache_write_1h or 0
+    elif r.input_tokens is not None:      # the reply gives the tokens: no cache unless it says so too
+        read, w30, w12 = 0, 0, 0
     else:
         read, w30, w12 = sim["read"], sim["write_short"], sim["write_long"]
     effort = (req.get("reasoning") or {}).get("effort")
@@ -637,7 +645,8 @@ def closed_port_url() -> str:
 class Loopback:
     def __init__(self, *, start_delay: float = 0.05) -> None:
         self._lock = threading.Lock()
-        self._queues: dict[str, deque[Reply]] = {ANTHROPIC: deque(), OPENAI: deque(), RESPONSES: deque()}
+        self._queues: dict[str, deque[Reply]] = {ANTHROPIC: deque(), OPENAI: deque(), RESPONSES: deque(),
+                                                 OPENAI_ANY: deque()}
         self.received: list[Received] = []
         self.unscripted: list[Received] = []
         self.rejected: list[Rejected] = []
@@ -672,8 +681,9 @@ class Loopback:
 
     def requests(self, route: str) -> list[Received]:
         path = _ROUTES.get(route, route)
+        paths = (OPENAI, RESPONSES) if path == OPENAI_ANY else (path,)
         with self._lock:
-            return [r for r in self.received if r.path == path]
+            return [r for r in self.received if r.path in paths]
 
     # -- addresses --------------------------------------------------------------------------
     @property
@@ -834,6 +844,8 @@ class Loopback:
         if rejected is None:
             with self._lock:
                 queue = self._queues.get(path)
+                if not queue and path in (OPENAI, RESPONSES):
+                    queue = self._queues[OPENAI_ANY]
                 reply = queue.popleft() if queue else None
                 if reply is None:
                     self.unscripted.append(rec)
@@ -853,8 +865,6 @@ class Loopback:
             if writes and self.start_delay and self._stop.wait(self.start_delay):
                 return
             self._commit(writes)
-            if reply.kind in ("tool", "raw_arguments", "text") and path == RESPONSES and request.get("store", True):
-                pass
             if request.get("stream") and reply.kind in ("tool", "raw_arguments", "text"):
                 if path == ANTHROPIC:
                     events = _anthropic_events(reply, request, sim)
