@@ -430,9 +430,9 @@ def _anthropic_content(r: Reply, req: dict) -> tuple[list[dict], str]:
 
 def _render_anthropic(r: Reply, req: dict, sim: dict) -> tuple[int, Any]:
     model = req.get("model", "unknown") if isinstance(req, dict) else "unknown"
-    base = {"id": f"msg_loop_{next(_ids)}", "type": "message", "role": "assistant", "model": model,
-            "stop_sequence": None, "usage": _anthropic_usage(r, req, sim)}
     if r.kind in ("tool", "raw_arguments", "text"):
+        base = {"id": f"msg_loop_{next(_ids)}", "type": "message", "role": "assistant", "model": model,
+                "stop_sequence": None, "usage": _anthropic_usage(r, req, sim)}
         content, stop = _anthropic_content(r, req)
         return 200, {**base, "content": content, "stop_reason": stop}
     if r.kind == "error":
@@ -516,9 +516,9 @@ def _openai_message(r: Reply, req: dict) -> tuple[dict, str]:
 
 def _render_openai(r: Reply, req: dict, sim: dict, local: bool) -> tuple[int, Any]:
     model = req.get("model", "unknown") if isinstance(req, dict) else "unknown"
-    base = {"id": f"chatcmpl-loop-{next(_ids)}", "object": "chat.completion", "created": int(time.time()),
-            "model": model, "usage": _openai_usage(r, req, sim, local)}
     if r.kind in ("tool", "raw_arguments", "text"):
+        base = {"id": f"chatcmpl-loop-{next(_ids)}", "object": "chat.completion", "created": int(time.time()),
+                "model": model, "usage": _openai_usage(r, req, sim, local)}
         message, finish = _openai_message(r, req)
         return 200, {**base, "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
     if r.kind == "error":

@@ -384,8 +384,13 @@ class ModelProposer:
         self.adjustments: list[str] = []
         self.thinking_on = False
         self._resolve(max_tokens)     # sets max_tokens, thinking settings (provider hook)
-        cap = int(max_tokens_cap) if max_tokens_cap is not None else self.caps.max_output
-        self.max_tokens_cap = max(min(cap, max(self.caps.max_output, self.max_tokens)), self.max_tokens)
+        # the model's own maximum binds where the table knows it; a local server's is the served model's
+        authoritative = self.caps.known and self.caps.api != "chat"
+        if max_tokens_cap is not None:
+            cap = int(max_tokens_cap)
+        else:   # the model's maximum; elsewhere up to four times the first limit
+            cap = self.caps.max_output if authoritative else max(self.caps.max_output, 4 * self.max_tokens)
+        self.max_tokens_cap = max(min(cap, self.caps.max_output) if authoritative else cap, self.max_tokens)
         if retry is None:
             retry = RetryPolicy(max_attempts=max_attempts, timeout_retries=timeout_retries,
                                 connect_attempts=LOCAL_CONNECT_ATTEMPTS if self.local else None)
@@ -449,7 +454,7 @@ class ModelProposer:
         tool = ("Answer format: call the `submit_kernel` tool once, with the complete .cu file in `source`, "
                 "a rationale of a few sentences, and `launch`, `tunables`, `direction`, `technique` and "
                 "`predicted_speedup` where they apply.")
-        return (head.rstrip() + "\n\n" + tool + "\n") if sep else system.rstrip() + "\n\n" + tool + "\n"
+        return (head.rstrip() + "\n\n" + tool + "\n") if sep else system
 
     # -- the caching plan -------------------------------------------------------------------
     def _plan(self, request: ProposalRequest, n: int) -> CachePlan:
