@@ -451,7 +451,7 @@ def _effort_of(body: dict) -> str | None:
 def _supported_effort(body: dict, message: str) -> dict:
     """``body`` with the effort stepped to the highest value the error message lists as supported
     at or below the one sent (the lowest listed if none is below)."""
-    listed = [v for v in re.findall(r"'([a-z]+)'", message.split("supported values", 1)[-1].lower()) if v in _ORDER]
+    listed = [v for v in re.findall(r"'([a-z]+)'", message.lower().split("supported values", 1)[-1]) if v in _ORDER]
     sent = _effort_of(body) or "high"
     if not listed:
         return _without_reasoning(body)
