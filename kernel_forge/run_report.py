@@ -176,6 +176,8 @@ def write_report(run_dir, summary: dict, attempts: list[dict]) -> None:
                          f"{f(r.get('pct_peak_flops'), '.1f')} | {f(r.get('speedup_vs_initial'), '.2f')} |")
         lines.append("")
     lines += _profile_lines(run_dir, attempts)
+    from .cost_report import cost_lines
+    lines += cost_lines(run_dir)
     for p in plots:
         lines += [f"![{p}]({p})", ""]
     lines += ["## Attempts", "", "| id | it | proposer | label | defines | verdict | score µs |", "| --- | --- | --- | --- | --- | --- | --- |"]

@@ -118,6 +118,10 @@ def test_two_iterations_of_four_candidates_make_no_400_and_no_truncation(tmp_pat
             assert set(usage) == {"prompt_tokens", "completion_tokens", "total_tokens"}
             assert c["reasoning_reported"] is False and c["cost_usd"] > 0
     assert summary["best"]["proposer"] == spec
+    report = (opt.run_dir.path / "report.md").read_text()
+    assert "## Model cost" in report and f"| {spec} | 8 |" in report
+    assert "| 1 | 4 |" in report and "| 2 | 4 |" in report                  # per iteration
+    assert f"{sum(c['cost_usd'] for c in calls):.4f} |" in report
 
 
 def shared_request(n: int, iteration: int) -> ProposalRequest:
