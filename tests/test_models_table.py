@@ -4,7 +4,6 @@ trip), answers are not cut off, usage is the provider's own, the prompt cache is
 every fan-out, and the budget refuses a call it cannot afford.  No other address is contacted."""
 from __future__ import annotations
 
-import json
 
 import pytest
 from click.testing import CliRunner
@@ -345,3 +344,41 @@ def test_an_unlisted_model_learns_a_rejected_parameter_once_for_the_whole_fan_ou
     assert result.errors == [] and len(bodies) == 5           # one 400, on the first request only
     assert [b["reasoning"]["effort"] for b in bodies] == ["high", "medium", "medium", "medium", "medium"]
     assert p.relaxed == {"effort_value"}
+
+
+def test_the_repair_turn_keeps_the_reasoning_with_store_false(loopback):
+    from loopback import text
+
+    loopback.script("openai", text("I would tile it, but here is no code."),
+                    tool({"source": vector_add("pass 1"), "rationale": "tiled"}))
+    p = proposer_for("openai:gpt-6.2-sol", loopback)
+    result = p.propose(ProposalRequest(system="s", prompt="make it faster"))
+    assert result.errors == [] and loopback.rejected == []
+    first, repair = (r.body for r in loopback.requests("openai"))
+    answer = result.calls[0].response["output"]
+    reasoning = [i for i in repair["input"] if i.get("type") == "reasoning"]
+    # the first answer's reasoning goes back with its encrypted content (store: false keeps nothing)
+    assert reasoning and reasoning[0]["encrypted_content"] == answer[0]["encrypted_content"]
+    assert repair["store"] is False and "previous_response_id" not in repair
+    assert repair["input"][-2] == {"role": "assistant", "content": [
+        {"type": "output_text", "text": "I would tile it, but here is no code."}]}
+    assert "could not be used" in repair["input"][-1]["content"][0]["text"]
+    assert repair["input"][0] == first["input"][0]            # the same conversation, one turn longer
+
+
+def test_edits_against_the_parent_come_back_as_the_whole_kernel(loopback):
+    from loopback import text
+
+    parent = vector_add("pass 400")
+    edit = parent.replace("pass 400", "pass 300")
+    diff = "".join(f"<<<<<<< SEARCH\n{a}=======\n{b}>>>>>>> REPLACE\n"
+                   for a, b in [(l + "\n", m + "\n") for l, m in zip(parent.splitlines(), edit.splitlines()) if l != m])
+    answer = ("Fewer instructions per element.\n\n```diff\n" + diff + "```\n\n```json\n"
+              '{"technique": "fused multiply-add", "direction": "compute", "predicted_speedup": 1.25}\n```\n')
+    loopback.script("anthropic", text(answer))
+    p = proposer_for("anthropic:claude-sonnet-5-5", loopback)
+    result = p.propose(ProposalRequest(system="s", prompt="p", parent_sources=[parent]))
+    (prop,) = result.proposals
+    assert prop.source.rstrip() == edit.rstrip() and prop.rationale == "Fewer instructions per element."
+    assert (prop.predicted_speedup, prop.technique, prop.model_direction) == (1.25, "fused multiply-add", "compute")
+    assert result.calls[0].error is None and loopback.rejected == []
