@@ -382,3 +382,31 @@ def test_edits_against_the_parent_come_back_as_the_whole_kernel(loopback):
     assert prop.source.rstrip() == edit.rstrip() and prop.rationale == "Fewer instructions per element."
     assert (prop.predicted_speedup, prop.technique, prop.model_direction) == (1.25, "fused multiply-add", "compute")
     assert result.calls[0].error is None and loopback.rejected == []
+
+
+def test_recorded_answers_in_every_format_replay(tmp_path):
+    from kernel_forge.proposers.replay import load_proposals
+    from loopback import fenced_answer
+
+    kernel = vector_add("pass 400")
+    args = {"source": kernel, "rationale": "recorded", "tunables": {"BLOCK": [128]}}
+    text_ = fenced_answer(args)
+    records = [
+        {"response": {"content": [{"type": "thinking", "thinking": "t", "signature": "s"},
+                                  {"type": "text", "text": text_}]}},                        # Anthropic, fenced
+        {"response": {"output": [{"type": "reasoning", "id": "rs_1", "summary": []},
+                                 {"type": "message", "content": [{"type": "output_text", "text": text_}]}]}},
+        {"response": {"output": [{"type": "function_call", "name": "submit_kernel", "arguments": json_dumps(args)}]}},
+        {"response": {"choices": [{"message": {"content": text_}}]}},                          # a local server
+    ]
+    path = tmp_path / "answers.jsonl"
+    path.write_text("\n".join(json_dumps(r) for r in records) + "\n")
+    props = load_proposals(path)
+    assert [p.source.rstrip() for p in props] == [kernel.rstrip()] * 4
+    assert all(p.tunables == {"BLOCK": [128]} for p in props)
+
+
+def json_dumps(obj) -> str:
+    import json
+
+    return json.dumps(obj)
