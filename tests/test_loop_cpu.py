@@ -672,7 +672,12 @@ def test_shipped_example_config_builds():
     prop = ProposerConfig(**cfg["proposer"])
     assert (loop.max_iterations, loop.candidates, loop.budget_usd, loop.patience, loop.tune_budget) == (7, 2, 5.0, 3, 24)
     assert (gate.warmup, gate.reps) == (10, 100)
-    assert prop.models == ["anthropic:claude-sonnet-4-5"] and prop.kind == "models"
+    assert prop.models == ["anthropic:claude-sonnet-5-5"] and prop.kind == "models"
+    # a current model, and one whose worst-case request fits the example's budget
+    from kernel_forge.optimize import check_budget_prices
+    from kernel_forge.proposers import capabilities
+    assert capabilities.entries()["anthropic:claude-sonnet-5-5"].status == "current"
+    check_budget_prices(prop, loop.budget_usd)
     assert cfg["$comment"]
     assert (ROOT / cfg["manifest"]).is_file()
 
