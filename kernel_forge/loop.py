@@ -316,6 +316,9 @@ class Optimizer:
         if result.unreachable and not result.proposals:
             self._write_history()
             raise StopRun("unreachable", result.errors[0] if result.errors else "no model call connected")
+        if getattr(result, "budget_exhausted", False) and not result.proposals:
+            self._write_history()
+            raise StopRun("budget_usd", next((e for e in result.errors if "budget" in e), ""))
         self.settled = False
         self._write_history()
         if not result.proposals:
@@ -693,8 +696,10 @@ class Optimizer:
             static, dynamic = build_prompt_parts(self.task, failures=failures, direction=s.direction,
                                                  fix=self._prompt_attempt(s.fix) if s.fix else None, **common)
             prompts.append(dynamic)
+        parents = [self._source(s.fix) if s.fix else self._source(self.best) for s in slots]
         return ProposalRequest(system=system_prompt(), prompt=prompts[0] if prompts else "", n=len(slots),
-                               iteration=iteration, static_prefix=static, prompts=prompts, directions=dirs)
+                               iteration=iteration, static_prefix=static, prompts=prompts, directions=dirs,
+                               parent_sources=parents)
 
     def _prompt(self) -> str:
         """The full user prompt the first proposal of the next iteration would get."""

@@ -29,18 +29,21 @@ class ProposerConfig:
     ensemble: Literal["round-robin", "parallel"] = "round-robin"  #: several models: one per iteration in turn, or all every iteration
     replay: str | None = None                        #: replay proposals: a folder of .cu files or a JSONL of recorded answers
     prices: dict = field(default_factory=dict)       #: price overrides {"provider:model": {"input": $, "output": $, "cache_read": $, "cache_write": $}} per million tokens
-    max_tokens: int = 8192                           #: output tokens per model answer (a thinking budget comes on top)
-    max_tokens_cap: int = 32768                      #: most output tokens the one retry of a cut-off answer may ask for
-    temperature: float | None = None                 #: sampling temperature; not sent unless set, dropped for the run if the model rejects it
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None  #: OpenAI reasoning_effort / Anthropic output_config.effort (low to max); not sent unless set
-    thinking_budget: int | None = None               #: Anthropic extended thinking budget_tokens (>= 1024); thinking makes tool_choice auto
-    thinking: Literal["adaptive", "disabled"] | None = None  #: Anthropic thinking mode to send instead of a budget (adaptive: the model decides)
+    max_tokens: int | None = None                    #: output tokens per model request, thinking included (default: the model's entry: room to think plus a kernel, 32000 within its maximum)
+    max_tokens_cap: int | None = None                #: most output tokens the one retry of a cut-off answer may ask for (default: the model's maximum)
+    temperature: float | None = None                 #: sampling temperature; sent only to models that take one (the capability table), dropped for the run if the model rejects it
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None  #: OpenAI reasoning.effort / Anthropic output_config.effort (default: high, where the model takes an effort); stepped down to the highest level the model takes
+    thinking_budget: int | None = None               #: Anthropic extended thinking budget_tokens (>= 1024, manual thinking); a model with adaptive thinking only gets adaptive thinking
+    thinking: Literal["adaptive", "disabled"] | None = None  #: Anthropic thinking mode (default: on where the model has it: adaptive, else a budget); disabled is refused by models that always think
     request_timeout_s: float = 120.0                 #: seconds one model request may take; when streamed, the longest silence between chunks
     timeout_retries: int = 2                         #: further attempts after a model request timed out
     max_attempts: int = 5                            #: HTTP attempts per model request on transient failures (429, 5xx, dropped connections)
     stream: bool = True                              #: stream model answers, so that a long answer cannot outlast the timeout
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None  #: OpenAI API: the field for the output limit (default: max_completion_tokens on api.openai.com, max_tokens elsewhere)
-    prompt_cache: bool = True                        #: Anthropic: cache the system prompt and the prompt's static prefix (cache_control)
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None  #: OpenAI-compatible servers (Chat Completions): the field for the output limit (default: the server's entry, max_tokens)
+    prompt_cache: bool = True                        #: cache the shared prompt prefix (Anthropic cache_control breakpoints, OpenAI prompt_cache_key)
+    cache_ttl: Literal["auto", "short", "long"] = "auto"  #: prompt-cache lifetime of the run's part of the prompt: short (5 min / 30 min), long (1 h / 12 h), or auto (long once an iteration takes longer than the short one)
+    answer_format: Literal["fenced", "tool"] = "fenced"  #: how a model answers: the kernel in a fenced code block (or search/replace edits) and a small JSON part, or a submit_kernel tool call
+    server: Literal["auto", "vllm", "llama.cpp", "ollama", "sglang"] = "auto"  #: the OpenAI-compatible server behind --base-url, for its capability entry (auto: a generic one)
 
     @property
     def kind(self) -> str:
@@ -48,8 +51,8 @@ class ProposerConfig:
 
 
 #: ProposerConfig fields that only one provider's proposers take
-ANTHROPIC_ONLY = ("thinking_budget", "thinking", "prompt_cache")
-OPENAI_ONLY = ("max_tokens_field",)
+ANTHROPIC_ONLY = ("thinking_budget", "thinking")
+OPENAI_ONLY = ("max_tokens_field", "server")
 
 
 def check_proposer(cfg: ProposerConfig) -> None:
@@ -70,7 +73,7 @@ def check_proposer(cfg: ProposerConfig) -> None:
             raise InputError("--base-url (proposer.base_url) needs --model: the model the endpoint serves",
                              hint="e.g. --model openai:qwen2.5-coder:32b --base-url http://localhost:8000/v1")
     if cfg.models:
-        for name in ANTHROPIC_ONLY[:2]:
+        for name in ANTHROPIC_ONLY:
             if getattr(cfg, name) is not None and "anthropic" not in providers:
                 raise InputError(f"--{name.replace('_', '-')} (proposer.{name}) applies to anthropic:MODEL "
                                  f"models only; the run asks {', '.join(cfg.models)}")
@@ -81,14 +84,18 @@ def check_proposer(cfg: ProposerConfig) -> None:
     if cfg.reasoning_effort in ("none", "minimal") and "anthropic" in providers:
         raise InputError(f"--reasoning-effort {cfg.reasoning_effort}: Anthropic models take low, medium, high, "
                          "xhigh or max (output_config.effort)")
-    if cfg.max_tokens_cap < cfg.max_tokens:
+    if cfg.max_tokens_cap is not None and cfg.max_tokens is not None and cfg.max_tokens_cap < cfg.max_tokens:
         raise InputError(f"--max-output-tokens-cap ({cfg.max_tokens_cap}) is below --max-output-tokens "
                          f"({cfg.max_tokens})")
+    if cfg.server != "auto" and (cfg.base_url is None or "openai" not in providers):
+        raise InputError(f"--server {cfg.server} (proposer.server) names the OpenAI-compatible server behind "
+                         "--base-url: it needs --base-url and an openai:MODEL model")
     PriceTable(cfg.prices or None, where="$.proposer.prices")   # malformed overrides fail here, naming the entry
 
 
 def check_budget_prices(cfg: ProposerConfig, budget_usd: float | None) -> None:
-    """A budget can only stop a run whose every model is priced: refuse to start otherwise."""
+    """A budget can only stop a run whose every model is priced, and must hold at least one call of
+    each model at its worst case: refuse to start otherwise, with the figures."""
     if budget_usd is None or not cfg.models:
         return
     from .proposers.models import parse_model_spec
@@ -102,8 +109,37 @@ def check_budget_prices(cfg: ProposerConfig, budget_usd: float | None) -> None:
             f"--budget-usd {budget_usd:g}: no price is known for {', '.join(missing)}, so its cost "
             "cannot be counted and the budget could never stop the run",
             hint=f'give its prices (USD per million tokens) in the --config file: {{"proposer": {{"prices": '
-                 f'{{"{example}": {{"input": 0.5, "output": 1.5}}}}}}}} (see kernel_forge/data/pricing.json), '
+                 f'{{"{example}": {{"input": 0.5, "output": 1.5}}}}}}}} (see kernel_forge/data/models.json), '
                  "or drop --budget-usd")
+    for spec in cfg.models:
+        worst = first_call_worst_case(cfg, spec, table)
+        if worst is not None and worst[0] > budget_usd:
+            usd, limit, tokens_in, price = worst
+            raise InputError(
+                f"--budget-usd {budget_usd:g}: one request to {spec} may cost up to ${usd:.4f} "
+                f"({limit} output tokens at ${price.output:g}/M, plus about {tokens_in} prompt tokens at up to "
+                f"${price.highest_input_rate():g}/M), more than the whole budget; no call was made",
+                hint="raise --budget-usd, lower --max-output-tokens (the model needs room to think and to write "
+                     "a whole kernel), or choose a cheaper model")
+
+
+def first_call_worst_case(cfg: ProposerConfig, spec: str, table=None):
+    """(usd, output limit, prompt tokens estimated, price) of the dearest first request to
+    ``spec``: its output limit as the proposer would send it, the system prompt as its input."""
+    from .prompts import system_prompt
+    from .proposers.budget import estimate_tokens
+    from .proposers.models import make_model_proposer, parse_model_spec
+    from .proposers.pricing import PriceTable
+
+    table = table or PriceTable(cfg.prices or None)
+    provider, model = parse_model_spec(spec)
+    price = table.lookup(provider, model)
+    if price is None:
+        return None
+    probe = make_model_proposer(spec, base_url=cfg.base_url, prices=table, api_key="budget-probe",
+                                **model_options(cfg))
+    tokens_in = estimate_tokens(system_prompt())
+    return table.worst_case(provider, model, tokens_in, probe.max_tokens).usd, probe.max_tokens, tokens_in, price
 
 
 def model_options(cfg: ProposerConfig) -> dict:
@@ -111,7 +147,8 @@ def model_options(cfg: ProposerConfig) -> dict:
     return dict(max_tokens=cfg.max_tokens, max_tokens_cap=cfg.max_tokens_cap, temperature=cfg.temperature,
                 reasoning_effort=cfg.reasoning_effort, thinking_budget=cfg.thinking_budget, thinking=cfg.thinking,
                 timeout=cfg.request_timeout_s, timeout_retries=cfg.timeout_retries, max_attempts=cfg.max_attempts,
-                stream=cfg.stream, max_tokens_field=cfg.max_tokens_field, prompt_cache=cfg.prompt_cache)
+                stream=cfg.stream, max_tokens_field=cfg.max_tokens_field, prompt_cache=cfg.prompt_cache,
+                cache_ttl=cfg.cache_ttl, answer_format=cfg.answer_format, server=cfg.server)
 
 
 class EnsembleProposer:
@@ -141,7 +178,10 @@ class EnsembleProposer:
         return merged
 
 
-def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = None):
+def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = None, *,
+                  budget_usd: float | None = None, spent_usd: float = 0.0):
+    """The run's proposer; with ``budget_usd`` every model call is checked against what is left of it
+    (``spent_usd``: what an earlier part of a resumed run spent)."""
     history = history or []
     if cfg.replay:
         from .proposers.replay import ReplayProposer
@@ -150,9 +190,11 @@ def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = 
         return ReplayProposer(cfg.replay, skip=len(labels))
     check_proposer(cfg)
     if cfg.models:
+        from .proposers.budget import Budget
         from .proposers.models import make_model_proposer
-        members = [make_model_proposer(m, base_url=cfg.base_url, prices=cfg.prices or None, **model_options(cfg))
-                   for m in cfg.models]
+        budget = Budget(budget_usd, spent_usd) if budget_usd is not None else None
+        members = [make_model_proposer(m, base_url=cfg.base_url, prices=cfg.prices or None, budget=budget,
+                                       **model_options(cfg)) for m in cfg.models]
         return EnsembleProposer(members, cfg.ensemble)
     from .proposers.tune import TuneProposer
     templates = list(getattr(task, "templates", ()) or ())
@@ -176,6 +218,11 @@ def check_baseline(task: Task, prop: ProposerConfig) -> None:
                          "nothing to start from",
                          hint="give a model (--model anthropic:MODEL or openai:MODEL) or --replay to translate the "
                               "reference into a first kernel, or add \"initial\" to the manifest")
+
+
+def _budget_kw(budget_usd: float | None, spent_usd: float) -> dict:
+    """make_proposer's budget arguments (none without a budget)."""
+    return {} if budget_usd is None else {"budget_usd": budget_usd, "spent_usd": spent_usd}
 
 
 def _sha(path: Path) -> str:
@@ -254,7 +301,7 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
     check_budget_prices(prop, loop.budget_usd)
     if proposer is None:
         check_baseline(task, prop)
-        proposer = make_proposer(prop, task)
+        proposer = make_proposer(prop, task, **_budget_kw(loop.budget_usd, 0.0))
     if gate is None:
         gate = make_gate(task, gate_opts)
     run = RunDir.create(runs_dir)
@@ -284,7 +331,8 @@ def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None
     prop = _build(ProposerConfig, meta["proposer"], "run.json $.proposer")
     check_budget_prices(prop, loop.budget_usd)
     hist = run.read_json("history.json", {}) or {}
-    proposer = make_proposer(prop, task, hist.get("attempts", []))
+    proposer = make_proposer(prop, task, hist.get("attempts", []),
+                             **_budget_kw(loop.budget_usd, float((hist.get("state") or {}).get("cost_usd", 0.0) or 0.0)))
     if gate is None:
         gate = make_gate(task, gate_opts)
     from .retrieval import Retrieved

@@ -83,6 +83,7 @@ RULES: dict[str, tuple] = {
     "arch": (lambda v: re.fullmatch(r"sm_\d+[af]?", v) is not None, "like sm_90"),
     # ProposerConfig
     "temperature": (lambda v: 0 <= v <= 2, "in [0, 2]"),
+    "max_tokens_cap": (_at_least(1), "at least 1"),
     "ensemble": (lambda v: v in ("round-robin", "parallel"), "round-robin or parallel"),
 }
 

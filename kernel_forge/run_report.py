@@ -242,6 +242,8 @@ def write_report(run_dir, summary: dict, attempts: list[dict]) -> None:
                          + (f" {_variant_text(r.get('variant'))} |" if rule else ""))
         lines.append("")
     lines += _profile_lines(run_dir, attempts)
+    from .cost_report import cost_lines
+    lines += cost_lines(run_dir)
     from .heatmap import CAPTION
     for p in plots:
         lines += [f"![{p}]({p})", ""] + ([CAPTION, ""] if p == "heatmap.png" else [])

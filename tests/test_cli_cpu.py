@@ -280,7 +280,7 @@ def test_optimize_dry_run_prints_the_first_prompt_without_a_gpu(run):
     r = run("optimize", "manifests/vector_add.json", "--dry-run", "--hints", "try float4 loads")
     assert r.exit_code == 0, r.output
     out = r.stdout
-    assert "=== system prompt ===" in out and "submit_kernel" in out
+    assert "=== system prompt ===" in out and "Answer format:" in out
     assert 'extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n)' in out
     assert "- `float* c`: shape [n], output" in out
     assert "Default launch: grid [cdiv(n, 256)], block [256]" in out

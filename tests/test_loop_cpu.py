@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "manifests" / "vector_add.json"
 ANTHROPIC_KEY = "sk-ant-test-secret-123456789"
 OPENAI_KEY = "sk-test-secret-123456789"
-SPECS = {"anthropic": "anthropic:claude-sonnet-4-5", "openai": "openai:gpt-5"}
+SPECS = {"anthropic": "anthropic:claude-sonnet-5-5", "openai": "openai:gpt-6.2-sol"}
 KEYS = {"anthropic": ANTHROPIC_KEY, "openai": OPENAI_KEY}
 HOLDOUT_WORD = re.compile(r"\bholdout\b", re.IGNORECASE)   # the case's name ("holdout_failed" is a reason code)
 HOLDOUT_N = "3145745"                                       # the holdout case's n
@@ -377,22 +377,50 @@ def test_time_limit_is_checked_before_every_candidate_and_resume_finishes(tmp_pa
     validate_all(opt.run_dir)
 
 
-@pytest.mark.parametrize("rule, limit, iterations", [("budget_usd", 0.015, 2), ("max_tokens", 1500, 1)])
+@pytest.mark.parametrize("rule, limit, iterations", [("budget_usd", 0.02, 3), ("max_tokens", 1500, 1)])
 def test_budget_and_token_stops_with_a_model(tmp_path, loopback, clean_env, rule, limit, iterations):
     for t in (500, 450, 400, 350):
-        loopback.script("anthropic", tool({"source": vector_add(f"pass {t}"), "rationale": "faster"}))
+        loopback.script("anthropic", tool({"source": vector_add(f"pass {t}"), "rationale": "faster"},
+                                          input_tokens=1000, output_tokens=500))
+    # no per-call budget check here (the proposer is built without one): the loop's own stop between iterations
     proposer = make_model_proposer(SPECS["anthropic"], base_url=loopback.anthropic_base_url,
-                                   api_key=ANTHROPIC_KEY, timeout=5)
-    opt = new_run(tmp_path, proposer=proposer, prop=ProposerConfig(models=[SPECS["anthropic"]]),
+                                   api_key=ANTHROPIC_KEY, timeout=5, max_tokens=1000)
+    opt = new_run(tmp_path, proposer=proposer, prop=ProposerConfig(models=[SPECS["anthropic"]], max_tokens=1000),
                   max_iterations=9, **{rule: limit})
     opt.run()
     summary = read(opt.run_dir, "summary.json")
-    per_call = cost("anthropic", "claude-sonnet-4-5", 1000, 500).usd           # 0.0105 by the shipped table
-    assert per_call == pytest.approx(0.0105)
+    per_call = cost("anthropic", "claude-sonnet-5-5", 1000, 500).usd           # 0.007 by the shipped table
+    assert per_call == pytest.approx(1000 * 2.0 / 1e6 + 500 * 10.0 / 1e6)
     assert summary["stop_reason"] == rule and summary["iterations"] == iterations
     assert summary["cost_usd"] == pytest.approx(iterations * per_call)
     assert summary["tokens"] == {"input": 1000 * iterations, "output": 500 * iterations}
     assert len(loopback.requests("anthropic")) == iterations
+
+
+def test_the_budget_is_checked_before_every_call_and_never_overshot(tmp_path, loopback, clean_env):
+    from kernel_forge.proposers.budget import Budget
+
+    budget = 0.05
+    for t in range(500, 100, -20):
+        loopback.script("anthropic", tool({"source": vector_add(f"pass {t}"), "rationale": "faster"},
+                                          input_tokens=1000, output_tokens=500))
+    proposer = make_model_proposer(SPECS["anthropic"], base_url=loopback.anthropic_base_url, api_key=ANTHROPIC_KEY,
+                                   timeout=5, max_tokens=1000, budget=Budget(budget))
+    opt = new_run(tmp_path, proposer=proposer, prop=ProposerConfig(models=[SPECS["anthropic"]], max_tokens=1000),
+                  max_iterations=20, budget_usd=budget)
+    opt.run()
+    summary = read(opt.run_dir, "summary.json")
+    calls = [read(opt.run_dir, p.name) for p in opt.run_dir.model_calls()]
+    assert summary["stop_reason"] == "budget_usd"
+    # it stopped because the next call's worst case no longer fitted, not because the money ran out
+    assert summary["cost_usd"] < budget and len(calls) == len(loopback.requests("anthropic")) >= 1
+    assert summary["iterations"] == len(calls) + 1             # the refused iteration made no call
+    for c in calls:                                          # each call held its worst case, above what it cost
+        assert c["plan"]["budget_reserved_usd"] >= c["cost_usd"] > 0
+    left = budget - summary["cost_usd"]
+    assert calls[-1]["plan"]["budget_reserved_usd"] > left    # the next call (a longer prompt) did not fit
+    history = read(opt.run_dir, "history.json")
+    assert history["state"]["cost_usd"] == pytest.approx(sum(c["cost_usd"] for c in calls))
 
 
 # ----------------------------------------------------------------------------------- resume
@@ -524,7 +552,7 @@ def model_proposer(provider: str, server, **kw):
 
 def prompt_of(provider: str, body: dict) -> str:
     """The first user turn's text (content blocks joined: the static prefix is a block of its own)."""
-    msgs = body["messages"]
+    msgs = body.get("messages") or body["input"]
     content = next(m["content"] for m in msgs if m["role"] == "user")
     if isinstance(content, list):
         return "\n\n".join(b.get("text", "") for b in content if isinstance(b, dict))
@@ -543,8 +571,9 @@ def assert_no_secret(path: Path, key: str) -> None:
 def test_model_proposer_in_the_loop(tmp_path, loopback, clean_env, task, provider):
     loopback.script(provider,
                     tool({"source": vector_add("mismatch 400"), "rationale": "float4 loads"}, input_tokens=1200),
-                    tool({"source": vector_add("pass 400"), "rationale": "grid-stride loop"}, output_tokens=700),
-                    tool({"source": vector_add("pass 300"), "rationale": "unrolled by 4"}))
+                    tool({"source": vector_add("pass 400"), "rationale": "grid-stride loop"}, output_tokens=700,
+                         input_tokens=1000),
+                    tool({"source": vector_add("pass 300"), "rationale": "unrolled by 4"}, input_tokens=1000))
     proposer = model_proposer(provider, loopback)
     opt = new_run(tmp_path, proposer=proposer, prop=ProposerConfig(models=[SPECS[provider]],
                                                                    base_url=loopback.url), max_iterations=3)
@@ -601,7 +630,7 @@ def test_ensemble_round_robin_by_iteration(tmp_path, loopback, clean_env):
     calls = [read(opt.run_dir, p.name) for p in opt.run_dir.model_calls()]
     assert [(c["iteration"], c["provider"]) for c in calls] == [(1, "anthropic"), (2, "openai"), (3, "anthropic")]
     assert len(loopback.requests("anthropic")) == 2 and len(loopback.requests("openai")) == 1
-    assert summary["proposer"] == "anthropic:claude-sonnet-4-5+openai:gpt-5"
+    assert summary["proposer"] == "+".join(SPECS.values())
     assert {k: v["calls"] for k, v in summary["per_model"].items()} == {SPECS["anthropic"]: 2, SPECS["openai"]: 1}
     assert_no_secret(opt.run_dir.path, ANTHROPIC_KEY)
     assert_no_secret(opt.run_dir.path, OPENAI_KEY)
@@ -626,9 +655,10 @@ def test_malformed_answer_is_repaired_once(tmp_path, loopback, clean_env, provid
     assert summary["per_model"][SPECS[provider]]["calls"] == 2
     reqs = loopback.requests(provider)
     assert len(reqs) == 2
-    last = reqs[1].body["messages"][-1]
-    repair = last["content"] if isinstance(last["content"], str) else last["content"][0].get("content", "")
-    assert "rejected" in repair and "submit_kernel" in repair
+    turns = reqs[1].body.get("messages") or reqs[1].body["input"]
+    last = turns[-1]
+    repair = last["content"] if isinstance(last["content"], str) else last["content"][0].get("text", "")
+    assert "could not be used" in repair and "```cuda" in repair
     validate_all(opt.run_dir)
 
 
@@ -642,7 +672,12 @@ def test_shipped_example_config_builds():
     prop = ProposerConfig(**cfg["proposer"])
     assert (loop.max_iterations, loop.candidates, loop.budget_usd, loop.patience, loop.tune_budget) == (7, 2, 5.0, 3, 24)
     assert (gate.warmup, gate.reps) == (10, 100)
-    assert prop.models == ["anthropic:claude-sonnet-4-5"] and prop.kind == "models"
+    assert prop.models == ["anthropic:claude-sonnet-5-5"] and prop.kind == "models"
+    # a current model, and one whose worst-case request fits the example's budget
+    from kernel_forge.optimize import check_budget_prices
+    from kernel_forge.proposers import capabilities
+    assert capabilities.entries()["anthropic:claude-sonnet-5-5"].status == "current"
+    check_budget_prices(prop, loop.budget_usd)
     assert cfg["$comment"]
     assert (ROOT / cfg["manifest"]).is_file()
 

@@ -62,7 +62,8 @@ def attempts(opt) -> list[dict]:
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 def test_six_identical_answers_are_gated_once(tmp_path, loopback, clean_env, task, provider):
-    loopback.script(provider, *[tool({"source": vector_add("pass 400"), "rationale": "float4"}) for _ in range(6)])
+    loopback.script(provider, *[tool({"source": vector_add("pass 400"), "rationale": "float4"}, input_tokens=1000)
+                                for _ in range(6)])
     gate = ScriptedGate(task)
     opt = new_run(tmp_path, gate=gate, proposer=model_proposer(provider, loopback),
                   prop=ProposerConfig(models=[SPECS[provider]]), max_iterations=6)

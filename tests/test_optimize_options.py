@@ -85,7 +85,8 @@ def test_help_is_the_fields_comment():
     assert by[("loop", "patience")].help.startswith("stop after this many iterations without improvement")
     assert by[("gate", "warmup")].help.startswith(field_docs(GateOptions)["warmup"])
     assert by[("proposer", "thinking_budget")].help.startswith("Anthropic extended thinking budget_tokens")
-    assert "[default: 8192]" in by[("proposer", "max_tokens")].help
+    assert "[default: 120.0]" in by[("proposer", "request_timeout_s")].help
+    assert "the model's entry" in by[("proposer", "max_tokens")].help     # no fixed default: the capability table
 
 
 def test_existing_option_names_keep_working():
@@ -168,7 +169,9 @@ def test_defaults_without_anything_are_the_dataclass_defaults():
     ("proposer", {"models": "openai:gpt-5"}, "$.proposer.models: expected a list"),
     ("proposer", {"models": ["gpt-5"]}, "$.proposer.models[0]"),
     ("proposer", {"ensemble": "random"}, "$.proposer.ensemble: must be one of 'round-robin', 'parallel'"),
-    ("proposer", {"max_tokens": None}, "$.proposer.max_tokens: a value is required"),
+    ("proposer", {"max_tokens": 0}, "$.proposer.max_tokens: must be >= 1, got 0"),
+    ("proposer", {"stream": None}, "$.proposer.stream: a value is required"),
+    ("proposer", {"answer_format": "xml"}, "$.proposer.answer_format: must be one of 'fenced', 'tool'"),
     ("proposer", {"thinking_budget": 100}, "$.proposer.thinking_budget: must be >= 1024, got 100"),
 ])
 def test_bad_config_values_name_their_json_path(tmp_path, section, values, expected):

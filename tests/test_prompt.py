@@ -68,7 +68,8 @@ def test_the_device_is_fully_described_and_the_fp32_ceiling_is_the_one_shown():
 def test_the_system_prompt_explains_kforge_lines():
     s = system_prompt()
     for line in ("`// kforge: grid = [X, Y, Z]`", "`// kforge: shared_mem = EXPR`", "`// kforge: tune NAME = [v1, v2, ...]`",
-                 "`// kforge: define NAME = v`", "`// kforge: constraint EXPR`", "-DNAME=v", "submit_kernel"):
+                 "`// kforge: define NAME = v`", "`// kforge: constraint EXPR`", "-DNAME=v", "Answer format:",
+                 "```cuda", "<<<<<<< SEARCH", "predicted_speedup"):
         assert line in s, line
     assert not re.search(r"\bholdout\b", s, re.I)
 

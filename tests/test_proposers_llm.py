@@ -14,7 +14,8 @@ import pytest
 from kernel_forge.errors import EnvironmentProblem, InputError
 from kernel_forge.proposers.base import ModelCall, Proposal, ProposalRequest
 from kernel_forge.proposers import pricing, retry, schema
-from kernel_forge.proposers.models import REDACTED, kernel_from_text, make_model_proposer, parse_model_spec, scrub
+from kernel_forge.proposers.answer import apply_edits, read_answer
+from kernel_forge.proposers.models import REDACTED, make_model_proposer, parse_model_spec, scrub
 
 from loopback import clean_env, closed_port_url, error, loopback, raw_arguments, text, tool  # noqa: F401  (fixtures)
 
@@ -48,17 +49,30 @@ def no_jitter(max_attempts: int = 5, sleeps: Sleeps | None = None) -> retry.Retr
                              random=lambda: 0.0, sleep=sleeps if sleeps is not None else Sleeps())
 
 
+#: models the capability table does not list: the providers' safe defaults, no rule of the table enforced,
+#: priced here like claude-sonnet-4-5 ($3 / $15) and gpt-5 ($1.25 / $0.125 cached / $10)
+TEST_MODELS = {"anthropic": "claude-test-1", "openai": "qwen-test"}
+TEST_PRICES = {"anthropic:claude-test-1": {"input": 3.0, "output": 15.0},
+               "openai:qwen-test": {"input": 1.25, "cached_input": 0.125, "output": 10.0}}
+
+
 def make(provider: str, server, *, model: str | None = None, **kw):
+    """A proposer for the transport, repair and retry tests: a model the table does not list (the
+    generic request), answering with the submit_kernel tool unless told otherwise."""
     kw.setdefault("timeout", 0.3)
+    kw.setdefault("answer_format", "tool")
+    kw.setdefault("prices", TEST_PRICES)
     if "retry" not in kw:
         kw.setdefault("sleep", Sleeps())
     if provider == "anthropic":
         from kernel_forge.proposers.anthropic_provider import AnthropicProposer
         kw.setdefault("api_key", ANTHROPIC_KEY)
-        return AnthropicProposer(model or "claude-sonnet-4-5-20250929", base_url=server.anthropic_base_url, **kw)
+        kw.setdefault("max_tokens", 8192)
+        return AnthropicProposer(model or TEST_MODELS["anthropic"], base_url=server.anthropic_base_url, **kw)
     from kernel_forge.proposers.openai_provider import OpenAIProposer
     kw.setdefault("api_key", OPENAI_KEY)
-    return OpenAIProposer(model or "gpt-5", base_url=server.openai_base_url, **kw)
+    kw.setdefault("max_tokens", 8192)
+    return OpenAIProposer(model or TEST_MODELS["openai"], base_url=server.openai_base_url, **kw)
 
 
 def calls_json(calls: list[ModelCall]) -> str:
@@ -85,10 +99,10 @@ def test_anthropic_happy_path(loopback):
     assert prop.rationale == GOOD["rationale"]
     assert prop.launch == {"grid": ["cdiv(n, BLOCK)"], "block": ["BLOCK"], "shared_mem": 0}
     assert prop.tunables == {"BLOCK": [128, 256, 512]}
-    assert prop.proposer == "anthropic:claude-sonnet-4-5-20250929"
+    assert prop.proposer == "anthropic:claude-test-1"
 
     call = result.calls[0]
-    assert (call.provider, call.model) == ("anthropic", "claude-sonnet-4-5-20250929")
+    assert (call.provider, call.model) == ("anthropic", "claude-test-1")
     assert (call.input_tokens, call.output_tokens) == (1000, 500)
     assert call.cost_usd == pytest.approx(1000 * 3.0 / 1e6 + 500 * 15.0 / 1e6)   # 0.0105
     assert p.priced is True
@@ -101,11 +115,14 @@ def test_anthropic_happy_path(loopback):
     # what the ModelCall says was sent is what arrived
     assert call.request == req.body
     body = req.body
-    assert body["model"] == "claude-sonnet-4-5-20250929"
+    assert body["model"] == "claude-test-1"
     assert body["max_tokens"] == 8192
     assert body["temperature"] == 0.2
-    # the system prompt is its own cacheable block; the answer is streamed
-    assert body["system"] == [{"type": "text", "text": "You write CUDA kernels.", "cache_control": {"type": "ephemeral"}}]
+    # the system prompt is its own block; a prompt this short is under the cache minimum, so no breakpoint
+    # is marked and the evidence says why; the answer is streamed
+    assert body["system"] == [{"type": "text", "text": "You write CUDA kernels."}]
+    assert call.plan["cache"]["on"] is False and "under anthropic's minimum" not in call.plan["cache"]["reason"]
+    assert "minimum cacheable prompt of 4096" in call.plan["cache"]["reason"]
     assert body["stream"] is True
     assert body["messages"] == [{"role": "user", "content": "Make saxpy faster."}]
     assert [t["name"] for t in body["tools"]] == ["submit_kernel"]
@@ -125,7 +142,7 @@ def test_openai_happy_path(loopback):
     (prop,) = result.proposals
     assert prop.source == KERNEL and prop.rationale == GOOD["rationale"]
     assert prop.launch["grid"] == ["cdiv(n, BLOCK)"] and prop.tunables == {"BLOCK": [128, 256, 512]}
-    assert prop.proposer == "openai:gpt-5"
+    assert prop.proposer == "openai:qwen-test"
 
     (call,) = result.calls
     assert (call.input_tokens, call.output_tokens) == (2000, 300)
@@ -173,7 +190,7 @@ def test_retry_after_ms_and_overloaded(loopback):
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_500_then_success(loopback, provider):
     sleeps = Sleeps()
-    loopback.script(provider, error(500, "boom"), tool(GOOD))
+    loopback.script(provider, error(500, "boom"), tool(GOOD, input_tokens=1000))
     result = make(provider, loopback, retry=no_jitter(sleeps=sleeps)).propose(REQUEST)
     assert len(result.proposals) == 1 and result.errors == []
     assert sleeps == [1.0]                       # base_delay * 2**0, no jitter
@@ -361,13 +378,42 @@ def test_text_fallback_with_fenced_block(loopback):
     assert result.calls[0].error is None and len(loopback.requests("openai")) == 1
 
 
-def test_kernel_from_text_rules():
-    assert kernel_from_text("```cpp\n__global__ void k(){}\n```")[0] == "__global__ void k(){}\n"
-    assert kernel_from_text("```c++\n__global__ void k(){}\n```")[1] == ""
-    assert kernel_from_text("```python\n__global__ = 1\n```") is None       # wrong language
-    assert kernel_from_text("```cuda\nint main() {}\n```") is None          # no kernel
-    two = "```cuda\nint x;\n```\nthen\n```cuda\n__global__ void k(){}\n```"
-    assert kernel_from_text(two) == ("__global__ void k(){}\n", "```cuda\nint x;\n```\nthen")
+def test_an_answer_is_read_from_its_fenced_blocks():
+    kernel = "__global__ void k(){}"
+    assert read_answer(f"```cpp\n{kernel}\n```").args["source"] == kernel + "\n"
+    assert read_answer(f"why\n```c++\n{kernel}\n```").args["rationale"] == "why"
+    assert read_answer("```python\n__global__ = 1\n```").problem.startswith("the answer holds no ```cuda block")
+    assert read_answer("```cuda\nint main() {}\n```").args is None                        # no kernel
+    two = f"```cuda\nint x;\n```\nthen\n```cuda\n{kernel}\n```"
+    got = read_answer(two).args
+    assert got["source"] == kernel + "\n" and got["rationale"] == "```cuda\nint x;\n```\nthen"
+    answer = read_answer(f"Vectorised.\n\n```cuda\n{KERNEL}```\n\n```json\n"
+                         '{"launch": {"grid": ["cdiv(n, BLOCK)"], "block": ["BLOCK"]}, "tunables": {"BLOCK": [128]}, '
+                         '"technique": "float4", "direction": "memory", "predicted_speedup": 1.4}\n```\n')
+    assert answer.problem is None and answer.form == "file"
+    assert answer.args == {"source": KERNEL, "rationale": "Vectorised.", "launch": {"grid": ["cdiv(n, BLOCK)"],
+                           "block": ["BLOCK"]}, "tunables": {"BLOCK": [128]}, "direction": "memory",
+                           "technique": "float4", "predicted_speedup": 1.4}
+    assert "not valid JSON" in read_answer(f"```cuda\n{kernel}\n```\n```json\n{{oops\n```").problem
+    assert "unknown key(s) 'speedup'" in read_answer(f"```cuda\n{kernel}\n```\n```json\n{{\"speedup\": 2}}\n```").problem
+    assert "positive number" in read_answer(f"```cuda\n{kernel}\n```\n```json\n{{\"predicted_speedup\": -1}}\n```").problem
+
+
+def test_search_replace_edits_apply_to_the_parent_or_say_which_edit_failed():
+    diff = ("<<<<<<< SEARCH\n  if (i < n) y[i] = a * x[i] + y[i];\n=======\n"
+            "  if (i < n) y[i] = fmaf(a, x[i], y[i]);\n>>>>>>> REPLACE\n")
+    source, problem = apply_edits(KERNEL, diff)
+    assert problem is None and "fmaf(a, x[i], y[i])" in source and source.count("\n") == KERNEL.count("\n")
+    answer = read_answer(f"Use an FMA.\n\n```diff\n{diff}```\n", parent=KERNEL)
+    assert answer.form == "diff" and answer.args["source"] == source and answer.args["rationale"] == "Use an FMA."
+    # trailing spaces in SEARCH still match; a SEARCH that is not there is named
+    loose, problem = apply_edits(KERNEL, diff.replace("y[i];\n=", "y[i];   \n="))
+    assert problem is None and loose == source
+    _, problem = apply_edits(KERNEL, diff.replace("a * x[i]", "b * x[i]"))
+    assert problem.startswith("edit 1 of 1: its SEARCH text is not in the parent kernel") and "if (i < n)" in problem
+    _, problem = apply_edits("x;\nx;\n", "<<<<<<< SEARCH\nx;\n=======\ny;\n>>>>>>> REPLACE\n")
+    assert "occurs 2 times" in problem
+    assert "no parent kernel" in read_answer(f"```diff\n{diff}```").problem
 
 
 # ------------------------------------------------------------------------- n, secrets
@@ -425,11 +471,11 @@ def test_make_model_proposer_builds_both(loopback):
     from kernel_forge.proposers.openai_provider import OpenAIProposer
 
     a = make_model_proposer("anthropic:claude-haiku-4-5", base_url=loopback.anthropic_base_url,
-                            api_key=ANTHROPIC_KEY, max_tokens=1024, timeout=0.3)
-    o = make_model_proposer("openai:qwen2.5-coder:32b", base_url=loopback.openai_base_url,
+                            api_key=ANTHROPIC_KEY, max_tokens=4096, timeout=0.3, answer_format="tool")
+    o = make_model_proposer("openai:qwen2.5-coder:32b", base_url=loopback.openai_base_url, answer_format="tool",
                             prices={"openai:qwen2.5-coder:32b": {"input": 0.1, "output": 0.2}})
-    assert isinstance(a, AnthropicProposer) and a.name == "anthropic:claude-haiku-4-5" and a.max_tokens == 1024
-    assert isinstance(o, OpenAIProposer) and o.model == "qwen2.5-coder:32b" and o.priced
+    assert isinstance(a, AnthropicProposer) and a.name == "anthropic:claude-haiku-4-5" and a.max_tokens == 4096
+    assert isinstance(o, OpenAIProposer) and o.model == "qwen2.5-coder:32b" and o.priced and o.api == "chat"
     assert parse_model_spec(" OpenAI:gpt-4o ") == ("openai", "gpt-4o")
 
     loopback.script("anthropic", tool(GOOD, input_tokens=10_000, output_tokens=2_000))
@@ -465,43 +511,53 @@ def test_importing_kernel_forge_does_not_import_the_sdks():
 
 def test_pricing_prefix_match_on_dated_ids():
     t = pricing.PriceTable()
-    assert t.lookup("anthropic", "claude-sonnet-4-5-20250929").key == "anthropic:claude-sonnet-4-5"
-    assert t.lookup("anthropic", "claude-sonnet-4-20250514").key == "anthropic:claude-sonnet-4"
+    assert t.lookup("anthropic", "claude-haiku-4-5-20251001").key == "anthropic:claude-haiku-4-5"
+    assert t.lookup("anthropic", "claude-opus-4-5-20251101").key == "anthropic:claude-opus-4-5"
     assert t.lookup("openai", "gpt-5-mini-2025-08-07").key == "openai:gpt-5-mini"      # longest key wins
-    assert t.lookup("openai", "gpt-4o-2024-08-06").key == "openai:gpt-4o"
-    assert t.lookup("anthropic", "claude-3-5-haiku-latest").key == "anthropic:claude-3-5-haiku"
-    assert t.lookup("openai", "GPT-4.1").key == "openai:gpt-4.1"
+    assert t.lookup("openai", "gpt-5-2025-08-07").key == "openai:gpt-5"
+    assert t.lookup("anthropic", "claude-sonnet-5-5-latest").key == "anthropic:claude-sonnet-5-5"
+    assert t.lookup("openai", "GPT-6.2-SOL").key == "openai:gpt-6.2-sol"
     # only date / -latest suffixes extend a key
     assert t.lookup("openai", "gpt-5-turbo-max") is None
     assert t.lookup("anthropic", "claude-opus-9-9") is None
-    assert t.lookup("openai", "claude-sonnet-4-5") is None                               # provider matters
-    assert pricing.lookup("openai:gpt-4o-mini").input == 0.15
-    c = t.cost("anthropic", "claude-opus-4-1-20250805", 1_000_000, 100_000)
-    assert c.priced and c.usd == pytest.approx(15.0 + 7.5) and c.key == "anthropic:claude-opus-4-1"
+    assert t.lookup("openai", "claude-sonnet-5-5") is None                               # provider matters
+    assert pricing.lookup("openai:gpt-6-luna").input == 0.1
+    c = t.cost("anthropic", "claude-opus-5-5", 1_000_000, 100_000)
+    assert c.priced and c.usd == pytest.approx(4.0 + 2.0) and c.key == "anthropic:claude-opus-5-5"
 
 
 def test_pricing_unknown_model_and_overrides():
     unknown = pricing.cost("openai", "llama-3.1-70b", 5000, 5000)
     assert unknown == pricing.Cost(usd=0.0, priced=False)
-    over = {"openai:gpt-5": {"input": 2.0, "output": 20.0}, "openai:llama-3.1-70b": [0.5, 0.5], "_note": "ignored"}
+    over = {"openai:gpt-6-sol": {"input": 2.0, "output": 20.0}, "openai:llama-3.1-70b": [0.5, 0.5], "_note": "ignored"}
     t = pricing.PriceTable(over)
-    assert t.cost("openai", "gpt-5-2025-08-07", 1_000_000, 1_000_000).usd == pytest.approx(22.0)
-    assert t.lookup("openai", "gpt-5").source == "override"
+    assert t.cost("openai", "gpt-6-sol-2026-09-22", 1_000_000, 1_000_000).usd == pytest.approx(22.0)
+    assert t.lookup("openai", "gpt-6-sol").source == "override"
     assert t.cost("openai", "llama-3.1-70b", 2_000_000, 0).usd == pytest.approx(1.0)
-    assert t.lookup("anthropic", "claude-sonnet-4-5").source == "shipped"
+    assert t.lookup("anthropic", "claude-opus-5-5").source == "shipped"
     assert pricing.price_table(t) is t
-    for bad in ({"openai:x": {"input": 1}}, {"openai:x": [1, -2]}, {"gpt-5": [1, 2]}, {"openai:x": "cheap"}):
+    for bad in ({"openai:x": {"input": 1}}, {"openai:x": [1, -2]}, {"gpt-5": [1, 2]}, {"openai:x": "cheap"},
+                {"openai:x": {"input": 1, "output": 2, "cache_write_1h": 1, "cache_write_long": 1}}):
         with pytest.raises(InputError):
             pricing.PriceTable(bad)
 
 
-def test_pricing_table_says_where_figures_come_from():
+def test_every_table_entry_says_where_its_figures_come_from():
+    from kernel_forge.proposers import capabilities
+
     src = pricing.shipped_source()
-    assert "2025" in src and "check" in src.lower()
-    for key in ("anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-1", "anthropic:claude-haiku-4-5",
-                "openai:gpt-5", "openai:gpt-5-mini", "openai:gpt-4.1", "openai:gpt-4o", "openai:gpt-4o-mini"):
-        price = pricing.shipped_prices()[key]
-        assert 0 < price.input < price.output
+    assert "platform.claude.com" in src and "developers.openai.com" in src
+    named = capabilities.sources()
+    for key, caps in capabilities.entries().items():
+        assert caps.source, key
+        # a source is a named source of the table's _sources, a URL or page, or says it was not found
+        text = " ".join(caps.source.values())
+        assert any(n in text for n in named) or "." in text or "not found" in text, key
+        for field in caps.unverified:
+            assert field.split(".")[0] in {"prices", "effort", "default_effort", "limits", "min_cache_tokens",
+                                           "forced_tool_choice", "thinking_off"}, (key, field)
+    for key, price in pricing.shipped_prices().items():
+        assert 0 < price.input < price.output, key
 
 
 # ------------------------------------------------------------------------- scrub
@@ -605,20 +661,22 @@ def test_call_with_retry_without_http():
 def test_anthropic_thinking_budget_sends_enabled_thinking_with_tool_choice_auto(loopback, stream):
     reply = tool(GOOD, input_tokens=1200, output_tokens=900).thinking("Coalesce the loads first.", "c2lnLUFBQQ==")
     loopback.script("anthropic", reply.usage(reasoning=600))
-    result = make("anthropic", loopback, thinking_budget=2048, stream=stream).propose(REQUEST)
+    result = make("anthropic", loopback, model="claude-haiku-4-5", thinking_budget=2048, max_tokens=8192,
+                  stream=stream).propose(REQUEST)
 
-    assert result.errors == [] and result.proposals[0].source == KERNEL
+    assert result.errors == [] and result.proposals[0].source == KERNEL and loopback.rejected == []
     (req,) = loopback.requests("anthropic")
     assert req.body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
-    assert req.body["max_tokens"] == 8192 + 2048            # the budget comes on top of the answer's limit
+    assert req.body["max_tokens"] == 8192                   # thinking counts toward max_tokens
+    # Haiku 4.5 rejects a forced tool choice while it thinks: auto, so no 400
     assert req.body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
-    assert req.body.get("stream", False) is stream
+    assert req.body.get("stream", False) is stream and "output_config" not in req.body   # it takes no effort
     (call,) = result.calls
     assert call.request == req.body
-    assert (call.output_tokens, call.reasoning_tokens) == (900, 600)
+    assert (call.output_tokens, call.reasoning_tokens, call.reasoning_reported) == (900, 600, True)
     assert call.response["content"][0] == {"type": "thinking", "thinking": "Coalesce the loads first.",
                                            "signature": "c2lnLUFBQQ=="}
-    assert call.cost_usd == pytest.approx(1200 * 3.0 / 1e6 + 900 * 15.0 / 1e6)   # thinking is output
+    assert call.cost_usd == pytest.approx(1200 * 1.0 / 1e6 + 900 * 5.0 / 1e6)   # thinking is output
 
 
 def test_anthropic_adaptive_thinking_answer_in_text_is_taken_from_its_fenced_block(loopback):
@@ -813,7 +871,7 @@ def test_timeouts_are_counted_and_retried_a_bounded_number_of_times(loopback, pr
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_streamed_answer_may_take_longer_than_the_timeout(loopback, provider):
-    loopback.script(provider, tool(GOOD).trickle(0.15))      # ~8 events: over a second in all
+    loopback.script(provider, tool(GOOD, input_tokens=1000).trickle(0.15))      # ~8 events: over a second in all
     result = make(provider, loopback, timeout=0.5).propose(REQUEST)
 
     assert result.errors == [] and result.proposals[0].source == KERNEL
@@ -864,17 +922,22 @@ def test_cache_rates_default_to_published_multipliers():
 
 
 def test_pricing_table_is_dated_and_holds_current_models():
-    assert pricing.shipped_checked() == "2026-12-01"
-    src = pricing.shipped_source()
-    assert "platform.claude.com" in src and "must be re-checked" in src
+    from kernel_forge.proposers import capabilities
+
+    assert pricing.shipped_checked() == capabilities.checked() == "2026-12-02"
     table = pricing.shipped_prices()
-    for key in ("anthropic:claude-opus-5-5", "anthropic:claude-sonnet-5-5", "anthropic:claude-sonnet-4-6",
-                "anthropic:claude-opus-4-6", "anthropic:claude-haiku-4-5", "openai:gpt-6-sol", "openai:gpt-5.5",
-                "openai:gpt-5", "openai:gpt-4.1"):
+    for key in ("anthropic:claude-fable-5-2", "anthropic:claude-opus-5-5", "anthropic:claude-sonnet-5-5",
+                "anthropic:claude-haiku-5-5", "anthropic:claude-haiku-4-5", "openai:gpt-6.2-astra", "openai:gpt-6.2-sol",
+                "openai:gpt-6.1-terra", "openai:gpt-6-luna", "openai:gpt-5.6-terra"):
         price = table[key]
-        assert 0 < price.rate("cache_read") < price.input < price.output
-        if key.startswith("anthropic:"):
-            assert price.input < price.rate("cache_write") < price.rate("cache_write_1h")
+        assert 0 < price.rate("cache_read") < price.input < price.output, key
+        assert price.input < price.rate("cache_write") < price.rate("cache_write_long"), key
+    # GPT-5.6 and later bill cache writes at 1.25x input; earlier models do not bill them
+    assert table["openai:gpt-6.2-sol"].rate("cache_write") == pytest.approx(1.25 * 2.0)
+    assert table["openai:gpt-5.5"].rate("cache_write") == 0.0
+    # Haiku 5.5 above 100K prompt tokens and OpenAI above 272K bill the whole request at long-context rates
+    assert pricing.cost("anthropic", "claude-haiku-5-5", 100_001, 0).usd == pytest.approx(100_001 * 0.5 / 1e6)
+    assert pricing.cost("openai", "gpt-6.2-sol", 272_001, 1000).usd == pytest.approx((272_001 * 4.0 + 1000 * 15.0) / 1e6)
 
 
 # ------------------------------------------------------------------------- prompts, calls, reachability
@@ -886,19 +949,24 @@ DIRECTED = ProposalRequest(system="You write CUDA kernels.", prompt="unused", n=
 
 
 def test_anthropic_static_prefix_is_a_cached_block_before_each_proposals_prompt(loopback):
+    big = PREFIX + "Reference details.\n" * 1200                 # well above the 4,096-token minimum
+    directed = dataclasses.replace(DIRECTED, static_prefix=big)
     loopback.script("anthropic", tool({**GOOD, "rationale": "a"}), tool({**GOOD, "rationale": "b"}))
-    result = make("anthropic", loopback, parallel=1).propose(DIRECTED)
+    result = make("anthropic", loopback, parallel=1).propose(directed)
 
     bodies = [r.body for r in loopback.requests("anthropic")]
     cached = {"type": "ephemeral"}
     for body, prompt in zip(bodies, DIRECTED.prompts):
         assert body["messages"] == [{"role": "user", "content": [
-            {"type": "text", "text": PREFIX, "cache_control": cached}, {"type": "text", "text": prompt}]}]
-        assert body["system"][0]["cache_control"] == cached
+            {"type": "text", "text": big, "cache_control": cached}, {"type": "text", "text": prompt}]}]
+        assert "cache_control" not in body["system"][0]       # the system prompt is inside the first breakpoint
     assert [(p.direction, p.rationale) for p in result.proposals] == [("vectorise", "a"), ("unroll", "b")]
+    first, second = result.calls
+    assert first.cache_write_tokens > 0 and first.cache_read_tokens == 0
+    assert second.cache_read_tokens == first.cache_write_tokens and second.cache_write_tokens == 0
 
     loopback.script("anthropic", tool(GOOD))
-    make("anthropic", loopback, prompt_cache=False).propose(dataclasses.replace(DIRECTED, n=1))
+    make("anthropic", loopback, prompt_cache=False).propose(dataclasses.replace(directed, n=1))
     assert "cache_control" not in json.dumps(loopback.requests("anthropic")[-1].body)
 
 
@@ -966,18 +1034,26 @@ def test_local_urls():
 
 def test_make_proposer_passes_every_model_setting(loopback):
     from kernel_forge.optimize import ProposerConfig, make_proposer
+    from kernel_forge.proposers.budget import Budget
 
-    cfg = ProposerConfig(models=["anthropic:claude-sonnet-4-5", "openai:gpt-5"], base_url=loopback.url,
-                         max_tokens=4000, max_tokens_cap=9000, thinking_budget=2048, reasoning_effort="high",
+    cfg = ProposerConfig(models=["anthropic:claude-haiku-4-5", "openai:qwen-test"], base_url=loopback.url,
+                         max_tokens=6000, max_tokens_cap=9000, thinking_budget=2048, reasoning_effort="high",
                          request_timeout_s=7.0, timeout_retries=1, max_attempts=3, stream=False,
-                         max_tokens_field="max_completion_tokens", prompt_cache=False, temperature=0.5)
-    a, o = make_proposer(cfg, None).members
-    assert (a.thinking_budget, a.max_tokens, a.max_tokens_cap, a.prompt_cache) == (2048, 6048, 9000, False)
-    assert (o.max_tokens_field, o.max_tokens, o.max_tokens_cap) == ("max_completion_tokens", 4000, 9000)
+                         max_tokens_field="max_completion_tokens", prompt_cache=False, temperature=0.5,
+                         cache_ttl="long", answer_format="tool", server="vllm",
+                         prices={"openai:qwen-test": [0.1, 0.2]})
+    a, o = make_proposer(cfg, None, budget_usd=3.0, spent_usd=1.0).members
+    assert (a.thinking_budget, a.max_tokens, a.max_tokens_cap, a.prompt_cache) == (2048, 6000, 9000, False)
+    assert (o.max_tokens_field, o.max_tokens, o.max_tokens_cap, o.caps.key) == \
+        ("max_completion_tokens", 6000, 9000, "local:vllm")
+    assert isinstance(a.budget, Budget) and a.budget is o.budget and a.budget.left == pytest.approx(2.0)
     for m in (a, o):
         assert (m.timeout, m.retry.timeout_retries, m.retry.max_attempts, m.stream) == (7.0, 1, 3, False)
-        assert (m.reasoning_effort, m.temperature) == ("high", 0.5)
+        assert (m.reasoning_effort, m.temperature, m.cache_ttl, m.answer_format) == ("high", 0.5, "long", "tool")
         assert m.retry.connect_attempts == 2                    # 127.0.0.1: a local server
+    # Haiku 4.5 takes no effort and no temperature with thinking on: the table says so, nothing is sent
+    assert a.effort is None and a.send_temperature is False
+    assert any("no temperature" in n for n in a.adjustments)
 
 
 def test_budget_with_an_unpriced_model_is_refused_unless_the_config_prices_it():

@@ -1,24 +1,37 @@
 """Candidates from Anthropic models through the official ``anthropic`` SDK (Messages API).
 
-Each request offers one tool, ``submit_kernel`` (input schema: :data:`schema.PROPOSAL_SCHEMA`).
-Without thinking it is forced with ``tool_choice``; with thinking (a ``thinking_budget``, or
-``thinking="adaptive"``) Anthropic allows only ``tool_choice`` auto, so the answer may come as text,
-which the fenced-block fallback and the repair turn cover.  A model that rejects a forced tool
-choice, a temperature or manual thinking with an HTTP 400 gets the request again without it (see
-:class:`~.models.Relaxation`).
+The request is built from the model's capability entry (:mod:`.capabilities`):
 
-Prompt caching: the system prompt and ``request.static_prefix`` are sent as their own text blocks
-with ``cache_control: {"type": "ephemeral"}`` (the tool definition, which comes first, is cached
-with them), followed by the dynamic part of the proposal's prompt.  Cache reads and writes are
-priced at their own rates.
+* **thinking** on by default: ``{"type": "adaptive"}`` where the model has adaptive thinking (the
+  only form Claude Opus 4.7 and later take), ``{"type": "enabled", "budget_tokens": B}`` where a
+  budget is all it takes (Claude Haiku 4.5, Opus 4.5); ``thinking="disabled"`` sends the model's
+  own off value (``disabled``, or ``between_tools`` on Claude Sonnet 5.5) and is refused in favour
+  of adaptive thinking on a model that always thinks;
+* ``output_config.effort``: the effort asked for (default ``high``), stepped down to the highest
+  level the model takes (``max`` -> ``xhigh`` -> ``high``);
+* a ``temperature`` only where the model takes one (never from Opus 4.7 on; before that only
+  without thinking);
+* ``max_tokens``: thinking plus a whole kernel (32,000 where the model thinks, within its maximum).
+
+The answer is text: the kernel in a fenced block (or search/replace edits) and a small JSON part
+(:mod:`.answer`); no tool is offered.  With ``answer_format="tool"`` the request offers
+``submit_kernel`` and forces it only where the table says the model allows a forced tool choice
+(never on Fable 5.1 / Opus 5.5 / Sonnet 5.5; on older models only without thinking).
+
+Prompt caching: the system prompt and ``request.static_prefix`` end at one ``cache_control``
+breakpoint (1-hour lifetime when an iteration takes longer than 5 minutes), the sections every
+proposal of the request shares at a second one (5 minutes), then each proposal's own part.
+
+Usage: ``input_tokens`` (uncached), ``cache_read_input_tokens``, ``cache_creation_input_tokens``
+with ``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``,
+``output_tokens`` and, where the API returns it, ``output_tokens_details.thinking_tokens`` (the
+anthropic SDK 2.16 ``Usage`` type; ``reasoning_reported`` is False on an answer without it).
 
 A malformed answer gets one repair turn: the assistant's turn is replayed -- thinking and
-redacted-thinking blocks unchanged, with their signatures, as the API requires -- and a
-``tool_result`` with ``is_error`` (or, when no tool was called, a user message) quotes the
-problem.  Answers are streamed by default (``messages.stream(...).get_final_message()``), so the
-timeout bounds the silence between chunks rather than the whole answer.  The SDK's own retries
-are off (``max_retries=0``): the policy in :mod:`.retry` applies and counts attempts.
-``anthropic`` is imported only when a proposer is built, so ``import kernel_forge`` does not load it.
+redacted-thinking blocks unchanged, with their signatures, as the API requires -- then a user
+message (or a ``tool_result`` with ``is_error``) quoting the problem.  Answers are streamed by
+default.  The SDK's own retries are off (``max_retries=0``).  ``anthropic`` is imported only when a
+proposer is built, so ``import kernel_forge`` does not load it.
 """
 from __future__ import annotations
 
@@ -30,28 +43,33 @@ from typing import Any
 
 from ..errors import EnvironmentProblem, InputError
 from .base import ProposalRequest
-from .models import (ASSEMBLY_ERRORS, ModelProposer, Reading, Relaxation, StreamAssemblyError, Usage, _int,
-                     import_sdk, kernel_from_text)
+from .budget import Budget
+from .capabilities import Capabilities
+from .models import (ASSEMBLY_ERRORS, DEFAULT_EFFORT, CachePlan, ModelProposer, Relaxation,
+                     StreamAssemblyError, Usage, _int, import_sdk)
 from .pricing import PriceTable
 from .retry import RetryPolicy
-from .schema import TOOL_DESCRIPTION, TOOL_NAME, check_proposal, proposal_schema
+from .schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 
-CACHE = {"cache_control": {"type": "ephemeral"}}
 THINKING_MODES = ("adaptive", "disabled")
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 MIN_THINKING_BUDGET = 1024          # the API's minimum budget_tokens
+#: the thinking budget when none is given: half the output limit, at most this
+DEFAULT_THINKING_BUDGET = 16000
 
 
 class AnthropicProposer(ModelProposer):
     provider = "anthropic"
 
     def __init__(self, model: str, api_key: str | None = None, base_url: str | None = None,
-                 max_tokens: int = 8192, temperature: float | None = None, timeout: float = 120,
+                 max_tokens: int | None = None, temperature: float | None = None, timeout: float = 120,
                  max_attempts: int = 5, prices: PriceTable | Mapping[str, object] | None = None, *,
                  sleep: Callable[[float], None] | None = None, retry: RetryPolicy | None = None,
                  parallel: int = 4, stream: bool = True, max_tokens_cap: int | None = None,
                  timeout_retries: int = 2, reasoning_effort: str | None = None,
-                 thinking_budget: int | None = None, thinking: str | None = None, prompt_cache: bool = True):
+                 thinking_budget: int | None = None, thinking: str | None = None, prompt_cache: bool = True,
+                 answer_format: str = "fenced", cache_ttl: str = "auto", budget: Budget | None = None,
+                 capabilities: Capabilities | None = None, clock=None):
         if thinking_budget is not None and thinking_budget != 0:
             if thinking_budget < MIN_THINKING_BUDGET:
                 raise InputError(f"anthropic: thinking_budget must be >= {MIN_THINKING_BUDGET} tokens "
@@ -66,16 +84,14 @@ class AnthropicProposer(ModelProposer):
                              f"{', '.join(EFFORTS)}, got {reasoning_effort!r}")
         self.thinking_budget = int(thinking_budget) if thinking_budget else None
         self.thinking = thinking
-        self.prompt_cache = bool(prompt_cache)
-        # the budget counts toward max_tokens: the limit of a request is the answer's plus the budget
-        answer = int(max_tokens)
-        limit = answer + (self.thinking_budget or 0)
-        cap = max_tokens_cap if max_tokens_cap is not None else 4 * answer
-        super().__init__(model, api_key=api_key, base_url=base_url, max_tokens=limit,
+        extra = {"clock": clock} if clock is not None else {}
+        super().__init__(model, api_key=api_key, base_url=base_url, max_tokens=max_tokens,
                          temperature=temperature, timeout=timeout, max_attempts=max_attempts,
                          prices=prices, sleep=sleep, retry=retry, parallel=parallel, stream=stream,
-                         max_tokens_cap=max(cap, limit), timeout_retries=timeout_retries,
-                         reasoning_effort=reasoning_effort)
+                         max_tokens_cap=max_tokens_cap, timeout_retries=timeout_retries,
+                         reasoning_effort=reasoning_effort, answer_format=answer_format,
+                         prompt_cache=prompt_cache, cache_ttl=cache_ttl, budget=budget,
+                         capabilities=capabilities, **extra)
         self._sdk = import_sdk("anthropic", "anthropic>=0.60")
         self._sdk_error = self._sdk.AnthropicError
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
@@ -92,44 +108,107 @@ class AnthropicProposer(ModelProposer):
         self._tool = {"name": TOOL_NAME, "description": TOOL_DESCRIPTION,
                       "input_schema": proposal_schema()}
 
+    # -- what the table makes of the settings ------------------------------------------------
+    def _resolve(self, max_tokens: int | None) -> None:
+        caps, modes = self.caps, set(self.caps.thinking_modes)
+        adaptive_ok = bool({"adaptive", "always"} & modes)
+        want = "budget" if self.thinking_budget else ("off" if self.thinking == "disabled" else self.thinking)
+        if want is None:                                      # thinking on by default, where the model has it
+            want = "adaptive" if adaptive_ok else ("budget" if "budget" in modes else "off")
+        if want == "off" and "always" in modes:
+            self.adjustments.append(f"thinking 'disabled' asked, but {caps.key} always thinks: adaptive thinking sent")
+            want = "adaptive"
+        if want == "adaptive" and not adaptive_ok:
+            if "budget" in modes:
+                self.adjustments.append(f"{caps.key} has no adaptive thinking: a thinking budget sent instead")
+                want = "budget"
+            elif caps.known:
+                self.adjustments.append(f"{caps.key} does not think: no thinking sent")
+                want = "off"
+        if want == "budget" and "budget" not in modes and caps.known:
+            if adaptive_ok:
+                self.adjustments.append(f"{caps.key} takes no thinking budget: adaptive thinking sent instead")
+                want = "adaptive"
+            else:
+                self.adjustments.append(f"{caps.key} does not think: no thinking sent")
+                want = "off"
+        self.thinking_on = want in ("adaptive", "budget")
+        limit = int(max_tokens) if max_tokens is not None else caps.default_output(self.thinking_on)
+        limit = min(limit, caps.max_output) if caps.known else limit
+        self.thinking_body: dict | None = None
+        if want == "adaptive":
+            self.thinking_body = {"type": "adaptive"}
+        elif want == "budget":
+            budget = self.thinking_budget or min(DEFAULT_THINKING_BUDGET, limit // 2)
+            if self.thinking_budget and limit <= budget:       # the budget comes on top of a kernel's room
+                limit = min(budget + (int(max_tokens) if max_tokens else caps.default_output(False)),
+                            caps.max_output if caps.known else budget * 2 + 16000)
+            if budget >= limit or budget < MIN_THINKING_BUDGET:
+                raise InputError(f"anthropic: a thinking budget of {budget} tokens does not fit the output limit "
+                                 f"of {limit} tokens ({caps.key} allows {caps.max_output}); budget_tokens must "
+                                 f"be >= {MIN_THINKING_BUDGET} and below max_tokens",
+                                 hint="raise --max-output-tokens or lower --thinking-budget")
+            self.thinking_budget = budget
+            self.thinking_body = {"type": "enabled", "budget_tokens": budget}
+        elif self.thinking == "disabled":
+            off = caps.thinking_off or ("disabled" if not caps.known else None)
+            self.thinking_body = {"type": off} if off else None
+        self.max_tokens = limit
+        wanted = self.reasoning_effort or (DEFAULT_EFFORT if self.thinking_on else None)
+        self.effort = caps.best_effort(wanted) if caps.effort else (self.reasoning_effort if not caps.known else None)
+        if self.reasoning_effort and self.effort != self.reasoning_effort:
+            self.adjustments.append(f"effort {self.reasoning_effort!r} asked; {caps.key} takes "
+                                    f"{', '.join(caps.effort) or 'no effort'}: "
+                                    + (f"{self.effort!r} sent" if self.effort else "none sent"))
+        if self.temperature is not None and not caps.accepts_temperature(self.thinking_on):
+            self.adjustments.append(f"{caps.key} takes no temperature"
+                                    + (" with thinking on" if caps.temperature == "without_thinking" else "")
+                                    + ": none sent")
+            self.send_temperature = False
+        else:
+            self.send_temperature = self.temperature is not None
+
     @property
     def thinks(self) -> bool:
-        """Thinking is asked for, so ``tool_choice`` must be auto."""
-        return self.thinking_budget is not None or self.thinking == "adaptive"
+        """Thinking is on, so a forced ``tool_choice`` is only sent where the model allows it with thinking."""
+        return self.thinking_on
 
     # -- hooks ------------------------------------------------------------------------------
-    def _initial_body(self, request: ProposalRequest, index: int) -> dict:
-        dynamic = request.prompt_for(index)
-        cache = CACHE if self.prompt_cache else {}
-        if request.static_prefix:
-            content: Any = [{"type": "text", "text": request.static_prefix, **copy.deepcopy(cache)},
-                            {"type": "text", "text": dynamic}]
-        else:
-            content = dynamic
-        choice = {"type": "auto"} if self.thinks else {"type": "tool", "name": TOOL_NAME}
-        body: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": self.max_tokens,
-            "messages": [{"role": "user", "content": content}],
-            "tools": [copy.deepcopy(self._tool)],
-            "tool_choice": {**choice, "disable_parallel_tool_use": True},
-        }
-        if request.system:
-            body["system"] = ([{"type": "text", "text": request.system, **copy.deepcopy(cache)}]
-                              if self.prompt_cache else request.system)
-        if self.thinking_budget is not None:
-            body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-        elif self.thinking is not None:
-            body["thinking"] = {"type": self.thinking}
-        if self.reasoning_effort is not None:
-            body["output_config"] = {"effort": self.reasoning_effort}
-        if self.temperature is not None:
+    def _initial_body(self, request: ProposalRequest, index: int, plan: CachePlan) -> dict:
+        def cache(ttl: str | None = None) -> dict:
+            if not plan.on:
+                return {}
+            return {"cache_control": {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}}
+
+        rest = plan.rest(index)
+        blocks: list[dict] = []
+        if plan.static:
+            blocks.append({"type": "text", "text": plan.static, **cache(plan.static_ttl)})
+        if plan.common:
+            blocks.append({"type": "text", "text": plan.common, **cache()})
+        content: Any = blocks + [{"type": "text", "text": rest}] if blocks else rest
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
+                                "messages": [{"role": "user", "content": content}]}
+        system = self.system_text(request.system)
+        if system:
+            # with no static prefix, the system prompt is the run's part: the breakpoint goes there
+            body["system"] = [{"type": "text", "text": system, **(cache(plan.static_ttl) if not plan.static else {})}]
+        if self.answer_format == "tool":
+            forced = self.caps.forced_tool_ok(self.thinking_on)
+            choice = {"type": "tool", "name": TOOL_NAME} if forced else {"type": "auto"}
+            body["tools"] = [copy.deepcopy(self._tool)]
+            body["tool_choice"] = {**choice, "disable_parallel_tool_use": True}
+        if self.thinking_body is not None:
+            body["thinking"] = dict(self.thinking_body)
+        if self.effort is not None:
+            body["output_config"] = {"effort": self.effort}
+        if self.send_temperature:
             body["temperature"] = self.temperature
         if self.stream:
             body["stream"] = True
         return body
 
-    def _send(self, body: dict) -> Any:
+    def _send(self, body: dict, on_start: Callable[[], None]) -> Any:
         kwargs = copy.deepcopy(body)
         stream = kwargs.pop("stream", False)
         # fields some SDK releases have no argument for (this one has no temperature) go as extra body
@@ -137,17 +216,21 @@ class AnthropicProposer(ModelProposer):
         if stream:
             with self._client.messages.stream(**kwargs, extra_body=extra or None) as answer:
                 try:
+                    for _ in answer:
+                        on_start()            # the answer has begun: the cache it writes can be read
                     return answer.get_final_message()
                 except self._sdk_error:
                     raise
                 except ASSEMBLY_ERRORS as exc:
                     raise StreamAssemblyError(f"{type(exc).__name__}: {exc}") from exc
-        return self._client.messages.create(**kwargs, extra_body=extra or None)
+        message = self._client.messages.create(**kwargs, extra_body=extra or None)
+        on_start()
+        return message
 
     def _usage(self, response: Any) -> Usage:
         usage = getattr(response, "usage", None)
         if usage is None:
-            return Usage()
+            return Usage(reasoning_reported=False)
         written = _int(getattr(usage, "cache_creation_input_tokens", 0))
         by_ttl = getattr(usage, "cache_creation", None)
         hour = min(written, _int(getattr(by_ttl, "ephemeral_1h_input_tokens", 0))) if by_ttl is not None else 0
@@ -155,29 +238,27 @@ class AnthropicProposer(ModelProposer):
         return Usage(input=_int(getattr(usage, "input_tokens", 0)),
                      output=_int(getattr(usage, "output_tokens", 0)),
                      reasoning=_int(getattr(details, "thinking_tokens", 0)) if details is not None else 0,
+                     reasoning_reported=details is not None,
                      cache_read=_int(getattr(usage, "cache_read_input_tokens", 0)),
-                     cache_write=written - hour, cache_write_1h=hour)
+                     cache_write=written - hour, cache_write_long=hour)
 
     def _truncated(self, response: Any) -> bool:
         return getattr(response, "stop_reason", None) == "max_tokens"
 
-    def _read(self, response: Any) -> Reading:
+    def _stop_text(self, response: Any) -> str:
+        return f"stop_reason={getattr(response, 'stop_reason', None)}"
+
+    def _text(self, response: Any) -> str:
         blocks = list(getattr(response, "content", None) or [])
-        uses = [b for b in blocks if getattr(b, "type", None) == "tool_use"]
-        use = next((b for b in uses if getattr(b, "name", None) == TOOL_NAME), None)
+        return "\n".join(getattr(b, "text", "") or "" for b in blocks if getattr(b, "type", None) == "text")
+
+    def _tool_args(self, response: Any) -> tuple[bool, object, str | None]:
+        blocks = list(getattr(response, "content", None) or [])
+        use = next((b for b in blocks if getattr(b, "type", None) == "tool_use"
+                    and getattr(b, "name", None) == TOOL_NAME), None)
         if use is None:
-            text = "\n".join(getattr(b, "text", "") or "" for b in blocks if getattr(b, "type", None) == "text")
-            found = kernel_from_text(text)
-            if found is not None:
-                source, rest = found
-                args = {"source": source, "rationale": rest}
-                return Reading(args=args, problem=check_proposal(args), rationale_prefix="[from text]")
-            stop = getattr(response, "stop_reason", None)
-            return Reading(problem=f"the answer held no {TOOL_NAME} tool call and no fenced CUDA block "
-                                   f"with a __global__ function (stop_reason={stop})")
-        args = getattr(use, "input", None)
-        problem = check_proposal(args)
-        return Reading(args=args if isinstance(args, dict) else None, problem=problem)
+            return False, None, None
+        return True, getattr(use, "input", None), None
 
     @staticmethod
     def _replay(block: Any) -> dict | None:
@@ -228,19 +309,33 @@ class AnthropicProposer(ModelProposer):
         return new
 
     def _relaxations(self) -> list[Relaxation]:
+        budget = self.thinking_budget or min(DEFAULT_THINKING_BUDGET, max(MIN_THINKING_BUDGET, self.max_tokens // 2))
         return [
             Relaxation("temperature", sent=lambda b: "temperature" in b,
                        named=lambda m: "temperature" in m,
                        apply=lambda b: {k: v for k, v in b.items() if k != "temperature"},
                        note="sent again without temperature"),
-            Relaxation("forced_tool_choice", sent=lambda b: b.get("tool_choice", {}).get("type") == "tool",
+            Relaxation("forced_tool_choice", sent=lambda b: b.get("tool_choice", {}).get("type") in ("tool", "any"),
                        named=lambda m: bool(re.search(r"tool_choice|forc\w* tool|tool use", m)),
                        apply=_auto_tool_choice,
                        note="sent again with tool_choice auto"),
             Relaxation("manual_thinking", sent=lambda b: b.get("thinking", {}).get("type") == "enabled",
-                       named=lambda m: "thinking" in m or "budget_tokens" in m,
+                       named=lambda m: "thinking.type.enabled" in m or "budget_tokens" in m
+                       or ("thinking" in m and "adaptive" in m),
                        apply=_adaptive_thinking,
                        note="sent again with adaptive thinking instead of a thinking budget"),
+            Relaxation("adaptive_thinking", sent=lambda b: b.get("thinking", {}).get("type") == "adaptive",
+                       named=lambda m: "adaptive" in m and "thinking" in m,
+                       apply=lambda b: _budget_thinking(b, budget),
+                       note="sent again with a thinking budget instead of adaptive thinking"),
+            Relaxation("thinking_off", sent=lambda b: b.get("thinking", {}).get("type") in ("disabled", "between_tools"),
+                       named=lambda m: "thinking" in m and ("disabled" in m or "between_tools" in m),
+                       apply=lambda b: {**copy.deepcopy(b), "thinking": {"type": "adaptive"}},
+                       note="sent again with adaptive thinking (the model does not turn thinking off)"),
+            Relaxation("effort", sent=lambda b: "output_config" in b,
+                       named=lambda m: "effort" in m or "output_config" in m,
+                       apply=lambda b: {k: v for k, v in b.items() if k != "output_config"},
+                       note="sent again without output_config.effort"),
         ]
 
 
@@ -253,5 +348,18 @@ def _auto_tool_choice(body: dict) -> dict:
 def _adaptive_thinking(body: dict) -> dict:
     new = copy.deepcopy(body)
     new["thinking"] = {"type": "adaptive"}
-    new["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+    if "tool_choice" in new:
+        new["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+    return new
+
+
+def _budget_thinking(body: dict, budget: int) -> dict:
+    new = copy.deepcopy(body)
+    limit = _int(new.get("max_tokens"))
+    budget = max(MIN_THINKING_BUDGET, min(budget, limit - 1)) if limit > MIN_THINKING_BUDGET else MIN_THINKING_BUDGET
+    new["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    if new.get("max_tokens", 0) <= budget:
+        new["max_tokens"] = budget * 2
+    if "tool_choice" in new:
+        new["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
     return new

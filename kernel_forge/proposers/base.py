@@ -24,6 +24,9 @@ class Proposal:
     label: str = ""                              # e.g. a replay file name
     direction: str = ""                          # the direction this proposal was asked to take
     calls: list[int] = field(default_factory=list)  # indices into ProposalResult.calls that produced it
+    predicted_speedup: float | None = None       # the speedup over its parent the model expects
+    technique: str = ""                          # the main technique, as the model names it
+    model_direction: str = ""                    # the direction as the model states it
 
 
 @dataclass
@@ -42,8 +45,12 @@ class ModelCall:
     error: str | None = None
     reasoning_tokens: int = 0     # of output_tokens: reasoning (OpenAI) / thinking (Anthropic)
     cache_read_tokens: int = 0    # of input_tokens: read from the provider's prompt cache
-    cache_write_tokens: int = 0   # of input_tokens: written to the prompt cache
+    cache_write_tokens: int = 0   # of input_tokens: written to the prompt cache (every lifetime)
     timeouts: int = 0             # of attempts: those that timed out
+    cache_write_long_tokens: int = 0  # of cache_write_tokens: with the long lifetime (Anthropic 1 h, OpenAI 12 h)
+    reasoning_reported: bool = True   # False: the answer's usage had no reasoning/thinking field
+    capability: str = ""          # the capability-table entry the request was built from
+    plan: dict | None = None      # how it was built: thinking, effort, output limit, cache plan, budget check
 
 
 @dataclass
@@ -60,10 +67,19 @@ class ProposalRequest:
     #: the ``n`` proposals uses ``prompt``
     prompts: list[str] = field(default_factory=list)
     directions: list[str] = field(default_factory=list)   # the direction of each of the n proposals
+    #: the source of the kernel each proposal builds on (the fix target, else the current best): a
+    #: model may answer with search/replace edits against it instead of the whole file
+    parent_sources: list[str] = field(default_factory=list)
 
     def prompt_for(self, index: int) -> str:
         """The dynamic user prompt of proposal ``index`` (0-based)."""
         return self.prompts[index] if index < len(self.prompts) else self.prompt
+
+    def parent_for(self, index: int) -> str | None:
+        """The source proposal ``index`` builds on, if the loop gave one."""
+        if index < len(self.parent_sources):
+            return self.parent_sources[index]
+        return self.parent_sources[0] if len(self.parent_sources) == 1 else None
 
     def full_prompt(self, index: int = 0) -> str:
         body = self.prompt_for(index)
@@ -77,6 +93,8 @@ class ProposalResult:
     errors: list[str] = field(default_factory=list)   # proposer-side failures (as data)
     #: every call of this request failed to connect (wrong --base-url, no network): the loop stops
     unreachable: bool = False
+    #: a call was not made because its worst-case cost did not fit what is left of --budget-usd
+    budget_exhausted: bool = False
 
 
 class Exhausted(Exception):

@@ -1,22 +1,34 @@
-"""Candidates from OpenAI models, or any OpenAI-compatible server (vLLM, Ollama, llama.cpp ...),
-through the official ``openai`` SDK (Chat Completions).
+"""Candidates from OpenAI models through the Responses API, and from OpenAI-compatible servers
+(vLLM, llama.cpp, Ollama, SGLang ...) through Chat Completions, with the official ``openai`` SDK.
 
-Each request offers one function tool, ``submit_kernel`` (``strict`` off; parameters:
-:data:`schema.PROPOSAL_SCHEMA`), forced with ``tool_choice``; the arguments in
-``tool_calls[0].function.arguments`` are parsed as JSON and checked.  Malformed JSON or a schema
-failure gets one repair turn (the assistant message with its tool call, then a ``tool`` message
-quoting the problem).  Local servers that ignore tools and answer in prose are accepted when the
-text holds a fenced ```cuda / ```cpp / ```c++ block with a ``__global__`` function; such a
-proposal's rationale starts with ``[from text]``.
+Which API a model gets comes from its capability entry (:mod:`.capabilities`): OpenAI's models
+(listed, or unknown on OpenAI's own endpoint) use ``client.responses.create``; a model behind a
+``--base-url`` that the table does not list uses ``client.chat.completions.create``.
 
-The user message starts with ``request.static_prefix`` (then the proposal's dynamic prompt), so
-that OpenAI's automatic prefix caching applies; cached input tokens
-(``usage.prompt_tokens_details.cached_tokens``) are priced at the cached-input rate and reasoning
-tokens (``usage.completion_tokens_details.reasoning_tokens``) recorded.  ``reasoning_effort`` is
-sent when set; the output limit goes in ``max_completion_tokens`` (OpenAI's endpoint) or
-``max_tokens`` (other base URLs), as ``max_tokens_field`` says.  Answers are streamed by default
-(``stream=True`` with ``stream_options={"include_usage": True}``, assembled by the SDK's
-``ChatCompletionStreamState``), so the timeout bounds the silence between chunks.
+Responses API request: ``instructions`` (the system prompt), ``input`` (one user message whose
+text parts are the run's static prefix, the sections every proposal of the request shares, and
+the proposal's own part: the prefix OpenAI caches), ``max_output_tokens`` (thinking plus a kernel:
+32,000 where the model reasons, within its maximum), ``reasoning.effort`` (default ``high``,
+stepped down to the highest level the model takes; some models otherwise default to ``none``),
+``store: false`` with ``include: ["reasoning.encrypted_content"]``, and ``prompt_cache_key`` (the
+same for every request of the run, so they reach the same cache); ``prompt_cache_options.ttl``
+12 h on models that have it when an iteration takes longer than 30 minutes.  A temperature is
+sent only where the model takes one (with reasoning off).
+
+The repair turn keeps the reasoning: the answer's output items -- reasoning items with their
+encrypted content, as ``store: false`` requires -- go back in ``input``, then a user message (or a
+``function_call_output``) quoting the problem.  This is the stateless form of what
+``previous_response_id`` does (which needs ``store: true``: OpenAI then keeps the answers).
+
+Usage (Responses): ``input_tokens`` (all of them), ``input_tokens_details.cached_tokens`` and
+``cache_write_tokens`` (with ``cache_write_tokens_details.ttl_30m_tokens`` / ``ttl_12h_tokens``),
+``output_tokens`` and ``output_tokens_details.reasoning_tokens``.  Chat Completions: ``prompt_tokens``,
+``prompt_tokens_details.cached_tokens`` / ``cache_write_tokens``, ``completion_tokens`` and
+``completion_tokens_details.reasoning_tokens`` -- local servers often report only the totals.
+
+Answers are streamed by default (the Responses stream's final ``response.completed`` /
+``response.incomplete`` event carries the whole response; Chat Completions chunks are assembled
+by the SDK's ``ChatCompletionStreamState``).  ``openai`` is imported only when a proposer is built.
 """
 from __future__ import annotations
 
@@ -29,15 +41,19 @@ from typing import Any
 
 from ..errors import EnvironmentProblem, InputError
 from .base import ProposalRequest
-from .models import (ASSEMBLY_ERRORS, ModelProposer, Reading, Relaxation, StreamAssemblyError, Usage, _int,
-                     import_sdk, kernel_from_text)
+from .budget import Budget
+from .capabilities import Capabilities
+from .models import (ASSEMBLY_ERRORS, DEFAULT_EFFORT, CachePlan, ModelProposer, Relaxation,
+                     StreamAssemblyError, Usage, _int, import_sdk)
 from .pricing import PriceTable
 from .retry import RetryPolicy
-from .schema import TOOL_DESCRIPTION, TOOL_NAME, check_proposal, proposal_schema
+from .schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 
 NO_KEY = "not-needed"
 LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+_ORDER = EFFORTS
+TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
 
 
 class EmptyStream(Exception):
@@ -48,28 +64,35 @@ class OpenAIProposer(ModelProposer):
     provider = "openai"
 
     def __init__(self, model: str, api_key: str | None = None, base_url: str | None = None,
-                 max_tokens: int = 8192, temperature: float | None = None, timeout: float = 120,
+                 max_tokens: int | None = None, temperature: float | None = None, timeout: float = 120,
                  max_attempts: int = 5, prices: PriceTable | Mapping[str, object] | None = None, *,
                  sleep: Callable[[float], None] | None = None, retry: RetryPolicy | None = None,
                  parallel: int = 4, max_tokens_field: str | None = None, stream: bool = True,
                  max_tokens_cap: int | None = None, timeout_retries: int = 2,
-                 reasoning_effort: str | None = None):
+                 reasoning_effort: str | None = None, answer_format: str = "fenced", prompt_cache: bool = True,
+                 cache_ttl: str = "auto", budget: Budget | None = None, capabilities: Capabilities | None = None,
+                 server: str = "auto", clock=None):
         if reasoning_effort is not None and reasoning_effort not in EFFORTS:
             raise InputError(f"openai: reasoning_effort must be one of {', '.join(EFFORTS)}, "
                              f"got {reasoning_effort!r}")
-        # OpenAI's own endpoint wants max_completion_tokens (reasoning models reject max_tokens);
-        # most compatible servers know max_tokens.
-        if max_tokens_field is None:
-            max_tokens_field = "max_completion_tokens" if base_url is None else "max_tokens"
-        if max_tokens_field not in LIMIT_FIELDS:
+        if max_tokens_field is not None and max_tokens_field not in LIMIT_FIELDS:
             raise InputError(f"openai: max_tokens_field must be 'max_tokens' or 'max_completion_tokens', "
                              f"got {max_tokens_field!r}")
-        self.max_tokens_field = max_tokens_field
+        self._field_override = max_tokens_field
+        extra = {"clock": clock} if clock is not None else {}
         super().__init__(model, api_key=api_key, base_url=base_url, max_tokens=max_tokens,
                          temperature=temperature, timeout=timeout, max_attempts=max_attempts,
                          prices=prices, sleep=sleep, retry=retry, parallel=parallel, stream=stream,
                          max_tokens_cap=max_tokens_cap, timeout_retries=timeout_retries,
-                         reasoning_effort=reasoning_effort)
+                         reasoning_effort=reasoning_effort, answer_format=answer_format,
+                         prompt_cache=prompt_cache, cache_ttl=cache_ttl, budget=budget,
+                         capabilities=capabilities, server=server, **extra)
+        self.api = self.caps.api if self.caps.api in ("responses", "chat") else "chat"
+        if self.api == "responses":
+            self.max_tokens_field = "max_output_tokens"
+        else:
+            self.max_tokens_field = max_tokens_field or (
+                self.caps.limit_field if self.caps.limit_field in LIMIT_FIELDS else "max_tokens")
         self._sdk = import_sdk("openai", "openai>=1.100")
         self._sdk_error = self._sdk.OpenAIError
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -83,40 +106,137 @@ class OpenAIProposer(ModelProposer):
         self._secrets = (key,) if key != NO_KEY else ()
         self._client = self._sdk.OpenAI(api_key=key, base_url=base_url, timeout=self._timeout(),
                                         max_retries=0)
-        self._tool = {"type": "function",
-                      "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION,
-                                   "parameters": proposal_schema(), "strict": False}}
+        schema = proposal_schema()
+        self._tool = ({"type": "function", "name": TOOL_NAME, "description": TOOL_DESCRIPTION,
+                       "parameters": schema, "strict": False} if self.api == "responses" else
+                      {"type": "function", "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION,
+                                                        "parameters": schema, "strict": False}})
+
+    # -- what the table makes of the settings ------------------------------------------------
+    def _resolve(self, max_tokens: int | None) -> None:
+        caps = self.caps
+        wanted = self.reasoning_effort
+        if caps.effort:
+            if wanted is None:
+                wanted = DEFAULT_EFFORT                 # reasoning on: some models default to none
+            self.effort = caps.best_effort(wanted)
+            if self.reasoning_effort and self.effort != self.reasoning_effort:
+                self.adjustments.append(f"reasoning effort {self.reasoning_effort!r} asked; {caps.key} takes "
+                                        f"{', '.join(caps.effort)}: {self.effort!r} sent")
+        elif caps.api == "chat":
+            self.effort = wanted          # a server gets reasoning_effort only when asked (it may pass it on)
+        else:
+            self.effort = None
+            if wanted:
+                self.adjustments.append(f"{caps.key} is not a reasoning model: no reasoning effort sent")
+        self.thinking_on = self.effort not in (None, "none")
+        limit = int(max_tokens) if max_tokens is not None else caps.default_output(self.thinking_on)
+        self.max_tokens = min(limit, caps.max_output) if caps.known and caps.api != "chat" else limit
+        if self.temperature is not None and not caps.accepts_temperature(self.thinking_on):
+            self.adjustments.append(f"{caps.key} takes no temperature"
+                                    + (" with reasoning on" if caps.temperature == "without_thinking" else "")
+                                    + ": none sent")
+            self.send_temperature = False
+        else:
+            self.send_temperature = self.temperature is not None
 
     def _limit_field(self, body: dict) -> str:
-        return next((f for f in LIMIT_FIELDS if f in body), self.max_tokens_field)
+        return next((f for f in ("max_output_tokens",) + LIMIT_FIELDS if f in body), self.max_tokens_field)
 
     # -- hooks ------------------------------------------------------------------------------
-    def _initial_body(self, request: ProposalRequest, index: int) -> dict:
-        messages: list[dict] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        # the static prefix first, in the same message: OpenAI caches the longest common prefix
-        messages.append({"role": "user", "content": request.full_prompt(index)})
+    def _initial_body(self, request: ProposalRequest, index: int, plan: CachePlan) -> dict:
+        return (self._responses_body if self.api == "responses" else self._chat_body)(request, index, plan)
+
+    def _responses_body(self, request: ProposalRequest, index: int, plan: CachePlan) -> dict:
+        parts = [p for p in (plan.static, plan.common, plan.rest(index)) if p]
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
-            "tools": [copy.deepcopy(self._tool)],
-            "tool_choice": {"type": "function", "function": {"name": TOOL_NAME}},
-            self.max_tokens_field: self.max_tokens,
+            "input": [{"role": "user", "content": [{"type": "input_text", "text": p} for p in parts]}],
+            "max_output_tokens": self.max_tokens,
+            "store": False,
         }
-        if self.reasoning_effort is not None:
-            body["reasoning_effort"] = self.reasoning_effort
-        if self.temperature is not None:
+        system = self.system_text(request.system)
+        if system:
+            body["instructions"] = system
+        if self.effort is not None:
+            body["reasoning"] = {"effort": self.effort}
+            if self.effort != "none":
+                body["include"] = ["reasoning.encrypted_content"]
+        if self.caps.cache == "automatic" and self.prompt_cache:
+            body["prompt_cache_key"] = plan.key
+            if plan.static_ttl:
+                body["prompt_cache_options"] = {"ttl": plan.static_ttl}
+        if self.answer_format == "tool":
+            forced = self.caps.forced_tool_ok(self.thinking_on)
+            body["tools"] = [copy.deepcopy(self._tool)]
+            body["tool_choice"] = {"type": "function", "name": TOOL_NAME} if forced else "auto"
+            body["parallel_tool_calls"] = False
+        if self.send_temperature:
+            body["temperature"] = self.temperature
+        if self.stream:
+            body["stream"] = True
+        return body
+
+    def _chat_body(self, request: ProposalRequest, index: int, plan: CachePlan) -> dict:
+        messages: list[dict] = []
+        system = self.system_text(request.system)
+        if system:
+            messages.append({"role": "system", "content": system})
+        # the shared parts first, in the same message: servers cache the longest common prefix
+        text = "\n\n".join(p for p in (plan.static, plan.common, plan.rest(index)) if p)
+        messages.append({"role": "user", "content": text})
+        body: dict[str, Any] = {"model": self.model, "messages": messages, self.max_tokens_field: self.max_tokens}
+        if self.answer_format == "tool":
+            body["tools"] = [copy.deepcopy(self._tool)]
+            body["tool_choice"] = ({"type": "function", "function": {"name": TOOL_NAME}}
+                                   if self.caps.forced_tool_ok(self.thinking_on) else "auto")
+        if self.effort is not None:
+            body["reasoning_effort"] = self.effort
+        if self.send_temperature:
             body["temperature"] = self.temperature
         if self.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def _send(self, body: dict) -> Any:
+    def _send(self, body: dict, on_start: Callable[[], None]) -> Any:
+        if self.api == "responses":
+            return self._send_responses(body, on_start)
+        return self._send_chat(body, on_start)
+
+    def _send_responses(self, body: dict, on_start: Callable[[], None]) -> Any:
         kwargs = copy.deepcopy(body)
         if not kwargs.get("stream"):
-            return self._client.chat.completions.create(**kwargs)
+            kwargs.pop("stream", None)
+            response = self._client.responses.create(**kwargs)
+            on_start()
+            return response
+        final, events = None, 0
+        stream = self._client.responses.create(**kwargs)
+        try:
+            for event in stream:
+                events += 1
+                on_start()
+                kind = getattr(event, "type", "")
+                if kind in TERMINAL_EVENTS:
+                    final = getattr(event, "response", None)
+                elif kind == "error":
+                    raise StreamAssemblyError(f"the stream sent an error event: {getattr(event, 'message', '')}")
+        finally:
+            stream.close()
+        if not events:
+            raise EmptyStream("the streamed answer held no event")
+        if final is None:
+            raise StreamAssemblyError(f"the stream ended after {events} event(s) without response.completed "
+                                      "or response.incomplete")
+        return final
+
+    def _send_chat(self, body: dict, on_start: Callable[[], None]) -> Any:
+        kwargs = copy.deepcopy(body)
+        if not kwargs.get("stream"):
+            response = self._client.chat.completions.create(**kwargs)
+            on_start()
+            return response
         from openai.lib.streaming.chat import ChatCompletionStreamState
 
         state = ChatCompletionStreamState()
@@ -129,6 +249,7 @@ class OpenAIProposer(ModelProposer):
                 except ASSEMBLY_ERRORS as exc:
                     raise StreamAssemblyError(f"chunk {chunks + 1}: {type(exc).__name__}: {exc}") from exc
                 chunks += 1
+                on_start()
         finally:
             stream.close()
         if not chunks:
@@ -147,59 +268,116 @@ class OpenAIProposer(ModelProposer):
     def _usage(self, response: Any) -> Usage:
         usage = getattr(response, "usage", None)
         if usage is None:
-            return Usage()
-        prompt = _int(getattr(usage, "prompt_tokens", 0))
-        pdetails = getattr(usage, "prompt_tokens_details", None)
-        cdetails = getattr(usage, "completion_tokens_details", None)
-        cached = min(prompt, _int(getattr(pdetails, "cached_tokens", 0))) if pdetails is not None else 0
-        written = min(prompt - cached, _int(getattr(pdetails, "cache_write_tokens", 0))) if pdetails is not None else 0
-        return Usage(input=prompt - cached - written, output=_int(getattr(usage, "completion_tokens", 0)),
-                     reasoning=_int(getattr(cdetails, "reasoning_tokens", 0)) if cdetails is not None else 0,
-                     cache_read=cached, cache_write=written)
+            return Usage(reasoning_reported=False)
+        if self.api == "responses":
+            total = _int(getattr(usage, "input_tokens", 0))
+            idetails = getattr(usage, "input_tokens_details", None)
+            odetails = getattr(usage, "output_tokens_details", None)
+            output = _int(getattr(usage, "output_tokens", 0))
+            reasoning = _int(getattr(odetails, "reasoning_tokens", 0)) if odetails is not None else 0
+        else:
+            total = _int(getattr(usage, "prompt_tokens", 0))
+            idetails = getattr(usage, "prompt_tokens_details", None)
+            odetails = getattr(usage, "completion_tokens_details", None)
+            output = _int(getattr(usage, "completion_tokens", 0))
+            reasoning = _int(getattr(odetails, "reasoning_tokens", 0)) if odetails is not None else 0
+        cached = min(total, _int(getattr(idetails, "cached_tokens", 0))) if idetails is not None else 0
+        written = min(total - cached, _int(getattr(idetails, "cache_write_tokens", 0))) if idetails is not None else 0
+        ttl = getattr(idetails, "cache_write_tokens_details", None) if idetails is not None else None
+        long = min(written, _int(getattr(ttl, "ttl_12h_tokens", 0))) if ttl is not None else 0
+        return Usage(input=total - cached - written, output=output, reasoning=reasoning,
+                     reasoning_reported=odetails is not None and getattr(odetails, "reasoning_tokens", None) is not None,
+                     cache_read=cached, cache_write=written - long, cache_write_long=long)
 
     def _truncated(self, response: Any) -> bool:
+        if self.api == "responses":
+            details = getattr(response, "incomplete_details", None)
+            return (getattr(response, "status", None) == "incomplete"
+                    and getattr(details, "reason", None) == "max_output_tokens")
         choice, _ = self._message(response)
         return getattr(choice, "finish_reason", None) == "length"
+
+    def _stop_text(self, response: Any) -> str:
+        if self.api == "responses":
+            return f"status={getattr(response, 'status', None)}"
+        choice, _ = self._message(response)
+        return f"finish_reason={getattr(choice, 'finish_reason', None)}"
 
     @staticmethod
     def _message(response: Any):
         choices = getattr(response, "choices", None) or []
         return (choices[0], getattr(choices[0], "message", None)) if choices else (None, None)
 
-    @staticmethod
-    def _tool_call(message: Any):
+    def _text(self, response: Any) -> str:
+        if self.api == "responses":
+            out = []
+            for item in getattr(response, "output", None) or []:
+                if getattr(item, "type", None) == "message":
+                    for part in getattr(item, "content", None) or []:
+                        if getattr(part, "type", None) == "output_text":
+                            out.append(getattr(part, "text", "") or "")
+            return "\n".join(out)
+        _, message = self._message(response)
+        return (getattr(message, "content", None) or "") if message is not None else ""
+
+    def _function_call(self, response: Any):
+        if self.api == "responses":
+            calls = [i for i in (getattr(response, "output", None) or []) if getattr(i, "type", None) == "function_call"]
+            named = [c for c in calls if getattr(c, "name", None) == TOOL_NAME]
+            return (named or calls or [None])[0]
+        _, message = self._message(response)
         calls = [c for c in (getattr(message, "tool_calls", None) or []) if getattr(c, "function", None) is not None]
         named = [c for c in calls if getattr(c.function, "name", None) == TOOL_NAME]
         return (named or calls or [None])[0]
 
-    def _read(self, response: Any) -> Reading:
-        choice, message = self._message(response)
-        if message is None:
-            return Reading(problem="the answer held no message (empty choices)")
-        call = self._tool_call(message)
+    def _tool_args(self, response: Any) -> tuple[bool, object, str | None]:
+        call = self._function_call(response)
         if call is None:
-            found = kernel_from_text(getattr(message, "content", None) or "")
-            if found is not None:
-                source, rest = found
-                args = {"source": source, "rationale": rest}
-                return Reading(args=args, problem=check_proposal(args), rationale_prefix="[from text]")
-            finish = getattr(choice, "finish_reason", None)
-            return Reading(problem=f"the answer held no {TOOL_NAME} tool call and no fenced CUDA "
-                                   f"block with a __global__ function (finish_reason={finish})")
-        raw = call.function.arguments
+            return False, None, None
+        raw = call.arguments if self.api == "responses" else call.function.arguments
         if isinstance(raw, dict):             # some compatible servers send an object
-            args: object = raw
-        else:
-            try:
-                args = json.loads(raw or "")
-            except (TypeError, ValueError) as exc:
-                return Reading(problem=f"the arguments are not valid JSON ({exc})")
-        problem = check_proposal(args)
-        return Reading(args=args if isinstance(args, dict) else None, problem=problem)
+            return True, raw, None
+        try:
+            return True, json.loads(raw or ""), None
+        except (TypeError, ValueError) as exc:
+            return True, None, f"the arguments are not valid JSON ({exc})"
 
     def _repair_body(self, body: dict, response: Any, problem: str) -> dict:
+        return (self._repair_responses if self.api == "responses" else self._repair_chat)(body, response, problem)
+
+    def _repair_responses(self, body: dict, response: Any, problem: str) -> dict:
+        new = copy.deepcopy(body)
+        text = self.repair_text(problem)
+        call_id = None
+        for item in getattr(response, "output", None) or []:
+            kind = getattr(item, "type", None)
+            if kind == "reasoning":
+                # with store: false the reasoning travels in its encrypted content
+                data = {"type": "reasoning", "id": getattr(item, "id", None),
+                        "summary": [{"type": "summary_text", "text": getattr(s, "text", "")}
+                                    for s in (getattr(item, "summary", None) or [])]}
+                if getattr(item, "encrypted_content", None):
+                    data["encrypted_content"] = item.encrypted_content
+                new["input"].append(data)
+            elif kind == "message":
+                parts = [{"type": "output_text", "text": getattr(p, "text", "") or ""}
+                         for p in (getattr(item, "content", None) or []) if getattr(p, "type", None) == "output_text"]
+                if parts:
+                    new["input"].append({"role": "assistant", "content": parts})
+            elif kind == "function_call" and call_id is None:
+                call_id = getattr(item, "call_id", None) or "call_0"
+                new["input"].append({"type": "function_call", "call_id": call_id,
+                                     "name": getattr(item, "name", None) or TOOL_NAME,
+                                     "arguments": getattr(item, "arguments", "") or ""})
+        if call_id is not None:
+            new["input"].append({"type": "function_call_output", "call_id": call_id, "output": text})
+        else:
+            new["input"].append({"role": "user", "content": [{"type": "input_text", "text": text}]})
+        return new
+
+    def _repair_chat(self, body: dict, response: Any, problem: str) -> dict:
         _, message = self._message(response)
-        call = self._tool_call(message) if message is not None else None
+        call = self._function_call(response) if message is not None else None
         text = self.repair_text(problem)
         new = copy.deepcopy(body)
         content = getattr(message, "content", None) if message is not None else None
@@ -221,7 +399,10 @@ class OpenAIProposer(ModelProposer):
 
     def _add_user_text(self, body: dict, text: str) -> dict:
         new = copy.deepcopy(body)
-        new["messages"].append({"role": "user", "content": text})
+        if "input" in new:
+            new["input"].append({"role": "user", "content": [{"type": "input_text", "text": text}]})
+        else:
+            new["messages"].append({"role": "user", "content": text})
         return new
 
     def _relaxations(self) -> list[Relaxation]:
@@ -231,6 +412,14 @@ class OpenAIProposer(ModelProposer):
                        named=lambda m: "temperature" in m,
                        apply=lambda b: {k: v for k, v in b.items() if k != "temperature"},
                        note="sent again without temperature"),
+            Relaxation("effort_value", sent=lambda b: _effort_of(b) is not None,
+                       named=lambda m: bool(re.search(r"reasoning[._]effort", m)) and "supported values" in m,
+                       apply=lambda b: b, adapt=_supported_effort,
+                       note="sent again with a reasoning effort the model lists"),
+            Relaxation("reasoning", sent=lambda b: _effort_of(b) is not None,
+                       named=lambda m: bool(re.search(r"reasoning", m)) and bool(unsupported.search(m)),
+                       apply=_without_reasoning,
+                       note="sent again without reasoning (the model is not a reasoning model)"),
             Relaxation("max_tokens_field",
                        sent=lambda b: any(f in b for f in LIMIT_FIELDS),
                        named=lambda m: bool(unsupported.search(m)) and any(
@@ -245,7 +434,41 @@ class OpenAIProposer(ModelProposer):
                        named=lambda m: "stream_options" in m,
                        apply=lambda b: {k: v for k, v in b.items() if k != "stream_options"},
                        note="sent again without stream_options"),
+            Relaxation("prompt_cache", sent=lambda b: "prompt_cache_key" in b or "prompt_cache_options" in b,
+                       named=lambda m: "prompt_cache" in m,
+                       apply=lambda b: {k: v for k, v in b.items()
+                                        if k not in ("prompt_cache_key", "prompt_cache_options")},
+                       note="sent again without prompt-cache parameters"),
         ]
+
+
+def _effort_of(body: dict) -> str | None:
+    if isinstance(body.get("reasoning"), dict):
+        return body["reasoning"].get("effort")
+    return body.get("reasoning_effort")
+
+
+def _supported_effort(body: dict, message: str) -> dict:
+    """``body`` with the effort stepped to the highest value the error message lists as supported
+    at or below the one sent (the lowest listed if none is below)."""
+    listed = [v for v in re.findall(r"'([a-z]+)'", message.lower().split("supported values", 1)[-1]) if v in _ORDER]
+    sent = _effort_of(body) or "high"
+    if not listed:
+        return _without_reasoning(body)
+    below = [v for v in listed if _ORDER.index(v) <= _ORDER.index(sent)] if sent in _ORDER else []
+    pick = max(below, key=_ORDER.index) if below else min(listed, key=_ORDER.index)
+    new = copy.deepcopy(body)
+    if isinstance(new.get("reasoning"), dict):
+        new["reasoning"]["effort"] = pick
+        if pick == "none":
+            new.pop("include", None)
+    else:
+        new["reasoning_effort"] = pick
+    return new
+
+
+def _without_reasoning(body: dict) -> dict:
+    return {k: v for k, v in body.items() if k not in ("reasoning", "reasoning_effort", "include")}
 
 
 def _swap_limit_field(body: dict) -> dict:

@@ -16,19 +16,40 @@ from .schema import ProposalSchemaError, check_proposal, to_proposal
 
 
 def _args_from_record(obj: dict) -> dict | None:
-    """Proposal arguments from a recorded model call (Anthropic or OpenAI response), if any."""
+    """Proposal arguments from a recorded model call, if any: a submit_kernel tool call (Anthropic
+    tool_use, OpenAI Chat tool_calls or Responses function_call) or an answer in the answer format
+    (the kernel in a fenced block; edits need their parent, which a record does not hold)."""
+    from .answer import read_answer
+
     if "source" in obj:
         return obj
     resp = obj.get("response") or {}
-    for block in resp.get("content", []) or []:          # Anthropic: tool_use block
+    texts: list[str] = []
+    for block in resp.get("content", []) or []:          # Anthropic
         if isinstance(block, dict) and block.get("type") == "tool_use":
             return block.get("input")
-    for choice in resp.get("choices", []) or []:          # OpenAI: function tool call
-        for call in (choice.get("message") or {}).get("tool_calls") or []:
+        if isinstance(block, dict) and block.get("type") == "text":
+            texts.append(block.get("text") or "")
+    for choice in resp.get("choices", []) or []:          # OpenAI Chat Completions
+        message = choice.get("message") or {}
+        for call in message.get("tool_calls") or []:
             try:
                 return json.loads(call["function"]["arguments"])
             except (KeyError, TypeError, json.JSONDecodeError):
                 return None
+        texts.append(message.get("content") or "")
+    for item in resp.get("output", []) or []:             # OpenAI Responses
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            try:
+                return json.loads(item.get("arguments") or "")
+            except (TypeError, json.JSONDecodeError):
+                return None
+        if isinstance(item, dict) and item.get("type") == "message":
+            texts += [c.get("text") or "" for c in item.get("content") or [] if c.get("type") == "output_text"]
+    text = "\n".join(t for t in texts if t)
+    if text:
+        answer = read_answer(text)
+        return answer.args
     return None
 
 

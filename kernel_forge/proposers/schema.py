@@ -24,7 +24,8 @@ TOOL_DESCRIPTION = (
     "and signature as the current kernel); `rationale` says briefly why it should be faster. "
     "`launch` (optional) gives grid, block and dynamic shared memory as integers or expressions "
     "over the case variables and tunables; `tunables` (optional) maps a macro name, passed as "
-    "-DNAME=VALUE, to the values worth trying."
+    "-DNAME=VALUE, to the values worth trying; `direction`, `technique` and `predicted_speedup` "
+    "(optional) say what the kernel tries and how much faster you expect it to be."
 )
 
 _EXPR: dict = {
@@ -68,6 +69,13 @@ PROPOSAL_SCHEMA: dict = {
                 "minItems": 1,
                 "items": {"type": "number"},
             },
+        },
+        "direction": {"type": "string", "description": "The direction this kernel takes, in a few words."},
+        "technique": {"type": "string", "description": "The main technique, e.g. 'vectorised float4 loads'."},
+        "predicted_speedup": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "The speedup over the kernel it builds on that you expect, e.g. 1.3.",
         },
     },
     "required": ["source", "rationale"],
@@ -189,5 +197,9 @@ def to_proposal(args: dict, *, proposer: str = "", parent: str | None = None, la
     rationale = str(args.get("rationale", "")).strip()
     if rationale_prefix:
         rationale = f"{rationale_prefix} {rationale}".strip()
+    technique = str(args.get("technique") or "").strip()
+    speedup = args.get("predicted_speedup")
+    speedup = float(speedup) if isinstance(speedup, (int, float)) and not isinstance(speedup, bool) else None
     return Proposal(source=args["source"], rationale=rationale, launch=launch, tunables=tunables,
-                    proposer=proposer, parent=parent, label=label)
+                    proposer=proposer, parent=parent, label=label, technique=technique,
+                    predicted_speedup=speedup, model_direction=str(args.get("direction") or "").strip())
