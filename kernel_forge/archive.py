@@ -255,7 +255,8 @@ def _db_error(path: Path, exc: sqlite3.Error, doing: str) -> KForgeError:
 
 def _connect(path: Path, create: bool) -> sqlite3.Connection:
     if create:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        from .writes import make_dirs
+        make_dirs(path.parent, private=False)
         return sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     uri = path.resolve().as_uri() + "?mode=rw"
     return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)

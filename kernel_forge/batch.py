@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .errors import EnvironmentProblem, InputError
 from .evidence import RunDir, atomic_write, numbered_dir
+from .writes import make_dirs
 
 FINISHED = {"max_iterations", "budget_usd", "max_tokens", "time_limit", "patience", "target_speedup",
             "unreachable"}
@@ -79,7 +80,7 @@ def run_task(task: dict, loop: dict, gate: dict, proposer: dict, gate_factory: s
         opt = resume_run(existing, overrides={}, gate=own_gate)
         resumed = True
     else:
-        Path(t.folder).mkdir(parents=True, exist_ok=True)
+        make_dirs(t.folder)
         opt = start_run(t.manifest, LoopConfig(**loop), gate_opts, ProposerConfig(**proposer), runs_dir=t.folder,
                         gate=own_gate)
         resumed = False

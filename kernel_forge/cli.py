@@ -118,7 +118,7 @@ def compile_cmd(source, arch, defines, output, no_cache):
     from .preflight import check_output_path, check_static
 
     if output:
-        check_output_path(output, option="-o")
+        check_output_path(output, option="-o", kind="cubin", inputs=[source])
     cand = load_candidate(source)
     d = cand.compile_defines()
     for item in defines:
@@ -138,7 +138,8 @@ def compile_cmd(source, arch, defines, output, no_cache):
                f"{r.get('registers', '?')} registers, {r.get('spill_stores', 0)} B spill stores, "
                f"{r.get('stack', 0)} B stack, {r.get('smem', 0)} B static shared")
     if output:
-        Path(output).write_bytes(res.cubin)
+        from .writes import write_file
+        write_file(output, res.cubin, private=False)
         click.echo(f"wrote {output}")
 
 
@@ -189,9 +190,9 @@ def eval_cmd(manifest, kernel, warmup, reps, max_noise, no_flush, seed, quick, t
     from .evaluate import run_eval
     from .preflight import check_output_path
 
-    for path, option in ((json_out, "--json"), (junit_out, "--junit")):
+    for path, option, kind in ((json_out, "--json", "json"), (junit_out, "--junit", "junit")):
         if path and path != "-":
-            check_output_path(path, option=option)
+            check_output_path(path, option=option, kind=kind, inputs=[manifest, kernel])
     options = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
     result, table = run_eval(manifest, kernel, options, with_initial=not no_initial,
                              with_baselines=not no_baselines, with_holdout=holdout,
@@ -256,7 +257,8 @@ def echo_result(result: dict, table: str, json_out: str | None) -> None:
         return
     click.echo(table)
     if json_out:
-        Path(json_out).write_text(json.dumps(result, indent=2, default=str))
+        from .writes import write_text
+        write_text(json_out, json.dumps(result, indent=2, default=str) + "\n", private=False)
         click.echo(f"wrote {json_out}")
 
 

@@ -181,7 +181,7 @@ def replay(request, warmup, reps, max_noise, no_flush, seed, quick, timeout, arc
     from .replay_check import replay as run_replay
 
     if json_out and json_out != "-":
-        check_output_path(json_out, option="--json")
+        check_output_path(json_out, option="--json", kind="json", inputs=[request])
     opts = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
     result, table = run_replay(request, opts, gate_factory=_real_gate)
     echo_result(result, table, json_out)
@@ -224,9 +224,9 @@ def gate_cmd(approvals, json_out, junit_out, devices, warmup, reps, max_noise, n
     from .preflight import check_output_path
     from .regression import run_regression
 
-    for path, option in ((json_out, "--json"), (junit_out, "--junit")):
+    for path, option, kind in ((json_out, "--json", "json"), (junit_out, "--junit", "junit")):
         if path:
-            check_output_path(path, option=option)
+            check_output_path(path, option=option, kind=kind, inputs=[approvals])
     opts = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
     ids = None
     if devices:
@@ -237,7 +237,8 @@ def gate_cmd(approvals, json_out, junit_out, devices, warmup, reps, max_noise, n
     for r in results:
         click.echo(f"{'PASS' if r['ok'] else 'FAIL'} {r['task']}: {r['kernel']}: {r['detail']}")
     if json_out:
-        Path(json_out).write_text(json.dumps(results, indent=2, default=str))
+        from .writes import write_text
+        write_text(json_out, json.dumps(results, indent=2, default=str) + "\n", private=False)
     if junit_out:
         from . import junit
         junit.write(junit_out, junit.gate_suites(results), name="kforge gate")

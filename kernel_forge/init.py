@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError, KForgeError, SignatureError
-from .evidence import atomic_write
+from .writes import write_files
 from .signature import _ENTRY, Signature, find_entry, parse_signature
 from .static_rules import strip_comments_and_strings
 
@@ -193,9 +193,9 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
     if source is None:
         todo.insert(1, f"the kernel body in {targets['kernel']}")
     result = InitResult(manifest=targets["manifest"], guesses=guesses, todo=todo)
-    for key, data in contents.items():
-        atomic_write(targets[key], data, private=False)
-        result.written.append(targets[key])
+    # all three staged on disk before any is renamed into place; a failure leaves nothing behind
+    result.written = write_files([(targets[k], data) for k, data in contents.items()], private=False,
+                                 overwrite=force)
     if validate:
         _validate(result)
     return result

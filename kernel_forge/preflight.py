@@ -384,14 +384,43 @@ def check_eval(task: Task, cand: Candidate, options, *, file: str | None = None)
         compile_kernel(cand, options.arch, file=file)
 
 
-def check_output_path(path: str | Path, *, option: str) -> Path:
-    """An output file's folder must exist (nothing is created behind the user's back)."""
+#: how an earlier output of each kind starts (after white space): an existing file is replaced
+#: only when it is one, so a mistyped path never overwrites a source file or someone's notes
+OUTPUT_KINDS = {"cubin": ((b"\x7fELF",), "a CUBIN"), "junit": ((b"<?xml", b"<testsuites"), "a JUnit XML file"),
+                "json": ((b"{", b"["), "a JSON file")}
+
+
+def _same_file(a: Path, b: str | Path) -> bool:
+    try:
+        return a.exists() and Path(b).exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_output_path(path: str | Path, *, option: str, kind: str | None = None, inputs=()) -> Path:
+    """An output file's folder must exist (nothing is created behind the user's back); an
+    existing file there is replaced only when it is an earlier output of the same ``kind`` (a
+    CUBIN, a JUnit file, a JSON file) and not one of the command's ``inputs``."""
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"{option} {p}: the folder {parent} does not exist")
     if p.is_dir():
         raise InputError(f"{option} {p}: is a folder, not a file")
+    for other in inputs:
+        if other and _same_file(p, other):
+            raise InputError(f"{option} {p}: is also an input of this command ({other}); nothing was written",
+                             hint="write the output to another file")
+    if kind is not None and p.exists():
+        starts, what = OUTPUT_KINDS[kind]
+        try:
+            with open(p, "rb") as f:
+                head = f.read(64).lstrip()
+        except OSError as exc:
+            raise InputError(f"{option} {p}: exists and cannot be read ({exc.strerror}); nothing was written") from None
+        if head and not head.startswith(starts):
+            raise InputError(f"{option} {p}: exists and is not {what}, so not an earlier output; it was left as it is",
+                             hint="remove it, or write the output to another file")
     return p
 
 

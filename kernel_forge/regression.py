@@ -26,9 +26,10 @@ from pathlib import Path
 from . import preflight
 from .candidate import load_candidate
 from .errors import InputError, KForgeError
-from .evidence import RunDir, atomic_write, read_json_file
+from .evidence import RunDir, read_json_file
 from .gate import GateOptions
 from .task import Task, load_task
+from .writes import write_files
 
 ENTRY_KEYS = {"task": str, "manifest": str, "kernel": str, "speedup_vs_initial": (int, float),
               "tolerance": (int, float), "sha256": str}
@@ -155,21 +156,14 @@ def approve_run(run_path, approvals_path, copy_to, tolerance: float) -> dict:
     dest, ap, entry = plan["dest"], plan["approvals"], plan["entry"]
     data = plan["data"]
     data["approved"] = [e for e in data["approved"] if e["task"] != entry["task"]] + [entry]
-    text = (json.dumps(data, indent=2) + "\n").encode()
-    old_kernel = dest.read_bytes() if dest.is_file() else None
+    text = (json.dumps(data, indent=2, allow_nan=False) + "\n").encode()
+    items = []
     if plan["backup"] is not None:
-        atomic_write(plan["backup"], old_kernel, private=False)
+        items.append((plan["backup"], dest.read_bytes()))
     if ap.is_file():
-        atomic_write(ap.with_name(ap.name + ".bak"), ap.read_bytes(), private=False)
-    atomic_write(dest, plan["source"], private=False)
-    try:
-        atomic_write(ap, text, private=False)
-    except BaseException:
-        if old_kernel is None:
-            dest.unlink(missing_ok=True)
-        else:
-            atomic_write(dest, old_kernel, private=False)
-        raise
+        items.append((ap.with_name(ap.name + ".bak"), ap.read_bytes()))
+    items += [(dest, plan["source"]), (ap, text)]
+    write_files(items, private=False)     # all staged on disk before any is renamed into place
     return entry
 
 
