@@ -273,6 +273,9 @@ def open_archive(path: str | Path | None = None, *, create: bool = True) -> Arch
     if not exists and not create:
         raise InputError(f"{p}: no archive here yet", hint="kernels are added when runs pass the gate; "
                                                             "or kforge archive import FILE.jsonl")
+    if exists and not create and p.stat().st_size == 0:
+        raise InputError(f"{p}: an empty file (0 bytes), not an archive yet; it was left untouched",
+                         hint="kernels are added when runs pass the gate; or kforge archive import FILE.jsonl")
     if exists and p.stat().st_size > 0:
         try:
             with open(p, "rb") as f:
@@ -602,12 +605,15 @@ def export_lines(archive: Archive, *, task: str | None = None) -> list[str]:
     return out
 
 
-def export_jsonl(archive: Archive, file: str | Path, *, task: str | None = None) -> int:
-    """Write the archive (or one task's entries) to ``file`` as JSONL, atomically; returns the count."""
-    from .evidence import atomic_write
+def export_jsonl(archive: Archive, file: str | Path, *, task: str | None = None, force: bool = False) -> int:
+    """Write the archive (or one task's entries) to ``file`` as JSONL, atomically, with the usual
+    mode (an export is for sharing); an existing ``file`` is refused unless ``force``.  Returns
+    the count."""
+    from .writes import write_file
 
     lines = export_lines(archive, task=task)
-    atomic_write(Path(file), "".join(l + "\n" for l in lines).encode("utf-8"))
+    write_file(Path(file), "".join(l + "\n" for l in lines).encode("utf-8"), private=False, overwrite=force,
+               force_hint="choose another file, or pass --force to replace it")
     return len(lines)
 
 
