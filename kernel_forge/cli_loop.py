@@ -230,6 +230,8 @@ def gate_cmd(approvals, json_out, junit_out, devices, warmup, reps, max_noise, n
     opts = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
     ids = None
     if devices:
+        from .preflight import check_devices
+        check_devices(devices)                   # its form before the GPU probe; the ordinals after it
         from .gate_pool import parse_devices
         from .gpu.driver import device_count
         ids = parse_devices(devices, device_count())

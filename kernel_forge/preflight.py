@@ -81,6 +81,8 @@ RULES: dict[str, tuple] = {
     "plausible_margin": (_at_least(1), "at least 1"),
     "max_noise": (lambda v: 0 <= v <= 1, "in [0, 1] (a fraction of the median; 0: always --reps)"),
     "arch": (lambda v: re.fullmatch(r"sm_\d+[af]?", v) is not None, "like sm_90"),
+    "compare": (lambda v: v in ("gpu", "cpu"), "gpu or cpu"),
+    "devices": (lambda v: devices_syntax(v) is not None, "GPU ordinals like 0,1 (each once) or all"),
     # ProposerConfig
     "temperature": (lambda v: 0 <= v <= 2, "in [0, 2]"),
     "ensemble": (lambda v: v in ("round-robin", "parallel"), "round-robin or parallel"),
@@ -88,6 +90,27 @@ RULES: dict[str, tuple] = {
 
 #: command-line spelling of the fields whose option name differs from the field's
 FLAGS = {"launch_timeout_s": "--timeout", "time_limit_s": "--time-limit", "models": "--model"}
+
+
+def devices_syntax(spec: str) -> list[int] | str | None:
+    """A ``--devices`` value read without a GPU: the ordinals, ``"all"``, ``[]`` for none given,
+    or None when it is not ordinals like ``0,1`` (each once) or ``all``."""
+    if not isinstance(spec, str):
+        return None
+    text = spec.strip().lower()
+    if text in ("", "all"):
+        return text or []
+    parts = [x.strip() for x in text.split(",")]
+    if not all(re.fullmatch(r"\d+", x) for x in parts):
+        return None
+    ids = [int(x) for x in parts]
+    return ids if len(set(ids)) == len(ids) else None
+
+
+def check_devices(spec: str, *, where: str = "--devices") -> None:
+    """``--devices`` before the GPU probe: ordinals like ``0,1`` (each once) or ``all``."""
+    if devices_syntax(spec) is None:
+        raise InputError(f"{where} {spec!r}: give GPU ordinals like 0,1 (each once) or 'all'")
 
 
 def flag(name: str) -> str:
@@ -142,7 +165,9 @@ def _type_name(hint) -> str:
 
 def check_value(name: str, value, hint=None, *, where: str) -> None:
     """One setting: its type (when ``hint`` is given) and its range.  ``where`` names it in
-    the message (an option like ``--reps 0`` or a file and JSON path)."""
+    the message (an option like ``--reps 0`` or a file and JSON path).  A number must be finite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{where}: must be a finite number, got {value!r}")
     if hint is not None and not _type_ok(value, hint):
         raise InputError(f"{where}: expected {_type_name(hint)}, got {value!r}")
     if value is None or name not in RULES:
@@ -215,6 +240,13 @@ def check_config(data: dict, *, file: str) -> None:
     for key in ("manifest", "runs_dir"):
         if key in data and not isinstance(data[key], str):
             raise InputError(f"{file}: $.{key}: expected text, got {data[key]!r}")
+    prices = (data.get("proposer") or {}).get("prices")
+    if prices is not None:
+        from .proposers.pricing import PriceTable
+        if not isinstance(prices, dict):
+            raise InputError(f"{file}: $.proposer.prices: expected an object {{\"provider:model\": {{\"input\": X, "
+                             f"\"output\": Y}}}}, got {prices!r}")
+        PriceTable(prices, where=f"{file}: $.proposer.prices")     # a malformed price names the file and entry
 
 
 #: the optimize command's option names -> the settings field they fill
