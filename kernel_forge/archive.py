@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 
-from . import __version__
+from . import __version__, finite
 from .errors import EnvironmentProblem, InputError, KForgeError
 
 #: the schema version this module writes (and the newest it reads)
@@ -632,6 +632,9 @@ def read_jsonl(file: str | Path, text: str | None = None) -> list[Entry]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{p}:{lineno}: not JSON (column {exc.colno}: {exc.msg}); nothing was imported") from None
+        bad = finite.find(obj, line)
+        if bad is not None:
+            raise InputError(f"{p}:{lineno}: {bad[0]}: {finite.describe(bad[1])} {finite.WHY}; nothing was imported")
         problem = _schema_problem(v, obj)
         if problem:
             raise InputError(f"{p}:{lineno}: {problem}; nothing was imported",
@@ -677,7 +680,8 @@ def _read(run: Path, name: str, required: bool):
             raise InputError(f"{run}: not a kforge run folder (no {name})", hint="pass a folder like runs/run-007")
         return None
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+        return finite.loads(text, str(p))
     except (OSError, ValueError) as exc:
         raise InputError(f"{p}: damaged JSON ({exc}); nothing was archived from this run") from None
 

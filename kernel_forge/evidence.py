@@ -29,6 +29,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from . import finite
 from .errors import InputError
 from .writes import DIR_MODE, FILE_MODE, WriteFailed, write_file  # noqa: F401  (FILE_MODE: re-exported)
 
@@ -112,7 +113,7 @@ def read_json_file(path: str | Path, what: str):
     p = Path(path)
     text = read_text_file(p, what)
     try:
-        return json.loads(text)
+        return finite.loads(text, str(p))
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
 
@@ -148,7 +149,7 @@ class RunDir:
     # -- writing ----------------------------------------------------------------------------
     def write_json(self, name: str, obj) -> Path:
         target = self.path / name
-        atomic_write(target, (json.dumps(_scrub(obj), indent=2, default=_default) + "\n").encode())
+        atomic_write(target, (json.dumps(_scrub(obj), indent=2, default=_default, allow_nan=False) + "\n").encode())
         return target
 
     def write_text(self, name: str, text: str) -> Path:
@@ -244,7 +245,7 @@ def read_evidence(path: str | Path, *, check: bool = True, what: str = "evidence
     p = Path(path)
     text = read_text_file(p, what)
     try:
-        data = json.loads(text)
+        data = finite.loads(text, str(p))
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: damaged JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                          hint="restore the file (or start a new run); kforge never half-writes one") from None

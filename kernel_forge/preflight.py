@@ -23,6 +23,7 @@ from . import static_rules
 from .candidate import Candidate
 from .errors import CandidateError, InputError, ManifestError, SignatureError
 from .signature import check_matches, find_entry
+from .limits import launch_limits, launch_problem
 from .task import Task
 
 #: GPU memory assumed when no device is known (the smallest of the common data-centre GPUs)
@@ -293,9 +294,10 @@ def check_static(source: str, *, file: str) -> None:
                             file=file, line=first.line)
 
 
-def check_kernel(task: Task, cand: Candidate, *, file: str | None = None) -> int:
+def check_kernel(task: Task, cand: Candidate, *, file: str | None = None, limits: dict | None = None) -> int:
     """Static rules, the entry point, its signature and a launch for ``cand`` as a kernel of
-    ``task``; returns the entry point's line."""
+    ``task`` (every setting of its tunables on every case, within ``limits``: see
+    :func:`check_launch`); returns the entry point's line."""
     file = file or cand.name
     check_static(cand.source, file=file)
     found = find_entry(cand.source, task.signature.name)
@@ -313,7 +315,90 @@ def check_kernel(task: Task, cand: Candidate, *, file: str | None = None) -> int
                             "no `// kforge: grid = [...]` / `block = [...]` header", file=file)
     if cand.tunables and cand.count_configurations() == 0:
         raise KernelRefused("bad_candidate", "no setting of its tunables satisfies its constraints", file=file)
+    check_launch(task, cand, limits, file=file)
     return line
+
+
+#: settings of a kernel's tunables whose launch is checked (each tunable's every value is among them)
+LAUNCH_SETTINGS = 2048
+
+
+def _launch_settings(cand: Candidate, used: set[str]) -> list[dict]:
+    """The settings of ``cand``'s tunables that differ in what the launch reads (``used``): all of
+    them for a small space, else a sample that holds every value of every tunable."""
+    if not cand.tunables or not (used & set(cand.tunables)):
+        return [dict(cand.defines)]
+    if int(cand.count_configurations()) <= LAUNCH_SETTINGS:
+        settings = cand.configurations()
+    else:
+        must = [{k: v} for k in sorted(cand.tunables) for v in cand.tunables[k]]
+        settings = cand.sample_configurations(LAUNCH_SETTINGS, seed=0, must=must)
+    seen, out = set(), []
+    for d in settings:
+        key = tuple(sorted((k, v) for k, v in d.items() if k in used))
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
+def check_launch(task: Task, cand: Candidate, limits: dict | None = None, *, file: str | None = None) -> None:
+    """Every launch ``cand`` can make: each setting of its tunables (that its constraints allow)
+    on each case resolves to whole numbers within ``limits`` (:func:`launch_limits`; default: what
+    any supported GPU allows).  Refused with the header line, the case and the setting."""
+    from . import expressions
+    from .errors import ExpressionError
+    from .worker_protocol import resolve_launch
+
+    file = file or cand.name
+    launch = cand.launch or task.launch
+    if launch is None:
+        return
+    limits = limits or launch_limits()
+    exprs = [*launch.grid, *launch.block, launch.shared_mem]
+    used: set[str] = set()
+    for e in exprs:
+        try:
+            used |= expressions.names(e)
+        except ExpressionError:
+            pass
+    line = _header_line(cand.source, ("block", "grid", "shared_mem")) if cand.launch is not None else None
+    where = "its kforge header" if cand.launch is not None else f"the launch of {task.path.name}"
+    for setting in _launch_settings(cand, used):
+        shown = {k: v for k, v in setting.items() if k in used and k in cand.tunables}
+        with_ = f" with {', '.join(f'{k}={v}' for k, v in sorted(shown.items()))}" if shown else ""
+        for case in task.cases:
+            try:
+                r = resolve_launch(launch, case.vars, setting)
+            except ExpressionError as exc:
+                raise KernelRefused("launch_config", f"the launch of {where} does not evaluate on case {case.name!r}"
+                                    f"{with_}: {exc.message.splitlines()[0]}", file=file, line=line) from None
+            problem = launch_problem(r.grid, r.block, r.shared_mem, limits)
+            if problem:
+                hint = ("exclude the settings that cannot run with `// kforge: constraint ...` or drop those tune "
+                        "values" if shown else None)
+                raise KernelRefused("launch_config", f"the launch cannot run on case {case.name!r}{with_}: {problem}",
+                                    file=file, line=line, hint=hint)
+
+
+def _header_line(source: str, keys: tuple[str, ...]) -> int | None:
+    for lineno, text in enumerate(source.splitlines(), start=1):
+        t = text.strip()
+        if t.startswith("//") and "kforge:" in t and t.split("kforge:", 1)[1].strip().startswith(keys):
+            return lineno
+    return None
+
+
+def check_task_kernels(task: Task, limits: dict | None = None) -> None:
+    """:func:`check_kernel` on the task's initial kernel and templates (what a run starts from),
+    refused as the manifest's error at ``$.initial`` / ``$.templates[i]``."""
+    from .candidate import load_candidate
+
+    for path, jp in [(task.initial, "$.initial"), *((t, f"$.templates[{i}]") for i, t in enumerate(task.templates))]:
+        try:
+            check_kernel(task, load_candidate(path), file=str(path), limits=limits)
+        except KernelRefused as exc:
+            raise ManifestError(exc.message, file=str(task.path), json_path=jp, hint=exc.hint) from None
 
 
 def compile_kernel(cand: Candidate, arch: str, *, file: str | None = None, defines: dict | None = None):
@@ -410,7 +495,7 @@ def fits_host(task: Task, case, host_bytes: int | None = None) -> bool:
 def check_eval(task: Task, cand: Candidate, options, *, file: str | None = None) -> None:
     """Everything ``kforge eval`` can check before the GPU probe."""
     check_settings(options)
-    check_kernel(task, cand, file=file)
+    check_kernel(task, cand, file=file, limits=launch_limits(getattr(options, "arch", None)))
     check_sizes(task, gpu_bytes=None)
     if getattr(options, "arch", None):
         compile_kernel(cand, options.arch, file=file)
