@@ -193,10 +193,15 @@ def eval_cmd(manifest, kernel, warmup, reps, max_noise, no_flush, seed, quick, t
     for path, option, kind in ((json_out, "--json", "json"), (junit_out, "--junit", "junit")):
         if path and path != "-":
             check_output_path(path, option=option, kind=kind, inputs=[manifest, kernel])
-    options = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
-    result, table = run_eval(manifest, kernel, options, with_initial=not no_initial,
-                             with_baselines=not no_baselines, with_holdout=holdout,
-                             progress=lambda msg: click.echo(msg, err=True), gate_factory=_real_gate)
+    try:
+        options = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
+        result, table = run_eval(manifest, kernel, options, with_initial=not no_initial,
+                                 with_baselines=not no_baselines, with_holdout=holdout,
+                                 progress=lambda msg: click.echo(msg, err=True), gate_factory=_real_gate)
+    except (Exception, KeyboardInterrupt) as exc:
+        if junit_out:               # CI publishes the file either way: it says why eval could not run
+            write_error_junit(junit_out, "eval", exc, str(kernel or manifest))
+        raise
     echo_result(result, table, json_out)
     if junit_out:
         from . import junit
@@ -204,6 +209,18 @@ def eval_cmd(manifest, kernel, warmup, reps, max_noise, no_flush, seed, quick, t
         click.echo(f"wrote {junit_out}", err=json_out == "-")
     if not result["passed"]:
         sys.exit(CaseFailed.exit_code)
+
+
+def write_error_junit(path: str, command: str, exc: BaseException, subject: str) -> None:
+    """A JUnit file of one error test case saying why ``command`` could not run (never masking
+    that reason: a failure to write it is only reported)."""
+    from . import junit
+
+    try:
+        junit.write(path, junit.error_suites(command, exc, subject=subject), name=f"kforge {command}")
+        click.echo(f"wrote {path} (kforge {command} could not run)", err=True)
+    except KForgeError as werr:
+        click.echo(f"kforge: could not write {path} either: {werr}", err=True)
 
 
 def _real_gate(task, options):

@@ -222,20 +222,17 @@ def approve(run_path, approvals, copy_to, tolerance):
 def gate_cmd(approvals, json_out, junit_out, devices, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize):
     """CI regression gate: re-run every approved kernel; exit 1 if one is wrong or slower."""
     from .preflight import check_output_path
-    from .regression import run_regression
-
     for path, option, kind in ((json_out, "--json", "json"), (junit_out, "--junit", "junit")):
         if path:
             check_output_path(path, option=option, kind=kind, inputs=[approvals])
-    opts = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
-    ids = None
-    if devices:
-        from .preflight import check_devices
-        check_devices(devices)                   # its form before the GPU probe; the ordinals after it
-        from .gate_pool import parse_devices
-        from .gpu.driver import device_count
-        ids = parse_devices(devices, device_count())
-    results = run_regression(approvals, opts, progress=_echo, gate_factory=_real_gate, devices=ids)
+    try:
+        results = _gate_rows(approvals, devices, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch,
+                             sanitize)
+    except (Exception, KeyboardInterrupt) as exc:
+        if junit_out:               # CI publishes the file either way: it says why the gate could not run
+            from .cli import write_error_junit
+            write_error_junit(junit_out, "gate", exc, str(approvals))
+        raise
     for r in results:
         click.echo(f"{'PASS' if r['ok'] else 'FAIL'} {r['task']}: {r['kernel']}: {r['detail']}")
     if json_out:
@@ -247,6 +244,20 @@ def gate_cmd(approvals, json_out, junit_out, devices, warmup, reps, max_noise, n
         click.echo(f"wrote {junit_out}")
     if not all(r["ok"] for r in results):
         sys.exit(1)
+
+
+def _gate_rows(approvals, devices, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize):
+    from .regression import run_regression
+
+    opts = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
+    ids = None
+    if devices:
+        from .preflight import check_devices
+        check_devices(devices)                   # its form before the GPU probe; the ordinals after it
+        from .gate_pool import parse_devices
+        from .gpu.driver import device_count
+        ids = parse_devices(devices, device_count())
+    return run_regression(approvals, opts, progress=_echo, gate_factory=_real_gate, devices=ids)
 
 
 @cli.command()

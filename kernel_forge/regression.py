@@ -115,6 +115,12 @@ def plan_approval(run_path, approvals_path, copy_to, tolerance: float) -> dict:
         raise InputError(f"{run.path}: the best kernel is the initial kernel ({best.get('id')}); nothing to approve")
     if not best["holdout"].get("passed", False):
         raise InputError(f"{run.path}: the best kernel failed the final holdout check; it cannot be approved")
+    for key in ("speedup_vs_initial", "score_us"):
+        v = best.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise InputError(f"{run.path / 'summary.json'}: $.best.{key}: {v!r} is not a positive finite number; "
+                             "nothing can be approved from it", hint="restore the file, or resume the run to write it anew")
+    _check_best_source(run, best, best_cu)
     task = load_task(meta["manifest"])
     if task.name != summary["task"]:
         raise InputError(f"{run.path}: summary.json is for task {summary['task']!r}, its manifest for {task.name!r}")
@@ -147,6 +153,25 @@ def plan_approval(run_path, approvals_path, copy_to, tolerance: float) -> dict:
              "tolerance": tolerance, "from_run": run.path.name,
              "device": ((run.read_json("env.json") or {}).get("device") or {}).get("name")}
     return {"entry": entry, "data": data, "approvals": ap, "dest": dest, "source": new, "backup": backup}
+
+
+def _check_best_source(run: RunDir, best: dict, best_cu: Path) -> None:
+    """``best.cu`` must be the kernel the run measured: its sha256 is the one history.json recorded
+    for the best attempt (a hand-edited best.cu would be approved with the original's speedup)."""
+    hist = run.read_json("history.json")
+    if not hist:
+        raise InputError(f"{run.path}: has no history.json, so best.cu cannot be checked against what was measured")
+    for i, a in enumerate(hist.get("attempts", [])):
+        if a.get("id") == best["id"]:
+            got = _sha(best_cu)
+            if got != a.get("sha256"):
+                raise InputError(f"{best_cu}: its sha256 ({got[:12]}...) is not the one history.json records for the best "
+                                 f"attempt {best['id']} ($.attempts[{i}].sha256: {str(a.get('sha256'))[:12]}...): it "
+                                 "changed since the run measured it; nothing was approved",
+                                 hint=f"restore it from {run.path / a.get('source_file', 'attempts')}, or run the edited "
+                                      "kernel through kforge eval / optimize to measure it")
+            return
+    raise InputError(f"{run.path / 'history.json'}: has no attempt {best['id']!r}, the best kernel summary.json names")
 
 
 def approve_run(run_path, approvals_path, copy_to, tolerance: float) -> dict:
