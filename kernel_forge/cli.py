@@ -280,7 +280,9 @@ def echo_result(result: dict, table: str, json_out: str | None) -> None:
 
 
 def main(argv=None):
-    cli.main(args=argv, prog_name="kforge", standalone_mode=True)
+    """The entry point (kept for callers of ``kernel_forge.cli:main``): :func:`kernel_forge.entry.main`."""
+    from .entry import main as entry_main
+    entry_main(argv)
 
 
 def _register_optional():

@@ -184,6 +184,45 @@ def check_value(name: str, value, hint=None, *, where: str) -> None:
         raise InputError(f"{where}: must be {must}")
 
 
+#: what the timing environment variables may be (the GPU worker reads them; a typo must not pass silently)
+CLOCK_KINDS = ("cupti", "events")
+
+
+def check_environment(*, timing: bool = True) -> None:
+    """The environment variables kforge reads, before anything uses them: ``KFORGE_CLOCK``
+    (``cupti``, the default, or ``events``) and ``KFORGE_CLOCK_OFFSET_US`` (a finite number of
+    microseconds >= 0) when ``timing``.  Refused with exit 2 naming the variable."""
+    if not timing:
+        return
+    clock = os.environ.get("KFORGE_CLOCK", "")
+    if clock.strip() and clock.strip().lower() not in CLOCK_KINDS:
+        raise InputError(f"KFORGE_CLOCK={clock!r}: must be {' or '.join(CLOCK_KINDS)} (or unset: cupti)",
+                         hint="unset it, or KFORGE_CLOCK=events to time with CUDA events alone")
+    offset = os.environ.get("KFORGE_CLOCK_OFFSET_US", "")
+    if offset.strip():
+        try:
+            value = float(offset)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(f"KFORGE_CLOCK_OFFSET_US={offset!r}: must be a finite number of microseconds >= 0 "
+                             "(the GPU's launch offset, e.g. 0.86)", hint="unset it to use the measured offset")
+
+
+def check_provider_environment(models, base_url=None) -> None:
+    """``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, which the SDKs read when no --base-url is
+    given: an http(s) URL, for the providers the run asks."""
+    if base_url is not None:
+        return
+    from .proposers.models import parse_model_spec
+
+    for provider in sorted({parse_model_spec(m)[0] for m in models or ()}):
+        var = f"{provider.upper()}_BASE_URL"
+        value = os.environ.get(var)
+        if value:
+            check_base_url(value, where=var)
+
+
 def check_settings(obj, *, where: str = "") -> None:
     """Every field of a settings dataclass (LoopConfig, GateOptions, ProposerConfig)."""
     hints = typing.get_type_hints(type(obj))
@@ -193,6 +232,9 @@ def check_settings(obj, *, where: str = "") -> None:
         check_value(f.name, value, hints.get(f.name), where=label)
     if type(obj).__name__ == "ProposerConfig":
         check_proposer(getattr(obj, "models", []), getattr(obj, "base_url", None), where=where)
+        check_provider_environment(getattr(obj, "models", []), getattr(obj, "base_url", None))
+    if type(obj).__name__ == "GateOptions":
+        check_environment(timing=True)
 
 
 def check_base_url(url: str, *, where: str = "--base-url") -> None:
@@ -280,6 +322,9 @@ def check_optimize_params(params: dict) -> None:
             raise InputError("--base-url (proposer.base_url) needs --model: the model the endpoint serves",
                              hint="e.g. --model openai:qwen2.5-coder:32b --base-url http://localhost:8000/v1")
     check_proposer(models, None)
+    check_provider_environment(models + list((cfg.get("proposer") or {}).get("models") or []),
+                               base_url or (cfg.get("proposer") or {}).get("base_url"))
+    check_environment(timing=True)
 
 
 # -------------------------------------------------------------------------------- kernels
