@@ -123,6 +123,12 @@ class CudaError(KForgeError):
         super().__init__(msg)
 
 
+class InternalError(KForgeError):
+    """kforge's own fault, found and described (exit 4, like an unexpected exception)."""
+
+    exit_code = 4
+
+
 class CaseFailed(KForgeError):
     """Used by the CLI: at least one case failed (exit 1)."""
 

@@ -30,7 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import finite
-from .errors import InputError
+from .errors import InputError, InternalError
 from .writes import DIR_MODE, FILE_MODE, WriteFailed, write_file  # noqa: F401  (FILE_MODE: re-exported)
 
 SCHEMA_FOR = {
@@ -149,7 +149,15 @@ class RunDir:
     # -- writing ----------------------------------------------------------------------------
     def write_json(self, name: str, obj) -> Path:
         target = self.path / name
-        atomic_write(target, (json.dumps(_scrub(obj), indent=2, default=_default, allow_nan=False) + "\n").encode())
+        clean = _scrub(obj)
+        try:
+            text = json.dumps(clean, indent=2, default=_default, allow_nan=False)
+        except ValueError:
+            # evidence is read back with every number finite: a NaN here is kforge's own bug
+            found = finite.first_nonfinite(json.loads(json.dumps(clean, default=_default)))
+            raise InternalError(f"{target}: kforge was about to write {found[1]} at {found[0]}, which could not be read "
+                              "back; nothing was written (this is a bug: please report it)") from None
+        atomic_write(target, (text + "\n").encode())
         return target
 
     def write_text(self, name: str, text: str) -> Path:

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .references import reference_outputs
+from .references import python_name, reference_outputs
 from .task import Arg, Case, Task
 
 
@@ -98,6 +98,12 @@ def output_warnings(task: Task, case: Case, seed: int = 1) -> list[str]:
         if not np.isfinite(e).any():
             out.append(f"case {case.name}: output {arg.name} is NaN or Inf everywhere; a kernel writing NaN "
                        "passes (nonfinite_outputs is set)")
+            continue
+        if arg.init is None and not np.any(e):
+            py = python_name(arg.name)
+            out.append(f"case {case.name}: output {arg.name} is all zeros, as it was before the reference ran: does "
+                       f"the reference write it in place ({py}[...] = ...)? Rebinding the name ({py} = ...) writes "
+                       "nothing, and a kernel writing zeros passes")
             continue
         if np.all(np.abs(e) <= tol.atol + tol.rtol * np.abs(e)):
             out.append(f"case {case.name}: output {arg.name} is within tolerance of all zeros "
