@@ -76,8 +76,8 @@ def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet):
     from .validate import validate_manifest
 
     check_value("arch", arch, str, where=f"--arch {arch!r}")
-    if not gpu_memory > 0:
-        raise InputError(f"--gpu-memory {gpu_memory}: must be above 0 GiB")
+    if not (gpu_memory > 0 and gpu_memory < float("inf")):
+        raise InputError(f"--gpu-memory {gpu_memory}: must be a finite number above 0 (GiB)")
     bad = 0
     warned = 0
     for m in manifests:

@@ -785,6 +785,14 @@ def _gate_junit_over_notes(tmp):
     return ["gate", str(ap), "--junit", str(notes)], ["--junit", str(notes), "not a JUnit XML file"]
 
 
+def _args(*args_and_words):
+    def make(tmp):
+        m = _m(tmp)
+        *args, words = args_and_words
+        return [a.replace("{m}", str(m)) for a in args], words
+    return make
+
+
 def _nonfinite_flag_not_boolean(tmp):
     m = _m(tmp, nonfinite_outputs="yes")
     return ["validate", "--no-compile", str(m)], [str(m), "$.nonfinite_outputs", "'yes' is not of type 'boolean'"]
@@ -932,6 +940,12 @@ BAD = [
     Bad("compile -o onto a file that is not a CUBIN", _compile_o_over_a_source, nvrtc=True,
         found="overwrote the source"),
     Bad("gate --junit onto a file that is not JUnit", _gate_junit_over_notes, found="overwrote it"),
+    Bad("validate --gpu-memory inf", _args("validate", "--no-compile", "--gpu-memory", "inf", "{m}",
+                                          ["--gpu-memory inf", "finite"]), found="OverflowError, exit 4"),
+    Bad("eval --timeout inf", _args("eval", "{m}", "--timeout", "inf", ["--timeout inf", "finite"]),
+        found="accepted: no bound on a checked launch"),
+    Bad("eval --max-noise nan", _args("eval", "{m}", "--max-noise", "nan", ["--max-noise nan", "finite"]),
+        found="'must be in [0, 1]' for a NaN"),
 ]
 
 
