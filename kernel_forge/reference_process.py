@@ -63,11 +63,14 @@ def child_main(conn) -> None:
             return
         _op, task, case_name, seed, inputs = msg
         try:
-            case = task.case(case_name)
-            outputs = compute_reference(task, inputs if inputs is not None else generate(task, case, seed))
+            if inputs is None:
+                inputs = generate(task, task.case(case_name), seed)
+            outputs = compute_reference(task, inputs)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent as data
-            kind = type(exc).__name__ if isinstance(exc, (ReferenceError_, ManifestError, InputError)) else "other"
-            conn.send(("error", (kind, getattr(exc, "message", str(exc)), getattr(exc, "hint", None),
+            known = isinstance(exc, (ReferenceError_, ManifestError, InputError))
+            message = getattr(exc, "message", str(exc)) if known else \
+                f"the reference process failed on case {case_name!r}: {type(exc).__name__}: {exc}"
+            conn.send(("error", (type(exc).__name__ if known else "other", message, getattr(exc, "hint", None),
                                  getattr(exc, "file", None), getattr(exc, "json_path", "$"))))
             continue
         arrays = {k: np.ascontiguousarray(v) for k, v in outputs.items()}
