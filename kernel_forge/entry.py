@@ -3,6 +3,7 @@ being imported) ends with "kforge: interrupted" and exit 130, never a traceback 
 "Aborted!" with exit 1 (which CI would read as a failed gate)."""
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -32,8 +33,12 @@ def main(argv=None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except BrokenPipeError:          # `kforge ... | head`: the reader left; nothing to say
-        sys.exit(0)
+    except BrokenPipeError:          # `kforge ... | head`: the reader left; exit as a shell reports SIGPIPE
+        try:
+            sys.stdout = open(os.devnull, "w")      # noqa: SIM115 - nothing more may reach the closed pipe
+        except OSError:
+            pass
+        sys.exit(141)
     sys.exit(0)
 
 
