@@ -12,7 +12,10 @@ Writes bench.json, bench.md and bench.png to --out:
 - the output check on the CPU (no GPU needed: `--only verify`): one 2^26-element float32 output
   checked in one piece vs in parallel pieces (verify.compare, the CPU fallback), and what the gate
   does on the CPU for one timed draw now (its checks over the worker's GPU summaries and the
-  re-check of 64 sampled elements) vs four full CPU checks.
+  re-check of 64 sampled elements) vs four full CPU checks;
+- the reference in its child process (no GPU needed: `--only reference`): starting the child,
+  and per case the reference's outputs computed in this process vs in the warm child (the draw,
+  the call and the outputs coming back through the pipe), side by side.
 """
 from __future__ import annotations
 
@@ -168,6 +171,42 @@ def verify_speed(n: int = 1 << 26, rounds: int = 3) -> dict:
             "x_timed_draw": 4 * one / draw}
 
 
+def reference_cost(rounds: int = 3) -> dict:
+    """What running Python references in a child process costs (CPU only): the child's start, and
+    per case in-process vs in the child (medians of ``rounds``, the same draw)."""
+    from kernel_forge import reference_process
+    from kernel_forge.inputs import generate
+    from kernel_forge.references import compute_reference, reference_outputs
+    from kernel_forge.task import load_task
+
+    def median_s(fn) -> float:
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[len(times) // 2]
+
+    vec = load_task(ROOT / "manifests" / "vector_add.json")
+    reference_process.shutdown()
+    tiny = vec.case("tiny")
+    t0 = time.perf_counter()
+    reference_outputs(vec, tiny, 0)
+    first = time.perf_counter() - t0
+    warm = median_s(lambda: reference_outputs(vec, tiny, 0))
+    rows = []
+    for manifest, names in (("vector_add", ("tiny", "odd", "n16M")), ("matmul_f32", ("odd", "sq256", "rect"))):
+        task = vec if manifest == "vector_add" else load_task(ROOT / "manifests" / f"{manifest}.json")
+        for name in names:
+            case = task.case(name)
+            here = median_s(lambda: compute_reference(task, generate(task, case, 0)))
+            child = median_s(lambda: reference_outputs(task, case, 0))
+            out_bytes = sum(v.nbytes for v in reference_outputs(task, case, 0).values())
+            rows.append({"task": manifest, "case": name, "in_process_ms": here * 1e3, "child_ms": child * 1e3,
+                         "overhead_ms": (child - here) * 1e3, "output_bytes": out_bytes})
+    return {"start_s": first - warm, "tiny_call_ms": warm * 1e3, "cases": rows}
+
+
 def plot(results: dict, out: Path) -> None:
     try:
         import matplotlib
@@ -198,7 +237,7 @@ def plot(results: dict, out: Path) -> None:
 
 
 SECTIONS = {"compile": compile_times, "eval": eval_walls, "bandwidth": bandwidth, "recovery": recovery,
-            "verify": verify_speed}
+            "verify": verify_speed, "reference": reference_cost}
 
 
 def summary_lines(results: dict) -> list[str]:
@@ -229,6 +268,13 @@ def summary_lines(results: dict) -> list[str]:
                   f"{v['one_piece_s']:.2f} s, parallel pieces {v['pieces_s']:.2f} s (x{v['x_pieces']:.1f}); "
                   f"the gate's checks of one timed draw {v['timed_draw_s'] * 1e3:.2f} ms vs four full CPU checks "
                   f"{v['four_full_checks_s']:.2f} s (x{v['x_timed_draw']:.1f})"]
+    if "reference" in results:
+        r = results["reference"]
+        lines += ["", f"reference child process: start {r['start_s']:.2f} s once; a tiny call {r['tiny_call_ms']:.2f} ms",
+                  "", "| task/case | in this process ms | in the child ms | overhead ms | output MB |",
+                  "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {c['task']}/{c['case']} | {c['in_process_ms']:.1f} | {c['child_ms']:.1f} | {c['overhead_ms']:+.1f} | "
+                  f"{c['output_bytes'] / 2**20:.1f} |" for c in r["cases"]]
     return lines
 
 

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 
-from . import __version__
+from . import __version__, finite
 from .errors import EnvironmentProblem, InputError, KForgeError
 
 #: the schema version this module writes (and the newest it reads)
@@ -255,7 +255,8 @@ def _db_error(path: Path, exc: sqlite3.Error, doing: str) -> KForgeError:
 
 def _connect(path: Path, create: bool) -> sqlite3.Connection:
     if create:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        from .writes import make_dirs
+        make_dirs(path.parent, private=False)
         return sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     uri = path.resolve().as_uri() + "?mode=rw"
     return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
@@ -272,6 +273,9 @@ def open_archive(path: str | Path | None = None, *, create: bool = True) -> Arch
     if not exists and not create:
         raise InputError(f"{p}: no archive here yet", hint="kernels are added when runs pass the gate; "
                                                             "or kforge archive import FILE.jsonl")
+    if exists and not create and p.stat().st_size == 0:
+        raise InputError(f"{p}: an empty file (0 bytes), not an archive yet; it was left untouched",
+                         hint="kernels are added when runs pass the gate; or kforge archive import FILE.jsonl")
     if exists and p.stat().st_size > 0:
         try:
             with open(p, "rb") as f:
@@ -601,12 +605,15 @@ def export_lines(archive: Archive, *, task: str | None = None) -> list[str]:
     return out
 
 
-def export_jsonl(archive: Archive, file: str | Path, *, task: str | None = None) -> int:
-    """Write the archive (or one task's entries) to ``file`` as JSONL, atomically; returns the count."""
-    from .evidence import atomic_write
+def export_jsonl(archive: Archive, file: str | Path, *, task: str | None = None, force: bool = False) -> int:
+    """Write the archive (or one task's entries) to ``file`` as JSONL, atomically, with the usual
+    mode (an export is for sharing); an existing ``file`` is refused unless ``force``.  Returns
+    the count."""
+    from .writes import write_file
 
     lines = export_lines(archive, task=task)
-    atomic_write(Path(file), "".join(l + "\n" for l in lines).encode("utf-8"))
+    write_file(Path(file), "".join(l + "\n" for l in lines).encode("utf-8"), private=False, overwrite=force,
+               force_hint="choose another file, or pass --force to replace it")
     return len(lines)
 
 
@@ -625,6 +632,9 @@ def read_jsonl(file: str | Path, text: str | None = None) -> list[Entry]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{p}:{lineno}: not JSON (column {exc.colno}: {exc.msg}); nothing was imported") from None
+        bad = finite.find(obj, line)
+        if bad is not None:
+            raise InputError(f"{p}:{lineno}: {bad[0]}: {finite.describe(bad[1])} {finite.WHY}; nothing was imported")
         problem = _schema_problem(v, obj)
         if problem:
             raise InputError(f"{p}:{lineno}: {problem}; nothing was imported",
@@ -670,7 +680,8 @@ def _read(run: Path, name: str, required: bool):
             raise InputError(f"{run}: not a kforge run folder (no {name})", hint="pass a folder like runs/run-007")
         return None
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+        return finite.loads(text, str(p))
     except (OSError, ValueError) as exc:
         raise InputError(f"{p}: damaged JSON ({exc}); nothing was archived from this run") from None
 

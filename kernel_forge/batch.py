@@ -14,11 +14,13 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import re
 import time
 from pathlib import Path
 
 from .errors import EnvironmentProblem, InputError
 from .evidence import RunDir, atomic_write, numbered_dir
+from .writes import make_dirs
 
 FINISHED = {"max_iterations", "budget_usd", "max_tokens", "time_limit", "patience", "target_speedup",
             "unreachable"}
@@ -57,6 +59,21 @@ def _factory(spec: str | None):
     return getattr(importlib.import_module(mod), fn)
 
 
+def check_options(loop: dict, gate: dict, proposer: dict) -> None:
+    """The batch's options, as every run of it will take them (exit 2 before anything runs)."""
+    from .gate import GateOptions
+    from .loop import LoopConfig
+    from .optimize import ProposerConfig
+    from .preflight import check_settings
+
+    for cls, values in ((LoopConfig, loop), (GateOptions, gate), (ProposerConfig, proposer)):
+        try:
+            obj = cls(**values)
+        except TypeError as exc:
+            raise InputError(f"batch options: {exc}") from None
+        check_settings(obj)
+
+
 def latest_run(folder: str | Path) -> Path | None:
     runs = sorted(Path(folder).glob("run-*/run.json"))
     return runs[-1].parent if runs else None
@@ -79,7 +96,7 @@ def run_task(task: dict, loop: dict, gate: dict, proposer: dict, gate_factory: s
         opt = resume_run(existing, overrides={}, gate=own_gate)
         resumed = True
     else:
-        Path(t.folder).mkdir(parents=True, exist_ok=True)
+        make_dirs(t.folder)
         opt = start_run(t.manifest, LoopConfig(**loop), gate_opts, ProposerConfig(**proposer), runs_dir=t.folder,
                         gate=own_gate)
         resumed = False
@@ -112,16 +129,18 @@ def run_batch(manifests: list[str], *, runs_dir: str | Path = "runs", loop: dict
         if not manifests:
             raise InputError("give at least one manifest")
         plan(manifests, Path(runs_dir) / "batch-new")      # bad input first (exit 2), nothing written
+        check_options(loop or {}, gate or {}, proposer or {})
+    else:
+        record = read_record(resume)
+        tasks = [BatchTask(**t) for t in record["tasks"]]
+    if ray_address is not None:
+        check_ray_address(ray_address)
     if ray_address is None and gate_factory is None:
         from .gate import probe_gpu
         probe_gpu()          # then the GPU (exit 3), still before anything is written
+    ray = _connect_ray(ray_address, ray_init) if ray_address is not None else None   # (exit 3) nothing written yet
     if resume is not None:
         batch_dir = Path(resume)
-        try:
-            record = json.loads((batch_dir / "batch.json").read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"{batch_dir}: not a readable batch folder ({exc})") from None
-        tasks = [BatchTask(**t) for t in record["tasks"]]
     else:
         batch_dir = new_batch_dir(runs_dir)
         tasks = plan(manifests, batch_dir)
@@ -142,13 +161,6 @@ def run_batch(manifests: list[str], *, runs_dir: str | Path = "runs", loop: dict
                 record["results"][t.name] = {"task": t.name, "stop_reason": "error", "error": f"{type(exc).__name__}: {exc}"}
             _write(batch_dir, record)
     else:
-        ray = _import_ray()
-        init = dict(ray_init or {})
-        if ray_address not in ("local", "auto-local"):
-            init.setdefault("address", ray_address)
-        init.setdefault("include_dashboard", False)
-        init.setdefault("ignore_reinit_error", True)
-        ray.init(**init)
         remote = ray.remote(num_gpus=1, max_retries=retries, retry_exceptions=False)(run_task)
         refs = {remote.remote(dataclasses.asdict(t), *args): t for t in todo}
         progress(f"[kforge batch] {len(refs)} task(s) submitted to Ray ({ray_address})")
@@ -167,6 +179,62 @@ def run_batch(manifests: list[str], *, runs_dir: str | Path = "runs", loop: dict
     record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     _write(batch_dir, record)
     _plot(batch_dir, record)
+    return record
+
+
+#: a Ray cluster address: auto, ray://HOST:PORT (Ray Client) or HOST:PORT (the cluster's GCS)
+_RAY_ADDRESS = re.compile(r"^(auto|(ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):\d{1,5})$")
+
+
+def check_ray_address(address: str) -> None:
+    """``--ray ADDRESS`` before anything starts: ``auto``, ``ray://HOST:PORT`` or ``HOST:PORT``
+    (alone, ``--ray`` is a local Ray)."""
+    if address in ("local", "auto-local"):
+        return
+    m = _RAY_ADDRESS.match(address or "")
+    port = int(address.rsplit(":", 1)[1]) if m and address != "auto" else 1
+    if m is None or not 0 < port < 65536:
+        raise InputError(f"--ray {address!r}: not a Ray address",
+                         hint="give auto, HOST:PORT (e.g. 10.0.0.5:6379) or ray://HOST:10001, or --ray alone for a local Ray")
+
+
+def _connect_ray(address: str, ray_init: dict | None):
+    """Ray, started locally or connected to ``address`` (an :class:`EnvironmentProblem` when it
+    cannot be: exit 3, before the batch folder exists)."""
+    ray = _import_ray()
+    init = dict(ray_init or {})
+    if address not in ("local", "auto-local"):
+        init.setdefault("address", address)
+    init.setdefault("include_dashboard", False)
+    init.setdefault("ignore_reinit_error", True)
+    try:
+        ray.init(**init)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Ray's own errors: whatever it says, it could not start
+        raise EnvironmentProblem(f"--ray {address}: Ray could not start or connect: {type(exc).__name__}: "
+                                 f"{str(exc).splitlines()[0] if str(exc) else ''}",
+                                 hint="is the cluster up at that address (ray status)?") from None
+    return ray
+
+
+def read_record(folder: str | Path) -> dict:
+    """``batch.json`` of a batch folder (``--resume``), checked before anything runs."""
+    from .evidence import read_json_file
+
+    p = Path(folder)
+    if not (p / "batch.json").is_file():
+        raise InputError(f"{p}: not a kforge batch folder (no batch.json)", hint="pass a folder like runs/batch-003")
+    record = read_json_file(p / "batch.json", "batch record")
+    if not isinstance(record, dict) or not isinstance(record.get("tasks"), list):
+        raise InputError(f"{p / 'batch.json'}: $.tasks: expected the list of the batch's tasks")
+    keys = {f.name for f in dataclasses.fields(BatchTask)}
+    for i, t in enumerate(record["tasks"]):
+        if not isinstance(t, dict) or set(t) != keys or not all(isinstance(v, str) for v in t.values()):
+            raise InputError(f"{p / 'batch.json'}: $.tasks[{i}]: expected {{{', '.join(sorted(keys))}}} as text")
+    for key in ("loop", "gate", "proposer", "results"):
+        if not isinstance(record.get(key, {}), dict):
+            raise InputError(f"{p / 'batch.json'}: $.{key}: expected an object")
     return record
 
 

@@ -79,8 +79,8 @@ def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet, accep
     from .validate import validate_manifest
 
     check_value("arch", arch, str, where=f"--arch {arch!r}")
-    if not gpu_memory > 0:
-        raise InputError(f"--gpu-memory {gpu_memory}: must be above 0 GiB")
+    if not (gpu_memory > 0 and gpu_memory < float("inf")):
+        raise InputError(f"--gpu-memory {gpu_memory}: must be a finite number above 0 (GiB)")
     if accept:
         from .generated import accept as accept_task
 
@@ -138,7 +138,7 @@ def compile_cmd(source, arch, defines, output, no_cache):
     from .preflight import check_output_path, check_static
 
     if output:
-        check_output_path(output, option="-o")
+        check_output_path(output, option="-o", kind="cubin", inputs=[source])
     cand = load_candidate(source)
     given = {}
     for item in defines:
@@ -164,7 +164,8 @@ def compile_cmd(source, arch, defines, output, no_cache):
                    f"{r.get('registers', '?')} registers, {r.get('spill_stores', 0)} B spill stores, "
                    f"{r.get('stack', 0)} B stack, {r.get('smem', 0)} B static shared")
     if output:
-        Path(output).write_bytes(res.cubin)
+        from .writes import write_file
+        write_file(output, res.cubin, private=False)
         click.echo(f"wrote {output}")
 
 
@@ -215,13 +216,18 @@ def eval_cmd(manifest, kernel, warmup, reps, max_noise, no_flush, seed, quick, t
     from .evaluate import run_eval
     from .preflight import check_output_path
 
-    for path, option in ((json_out, "--json"), (junit_out, "--junit")):
+    for path, option, kind in ((json_out, "--json", "json"), (junit_out, "--junit", "junit")):
         if path and path != "-":
-            check_output_path(path, option=option)
-    options = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
-    result, table = run_eval(manifest, kernel, options, with_initial=not no_initial,
-                             with_baselines=not no_baselines, with_holdout=holdout,
-                             progress=lambda msg: click.echo(msg, err=True), gate_factory=_real_gate)
+            check_output_path(path, option=option, kind=kind, inputs=[manifest, kernel])
+    try:
+        options = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
+        result, table = run_eval(manifest, kernel, options, with_initial=not no_initial,
+                                 with_baselines=not no_baselines, with_holdout=holdout,
+                                 progress=lambda msg: click.echo(msg, err=True), gate_factory=_real_gate)
+    except (Exception, KeyboardInterrupt) as exc:
+        if junit_out:               # CI publishes the file either way: it says why eval could not run
+            write_error_junit(junit_out, "eval", exc, str(kernel or manifest))
+        raise
     echo_result(result, table, json_out)
     if junit_out:
         from . import junit
@@ -229,6 +235,18 @@ def eval_cmd(manifest, kernel, warmup, reps, max_noise, no_flush, seed, quick, t
         click.echo(f"wrote {junit_out}", err=json_out == "-")
     if not result["passed"]:
         sys.exit(CaseFailed.exit_code)
+
+
+def write_error_junit(path: str, command: str, exc: BaseException, subject: str) -> None:
+    """A JUnit file of one error test case saying why ``command`` could not run (never masking
+    that reason: a failure to write it is only reported)."""
+    from . import junit
+
+    try:
+        junit.write(path, junit.error_suites(command, exc, subject=subject), name=f"kforge {command}")
+        click.echo(f"wrote {path} (kforge {command} could not run)", err=True)
+    except KForgeError as werr:
+        click.echo(f"kforge: could not write {path} either: {werr}", err=True)
 
 
 def _real_gate(task, options):
@@ -328,12 +346,15 @@ def echo_result(result: dict, table: str, json_out: str | None) -> None:
         return
     click.echo(table)
     if json_out:
-        Path(json_out).write_text(json.dumps(result, indent=2, default=str))
+        from .writes import write_text
+        write_text(json_out, json.dumps(result, indent=2, default=str) + "\n", private=False)
         click.echo(f"wrote {json_out}")
 
 
 def main(argv=None):
-    cli.main(args=argv, prog_name="kforge", standalone_mode=True)
+    """The entry point (kept for callers of ``kernel_forge.cli:main``): :func:`kernel_forge.entry.main`."""
+    from .entry import main as entry_main
+    entry_main(argv)
 
 
 def _register_optional():

@@ -26,9 +26,34 @@ def _open(path, create: bool = False):
 
 
 def _missing(path) -> bool:
+    """No archive yet: no file, or an empty one (listing or searching it writes nothing)."""
     from .archive import default_path
 
-    return not Path(path or default_path()).exists()
+    p = Path(path or default_path())
+    return not p.exists() or (p.is_file() and p.stat().st_size == 0)
+
+
+class _NewArchive:
+    """Opens the archive for adding; when the file was created by this command and the command
+    fails, it is removed again (with SQLite's side files), so a failed import leaves nothing."""
+
+    def __init__(self, path):
+        from .archive import default_path
+
+        self.path = Path(path or default_path())
+        self.existed = self.path.exists()
+        self.arch = None
+
+    def __enter__(self):
+        self.arch = _open(self.path, create=True)
+        return self.arch
+
+    def __exit__(self, kind, exc, tb):
+        self.arch.close()
+        if kind is not None and not self.existed:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
+        return False
 
 
 def _table(head: list[str], rows: list[list[str]]) -> str:
@@ -152,7 +177,7 @@ def add_cmd(runs, archive_path, as_json):
     from .archive import archive_run
 
     reports = []
-    with _open(archive_path, create=True) as arch:
+    with _NewArchive(archive_path) as arch:
         for r in runs:
             reports.append(archive_run(r, arch))
         where = arch.path
@@ -168,20 +193,29 @@ def add_cmd(runs, archive_path, as_json):
 @archive_group.command("export")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--task", help="Only this task (name or manifest hash).")
+@click.option("--force", is_flag=True, help="Replace FILE if it exists.")
 @_archive_option
 @_json_option
 @handle_errors
-def export_cmd(file, task, archive_path, as_json):
-    """Write the archive as JSONL (one entry a line; schemas/archive_entry.schema.json) to FILE or stdout."""
+def export_cmd(file, task, force, archive_path, as_json):
+    """Write the archive as JSONL (one entry a line; schemas/archive_entry.schema.json) to FILE or stdout.
+    An existing FILE is left as it is unless --force."""
     from .archive import export_jsonl, export_lines
+    from .preflight import check_output_path
 
+    if file and file != "-":
+        check_output_path(file, option="FILE")
+        if Path(file).exists() and not force:
+            from .errors import InputError
+            raise InputError(f"{file}: already exists; nothing was written",
+                             hint="choose another file, or pass --force to replace it")
     with _open(archive_path) as arch:
         if not file or file == "-":
             lines = export_lines(arch, task=task)
             click.echo("".join(l + "\n" for l in lines), nl=False)
             click.echo(f"exported {len(lines)} kernel(s)", err=True)
             return
-        n = export_jsonl(arch, file, task=task)
+        n = export_jsonl(arch, file, task=task, force=force)
     if as_json:
         click.echo(json.dumps({"file": str(file), "entries": n}))
     else:
@@ -196,11 +230,12 @@ def export_cmd(file, task, archive_path, as_json):
 def import_cmd(file, archive_path, as_json):
     """Add the kernels of a JSONL export; those already archived are skipped (by content hash).
     Every line is checked first; one bad line imports nothing."""
-    from .archive import import_jsonl
+    from .archive import add_entries, read_jsonl
 
     text = sys.stdin.read() if file == "-" else None
-    with _open(archive_path, create=True) as arch:
-        added, present = import_jsonl(arch, "<stdin>" if file == "-" else file, text)
+    entries = read_jsonl("<stdin>" if file == "-" else file, text)   # every line checked before the archive is opened
+    with _NewArchive(archive_path) as arch:
+        added, present = add_entries(arch, entries)
         where = arch.path
     if as_json:
         click.echo(json.dumps({"file": str(file), "added": added, "present": present, "archive": str(where)}))

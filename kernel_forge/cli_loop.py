@@ -186,7 +186,7 @@ def replay(request, warmup, reps, max_noise, no_flush, seed, quick, timeout, arc
     from .replay_check import replay as run_replay
 
     if json_out and json_out != "-":
-        check_output_path(json_out, option="--json")
+        check_output_path(json_out, option="--json", kind="json", inputs=[request])
     opts = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
     result, table = run_replay(request, opts, gate_factory=_real_gate)
     echo_result(result, table, json_out)
@@ -230,28 +230,42 @@ def approve(run_path, approvals, copy_to, tolerance):
 def gate_cmd(approvals, json_out, junit_out, devices, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize):
     """CI regression gate: re-run every approved kernel; exit 1 if one is wrong or slower."""
     from .preflight import check_output_path
-    from .regression import run_regression
-
-    for path, option in ((json_out, "--json"), (junit_out, "--junit")):
+    for path, option, kind in ((json_out, "--json", "json"), (junit_out, "--junit", "junit")):
         if path:
-            check_output_path(path, option=option)
-    opts = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
-    ids = None
-    if devices:
-        from .gate_pool import parse_devices
-        from .gpu.driver import device_count
-        ids = parse_devices(devices, device_count())
-    results = run_regression(approvals, opts, progress=_echo, gate_factory=_real_gate, devices=ids)
+            check_output_path(path, option=option, kind=kind, inputs=[approvals])
+    try:
+        results = _gate_rows(approvals, devices, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch,
+                             sanitize)
+    except (Exception, KeyboardInterrupt) as exc:
+        if junit_out:               # CI publishes the file either way: it says why the gate could not run
+            from .cli import write_error_junit
+            write_error_junit(junit_out, "gate", exc, str(approvals))
+        raise
     for r in results:
         click.echo(f"{'PASS' if r['ok'] else 'FAIL'} {r['task']}: {r['kernel']}: {r['detail']}")
     if json_out:
-        Path(json_out).write_text(json.dumps(results, indent=2, default=str))
+        from .writes import write_text
+        write_text(json_out, json.dumps(results, indent=2, default=str) + "\n", private=False)
     if junit_out:
         from . import junit
         junit.write(junit_out, junit.gate_suites(results), name="kforge gate")
         click.echo(f"wrote {junit_out}")
     if not all(r["ok"] for r in results):
         sys.exit(1)
+
+
+def _gate_rows(approvals, devices, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize):
+    from .regression import run_regression
+
+    opts = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
+    ids = None
+    if devices:
+        from .preflight import check_devices
+        check_devices(devices)                   # its form before the GPU probe; the ordinals after it
+        from .gate_pool import parse_devices
+        from .gpu.driver import device_count
+        ids = parse_devices(devices, device_count())
+    return run_regression(approvals, opts, progress=_echo, gate_factory=_real_gate, devices=ids)
 
 
 @cli.command()

@@ -230,7 +230,12 @@ def check_value(value: Any, annotation: Any, where: str, bounds: Mapping[str, An
             raise InputError(f"{where}: expected a string, got {value!r}")
         pattern = (bounds or {}).get("pattern")
         if pattern and not re.search(pattern, value):
-            raise InputError(f"{where}: {value!r} does not have the expected form ({pattern})")
+            must = (bounds or {}).get("x-must")      # the words RULES use for the same bound
+            raise InputError(f"{where}: must be {must}, got {value!r}" if must
+                             else f"{where}: {value!r} does not have the expected form ({pattern})")
+        if "enum" in (bounds or {}) and value not in bounds["enum"]:
+            choices = ", ".join(repr(c) for c in bounds["enum"] if c is not None)
+            raise InputError(f"{where}: must be one of {choices}, got {value!r}")
         return value
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
@@ -257,6 +262,8 @@ def _check_number(value: float, where: str, bounds: Mapping[str, Any]) -> None:
     high = bounds.get("maximum")
     if high is not None and value > high:
         raise InputError(f"{where}: must be <= {high}, got {value}")
+    if "exclusiveMaximum" in bounds and value >= bounds["exclusiveMaximum"]:
+        raise InputError(f"{where}: must be < {bounds['exclusiveMaximum']}, got {value}")
     if "enum" in bounds and value not in bounds["enum"]:
         raise InputError(f"{where}: must be one of {bounds['enum']}, got {value}")
 

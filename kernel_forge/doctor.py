@@ -98,7 +98,8 @@ def render(r: dict) -> str:
     lines.append("LLM keys " + ", ".join(f"{k} {'set' if v else 'not set'}" for k, v in r["llm_keys"].items()))
     lines.append(f"sanitizer {r['compute_sanitizer'] or 'compute-sanitizer not on PATH (--sanitize unavailable)'}")
     if not g.get("ok"):
-        lines.append("without a GPU these work: kforge validate, kforge compile --arch sm_90, kforge doctor")
+        from .errors import NO_GPU_COMMANDS
+        lines.append("without a GPU these work: " + ", ".join(NO_GPU_COMMANDS))
     return "\n".join(lines)
 
 

@@ -95,15 +95,17 @@ class EnvironmentProblem(KForgeError):
     exit_code = 3
 
 
+#: the commands that work without a GPU (``kforge doctor`` and the no-GPU error list the same)
+NO_GPU_COMMANDS = ("kforge validate", "kforge compile --arch sm_90", "kforge init", "kforge optimize --dry-run",
+                   "kforge report", "kforge approve", "kforge archive", "kforge doctor")
+
+
 class NoGPUError(EnvironmentProblem):
     """No usable NVIDIA GPU or driver."""
 
     def __init__(self, detail: str):
-        super().__init__(
-            f"no usable NVIDIA GPU: {detail}",
-            hint="commands that work without a GPU: kforge validate, kforge compile --arch sm_90, "
-                 "kforge doctor, kforge optimize --dry-run",
-        )
+        super().__init__(f"no usable NVIDIA GPU: {detail}",
+                         hint="commands that work without a GPU: " + ", ".join(NO_GPU_COMMANDS))
 
 
 class CudaError(KForgeError):
@@ -119,6 +121,12 @@ class CudaError(KForgeError):
         if description:
             msg += f" ({description})"
         super().__init__(msg)
+
+
+class InternalError(KForgeError):
+    """kforge's own fault, found and described (exit 4, like an unexpected exception)."""
+
+    exit_code = 4
 
 
 class CaseFailed(KForgeError):

@@ -25,12 +25,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from .errors import InputError
+from . import finite
+from .errors import InputError, InternalError
+from .writes import DIR_MODE, FILE_MODE, WriteFailed, write_file  # noqa: F401  (FILE_MODE: re-exported)
 
 SCHEMA_FOR = {
     "run.json": "run.schema.json",
@@ -48,41 +49,11 @@ def _scrub(obj):
     return scrub(obj, tuple(v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_AUTH_TOKEN")) and v))
 
 
-#: modes of evidence: readable by its owner only (prompts, API responses and source are private)
-FILE_MODE = 0o600
-DIR_MODE = 0o700
-
-
-def _read_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()   # read once, at import: os.umask cannot be read without setting it
-
-
-def atomic_write(path: Path, data: bytes, *, private: bool = True) -> None:
-    """Write ``data`` to ``path`` through a temporary file that replaces it.  ``private`` files
-    are created 0600 (folders 0700); others get the usual mode (0666 less the umask), for files
-    a user shares, such as an approvals file or a kernel copied into a repository."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE if private else 0o777)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.chmod(tmp, FILE_MODE if private else 0o666 & ~_UMASK)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+def atomic_write(path: Path, data: bytes, *, private: bool = True, overwrite: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temporary file that replaces it (:mod:`kernel_forge.writes`).
+    ``private`` files are created 0600 (folders 0700); others get the usual mode (0666 less the
+    umask), for files a user shares, such as an approvals file or a kernel copied into a repository."""
+    write_file(path, data, private=private, overwrite=overwrite)
 
 
 @lru_cache(maxsize=None)
@@ -107,17 +78,21 @@ def validate_file(path: Path) -> None:
 def numbered_dir(root: str | Path, prefix: str) -> Path:
     """A new folder ``root/PREFIX-NNN`` numbered after the highest one there (created, mode 0700;
     safe against another process creating the same number at once)."""
+    from .writes import make_dirs, new_dir, remove_dirs
+
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    created = make_dirs(root, private=False)
     pattern = re.compile(rf"^{re.escape(prefix)}-(\d{{3,}})$")
     n = max((int(m.group(1)) for q in root.iterdir() if (m := pattern.match(q.name))), default=0) + 1
     while True:
         p = root / f"{prefix}-{n:03d}"
         try:
-            p.mkdir(mode=DIR_MODE)
-            return p
+            return new_dir(p)
         except FileExistsError:
             n += 1
+        except WriteFailed:
+            remove_dirs(created)
+            raise
 
 
 def read_text_file(path: str | Path, what: str) -> str:
@@ -138,7 +113,7 @@ def read_json_file(path: str | Path, what: str):
     p = Path(path)
     text = read_text_file(p, what)
     try:
-        return json.loads(text)
+        return finite.loads(text, str(p))
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
 
@@ -152,10 +127,15 @@ class RunDir:
     # -- creation ---------------------------------------------------------------------------
     @classmethod
     def create(cls, root: str | Path = "runs") -> "RunDir":
+        from .writes import make_dirs
+
         p = numbered_dir(root, "run")
-        (p / "attempts").mkdir(mode=DIR_MODE)
-        for d in (p, p / "attempts"):
-            os.chmod(d, DIR_MODE)
+        try:
+            make_dirs(p / "attempts")
+            os.chmod(p, DIR_MODE)
+        except (WriteFailed, OSError):
+            os.rmdir(p)
+            raise
         return cls(p)
 
     @classmethod
@@ -169,7 +149,15 @@ class RunDir:
     # -- writing ----------------------------------------------------------------------------
     def write_json(self, name: str, obj) -> Path:
         target = self.path / name
-        atomic_write(target, (json.dumps(_scrub(obj), indent=2, default=_default) + "\n").encode())
+        clean = _scrub(obj)
+        try:
+            text = json.dumps(clean, indent=2, default=_default, allow_nan=False)
+        except ValueError:
+            # evidence is read back with every number finite: a NaN here is kforge's own bug
+            found = finite.first_nonfinite(json.loads(json.dumps(clean, default=_default)))
+            raise InternalError(f"{target}: kforge was about to write {found[1]} at {found[0]}, which could not be read "
+                              "back; nothing was written (this is a bug: please report it)") from None
+        atomic_write(target, (text + "\n").encode())
         return target
 
     def write_text(self, name: str, text: str) -> Path:
@@ -265,7 +253,7 @@ def read_evidence(path: str | Path, *, check: bool = True, what: str = "evidence
     p = Path(path)
     text = read_text_file(p, what)
     try:
-        data = json.loads(text)
+        data = finite.loads(text, str(p))
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: damaged JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                          hint="restore the file (or start a new run); kforge never half-writes one") from None

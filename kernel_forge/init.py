@@ -11,13 +11,20 @@ overwritten without ``force``; a refusal writes nothing.
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError, KForgeError, SignatureError
-from .evidence import atomic_write
+from .writes import write_files
+from .references import python_name
 from .signature import _ENTRY, Signature, find_entry, parse_signature
 from .static_rules import strip_comments_and_strings
+
+#: the manifest schema's rule for a task name; kforge init holds parameter names to it too, so
+#: the manifest's keys, the kernel and the Python reference all spell them the same way
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: cases for a task with one size variable, and for one with several (their product grows fast)
 ONE_SIZE = {"small": 1037, "large": 1 << 22, "holdout": (1 << 20) + 11}
@@ -34,9 +41,26 @@ class InitResult:
     valid: bool = False                                #: validated (the reference stub aside)
 
 
+def _ascii(name: str) -> str:
+    """A name's ASCII spelling (``relü`` -> ``relu``), for the message that refuses it."""
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    plain = re.sub(r"\W", "_", plain)
+    return plain if NAME.match(plain or "") else "_" + plain
+
+
+def check_name(name: str, what: str, where: str) -> None:
+    """Refuse a name the manifest schema (or a Python reference) could not take, before anything
+    is written; a non-ASCII name gets its ASCII spelling as the suggestion."""
+    if not NAME.match(name):
+        raise InputError(f"{where}: {what} {name!r} is not a plain ASCII identifier ([A-Za-z_][A-Za-z0-9_]*, the "
+                         "manifest schema's rule); nothing was written",
+                         hint=f"rename it, e.g. {_ascii(name)!r}" + (" (in the kernel too)" if what != "the task name" else ""))
+
+
 def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, Path | None]:
     if (from_file is None) == (signature is None):
         raise InputError("give the kernel with --from FILE.cu or its --signature (one of them)")
+    check_name(name, "the task name", "NAME")
     if signature is not None:
         try:
             sig = parse_signature(signature)
@@ -44,6 +68,8 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
             raise InputError(f"--signature: {exc}") from None
         if sig.name != name:
             raise InputError(f"--signature declares {sig.name!r}, not {name!r}: the task's name is its kernel's name")
+        for p in sig.params:
+            check_name(p.name, "the parameter", "--signature")
         return sig, None, None
     src_path = Path(from_file)
     try:
@@ -60,6 +86,8 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
         sig, _line = find_entry(source, name)
     except SignatureError as exc:
         raise InputError(f"--from {src_path}: the signature of {name} is not supported: {exc}") from None
+    for p in sig.params:
+        check_name(p.name, "the parameter", f"--from {src_path}")
     return sig, source, src_path
 
 
@@ -103,6 +131,8 @@ def build_manifest(name: str, sig: Signature, *, has_launch: bool) -> tuple[dict
         else:
             args[p.name] = p.name
             guesses.append(f"{p.name}: {p.describe()} -> size variable {p.name}, set by each case")
+        if python_name(p.name) != p.name:
+            guesses[-1] += f" (a Python keyword: the reference takes it as {python_name(p.name)})"
     table = ONE_SIZE if len(sizes) <= 1 else SEVERAL_SIZES
     roles = (("small", "correctness"), ("large", "performance"), ("holdout", "holdout"))
     cases = [{"name": n, "role": role, "vars": {p.name: table[n] for p in sizes}} for n, role in roles]
@@ -130,15 +160,19 @@ def build_manifest(name: str, sig: Signature, *, has_launch: bool) -> tuple[dict
 
 
 def reference_stub(name: str, sig: Signature) -> str:
-    params = ", ".join(p.name for p in sig.params)
-    outs = [p.name for p in sig.params if p.pointer and not p.const]
-    ins = [p.name for p in sig.params if p.pointer and p.const]
+    params = ", ".join(python_name(p.name) for p in sig.params)
+    outs = [python_name(p.name) for p in sig.params if p.pointer and not p.const]
+    ins = [python_name(p.name) for p in sig.params if p.pointer and p.const]
+    np_import = "import numpy  # noqa: F401" if "np" in params.split(", ") else "import numpy as np  # noqa: F401"
+    renamed = [p.name for p in sig.params if python_name(p.name) != p.name]
+    note = ([f"Parameters named like a Python keyword get a trailing underscore: {', '.join(renamed)} -> "
+             f"{', '.join(python_name(n) for n in renamed)}."] if renamed else [])
     lines = [f'"""Trusted reference for {name}: every candidate kernel is compared with what this computes.',
              "",
              "Written by `kforge init`. It is called with every kernel parameter by name: buffers as NumPy arrays",
              "(half and bfloat16 widened to float32), scalars as Python numbers. Write the outputs in place",
              f"({', '.join(outs) or 'the non-const buffers'}), as the kernel does, and return nothing.",
-             '"""', "import numpy as np  # noqa: F401", "", "",
+             *note, '"""', np_import, "", "",
              f"def reference({params}):",
              f'    """{", ".join(outs) or "outputs"} from {", ".join(ins) or "inputs"}."""',
              f"    # e.g. {outs[0] if outs else 'out'}[...] = ...",
@@ -150,7 +184,11 @@ def reference_stub(name: str, sig: Signature) -> str:
 def kernel_stub(sig: Signature, size: str | None) -> str:
     guard = f"    if (i >= {size}) return;\n" if size else ""
     outs = ", ".join(p.name for p in sig.params if p.pointer and not p.const) or "the outputs"
+    kinds = {p.dtype.name for p in sig.params}
+    includes = "".join(f"#include <{h}>\n" for k, h in (("float16", "cuda_fp16.h"), ("bfloat16", "cuda_bf16.h"))
+                       if k in kinds)
     return ("// Written by `kforge init`: fill in the body. The manifest's launch starts one thread per element.\n"
+            f"{includes}"
             f"{sig.text.rstrip(' {;')}\n"
             "{\n"
             "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -193,9 +231,9 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
     if source is None:
         todo.insert(1, f"the kernel body in {targets['kernel']}")
     result = InitResult(manifest=targets["manifest"], guesses=guesses, todo=todo)
-    for key, data in contents.items():
-        atomic_write(targets[key], data, private=False)
-        result.written.append(targets[key])
+    # all three staged on disk before any is renamed into place; a failure leaves nothing behind
+    result.written = write_files([(targets[k], data) for k, data in contents.items()], private=False,
+                                 overwrite=force)
     if validate:
         _validate(result)
     return result

@@ -157,6 +157,19 @@ def eval_suites(result: dict) -> list[TestSuite]:
     return [suite]
 
 
+def error_suites(command: str, exc: BaseException, *, subject: str = "") -> list[TestSuite]:
+    """A suite of one ``<error>`` test case saying why ``command`` could not run (no GPU, bad
+    input, an internal error): CI then shows the reason instead of a missing report."""
+    code = 130 if isinstance(exc, KeyboardInterrupt) else getattr(exc, "exit_code", 4)
+    kind = {1: "failed", 2: "bad_input", 3: "environment", 130: "interrupted"}.get(code, "internal_error")
+    message = (str(exc) if code in (1, 2, 3) else "interrupted (Ctrl-C)" if code == 130
+               else f"internal error: {type(exc).__name__}: {exc}")
+    case = TestCase(f"kforge.{command}", subject or command, outcome="error", type=kind,
+                    message=f"{message} (kforge {command} exited with code {code})")
+    return [TestSuite(name=f"kforge {command}" + (f" {subject}" if subject else ""), cases=[case],
+                      properties={"exit_code": code})]
+
+
 def gate_suites(rows: list[dict]) -> list[TestSuite]:
     """One suite per approved kernel of ``kforge gate`` (regression.run_regression rows): a test
     case per case of its evaluation, and one for the speedup it must keep."""

@@ -59,7 +59,14 @@ def gate_factory_from_spec(spec: str):
         return lambda task, options: RecordedGate.from_run(run)
     if kind == "python" and ":" in rest:
         module, _, attr = rest.rpartition(":")
-        fn = getattr(importlib.import_module(module), attr)
+        try:
+            fn = getattr(importlib.import_module(module), attr)
+        except ImportError as exc:
+            raise InputError(f"{TEST_GATE_ENV}={spec}: cannot import {module!r} ({exc})") from None
+        except AttributeError:
+            raise InputError(f"{TEST_GATE_ENV}={spec}: module {module!r} has no {attr!r}") from None
+        if not callable(fn):
+            raise InputError(f"{TEST_GATE_ENV}={spec}: {module}.{attr} is not callable")
         return lambda task, options: fn(task)
     raise InputError(f"{TEST_GATE_ENV}={spec!r}: expected recorded:RUN_DIR or python:MODULE:CALLABLE")
 
@@ -313,6 +320,42 @@ class Service:
         return p.read_text(encoding="utf-8")
 
 
+def unknown_arguments(tool: str, unknown: list[str], known: list[str]) -> str:
+    """The message for arguments a tool does not take: each, with a close known name if there is one."""
+    import difflib
+
+    parts = []
+    for k in unknown:
+        close = difflib.get_close_matches(str(k), known, n=1, cutoff=0.6)
+        parts.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return (f"{tool}: unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(parts)}; nothing was done. "
+            f"{tool} takes: {', '.join(known) or 'no arguments'}")
+
+
+def strict_arguments(tool) -> None:
+    """Make an MCP tool refuse arguments it does not take: its input schema says
+    ``additionalProperties: false`` and a call with an unknown one is a tool error naming the
+    known ones (the SDK would drop it silently: ``{"model": [...]}`` ran the tuner)."""
+    from pydantic import ConfigDict, model_validator
+
+    base = tool.fn_metadata.arg_model
+    known = sorted(f.alias or name for name, f in base.model_fields.items())
+    name = tool.name
+
+    def _only_known(cls, data):
+        if isinstance(data, dict):
+            unknown = [k for k in data if k not in known]
+            if unknown:
+                raise ValueError(unknown_arguments(name, unknown, known))
+        return data
+
+    strict = type(f"{name} arguments", (base,), {
+        "model_config": ConfigDict(arbitrary_types_allowed=True, extra="forbid"),
+        "_only_known": model_validator(mode="before")(classmethod(_only_known))})
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = {**tool.parameters, "additionalProperties": False}
+
+
 def build_server(service: Service):
     """The MCP server (``mcp`` SDK) whose tools and resources call ``service``."""
     try:
@@ -400,6 +443,9 @@ def build_server(service: Service):
                      description="report.md of a finished run")
     def report_resource(run: str) -> str:
         return read(run, "report.md")
+
+    for tool in server._tool_manager.list_tools():
+        strict_arguments(tool)
 
     listed: set[str] = set()
 

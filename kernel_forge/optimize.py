@@ -298,6 +298,8 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
 
     task = load_task(manifest)
     review = check_usable(task, progress)       # a generated task: accepted or edited, or exit 2 here
+    from .preflight import check_task_kernels, launch_limits
+    check_task_kernels(task, launch_limits(gate_opts.arch))     # every launch it starts from, before the GPU
     check_budget_prices(prop, loop.budget_usd)
     if proposer is None:
         check_baseline(task, prop)
@@ -370,6 +372,8 @@ def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str |
                                  file_label=task.initial.name).log
         except Exception:  # noqa: BLE001 - no NVRTC here, or it does not compile: the prompt says less
             log = ""
+    from .preflight import check_task_kernels, launch_limits
+    check_task_kernels(task, launch_limits(device=device))     # never a prompt for a kernel that cannot run
     best = PromptAttempt(id="initial", source=task.initial.read_text(encoding="utf-8"), passed=True,
                          reason="passed", message="", score_us=None, compile_log=log)
     static, dynamic = build_prompt_parts(task, reference_source=task.reference.path.read_text(encoding="utf-8"),

@@ -23,6 +23,7 @@ from . import dispatch, static_rules
 from .candidate import Candidate
 from .errors import CandidateError, CompileError, InputError, ManifestError, SignatureError
 from .signature import check_matches, find_entry
+from .limits import launch_limits, launch_problem
 from .task import Task
 
 #: GPU memory assumed when no device is known (the smallest of the common data-centre GPUs)
@@ -81,6 +82,8 @@ RULES: dict[str, tuple] = {
     "plausible_margin": (_at_least(1), "at least 1"),
     "max_noise": (lambda v: 0 <= v <= 1, "in [0, 1] (a fraction of the median; 0: always --reps)"),
     "arch": (lambda v: re.fullmatch(r"sm_\d+[af]?", v) is not None, "like sm_90"),
+    "compare": (lambda v: v in ("gpu", "cpu"), "gpu or cpu"),
+    "devices": (lambda v: devices_syntax(v) is not None, "GPU ordinals like 0,1 (each once) or all"),
     # ProposerConfig
     "temperature": (lambda v: 0 <= v <= 2, "in [0, 2]"),
     "max_tokens_cap": (_at_least(1), "at least 1"),
@@ -89,6 +92,27 @@ RULES: dict[str, tuple] = {
 
 #: command-line spelling of the fields whose option name differs from the field's
 FLAGS = {"launch_timeout_s": "--timeout", "time_limit_s": "--time-limit", "models": "--model"}
+
+
+def devices_syntax(spec: str) -> list[int] | str | None:
+    """A ``--devices`` value read without a GPU: the ordinals, ``"all"``, ``[]`` for none given,
+    or None when it is not ordinals like ``0,1`` (each once) or ``all``."""
+    if not isinstance(spec, str):
+        return None
+    text = spec.strip().lower()
+    if text in ("", "all"):
+        return text or []
+    parts = [x.strip() for x in text.split(",")]
+    if not all(re.fullmatch(r"\d+", x) for x in parts):
+        return None
+    ids = [int(x) for x in parts]
+    return ids if len(set(ids)) == len(ids) else None
+
+
+def check_devices(spec: str, *, where: str = "--devices") -> None:
+    """``--devices`` before the GPU probe: ordinals like ``0,1`` (each once) or ``all``."""
+    if devices_syntax(spec) is None:
+        raise InputError(f"{where} {spec!r}: give GPU ordinals like 0,1 (each once) or 'all'")
 
 
 def flag(name: str) -> str:
@@ -143,7 +167,9 @@ def _type_name(hint) -> str:
 
 def check_value(name: str, value, hint=None, *, where: str) -> None:
     """One setting: its type (when ``hint`` is given) and its range.  ``where`` names it in
-    the message (an option like ``--reps 0`` or a file and JSON path)."""
+    the message (an option like ``--reps 0`` or a file and JSON path).  A number must be finite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{where}: must be a finite number, got {value!r}")
     if hint is not None and not _type_ok(value, hint):
         raise InputError(f"{where}: expected {_type_name(hint)}, got {value!r}")
     if value is None or name not in RULES:
@@ -159,6 +185,45 @@ def check_value(name: str, value, hint=None, *, where: str) -> None:
         raise InputError(f"{where}: must be {must}")
 
 
+#: what the timing environment variables may be (the GPU worker reads them; a typo must not pass silently)
+CLOCK_KINDS = ("cupti", "events")
+
+
+def check_environment(*, timing: bool = True) -> None:
+    """The environment variables kforge reads, before anything uses them: ``KFORGE_CLOCK``
+    (``cupti``, the default, or ``events``) and ``KFORGE_CLOCK_OFFSET_US`` (a finite number of
+    microseconds >= 0) when ``timing``.  Refused with exit 2 naming the variable."""
+    if not timing:
+        return
+    clock = os.environ.get("KFORGE_CLOCK", "")
+    if clock.strip() and clock.strip().lower() not in CLOCK_KINDS:
+        raise InputError(f"KFORGE_CLOCK={clock!r}: must be {' or '.join(CLOCK_KINDS)} (or unset: cupti)",
+                         hint="unset it, or KFORGE_CLOCK=events to time with CUDA events alone")
+    offset = os.environ.get("KFORGE_CLOCK_OFFSET_US", "")
+    if offset.strip():
+        try:
+            value = float(offset)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(f"KFORGE_CLOCK_OFFSET_US={offset!r}: must be a finite number of microseconds >= 0 "
+                             "(the GPU's launch offset, e.g. 0.86)", hint="unset it to use the measured offset")
+
+
+def check_provider_environment(models, base_url=None) -> None:
+    """``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, which the SDKs read when no --base-url is
+    given: an http(s) URL, for the providers the run asks."""
+    if base_url is not None:
+        return
+    from .proposers.models import parse_model_spec
+
+    for provider in sorted({parse_model_spec(m)[0] for m in models or ()}):
+        var = f"{provider.upper()}_BASE_URL"
+        value = os.environ.get(var)
+        if value:
+            check_base_url(value, where=var)
+
+
 def check_settings(obj, *, where: str = "") -> None:
     """Every field of a settings dataclass (LoopConfig, GateOptions, ProposerConfig)."""
     hints = typing.get_type_hints(type(obj))
@@ -168,6 +233,9 @@ def check_settings(obj, *, where: str = "") -> None:
         check_value(f.name, value, hints.get(f.name), where=label)
     if type(obj).__name__ == "ProposerConfig":
         check_proposer(getattr(obj, "models", []), getattr(obj, "base_url", None), where=where)
+        check_provider_environment(getattr(obj, "models", []), getattr(obj, "base_url", None))
+    if type(obj).__name__ == "GateOptions":
+        check_environment(timing=True)
 
 
 def check_base_url(url: str, *, where: str = "--base-url") -> None:
@@ -216,6 +284,13 @@ def check_config(data: dict, *, file: str) -> None:
     for key in ("manifest", "runs_dir"):
         if key in data and not isinstance(data[key], str):
             raise InputError(f"{file}: $.{key}: expected text, got {data[key]!r}")
+    prices = (data.get("proposer") or {}).get("prices")
+    if prices is not None:
+        from .proposers.pricing import PriceTable
+        if not isinstance(prices, dict):
+            raise InputError(f"{file}: $.proposer.prices: expected an object {{\"provider:model\": {{\"input\": X, "
+                             f"\"output\": Y}}}}, got {prices!r}")
+        PriceTable(prices, where=f"{file}: $.proposer.prices")     # a malformed price names the file and entry
 
 
 #: the optimize command's option names -> the settings field they fill
@@ -248,6 +323,9 @@ def check_optimize_params(params: dict) -> None:
             raise InputError("--base-url (proposer.base_url) needs --model: the model the endpoint serves",
                              hint="e.g. --model openai:qwen2.5-coder:32b --base-url http://localhost:8000/v1")
     check_proposer(models, None)
+    check_provider_environment(models + list((cfg.get("proposer") or {}).get("models") or []),
+                               base_url or (cfg.get("proposer") or {}).get("base_url"))
+    check_environment(timing=True)
 
 
 # -------------------------------------------------------------------------------- kernels
@@ -262,9 +340,10 @@ def check_static(source: str, *, file: str) -> None:
                             file=file, line=first.line)
 
 
-def check_kernel(task: Task, cand: Candidate, *, file: str | None = None) -> int:
+def check_kernel(task: Task, cand: Candidate, *, file: str | None = None, limits: dict | None = None) -> int:
     """Static rules, the entry point, its signature and a launch for ``cand`` as a kernel of
-    ``task``; returns the entry point's line."""
+    ``task`` (every setting of its tunables on every case, within ``limits``: see
+    :func:`check_launch`); returns the entry point's line."""
     file = file or cand.name
     check_static(cand.source, file=file)
     found = find_entry(cand.source, task.signature.name)
@@ -285,7 +364,90 @@ def check_kernel(task: Task, cand: Candidate, *, file: str | None = None) -> int
     found = dispatch.problem(task, cand.dispatch)    # a dispatch rule: case variables only, every line used
     if found is not None:
         raise KernelRefused("bad_candidate", found[0], file=file, line=found[1])
+    check_launch(task, cand, limits, file=file)
     return line
+
+
+#: settings of a kernel's tunables whose launch is checked (each tunable's every value is among them)
+LAUNCH_SETTINGS = 2048
+
+
+def _launch_settings(cand: Candidate, used: set[str]) -> list[dict]:
+    """The settings of ``cand``'s tunables that differ in what the launch reads (``used``): all of
+    them for a small space, else a sample that holds every value of every tunable."""
+    if not cand.tunables or not (used & set(cand.tunables)):
+        return [dict(cand.defines)]
+    if int(cand.count_configurations()) <= LAUNCH_SETTINGS:
+        settings = cand.configurations()
+    else:
+        must = [{k: v} for k in sorted(cand.tunables) for v in cand.tunables[k]]
+        settings = cand.sample_configurations(LAUNCH_SETTINGS, seed=0, must=must)
+    seen, out = set(), []
+    for d in settings:
+        key = tuple(sorted((k, v) for k, v in d.items() if k in used))
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
+def check_launch(task: Task, cand: Candidate, limits: dict | None = None, *, file: str | None = None) -> None:
+    """Every launch ``cand`` can make: each setting of its tunables (that its constraints allow)
+    on each case resolves to whole numbers within ``limits`` (:func:`launch_limits`; default: what
+    any supported GPU allows).  Refused with the header line, the case and the setting."""
+    from . import expressions
+    from .errors import ExpressionError
+    from .worker_protocol import resolve_launch
+
+    file = file or cand.name
+    launch = cand.launch or task.launch
+    if launch is None:
+        return
+    limits = limits or launch_limits()
+    exprs = [*launch.grid, *launch.block, launch.shared_mem]
+    used: set[str] = set()
+    for e in exprs:
+        try:
+            used |= expressions.names(e)
+        except ExpressionError:
+            pass
+    line = _header_line(cand.source, ("block", "grid", "shared_mem")) if cand.launch is not None else None
+    where = "its kforge header" if cand.launch is not None else f"the launch of {task.path.name}"
+    for setting in _launch_settings(cand, used):
+        shown = {k: v for k, v in setting.items() if k in used and k in cand.tunables}
+        with_ = f" with {', '.join(f'{k}={v}' for k, v in sorted(shown.items()))}" if shown else ""
+        for case in task.cases:
+            try:
+                r = resolve_launch(launch, case.vars, setting)
+            except ExpressionError as exc:
+                raise KernelRefused("launch_config", f"the launch of {where} does not evaluate on case {case.name!r}"
+                                    f"{with_}: {exc.message.splitlines()[0]}", file=file, line=line) from None
+            problem = launch_problem(r.grid, r.block, r.shared_mem, limits)
+            if problem:
+                hint = ("exclude the settings that cannot run with `// kforge: constraint ...` or drop those tune "
+                        "values" if shown else None)
+                raise KernelRefused("launch_config", f"the launch cannot run on case {case.name!r}{with_}: {problem}",
+                                    file=file, line=line, hint=hint)
+
+
+def _header_line(source: str, keys: tuple[str, ...]) -> int | None:
+    for lineno, text in enumerate(source.splitlines(), start=1):
+        t = text.strip()
+        if t.startswith("//") and "kforge:" in t and t.split("kforge:", 1)[1].strip().startswith(keys):
+            return lineno
+    return None
+
+
+def check_task_kernels(task: Task, limits: dict | None = None) -> None:
+    """:func:`check_kernel` on the task's initial kernel and templates (what a run starts from),
+    refused as the manifest's error at ``$.initial`` / ``$.templates[i]``."""
+    from .candidate import load_candidate
+
+    for path, jp in [(task.initial, "$.initial"), *((t, f"$.templates[{i}]") for i, t in enumerate(task.templates))]:
+        try:
+            check_kernel(task, load_candidate(path), file=str(path), limits=limits)
+        except KernelRefused as exc:
+            raise ManifestError(exc.message, file=str(task.path), json_path=jp, hint=exc.hint) from None
 
 
 def compile_kernel(cand: Candidate, arch: str, *, file: str | None = None, defines: dict | None = None):
@@ -394,20 +556,49 @@ def fits_host(task: Task, case, host_bytes: int | None = None) -> bool:
 def check_eval(task: Task, cand: Candidate, options, *, file: str | None = None) -> None:
     """Everything ``kforge eval`` can check before the GPU probe."""
     check_settings(options)
-    check_kernel(task, cand, file=file)
+    check_kernel(task, cand, file=file, limits=launch_limits(getattr(options, "arch", None)))
     check_sizes(task, gpu_bytes=None)
     if getattr(options, "arch", None):
         compile_kernel(cand, options.arch, file=file)
 
 
-def check_output_path(path: str | Path, *, option: str) -> Path:
-    """An output file's folder must exist (nothing is created behind the user's back)."""
+#: how an earlier output of each kind starts (after white space): an existing file is replaced
+#: only when it is one, so a mistyped path never overwrites a source file or someone's notes
+OUTPUT_KINDS = {"cubin": ((b"\x7fELF",), "a CUBIN"), "junit": ((b"<?xml", b"<testsuites"), "a JUnit XML file"),
+                "json": ((b"{", b"["), "a JSON file")}
+
+
+def _same_file(a: Path, b: str | Path) -> bool:
+    try:
+        return a.exists() and Path(b).exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_output_path(path: str | Path, *, option: str, kind: str | None = None, inputs=()) -> Path:
+    """An output file's folder must exist (nothing is created behind the user's back); an
+    existing file there is replaced only when it is an earlier output of the same ``kind`` (a
+    CUBIN, a JUnit file, a JSON file) and not one of the command's ``inputs``."""
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"{option} {p}: the folder {parent} does not exist")
     if p.is_dir():
         raise InputError(f"{option} {p}: is a folder, not a file")
+    for other in inputs:
+        if other and _same_file(p, other):
+            raise InputError(f"{option} {p}: is also an input of this command ({other}); nothing was written",
+                             hint="write the output to another file")
+    if kind is not None and p.exists():
+        starts, what = OUTPUT_KINDS[kind]
+        try:
+            with open(p, "rb") as f:
+                head = f.read(64).lstrip()
+        except OSError as exc:
+            raise InputError(f"{option} {p}: exists and cannot be read ({exc.strerror}); nothing was written") from None
+        if head and not head.startswith(starts):
+            raise InputError(f"{option} {p}: exists and is not {what}, so not an earlier output; it was left as it is",
+                             hint="remove it, or write the output to another file")
     return p
 
 

@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .writes import write_text
+
 TOOL = "ncu"
 #: metrics asked for: the probe's list, every one accepted on the H200 (bench/evidence/h200-2026-12-01-s4/
 #: probe); ncu's raw page adds the launch__* and device__attribute_* values (occupancy limits, waves) by itself
@@ -229,7 +231,7 @@ def profile_candidate(task, candidate, cases: list[str], *, arch: str, seed: int
                 "device": device, "arch": arch, "launches": launches, "status": str(status_path),
                 "file_label": Path(candidate.name).name if str(candidate.name).endswith(".cu") else "kernel.cu"}
         spec_path = Path(tmp) / "spec.json"
-        spec_path.write_text(json.dumps(spec))
+        write_text(spec_path, json.dumps(spec))
         cmd = ncu_command(ncu, task.signature.name, len(shown) * launches,
                           [sys.executable, "-m", "kernel_forge.gpu.profile_child", str(spec_path)])
         try:

@@ -564,7 +564,6 @@ def write_prompt(run_dir, iteration: int, system: str, static: str, dynamic: str
     if not isinstance(run_dir, (str, Path)):      # a RunDir: atomic, scrubbed
         run_dir.write_text(name, text)
     else:
-        p = Path(run_dir) / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
+        from .writes import write_text
+        write_text(Path(run_dir) / name, text)
     return name

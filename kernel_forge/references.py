@@ -1,13 +1,19 @@
 """Load and run Python reference and baseline callables.
 
 Convention: a callable takes every kernel parameter as a keyword argument, named as in the
-signature.  Buffers are arrays (NumPy for references, CuPy for baselines; bf16 buffers are
-given to references as float32 values), scalars are Python numbers.  The callable writes its
-results into the output buffers in place, like the kernel does, and returns nothing.
+signature (a name that is a Python keyword, like ``in``, gets a trailing underscore: ``in_``).
+Buffers are arrays (NumPy for references, CuPy for baselines; bf16 buffers are given to
+references as float32 values), scalars are Python numbers.  The callable writes its results into
+the output buffers in place, like the kernel does, and returns nothing.
+
+A Python reference runs in a child process with a time limit
+(:mod:`kernel_forge.reference_process`); its expected values must be finite unless the manifest
+says ``"nonfinite_outputs": true``.
 """
 from __future__ import annotations
 
 import hashlib
+import keyword
 import sys
 import traceback
 import types
@@ -92,27 +98,80 @@ def load_callable(ref: CallableRef):
     return fn
 
 
-def run_python_reference(task: Task, inputs: CaseInputs) -> dict[str, np.ndarray]:
-    """Run the task's Python reference on host copies of ``inputs``; return output storage arrays."""
+def python_name(name: str) -> str:
+    """The keyword a Python callable gets a kernel parameter under: its name, with ``_`` added to a
+    Python keyword (``in`` -> ``in_``), so that ``def reference(in_, out, n)`` can be written."""
+    return name + "_" if keyword.iskeyword(name) else name
+
+
+def compute_reference(task: Task, inputs: CaseInputs) -> dict[str, np.ndarray]:
+    """Run the task's Python reference here, on host copies of ``inputs``; return its outputs,
+    checked to be finite (:func:`check_finite`).  Called in the reference process: use
+    :func:`run_python_reference` or :func:`reference_outputs`, which bound it in time."""
     fn = load_callable(task.reference)
-    kwargs: dict[str, object] = dict(inputs.scalars)
+    kwargs: dict[str, object] = {python_name(k): v for k, v in inputs.scalars.items()}
     for arg in task.args:
         if not arg.is_buffer:
             continue
         array = host_values(arg, inputs.buffers[arg.name]).copy()
         if arg.output and arg.init is None:
             array[...] = 0
-        kwargs[arg.name] = array
-    guarded_call(f"reference {task.reference.describe()} on case {inputs.case.name!r}", fn, **kwargs)
+        kwargs[python_name(arg.name)] = array
+    what = f"reference {task.reference.describe()} on case {inputs.case.name!r}"
+    guarded_call(what, fn, **kwargs)
     out = {}
     for arg in task.outputs:
-        values = kwargs[arg.name]
+        values = kwargs[python_name(arg.name)]
         if arg.param.dtype.name == "bfloat16":
             # keep the reference's full precision: comparison happens in float64 values
             out[arg.name] = np.asarray(values, dtype=np.float32)
         else:
             out[arg.name] = np.asarray(values)
+        shape = tuple(task.shape(arg, inputs.case))
+        if out[arg.name].size != int(np.prod(shape)):
+            raise ReferenceError_(f"{what}: output {arg.name} holds {out[arg.name].size} values, its shape {list(shape)} "
+                                  f"needs {int(np.prod(shape))}; write into the array in place (out[...] = ...)")
+    check_finite(task, inputs.case.name, out)
     return out
+
+
+def check_finite(task: Task, case_name: str, outputs: dict[str, np.ndarray]) -> None:
+    """Refuse expected values that hold NaN or Inf, unless the manifest says
+    ``"nonfinite_outputs": true`` (a kernel must then put the same NaN/Inf at the same places).
+    Expected NaNs everywhere would let a kernel that writes only NaN pass."""
+    if getattr(task, "nonfinite_outputs", False):
+        return
+    for name, values in outputs.items():
+        values = np.asarray(values)
+        if values.dtype.kind not in "fc":
+            continue
+        bad = ~np.isfinite(values)
+        n = int(np.count_nonzero(bad))
+        if n:
+            first = int(np.flatnonzero(bad.reshape(-1))[0])
+            index = tuple(int(i) for i in np.unravel_index(first, values.shape))
+            raise ReferenceError_(
+                f"reference {task.reference.describe()} on case {case_name!r}: output {name} holds {n} NaN/Inf "
+                f"value(s) of {values.size} (first at {list(index)}: {float(values.reshape(-1)[first])}); expected values "
+                "must be finite, or a kernel that writes NaN would pass",
+                hint='if NaN or Inf is the right answer, add "nonfinite_outputs": true to the manifest (then a kernel '
+                     "must give NaN/Inf at exactly the same places)")
+
+
+def run_python_reference(task: Task, inputs: CaseInputs) -> dict[str, np.ndarray]:
+    """The task's Python reference on ``inputs``, run in the reference process within the
+    manifest's time limit; output storage arrays (bf16 as float32 values)."""
+    from .reference_process import run_reference
+
+    return run_reference(task, inputs.case.name, inputs.seed, inputs)
+
+
+def reference_outputs(task: Task, case, seed: int) -> dict[str, np.ndarray]:
+    """The task's Python reference on the (case, seed) draw, drawn and run in the reference
+    process (nothing but the outputs crosses the pipe)."""
+    from .reference_process import run_reference
+
+    return run_reference(task, case.name, seed)
 
 
 def expected_values(task: Task, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -120,4 +179,5 @@ def expected_values(task: Task, outputs: dict[str, np.ndarray]) -> dict[str, np.
     return {k: np.asarray(v) for k, v in outputs.items()}
 
 
-__all__ = ["guarded_call", "load_callable", "run_python_reference", "from_float"]
+__all__ = ["guarded_call", "load_callable", "run_python_reference", "reference_outputs", "compute_reference",
+           "check_finite", "python_name", "from_float"]

@@ -26,9 +26,10 @@ from pathlib import Path
 from . import preflight
 from .candidate import load_candidate
 from .errors import InputError, KForgeError
-from .evidence import RunDir, atomic_write, read_json_file
+from .evidence import RunDir, read_json_file
 from .gate import GateOptions
 from .task import Task, load_task
+from .writes import write_files
 
 ENTRY_KEYS = {"task": str, "manifest": str, "kernel": str, "speedup_vs_initial": (int, float),
               "tolerance": (int, float), "sha256": str}
@@ -116,6 +117,12 @@ def plan_approval(run_path, approvals_path, copy_to, tolerance: float) -> dict:
         raise InputError(f"{run.path}: the best kernel is {what} ({best.get('id')}); nothing to approve")
     if not best["holdout"].get("passed", False):
         raise InputError(f"{run.path}: the best kernel failed the final holdout check; it cannot be approved")
+    for key in ("speedup_vs_initial", "score_us"):
+        v = best.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise InputError(f"{run.path / 'summary.json'}: $.best.{key}: {v!r} is not a positive finite number; "
+                             "nothing can be approved from it", hint="restore the file, or resume the run to write it anew")
+    _check_best_source(run, best, best_cu)
     task = load_task(meta["manifest"])
     if task.name != summary["task"]:
         raise InputError(f"{run.path}: summary.json is for task {summary['task']!r}, its manifest for {task.name!r}")
@@ -200,6 +207,25 @@ def _checked_rule(best_cu: Path, task: Task, best: dict):
     return rule
 
 
+def _check_best_source(run: RunDir, best: dict, best_cu: Path) -> None:
+    """``best.cu`` must be the kernel the run measured: its sha256 is the one history.json recorded
+    for the best attempt (a hand-edited best.cu would be approved with the original's speedup)."""
+    hist = run.read_json("history.json")
+    if not hist:
+        raise InputError(f"{run.path}: has no history.json, so best.cu cannot be checked against what was measured")
+    for i, a in enumerate(hist.get("attempts", [])):
+        if a.get("id") == best["id"]:
+            got = _sha(best_cu)
+            if got != a.get("sha256"):
+                raise InputError(f"{best_cu}: its sha256 ({got[:12]}...) is not the one history.json records for the best "
+                                 f"attempt {best['id']} ($.attempts[{i}].sha256: {str(a.get('sha256'))[:12]}...): it "
+                                 "changed since the run measured it; nothing was approved",
+                                 hint=f"restore it from {run.path / a.get('source_file', 'attempts')}, or run the edited "
+                                      "kernel through kforge eval / optimize to measure it")
+            return
+    raise InputError(f"{run.path / 'history.json'}: has no attempt {best['id']!r}, the best kernel summary.json names")
+
+
 def approve_run(run_path, approvals_path, copy_to, tolerance: float) -> dict:
     """Check first (:func:`plan_approval`), write last: the kernel copy (the copy it replaces
     kept as ``.bak``), then the approvals file (its old version kept as ``.bak``)."""
@@ -207,23 +233,17 @@ def approve_run(run_path, approvals_path, copy_to, tolerance: float) -> dict:
     dest, ap, entry = plan["dest"], plan["approvals"], plan["entry"]
     data = plan["data"]
     data["approved"] = [e for e in data["approved"] if e["task"] != entry["task"]] + [entry]
-    text = (json.dumps(data, indent=2) + "\n").encode()
-    old_kernel = dest.read_bytes() if dest.is_file() else None
+    text = (json.dumps(data, indent=2, allow_nan=False) + "\n").encode()
+    items = []
     if plan["backup"] is not None:
-        atomic_write(plan["backup"], old_kernel, private=False)
+        items.append((plan["backup"], dest.read_bytes()))
     if ap.is_file():
-        atomic_write(ap.with_name(ap.name + ".bak"), ap.read_bytes(), private=False)
-    atomic_write(dest, plan["source"], private=False)
+        items.append((ap.with_name(ap.name + ".bak"), ap.read_bytes()))
+    items.append((dest, plan["source"]))
     if plan["baseline"] is not None:
-        atomic_write(plan["baseline"][0], plan["baseline"][1], private=False)
-    try:
-        atomic_write(ap, text, private=False)
-    except BaseException:
-        if old_kernel is None:
-            dest.unlink(missing_ok=True)
-        else:
-            atomic_write(dest, old_kernel, private=False)
-        raise
+        items.append((plan["baseline"][0], plan["baseline"][1]))
+    items.append((ap, text))
+    write_files(items, private=False)     # all staged on disk before any is renamed into place
     return entry
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import EnvironmentProblem
+from .writes import write_text
 
 FLAGS = ["--report-api-errors", "no", "--error-exitcode", "99", "--print-limit", "20"]
 
@@ -72,8 +73,8 @@ def run_sanitizer(task, candidate, *, seed: int = 0, timeout_s: float = 300.0, a
     with tempfile.TemporaryDirectory(prefix="kforge-sanitize-") as tmp:
         job = Path(tmp) / "job.json"
         kernel = Path(tmp) / "candidate.cu"
-        kernel.write_text(candidate.render())
-        job.write_text(json.dumps({"manifest": str(task.path), "kernel": str(kernel), "case": case.name,
+        write_text(kernel, candidate.render())
+        write_text(job, json.dumps({"manifest": str(task.path), "kernel": str(kernel), "case": case.name,
                                    "seed": seed, "arch": arch}))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])

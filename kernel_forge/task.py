@@ -15,9 +15,10 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from . import expressions
+from . import expressions, finite
 from .candidate import Launch
 from .errors import ExpressionError, ManifestError, SignatureError
+from .limits import launch_limits, launch_problem
 from .signature import Param, Signature, parse_signature
 
 ROLES = ("correctness", "performance", "holdout")
@@ -104,6 +105,8 @@ class Task:
     path: Path                       # the manifest file
     raw: dict = field(repr=False, compare=False, default_factory=dict)
     templates: tuple[Path, ...] = () # kernels with tunables for the built-in tuner
+    reference_time_limit_s: float | None = None  # seconds the Python reference may take per case (None: the default)
+    nonfinite_outputs: bool = False  # expected values may hold NaN/Inf (a kernel must match them in place)
 
     # -- queries -------------------------------------------------------------------------
     def arg(self, name: str) -> Arg:
@@ -216,6 +219,9 @@ def load_task(path: str | Path) -> Task:
     except json.JSONDecodeError as exc:
         raise ManifestError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                             file=file) from None
+    found = finite.find(data, text)
+    if found is not None:
+        raise ManifestError(f"{finite.describe(found[1])} {finite.WHY}", file=file, json_path=found[0])
     check_schema(data, file=file)
     return _build(data, p)
 
@@ -361,7 +367,9 @@ def _build(data: dict, path: Path) -> Task:
                 reference=reference, baselines=baselines, initial=initial, args=tuple(args),
                 launch=launch, tolerance=tolerance, nondeterministic=bool(data.get("nondeterministic", False)),
                 flops=cost.get("flops"), bytes=cost.get("bytes"), cases=tuple(cases),
-                hints=data.get("hints", ""), path=path, raw=data, templates=templates)
+                hints=data.get("hints", ""), path=path, raw=data, templates=templates,
+                reference_time_limit_s=data["reference"].get("time_limit_s"),
+                nonfinite_outputs=bool(data.get("nonfinite_outputs", False)))
     _check_expressions(task, file)
     return task
 
@@ -408,6 +416,10 @@ def _check_expressions(task: Task, file: str) -> None:
                                f"$.launch.{key}")
             if smem < 0:
                 raise _err(f"shared_mem = {smem} is negative in case {case.name!r}", file, "$.launch.shared_mem")
+            problem = launch_problem(grid, block, smem, launch_limits())   # what no supported GPU can run
+            if problem:
+                key = "block" if "block" in problem else "grid" if "grid" in problem else "shared_mem"
+                raise _err(f"{problem} in case {case.name!r}", file, f"$.launch.{key}")
         for key, expr in (("flops", task.flops), ("bytes", task.bytes)):
             if expr is None:
                 continue

@@ -100,10 +100,11 @@ def resolved_files(task: Task) -> list[tuple[str, str, bool]]:
     return [(what, shown, not _inside(p, base)) for what, (shown, p) in rows]
 
 
-def _kernel(task: Task, path: Path, jp: str, arch: str | None, report: Validation, label: str) -> None:
+def _kernel(task: Task, path: Path, jp: str, arch: str | None, report: Validation, label: str,
+            limits: dict | None = None) -> None:
     cand = load_candidate(path)
     try:
-        preflight.check_kernel(task, cand, file=str(path))
+        preflight.check_kernel(task, cand, file=str(path), limits=limits)
     except preflight.KernelRefused as exc:
         raise ManifestError(exc.message, file=str(task.path), json_path=jp, hint=exc.hint) from None
     if cand.tunables:
@@ -139,17 +140,18 @@ def validate_manifest(path, *, deep: bool = False, arch: str | None = preflight.
     else:
         report.not_compiled = "no arch given" if compile else "--no-compile"
     report.arch = use_arch
+    limits = preflight.launch_limits(arch)     # the arch's launch limits, compiled or not
     try:
         if task.initial is not None:
-            _kernel(task, task.initial, "$.initial", use_arch, report, "initial")
+            _kernel(task, task.initial, "$.initial", use_arch, report, "initial", limits)
         else:
             report.notes.append("no initial kernel: the first proposals translate the reference, and the first "
                                 "translation that passes the gate and the holdout becomes the baseline")
         witness = generated_witness(task)
         if witness is not None:
-            _kernel(task, witness, "$.generated.witness", use_arch, report, "witness")
+            _kernel(task, witness, "$.generated.witness", use_arch, report, "witness", limits)
         for i, t in enumerate(task.templates):
-            _kernel(task, t, f"$.templates[{i}]", use_arch, report, "template")
+            _kernel(task, t, f"$.templates[{i}]", use_arch, report, "template", limits)
     except EnvironmentProblem as exc:
         report.compiled, report.not_compiled = [], exc.message
     skipped: list = []

@@ -12,8 +12,7 @@ import math
 
 import numpy as np
 
-from .inputs import generate
-from .references import run_python_reference
+from .references import python_name, reference_outputs
 from .task import Arg, Case, Task
 
 
@@ -90,11 +89,21 @@ def input_warnings(task: Task, case: Case) -> list[str]:
 def output_warnings(task: Task, case: Case, seed: int = 1) -> list[str]:
     """Outputs of ``case`` that all-zeros or a constant would match (runs the reference)."""
     out = []
-    expected = run_python_reference(task, generate(task, case, seed))
+    expected = reference_outputs(task, case, seed)
     for arg in task.outputs:
         e = np.asarray(expected[arg.name], dtype=np.float64)
         tol = task.tolerance_for(arg)
         if e.size == 0:
+            continue
+        if not np.isfinite(e).any():
+            out.append(f"case {case.name}: output {arg.name} is NaN or Inf everywhere; a kernel writing NaN "
+                       "passes (nonfinite_outputs is set)")
+            continue
+        if arg.init is None and not np.any(e):
+            py = python_name(arg.name)
+            out.append(f"case {case.name}: output {arg.name} is all zeros, as it was before the reference ran: does "
+                       f"the reference write it in place ({py}[...] = ...)? Rebinding the name ({py} = ...) writes "
+                       "nothing, and a kernel writing zeros passes")
             continue
         if np.all(np.abs(e) <= tol.atol + tol.rtol * np.abs(e)):
             out.append(f"case {case.name}: output {arg.name} is within tolerance of all zeros "

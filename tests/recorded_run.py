@@ -1,4 +1,4 @@
-"""The recorded matmul_f32 run in tests/data/run-matmul_f32 (made by tests/data/make_recorded_run.py),
+"""The recorded matmul_f32 run in tests/data/matmul_f32/run-001 (made by tests/data/make_recorded_run.py),
 read the way the loop reads its own records: attempts, PromptAttempts, the best's diagnosis."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kernel_forge.prompts import PromptAttempt
 from kernel_forge.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = ROOT / "tests" / "data" / "run-matmul_f32"
+RUN = ROOT / "tests" / "data" / "matmul_f32" / "run-001"
 #: what the holdout case of matmul_f32 is (m=263, n=131, k=67) and the seed its failure used
 HOLDOUT_MARKS = ("m=263", "n=131", "k=67", "263, n", "88001", "(holdout)", "case holdout")
 

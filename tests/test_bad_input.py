@@ -10,6 +10,7 @@ check that only came after the GPU probe would exit 3 here, not 2.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -23,7 +24,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from kernel_forge import preflight
+from kernel_forge import preflight, writes
 from kernel_forge.cli import cli
 from kernel_forge.gate import GateOptions
 from kernel_forge.loop import LoopConfig
@@ -31,6 +32,7 @@ from kernel_forge.optimize import ProposerConfig, start_run
 from kernel_forge.task import load_task
 
 from fakes import ScriptedGate, vector_add, write_proposals
+from fs_double import FailingFS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,11 +80,16 @@ def finished_run(root: Path, manifest: Path, fake: str = "pass 400", holdout: st
 
 
 def snapshot(folder: Path) -> dict[str, str]:
-    """sha256 of every file under ``folder`` (Python's bytecode caches aside)."""
+    """sha256 of every file under ``folder``, and every folder (an empty one left behind counts),
+    Python's bytecode caches aside."""
     out = {}
     for p in sorted(folder.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts:
+        if "__pycache__" in p.parts:
+            continue
+        if p.is_file():
             out[str(p.relative_to(folder))] = hashlib.sha256(p.read_bytes()).hexdigest()
+        elif p.is_dir():
+            out[str(p.relative_to(folder)) + "/"] = "folder"
     return out
 
 
@@ -97,6 +104,8 @@ class Bad:
     found: str = ""                 #: what trying it found before the fix (for rows beyond the issue)
     nvrtc: bool = False             #: needs NVRTC to make sense
     host_memory: int | None = None  #: pretend the host has this much memory
+    env: dict = field(default_factory=dict)   #: environment variables set for the command
+    fs: Callable | None = None      #: a filesystem double for kernel_forge.writes (a full or read-only disk)
 
 
 def _m(tmp: Path, **kw) -> Path:
@@ -458,7 +467,7 @@ def _manifest_is_a_folder(tmp):
 
 def _time_limit_zero(tmp):
     m = _m(tmp)
-    return ["optimize", str(m), "--time-limit", "0", "--runs-dir", str(tmp / "runs")], ["--time-limit 0", "above 0"]
+    return ["optimize", str(m), "--time-limit", "0", "--runs-dir", str(tmp / "runs")], ["--time-limit", "must be > 0, got 0.0"]
 
 
 def _approve_not_a_run(tmp):
@@ -543,6 +552,315 @@ GENERATED_ROWS = [
 ]
 
 
+# -- issue 20: writes, numbers, launches, references, init, approve, agents --------------------
+
+def _full(code=errno.ENOSPC):
+    return lambda: FailingFS(code, after_bytes=100)
+
+
+def _init_on_full_disk(tmp):
+    return (["init", "saxpy", "--dir", str(tmp / "new"), "--signature",
+             'extern "C" __global__ void saxpy(const float* x, float* y, float a, int n)'],
+            [str(tmp / "new" / "saxpy.json"), "cannot write", "No space left on device (ENOSPC)"])
+
+
+def _init_on_read_only_disk(tmp):
+    return (["init", "saxpy", "--dir", str(tmp / "new"), "--signature",
+             'extern "C" __global__ void saxpy(const float* x, float* y, float a, int n)'],
+            [str(tmp / "new"), "cannot write", "Read-only file system (EROFS)"])
+
+
+def _compile_o_on_full_disk(tmp):
+    return (["compile", str(ROOT / "manifests" / "vector_add.cu"), "--arch", "sm_90", "-o", str(tmp / "k.cubin")],
+            [str(tmp / "k.cubin"), "No space left on device (ENOSPC)"])
+
+
+def _report_on_full_disk(tmp):
+    run = finished_run(tmp, _m(tmp))
+    return ["report", str(run)], [str(run), "cannot write", "(ENOSPC)"]
+
+
+def _approve_on_read_only_disk(tmp):
+    run = finished_run(tmp, _m(tmp))
+    return (["approve", str(run), "--into", str(tmp / "ci" / "approved.json"), "--copy-to", str(tmp / "ci" / "k")],
+            [str(tmp / "ci"), "Read-only file system (EROFS)"])
+
+
+def _approve_on_full_disk(tmp):
+    run = finished_run(tmp, _m(tmp))
+    return (["approve", str(run), "--into", str(tmp / "approved.json"), "--copy-to", str(tmp / "k")],
+            [str(tmp / "k" / "vector_add.cu"), "(ENOSPC)"])
+
+
+def _export_over_a_file(tmp):
+    from kernel_forge.archive import open_archive
+    db = tmp / "a.sqlite"
+    with open_archive(db):
+        pass
+    notes = tmp / "notes.txt"
+    notes.write_text("my notes\n")
+    return ["archive", "export", str(notes), "--archive", str(db)], [str(notes), "already exists", "--force"]
+
+
+def _archive_list_zero_length(tmp):
+    empty = tmp / "empty.sqlite"
+    empty.write_bytes(b"")
+    return ["archive", "show", "1", "--archive", str(empty)], [str(empty), "empty file (0 bytes)", "left untouched"]
+
+
+def _archive_import_bad_into_new(tmp):
+    bad = tmp / "bad.jsonl"
+    bad.write_text('{"not": "an entry"}\n')
+    return (["archive", "import", str(bad), "--archive", str(tmp / "new.sqlite")],
+            [f"{bad}:1:", "nothing was imported"])
+
+
+def _archive_import_nan(tmp):
+    bad = tmp / "bad.jsonl"
+    bad.write_text('{"score_us": NaN}\n')
+    return (["archive", "import", str(bad), "--archive", str(tmp / "new.sqlite")],
+            [f"{bad}:1:", "$.score_us", "NaN is not a finite number"])
+
+
+def _atol_nan(tmp):
+    m = _m(tmp)
+    m.write_text(m.read_text().replace('"atol": 1e-06', '"atol": NaN'))
+    return ["validate", "--no-compile", str(m)], [str(m), "$.tolerance.atol", "NaN is not a finite number"]
+
+
+def _rtol_1e999(tmp):
+    m = _m(tmp)
+    m.write_text(m.read_text().replace('"rtol": 1e-06', '"rtol": 1e999'))
+    return ["validate", "--no-compile", str(m)], [str(m), "$.tolerance.rtol", "Infinity is not a finite number"]
+
+
+def _case_var_infinity(tmp):
+    m = _m(tmp)
+    m.write_text(m.read_text().replace('"n": 37', '"n": -Infinity'))
+    return ["validate", "--no-compile", str(m)], [str(m), "$.cases[1].vars.n", "-Infinity"]
+
+
+def _config_nan(tmp):
+    m = _m(tmp)
+    cfg = tmp / "opt.json"
+    cfg.write_text('{"manifest": "%s", "gate": {"max_noise": NaN}}' % m)
+    return (["optimize", "--config", str(cfg), "--runs-dir", str(tmp / "runs")],
+            [str(cfg), "$.gate.max_noise", "NaN is not a finite number"])
+
+
+def _approvals_nan(tmp):
+    ap = tmp / "approved.json"
+    ap.write_text('{"approved": [{"task": "vector_add", "manifest": "m.json", "kernel": "k.cu", "sha256": "0", '
+                  '"speedup_vs_initial": NaN, "tolerance": 0.05}]}')
+    return ["gate", str(ap)], [str(ap), "$.approved[0].speedup_vs_initial", "NaN"]
+
+
+def _reference_writes_nan(tmp):
+    m = _m(tmp)
+    (m.parent / "vector_add.py").write_text("import numpy as np\n\ndef reference(a, b, c, n):\n    c[...] = np.nan\n")
+    return ["validate", "--no-compile", str(m)], [str(m), "$.reference", "NaN/Inf", "nonfinite_outputs"]
+
+
+def _reference_writes_inf_once(tmp):
+    m = _m(tmp)
+    (m.parent / "vector_add.py").write_text("import numpy as np\n\ndef reference(a, b, c, n):\n"
+                                            "    c[...] = a + b\n    c[5] = np.inf\n")
+    return ["validate", "--no-compile", str(m)], [str(m), "output c holds 1 NaN/Inf", "first at [5]: inf"]
+
+
+def _reference_sleeps(tmp):
+    m = edit(_m(tmp), lambda d: d["reference"].update(time_limit_s=1))
+    (m.parent / "vector_add.py").write_text("import time\n\ndef reference(a, b, c, n):\n    time.sleep(600)\n")
+    return ["validate", "--no-compile", str(m)], [str(m), "$.reference", "did not finish within 1 s", "time_limit_s"]
+
+
+def _reference_os_exit(tmp):
+    m = _m(tmp)
+    (m.parent / "vector_add.py").write_text("import os\n\ndef reference(a, b, c, n):\n    os._exit(0)\n")
+    return ["validate", "--no-compile", str(m)], [str(m), "$.reference", "exited with code 0 instead of returning"]
+
+
+def _reference_crashes(tmp):
+    m = _m(tmp)
+    (m.parent / "vector_add.py").write_text("import ctypes\n\ndef reference(a, b, c, n):\n    ctypes.string_at(0)\n")
+    return ["validate", "--no-compile", str(m)], [str(m), "$.reference", "killed by signal SIGSEGV"]
+
+
+def _reference_replaces_its_output(tmp):
+    m = _m(tmp)
+    (m.parent / "vector_add.py").write_text("def reference(a, b, c, n):\n    c = a + b\n")
+    return ["validate", "--strict", "--no-compile", str(m)], ["output c is all zeros", "in place (c[...] = ...)"]
+
+
+def _reference_time_limit_negative(tmp):
+    m = edit(_m(tmp), lambda d: d["reference"].update(time_limit_s=-1))
+    return ["validate", "--no-compile", str(m)], [str(m), "$.reference.time_limit_s"]
+
+
+def _manifest_block_2048(tmp):
+    m = edit(_m(tmp), lambda d: d["launch"].update(block=[2048], grid=["cdiv(n, 2048)"]))
+    return ["validate", "--no-compile", str(m)], [str(m), "$.launch.block", "2048 threads", "at most 1024"]
+
+
+def _kernel(tmp, header):
+    m = _m(tmp)
+    k = tmp / "k.cu"
+    k.write_text(header + (m.parent / "vector_add.cu").read_text())
+    return m, k
+
+
+def _eval_header(header, words):
+    def make(tmp):
+        m, k = _kernel(tmp, header)
+        return ["eval", str(m), str(k)], [f"{k}:1:", *words]
+    return make
+
+
+def _dry_run_initial_block_0(tmp):
+    m = _m(tmp)
+    cu = m.parent / "vector_add.cu"
+    cu.write_text("// kforge: grid = [cdiv(n, 256)]\n// kforge: block = [0]\n" + cu.read_text())
+    return ["optimize", str(m), "--dry-run"], [str(m), "$.initial", "block [0, 1, 1]"]
+
+
+def _optimize_initial_block_2048(tmp):
+    m = _m(tmp)
+    cu = m.parent / "vector_add.cu"
+    cu.write_text("// kforge: grid = [cdiv(n, 2048)]\n// kforge: block = [2048]\n" + cu.read_text())
+    return ["optimize", str(m), "--runs-dir", str(tmp / "runs")], [str(m), "$.initial", "2048 threads"]
+
+
+def _validate_smem_beyond_arch(tmp):
+    m = _m(tmp)
+    cu = m.parent / "vector_add.cu"
+    cu.write_text("// kforge: grid = [cdiv(n, 256)]\n// kforge: block = [256]\n// kforge: shared_mem = 200000\n"
+                  + cu.read_text())
+    return (["validate", "--no-compile", "--arch", "sm_86", str(m)],
+            [str(m), "$.initial", "200000 bytes", "101376", "sm_86"])
+
+
+def _init_keyword_free_non_ascii(tmp):
+    return (["init", "relü", "--dir", str(tmp / "t"), "--signature",
+             'extern "C" __global__ void relü(const float* x, float* y, int n)'],
+            ["relü", "not a plain ASCII identifier", "'relu'"])
+
+
+def _init_dir_is_a_file(tmp):
+    (tmp / "f").write_text("")
+    return (["init", "k", "--dir", str(tmp / "f"), "--signature", 'extern "C" __global__ void k(float* y, int n)'],
+            [str(tmp / "f"), "is a file"])
+
+
+def _approve_hand_edited_best(tmp):
+    run = finished_run(tmp, _m(tmp))
+    (run / "best.cu").write_text((run / "best.cu").read_text() + "// hand-tuned afterwards\n")
+    return (["approve", str(run), "--into", str(tmp / "a.json"), "--copy-to", str(tmp / "k")],
+            [str(run / "best.cu"), "sha256", "history.json", "$.attempts[1].sha256"])
+
+
+def _approve_nan_speedup(tmp):
+    run = finished_run(tmp, _m(tmp))
+    s = (run / "summary.json").read_text()
+    data = json.loads(s)
+    data["best"]["speedup_vs_initial"] = "__NAN__"
+    (run / "summary.json").write_text(json.dumps(data).replace('"__NAN__"', "NaN"))
+    return (["approve", str(run), "--into", str(tmp / "a.json"), "--copy-to", str(tmp / "k")],
+            [str(run / "summary.json"), "$.best.speedup_vs_initial", "NaN"])
+
+
+def _batch_ray_garbage(tmp):
+    m = _m(tmp)
+    return (["batch", str(m), "--ray", "garbage:::address", "--runs-dir", str(tmp / "runs")],
+            ["--ray 'garbage:::address'", "not a Ray address"])
+
+
+def _batch_resume_not_a_batch(tmp):
+    (tmp / "somewhere").mkdir()
+    return ["batch", "--resume", str(tmp / "somewhere")], [str(tmp / "somewhere"), "not a kforge batch folder"]
+
+
+def _batch_resume_damaged(tmp):
+    b = tmp / "batch-001"
+    b.mkdir()
+    (b / "batch.json").write_text('{"tasks": [{"name": 1}]}')
+    return ["batch", "--resume", str(b)], [str(b / "batch.json"), "$.tasks[0]"]
+
+
+def _batch_max_iterations_zero(tmp):
+    m = _m(tmp)
+    return (["batch", str(m), "--max-iterations", "0", "--runs-dir", str(tmp / "runs")],
+            ["--max-iterations 0", "at least 1"])
+
+
+def _mcp_test_gate_no_module(tmp):
+    return ["mcp", "--runs-dir", str(tmp / "runs")], ["KFORGE_MCP_TEST_GATE=python:nosuchmod:X", "nosuchmod"]
+
+
+def _report_plot_is_a_folder(tmp):
+    run = finished_run(tmp, _m(tmp))
+    (run / "progress.png").unlink()
+    (run / "progress.png").mkdir()
+    return ["report", str(run)], [str(run / "progress.png"), "it is a folder"]
+
+
+def _gate_devices_words(tmp):
+    ap = tmp / "approved.json"
+    ap.write_text(json.dumps({"approved": []}))
+    return ["gate", str(ap), "--devices", "zero,one"], ["--devices 'zero,one'", "GPU ordinals"]
+
+
+def _config_price_negative(tmp):
+    m = _m(tmp)
+    cfg = tmp / "opt.json"
+    cfg.write_text(json.dumps({"manifest": str(m), "proposer": {"models": ["openai:my-model"],
+                                                                "prices": {"openai:my-model": {"input": -1, "output": 2}}}}))
+    return (["optimize", "--config", str(cfg), "--runs-dir", str(tmp / "runs")],
+            [str(cfg), "$.proposer.prices.openai:my-model.input", "non-negative"])
+
+
+def _env(var, value, command, words):
+    def make(tmp):
+        m = _m(tmp)
+        args = {"optimize": ["optimize", str(m), "--runs-dir", str(tmp / "runs")],
+                "optimize-openai": ["optimize", str(m), "--model", "openai:gpt-5", "--runs-dir", str(tmp / "runs")],
+                "eval": ["eval", str(m)]}[command]
+        return args, [f"{var}", *words]
+    return make
+
+
+def _eval_json_over_the_kernel(tmp):
+    m, k = _kernel(tmp, "")
+    return ["eval", str(m), str(k), "--json", str(k)], ["--json", str(k), "also an input"]
+
+
+def _compile_o_over_a_source(tmp):
+    notes = tmp / "notes.cu"
+    notes.write_text("// my other kernel\n")
+    return (["compile", str(ROOT / "manifests" / "vector_add.cu"), "--arch", "sm_90", "-o", str(notes)],
+            ["-o", str(notes), "is not a CUBIN"])
+
+
+def _gate_junit_over_notes(tmp):
+    ap = tmp / "approved.json"
+    ap.write_text(json.dumps({"approved": []}))
+    notes = tmp / "notes.xml"
+    notes.write_text("my notes\n")
+    return ["gate", str(ap), "--junit", str(notes)], ["--junit", str(notes), "not a JUnit XML file"]
+
+
+def _args(*args_and_words):
+    def make(tmp):
+        m = _m(tmp)
+        *args, words = args_and_words
+        return [a.replace("{m}", str(m)) for a in args], words
+    return make
+
+
+def _nonfinite_flag_not_boolean(tmp):
+    m = _m(tmp, nonfinite_outputs="yes")
+    return ["validate", "--no-compile", str(m)], [str(m), "$.nonfinite_outputs", "'yes' is not of type 'boolean'"]
+
+
 BAD = [
     # the issue's list
     Bad("approve with a damaged approvals file", _approve_damaged_approvals),
@@ -616,6 +934,83 @@ BAD = [
         found="approved the initial kernel as x1.00"),
     # generated tasks and tasks without an initial kernel (issue 21)
     *GENERATED_ROWS,
+    # issue 20's list
+    Bad("init on a full disk", _init_on_full_disk, fs=_full(), found="exit 4 and an empty folder"),
+    Bad("init on a read-only disk", _init_on_read_only_disk, fs=_full(errno.EROFS), found="exit 4"),
+    Bad("compile -o on a full disk", _compile_o_on_full_disk, fs=_full(), nvrtc=True, found="exit 4, a partial CUBIN"),
+    Bad("report on a full disk", _report_on_full_disk, fs=_full(), found="exit 4"),
+    Bad("approve on a read-only disk", _approve_on_read_only_disk, fs=_full(errno.EROFS), found="exit 4"),
+    Bad("approve on a full disk", _approve_on_full_disk, fs=_full(), found="exit 4 and an empty folder"),
+    Bad("archive export over an existing file", _export_over_a_file, found="overwrote it silently"),
+    Bad('"atol": NaN', _atol_nan, found="validated; every element then failed"),
+    Bad("a reference that writes NaN", _reference_writes_nan, found="validated; a NaN kernel passed"),
+    Bad("a manifest launch of block [2048]", _manifest_block_2048, found="validated; exit 3 at the GPU probe"),
+    Bad("a kernel header tune B = [0]", _eval_header("// kforge: grid = [cdiv(n, B)]\n// kforge: block = [B]\n"
+                                                     "// kforge: tune B = [0]\n", ["B=0", "division by zero"]),
+        found="exit 3 at the GPU probe"),
+    Bad("a kernel header tune B = [1.5]", _eval_header("// kforge: grid = [cdiv(n, 256)]\n// kforge: block = [B]\n"
+                                                       "// kforge: tune B = [1.5]\n", ["B=1.5", "whole number"]),
+        found="exit 3 at the GPU probe"),
+    Bad("a kernel header block = [2048]", _eval_header("// kforge: grid = [cdiv(n, 2048)]\n// kforge: block = [2048]\n",
+                                                       ["2048 threads", "at most 1024"]), found="exit 3 at the GPU probe"),
+    Bad("a kernel header shared_mem = -1", _eval_header("// kforge: grid = [cdiv(n, 256)]\n// kforge: block = [256]\n"
+                                                        "// kforge: shared_mem = -1\n", ["shared_mem = -1", "negative"]),
+        found="exit 3 at the GPU probe"),
+    Bad("--dry-run with an initial kernel of block 0", _dry_run_initial_block_0, found="printed a prompt for it"),
+    Bad("init of a non-ASCII name", _init_keyword_free_non_ascii, found="wrote files that then failed validation"),
+    Bad("approve a hand-edited best.cu", _approve_hand_edited_best, found="approved with the original's x1.50"),
+    Bad("approve a NaN speedup in summary.json", _approve_nan_speedup, found="wrote xnan into approved.json"),
+    Bad("a reference that sleeps", _reference_sleeps, found="no bound: hung past 90 s"),
+    Bad("a reference that calls os._exit(0)", _reference_os_exit, found="exit 0 with no output"),
+    Bad("batch --ray garbage:::address", _batch_ray_garbage, found="exit 4 and a batch folder left behind"),
+    Bad("KFORGE_MCP_TEST_GATE=python:nosuchmod:X", _mcp_test_gate_no_module,
+        env={"KFORGE_MCP_TEST_GATE": "python:nosuchmod:X"}, found="exit 4"),
+    Bad("report when progress.png is a folder", _report_plot_is_a_folder, found="exit 4"),
+    Bad("optimize --devices zero,one", _optimize("--devices zero,one"), found="exit 3 at the GPU probe"),
+    Bad("gate --devices zero,one", _gate_devices_words, found="exit 3 at the GPU probe"),
+    Bad("optimize --compare tpu", _optimize("--compare tpu"), found="exit 3 at the GPU probe"),
+    Bad("batch --resume of a folder that is not a batch", _batch_resume_not_a_batch, found="exit 3 at the GPU probe"),
+    Bad("--budget-usd -1", _optimize("--budget-usd -1"), found="'must be >= 0', then 0 said 'must be above 0'"),
+    Bad("--budget-usd 0", _optimize("--budget-usd 0")),
+    Bad("a negative price in a config file", _config_price_negative, found="the message did not name the config file"),
+    Bad("archive show on a zero-length file", _archive_list_zero_length, found="a schema was written into it"),
+    Bad("archive import of a bad file into a new archive", _archive_import_bad_into_new,
+        found="an empty archive was left behind"),
+    Bad("KFORGE_CLOCK_OFFSET_US=fast", _env("KFORGE_CLOCK_OFFSET_US", "fast", "optimize", ["finite number"]),
+        env={"KFORGE_CLOCK_OFFSET_US": "fast"}, found="accepted silently"),
+    Bad("KFORGE_CLOCK=sundial", _env("KFORGE_CLOCK", "sundial", "eval", ["cupti or events"]),
+        env={"KFORGE_CLOCK": "sundial"}, found="accepted silently"),
+    Bad("OPENAI_BASE_URL=ftp://", _env("OPENAI_BASE_URL", "ftp://models.local", "optimize-openai", ["http"]),
+        env={"OPENAI_BASE_URL": "ftp://models.local/v1"}, found="accepted silently"),
+    # beyond issue 20's list
+    Bad("rtol 1e999 (infinity to Python's json)", _rtol_1e999, found="validated"),
+    Bad("a case variable of -Infinity", _case_var_infinity, found="validated"),
+    Bad("NaN in a config file", _config_nan),
+    Bad("NaN in an approvals file", _approvals_nan),
+    Bad("NaN in an archive export", _archive_import_nan),
+    Bad("a reference that writes one Inf", _reference_writes_inf_once, found="validated"),
+    Bad("a reference that crashes (SIGSEGV)", _reference_crashes, found="killed kforge with no message"),
+    Bad("a reference that rebinds its output instead of writing it (--strict)", _reference_replaces_its_output,
+        found="the warning said only 'within tolerance of all zeros'"),
+    Bad("reference.time_limit_s -1", _reference_time_limit_negative),
+    Bad('"nonfinite_outputs": "yes"', _nonfinite_flag_not_boolean),
+    Bad("optimize with an initial kernel of block 2048", _optimize_initial_block_2048,
+        found="exit 3 at the GPU probe"),
+    Bad("validate --arch sm_86: shared_mem beyond its 99 KB", _validate_smem_beyond_arch, found="validated"),
+    Bad("init --dir that is a file", _init_dir_is_a_file),
+    Bad("batch --resume with a damaged batch.json", _batch_resume_damaged, found="TypeError, exit 4"),
+    Bad("batch --max-iterations 0", _batch_max_iterations_zero, found="a batch folder of runs that stopped at once"),
+    Bad("eval --json onto the kernel being evaluated", _eval_json_over_the_kernel,
+        found="would have overwritten the kernel"),
+    Bad("compile -o onto a file that is not a CUBIN", _compile_o_over_a_source, nvrtc=True,
+        found="overwrote the source"),
+    Bad("gate --junit onto a file that is not JUnit", _gate_junit_over_notes, found="overwrote it"),
+    Bad("validate --gpu-memory inf", _args("validate", "--no-compile", "--gpu-memory", "inf", "{m}",
+                                          ["--gpu-memory inf", "finite"]), found="OverflowError, exit 4"),
+    Bad("eval --timeout inf", _args("eval", "{m}", "--timeout", "inf", ["--timeout inf", "finite"]),
+        found="accepted: no bound on a checked launch"),
+    Bad("eval --max-noise nan", _args("eval", "{m}", "--max-noise", "nan", ["--max-noise nan", "finite"]),
+        found="'must be in [0, 1]' for a NaN"),
 ]
 
 
@@ -637,6 +1032,10 @@ def test_bad_input_exits_2_naming_the_place_and_changes_nothing(bad: Bad, kforge
         monkeypatch.setattr(preflight, "host_memory", lambda: bad.host_memory)
     monkeypatch.chdir(tmp_path)
     args, words = bad.make(tmp_path)
+    for k, v in bad.env.items():
+        monkeypatch.setenv(k, v)
+    if bad.fs is not None:
+        monkeypatch.setattr(writes, "FS", bad.fs())
     before = snapshot(tmp_path)
     t0 = time.perf_counter()
     r = kforge(*args)
@@ -723,11 +1122,11 @@ def test_approve_keeps_a_backup_of_the_approved_copy_it_replaces(kforge, tmp_pat
     assert kforge("approve", first, "--into", ap, "--copy-to", dest).exit_code == 0
     old = (dest / "vector_add.cu").read_bytes()
     second = finished_run(tmp_path / "two", m, fake="pass 300")
-    (second / "best.cu").write_text((second / "best.cu").read_text() + "// the faster one\n")
+    assert (second / "best.cu").read_bytes() != old
     r = kforge("approve", second, "--into", ap, "--copy-to", dest)
     assert r.exit_code == 0, r.output + r.stderr
     assert (dest / "vector_add.cu.bak").read_bytes() == old
-    assert (dest / "vector_add.cu").read_text().endswith("// the faster one\n")
+    assert (dest / "vector_add.cu").read_bytes() == (second / "best.cu").read_bytes()
     assert (tmp_path / "approved.json.bak").is_file()
     (entry,) = json.loads(ap.read_text())["approved"]
     assert entry["from_run"] == second.name
@@ -741,7 +1140,6 @@ def test_approve_refuses_an_approved_copy_edited_since(kforge, tmp_path):
     assert kforge("approve", run, "--into", ap, "--copy-to", dest).exit_code == 0
     (dest / "vector_add.cu").write_text("// hand-edited after approval\n")
     run2 = finished_run(tmp_path / "two", m, fake="pass 300")
-    (run2 / "best.cu").write_text("// another best\n" + (run2 / "best.cu").read_text())
     before = snapshot(tmp_path)
     r = kforge("approve", run2, "--into", ap, "--copy-to", dest)
     assert r.exit_code == 2 and "changed since it was approved" in r.stderr
@@ -781,7 +1179,7 @@ def test_a_manifest_with_a_byte_order_mark_loads(kforge, tmp_path):
 def test_optimize_checks_come_before_the_gpu_and_leave_no_run_folder(kforge, tmp_path):
     m = make_task(tmp_path / "task")
     r = kforge("optimize", m, "--max-iterations", "0", "--runs-dir", tmp_path / "runs")
-    assert r.exit_code == 2 and "--max-iterations 0: must be at least 1" in r.stderr
+    assert r.exit_code == 2 and "--max-iterations (loop.max_iterations): must be >= 1, got 0" in r.stderr
     assert not (tmp_path / "runs").exists()
 
 
@@ -830,3 +1228,211 @@ def test_a_file_that_is_not_utf8_is_named_with_the_byte_where_it_stops(tmp_path,
     with pytest.raises(InputError) as err:
         read(bad)
     assert str(err.value) == f"{bad}: the {what} is not UTF-8 text (byte offset 15)"
+
+
+# ------------------------------------------------------------------------------ issue 20, beside the table
+
+def test_the_table_holds_every_finding_of_issue_20():
+    names = {b.name for b in BAD}
+    for row in ("init on a full disk", "compile -o on a full disk", "report on a full disk", "approve on a full disk",
+                "archive export over an existing file", '"atol": NaN', "a reference that writes NaN",
+                "a manifest launch of block [2048]", "a kernel header tune B = [0]", "a kernel header tune B = [1.5]",
+                "a kernel header block = [2048]", "a kernel header shared_mem = -1",
+                "--dry-run with an initial kernel of block 0", "init of a non-ASCII name",
+                "approve a hand-edited best.cu", "approve a NaN speedup in summary.json", "a reference that sleeps",
+                "a reference that calls os._exit(0)", "batch --ray garbage:::address",
+                "KFORGE_MCP_TEST_GATE=python:nosuchmod:X", "report when progress.png is a folder",
+                "optimize --devices zero,one", "optimize --compare tpu", "batch --resume of a folder that is not a batch",
+                "--budget-usd -1", "--budget-usd 0", "a negative price in a config file",
+                "archive show on a zero-length file", "archive import of a bad file into a new archive",
+                "KFORGE_CLOCK_OFFSET_US=fast", "KFORGE_CLOCK=sundial", "OPENAI_BASE_URL=ftp://"):
+        assert row in names, row
+    assert len(BAD) >= 110
+
+
+def test_budget_usd_minus_one_and_zero_are_refused_in_the_same_words(kforge, tmp_path):
+    m = make_task(tmp_path / "task")
+    said = [kforge("optimize", m, "--budget-usd", v, "--runs-dir", tmp_path / "runs").stderr for v in ("-1", "0")]
+    assert [s.split(", got")[0] for s in said] == ["kforge: error: --budget-usd (loop.budget_usd): must be > 0"] * 2
+
+
+def test_a_failed_batch_leaves_no_batch_folder(kforge, tmp_path):
+    m = make_task(tmp_path / "task")
+    r = kforge("batch", m, "--ray", "garbage:::address", "--runs-dir", tmp_path / "runs")
+    assert r.exit_code == 2 and not (tmp_path / "runs").exists()
+
+
+def test_archive_list_of_a_zero_length_file_lists_nothing_and_writes_nothing(kforge, tmp_path):
+    empty = tmp_path / "a.sqlite"
+    empty.write_bytes(b"")
+    r = kforge("archive", "list", "--archive", empty)
+    assert r.exit_code == 0 and "0 kernel(s)" in r.stderr
+    assert empty.read_bytes() == b"" and sorted(p.name for p in tmp_path.iterdir()) == ["a.sqlite"]
+
+
+def test_archive_export_replaces_a_file_with_force_and_shares_it(kforge, tmp_path):
+    from kernel_forge.archive import open_archive
+    db = tmp_path / "a.sqlite"
+    with open_archive(db):
+        pass
+    out = tmp_path / "x.jsonl"
+    out.write_text("old\n")
+    old = os.umask(0o022)
+    try:
+        r = kforge("archive", "export", out, "--archive", db, "--force")
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0 and out.read_text() == "" and out.stat().st_mode & 0o777 == 0o644
+
+
+def test_gate_junit_is_written_when_the_gate_cannot_run(kforge, tmp_path, monkeypatch):
+    """No GPU (exit 3): CI still gets a JUnit file, with an error test case saying why."""
+    import xml.etree.ElementTree as ET
+
+    from kernel_forge import evaluate
+    from kernel_forge.errors import NoGPUError
+
+    m = make_task(tmp_path / "task")
+    run = finished_run(tmp_path, m)
+    ap = tmp_path / "approved.json"
+    assert kforge("approve", run, "--into", ap, "--copy-to", tmp_path / "k").exit_code == 0
+
+    def no_gpu(task, options):
+        raise NoGPUError("the CUDA driver library could not be loaded (test)")
+    monkeypatch.setattr(evaluate, "default_gate", no_gpu)
+    junit = tmp_path / "kforge.xml"
+    r = kforge("gate", ap, "--junit", junit)
+    assert r.exit_code == 3 and "no usable NVIDIA GPU" in r.stderr
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuites" and root.get("errors") == "1" and root.get("tests") == "1"
+    err = root.find("testsuite/testcase/error")
+    assert err.get("type") == "environment" and "no usable NVIDIA GPU" in err.get("message")
+    assert "exited with code 3" in err.text
+    # and a bad approvals file (exit 2) says so in the same file
+    ap.write_text("{")
+    r = kforge("gate", ap, "--junit", junit)
+    assert r.exit_code == 2
+    assert ET.parse(junit).getroot().find("testsuite/testcase/error").get("type") == "bad_input"
+
+
+def test_eval_junit_is_written_when_eval_cannot_run(kforge, tmp_path, monkeypatch):
+    import xml.etree.ElementTree as ET
+
+    from kernel_forge import evaluate
+    from kernel_forge.errors import NoGPUError
+
+    m = make_task(tmp_path / "task")
+
+    def no_gpu(task, options):
+        raise NoGPUError("test")
+    monkeypatch.setattr(evaluate, "default_gate", no_gpu)
+    junit = tmp_path / "eval.xml"
+    r = kforge("eval", m, "--junit", junit)
+    assert r.exit_code == 3
+    assert ET.parse(junit).getroot().find("testsuite/testcase/error").get("type") == "environment"
+
+
+def test_init_with_a_keyword_parameter_writes_a_reference_that_works(kforge, tmp_path):
+    r = kforge("init", "k", "--dir", tmp_path, "--signature",
+               'extern "C" __global__ void k(const float* in, float* out, int n)')
+    assert r.exit_code == 0, r.output
+    ref = tmp_path / "k_reference.py"
+    text = ref.read_text()
+    assert "def reference(in_, out, n):" in text
+    compile(text, str(ref), "exec")                       # a SyntaxError before: def reference(in, ...)
+    ref.write_text(text.replace('    raise NotImplementedError', '    out[...] = 2 * in_\n    return\n    raise NotImplementedError'))
+    r = kforge("validate", "--no-compile", tmp_path / "k.json")
+    assert r.exit_code == 0, r.output + r.stderr
+
+
+@pytest.mark.skipif(not HAS_NVRTC, reason="needs NVRTC")
+def test_init_of_half_and_bfloat16_signatures_writes_a_stub_nvrtc_compiles(kforge, tmp_path):
+    r = kforge("init", "h", "--dir", tmp_path, "--signature",
+               'extern "C" __global__ void h(const __half* x, __nv_bfloat16* y, int n)')
+    assert r.exit_code == 0
+    stub = (tmp_path / "h.cu").read_text()
+    assert "#include <cuda_fp16.h>" in stub and "#include <cuda_bf16.h>" in stub
+    assert kforge("compile", tmp_path / "h.cu", "--arch", "sm_90").exit_code == 0
+    assert "the reference is still a stub" in r.stdout
+
+
+def test_a_nonfinite_reference_is_accepted_when_the_manifest_says_so_and_nan_must_match_nan(kforge, tmp_path):
+    from kernel_forge.dtypes import C_TYPES
+    from kernel_forge.task import Tolerance
+    from kernel_forge.verify import compare
+
+    m = make_task(tmp_path / "task", nonfinite_outputs=True)
+    (m.parent / "vector_add.py").write_text("import numpy as np\n\ndef reference(a, b, c, n):\n"
+                                            "    c[...] = a + b\n    c[::7] = np.nan\n    c[3] = -np.inf\n")
+    r = kforge("validate", "--no-compile", m)
+    assert r.exit_code == 0 and "NaN or Inf everywhere" not in r.stdout, r.output + r.stderr
+    f32, tol = C_TYPES["float"], Tolerance(1e-6, 1e-6)
+    expected = np.array([np.nan, 1.0, -np.inf], dtype=np.float32)
+    assert compare("c", expected.copy(), expected, f32, tol).ok
+    for wrong in ([0.0, 1.0, -np.inf], [np.nan, np.nan, -np.inf], [np.nan, 1.0, np.inf]):
+        got = compare("c", np.array(wrong, dtype=np.float32), expected, f32, tol)
+        assert not got.ok and got.nonfinite_mismatches == 1, wrong
+
+
+def test_a_reference_runs_in_one_child_reused_across_cases_and_manifests(kforge, tmp_path):
+    from kernel_forge import reference_process
+
+    reference_process.shutdown()
+    a, b = make_task(tmp_path / "a"), make_task(tmp_path / "b")
+    for m in (a, b):
+        (m.parent / "vector_add.py").write_text("import os\n\ndef reference(a, b, c, n):\n    c[...] = a + b\n"
+                                                "    open(os.path.join(os.path.dirname(__file__), 'pids'), 'a')"
+                                                ".write(str(os.getpid()) + '\\n')\n")
+    assert kforge("validate", "--no-compile", a, b).exit_code == 0
+    pids = set((a.parent / "pids").read_text().split()) | set((b.parent / "pids").read_text().split())
+    assert len(pids) == 1 and str(os.getpid()) not in pids
+    assert len((a.parent / "pids").read_text().split()) == 2          # both small cases, one process
+
+
+def test_after_a_hung_reference_the_next_one_gets_a_fresh_process(kforge, tmp_path):
+    hung = edit(make_task(tmp_path / "hung"), lambda d: d["reference"].update(time_limit_s=0.5))
+    (hung.parent / "vector_add.py").write_text("import time\n\ndef reference(a, b, c, n):\n    time.sleep(60)\n")
+    good = make_task(tmp_path / "good")
+    t0 = time.perf_counter()
+    r = kforge("validate", "--no-compile", hung, good)
+    assert r.exit_code == 2 and "did not finish within 0.5 s" in r.stderr
+    assert f"ok   {good}" in r.stdout and time.perf_counter() - t0 < 30
+
+
+def test_doctor_and_the_no_gpu_hint_name_the_same_commands():
+    from kernel_forge.doctor import collect, render
+    from kernel_forge.errors import NO_GPU_COMMANDS, NoGPUError
+
+    hint = NoGPUError("x").hint
+    report = collect()
+    report["gpu"] = {"ok": False, "error": "no GPU (test)"}      # what a machine without one reports
+    text = render(report)
+    listed = text.split("without a GPU these work: ", 1)[1].splitlines()[0]
+    assert listed == hint.split("commands that work without a GPU: ", 1)[1] == ", ".join(NO_GPU_COMMANDS)
+
+
+def test_ctrl_c_while_kforge_starts_is_interrupted_not_a_traceback(tmp_path):
+    """SIGINT at any moment after Python is up (the first 0.4 s are the CLI's imports): exit 130
+    and 'kforge: interrupted', never a traceback or click's 'Aborted!'."""
+    import signal
+    import subprocess
+    import sys
+
+    if not hasattr(signal, "SIGINT") or os.name == "nt":
+        pytest.skip("POSIX signals")
+    m = make_task(tmp_path / "task")
+    # "up" once kforge's entry point is loaded (two small modules): from there on, Ctrl-C is kforge's to handle
+    code = "import sys; from kernel_forge.entry import main; sys.stdout.write('up\\n'); sys.stdout.flush(); main()"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.4):
+        p = subprocess.Popen([sys.executable, "-c", code, "validate", "--no-compile", str(m)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        assert p.stdout.readline() == "up\n"
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        if p.returncode == 0:
+            continue                                   # it finished before the signal came
+        assert p.returncode == 130, (delay, p.returncode, err)
+        assert "Traceback" not in err and "Aborted" not in err and err.strip().endswith("kforge: interrupted"), err

@@ -209,10 +209,10 @@ def test_an_observed_crash_is_a_crash_and_the_worker_is_replaced(gate):
 def test_a_reference_that_fails_while_the_worker_waits_is_a_reference_error(gate, monkeypatch):
     import kernel_forge.errors as errors
 
-    def broken(task, inputs):
+    def broken(task, case, seed):
         raise errors.ReferenceError_("reference exploded")
 
-    monkeypatch.setattr(gate_mod, "run_python_reference", broken)
+    monkeypatch.setattr(gate_mod, "reference_outputs", broken)
     ev = gate.evaluate(kernel())
     assert ev.reason == "reference_error" and "reference exploded" in ev.message
 

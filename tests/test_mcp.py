@@ -219,3 +219,45 @@ def test_eval_a_real_kernel_through_the_mcp_client(tmp_path):
     assert perf and all(c["median_us"] > 0 and c["p20_us"] <= c["median_us"] <= c["p80_us"] for c in perf)
     assert all(c["pct_peak_bw"] and 1 < c["pct_peak_bw"] < 125 for c in perf)
     assert r["compile"]["resources"].get("registers", 0) > 0 and r["device"]
+
+
+def test_every_tool_refuses_unknown_arguments_naming_the_known_ones(tmp_path):
+    """``{"model": [...]}`` instead of ``models`` silently ran the tuner; now each tool's input
+    schema is strict and the call is a tool error that names what the tool takes."""
+    from kernel_forge.mcp_server import Service, build_server
+
+    started = []
+    srv = build_server(Service(tmp_path / "runs", gate_factory=lambda task, options: started.append(task),
+                               gate_label="test"))
+
+    async def main():
+        tools = {t.name: t for t in await srv.list_tools()}
+        assert set(tools) == TOOLS
+        assert all(t.input_schema.get("additionalProperties") is False for t in tools.values())
+        out = []
+        for name, args in (("optimize", {"manifest": str(MANIFEST), "model": ["openai:gpt-5"]}),
+                           ("validate_manifest", {"manifest": str(MANIFEST), "deepp": True}),
+                           ("doctor", {"verbose": True})):
+            try:
+                await srv.call_tool(name, args)
+                out.append(None)
+            except Exception as exc:  # noqa: BLE001 - the SDK's ToolError
+                out.append(str(exc))
+        return out
+
+    optimize, validate, doctor = anyio.run(main)
+    assert "optimize: unknown argument 'model' (did you mean 'models'?); nothing was done" in optimize
+    assert "optimize takes: base_url, budget_usd, candidates, hints, manifest, max_iterations, models" in optimize
+    assert "unknown argument 'deepp' (did you mean 'deep'?)" in validate and "takes: arch, deep, manifest" in validate
+    assert "doctor takes: no arguments" in doctor
+    assert not started and not (tmp_path / "runs").exists()      # nothing ran
+
+
+def test_a_test_gate_module_that_does_not_import_is_exit_2(tmp_path):
+    from click.testing import CliRunner
+
+    from kernel_forge.cli import cli
+
+    r = CliRunner().invoke(cli, ["mcp", "--runs-dir", str(tmp_path / "runs")],
+                           env={"KFORGE_MCP_TEST_GATE": "python:nosuchmod:X"})
+    assert r.exit_code == 2 and "KFORGE_MCP_TEST_GATE=python:nosuchmod:X: cannot import 'nosuchmod'" in r.stderr

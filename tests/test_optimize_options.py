@@ -185,7 +185,7 @@ def test_bad_config_values_name_their_json_path(tmp_path, section, values, expec
 @pytest.mark.parametrize("args, expected", [
     (["--candidates", "-1"], "--candidates (loop.candidates): must be >= 1, got -1"),
     (["--patience", "0"], "--patience (loop.patience): must be >= 1"),
-    (["--budget-usd", "-2"], "--budget-usd (loop.budget_usd): must be >= 0"),
+    (["--budget-usd", "-2"], "--budget-usd (loop.budget_usd): must be > 0"),
     (["--request-timeout", "0", "--model", "openai:gpt-5"], "--request-timeout (proposer.request_timeout_s): must be > 0"),
     (["--model", "gpt-5"], "--model (proposer.models)[0]"),
     (["--base-url", "ftp://host/v1", "--model", "openai:m"], "is not an http:// or https:// URL"),

@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,13 +193,10 @@ def compile_source(source: str, *, arch: str, defines: dict | None = None,
 
 
 def _store(cdir: Path, cubin_path: Path, meta_path: Path, result: CompileResult) -> None:
+    from ..writes import WriteFailed, write_files
+
     try:
-        cdir.mkdir(parents=True, exist_ok=True)
-        for path, data in ((cubin_path, result.cubin),
-                           (meta_path, json.dumps({"log": result.log, "resources": result.resources}).encode())):
-            fd, tmp = tempfile.mkstemp(dir=cdir, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-    except OSError:
-        pass  # the cache is an optimisation; a read-only home must not fail a compile
+        write_files([(cubin_path, result.cubin),
+                     (meta_path, json.dumps({"log": result.log, "resources": result.resources}).encode())])
+    except (WriteFailed, OSError):
+        pass  # the cache is an optimisation; a read-only home or a full disk must not fail a compile

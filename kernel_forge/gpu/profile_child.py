@@ -70,7 +70,8 @@ def main(argv: list[str]) -> int:
         run(spec, status)
     except BaseException as exc:  # noqa: BLE001 - reported through the status file
         status["error"] = f"{type(exc).__name__}: {exc}"
-    Path(spec["status"]).write_text(json.dumps(status))
+    from ..writes import write_text
+    write_text(spec["status"], json.dumps(status))
     return 0 if status["error"] is None else 1
 
 

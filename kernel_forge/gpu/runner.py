@@ -399,11 +399,11 @@ class CaseRunner:
         else:
             from pathlib import Path
 
-            from ..references import load_callable
+            from ..references import load_callable, python_name
             from ..task import CallableRef
             fn = load_callable(CallableRef("python", Path(spec.module_path), spec.function))
-            kwargs = {a.name: bufs.kernel_buffer(a.name) for a in task.args if a.is_buffer}
-            kwargs.update(bufs.scalars)
+            kwargs = {python_name(a.name): bufs.kernel_buffer(a.name) for a in task.args if a.is_buffer}
+            kwargs.update({python_name(k): v for k, v in bufs.scalars.items()})
             loaded = None
             if self._scrubbed is None:
                 self._scrubbed = mask.ScrubbedPool()

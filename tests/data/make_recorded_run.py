@@ -1,4 +1,4 @@
-"""Writes tests/data/run-matmul_f32/: a recorded run of matmul_f32 for the CPU prompt and diagnosis tests.
+"""Writes tests/data/matmul_f32/run-001/: a recorded run of matmul_f32 for the CPU prompt and diagnosis tests.
 
 Run from the repository root (needs NVRTC, no GPU): ``python tests/data/make_recorded_run.py``.
 
@@ -6,20 +6,30 @@ What is real: every source, the NVRTC compile logs (ptxas registers / shared mem
 compile error of a0001 with its line), the launches, the device (kernel_forge/data/devices/h200.json)
 and the ncu metric row (the H200 probe's k_mm_plain row, relabelled per case).  What is made up:
 the timings (chosen near what the H200 measured for kernels like these, so that the best is
-x1.15 vs cuBLAS overall and x0.55 on the 4096^3 case, as issue 9 describes) and the mismatch.
+x1.15 vs cuBLAS overall and x0.55 on the 4096^3 case, as issue 9 describes), the mismatch and the
+model calls (tokens and cost in the state; no model-NNN.json is written).  The run is finished the
+way the loop finishes one: ``Optimizer._finish`` over the recorded verdicts (``RecordedGate``)
+writes best.cu, the replay requests, summary.json and report.md, so every file matches today's
+schemas (``tests/test_shipped_data.py`` checks that; rerun this script when a schema changes).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kernel_forge.candidate import Candidate, load_candidate, parse_candidate  # noqa: E402
+from kernel_forge.evidence import RunDir  # noqa: E402
+from kernel_forge.gate import GateOptions  # noqa: E402
+from kernel_forge.loop import Attempt, LoopConfig, Optimizer  # noqa: E402
+from kernel_forge.optimize import ProposerConfig, harness_hash  # noqa: E402
+from kernel_forge.recorded_gate import RecordedGate  # noqa: E402
 from kernel_forge.device_description import load, shipped  # noqa: E402
 from kernel_forge.errors import CompileError  # noqa: E402
 from kernel_forge.gpu.nvrtc import compile_source  # noqa: E402
@@ -29,7 +39,7 @@ from kernel_forge.stats import geomean, summarize  # noqa: E402
 from kernel_forge.task import load_task  # noqa: E402
 from kernel_forge.verdict import CaseResult, Evaluation  # noqa: E402
 
-OUT = ROOT / "tests" / "data" / "run-matmul_f32"
+OUT = ROOT / "tests" / "data" / "matmul_f32" / "run-001"
 TASK = load_task(ROOT / "manifests" / "matmul_f32.json")
 DEVICE, CAL = load(shipped("h200"))
 
@@ -96,13 +106,15 @@ def attempt(aid, iteration, proposer, cand: Candidate, ev: Evaluation | None, *,
     text = cand.render()
     (OUT / "attempts" / f"{aid}.cu").write_text(text)
     st = status or ("passed" if ev and ev.passed else "failed")
-    return {"id": aid, "iteration": iteration, "proposer": proposer, "label": label or aid, "parent": parent,
-            "rationale": rationale, "source_file": f"attempts/{aid}.cu", "sha256": cand.sha256,
-            "defines": dict(cand.defines), "launch": cand.launch.to_json() if cand.launch else None,
-            "tunables": {k: list(v) for k, v in cand.tunables.items()}, "status": st,
-            "reason": reason or (ev.reason if ev else ""), "message": message if message is not None else (ev.message if ev else ""),
-            "score_us": ev.score_us if ev else None, "evaluation": ev.to_json() if ev else None, "holdout": holdout,
-            "retimed": None, "best": best, "model_calls": list(calls), "created": 1764547200.0 + 60 * int(aid[1:])}
+    # the loop's own record type, so that every field today's history.schema.json asks for is there
+    return Attempt(id=aid, iteration=iteration, proposer=proposer, label=label or aid, parent=parent,
+                   rationale=rationale, source_file=f"attempts/{aid}.cu", sha256=cand.sha256,
+                   defines=dict(cand.defines), launch=cand.launch.to_json() if cand.launch else None,
+                   tunables={k: list(v) for k, v in cand.tunables.items()}, status=st,
+                   reason=reason or (ev.reason if ev else ""),
+                   message=message if message is not None else (ev.message if ev else ""),
+                   score_us=ev.score_us if ev else None, evaluation=ev.to_json() if ev else None, holdout=holdout,
+                   best=best, model_calls=list(calls), created=1764547200.0 + 60 * int(aid[1:])).to_json()
 
 
 def compiled(cand: Candidate) -> dict:
@@ -161,6 +173,8 @@ def main() -> None:
                                 label="a0003", rationale="shared-memory tiles; each thread computes RPT rows",
                                 calls=["model-002.json"],
                                 holdout={"passed": True, "reason": "passed", "message": "", "final": False} if best else None))
+        if best:
+            attempts[-1]["profile"] = "profiles/a0004.json"
     # a0006: register-blocked kernel, better on the large case only
     reg = parse_candidate(fixed(ROOT / "manifests" / "templates" / "matmul_f32_regblock.cu",
                                 {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "MINB": 1}), name="a0006.cu")
@@ -186,7 +200,7 @@ def main() -> None:
                "state": {"iteration": 3, "since_improvement": 1, "settled": True, "tokens": {"input": 41000, "output": 9000},
                          "cost_usd": 0.258, "per_model": {"anthropic:claude-sonnet-4-5": {
                              "calls": 3, "input_tokens": 41000, "output_tokens": 9000, "cost_usd": 0.258}},
-                         "elapsed_s": 212.0},
+                         "profile_seconds": {"a0004": 6.4}, "elapsed_s": 212.0},
                "baselines": {"cublas": evb.to_json(with_samples=False)}, "attempts": attempts}
     (OUT / "history.json").write_text(json.dumps(history, indent=1) + "\n")
     env = {"kernel_forge": "0.1.0", "python": "3.12.3", "platform": "Linux-x86_64", "packages": {"cuda-bindings": "13.3.1"},
@@ -203,8 +217,45 @@ def main() -> None:
     prof = {"available": True, "reason": "", "tool": "ncu", "seconds": 6.4, "cases": cases, "notes": [],
             "attempt": "a0004"}
     (OUT / "profiles" / "a0004.json").write_text(json.dumps(prof, indent=1) + "\n")
-    (OUT / "run.json").write_text(json.dumps({"task": TASK.name, "manifest": "manifests/matmul_f32.json"}) + "\n")
+    run_meta = {"task": TASK.name, "manifest": "manifests/matmul_f32.json", "kernel_forge": "0.1.0",
+                "created": "2025-12-01T00:00:00Z", "command": ["kforge", "optimize", "manifests/matmul_f32.json",
+                                                              "--model", "anthropic:claude-sonnet-4-5"],
+                "hashes": {"task": TASK.hash(), "manifest": _sha(TASK.path), "reference": _sha(TASK.reference.path),
+                           "initial": _sha(TASK.initial), "harness": harness_hash()},
+                "loop": LOOP.to_json(), "gate": asdict(GateOptions()),
+                "proposer": asdict(ProposerConfig(models=["anthropic:claude-sonnet-4-5"]))}
+    (OUT / "run.json").write_text(json.dumps(run_meta, indent=1) + "\n")
+    finish()
     print(f"wrote {OUT}")
+
+
+#: the loop settings the recorded run stands for (archive off: nothing of it goes into a user's archive)
+LOOP = LoopConfig(max_iterations=3, archive="off")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class _NoProposer:
+    name, needs_prompt = "anthropic:claude-sonnet-4-5", True
+
+    def propose(self, request):  # pragma: no cover - a finished run asks nothing
+        raise AssertionError("the recorded run asks no model")
+
+
+def finish() -> None:
+    """Finish the run as the loop does: the final holdout check and profile (both recorded),
+    best.cu, the replay requests, summary.json and report.md."""
+    import os
+
+    os.chdir(ROOT)              # paths in the evidence relative to the repository, as a user's run has them
+    run = RunDir(OUT.relative_to(ROOT))
+    task = load_task("manifests/matmul_f32.json")
+    opt = Optimizer(task, RecordedGate.from_run(OUT), _NoProposer(), run, LOOP)
+    opt._start()
+    opt.stop_reason = "max_iterations"
+    opt._finish()
 
 
 if __name__ == "__main__":
