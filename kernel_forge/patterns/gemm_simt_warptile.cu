@@ -30,6 +30,7 @@
 // kforge: constraint (BM * BK) % (128 * (BM // WM) * (BN // WN)) == 0
 // kforge: constraint (BN * BK) % (128 * (BM // WM) * (BN // WN)) == 0
 // kforge: constraint 8 * BK * (BM + BN) <= 49152
+// kforge: constraint BK * (BM + BN) <= 1024 * (BM // WM) * (BN // WN)
 // kforge: constraint (TM * TN + TM + TN + 37) * 32 * (BM // WM) * (BN // WN) * MINB + BK * (BM + BN) * MINB <= 65536
 // kforge: constraint (TM * TN + TM + TN + 37) * 32 * (BM // WM) * (BN // WN) + BK * (BM + BN) <= 255 * 32 * (BM // WM) * (BN // WN)
 
