@@ -22,7 +22,7 @@
 // kforge: tune WM = [32, 64, 16]
 // kforge: tune WN = [64, 32, 16]
 // kforge: tune TM = [8, 4]
-// kforge: tune TN = [8, 4]
+// kforge: tune TN = [8, 4, 16]
 // kforge: tune MINB = [2, 1]
 // kforge: constraint (WM // TM) * (WN // TN) == 32 and WM % TM == 0 and WN % TN == 0
 // kforge: constraint BM % WM == 0 and BN % WN == 0

@@ -14,7 +14,7 @@
 // kforge: grid = [cdiv(rows, RPB), 1, 1]
 // kforge: block = [32 * WPR * RPB, 1, 1]
 // kforge: tune WPR = [1, 2, 4, 8, 16, 32]
-// kforge: tune RPB = [1, 2, 4, 8]
+// kforge: tune RPB = [4, 1, 2, 8]
 // kforge: tune ITEMS = [8, 4, 2, 1, 16]
 // kforge: tune STREAM = [1, 0]
 // kforge: constraint 32 * WPR * RPB <= 1024 and 32 * WPR * RPB >= 64
