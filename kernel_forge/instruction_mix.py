@@ -410,9 +410,10 @@ def render(mix: dict | InstructionMix | None) -> str:
 
 
 # -- building one -------------------------------------------------------------------------------
-def mix_of(source: str, *, arch: str, entry: str, defines: dict | None = None, prefer: str = "sass",
+def mix_of(source: str, *, arch: str, entry: str | None, defines: dict | None = None, prefer: str = "sass",
            file_label: str = "kernel.cu") -> InstructionMix:
-    """Compile ``source`` (NVRTC, no GPU) and count the instructions of ``entry``: SASS through
+    """Compile ``source`` (NVRTC, no GPU) and count the instructions of ``entry`` (None: the
+    first kernel it defines): SASS through
     nvdisasm when ``prefer`` is "sass" and nvdisasm is found, else PTX.  Raises
     :class:`~kernel_forge.errors.CompileError` when the source does not compile and
     :class:`~kernel_forge.errors.EnvironmentProblem` when NVRTC is missing."""

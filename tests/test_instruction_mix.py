@@ -148,3 +148,15 @@ def test_a_kernel_without_loops_reports_the_whole_kernel(nvrtc):
     mix = mix_of(cand.source, arch="sm_90", entry="vector_add", defines=cand.compile_defines(), prefer="ptx")
     assert mix.hot_loop is None and mix.kernel["ldg"] >= 4
     assert mix.kernel_widths["ldg"]["128"] >= 4 and "whole kernel (no loop)" in render(mix)
+
+
+def test_kforge_compile_mix_prints_the_instruction_mix(nvrtc):
+    from click.testing import CliRunner
+
+    from kernel_forge.cli import cli
+
+    r = CliRunner().invoke(cli, ["compile", str(TILED), "--arch", "sm_90", "--mix", "-D", "RPT=4", "-D", "TILE=32"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.strip().splitlines()
+    assert lines[0].startswith(f"compiled {TILED} for sm_90") and lines[1].startswith("instruction mix (")
+    assert "128 FFMA" in lines[1] and "(5 LDS per 4 FFMA)" in lines[1]

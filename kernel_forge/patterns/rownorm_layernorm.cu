@@ -18,7 +18,7 @@
 // kforge: tune ITEMS = [8, 4, 2, 1, 16]
 // kforge: tune STREAM = [1, 0]
 // kforge: constraint 32 * WPR * RPB <= 1024 and 32 * WPR * RPB >= 64
-// kforge: constraint ITEMS * WPR * RPB <= 512
+// kforge: constraint ITEMS * WPR * RPB <= 256 and (ITEMS < 16 or 32 * WPR * RPB <= 256)
 
 #ifndef WPR
 #define WPR 1
