@@ -212,7 +212,7 @@ def _static_resources(task: Task, a: PromptAttempt, device: dict | None) -> str:
             blocks = g[0] * g[1] * g[2]
             limit = f", limited by {r['occupancy_limiter']}" if r["occupancy"] < 1 else ""
             lines.append(f"- {case.name}: grid {list(g)} x block {list(b)} = {blocks} blocks; {r['blocks_per_sm']} "
-                         f"blocks/SM ({100 * r['occupancy']:.0f}% occupancy{limit}); "
+                         f"blocks/SM ({100 * r['occupancy']:.0f}% theoretical occupancy{limit}); "
                          f"{blocks / max(1, r['blocks_per_sm'] * device['sms']):.2f} waves")
     return "\n".join(lines)
 
