@@ -76,7 +76,7 @@ def test_the_sgemm_space_holds_the_settings_strong_sgemms_use_and_small_ones():
     cfgs = [tuple(sorted(d.items())) for d in cand.configurations()]
     want = [dict(BM=128, BN=128, BK=8, WM=32, WN=64, TM=8, TN=8, MINB=2),     # 8 warps 4 x 2, 8 x 8 per lane
             dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, MINB=1),
-            dict(BM=128, BN=256, BK=8, WM=64, WN=32, TM=8, TN=8, MINB=1),      # 16 warps, 512 threads
+            dict(BM=128, BN=256, BK=8, WM=64, WN=64, TM=8, TN=16, MINB=1),     # 128 x 256: 8 warps, 8 x 16 per lane
             dict(BM=64, BN=128, BK=16, WM=32, WN=64, TM=8, TN=8, MINB=2),
             dict(BM=32, BN=64, BK=32, WM=16, WN=32, TM=4, TN=4, MINB=2)]      # small sizes: 4 warps, 4 x 4
     for w in want:

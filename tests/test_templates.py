@@ -285,7 +285,6 @@ template <class T> T __ldg(const T* p) { return *p; }
 template <class T> T __ldcs(const T* p) { return *p; }
 template <class T> T __ldcg(const T* p) { return *p; }
 template <class T> void __stcs(T* p, T v) { *p = v; }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __expf(float x) { return std::exp(x); }
@@ -337,6 +336,12 @@ template <class F> void emu_launch(emu_dim3 g, emu_dim3 b, size_t smem, F kern)
     for (auto* w : emu_warp_bar) delete w;
     emu_warp_bar.clear();
 }
+'''
+
+# what the emulation of the templates adds to EMU_HEADER (kept apart: the corpus emulation,
+# tests/test_adversarial_emulated.py, brings its own)
+EMU_TEMPLATE_EXTRA = r'''
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 '''
 
 # Small awkward sizes per task; they reach the paths the manifests' correctness cases miss
@@ -412,7 +417,7 @@ def _emu_build(task, cand, defines, workdir: Path) -> Path:
     src = re.sub(r"extern\s+__shared__\s+([\w ]+?)\s+(\w+)\s*\[\s*\]\s*;",
                  r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", cand.source)
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "emu.h").write_text(EMU_HEADER)
+    (workdir / "emu.h").write_text(EMU_HEADER + EMU_TEMPLATE_EXTRA)
     (workdir / "cuda_bf16.h").write_text("// provided by emu.h\n")
     (workdir / "kernel.cu").write_text(src)
     (workdir / "main.cpp").write_text(_emu_main(task))
