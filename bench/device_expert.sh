@@ -40,12 +40,18 @@ python3 - "$W/eval" "$OUT/evals.json" <<'PY' | tee -a "$LOG"
 import json, sys, pathlib
 out = {}
 for f in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
-    r = json.loads(f.read_text())
-    ev = r.get("evaluation") or r.get("candidate") or r
-    out[f.stem] = r
-    cases = ev.get("cases", []) if isinstance(ev, dict) else []
-    print(f.stem, ev.get("passed") if isinstance(ev, dict) else "?", ev.get("reason") if isinstance(ev, dict) else "",
-          "; ".join(f"{c['name']} {((c.get('timing') or {}).get('median') or 0):.2f} us" for c in cases if c.get("timing")))
+    r = json.loads(f.read_text())                      # kforge eval --json (report.eval_json)
+    out[f.stem] = {k: r.get(k) for k in ("task", "candidate", "passed", "reason", "message", "score", "cases")}
+    parts = []
+    for c in r.get("cases", []):
+        t = (c.get("timing") or {}).get("median")
+        if t:
+            bw = f", {c['pct_peak_bw']:.0f}% bw" if c.get("pct_peak_bw") is not None else ""
+            vs = "".join(f", x{v:.2f} {k}" for k, v in (c.get("speedup_vs_baselines") or {}).items() if v)
+            parts.append(f"{c['name']} {t:.2f} us{bw}{vs}")
+        elif not c.get("passed", True):
+            parts.append(f"{c['name']} FAILED {c.get('reason')}")
+    print(f"{f.stem}: passed={r.get('passed')} {r.get('reason')}; " + "; ".join(parts))
 pathlib.Path(sys.argv[2]).write_text(json.dumps(out, indent=1))
 PY
 
