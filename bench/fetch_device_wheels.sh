@@ -32,6 +32,8 @@ WHEELS=(
   cupti-python==13.0.1
   # reading CUBIN symbols (module globals)
   pyelftools==0.33
+  # SASS for the instruction mix of the diagnosis (a 5 MB CPU binary; PTX is counted without it)
+  nvidia-cuda-nvdisasm==13.5.37
   # the MCP server and its needs (pyjwt[crypto] is a hard requirement of mcp 2.x)
   mcp==2.3.0 mcp-types==2.3.0 python-multipart==0.0.34 sse-starlette==3.7.0 starlette==1.10.0
   uvicorn==0.54.0 pyjwt==2.15.1 cryptography==50.0.2 cffi==2.1.1 pycparser==3.12

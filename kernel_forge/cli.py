@@ -129,8 +129,10 @@ def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet, accep
 @click.option("-D", "--define", "defines", multiple=True, help="NAME=VALUE, overrides the file's kforge defines.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the CUBIN here.")
 @click.option("--no-cache", is_flag=True, help="Ignore the compile cache.")
+@click.option("--mix", is_flag=True, help="Also print the instruction mix (FFMA, LDS, LDG... with vector widths, "
+              "whole kernel and hot loop), from SASS when nvdisasm is installed, else from PTX.")
 @handle_errors
-def compile_cmd(source, arch, defines, output, no_cache):
+def compile_cmd(source, arch, defines, output, no_cache, mix):
     """Compile a kernel with NVRTC to CUBIN (works without a GPU when --arch is given). The
     static rules apply first: nothing they refuse (path includes, vendor libraries) reaches NVRTC."""
     from .candidate import load_candidate
@@ -163,6 +165,9 @@ def compile_cmd(source, arch, defines, output, no_cache):
                    f"{' (cached)' if res.cached else ''}: {len(res.cubin)} bytes CUBIN, "
                    f"{r.get('registers', '?')} registers, {r.get('spill_stores', 0)} B spill stores, "
                    f"{r.get('stack', 0)} B stack, {r.get('smem', 0)} B static shared")
+        if mix:
+            from .instruction_mix import mix_of, render
+            click.echo(render(mix_of(cand.source, arch=arch, entry=None, defines=d, file_label=Path(source).name)))
     if output:
         from .writes import write_file
         write_file(output, res.cubin, private=False)

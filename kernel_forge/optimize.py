@@ -198,6 +198,9 @@ def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = 
         return EnsembleProposer(members, cfg.ensemble)
     from .proposers.tune import TuneProposer
     templates = list(getattr(task, "templates", ()) or ())
+    if not templates:
+        from .patterns import tuner_templates
+        templates = tuner_templates(task)      # the expert patterns that carry this task's exact signature
     done = len({a.get("label") for a in history if a.get("proposer") == "tune"})
     return TuneProposer(templates, skip=done)
 
@@ -280,11 +283,12 @@ def make_gate(task: Task, gate_opts: GateOptions):
 
 
 def _retrieval(task: Task, loop: LoopConfig, gate, progress):
-    """What the archive gives a new run (nothing when it is off)."""
-    from .retrieval import Retrieved, retrieve_for_run
+    """What the archive gives a new run (with it off: only the expert pattern of the task's kind)."""
+    from .patterns import classify
+    from .retrieval import Retrieved, retrieve_for_run, with_pattern
 
     if (loop.archive or "").lower() == "off":
-        return Retrieved()
+        return Retrieved(examples=with_pattern([], task, loop.archive_examples), kind=dict(vars(classify(task))))
     device = gate.device_info() or {}
     return retrieve_for_run(task, path=loop.archive, k=loop.archive_examples, max_chars=loop.archive_chars,
                             gpu=device.get("name"), progress=progress)
@@ -374,11 +378,14 @@ def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str |
             log = ""
     from .preflight import check_task_kernels, launch_limits
     check_task_kernels(task, launch_limits(device=device))     # never a prompt for a kernel that cannot run
+    from .retrieval import pattern_example
+
     best = PromptAttempt(id="initial", source=task.initial.read_text(encoding="utf-8"), passed=True,
                          reason="passed", message="", score_us=None, compile_log=log)
+    pattern = pattern_example(task)
     static, dynamic = build_prompt_parts(task, reference_source=task.reference.path.read_text(encoding="utf-8"),
                                          device=device, calibration=calibration, best=best, history=[],
-                                         failures=[], hints=hints)
+                                         failures=[], hints=hints, retrieved=(pattern,) if pattern else ())
     return system_prompt(), static, dynamic
 
 

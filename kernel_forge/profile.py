@@ -7,10 +7,16 @@ the gate draws first.  ncu runs with ``--clock-control none`` (the clocks the ga
 ``--target-processes all``, ``-k regex:^ENTRY$`` and ``-c N`` (the launches the child makes), and
 prints ``--csv --page raw``; :func:`parse_csv` reads that and :func:`summarise_row` keeps what the
 diagnosis shows: DRAM, L2 and SM throughput as % of peak, achieved and theoretical occupancy, the
-occupancy limits, and the top warp-stall reasons.  Where ncu is missing, fails, or the
-counters are refused (``ERR_NVGPUCTRPERM``, ``LibraryNotLoaded``), the answer is
-``{"available": False, "reason": <what ncu said>}``, never an exception.  :func:`save_profile`
-writes the summary to ``profiles/<attempt>.json`` and ncu's raw CSV beside it.
+occupancy limits, the top warp-stall reasons, and the metrics that tell the pipes apart
+(:data:`PIPE_METRICS`: FMA and tensor pipe use, LSU, MIO and issue-slot use, shared-memory
+wavefronts and bank conflicts, L1/L2 hit rates).  The pipe metrics are asked for only where
+this ncu lists them for the GPU (``ncu --query-metrics``); one that is missing is named in the
+answer (``metrics_missing``), and if ncu still refuses a metric name the run is repeated with
+the core :data:`METRICS` alone.  Where ncu is missing, fails, or the counters are refused
+(``ERR_NVGPUCTRPERM``, ``LibraryNotLoaded``), the answer is ``{"available": False, "reason":
+<what ncu said>}``, never an exception.  Every answer also carries the candidate's instruction
+mix (:mod:`kernel_forge.instruction_mix`, from its CUBIN or PTX; no GPU needed).
+:func:`save_profile` writes the summary to ``profiles/<attempt>.json`` and ncu's raw CSV beside it.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ import time
 from pathlib import Path
 
 from .writes import write_text
+from .instruction_mix import mix_for_candidate
 
 TOOL = "ncu"
 #: metrics asked for: the probe's list, every one accepted on the H200 (bench/evidence/h200-2026-12-01-s4/
@@ -43,6 +50,41 @@ METRICS = (
     "long_scoreboard", "barrier", "mio_throttle", "short_scoreboard", "math_pipe_throttle", "lg_throttle", "wait",
     "not_selected", "selected", "dispatch_stall", "drain", "imc_miss", "membar", "no_instruction", "sleeping",
     "tex_throttle", "branch_resolving", "misc"))
+#: the metrics that tell the pipes apart (names as ncu 2023+ spells them for sm_70 and later); each
+#: is asked for only where ``ncu --query-metrics`` lists its base name for the GPU
+PIPE_METRICS = (
+    "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active",
+    "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
+    "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active",
+    "sm__mio_inst_issued.avg.pct_of_peak_sustained_active",
+    "sm__issue_active.avg.pct_of_peak_sustained_active",
+    "smsp__warps_eligible.avg.per_cycle_active",
+    "smsp__inst_executed_op_shared_ld.sum",
+    "smsp__inst_executed_op_shared_st.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed",
+    "l1tex__t_sector_hit_rate.pct",
+    "lts__t_sector_hit_rate.pct",
+)
+#: summary key -> the metric it reads (PIPE_METRICS)
+PIPE_FIELDS = {
+    "fma_pipe_pct": PIPE_METRICS[0], "fma_issue_pct": PIPE_METRICS[1], "tensor_hmma_pct": PIPE_METRICS[2],
+    "tensor_gmma_pct": PIPE_METRICS[3], "alu_issue_pct": PIPE_METRICS[4], "xu_issue_pct": PIPE_METRICS[5],
+    "lsu_issue_pct": PIPE_METRICS[6], "mio_issue_pct": PIPE_METRICS[7], "issue_active_pct": PIPE_METRICS[8],
+    "eligible_warps": PIPE_METRICS[9], "shared_ld_instructions": PIPE_METRICS[10],
+    "shared_st_instructions": PIPE_METRICS[11], "shared_ld_wavefronts": PIPE_METRICS[12],
+    "shared_st_wavefronts": PIPE_METRICS[13], "shared_ld_conflicts": PIPE_METRICS[14],
+    "shared_st_conflicts": PIPE_METRICS[15], "shared_pipe_pct": PIPE_METRICS[16], "l1_hit_pct": PIPE_METRICS[17],
+    "l2_hit_pct": PIPE_METRICS[18],
+}
+_METRIC_NAME = re.compile(r"^\s*([a-z][a-z0-9]*__[a-z0-9_]+)\b")
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 #: not stalls: "selected" is the issuing warp itself
 _NOT_A_STALL = {"selected"}
@@ -64,8 +106,42 @@ def find_ncu() -> str | None:
     return shutil.which("ncu")
 
 
-def ncu_command(ncu: str, entry: str, count: int, target: list[str]) -> list[str]:
-    return [ncu, "--metrics", ",".join(METRICS), "--clock-control", "none", "--cache-control", "all",
+def base_name(metric: str) -> str:
+    """``sm__pipe_fma_cycles_active`` for ``sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active``."""
+    return metric.split(".", 1)[0]
+
+
+_QUERIED: dict[str, frozenset | None] = {}
+
+
+def query_metrics(ncu: str, timeout_s: float = 60.0) -> frozenset | None:
+    """The base metric names ``ncu --query-metrics`` lists for this machine's GPU (cached per ncu
+    path for the process), or None when it lists nothing recognisable (no GPU, an old ncu, a
+    refusal): then every metric is asked for and a refused name makes the run fall back."""
+    if ncu in _QUERIED:
+        return _QUERIED[ncu]
+    try:
+        p = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=timeout_s)
+        names = frozenset(m.group(1) for l in (p.stdout or "").splitlines() if (m := _METRIC_NAME.match(l)))
+    except (OSError, subprocess.TimeoutExpired):
+        names = frozenset()
+    # a listing that lacks the core metrics this module has always read is not one to trust
+    found = names if names and all(base_name(m) in names for m in METRICS[:4]) else None
+    _QUERIED[ncu] = found
+    return found
+
+
+def metrics_to_ask(available: frozenset | None) -> tuple[list[str], list[str]]:
+    """(metrics to ask for, pipe metrics left out because this GPU's ncu does not list them)."""
+    if available is None:
+        return list(METRICS + PIPE_METRICS), []
+    missing = [m for m in PIPE_METRICS if base_name(m) not in available]
+    return list(METRICS) + [m for m in PIPE_METRICS if m not in missing], missing
+
+
+def ncu_command(ncu: str, entry: str, count: int, target: list[str], metrics=None) -> list[str]:
+    metrics = list(METRICS + PIPE_METRICS) if metrics is None else list(metrics)
+    return [ncu, "--metrics", ",".join(metrics), "--clock-control", "none", "--cache-control", "all",
             "--target-processes", "all",
             "-k", f"regex:^{re.escape(entry)}$", "-c", str(int(count)), "--csv", "--page", "raw", *target]
 
@@ -130,6 +206,8 @@ def summarise_row(row: dict, top: int = 5) -> dict:
         "occupancy_limits": {k: v for k, v in limits.items() if v is not None},
         "stalls": [{"reason": k, "per_issue": round(v, 4), "share": round(v / total, 4) if total else 0.0}
                    for k, v in ranked],
+        **{k: _num(row, metric) for k, metric in PIPE_FIELDS.items()},
+        "metrics_missing": [m for m in PIPE_METRICS if _num(row, m) is None],
     }
 
 
@@ -199,6 +277,18 @@ def refusal(text: str) -> str | None:
     return None
 
 
+def refused_metrics(output: str, asked: list[str]) -> list[str]:
+    """The asked-for metrics that an ``==ERROR==`` line of ncu's output names (by full or base
+    name), or every non-core metric when an error line is about metrics without naming one."""
+    errors = [l for l in output.splitlines() if l.startswith("==ERROR==")]
+    named = [m for m in asked if any(m in l or base_name(m) in l for l in errors)]
+    if named:
+        return named
+    if any("metric" in l.lower() for l in errors):
+        return [m for m in asked if m not in METRICS]
+    return []
+
+
 # -- running ----------------------------------------------------------------------------------
 def _child_env() -> dict:
     env = dict(os.environ)
@@ -208,11 +298,14 @@ def _child_env() -> dict:
 
 
 def profile_candidate(task, candidate, cases: list[str], *, arch: str, seed: int = 0, device: int = 0,
-                      launches: int = 2, timeout_s: float = 300.0, ncu: str | None = None) -> dict:
+                      launches: int = 2, timeout_s: float = 300.0, ncu: str | None = None,
+                      with_mix: bool = True) -> dict:
     """Profile ``candidate`` on ``cases`` of ``task`` under ncu (see the module docstring).
     The answer has ``available``, ``reason``, ``tool``, ``seconds`` (ncu's wall time, the
     target's start-up included), ``cases`` ({name: :func:`summarise_row`}), ``notes``, and
-    ``raw`` (ncu's CSV output, for :func:`save_profile`)."""
+    ``raw`` (ncu's CSV output, for :func:`save_profile`), ``metrics_missing`` (pipe metrics this
+    GPU's ncu does not have) and ``instruction_mix`` (:func:`~kernel_forge.instruction_mix.mix_for_candidate`;
+    ``with_mix=False`` leaves it out)."""
     t0 = time.perf_counter()
     names = {c.name: c for c in task.cases}
     unknown = [c for c in cases if c not in names]
@@ -221,9 +314,12 @@ def profile_candidate(task, candidate, cases: list[str], *, arch: str, seed: int
     shown = [c for c in cases if names[c].role != "holdout"]
     if not shown:
         return unavailable("no case to profile")
+    mix = {"instruction_mix": mix_for_candidate(candidate, task.signature.name, arch)} if with_mix else {}
     ncu = ncu or find_ncu()
     if not ncu:
-        return unavailable("ncu (Nsight Compute) was not found on PATH (set KFORGE_NCU to its path)")
+        return unavailable("ncu (Nsight Compute) was not found on PATH (set KFORGE_NCU to its path)", **mix)
+    available = query_metrics(ncu, timeout_s=min(60.0, timeout_s))
+    metrics, left_out = metrics_to_ask(available)
     with tempfile.TemporaryDirectory(prefix="kforge-ncu-") as tmp:
         status_path = Path(tmp) / "status.json"
         spec = {"manifest": str(Path(task.path).resolve()), "source": candidate.source, "defines": candidate.compile_defines(),
@@ -232,14 +328,22 @@ def profile_candidate(task, candidate, cases: list[str], *, arch: str, seed: int
                 "file_label": Path(candidate.name).name if str(candidate.name).endswith(".cu") else "kernel.cu"}
         spec_path = Path(tmp) / "spec.json"
         write_text(spec_path, json.dumps(spec))
-        cmd = ncu_command(ncu, task.signature.name, len(shown) * launches,
-                          [sys.executable, "-m", "kernel_forge.gpu.profile_child", str(spec_path)])
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=_child_env())
-        except subprocess.TimeoutExpired:
-            return unavailable(f"ncu did not finish within {timeout_s:.0f} s", time.perf_counter() - t0)
-        except OSError as exc:
-            return unavailable(f"ncu could not be started ({exc.strerror or exc})", time.perf_counter() - t0)
+        target = [sys.executable, "-m", "kernel_forge.gpu.profile_child", str(spec_path)]
+        for attempt in (0, 1):
+            cmd = ncu_command(ncu, task.signature.name, len(shown) * launches, target, metrics)
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=_child_env())
+            except subprocess.TimeoutExpired:
+                return unavailable(f"ncu did not finish within {timeout_s:.0f} s", time.perf_counter() - t0, **mix)
+            except OSError as exc:
+                return unavailable(f"ncu could not be started ({exc.strerror or exc})", time.perf_counter() - t0,
+                                   **mix)
+            refused = refused_metrics(p.stdout + "\n" + p.stderr, metrics) if not parse_csv(p.stdout or "") else []
+            if attempt or not refused:
+                break
+            # ncu refused a metric name: the core metrics alone, and say which were left out
+            left_out = sorted(set(left_out) | {m for m in metrics if m not in METRICS})
+            metrics = list(METRICS)
         try:
             status = json.loads(status_path.read_text())
         except (OSError, ValueError):
@@ -247,7 +351,7 @@ def profile_candidate(task, candidate, cases: list[str], *, arch: str, seed: int
     seconds = time.perf_counter() - t0
     output = (p.stdout or "") + "\n" + (p.stderr or "")
     rows = parse_csv(p.stdout or "")
-    extra = {"raw": p.stdout or "", "command": [Path(cmd[0]).name, *cmd[1:-1]]}
+    extra = {"raw": p.stdout or "", "command": [Path(cmd[0]).name, *cmd[1:-1]], "metrics_missing": left_out, **mix}
     if status and status.get("error"):
         return unavailable(f"the profiled process failed: {status['error']}", seconds, **extra)
     if not rows:

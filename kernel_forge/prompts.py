@@ -33,6 +33,7 @@ HISTORY_KERNEL_CHARS = 4000   #: one earlier correct kernel
 FAILURES_CHARS = 9000         #: all recent failures together
 FAILURE_CHARS = 3000          #: one failure's source or diff
 RETRIEVED_CHARS = 8000        #: all kernels from other tasks together
+PATTERN_CHARS = 10000         #: an expert pattern (kernel_forge/patterns), shown whole
 REFERENCE_CHARS = 6000
 _HEADER = re.compile(r"^\s*//\s*kforge:")
 
@@ -211,7 +212,7 @@ def _static_resources(task: Task, a: PromptAttempt, device: dict | None) -> str:
             blocks = g[0] * g[1] * g[2]
             limit = f", limited by {r['occupancy_limiter']}" if r["occupancy"] < 1 else ""
             lines.append(f"- {case.name}: grid {list(g)} x block {list(b)} = {blocks} blocks; {r['blocks_per_sm']} "
-                         f"blocks/SM ({100 * r['occupancy']:.0f}% occupancy{limit}); "
+                         f"blocks/SM ({100 * r['occupancy']:.0f}% theoretical occupancy{limit}); "
                          f"{blocks / max(1, r['blocks_per_sm'] * device['sms']):.2f} waves")
     return "\n".join(lines)
 
@@ -478,6 +479,14 @@ def _retrieved_section(task: Task, retrieved) -> str:
     for r in retrieved or ():
         name = _get(r, "task_name", "task", "name", default="another task")
         source = _get(r, "source", default="") or ""
+        pattern = _get(r, "pattern", default="") or ""
+        if pattern and source:
+            # an expert pattern keeps its whole source (they are written to fit): its main loop is the point
+            kind = _get(r, "kind", default="") or "this kind of"
+            parts.append(f"## Expert pattern {pattern} for {kind} kernels (written for task {name}; it passes that "
+                         f"task's gate, hidden cases included): {_get(r, 'technique', default='')}\n"
+                         + _fence(clip_source(source, PATTERN_CHARS)))
+            continue
         if not source or budget < 800:
             continue
         same = bool(_get(r, "same_task", default=False)) or name == task.name
@@ -494,8 +503,9 @@ def _retrieved_section(task: Task, retrieved) -> str:
         parts.append(head + (f"\nIts task: {' '.join(note.split())[:300]}" if note else "") + "\n" + _fence(text))
     if not parts:
         return ""
-    return ("# Kernels from the archive (ideas only: another task's signature, sizes and semantics are not "
-            "this task's; an earlier run's kernel of this task was measured on its own GPU)\n\n" + "\n\n".join(parts))
+    return ("# Kernels from the archive and the expert patterns (ideas only: another task's signature, sizes and "
+            "semantics are not this task's; an earlier run's kernel of this task was measured on its own GPU)\n\n"
+            + "\n\n".join(parts))
 
 
 # -- assembly ---------------------------------------------------------------------------------

@@ -11,6 +11,10 @@ evidence keeps (enough for :func:`examples_from_record` to rebuild the same sect
 
 :func:`best_settings` gives the tuner the best archived defines of the same task and GPU,
 per template label, and :func:`warm_start_configs` keeps those a template still accepts.
+
+:func:`with_pattern` puts the expert pattern of the task's kind (:mod:`kernel_forge.patterns`)
+first among the examples when the archive holds no kernel of this very task, so a first run
+starts from how an expert writes this kind of operation; other tasks' kernels follow it.
 """
 from __future__ import annotations
 
@@ -81,6 +85,9 @@ class Example:
     similarity: float | None = None  #: -bm25 of its task against this one (None for same-task picks)
     truncated: bool = False          #: its source was cut to fit the budget
     source_chars: int = 0            #: characters of its full source
+    pattern: str = ""                #: the expert pattern's name when this example is one (not archived)
+    kind: str = ""                   #: a pattern's kind of operation
+    technique: str = ""              #: a pattern's technique, one line
 
     @classmethod
     def of(cls, e: Entry, *, same_task: bool, similarity: float | None) -> "Example":
@@ -129,6 +136,42 @@ def retrieve(archive: Archive, task, *, k: int = 3, max_chars: int = 6000, gpu: 
             picks.append(Example.of(best[0], same_task=False, similarity=sim))
             seen_names.add(name)
     return fit_budget(picks[:k], max_chars)
+
+
+#: characters a pattern example may keep (patterns are written to fit: their main loop is never cut)
+PATTERN_CHARS = 10000
+
+
+def pattern_example(task) -> Example | None:
+    """The expert pattern of ``task``'s kind as an example (the one with the task's signature
+    first), or None when there is none for its kind."""
+    import hashlib
+
+    from . import patterns
+
+    found = patterns.for_task(task) if not isinstance(task, (str, TaskQuery)) else []
+    if not found:
+        return None
+    p = found[0]
+    src = p.source()
+    src, cut = truncate_source(src, PATTERN_CHARS)
+    return Example(id=0, content_hash=hashlib.sha256(p.source().encode()).hexdigest(), task_name=p.task,
+                   description=patterns.KINDS.get(p.kind, ""), source=src, launch=None, defines={}, score_us=0.0,
+                   speedup_vs_initial=None, cases=[], bound="", run="", attempt="", label=p.file, gpu_name="",
+                   same_task=False, similarity=None, truncated=cut, source_chars=len(p.source()), pattern=p.name,
+                   kind=p.kind, technique=p.technique)
+
+
+def with_pattern(examples: list[Example], task, k: int) -> list[Example]:
+    """``examples`` with the pattern of the task's kind added when none of them is an archived
+    kernel of this very task (the archive has nothing better): first, the other tasks' kernels
+    after it, at most ``k`` in all.  A pattern already among the examples is not repeated."""
+    if k <= 0 or any(e.same_task for e in examples):
+        return examples
+    ex = pattern_example(task)
+    if ex is None or any(e.content_hash == ex.content_hash or e.pattern == ex.pattern for e in examples):
+        return examples
+    return [ex, *examples][:k]
 
 
 def fit_budget(examples: list[Example], max_chars: int) -> list[Example]:
@@ -204,6 +247,11 @@ def render_examples(examples: list[Example]) -> str:
              "They show techniques that worked; another task's signature, sizes and tolerances differ from "
              "this one's, so adapt what applies instead of copying."]
     for i, e in enumerate(examples, start=1):
+        if e.pattern:
+            lines.append(f"\n## Example {i}, expert pattern {e.pattern} for {e.kind} kernels (written for task "
+                         f"{e.task_name}; passes its gate, hidden cases included): {e.technique}")
+            lines.append("```cuda\n" + e.source + "\n```")
+            continue
         where = (f"from an earlier run of this task ({e.task_name})" if e.same_task
                  else f"from another task: {e.task_name}")
         lines.append(f"\n## Example {i}, {where}: {_score_line(e)}")
@@ -222,14 +270,15 @@ def render_examples(examples: list[Example]) -> str:
 
 def retrieval_record(examples: list[Example], *, archive: str | None = None, k: int | None = None,
                      max_chars: int | None = None, gpu: str | None = None, error: str | None = None,
-                     settings: dict | None = None) -> dict:
+                     settings: dict | None = None, kind: dict | None = None) -> dict:
     """What the evidence records about retrieval (``retrieval.json``, schema
     ``schemas/retrieval.schema.json``): the examples as shown, sources included (so a resumed run
     shows the same ones), with their archive ids, scores and similarities; the archived tuner
     settings offered per template label; and the settings used."""
-    return {"archive": archive, "k": k, "max_chars": max_chars, "gpu": gpu, "error": error,
-            "count": len(examples), "chars": sum(len(e.source) for e in examples),
-            "examples": [e.to_json() for e in examples], "settings": dict(settings or {})}
+    out = {"archive": archive, "k": k, "max_chars": max_chars, "gpu": gpu, "error": error,
+           "count": len(examples), "chars": sum(len(e.source) for e in examples),
+           "examples": [e.to_json() for e in examples], "settings": dict(settings or {}), "kind": kind}
+    return out
 
 
 @dataclass
@@ -243,6 +292,7 @@ class Retrieved:
     max_chars: int | None = None                   #: the character budget of their sources
     gpu: str | None = None                         #: the run's GPU name
     error: str | None = None                       #: why nothing was retrieved (an unreadable archive)
+    kind: dict | None = None                       #: the task's kind of operation (patterns.classify), as JSON
 
     def configs_for(self, candidate, label: str) -> list[dict]:
         """The archived settings of template ``label`` that ``candidate`` accepts, best first:
@@ -256,7 +306,7 @@ class Retrieved:
 
     def to_json(self) -> dict:
         return retrieval_record(self.examples, archive=self.archive, k=self.k, max_chars=self.max_chars,
-                                gpu=self.gpu, error=self.error, settings=self.settings)
+                                gpu=self.gpu, error=self.error, settings=self.settings, kind=self.kind)
 
     @classmethod
     def from_json(cls, record: dict | None) -> "Retrieved":
@@ -264,7 +314,7 @@ class Retrieved:
         r = record or {}
         return cls(examples=examples_from_record(r), settings=dict(r.get("settings") or {}),
                    archive=r.get("archive"), k=r.get("k"), max_chars=r.get("max_chars"), gpu=r.get("gpu"),
-                   error=r.get("error"))
+                   error=r.get("error"), kind=r.get("kind"))
 
 
 def retrieve_for_run(task, *, path=None, k: int = 3, max_chars: int = 6000, gpu: str | None = None,
@@ -280,20 +330,27 @@ def retrieve_for_run(task, *, path=None, k: int = 3, max_chars: int = 6000, gpu:
 
     p = Path(path) if path else default_path()
     out = Retrieved(archive=str(p), k=k, max_chars=max_chars, gpu=gpu)
-    if not p.exists():
-        return out
-    try:
-        with open_archive(p, create=False) as arch:
-            out.examples = retrieve(arch, task, k=k, max_chars=max_chars, gpu=gpu)
-            if gpu and settings_per_label > 0:
-                for s in best_settings(arch, task, gpu):
-                    out.settings[s["label"]] = best_settings(arch, task, gpu, label=s["label"], n=settings_per_label)
-    except KForgeError as exc:
-        progress(f"[kforge] warning: nothing retrieved from the archive: {exc}")
-        return Retrieved(archive=str(p), k=k, max_chars=max_chars, gpu=gpu, error=str(exc))
-    if out.examples:
+    if not isinstance(task, (str, TaskQuery)):
+        from .patterns import classify
+        out.kind = dict(vars(classify(task)))
+    if p.exists():
+        try:
+            with open_archive(p, create=False) as arch:
+                out.examples = retrieve(arch, task, k=k, max_chars=max_chars, gpu=gpu)
+                if gpu and settings_per_label > 0:
+                    for s in best_settings(arch, task, gpu):
+                        out.settings[s["label"]] = best_settings(arch, task, gpu, label=s["label"],
+                                                                 n=settings_per_label)
+        except KForgeError as exc:
+            progress(f"[kforge] warning: nothing retrieved from the archive: {exc}")
+            out = Retrieved(archive=str(p), k=k, max_chars=max_chars, gpu=gpu, error=str(exc), kind=out.kind)
+    out.examples = with_pattern(out.examples, task, k)
+    if any(e.pattern for e in out.examples):
+        e = next(e for e in out.examples if e.pattern)
+        progress(f"[kforge] expert pattern {e.pattern} for {e.kind} kernels joins the prompt's examples")
+    if any(not e.pattern for e in out.examples):
         progress(f"[kforge] archive {p}: examples " + ", ".join(
-            f"{e.task_name}#{e.id}{' (this task)' if e.same_task else ''}" for e in out.examples))
+            f"{e.task_name}#{e.id}{' (this task)' if e.same_task else ''}" for e in out.examples if not e.pattern))
     if out.settings:
         progress(f"[kforge] archive {p}: settings to gate first for " + ", ".join(
             f"{label} ({len(v)})" for label, v in sorted(out.settings.items())))

@@ -19,7 +19,9 @@ def test_each_performance_case_gets_its_roofline_bound_against_the_fp32_peak():
     assert d.ridge == pytest.approx(FP32 / 4.26e12)
     large = d.case("large")
     assert large.intensity == pytest.approx(2 * 4096 ** 3 / (4 * 3 * 4096 ** 2))
-    assert large.bound == "compute" and "682.7 FLOP/byte >= ridge 15.7" in large.bound_why
+    # above the ridge point, but at 39 % of the FMA rate with warps waiting on global memory: not compute-bound
+    assert large.bound == "pipe" and "682.7 FLOP/byte >= ridge 15.7" in large.bound_why
+    assert large.limiter["key"] == "global_latency" and large.pipe_busy["pct"] == pytest.approx(39.0, abs=0.05)
     flops = 2 * 4096 ** 3
     assert large.pct_compute == pytest.approx(100 * flops / 5270e-6 / FP32)   # 39 %, not 2.5 % of tensor
     assert large.pct_bandwidth == pytest.approx(100 * 4 * 3 * 4096 ** 2 / 5270e-6 / 4.26e12, rel=1e-3)
@@ -35,7 +37,8 @@ def test_the_naive_kernel_is_latency_bound_by_a_short_wave_on_the_small_cases():
     # 256 blocks of 256 threads, 8 resident per SM on 132 SMs: a quarter of one wave
     assert sq.blocks == 256 and sq.waves == pytest.approx(256 / (8 * 132))
     assert sq.bound == "latency" and "0.24 of one wave" in sq.bound_why
-    assert d.case("large").bound == "compute"
+    # 10.6 % of the FMA rate with nothing measured to name the limit: said so, never "compute-bound"
+    assert d.case("large").bound == "pipe" and d.case("large").limiter["key"] == "unnamed"
 
 
 def test_baselines_and_the_initial_kernel_are_timed_and_every_slower_case_is_named():
@@ -69,7 +72,8 @@ def test_resources_come_from_the_worker_or_are_computed_from_ptxas_and_the_launc
 def test_the_profile_adds_ncu_lines_and_its_absence_is_explained():
     d = rec.diagnosis()
     text = d.render()
-    assert "ncu: DRAM 4.2%, L2 5.7%, SM 71.5% of peak; achieved occupancy 46.3%" in text
+    assert ("ncu: DRAM 4.2%, L2 5.7%, SM 71.5% of peak (SM: its busiest sub-unit, not the FMA pipe); achieved "
+            "occupancy 46.3% (theoretical 100.0%)") in text
     assert "top warp stalls: long_scoreboard 51%, barrier 17%" in text
     refused = {"available": False, "reason": "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission",
                "tool": "ncu", "seconds": 1.2, "cases": {}}
@@ -85,17 +89,19 @@ def test_the_rendered_diagnosis_snapshot():
     assert lines[0] == ("Roofline: fp32 FMA on CUDA cores 66.9 TFLOP/s, measured copy bandwidth 4260 GB/s, "
                         "ridge point 15.7 FLOP/byte.")
     assert lines[1] == ("- sq256 (m=256, n=256, k=256): 6.00 µs (p10 5.95, p90 6.05); 3.1% of bandwidth, 8.4% of the "
-                        "fp32 peak, 42.7 FLOP/byte; latency-bound (only 64 blocks for 132 SMs); vs cublas 11.00 µs: "
+                        "fp32 peak, 42.7 FLOP/byte; latency-bound (only 64 blocks for 132 SMs); the profile names "
+                        "global-memory latency (long_scoreboard 51% of stalled warps); vs cublas 11.00 µs: "
                         "x1.83; vs initial 15.26 µs: x2.54")
     assert lines[2] == ("  resources (driver): 32 registers/thread, no spills, shared memory 8320 B static + 0 B dynamic "
-                        "per block; 8 blocks of 256 threads (64 warps) per SM = 100% occupancy")
+                        "per block; 8 blocks of 256 threads (64 warps) per SM = 100% theoretical occupancy")
     large = next(l for l in lines if l.startswith("- large"))
-    assert "vs cublas 2900.0 µs: x0.55 (slower)" in large and "compute-bound" in large
+    assert "vs cublas 2900.0 µs: x0.55 (slower)" in large and "limited by global-memory latency" in large
     assert "Slower than a reference on: large x0.55 vs cublas (5270.0 vs 2900.0 µs)" in lines
     table = rec.diagnosis().render_markdown().splitlines()
     assert table[0].startswith("| case | median µs | bound | FLOP/B | % bw | % peak | x initial | x cublas | regs")
-    assert table[4] == ("| large | 5270.0 | compute | 682.7 | 0.9 | 39.0 | 3.69 | 0.55 | 32 | 0 | 8320+0 | "
-                        "100% (threads, driver) | 4/6/72 | long_scoreboard |")
+    assert table[4] == ("| large | 5270.0 | pipe: global-memory latency | 682.7 | 0.9 | 39.0 | 3.69 | 0.55 | 32 | 0 | "
+                        "8320+0 | 100% theoretical (threads, driver); 46% achieved | 4/6/72 | 39 (useful FLOP rate) | "
+                        "long_scoreboard |")
 
 
 def test_no_holdout_case_reaches_the_diagnosis():
@@ -111,7 +117,8 @@ def test_no_holdout_case_reaches_the_diagnosis():
 def test_to_json_round_trips_through_json():
     d = rec.diagnosis()
     back = json.loads(json.dumps(d.to_json()))
-    assert back["cases"][2]["bound"] == "compute" and back["slower"][0]["case"] == "large"
+    assert back["cases"][2]["bound"] == "pipe" and back["slower"][0]["case"] == "large"
+    assert back["cases"][2]["limiter"]["key"] == "global_latency"
     assert back["peak"]["label"] == "fp32 FMA on CUDA cores"
 
 
@@ -126,13 +133,14 @@ def test_without_a_device_the_diagnosis_says_what_it_cannot_compute():
 
 # ----------------------------------------------------------------------------- directions
 
-def test_directions_start_with_the_case_slower_than_the_baseline_and_are_distinct():
+def test_directions_start_with_the_named_limit_then_the_case_slower_than_the_baseline_and_are_distinct():
     d = rec.diagnosis()
-    dirs = directions(d, 4)
-    assert len(dirs) == 4 and len(set(dirs)) == 4
-    assert dirs[0].startswith("focus on case large (m=4096, n=4096, k=4096): 5270.0 µs against cublas's 2900.0 µs")
-    assert "compute-bound" in dirs[0]
-    assert any(x.startswith("compute-bound: register blocking") for x in dirs)
+    dirs = directions(d, 5)
+    assert len(dirs) == 5 and len(set(dirs)) == 5
+    assert dirs[0].startswith("the limit on case large is global-memory latency (long_scoreboard 51% of stalled warps")
+    assert dirs[1].startswith("focus on case large (m=4096, n=4096, k=4096): 5270.0 µs against cublas's 2900.0 µs")
+    assert "limited there by global-memory latency" in dirs[1]
+    assert any(x.startswith("below the FMA roof with a high FLOP/byte: register blocking") for x in dirs)
     assert any(x.startswith("latency-bound") for x in dirs)            # the small cases' bound
     assert any("long_scoreboard" in x for x in dirs)                   # from the profile
     assert not any("tensor cores (mma" in x for x in directions(d, 12))  # fp32: never offered
@@ -156,7 +164,7 @@ def test_spills_and_low_occupancy_lead_to_their_own_directions():
     dirs = directions(d, 6)
     spill = next(x for x in dirs if x.startswith("cut register pressure"))
     assert "96 B stores / 128 B loads at 255 registers per thread" in spill
-    occ = next(x for x in dirs if x.startswith("raise occupancy"))
+    occ = next(x for x in dirs if x.startswith("raise the theoretical occupancy"))
     assert "case large (25%, limited by registers): fewer registers per thread (now 255" in occ
 
 
@@ -200,8 +208,11 @@ def test_a_profile_in_another_shape_is_read_too():
                                 "stalls": ["lg_throttle", "long_scoreboard"]}}}
     d = rec.diagnosis(prof=prof)
     assert d.case("large").profile["achieved_occupancy_pct"] == 80.0
-    assert "ncu: DRAM 40.0%, L2 20.0%, SM 12.0% of peak; achieved occupancy 80.0%; top warp stalls: lg_throttle, " \
-           "long_scoreboard" in d.render()
+    assert "ncu: DRAM 40.0%, L2 20.0%, SM 12.0% of peak (SM: its busiest sub-unit, not the FMA pipe); achieved " \
+           "occupancy 80.0%; top warp stalls: lg_throttle, long_scoreboard" in d.render()
     assert d.case("sq256").profile is None
     dirs = directions(d, 8)
-    assert any(x.startswith("the profiler's top warp stall is lg_throttle: the global load/store queue") for x in dirs)
+    # a stall named without a share still names the limit (the first listed), with its advice first
+    assert d.case("large").limiter["key"] == "lsu_queue"
+    assert dirs[0].startswith("the limit on case large is the global load/store queue (lg_throttle (the top stall; no "
+                              "share given)")

@@ -13,8 +13,9 @@ import pytest
 from kernel_forge.candidate import load_candidate
 from kernel_forge.evidence import RunDir
 from kernel_forge.gate import Gate, GateOptions
-from kernel_forge.profile import (METRICS, assign, ncu_command, parse_csv, profile_candidate, refusal,
-                                  save_profile, summarise_row, without_raw)
+from kernel_forge.profile import (METRICS, PIPE_METRICS, _QUERIED, assign, metrics_to_ask, ncu_command, parse_csv,
+                                  profile_candidate, query_metrics, refusal, refused_metrics, save_profile,
+                                  summarise_row, without_raw)
 from kernel_forge.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +79,8 @@ def test_refusals_are_recognised():
 
 def test_the_command_has_the_flags_the_probe_used():
     cmd = ncu_command("ncu", "matmul_f32", 6, ["python", "-m", "child", "spec.json"])
-    assert cmd[:2] == ["ncu", "--metrics"] and cmd[2] == ",".join(METRICS)
+    assert cmd[:2] == ["ncu", "--metrics"] and cmd[2] == ",".join(METRICS + PIPE_METRICS)
+    assert ncu_command("ncu", "k", 1, ["x"], METRICS[:2])[2] == ",".join(METRICS[:2])
     i = cmd.index
     assert cmd[i("--clock-control") + 1] == "none" and cmd[i("--target-processes") + 1] == "all"
     assert cmd[i("--cache-control") + 1] == "all"
@@ -245,3 +247,96 @@ def test_profile_of_the_naive_kernel_on_the_gpu(name, cases):
         assert s["achieved_occupancy_pct"] is not None and s["stalls"]
         assert s["time_us"] > 0 and s["launches_profiled"] == 2
     assert p["seconds"] < 120
+
+
+# ------------------------------------------------------------------------- the pipe metrics
+
+def test_the_pipe_metrics_are_read_into_named_fields_and_missing_ones_are_listed():
+    rows = parse_csv(MIN_CSV)
+    row = dict(rows[0])
+    s = summarise_row(row)
+    # the probe's row predates the pipe metrics: every one is named as missing, none is invented
+    assert s["metrics_missing"] == list(PIPE_METRICS)
+    assert s["fma_pipe_pct"] is None and s["shared_ld_conflicts"] is None and s["l2_hit_pct"] is None
+    row.update({"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active": 17.3,
+                "smsp__inst_executed_op_shared_ld.sum": 5.0e6,
+                "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": 1.0e6,
+                "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 6.0e6,
+                "sm__mio_inst_issued.avg.pct_of_peak_sustained_active": 61.0,
+                "lts__t_sector_hit_rate.pct": 88.5})
+    s = summarise_row(row)
+    assert (s["fma_pipe_pct"], s["mio_issue_pct"], s["l2_hit_pct"]) == (17.3, 61.0, 88.5)
+    assert (s["shared_ld_instructions"], s["shared_ld_wavefronts"], s["shared_ld_conflicts"]) == (5e6, 6e6, 1e6)
+    assert "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active" not in s["metrics_missing"]
+    assert "sm__issue_active.avg.pct_of_peak_sustained_active" in s["metrics_missing"]
+
+
+def test_only_the_pipe_metrics_this_gpu_lists_are_asked_for():
+    listed = frozenset(m.split(".")[0] for m in METRICS + PIPE_METRICS
+                       if "gmma" not in m and "lts__t_sector_hit_rate" not in m)
+    ask, missing = metrics_to_ask(listed)
+    assert missing == ["sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+                       "lts__t_sector_hit_rate.pct"]
+    assert ask[:len(METRICS)] == list(METRICS) and not set(missing) & set(ask)
+    assert metrics_to_ask(None) == (list(METRICS + PIPE_METRICS), [])      # unknown: ask for all, fall back
+
+
+def test_a_refused_metric_name_is_recognised_by_full_or_base_name():
+    asked = list(METRICS + PIPE_METRICS)
+    out = "==PROF== Connected\n==ERROR== Failed to find metric sm__pipe_tensor_op_gmma_cycles_active\n"
+    assert refused_metrics(out, asked) == ["sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"]
+    assert refused_metrics("==ERROR== Invalid metrics requested\n", asked) == list(PIPE_METRICS)
+    assert refused_metrics("==ERROR== ERR_NVGPUCTRPERM - no permission\n", asked) == []
+
+
+def test_the_metric_query_is_parsed_and_an_unrecognisable_one_is_not_trusted(tmp_path, monkeypatch):
+    listing = "\n".join(["Device NVIDIA H200 (GH100)", "-" * 20, "Metric Name   Metric Description"]
+                        + [f"{m.split('.')[0]}   some description" for m in METRICS + PIPE_METRICS[:3]])
+    good = _fake_ncu(tmp_path / "good", f"print({listing!r})\n") / "ncu"
+    bad = _fake_ncu(tmp_path / "bad", "print('nothing useful here')\n") / "ncu"
+    _QUERIED.clear()
+    names = query_metrics(str(good))
+    assert names is not None and "sm__pipe_fma_cycles_active" in names and "lts__t_sector_hit_rate" not in names
+    assert query_metrics(str(bad)) is None
+    _QUERIED.clear()
+
+
+def test_a_profile_without_ncu_still_carries_the_instruction_mix(matmul, path_with):
+    pytest.importorskip("cuda.bindings.nvrtc")
+    task, cand = matmul
+    path_with(None)
+    p = profile_candidate(task, cand, ["sq256"], arch="sm_90")
+    assert p["available"] is False
+    mix = p["instruction_mix"]
+    assert mix["source"] in ("sass", "ptx") and mix["kernel"]["ffma"] >= 1 and mix["kernel"]["ldg"] >= 2
+    assert profile_candidate(task, cand, ["sq256"], arch="sm_90", with_mix=False).get("instruction_mix") is None
+
+
+def test_ncu_refusing_a_pipe_metric_falls_back_to_the_core_metrics(matmul, path_with, tmp_path):
+    """A stand-in ncu that lists no metrics, refuses any pipe metric by name, and answers the core
+    metrics with the probe's row: the profile is available and says which metrics it lacks."""
+    task, cand = matmul
+    csv = json.dumps(MIN_CSV.replace('"k_mm_plain"', '"matmul_f32"'))
+    path_with(_fake_ncu(tmp_path / "bin", f"""
+        import json, sys
+        args = sys.argv[1:]
+        if args == ["--query-metrics"]:
+            sys.exit(1)
+        metrics = args[args.index("--metrics") + 1].split(",")
+        if "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active" in metrics:
+            print("==ERROR== Failed to find metric sm__pipe_fma_cycles_active", file=sys.stderr)
+            sys.exit(1)
+        spec = json.load(open(args[-1]))
+        json.dump({{"plan": [{{"case": "sq256", "launches": 2}}], "error": None}}, open(spec["status"], "w"))
+        lines = {csv}.splitlines()
+        row = next(l for l in lines if l.startswith('"0"'))
+        print("\\n".join(l for l in lines if l.startswith(('"ID"', '""'))))
+        print(row)
+        print(row.replace('"0"', '"1"', 1))
+    """))
+    _QUERIED.clear()
+    p = profile_candidate(task, cand, ["sq256"], arch="sm_90", with_mix=False)
+    _QUERIED.clear()
+    assert p["available"] is True and p["cases"]["sq256"]["sm_pct"] == 24.07
+    assert set(p["metrics_missing"]) == set(PIPE_METRICS)
+    assert p["command"][2] == ",".join(METRICS)

@@ -98,7 +98,7 @@ def test_an_unmeasured_best_shows_its_ptxas_resources_and_occupancy():
     best = section(dyn, "Current best")
     assert "not measured yet" in best
     assert "Resources (ptxas, compiled for sm_90; not measured yet): 32 registers/thread" in best
-    assert "- large: grid [256, 256, 1] x block [16, 16, 1] = 65536 blocks; 8 blocks/SM (100% occupancy); 62.06 waves" in best
+    assert "- large: grid [256, 256, 1] x block [16, 16, 1] = 65536 blocks; 8 blocks/SM (100% theoretical occupancy); 62.06 waves" in best
 
 
 # ---------------------------------------------------------------------------- history

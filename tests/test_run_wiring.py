@@ -55,13 +55,19 @@ def test_a_second_run_takes_the_first_runs_best_settings_and_gates_them_first(tm
     assert "# Kernels from the archive" in prompt and "From an earlier run of this task" in prompt
 
 
-def test_without_the_archive_nothing_is_retrieved_or_recorded(tmp_path):
+def test_without_the_archive_only_the_expert_pattern_is_offered_and_nothing_is_recorded(tmp_path):
     task = load_task(MANIFEST)
     opt = start_run(MANIFEST, LoopConfig(max_iterations=1, tune_budget=2, archive="off"), GateOptions(),
                     ProposerConfig(), runs_dir=tmp_path / "runs", gate=ScriptedGate(task))
     opt.run()
-    assert read(opt, "retrieval.json")["examples"] == []
+    got = read(opt, "retrieval.json")
+    assert [e["pattern"] for e in got["examples"]] == ["elementwise_vec"]       # shipped, not archived
+    assert got["kind"]["kind"] == "elementwise" and got["archive"] is None
     assert not list(tmp_path.rglob("*.sqlite"))
+    opt = start_run(MANIFEST, LoopConfig(max_iterations=1, tune_budget=2, archive="off", archive_examples=0),
+                    GateOptions(), ProposerConfig(), runs_dir=tmp_path / "runs", gate=ScriptedGate(task))
+    opt.run()
+    assert read(opt, "retrieval.json")["examples"] == []                         # no examples asked for: none
 
 
 def test_every_iteration_of_a_prompted_run_writes_its_prompt(tmp_path):

@@ -40,6 +40,7 @@ from kernel_forge.verify import compare
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
 TEMPLATE_DIR = MANIFESTS / "templates"
+PATTERN_DIR = (ROOT / "kernel_forge" / "patterns").resolve()
 MAX_SAMPLE = 10          # NVRTC compiles per template (the extremes of every tunable are forced in)
 STATIC_SMEM_LIMIT = 48 * 1024
 
@@ -87,11 +88,18 @@ def _sample(cand) -> list[dict]:
 # -- the manifests point at the templates ------------------------------------------------------
 
 def test_every_task_has_templates_and_every_template_is_listed():
+    from kernel_forge import patterns
+
     listed = set()
     for manifest in sorted(MANIFESTS.glob("*.json")):
         task = task_of(manifest.stem)
         assert 1 <= len(task.templates) <= 3, f"{task.name}: {len(task.templates)} templates"
         for p in task.templates:
+            if p.parent == PATTERN_DIR:
+                # an expert pattern serves as a template of the task it was written for
+                pat = next(x for x in patterns.index() if x.path == p)
+                assert pat.task == task.name, f"{p.name} is written for {pat.task}, not {task.name}"
+                continue
             assert p.parent == TEMPLATE_DIR.resolve()
             assert p.name.startswith(task.name + "_"), f"{p.name} is not named <task>_<idea>.cu"
             listed.add(p)
@@ -209,6 +217,7 @@ EMU_HEADER = r'''
 // blocks run one after another, so function-static "__shared__" arrays act as per-block shared
 // memory.  __syncthreads and warp shuffles are std::barrier waits.
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -274,6 +283,7 @@ inline float2 make_float2(float x, float y) { return {x, y}; }
 
 template <class T> T __ldg(const T* p) { return *p; }
 template <class T> T __ldcs(const T* p) { return *p; }
+template <class T> T __ldcg(const T* p) { return *p; }
 template <class T> void __stcs(T* p, T v) { *p = v; }
 
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
@@ -326,6 +336,12 @@ template <class F> void emu_launch(emu_dim3 g, emu_dim3 b, size_t smem, F kern)
     for (auto* w : emu_warp_bar) delete w;
     emu_warp_bar.clear();
 }
+'''
+
+# what the emulation of the templates adds to EMU_HEADER (kept apart: the corpus emulation,
+# tests/test_adversarial_emulated.py, brings its own)
+EMU_TEMPLATE_EXTRA = r'''
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 '''
 
 # Small awkward sizes per task; they reach the paths the manifests' correctness cases miss
@@ -401,7 +417,7 @@ def _emu_build(task, cand, defines, workdir: Path) -> Path:
     src = re.sub(r"extern\s+__shared__\s+([\w ]+?)\s+(\w+)\s*\[\s*\]\s*;",
                  r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", cand.source)
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "emu.h").write_text(EMU_HEADER)
+    (workdir / "emu.h").write_text(EMU_HEADER + EMU_TEMPLATE_EXTRA)
     (workdir / "cuda_bf16.h").write_text("// provided by emu.h\n")
     (workdir / "kernel.cu").write_text(src)
     (workdir / "main.cpp").write_text(_emu_main(task))
