@@ -181,6 +181,8 @@ _STATE = {"kf_state_copy": _state_copy, "kf_state_diff": _state_diff}
 
 #: every kf_ kernel launched through a RawModule, by name (tests read it)
 KF_LAUNCHES: list[str] = []
+#: name -> Python stand-in ``fn(grid, block, args)`` for harness kernels a test provides itself
+KERNELS: dict[str, object] = {}
 
 
 class _RawModule:
@@ -188,7 +190,10 @@ class _RawModule:
         self.code = code
 
     def get_function(self, name):
-        fn = (_mask_kernel if name.startswith("kf_mask_") else _STATE.get(name) or _compare_kernel(name))
+        if name in KERNELS:                     # a test's own stand-in for a harness kernel
+            fn = KERNELS[name]
+        else:
+            fn = (_mask_kernel if name.startswith("kf_mask_") else _STATE.get(name) or _compare_kernel(name))
 
         def launch(grid, block, args):
             KF_LAUNCHES.append(name)
@@ -413,6 +418,7 @@ def install(monkeypatch) -> None:
     LAUNCHES.clear()
     COOPERATIVE.clear()
     KF_LAUNCHES.clear()
+    KERNELS.clear()
     ALLOCATORS.clear()
     TEMPORARIES.clear()
 

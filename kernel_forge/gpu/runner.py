@@ -199,7 +199,8 @@ class CaseRunner:
         self.clock = kernel_clock.clock()
         self.clock_offset: dict | None = None
         if self.clock is not None:
-            self.clock_offset = self.clock.for_device(self.info, self.stream)
+            self.clock_offset = self.clock.for_device(self.info, self.stream,
+                                                      flush=lambda stream: self.flusher()(stream))
             self.clock.pause()            # records only while timed launches run (timing.bench)
 
     # -- helpers ------------------------------------------------------------------------
