@@ -25,9 +25,9 @@ class Memory:
     def __init__(self):
         self.bases: list[np.ndarray] = []
 
-    def alloc(self, nbytes: int) -> np.ndarray:
-        base = np.zeros(max(int(nbytes), 1) + 256, dtype=np.uint8)
-        off = (-base.ctypes.data) % 256
+    def alloc(self, nbytes: int, align: int = 256) -> np.ndarray:
+        base = np.zeros(max(int(nbytes), 1) + align, dtype=np.uint8)
+        off = (-base.ctypes.data) % align
         self.bases.append(base)
         return base[off:off + int(nbytes)]
 
@@ -40,6 +40,7 @@ class Memory:
 
 
 MEM = Memory()
+PAGE = 2 << 20
 
 
 class _Ptr:
@@ -88,6 +89,10 @@ class FakeArray:
 
     def fill(self, value):
         self.a.fill(value)
+
+    def set(self, host, stream=None):      # cupy.ndarray.set: host -> device, same shape and dtype
+        assert host.shape == self.a.shape and host.dtype == self.a.dtype, (host.shape, self.a.shape)
+        self.a[...] = host
 
     def copy(self):
         return _new(self.a)
@@ -236,9 +241,9 @@ def make_cupy():
     cuda.runtime = types.SimpleNamespace(memGetInfo=lambda: (64 << 20, 141 << 30))
     cuda.UnownedMemory = lambda ptr, size, owner: types.SimpleNamespace(ptr=ptr, size=size)
     cuda.MemoryPointer = lambda mem, offset: types.SimpleNamespace(ptr=mem.ptr + offset)
-    class _Memory:                          # cupy.cuda.Memory: a raw allocation
-        def __init__(self, size):
-            self.a = MEM.alloc(size)
+    class _Memory:                          # cupy.cuda.Memory: a raw allocation (cudaMalloc: whole
+        def __init__(self, size):           # 2 MiB pages come 2 MiB-aligned)
+            self.a = MEM.alloc(size, align=PAGE if size % PAGE == 0 else 256)
             self.size = int(size)
             self.ptr = int(self.a.ctypes.data)
 

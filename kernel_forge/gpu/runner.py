@@ -28,7 +28,7 @@ from . import driver, kernel_clock, mask
 from .fingerprint import fingerprint_many, new_key
 from .flush import L2Flusher
 from .module_state import HarnessFault, ModuleState
-from .resident import CaseBuffers, Resident, reset
+from .resident import Block, CaseBuffers, Resident, case_layout, reset
 from .timing import bench
 
 __all__ = ["CaseRunner", "KernelSpec", "classify", "worker_main"]
@@ -261,23 +261,30 @@ class CaseRunner:
 
     # -- buffers of (case, seed) ----------------------------------------------------------
     def _upload(self, case, seed: int) -> CaseBuffers:
-        cp = self.cupy
+        """Draw (case, seed)'s inputs and put them in a block of their own, laid out as
+        :mod:`.resident` says (the same offsets in every mode and worker)."""
         host = generate(self.task, case, seed)
         bufs = CaseBuffers(case=case.name, seed=seed, key=new_key(), scalars=dict(host.scalars))
+        shapes = {a.name: tuple(host.buffers[a.name].shape) for a in self.task.outputs}
+        slots, size = case_layout(self.task, host.buffers, shapes)
+        bufs.slots = {(s.kind, s.name): s for s in slots}
+        bufs.block = block = Block(size)
         with self.stream:
             for arg in self.task.args:
                 if not arg.is_buffer:
                     continue
                 values = host.buffers[arg.name]
+                dev = block.array(bufs.slots[("kernel", arg.name)].offset, values.shape, values.dtype)
                 if arg.init is None:            # a pure output: poisoned before every launch anyway
-                    bufs.work[arg.name] = cp.empty(values.shape, dtype=values.dtype)
-                    continue
-                dev = cp.asarray(values)
-                if arg.param.const:
+                    bufs.work[arg.name] = dev
+                elif arg.param.const:
+                    dev.set(values, stream=self.stream)
                     bufs.const[arg.name] = dev
                 else:
-                    bufs.initial[arg.name] = dev
-                    bufs.work[arg.name] = cp.empty_like(dev)
+                    init = block.array(bufs.slots[("initial", arg.name)].offset, values.shape, values.dtype)
+                    init.set(values, stream=self.stream)
+                    bufs.initial[arg.name] = init
+                    bufs.work[arg.name] = dev
         bufs.fingerprints = self._fps({**bufs.const, **bufs.initial}, bufs.key)
         self.resident.put(bufs)
         return bufs
@@ -306,10 +313,17 @@ class CaseRunner:
         cp = self.cupy
         task = self.task
         bufs.mask_key = new_key() if mask.enabled() else None
+        bufs.expected, bufs.expected_outside = {}, set()
         with self.stream:
-            bufs.expected = {a.name: cp.asarray(device_expected(expected[a.name], a.param.dtype,
-                                                                task.tolerance_for(a)))
-                             for a in task.outputs}
+            for a in task.outputs:
+                values = np.ascontiguousarray(device_expected(expected[a.name], a.param.dtype, task.tolerance_for(a)))
+                dev = bufs.expected_slot(a.name, values)       # the room kept in the case's block
+                if dev is None:
+                    dev = cp.asarray(values)
+                    bufs.expected_outside.add(a.name)
+                else:
+                    dev.set(values, stream=self.stream)
+                bufs.expected[a.name] = dev
         if bufs.mask_key is not None:
             for arr in bufs.expected.values():
                 mask.mask_inplace(arr, bufs.mask_key, self.stream)
