@@ -273,7 +273,7 @@ class CaseRunner:
             for arg in self.task.args:
                 if not arg.is_buffer:
                     continue
-                values = host.buffers[arg.name]
+                values = np.ascontiguousarray(host.buffers[arg.name])
                 dev = block.array(bufs.slots[("kernel", arg.name)].offset, values.shape, values.dtype)
                 if arg.init is None:            # a pure output: poisoned before every launch anyway
                     bufs.work[arg.name] = dev
