@@ -151,6 +151,7 @@ class Worker:
         self.clock = ready.clock
         self.resident_bytes = ready.resident_bytes
         self.clock_offset = ready.clock_offset
+        self.flush = getattr(ready, "flush", "")
 
     def _recv(self, timeout: float, what: str):
         if not self.conn.poll(timeout):
@@ -260,6 +261,8 @@ class Gate:
             self.device = dict(self._worker.device)
             if offset:                    # recorded with the device in env.json
                 self.device["clock_offset"] = offset
+            if getattr(self._worker, "flush", ""):
+                self.device["flush"] = self._worker.flush
             if offset and offset.get("warning") and offset != self.clock_offset:
                 self.progress(f"[kforge] warning: {offset['warning']}")
             self.clock_offset = offset

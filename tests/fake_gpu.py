@@ -215,6 +215,7 @@ def make_cupy():
     cp.empty_like = lambda x: _new(np.empty_like(x.a))
     cp.empty = lambda n, dtype=np.float32: _new(np.empty(n, dtype=dtype))
     cp.zeros = lambda n, dtype=np.float32: _new(np.zeros(n, dtype=dtype))
+    cp.ones = lambda n, dtype=np.float32: _new(np.ones(n, dtype=dtype))
     cp.concatenate = lambda arrays: _new(np.concatenate([x.a for x in arrays]))
     cp.flatnonzero = lambda x: _new(np.flatnonzero(x.a))
 
@@ -383,7 +384,9 @@ def device_info(ordinal=0):
 class FakeFlusher:
     """gpu/flush.py's L2Flusher: its kf_ kernels have nothing to do here."""
 
-    def __init__(self, l2_bytes: int, sms: int = 132):
+    kind, why_split = "split", "the fake GPU"
+
+    def __init__(self, l2_bytes: int, sms: int = 132, arch: str | None = None):
         self.calls: list[str] = []
 
     def __call__(self, stream) -> None:

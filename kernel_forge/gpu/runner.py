@@ -198,6 +198,7 @@ class CaseRunner:
         self._current: CaseBuffers | None = None
         self.clock = kernel_clock.clock()
         self.clock_offset: dict | None = None
+        self.flusher()                    # made now: the offset measurement and every timed launch use it
         if self.clock is not None:
             self.clock_offset = self.clock.for_device(self.info, self.stream,
                                                       flush=lambda stream: self.flusher()(stream))
@@ -206,8 +207,15 @@ class CaseRunner:
     # -- helpers ------------------------------------------------------------------------
     def flusher(self) -> L2Flusher:
         if self._flusher is None:
-            self._flusher = L2Flusher(self.info.l2_bytes or (64 << 20), self.info.sms or 132)
+            self._flusher = L2Flusher(self.info.l2_bytes or (64 << 20), self.info.sms or 132, arch=self.info.arch)
         return self._flusher
+
+    @property
+    def flush_kind(self) -> str:
+        """Which L2 flush the timed launches get: "once" (one cooperative kernel) or "split (why)"."""
+        f = self.flusher()
+        kind = getattr(f, "kind", "split")
+        return kind if kind == "once" else f"{kind} ({getattr(f, 'why_split', '')})"
 
     def loaded(self, spec: KernelSpec) -> _Loaded:
         mod = self.modules.get(spec.key)
@@ -715,7 +723,8 @@ def worker_main(conn, task_path: str, ordinal: int = 0, resident_bytes: int = 0)
         task = load_task(task_path)
         runner = CaseRunner(task, ordinal, resident_bytes)
         conn.send((READY, Ready(device=runner.info.to_json(), pid=os.getpid(), clock=clock,
-                                resident_bytes=runner.resident.budget, clock_offset=runner.clock_offset)))
+                                resident_bytes=runner.resident.budget, clock_offset=runner.clock_offset,
+                                flush=runner.flush_kind)))
     except BaseException as exc:  # noqa: BLE001 - report anything to the parent, then exit
         conn.send((FATAL, {"type": type(exc).__name__, "message": str(exc),
                            "exit_code": getattr(exc, "exit_code", 3)}))
