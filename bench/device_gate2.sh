@@ -61,7 +61,7 @@ timeout $(( $(left) * 40 / 100 )) "${PYTEST[@]}" -s tests/test_adversarial.py \
   -k "memory_scan or memscan_task or (expected_reason and memscan)" >> "$OUT/attacks.log" 2>&1
 note "memory-scan attacks rc=$?: $(tail -1 "$OUT/attacks.log")"
 echo "=== L2-priority attacks beside their twins, flushed ===" >> "$OUT/attacks.log"
-timeout $(( $(left) * 30 / 100 )) "${PYTEST[@]}" -s tests/test_adversarial.py \
+timeout $(( $(left) * 35 / 100 )) "${PYTEST[@]}" -s tests/test_adversarial.py \
   -k "honest_twin and l2_ and not no_flush and not under_quick" >> "$OUT/attacks.log" 2>&1
 note "L2 twins rc=$?: $(tail -1 "$OUT/attacks.log")"
 
