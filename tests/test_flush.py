@@ -150,4 +150,4 @@ def test_the_worker_flushes_with_one_kernel_that_keeps_step_and_evicts():
             samples.append(cp.cuda.get_elapsed_time(start, end))
         times[kind] = float(np.median(samples))
     print("read after flush (ms):", times)
-    assert times["once"] == pytest.approx(times["split"], rel=0.15)
+    assert abs(times["once"] - times["split"]) <= max(0.15 * times["split"], 0.002), times   # 2 µs of event noise
