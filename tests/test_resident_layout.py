@@ -83,6 +83,31 @@ def test_a_block_not_on_a_page_boundary_is_taken_a_page_larger_and_rounded_up(mo
     assert arr.data.ptr == block.base + 1024
 
 
+def test_out_of_memory_for_a_new_block_frees_the_other_cases_blocks_first(gate, monkeypatch):
+    import sys
+
+    kernel_fn(honest)
+    assert gate.evaluate(CAND).passed
+    runner = InProcessWorker.instances[0].runner
+    assert runner.resident.entries
+    cp = sys.modules["cupy"]
+    real, calls = cp.cuda.Memory, []
+
+    def full_then_fine(size):
+        calls.append(size)
+        if len(calls) <= 2:                 # full even after CuPy's pool gave its cache back
+            raise RuntimeError("cudaErrorMemoryAllocation: out of memory")
+        return real(size)
+    monkeypatch.setattr(cp.cuda, "Memory", full_then_fine)
+    seed = gate.options.seed
+    runner.resident.drop("odd", seed)
+    assert ("perf", seed) in runner.resident.entries
+    ev = gate.evaluate(CAND, roles=("correctness",))
+    assert ev.passed, ev.message
+    assert len(calls) >= 3
+    assert ("odd", seed) in runner.resident.entries and ("perf", seed) not in runner.resident.entries
+
+
 # -- --quick and the full gate time the same thing ------------------------------------------------
 
 HIST = r'''

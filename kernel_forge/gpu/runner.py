@@ -276,7 +276,14 @@ class CaseRunner:
         shapes = {a.name: tuple(host.buffers[a.name].shape) for a in self.task.outputs}
         slots, size = case_layout(self.task, host.buffers, shapes)
         bufs.slots = {(s.kind, s.name): s for s in slots}
-        bufs.block = block = Block(size)
+        try:
+            block = Block(size)
+        except Exception as exc:  # noqa: BLE001 - out of memory: the other cases' blocks go first
+            if classify(exc).kind != "out_of_memory" or not self.resident.entries:
+                raise
+            self.resident.clear()
+            block = Block(size)
+        bufs.block = block
         with self.stream:
             for arg in self.task.args:
                 if not arg.is_buffer:
