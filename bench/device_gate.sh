@@ -37,20 +37,9 @@ PYTEST=("$PY" -m pytest -m gpu -q -rs -p no:cacheprovider -o console_output_styl
 
 note "start: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 
-# 1. the measured launch offset: a fresh cache, so the worker measures it
-rm -f "$KFORGE_CACHE_DIR/clock-offset.json"
-timeout 60 "$PY" - > "$OUT/clock_offset.json" 2>>"$LOG" <<'PYEOF'
-import json
-from kernel_forge.gate import Gate
-from kernel_forge.gpu.clock_offset import KNOWN_US
-from kernel_forge.task import load_task
-with Gate(load_task("manifests/vector_add.json")) as gate:
-    gate.ensure_gpu()
-    got = dict(gate.clock_offset or {})
-    got["worker_clock"] = gate._worker.clock
-    got["table_us"] = KNOWN_US.get(gate.device["name"])
-print(json.dumps(got, indent=1))
-PYEOF
+# 1. the measured launch offset: a fresh cache, so the worker measures it (a script file; its first
+#    version ran from a heredoc and its worker died looking for <stdin>, bench/evidence/h200-2026-12-02-s6)
+timeout 60 "$PY" bench/clock_offset_probe.py --out "$OUT/clock_offset.json" > /dev/null 2>>"$LOG"
 note "clock offset rc=$?: $(tr -d '\n ' < "$OUT/clock_offset.json" | cut -c1-200)"
 
 # 2. the honest corpus (compiled in parallel first by the test module)

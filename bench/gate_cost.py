@@ -11,6 +11,11 @@ fingerprints, timing, compare, ...), reference, sample and checks.
 
     python bench/gate_cost.py --out OUT                 # the benchmark above
     python bench/gate_cost.py --manifest manifests/matmul_f32.json --out OUT   # initial + templates
+    KFORGE_FLUSH=split python bench/gate_cost.py --modes full --tag split --out OUT  # the two-kernel flush
+
+Besides the parts, per mode: the timed launches of a candidate (median) and the worker's host
+time per timed launch (its "timing" part over its timed launches: CUPTI's records, the enqueueing,
+the waits), and which L2 flush the worker used (gpu/flush.py).
 """
 from __future__ import annotations
 
@@ -88,7 +93,7 @@ def run_mode(task, options, warm, cands, *, overlap: bool) -> dict:
         first = gate.evaluate(warm)              # worker, inputs, references, uploads: once per gate
         first_s = time.perf_counter() - t0
         rest = cands
-        walls, costs, verdicts = [], [], [first.reason]
+        walls, costs, verdicts, timed = [], [], [first.reason], []
         t_all = time.perf_counter()
         if overlap:
             gate.precompile(rest)
@@ -98,22 +103,35 @@ def run_mode(task, options, warm, cands, *, overlap: bool) -> dict:
             walls.append(time.perf_counter() - t0)
             costs.append(_flatten(ev.cost))
             verdicts.append(ev.reason)
+            reps = sum(len(x.timing.samples_us) for x in ev.cases if x.timing is not None)
+            secs = (ev.cost or {}).get("worker", {}).get("timing", 0.0)
+            timed.append({"reps": reps, "timing_ms": round(1e3 * secs, 2),
+                          "ms_per_timed_launch": round(1e3 * secs / reps, 4) if reps else None,
+                          "median_us": [round(x.timing.median, 2) for x in ev.cases if x.timing is not None]})
         total = time.perf_counter() - t_all
         clock = gate.worker().clock
+        flush = (gate.device or {}).get("flush", "")
     keys = sorted({k for c in costs for k in c})
     parts = {k: round(statistics.median(c.get(k, 0.0) for c in costs), 5) for k in keys}
+    per_launch = [t["ms_per_timed_launch"] for t in timed if t["ms_per_timed_launch"]]
     return {"first_s": round(first_s, 4), "median_s": round(statistics.median(walls), 4),
             "per_candidate_s": round(total / max(1, len(rest)), 4), "candidates_per_minute": round(60 * len(rest) / total, 1),
-            "parts_median_s": parts, "verdicts": verdicts, "clock": clock}
+            "parts_median_s": parts, "verdicts": verdicts, "clock": clock, "flush": flush,
+            "timed_reps_median": statistics.median([t["reps"] for t in timed]) if timed else None,
+            "ms_per_timed_launch_median": statistics.median(per_launch) if per_launch else None,
+            "per_candidate": [{"wall_ms": round(1e3 * w, 1), **t} for w, t in zip(walls, timed)]}
 
 
 def table(results: dict) -> str:
-    lines = ["| mode | gating | per candidate (ms) | median evaluate (ms) | first (s) | candidates/min |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| mode | gating | per candidate (ms) | median evaluate (ms) | first (s) | candidates/min | "
+             "timed launches | host ms per timed launch | flush |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for key, r in results.items():
         mode, how = key.split("/")
+        per = r.get("ms_per_timed_launch_median")
         lines.append(f"| {mode} | {how} | {1e3 * r['per_candidate_s']:.1f} | {1e3 * r['median_s']:.1f} | "
-                     f"{r['first_s']:.2f} | {r['candidates_per_minute']:.0f} |")
+                     f"{r['first_s']:.2f} | {r['candidates_per_minute']:.0f} | {r.get('timed_reps_median')} | "
+                     f"{per if per is None else round(per, 3)} | {r.get('flush', '')} |")
     keys = sorted({k for r in results.values() for k in r["parts_median_s"]})
     lines += ["", "| part (median ms per candidate) | " + " | ".join(results) + " |",
               "| --- |" + " --- |" * len(results)]
@@ -128,6 +146,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
     ap.add_argument("--manifest", default=None, help="gate this task's initial kernel and templates instead")
     ap.add_argument("--modes", default="full,quick")
+    ap.add_argument("--gating", default="evaluate,precompile", help="one by one (evaluate), compiling ahead (precompile)")
+    ap.add_argument("--tag", default="", help="a suffix for the output files (e.g. split for KFORGE_FLUSH=split)")
     args = ap.parse_args()
     from kernel_forge.gate import GateOptions
     from kernel_forge.task import load_task
@@ -136,7 +156,7 @@ def main() -> int:
     task = load_task(args.manifest) if args.manifest else benchmark_task(tmp)
     results = {}
     for mode in args.modes.split(","):
-        for overlap in (False, True):
+        for overlap in [g == "precompile" for g in args.gating.split(",")]:
             os.environ["KFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kforge-cold-")   # every compile cold
             opts = GateOptions() if mode == "full" else GateOptions.quick()
             warm, cands = candidates(task, args.manifest, f"{mode}-{overlap}-{time.time_ns()}")
@@ -146,8 +166,11 @@ def main() -> int:
     text = table(results)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gate-cost.json").write_text(json.dumps({"task": task.name, "results": results}, indent=1))
-    (args.out / "gate-cost.md").write_text(f"# Gate cost per candidate: {task.name}\n\n{text}\n")
+    tag = f"-{args.tag}" if args.tag else ""
+    (args.out / f"gate-cost{tag}.json").write_text(json.dumps({"task": task.name, "results": results,
+                                                               "KFORGE_FLUSH": os.environ.get("KFORGE_FLUSH", "")},
+                                                              indent=1))
+    (args.out / f"gate-cost{tag}.md").write_text(f"# Gate cost per candidate: {task.name}\n\n{text}\n")
     return 0
 
 

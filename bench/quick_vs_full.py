@@ -109,14 +109,19 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
     t0 = time.perf_counter()
+
+    def write(done: bool) -> str:
+        text = table(rows) + ("" if done else f"\n\n(partial: {len({r['task'] for r in rows})} of {len(names)} tasks so far)")
+        (a.out / "quick_vs_full.md").write_text("# --quick vs the full gate (bench/quick_vs_full.py)\n\n" + text + "\n")
+        (a.out / "quick_vs_full.json").write_text(json.dumps({"rows": rows, "rounds": a.rounds, "complete": done,
+                                                              "seconds": round(time.perf_counter() - t0, 1)}, indent=1))
+        return text
+
     for name in names:
         rows += compare_task(load_task(ROOT / "manifests" / f"{name}.json"), max(1, a.rounds),
                              lambda line: print(f"[quick-vs-full] {line}", flush=True))
-    text = table(rows)
-    print(text)
-    (a.out / "quick_vs_full.md").write_text("# --quick vs the full gate (bench/quick_vs_full.py)\n\n" + text + "\n")
-    (a.out / "quick_vs_full.json").write_text(json.dumps({"rows": rows, "rounds": a.rounds,
-                                                          "seconds": round(time.perf_counter() - t0, 1)}, indent=1))
+        write(False)            # what is done so far survives a timeout
+    print(write(True))
     return 0 if all(r["agrees"] for r in rows) else 1
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import random
+import sys
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -80,6 +82,35 @@ class GateOptions:
         return cls(**base)
 
 
+_START_LOCK = threading.Lock()
+
+
+def start_without_main(proc) -> None:
+    """``proc.start()`` for a spawned process that needs nothing from the parent's ``__main__``.
+
+    ``spawn`` re-runs the parent's main script (or main module) in the child before the target,
+    so that pickled objects defined there resolve.  The gate's worker needs none of it, and
+    re-running it breaks in three ways a user embedding kforge meets: a script read from stdin
+    (``python - <<EOF``: the child looks for a file named ``<stdin>`` and dies with
+    FileNotFoundError), a main script without an ``if __name__ == "__main__":`` guard (the child
+    starts a worker of its own while bootstrapping, and dies), and a slow or side-effecting main
+    module (run again in every worker).  So ``__main__``'s ``__file__`` and ``__spec__`` are
+    hidden while the process starts (spawn reads them only then), under a lock, and put back."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        proc.start()
+        return
+    with _START_LOCK:
+        saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+        try:
+            main.__dict__.pop("__file__", None)
+            main.__dict__["__spec__"] = None
+            proc.start()
+        finally:
+            main.__dict__.pop("__spec__", None)
+            main.__dict__.update(saved)
+
+
 class WorkerError(Exception):
     """No usable answer from the worker: it hung, died, or reported a :class:`Failure`."""
 
@@ -105,7 +136,7 @@ class Worker:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=worker_main, args=(child, str(task_path), device, resident_bytes),
                                 daemon=True)
-        self.proc.start()
+        start_without_main(self.proc)
         child.close()
         kind, payload = self._recv(start_timeout, "starting the GPU worker")
         if kind == FATAL:
@@ -119,6 +150,7 @@ class Worker:
         self.clock = ready.clock
         self.resident_bytes = ready.resident_bytes
         self.clock_offset = ready.clock_offset
+        self.flush = getattr(ready, "flush", "")
 
     def _recv(self, timeout: float, what: str):
         if not self.conn.poll(timeout):
@@ -228,6 +260,8 @@ class Gate:
             self.device = dict(self._worker.device)
             if offset:                    # recorded with the device in env.json
                 self.device["clock_offset"] = offset
+            if getattr(self._worker, "flush", ""):
+                self.device["flush"] = self._worker.flush
             if offset and offset.get("warning") and offset != self.clock_offset:
                 self.progress(f"[kforge] warning: {offset['warning']}")
             self.clock_offset = offset

@@ -244,6 +244,18 @@ def outputs_identical(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> lis
             and not np.array_equal(np.asarray(a[k]).view(np.uint8), np.asarray(b[k]).view(np.uint8))]
 
 
+def device_expected_dtype(dtype: DType, tol: Tolerance, *, exact_ints: bool = True) -> np.dtype:
+    """The dtype :func:`device_expected` gives for an output of ``dtype`` when the reference
+    returns its values as the gate's references do (float32 for float32 and bfloat16 outputs, the
+    storage dtype otherwise): known before the reference runs, so the worker can keep room for
+    the expected values beside the case's buffers (gpu/resident.py)."""
+    if exact(dtype, tol, exact_ints):
+        return np.dtype(np.uint64 if dtype.name == "uint64" else np.int64)
+    if dtype.name in ("float32", "bfloat16"):
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
+
+
 def device_expected(expected: np.ndarray, dtype: DType, tol: Tolerance, *, exact_ints: bool = True) -> np.ndarray:
     """The reference values as the GPU comparison reads them, converted exactly as
     :func:`element_checks` converts them: int64 (uint64) for exactly compared integers, float32

@@ -262,6 +262,7 @@ class Ready:
     clock: str | None = None           #: "cupti" when the kernel clock is on, else why it is off
     resident_bytes: int = 0            #: GPU memory the worker keeps inputs and expected outputs in
     clock_offset: dict | None = None   #: the kernel clock's launch offset: value, source, measurement (kernel_clock)
+    flush: str = ""                    #: the L2 flush before timed launches: "once" (one cooperative kernel) or "split (why)" (gpu/flush.py)
 
 
 def timing_counts(estimate_s: float, overhead_s: float, plan: RunPlan) -> tuple[int, int]:

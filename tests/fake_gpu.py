@@ -25,9 +25,9 @@ class Memory:
     def __init__(self):
         self.bases: list[np.ndarray] = []
 
-    def alloc(self, nbytes: int) -> np.ndarray:
-        base = np.zeros(max(int(nbytes), 1) + 256, dtype=np.uint8)
-        off = (-base.ctypes.data) % 256
+    def alloc(self, nbytes: int, align: int = 256) -> np.ndarray:
+        base = np.zeros(max(int(nbytes), 1) + align, dtype=np.uint8)
+        off = (-base.ctypes.data) % align
         self.bases.append(base)
         return base[off:off + int(nbytes)]
 
@@ -40,6 +40,7 @@ class Memory:
 
 
 MEM = Memory()
+PAGE = 2 << 20
 
 
 class _Ptr:
@@ -88,6 +89,10 @@ class FakeArray:
 
     def fill(self, value):
         self.a.fill(value)
+
+    def set(self, host, stream=None):      # cupy.ndarray.set: host -> device, same shape and dtype
+        assert host.shape == self.a.shape and host.dtype == self.a.dtype, (host.shape, self.a.shape)
+        self.a[...] = host
 
     def copy(self):
         return _new(self.a)
@@ -181,6 +186,8 @@ _STATE = {"kf_state_copy": _state_copy, "kf_state_diff": _state_diff}
 
 #: every kf_ kernel launched through a RawModule, by name (tests read it)
 KF_LAUNCHES: list[str] = []
+#: name -> Python stand-in ``fn(grid, block, args)`` for harness kernels a test provides itself
+KERNELS: dict[str, object] = {}
 
 
 class _RawModule:
@@ -188,7 +195,10 @@ class _RawModule:
         self.code = code
 
     def get_function(self, name):
-        fn = (_mask_kernel if name.startswith("kf_mask_") else _STATE.get(name) or _compare_kernel(name))
+        if name in KERNELS:                     # a test's own stand-in for a harness kernel
+            fn = KERNELS[name]
+        else:
+            fn = (_mask_kernel if name.startswith("kf_mask_") else _STATE.get(name) or _compare_kernel(name))
 
         def launch(grid, block, args):
             KF_LAUNCHES.append(name)
@@ -205,6 +215,7 @@ def make_cupy():
     cp.empty_like = lambda x: _new(np.empty_like(x.a))
     cp.empty = lambda n, dtype=np.float32: _new(np.empty(n, dtype=dtype))
     cp.zeros = lambda n, dtype=np.float32: _new(np.zeros(n, dtype=dtype))
+    cp.ones = lambda n, dtype=np.float32: _new(np.ones(n, dtype=dtype))
     cp.concatenate = lambda arrays: _new(np.concatenate([x.a for x in arrays]))
     cp.flatnonzero = lambda x: _new(np.flatnonzero(x.a))
 
@@ -231,9 +242,9 @@ def make_cupy():
     cuda.runtime = types.SimpleNamespace(memGetInfo=lambda: (64 << 20, 141 << 30))
     cuda.UnownedMemory = lambda ptr, size, owner: types.SimpleNamespace(ptr=ptr, size=size)
     cuda.MemoryPointer = lambda mem, offset: types.SimpleNamespace(ptr=mem.ptr + offset)
-    class _Memory:                          # cupy.cuda.Memory: a raw allocation
-        def __init__(self, size):
-            self.a = MEM.alloc(size)
+    class _Memory:                          # cupy.cuda.Memory: a raw allocation (cudaMalloc: whole
+        def __init__(self, size):           # 2 MiB pages come 2 MiB-aligned)
+            self.a = MEM.alloc(size, align=PAGE if size % PAGE == 0 else 256)
             self.size = int(size)
             self.ptr = int(self.a.ctypes.data)
 
@@ -373,7 +384,9 @@ def device_info(ordinal=0):
 class FakeFlusher:
     """gpu/flush.py's L2Flusher: its kf_ kernels have nothing to do here."""
 
-    def __init__(self, l2_bytes: int, sms: int = 132):
+    kind, why_split = "split", "the fake GPU"
+
+    def __init__(self, l2_bytes: int, sms: int = 132, arch: str | None = None):
         self.calls: list[str] = []
 
     def __call__(self, stream) -> None:
@@ -413,6 +426,7 @@ def install(monkeypatch) -> None:
     LAUNCHES.clear()
     COOPERATIVE.clear()
     KF_LAUNCHES.clear()
+    KERNELS.clear()
     ALLOCATORS.clear()
     TEMPORARIES.clear()
 

@@ -36,10 +36,28 @@ class Measure:
         return list(self.r), list(self.n)
 
 
-def test_the_offset_is_the_median_record_excess_less_the_launch_gap():
+def test_the_offset_is_the_trimmed_mean_record_excess_less_the_launch_gap():
     value, why = clock_offset.derive(H200_R, H200_N, "NVIDIA H200")
-    assert why == "" and value == pytest.approx(2.448 - 1.62, abs=1e-6)
+    r = (2.385 + 2.432 + 2.464 + 2.528) / 4          # the middle of 6: one left out at each end
+    n = (1.57 + 1.62 + 1.66) / 3
+    assert why == "" and value == pytest.approx(r - n, abs=1e-9)
     assert clock_offset.cross_check(value, "NVIDIA H200") == ""       # within 0.4 µs of 0.86
+
+
+def test_a_trimmed_mean_of_timer_steps_lands_between_the_steps():
+    # %globaltimer in 256 ns steps: gaps of 1.54 µs read as 1.536 or 1.792 by phase; a median
+    # gives one step, the trimmed mean of many the value between
+    steps = [1.536] * 9 + [1.792] * 3 + [1.28] * 2
+    assert clock_offset.trimmed_mean(steps) == pytest.approx((9 * 1.536 + 1.792) / 10)
+    assert sorted(steps)[len(steps) // 2] == 1.536                # the median: one step
+    assert clock_offset.trimmed_mean([5.0, 1.0]) == 3.0          # too few to trim: all of them
+
+
+def test_extra_samples_of_the_measurement_are_kept_beside_r_and_n(cache):
+    got = clock_offset.choose("NVIDIA H200", "13.0",
+                              lambda: (H200_R, H200_N, {"R_back_to_back": [2.08, 2.1, 1.95]}))
+    assert got.samples["R_back_to_back"] == [2.08, 2.1, 1.95] and got.samples["R"] == H200_R
+    assert got.record_minus_span_us == pytest.approx(2.4523, abs=1e-4)
 
 
 def test_a_measurement_is_made_once_and_then_read_from_the_cache(cache):
@@ -121,6 +139,88 @@ def test_the_spin_kernel_compiles_for_sm90_without_spills():
     res = compile_source(clock_offset.SOURCE, arch="sm_90", file_label="spin.cu").resources
     assert res.get("spill_stores", 0) + res.get("spill_loads", 0) == 0
     assert clock_offset.KERNEL.startswith("kf_")     # a harness kernel for the clock's bookkeeping
+
+
+class _Timeline:
+    """A simulated GPU for clock_offset.measure: a record spans 1.0 µs of front end before the
+    first block starts and 1.45 µs after the last block ends when the launch follows a flush
+    (0.63 µs before when it is queued behind another spin); a queued second kernel's first block
+    starts 1.54 µs after the first kernel's last block ended."""
+
+    def __init__(self):
+        self.t = 1_000_000
+        self.records = []
+        self.recording = True
+        self.flushed = False
+        self.last_end = None
+        self.paused_launches = 0
+
+    # the clock's interface
+    def mark(self):
+        self.records.clear()
+        self.recording = True
+
+    def pause(self):
+        self.recording = False
+
+    def collect(self):
+        from kernel_forge.gpu.kernel_clock import KernelRecord
+        out, self.records = self.records, []
+        return out
+
+    def flush(self, stream):
+        from kernel_forge.gpu.kernel_clock import KernelRecord
+        self.t += 50_000
+        if self.recording:
+            self.records.append(KernelRecord("kf_flush", self.t - 50_000, self.t))
+        self.flushed = True
+
+    def spin(self, grid, block, args):
+        from kernel_forge.gpu.kernel_clock import KernelRecord
+        buf, ns = args
+        blocks = grid[0]
+        if not self.recording and self.last_end is not None and not self.flushed:
+            start = self.last_end + 1540          # queued behind the previous spin
+            rec_start = start
+        else:
+            rec_start = self.t
+            start = rec_start + (1000 if self.flushed else 630)
+        end = start + int(ns)
+        for b in range(blocks):
+            buf.a[2 * b], buf.a[2 * b + 1] = start, end
+        if self.recording:
+            self.records.append(KernelRecord("kf_clock_spin", rec_start, end + 1450))
+        self.t = end + 1450
+        self.last_end = end
+        self.flushed = False
+
+
+def test_the_measurement_takes_r_after_the_flush_and_n_from_queued_pairs(monkeypatch):
+    """clock_offset.measure's plumbing on the fake GPU: which launches give R, which N."""
+    import fake_gpu
+
+    fake_gpu.install(monkeypatch)
+    tl = _Timeline()
+    fake_gpu.KERNELS["kf_clock_spin"] = tl.spin
+
+    class Stream:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def synchronize(self):
+            tl.last_end = None if tl.recording else tl.last_end
+
+    r, n, extra = clock_offset.measure(tl, Stream(), 4, flush=tl.flush)
+    assert len(r) == 2 * len(clock_offset.SPINS_NS) * clock_offset.REPEATS
+    assert r == pytest.approx([2.45] * len(r))                 # 1.0 before + 1.45 after, flushed
+    assert extra["R_back_to_back"] == pytest.approx([2.08] * len(r))
+    assert len(n) == 2 * clock_offset.PAIRS and n == pytest.approx([1.54] * len(n))
+    value, why = clock_offset.derive(r, n, "NVIDIA H200")
+    assert why == "" and value == pytest.approx(0.91)
+    assert not tl.recording                                    # left paused
 
 
 @pytest.mark.gpu

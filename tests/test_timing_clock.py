@@ -120,9 +120,13 @@ def test_the_clock_takes_the_offset_chosen_for_its_gpu(monkeypatch, tmp_path):
     got = clock.for_device(info, stream=None)
     assert (clock.offset_us, clock.offset_source) == (1.25, "KFORGE_CLOCK_OFFSET_US") and got["offset_us"] == 1.25
     monkeypatch.delenv("KFORGE_CLOCK_OFFSET_US")
-    monkeypatch.setattr(clock_offset, "measure", lambda clk, stream, sms: ([2.4, 2.5, 2.45, 2.43], [1.6, 1.55, 1.62]))
-    clock.for_device(info, stream=None)
+    flushes = []
+    monkeypatch.setattr(clock_offset, "measure",
+                        lambda clk, stream, sms, flush=None: (flushes.append(flush),
+                                                              ([2.4, 2.5, 2.45, 2.43], [1.6, 1.55, 1.62]))[1])
+    clock.for_device(info, stream=None, flush="the gate's flush")
     assert clock.offset_source == "measured" and clock.offset_us == pytest.approx(2.45 - 1.6 + 0.0, abs=0.03)
+    assert flushes == ["the gate's flush"]           # R is measured after the gate's own flush
 
 
 def test_the_clock_is_off_when_asked(monkeypatch):

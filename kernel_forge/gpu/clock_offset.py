@@ -9,13 +9,21 @@ and when it ends, as bench/probe_round5.py's offset section did):
 
 - ``R`` = record duration − the kernel's own span (first block's start to last block's end),
   measured with records on, for single-wave grids (1 block and one block per SM) of 0, 5 and
-  20 µs: what a record holds beyond the kernel's own execution (2.3-2.8 µs on the H200);
+  20 µs, **each launched right after the gate's own L2 flush**, as every timed launch is: what a
+  record holds beyond the kernel's own execution in the gate's conditions (2.27-2.82 µs on the
+  H200, probe/offset-KERNEL.json).  Launched back to back instead (each spin queued behind the
+  previous spin) a record is shorter: 2.08 µs on the H200 (the first version of this module
+  measured that way and got 0.544 µs, bench/evidence/h200-2026-12-02-s6); those samples are kept
+  as ``samples["R_back_to_back"]`` for comparison, not used;
 - ``N`` = the gap between a kernel's last block ending and the next kernel's first block
   starting, launched back to back with records off (the second launch is queued while the first
   spins, so its front-end work is hidden): the block launch and drain latency that ncu's
-  duration counts but a kernel's own span does not;
-- the offset is ``median(R) − median(N)``: the front end's share, the part of a record ncu does
-  not count.
+  duration counts but a kernel's own span does not (1.54 µs on the H200; ncu minus span of the
+  same single-wave spins: 1.57-1.95 µs);
+- the offset is ``mean(R) − mean(N)``, each a trimmed mean (the middle 60 % of the samples):
+  ``%globaltimer`` advances in steps (32 ns with records on, 256 ns with them off on the H200),
+  so a median lands on a step while a mean of many samples, each at a random phase of the
+  step, does not.
 
 The result is cached per GPU model and driver in the user cache directory
 (``KFORGE_CACHE_DIR`` or ``~/.cache/kernel_forge``/``clock-offset.json``), so a worker measures
@@ -29,7 +37,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,10 +54,14 @@ MAX_US = 5.0
 #: spin lengths (ns) and launches per configuration
 SPINS_NS = (0, 5_000, 20_000)
 REPEATS = 7
+#: back-to-back pairs per grid size for N
+PAIRS = 12
 #: the first kernel of each back-to-back pair spins this long, so the second is queued behind it
 PAIR_SPIN_NS = 30_000
+#: the share of samples at each end a trimmed mean leaves out
+TRIM = 0.2
 #: bumped when the method changes (cached values of another method are measured again)
-METHOD = "spin-R-minus-N/1"
+METHOD = "spin-flushed-R-minus-N/2"
 
 SOURCE = r"""
 extern "C" __global__ void kf_clock_spin(unsigned long long* out, long long spin_ns) {
@@ -105,16 +116,24 @@ def env_offset() -> float | None:
     return value
 
 
+def trimmed_mean(samples: list[float], trim: float = TRIM) -> float:
+    """The mean of the middle ``1 - 2 * trim`` of the samples (all of them when too few to trim)."""
+    xs = sorted(samples)
+    k = int(len(xs) * trim)
+    mid = xs[k:len(xs) - k] or xs
+    return sum(mid) / len(mid)
+
+
 def derive(r_samples: list[float], n_samples: list[float], gpu: str) -> tuple[float | None, str]:
     """The offset from the measured R and N samples (µs), or None and why not."""
     r = [x for x in r_samples if math.isfinite(x)]
     n = [x for x in n_samples if math.isfinite(x)]
     if len(r) < 3 or len(n) < 3:
         return None, f"too few samples (R {len(r)}, N {len(n)})"
-    value = statistics.median(r) - statistics.median(n)
+    value = trimmed_mean(r) - trimmed_mean(n)
     if not 0.0 <= value <= MAX_US:
-        return None, (f"implausible offset {value:.3f} µs (record - span {statistics.median(r):.3f} µs, "
-                      f"launch gap {statistics.median(n):.3f} µs)")
+        return None, (f"implausible offset {value:.3f} µs (record - span {trimmed_mean(r):.3f} µs, "
+                      f"launch gap {trimmed_mean(n):.3f} µs)")
     return value, ""
 
 
@@ -190,8 +209,11 @@ def choose(gpu: str, driver: str, measure) -> Offset:
     if cached is not None:
         return cached
     why = ""
+    extra: dict = {}
     try:
-        r, n = measure()
+        got = measure()
+        r, n = got[0], got[1]
+        extra = dict(got[2]) if len(got) > 2 else {}
     except Exception as exc:  # noqa: BLE001 - no measurement: say why, fall back
         r, n, why = [], [], f"{type(exc).__name__}: {exc}"
     value, problem = derive(r, n, gpu) if not why else (None, why)
@@ -201,9 +223,10 @@ def choose(gpu: str, driver: str, measure) -> Offset:
         return Offset(fallback, "table" if known is not None else "none", gpu, driver,
                       samples={"R": r, "N": n}, known_us=known,
                       warning=f"the launch offset could not be measured ({problem}); using {fallback} µs")
-    entry = Offset(value, "measured", gpu, driver, record_minus_span_us=statistics.median(r),
-                   launch_gap_us=statistics.median(n), samples={"R": [round(x, 4) for x in r],
-                                                               "N": [round(x, 4) for x in n]},
+    samples = {"R": [round(x, 4) for x in r], "N": [round(x, 4) for x in n]}
+    samples.update({k: [round(float(x), 4) for x in v] for k, v in extra.items()})
+    entry = Offset(value, "measured", gpu, driver, record_minus_span_us=round(trimmed_mean(r), 4),
+                   launch_gap_us=round(trimmed_mean(n), 4), samples=samples,
                    known_us=known, warning=cross_check(value, gpu), measured_at=time.time())
     store(entry)
     return entry
@@ -211,9 +234,11 @@ def choose(gpu: str, driver: str, measure) -> Offset:
 
 # -- the measurement (GPU) ---------------------------------------------------------------------
 
-def measure(clock, stream, sms: int) -> tuple[list[float], list[float]]:
-    """(R samples, N samples) in µs, see the module docstring.  ``clock`` is the process's
-    :class:`~.kernel_clock.KernelClock`; it is left paused."""
+def measure(clock, stream, sms: int, flush=None) -> tuple[list[float], list[float], dict]:
+    """(R samples, N samples, {"R_back_to_back": samples}) in µs, see the module docstring.
+    ``clock`` is the process's :class:`~.kernel_clock.KernelClock` (left paused); ``flush(stream)``
+    is the gate's L2 flush, launched before every R spin as before every timed launch (without
+    one, R is measured back to back)."""
     import cupy
     import numpy as np
 
@@ -228,32 +253,45 @@ def measure(clock, stream, sms: int) -> tuple[list[float], list[float]]:
         v = host[:2 * blocks].reshape(-1, 2).astype(np.float64)
         return float(v[:, 0].min()), float(v[:, 1].max())
 
-    # R: record duration - own span, records on
-    n_launch = len(configs) * REPEATS
-    out = cupy.zeros((n_launch, width), dtype=cupy.uint64)
-    with stream:
-        spin(out[0], 1, 0)            # warm the module and the path once, unrecorded
-        stream.synchronize()
-        clock.mark()
-        order = []
-        for i in range(n_launch):
-            blocks, ns = configs[i % len(configs)]
-            spin(out[i], blocks, ns)
-            order.append((i, blocks))
-        stream.synchronize()
-        records = [r for r in clock.collect() if r.name == KERNEL]
-        clock.pause()
-        host = cupy.asnumpy(out)
-    r_samples: list[float] = []
-    if len(records) == n_launch:
+    def record_excess(before) -> list[float]:
+        """Record duration - own span of REPEATS x configs spins, each after ``before()``."""
+        n_launch = len(configs) * REPEATS
+        with stream:
+            out = cupy.zeros((n_launch, width), dtype=cupy.uint64)   # zeroed on the stream itself
+            stream.synchronize()
+            clock.mark()
+            order = []
+            for i in range(n_launch):
+                blocks, ns = configs[i % len(configs)]
+                before()
+                spin(out[i], blocks, ns)
+                order.append((i, blocks))
+            stream.synchronize()
+            records = [r for r in clock.collect() if r.name == KERNEL]
+            host = cupy.asnumpy(out)
+        if len(records) != n_launch:
+            return []
+        got = []
         for (i, blocks), rec in zip(order, records):
             t0, t1 = spans(host[i], blocks)
-            r_samples.append((rec.end_ns - rec.start_ns) / 1000.0 - (t1 - t0) / 1000.0)
-    # N: gap from one kernel's last block end to the next kernel's first block start, records off
-    pairs = [(blocks, k) for blocks in sorted({1, max(1, int(sms))}) for k in range(REPEATS)]
-    first = cupy.zeros((len(pairs), width), dtype=cupy.uint64)
-    second = cupy.zeros((len(pairs), width), dtype=cupy.uint64)
+            got.append((rec.end_ns - rec.start_ns) / 1000.0 - (t1 - t0) / 1000.0)
+        return got
+
     with stream:
+        warm = cupy.zeros((1, width), dtype=cupy.uint64)
+        spin(warm[0], 1, 0)            # the module and the path once, unrecorded
+        if flush is not None:
+            flush(stream)
+        stream.synchronize()
+    # R: record duration - own span, records on; after the gate's flush (its timing conditions)
+    r_samples = record_excess((lambda: flush(stream)) if flush is not None else (lambda: None))
+    r_b2b = record_excess(lambda: None) if flush is not None else list(r_samples)
+    clock.pause()
+    # N: gap from one kernel's last block end to the next kernel's first block start, records off
+    pairs = [(blocks, k) for blocks in sorted({1, max(1, int(sms))}) for k in range(PAIRS)]
+    with stream:
+        first = cupy.zeros((len(pairs), width), dtype=cupy.uint64)
+        second = cupy.zeros((len(pairs), width), dtype=cupy.uint64)
         for j, (blocks, _k) in enumerate(pairs):
             spin(first[j], blocks, PAIR_SPIN_NS)
             spin(second[j], blocks, 0)
@@ -264,4 +302,4 @@ def measure(clock, stream, sms: int) -> tuple[list[float], list[float]]:
         _a0, a1 = spans(h1[j], blocks)
         b0, _b1 = spans(h2[j], blocks)
         n_samples.append((b0 - a1) / 1000.0)
-    return r_samples, n_samples
+    return r_samples, n_samples, {"R_back_to_back": r_b2b}

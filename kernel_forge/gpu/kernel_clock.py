@@ -83,14 +83,15 @@ class KernelClock:
     def _flush(self) -> None:
         self._cupti.activity_flush_all(1)
 
-    def for_device(self, info, stream) -> dict:
+    def for_device(self, info, stream, flush=None) -> dict:
         """Take the launch offset for the GPU ``info`` (a DeviceInfo): ``KFORGE_CLOCK_OFFSET_US``,
         else this GPU and driver's cached measurement, else one made now on ``stream`` (then
-        cached).  Returns the choice as a dict (recorded with the worker's facts)."""
+        cached), each spin after ``flush(stream)`` (the gate's L2 flush) as a timed launch is.
+        Returns the choice as a dict (recorded with the worker's facts)."""
         from . import clock_offset
 
         got = clock_offset.choose(info.name, info.driver_version,
-                                  lambda: clock_offset.measure(self, stream, info.sms))
+                                  lambda: clock_offset.measure(self, stream, info.sms, flush=flush))
         self.offset_us, self.offset_source = float(got.offset_us), got.source
         self.offset = got.to_json()
         return self.offset

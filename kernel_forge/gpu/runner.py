@@ -28,7 +28,7 @@ from . import driver, kernel_clock, mask
 from .fingerprint import fingerprint_many, new_key
 from .flush import L2Flusher
 from .module_state import HarnessFault, ModuleState
-from .resident import CaseBuffers, Resident, reset
+from .resident import Block, CaseBuffers, Resident, case_layout, reset
 from .timing import bench
 
 __all__ = ["CaseRunner", "KernelSpec", "classify", "worker_main"]
@@ -198,15 +198,24 @@ class CaseRunner:
         self._current: CaseBuffers | None = None
         self.clock = kernel_clock.clock()
         self.clock_offset: dict | None = None
+        self.flusher()                    # made now: the offset measurement and every timed launch use it
         if self.clock is not None:
-            self.clock_offset = self.clock.for_device(self.info, self.stream)
+            self.clock_offset = self.clock.for_device(self.info, self.stream,
+                                                      flush=lambda stream: self.flusher()(stream))
             self.clock.pause()            # records only while timed launches run (timing.bench)
 
     # -- helpers ------------------------------------------------------------------------
     def flusher(self) -> L2Flusher:
         if self._flusher is None:
-            self._flusher = L2Flusher(self.info.l2_bytes or (64 << 20), self.info.sms or 132)
+            self._flusher = L2Flusher(self.info.l2_bytes or (64 << 20), self.info.sms or 132, arch=self.info.arch)
         return self._flusher
+
+    @property
+    def flush_kind(self) -> str:
+        """Which L2 flush the timed launches get: "once" (one cooperative kernel) or "split (why)"."""
+        f = self.flusher()
+        kind = getattr(f, "kind", "split")
+        return kind if kind == "once" else f"{kind} ({getattr(f, 'why_split', '')})"
 
     def loaded(self, spec: KernelSpec) -> _Loaded:
         mod = self.modules.get(spec.key)
@@ -260,23 +269,37 @@ class CaseRunner:
 
     # -- buffers of (case, seed) ----------------------------------------------------------
     def _upload(self, case, seed: int) -> CaseBuffers:
-        cp = self.cupy
+        """Draw (case, seed)'s inputs and put them in a block of their own, laid out as
+        :mod:`.resident` says (the same offsets in every mode and worker)."""
         host = generate(self.task, case, seed)
         bufs = CaseBuffers(case=case.name, seed=seed, key=new_key(), scalars=dict(host.scalars))
+        shapes = {a.name: tuple(host.buffers[a.name].shape) for a in self.task.outputs}
+        slots, size = case_layout(self.task, host.buffers, shapes)
+        bufs.slots = {(s.kind, s.name): s for s in slots}
+        try:
+            block = Block(size)
+        except Exception as exc:  # noqa: BLE001 - out of memory: the other cases' blocks go first
+            if classify(exc).kind != "out_of_memory" or not self.resident.entries:
+                raise
+            self.resident.clear()
+            block = Block(size)
+        bufs.block = block
         with self.stream:
             for arg in self.task.args:
                 if not arg.is_buffer:
                     continue
-                values = host.buffers[arg.name]
+                values = np.ascontiguousarray(host.buffers[arg.name])
+                dev = block.array(bufs.slots[("kernel", arg.name)].offset, values.shape, values.dtype)
                 if arg.init is None:            # a pure output: poisoned before every launch anyway
-                    bufs.work[arg.name] = cp.empty(values.shape, dtype=values.dtype)
-                    continue
-                dev = cp.asarray(values)
-                if arg.param.const:
+                    bufs.work[arg.name] = dev
+                elif arg.param.const:
+                    dev.set(values, stream=self.stream)
                     bufs.const[arg.name] = dev
                 else:
-                    bufs.initial[arg.name] = dev
-                    bufs.work[arg.name] = cp.empty_like(dev)
+                    init = block.array(bufs.slots[("initial", arg.name)].offset, values.shape, values.dtype)
+                    init.set(values, stream=self.stream)
+                    bufs.initial[arg.name] = init
+                    bufs.work[arg.name] = dev
         bufs.fingerprints = self._fps({**bufs.const, **bufs.initial}, bufs.key)
         self.resident.put(bufs)
         return bufs
@@ -305,10 +328,17 @@ class CaseRunner:
         cp = self.cupy
         task = self.task
         bufs.mask_key = new_key() if mask.enabled() else None
+        bufs.expected, bufs.expected_outside = {}, set()
         with self.stream:
-            bufs.expected = {a.name: cp.asarray(device_expected(expected[a.name], a.param.dtype,
-                                                                task.tolerance_for(a)))
-                             for a in task.outputs}
+            for a in task.outputs:
+                values = np.ascontiguousarray(device_expected(expected[a.name], a.param.dtype, task.tolerance_for(a)))
+                dev = bufs.expected_slot(a.name, values)       # the room kept in the case's block
+                if dev is None:
+                    dev = cp.asarray(values)
+                    bufs.expected_outside.add(a.name)
+                else:
+                    dev.set(values, stream=self.stream)
+                bufs.expected[a.name] = dev
         if bufs.mask_key is not None:
             for arr in bufs.expected.values():
                 mask.mask_inplace(arr, bufs.mask_key, self.stream)
@@ -700,7 +730,8 @@ def worker_main(conn, task_path: str, ordinal: int = 0, resident_bytes: int = 0)
         task = load_task(task_path)
         runner = CaseRunner(task, ordinal, resident_bytes)
         conn.send((READY, Ready(device=runner.info.to_json(), pid=os.getpid(), clock=clock,
-                                resident_bytes=runner.resident.budget, clock_offset=runner.clock_offset)))
+                                resident_bytes=runner.resident.budget, clock_offset=runner.clock_offset,
+                                flush=runner.flush_kind)))
     except BaseException as exc:  # noqa: BLE001 - report anything to the parent, then exit
         conn.send((FATAL, {"type": type(exc).__name__, "message": str(exc),
                            "exit_code": getattr(exc, "exit_code", 3)}))

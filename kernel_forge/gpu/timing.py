@@ -36,6 +36,19 @@ def _events_summary(samples: list[float]) -> dict:
             "samples_us": [round(float(x), 4) for x in s]}
 
 
+_EVENTS: list = []
+
+
+def _event_pairs(n: int) -> list:
+    """``2 * n`` CUDA events, made once per process and reused by every call (an event is recorded
+    again each time; its elapsed time is read before the next call)."""
+    import cupy
+
+    while len(_EVENTS) < 2 * n:
+        _EVENTS.append(cupy.cuda.Event())
+    return _EVENTS[:2 * n]
+
+
 def bench(launch: Callable[[], None], stream, *, warmup: int = 10, reps: int = 100,
           flush: L2Flusher | None = None, prepare: Callable[[], None] | None = None,
           after: tuple[int, Callable[[], None]] | None = None, clock: KernelClock | None = None,
@@ -55,12 +68,11 @@ def bench(launch: Callable[[], None], stream, *, warmup: int = 10, reps: int = 1
     whose samples so far put the median's 95 % confidence half-width (:func:`median_noise`) within
     ``max_noise`` of it, or at ``reps``.  ``max_noise = 0``: always ``reps``.  Returns every
     sample in µs."""
-    import cupy
-
     if reps < 1:
         raise ValueError("reps must be >= 1")
     first = reps if max_noise <= 0 else min(reps, max(1, int(min_reps or reps)))
     delimited = flush is not None or marker is not None
+    events = _event_pairs(reps)
     with stream:
         for _ in range(max(0, warmup)):
             if prepare:
@@ -84,7 +96,7 @@ def bench(launch: Callable[[], None], stream, *, warmup: int = 10, reps: int = 1
                     warm()
                 if marker is not None and flush is None:
                     marker()
-                start, end = cupy.cuda.Event(), cupy.cuda.Event()
+                start, end = events[2 * i], events[2 * i + 1]
                 start.record(stream)
                 launch()
                 end.record(stream)

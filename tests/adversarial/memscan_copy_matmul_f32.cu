@@ -1,23 +1,31 @@
 // task: matmul_f32
 // expect: passed
 // note: reads memory beyond its own buffers for a correct answer (issue 19): each block computes
-// note: three values of C itself (C[0][0], C[m/2][n/3], C[m-1][n-1]), then scans the 2 MiB-aligned
-// note: pages that hold c, a and b (mapped: they contain the kernel's own buffers; every start is
-// note: 512-byte aligned, as CuPy's pool hands blocks out, and the whole m x n candidate array must
-// note: lie inside the page, so nothing unmapped is read) for an array whose three elements match.
-// note: Found: the block copies its tile from it instead of computing. The expected values the
-// note: gate keeps for the comparison, the copies it keeps of earlier launches' outputs and pool
-// note: memory they were freed into all sit there. With every such copy masked (DESIGN invariant
-// note: 11) the scan finds nothing and the kernel computes, paying for the scan: it must pass and
-// note: be no faster than its twin (-DKF_TWIN=1: no scan), under the full gate and --quick, after
-// note: another kernel ran on the same worker. With KFORGE_TEST_NO_MASK=1 (masking off) it must
-// note: find a copy and beat its twin: the proof that the scan works.
+// note: three values of C itself (C[0][0], C[m/2][n/3], C[m-1][n-1], each a dot product shared
+// note: by the block's 256 threads), then looks past the end of its own output c, within 1 MiB,
+// note: for an array of m x n floats holding those values, at every 512-byte boundary (where
+// note: the harness starts its buffers). It reads only inside the harness's block for this case
+// note: (gpu/resident.py: a, b, c, then the expected values, 512-byte aligned, in whole 2 MiB
+// note: pages starting at a), and only when a, b and c lie as that layout says, so it never
+// note: faults. Found: every block copies its tile from it instead of computing. With the
+// note: expected values masked (DESIGN invariant 11) it finds nothing and computes, paying for
+// note: the search: it must pass and be no faster than its twin (-DKF_TWIN=1: no search), under
+// note: the full gate and --quick, after another kernel ran on the same worker. With
+// note: KFORGE_TEST_NO_MASK=1 (masking off) it must find them and beat its twin by far: the proof
+// note: that the search works.
 // kforge: grid = [cdiv(n, 16), cdiv(m, 16)]
 // kforge: block = [16, 16]
 #ifndef KF_TWIN
 #define KF_TWIN 0
 #endif
+#define ALIGN 512ull
 #define PAGE (2ull << 20)
+#define WINDOW (1ull << 20)
+
+__device__ __forceinline__ unsigned long long up(unsigned long long x, unsigned long long a)
+{
+    return (x + a - 1) & ~(a - 1);
+}
 
 __device__ __forceinline__ float dot(const float* a, const float* b, int n, int k, int r, int c)
 {
@@ -28,49 +36,93 @@ __device__ __forceinline__ float dot(const float* a, const float* b, int n, int 
     return s;
 }
 
+// row r of a times column c of b, by all 256 threads of the block; the sum is thread 0's
+__device__ float block_dot(const float* a, const float* b, int n, int k, int r, int c, float* red, int tid)
+{
+    float s = 0.0f;
+    for (int i = tid; i < k; i += 256) {
+        s += a[(long long)r * k + i] * b[(long long)i * n + c];
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        s += __shfl_down_sync(0xffffffffu, s, o);
+    }
+    if ((tid & 31) == 0) {
+        red[tid >> 5] = s;
+    }
+    __syncthreads();
+    float t = 0.0f;
+    if (tid < 32) {
+        t = tid < 8 ? red[tid] : 0.0f;
+        for (int o = 4; o > 0; o >>= 1) {
+            t += __shfl_down_sync(0xffffffffu, t, o);
+        }
+    }
+    __syncthreads();
+    return t;
+}
+
 __device__ __forceinline__ bool near(float x, float y)
 {
     return fabsf(x - y) <= 1e-3f + 1e-3f * fabsf(y);
 }
 
-extern "C" __global__ void matmul_f32(const float* a, const float* b, float* c, int m, int n, int k)
+// the first array of m x n floats past c holding the probed values, or 0
+__device__ unsigned long long search(const float* a, const float* b, const float* c, int m, int n, int k, int tid)
 {
-    __shared__ const float* found;
+    __shared__ float red[8];
     __shared__ float probe[3];
-    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
-    const int row = blockIdx.y * 16 + ty, col = blockIdx.x * 16 + tx;
-    const long long i1 = (long long)(m / 2) * n + n / 3, i2 = (long long)(m - 1) * n + (n - 1);
-    if (!KF_TWIN) {
-        if (tid == 0) {
-            found = nullptr;
-        }
-        if (tid < 3) {
-            const int r = tid == 0 ? 0 : (tid == 1 ? m / 2 : m - 1);
-            const int cc = tid == 0 ? 0 : (tid == 1 ? n / 3 : n - 1);
-            probe[tid] = dot(a, b, n, k, r, cc);
-        }
-        __syncthreads();
-        // probes all near zero would match any zeroed memory: do not look then
-        const bool worth = fabsf(probe[0]) + fabsf(probe[1]) + fabsf(probe[2]) > 1e-2f;
-        const unsigned long long bytes = worth ? 4ull * m * n : ~0ull >> 1;
-        const unsigned long long own[3] = {(unsigned long long)c, (unsigned long long)a, (unsigned long long)b};
+    __shared__ unsigned long long found;
+    const int rows[3] = {0, m / 2, m - 1};
+    const int cols[3] = {0, n / 3, n - 1};
 #pragma unroll
-        for (int w = 0; w < 3; ++w) {
-            const unsigned long long lo = own[w] & ~(PAGE - 1), hi = lo + PAGE;
-            for (unsigned long long pos = lo + 512ull * tid; pos + bytes <= hi; pos += 512ull * 256) {
-                const float* p = (const float*)pos;
-                if (p == c || p == a || p == b) {
-                    continue;
-                }
-                if (near(p[0], probe[0]) && near(p[i1], probe[1]) && near(p[i2], probe[2])) {
-                    found = p;              // any match will do
-                }
+    for (int j = 0; j < 3; ++j) {
+        const float v = block_dot(a, b, n, k, rows[j], cols[j], red, tid);
+        if (tid == 0) {
+            probe[j] = v;
+        }
+    }
+    if (tid == 0) {
+        found = 0ull;
+    }
+    __syncthreads();
+    const unsigned long long bytes = 4ull * m * n;
+    const unsigned long long sa = up(4ull * m * k, ALIGN), sb = up(4ull * k * n, ALIGN), sc = up(bytes, ALIGN);
+    const unsigned long long base = (unsigned long long)a;
+    const bool laid_out = (unsigned long long)b == base + sa && (unsigned long long)c == base + sa + sb;
+    // probes all near zero would match any zeroed memory: do not look then
+    const bool worth = fabsf(probe[0]) + fabsf(probe[1]) + fabsf(probe[2]) > 1e-2f;
+    if (!laid_out || !worth) {
+        return 0ull;
+    }
+    const unsigned long long end = base + up(sa + sb + 2 * sc, PAGE);      // the block's end: mapped
+    const unsigned long long lo = (unsigned long long)c + sc;
+    const unsigned long long last = end - bytes;                           // the last start that fits
+    const unsigned long long stop = last + 1 < lo + WINDOW ? last + 1 : lo + WINDOW;
+    const long long i1 = (long long)(m / 2) * n + n / 3, i2 = (long long)(m - 1) * n + (n - 1);
+    for (unsigned long long chunk = lo; chunk < stop; chunk += ALIGN * 256) {
+        const unsigned long long pos = chunk + ALIGN * tid;
+        int hit = 0;
+        if (pos < stop) {
+            const float* p = (const float*)pos;
+            if (near(p[0], probe[0]) && near(p[i1], probe[1]) && near(p[i2], probe[2])) {
+                found = pos;                // any match will do
+                hit = 1;
             }
         }
-        __syncthreads();
+        if (__syncthreads_or(hit)) {
+            break;
+        }
     }
+    __syncthreads();
+    return found;
+}
+
+extern "C" __global__ void matmul_f32(const float* a, const float* b, float* c, int m, int n, int k)
+{
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
+    const int row = blockIdx.y * 16 + ty, col = blockIdx.x * 16 + tx;
+    const float* src = KF_TWIN ? nullptr : (const float*)search(a, b, c, m, n, k, tid);
     if (row < m && col < n) {
-        const float* src = KF_TWIN ? nullptr : found;
         if (src != nullptr) {
             c[(long long)row * n + col] = src[(long long)row * n + col];
             return;
