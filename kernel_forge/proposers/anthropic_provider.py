@@ -308,6 +308,13 @@ class AnthropicProposer(ModelProposer):
             new["messages"].append({"role": "user", "content": text})
         return new
 
+    def _conversation_body(self, body: dict, system: str, messages: list[dict]) -> dict:
+        new = {k: copy.deepcopy(v) for k, v in body.items() if k not in ("tools", "tool_choice", "system", "messages")}
+        if system:
+            new["system"] = [{"type": "text", "text": system}]
+        new["messages"] = [{"role": m["role"], "content": m["content"]} for m in messages]
+        return new
+
     def _relaxations(self) -> list[Relaxation]:
         budget = self.thinking_budget or min(DEFAULT_THINKING_BUDGET, max(MIN_THINKING_BUDGET, self.max_tokens // 2))
         return [

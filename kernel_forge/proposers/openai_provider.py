@@ -405,6 +405,20 @@ class OpenAIProposer(ModelProposer):
             new["messages"].append({"role": "user", "content": text})
         return new
 
+    def _conversation_body(self, body: dict, system: str, messages: list[dict]) -> dict:
+        drop = ("tools", "tool_choice", "parallel_tool_calls", "instructions", "input", "messages")
+        new = {k: copy.deepcopy(v) for k, v in body.items() if k not in drop}
+        if self.api == "responses":
+            if system:
+                new["instructions"] = system
+            new["input"] = [{"role": m["role"], "content": [
+                {"type": "input_text" if m["role"] == "user" else "output_text", "text": m["content"]}]}
+                for m in messages]
+        else:
+            new["messages"] = ([{"role": "system", "content": system}] if system else []) + [
+                {"role": m["role"], "content": m["content"]} for m in messages]
+        return new
+
     def _relaxations(self) -> list[Relaxation]:
         unsupported = re.compile(r"unsupported|not supported|does not support|unrecognized|unknown|instead")
         return [
