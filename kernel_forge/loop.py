@@ -36,7 +36,7 @@ class LoopConfig:
 
     max_iterations: int = 7            #: iterations (each asks for `candidates` proposals)
     candidates: int = 1                #: proposals per iteration, gated one after another
-    budget_usd: float | None = None    #: stop when model spending reaches this
+    budget_usd: float | None = None    #: most the model calls may cost (USD): each is checked before it is made against its worst case
     max_tokens: int | None = None      #: stop when input+output tokens reach this
     time_limit_s: float | None = None  #: stop after this much wall time
     patience: int | None = None        #: stop after this many iterations without improvement
