@@ -425,6 +425,20 @@ class ModelProposer:
         """Thinking, effort and the output limit from the table and the settings (provider hook)."""
         self.max_tokens = int(max_tokens) if max_tokens is not None else self.caps.default_output(False)
 
+    #: what this provider calls thinking, in the adjustments it records
+    thinking_word = "thinking"
+
+    def _resolve_temperature(self) -> None:
+        """Send the temperature asked for only where the model takes one (thinking as resolved)."""
+        caps = self.caps
+        if self.temperature is not None and not caps.accepts_temperature(self.thinking_on):
+            self.adjustments.append(f"{caps.key} takes no temperature"
+                                    + (f" with {self.thinking_word} on" if caps.temperature == "without_thinking"
+                                       else "") + ": none sent")
+            self.send_temperature = False
+        else:
+            self.send_temperature = self.temperature is not None
+
     def _timeout(self):
         """The SDK timeout: ``self.timeout`` for the request (between chunks when streamed), a
         shorter bound on opening the connection."""
