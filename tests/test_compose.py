@@ -18,6 +18,7 @@ from kernel_forge.optimize import ProposerConfig, resume_run, start_run
 from kernel_forge.proposers.answer import read_answer
 from kernel_forge.proposers.base import Proposal, ProposalResult
 from kernel_forge.proposers.schema import check_proposal, to_proposal
+from kernel_forge.regression import approve_run, run_regression
 from kernel_forge.task import load_task
 
 from fakes import ScriptedGate, ScriptedProposer, model_call, vector_add
@@ -133,6 +134,15 @@ def test_a_tuned_translation_is_the_baseline_its_fitted_rule_is_gated_against_it
     assert "// kforge: dispatch" in (run / "best.cu").read_text()
     for f in RunDir(run).json_files():
         validate_file(f)
+    # approved with its rule and its baseline; the CI gate runs each case with its line against that baseline
+    ap, dest = tmp_path / "approved.json", tmp_path / "approved"
+    entry = approve_run(run, ap, dest, 0.05)
+    assert entry["dispatch"] == rule.dispatch and entry["baseline"] == "approved/vector_add.baseline.cu"
+    assert (dest / "vector_add.baseline.cu").read_text() == (run / baseline.source_file).read_text()
+    rows = run_regression(ap, GateOptions(), gate_factory=lambda task, options: ScriptedGate(task))
+    assert rows[0]["ok"], rows[0]["detail"]
+    assert rows[0]["variants"] == {"odd": 1, "tiny": 1, "n16M": 1, "n64M": 0, "holdout": 1}
+    assert rows[0]["speedup"] == pytest.approx(summary["best"]["speedup_vs_initial"], rel=0.05)
 
 
 # ------------------------------------------------------------------ resume x issue 18's proposer settings
