@@ -335,7 +335,6 @@ class TextReply:
     calls: list[ModelCall] = field(default_factory=list)   # every call it took (relaxed and truncated ones too)
     error: str | None = None                                # why there is no answer (the figures of a budget refusal)
     budget_exhausted: bool = False                          # a call was refused by the budget, before it was made
-    unreachable: bool = False                               # no call reached the endpoint
     truncated: bool = False                                 # the answer was cut off at the output limit again
 
 
@@ -717,8 +716,7 @@ class ModelProposer:
                 call.plan["answer_format"] = "text"        # a free answer, not a proposal's format
         cut = got is None and bool(out.calls) and (out.calls[-1].error or "").startswith("truncated")
         return TextReply(text=self._text(got[0]).strip() if got is not None else "", calls=out.calls,
-                         error=out.error, budget_exhausted=out.budget, truncated=cut,
-                         unreachable=bool(out.connect_failed) and all(out.connect_failed))
+                         error=out.error, budget_exhausted=out.budget, truncated=cut)
 
     def _read(self, response: Any, parent: str | None) -> Reading:
         """The proposal in an answer: the tool call in tool mode (a fenced answer accepted too),
