@@ -336,15 +336,9 @@ class GateWitness:
 
     @staticmethod
     def _real_gate(task: Task, options):
-        from .gate import Gate
+        from .evaluate import default_gate
 
-        gate = Gate(task, options)
-        try:
-            gate.ensure_gpu()
-        except BaseException:
-            gate.close()
-            raise
-        return gate
+        return default_gate(task, options)
 
     def check(self, task: Task, witness: Candidate, cases: list[Case], seed: int) -> list[CaseCheck]:
         from .gate import GateOptions, probe_gpu

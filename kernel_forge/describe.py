@@ -42,6 +42,7 @@ from . import __version__
 from .errors import InputError, KForgeError, ManifestError
 from .evidence import atomic_write
 from .model_text import ProviderText, ReplayText, TextModel, record
+from .proposers.answer import fences
 
 #: the longest description taken (a paragraph or two; details go in the files it writes)
 MAX_DESCRIPTION = 4000
@@ -59,10 +60,11 @@ class DescribeConfig:
     model: str | None = None           #: anthropic:MODEL or openai:MODEL that writes the task (key from ANTHROPIC_API_KEY / OPENAI_API_KEY)
     base_url: str | None = None        #: the model's endpoint (http:// or https://): an OpenAI-compatible server, a gateway
     replay: str | None = None          #: a folder of recorded answers (the NAME_describe folder of an earlier init) instead of a model
-    max_tokens: int = 8192             #: output tokens per answer
+    max_tokens: int | None = None      #: output tokens per answer, thinking included (default: the model's entry in the capability table)
+    budget_usd: float | None = None    #: most the model calls may cost; each is checked against its worst case before it is made
     request_timeout_s: float = 300.0   #: seconds one model request may take (between chunks when streamed)
-    temperature: float | None = None   #: sampling temperature; not sent unless set
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None  #: OpenAI reasoning_effort / Anthropic output_config.effort; not sent unless set
+    temperature: float | None = None   #: sampling temperature; sent only to models that take one (the capability table)
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None  #: OpenAI reasoning.effort / Anthropic output_config.effort (default: high, where the model takes an effort)
     repairs: int = 1                   #: turns an unusable answer gets to be repaired, the reason quoted (0: none)
     extra_shapes: int = 4              #: random shapes beside the task's cases on which the two witnesses must agree
     initial: bool = False              #: also write the witness as the task's initial kernel NAME.cu (default: none; optimize translates the reference first)
@@ -89,13 +91,10 @@ def _prompt(name: str) -> string.Template:
 
 # ------------------------------------------------------------------------------ answers
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9+_-]*)[^\n]*\n(.*?)```", re.DOTALL)
-
-
 def fenced(text: str, langs: tuple[str, ...]) -> str | None:
     """The first fenced block of ``text`` in one of ``langs`` (an untagged block if there is no
-    tagged one)."""
-    blocks = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text or "")]
+    tagged one); blocks as the proposal answers' (:func:`~.proposers.answer.fences`)."""
+    blocks = [(lang, body) for lang, body, _, _ in fences(text)]
     for lang, body in blocks:
         if lang in langs:
             return body
@@ -351,17 +350,28 @@ def make_model(cfg: DescribeConfig, description: str) -> TextModel:
         check_base_url(cfg.base_url)
         if not cfg.model:
             raise InputError("--base-url needs --model: the model the endpoint serves")
-    if cfg.max_tokens < 1:
+    if cfg.max_tokens is not None and cfg.max_tokens < 1:
         raise InputError(f"--max-output-tokens {cfg.max_tokens}: must be at least 1")
+    if cfg.budget_usd is not None and not cfg.budget_usd > 0:
+        raise InputError(f"--budget-usd {cfg.budget_usd:g}: must be above 0")
     if cfg.replay:
         return ReplayText(cfg.replay, description)
     if not cfg.model:
         raise InputError("--describe needs a model to write the task: --model anthropic:MODEL or openai:MODEL "
                          "(or --replay FOLDER of recorded answers)",
-                         hint="e.g. --model anthropic:claude-sonnet-4-5 (ANTHROPIC_API_KEY)")
+                         hint="e.g. --model anthropic:claude-sonnet-5-5 (ANTHROPIC_API_KEY)")
+    budget = None
+    if cfg.budget_usd is not None:
+        from .proposers.budget import Budget
+        budget = Budget(cfg.budget_usd)
     opts = dict(max_tokens=cfg.max_tokens, timeout=cfg.request_timeout_s, temperature=cfg.temperature,
-                reasoning_effort=cfg.reasoning_effort)
-    return ProviderText(cfg.model, base_url=cfg.base_url, **opts)
+                reasoning_effort=cfg.reasoning_effort, budget=budget)
+    model = ProviderText(cfg.model, base_url=cfg.base_url, **opts)
+    if budget is not None and not model.proposer.priced:
+        raise InputError(f"--budget-usd {cfg.budget_usd:g}: no price is known for {cfg.model}, so its cost cannot "
+                         "be counted and the budget could never stop a call",
+                         hint="drop --budget-usd, or use a model listed in kernel_forge/data/models.json")
+    return model
 
 
 def _targets(name: str, folder: Path, cfg: DescribeConfig) -> dict[str, Path]:

@@ -58,7 +58,27 @@ def atomic_write(path: Path, data: bytes, *, private: bool = True, overwrite: bo
 
 @lru_cache(maxsize=None)
 def schema(name: str) -> dict:
-    return json.loads(resources.files("kernel_forge").joinpath(f"schemas/{name}").read_text())
+    """The published schema ``name``, with each schema it refers to (``"$ref": "other.schema.json#..."``)
+    bundled into its ``$defs`` under that schema's own ``$id``, so that any validator resolves the
+    reference without a registry (JSON Schema 2020-12 bundling)."""
+    s = json.loads(resources.files("kernel_forge").joinpath(f"schemas/{name}").read_text())
+    for other in sorted(_file_refs(s, set()) - {name}):
+        s.setdefault("$defs", {})[other] = schema(other)
+    return s
+
+
+def _file_refs(node, out: set) -> set:
+    """The schema files ``node``'s ``$ref`` s name (``other.schema.json#/...``)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and not ref.startswith("#"):
+            out.add(ref.split("#", 1)[0])
+        for v in node.values():
+            _file_refs(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _file_refs(v, out)
+    return out
 
 
 def validate_file(path: Path) -> None:
@@ -218,6 +238,8 @@ def _refs(node, out: set) -> set:
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
             out.add(ref.rsplit("/", 1)[-1])
+        elif isinstance(ref, str) and not ref.startswith("#"):
+            out.add(ref.split("#", 1)[0])          # a bundled schema (see schema())
         for k, v in node.items():
             if k != "$defs":
                 _refs(v, out)

@@ -36,7 +36,7 @@ class LoopConfig:
 
     max_iterations: int = 7            #: iterations (each asks for `candidates` proposals)
     candidates: int = 1                #: proposals per iteration, gated one after another
-    budget_usd: float | None = None    #: stop when model spending reaches this
+    budget_usd: float | None = None    #: most the model calls may cost (USD): each is checked before it is made against its worst case
     max_tokens: int | None = None      #: stop when input+output tokens reach this
     time_limit_s: float | None = None  #: stop after this much wall time
     patience: int | None = None        #: stop after this many iterations without improvement
@@ -124,12 +124,16 @@ class Slot:
 
 def _launch_text(launch: Launch) -> str:
     fmt = lambda t: "[" + ", ".join(str(x) for x in t) + "]"  # noqa: E731
-    return f"grid {fmt(launch.grid)}, block {fmt(launch.block)}, shared_mem {launch.shared_mem}"
+    return (f"grid {fmt(launch.grid)}, block {fmt(launch.block)}, shared_mem {launch.shared_mem}"
+            + (", cooperative" if launch.cooperative else ""))
 
 
 def _same_launch(a: Launch, b: Launch) -> bool:
+    """The header's launch ``a`` and the tool's ``b`` agree (a tool launch that does not ask for a
+    cooperative launch leaves the header's choice)."""
     norm = lambda t: tuple(re.sub(r"\s+", "", str(x)) for x in t) + ("1",) * (3 - len(t))  # noqa: E731
-    return (norm(a.grid), norm(a.block), norm((a.shared_mem,))) == (norm(b.grid), norm(b.block), norm((b.shared_mem,)))
+    return ((norm(a.grid), norm(a.block), norm((a.shared_mem,))) == (norm(b.grid), norm(b.block), norm((b.shared_mem,)))
+            and (a.cooperative or not b.cooperative))
 
 
 def candidate_from_proposal(p: Proposal, name: str) -> Candidate:

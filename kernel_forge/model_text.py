@@ -2,18 +2,18 @@
 records of the exchange.  ``kforge init --describe`` asks through this door only.
 
 * :func:`ask_text` is the one function that touches the provider layer
-  (:mod:`kernel_forge.proposers`): it builds the provider's request body (system prompt, limits,
-  thinking, effort, temperature, streaming, as a proposal's), drops the ``submit_kernel`` tool,
-  sends it through the provider's exchange (HTTP retries, pricing, secrets scrubbed) and reads
-  the answer's text; an answer cut off at the output limit is asked once more with twice the
-  limit (up to the cap).
+  (:mod:`kernel_forge.proposers`), through :meth:`ModelProposer.ask`: the request is built from
+  the model's entry in the capability table as a proposal's is (thinking on where the model has
+  it, its effort, an output limit with room to think, a temperature only where it is taken), no
+  tool is offered, the budget is checked before every call against its worst case, an answer cut
+  off at the output limit is asked once more with twice the limit (up to the cap), and each call's
+  cost is the provider's usage at the table's prices.
 * :class:`ProviderText` asks ``anthropic:MODEL`` / ``openai:MODEL`` (any OpenAI-compatible
   server with a base URL); :class:`ReplayText` answers from recorded exchanges (a folder of the
   ``model-NNN.json`` records an earlier ``init --describe`` wrote), in order per role.
 """
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,13 +39,18 @@ class TextModel(Protocol):
 
 
 def response_text(response: dict | None) -> str:
-    """The text of an Anthropic Messages or OpenAI Chat Completions response body."""
+    """The text of a recorded Anthropic Messages, OpenAI Responses or Chat Completions response body."""
     if not isinstance(response, dict):
         return ""
     if isinstance(response.get("content"), list):                     # Anthropic
         return "\n".join(b.get("text", "") for b in response["content"]
                          if isinstance(b, dict) and b.get("type") == "text").strip()
-    for choice in response.get("choices") or []:                       # OpenAI
+    if isinstance(response.get("output"), list):                      # OpenAI Responses
+        return "\n".join(p.get("text", "") for item in response["output"]
+                         if isinstance(item, dict) and item.get("type") == "message"
+                         for p in item.get("content") or [] if isinstance(p, dict)
+                         and p.get("type") == "output_text").strip()
+    for choice in response.get("choices") or []:                       # OpenAI Chat Completions
         content = (choice.get("message") or {}).get("content")
         if isinstance(content, list):
             content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
@@ -54,40 +59,23 @@ def response_text(response: dict | None) -> str:
     return ""
 
 
-def ask_text(proposer, system: str, messages: list[dict]) -> Answer:
+def ask_text(proposer, system: str, messages: list[dict], role: str = "text") -> Answer:
     """Send one conversation through a model proposer (:func:`make_model_proposer`) and return the
-    text of its answer; a failed exchange is an :class:`EnvironmentProblem` naming the endpoint."""
-    from .proposers.base import ProposalRequest
-    from .proposers.models import dump_response
-
-    body = proposer._initial_body(ProposalRequest(system=system, prompt=messages[0]["content"]), 0)
-    body.pop("tools", None)
-    body.pop("tool_choice", None)
-    if proposer.provider == "openai":
-        body["messages"] = [m for m in body["messages"] if m.get("role") == "system"] + copy.deepcopy(messages)
-    else:
-        body["messages"] = copy.deepcopy(messages)
-    calls: list[ModelCall] = []
-    for _ in range(2):
-        call, response, failure = proposer._exchange(body)
-        calls.append(call)
-        if response is None:
-            where = proposer.base_url or f"the {proposer.provider} API"
-            raise EnvironmentProblem(f"{proposer.name}: the request to {where} failed after {call.attempts} "
-                                     f"attempt(s): {call.error}",
-                                     hint="check the key (ANTHROPIC_API_KEY / OPENAI_API_KEY), --base-url and the "
-                                          "model name; nothing was written")
-        key = proposer._limit_field(body)
-        limit = int(body.get(key) or proposer.max_tokens)
-        if not proposer._truncated(response):
-            return Answer(response_text(dump_response(response)), calls)
-        if limit >= proposer.max_tokens_cap:
-            break
-        call.error = f"truncated at {limit} output tokens; asked again with {key}={min(proposer.max_tokens_cap, 2 * limit)}"
-        body = copy.deepcopy(body)
-        body[key] = min(proposer.max_tokens_cap, 2 * limit)
-    raise InputError(f"{proposer.name}: the answer was cut off at the output limit ({limit} tokens) again",
-                     hint="raise --max-output-tokens, or describe a smaller task")
+    text of its answer.  No answer: a budget refusal or an answer cut off at the cap is an
+    :class:`InputError` with the figures, a failed exchange an :class:`EnvironmentProblem`
+    naming the endpoint."""
+    reply = proposer.ask(system, messages, what=f"the {role} answer")
+    if reply.error is None:
+        return Answer(reply.text, reply.calls)
+    if reply.budget_exhausted:
+        raise InputError(reply.error, hint="raise --budget-usd or lower --max-output-tokens; the answers so far "
+                                           "are kept in the exchange folder")
+    if reply.truncated:
+        raise InputError(reply.error, hint="raise --max-output-tokens, or describe a smaller task")
+    where = proposer.base_url or f"the {proposer.provider} API"
+    raise EnvironmentProblem(f"{reply.error} ({where})",
+                             hint="check the key (ANTHROPIC_API_KEY / OPENAI_API_KEY), --base-url and the "
+                                  "model name; nothing was written")
 
 
 class ProviderText:
@@ -100,7 +88,7 @@ class ProviderText:
         self.name = self.proposer.name
 
     def ask(self, role: str, system: str, messages: list[dict]) -> Answer:
-        return ask_text(self.proposer, system, messages)
+        return ask_text(self.proposer, system, messages, role)
 
 
 class ReplayText:

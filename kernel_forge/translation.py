@@ -103,10 +103,12 @@ def request(opt: "Optimizer", slots: list["Slot"], iteration: int) -> "ProposalR
     from .prompts import system_prompt
     from .proposers.base import ProposalRequest
 
+    from .verdict import NOT_THE_KERNELS_FAULT
+
     c = opt.config
     recent: dict[str, "Attempt"] = {}
-    for a in reversed(opt.attempts):
-        if a.status == "failed" and len(recent) < c.failures_in_prompt:
+    for a in reversed(opt.attempts):   # a harness or reference failure is not the kernel's: never shown as one
+        if a.status == "failed" and a.reason not in NOT_THE_KERNELS_FAULT and len(recent) < c.failures_in_prompt:
             recent.setdefault(opt.bodies.get(a.id, a.id), a)
     failures = [opt._prompt_attempt(a) for a in reversed(list(recent.values()))]
     common = dict(reference_source=opt.task.reference.path.read_text(encoding="utf-8"),
@@ -116,9 +118,11 @@ def request(opt: "Optimizer", slots: list["Slot"], iteration: int) -> "ProposalR
         fix = opt._prompt_attempt(s.fix) if s.fix else None
         static, dynamic = prompt_parts(opt.task, failures=failures, fix=fix, direction=s.direction, **common)
         prompts.append(dynamic)
+    # a fix turn may answer with edits against the failed translation; a new one has no parent
+    parents = [opt._source(s.fix) if s.fix else "" for s in slots]
     return ProposalRequest(system=system_prompt(), prompt=prompts[0] if prompts else "", n=len(slots),
                            iteration=iteration, static_prefix=static, prompts=prompts,
-                           directions=[s.direction for s in slots])
+                           directions=[s.direction for s in slots], parent_sources=parents)
 
 
 def choose_baseline(gate: GateLike, batch: list["Attempt"], *, candidate: Callable[["Attempt"], Candidate],

@@ -86,7 +86,7 @@ def test_recorded_answers_write_a_task_that_validates_and_whose_witnesses_agree(
     assert all(c.status == "agreed" for c in res.crosscheck.cases)
     block = json.loads((tmp_path / "relu_like.json").read_text())["generated"]
     assert block["accepted"] is False and block["crosscheck"]["status"] == "agreed"
-    assert block["model"] == "anthropic:claude-sonnet-4-5" and block["replayed_from"] == str(GOOD)
+    assert block["model"] == "anthropic:claude-sonnet-5-5" and block["replayed_from"] == str(GOOD)
     assert sorted(block["files"]) == ["relu_like.json", "relu_like_reference.py", "relu_like_witness.cu"]
     # the exchange is kept beside the task: three calls and the cross-check's record
     ex = sorted(p.name for p in (tmp_path / "relu_like_describe").iterdir())
@@ -330,32 +330,68 @@ def test_initial_writes_the_witness_as_the_initial_kernel(tmp_path):
 
 # ------------------------------------------------------------------------------ the providers
 
-@pytest.mark.parametrize("provider", ["anthropic", "openai"])
-def test_init_describe_asks_each_provider_without_tools(provider, tmp_path, loopback, clean_env, monkeypatch):
+@pytest.mark.parametrize("spec", ["anthropic:claude-sonnet-5-5", "openai:gpt-6.2-sol", "openai:qwen2.5-coder:32b"])
+def test_init_describe_asks_each_provider_without_tools_in_requests_built_from_the_table(spec, tmp_path, loopback,
+                                                                                        clean_env, monkeypatch):
+    provider = spec.split(":", 1)[0]
     monkeypatch.setenv("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY", "sk-test-key-0123456789abcdef")
     loopback.script(provider, *(text(recorded_text(GOOD, r)) for r in ("spec", "reference", "witness")))
-    spec = "anthropic:claude-sonnet-4-5" if provider == "anthropic" else "openai:gpt-5"
     url = loopback.anthropic_base_url if provider == "anthropic" else loopback.openai_base_url
     r = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--model", spec, "--base-url", url,
                                  "--dir", str(tmp_path)])
     assert r.exit_code == 0, r.output
     reqs = loopback.requests(provider)
-    assert len(reqs) == 3 and loopback.pending(provider) == 0
+    assert len(reqs) == 3 and loopback.pending(provider) == 0       # no 400 round trip, no truncation
     for req in reqs:
-        assert "tools" not in req.body and "tool_choice" not in req.body
-        users = [m for m in req.body["messages"] if m["role"] == "user"]
-        assert len(users) == 1                  # three separate conversations
+        body = req.body
+        assert not {"tools", "tool_choice", "parallel_tool_calls"} & set(body)
+        turns = body["input"] if "input" in body else body["messages"]
+        assert len([m for m in turns if m["role"] == "user"]) == 1            # three separate conversations
+        if spec.startswith("anthropic"):      # the table's entry: adaptive thinking, an effort, room to think
+            assert body["thinking"] == {"type": "adaptive"} and body["output_config"]["effort"] == "high"
+            assert body["max_tokens"] == 32000 and "temperature" not in body
+        elif spec == "openai:gpt-6.2-sol":   # a reasoning model: the Responses API, reasoning on
+            assert body["reasoning"]["effort"] == "high" and body["store"] is False and "instructions" in body
+        else:                                 # a local server: Chat Completions, the system prompt first
+            assert req.path.endswith("/chat/completions") and body["messages"][0]["role"] == "system"
     assert "Write the specification" in json.dumps(reqs[0].body)
     block = json.loads((tmp_path / "relu_like.json").read_text())["generated"]
     assert block["model"] == spec and block["replayed_from"] is None
     recs = [json.loads(f.read_text()) for f in sorted((tmp_path / "relu_like_describe").glob("model-*.json"))]
     assert [x["role"] for x in recs] == ["spec", "reference", "witness"]
     assert all("sk-test-key" not in json.dumps(x) for x in recs)
+    for x in recs:
+        jsonschema.validate(x, schema("describe_call.schema.json"))
+        assert x["error"] is None and x["plan"]["answer_format"] == "text" and x["input_tokens"] > 0
+        assert (x["cost_usd"] > 0) == (spec != "openai:qwen2.5-coder:32b")        # priced from the table
     # the recorded exchange replays to the same task
     again = describe_task("relu_like", DESCRIPTION, tmp_path / "again",
                           DescribeConfig(replay=str(tmp_path / "relu_like_describe")), runner=numpy_witness())
     assert (tmp_path / "again" / "relu_like_reference.py").read_text() == (tmp_path / "relu_like_reference.py").read_text()
     assert again.crosscheck.status == "agreed"
+
+
+def test_a_budget_that_cannot_hold_one_call_refuses_it_before_it_is_made_with_the_figures(tmp_path, loopback,
+                                                                                          clean_env, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-0123456789abcdef")
+    loopback.script("anthropic", *(text(recorded_text(GOOD, r)) for r in ("spec", "reference", "witness")))
+    r = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--model", "anthropic:claude-sonnet-5-5",
+                                 "--base-url", loopback.anthropic_base_url, "--budget-usd", "0.05",
+                                 "--dir", str(tmp_path)])
+    assert r.exit_code == 2, r.output
+    assert "could cost up to $" in r.output and "--budget-usd 0.05" in r.output and "32000 output tokens" in r.output
+    assert loopback.requests("anthropic") == [] and list(tmp_path.iterdir()) == []
+    # a budget that holds the three calls: every call was checked against it, and the spending is the records'
+    r = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--model", "anthropic:claude-sonnet-5-5",
+                                 "--base-url", loopback.anthropic_base_url, "--budget-usd", "5",
+                                 "--dir", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(f.read_text()) for f in sorted((tmp_path / "relu_like_describe").glob("model-*.json"))]
+    assert len(recs) == 3 and all(x["plan"]["budget_reserved_usd"] > x["cost_usd"] > 0 for x in recs)
+    # a model without a price cannot be held to a budget
+    r = CliRunner().invoke(cli, ["init", "other", "--describe", DESCRIPTION, "--model", "openai:my-local-model",
+                                 "--base-url", loopback.openai_base_url, "--budget-usd", "1", "--dir", str(tmp_path)])
+    assert r.exit_code == 2 and "no price is known for openai:my-local-model" in r.output
 
 
 def test_an_unreachable_model_is_an_environment_problem(tmp_path, clean_env):
@@ -482,11 +518,11 @@ def test_an_answer_cut_off_at_the_output_limit_is_asked_again_with_twice_the_lim
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-0123456789abcdef")
     answers = [recorded_text(GOOD, r) for r in ("spec", "reference", "witness")]
     loopback.script("anthropic", text(answers[0]).truncated(), *(text(a) for a in answers))
-    cfg = DescribeConfig(model="anthropic:claude-sonnet-4-5", base_url=loopback.anthropic_base_url, max_tokens=1000)
+    cfg = DescribeConfig(model="anthropic:claude-sonnet-5-5", base_url=loopback.anthropic_base_url, max_tokens=1000)
     res = describe_task("relu_like", DESCRIPTION, tmp_path, cfg, runner=numpy_witness())
     assert res.crosscheck.status == "agreed"
     limits = [r.body["max_tokens"] for r in loopback.requests("anthropic")]
     assert limits == [1000, 2000, 1000, 1000]
     recs = [json.loads(f.read_text()) for f in sorted((tmp_path / "relu_like_describe").glob("model-*.json"))]
     assert [x["role"] for x in recs] == ["spec", "spec", "reference", "witness"]
-    assert "truncated at 1000 output tokens" in recs[0]["error"]
+    assert "cut off at the output limit (1000 tokens); asked again with max_tokens=2000" in recs[0]["error"]

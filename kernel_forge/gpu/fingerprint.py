@@ -20,7 +20,7 @@ import random
 
 import numpy as np
 
-from .mask import DEVICE
+from .mask import DEVICE, mix64
 
 SOURCE = DEVICE + r"""
 extern "C" __global__ void kf_fingerprint(const unsigned char* data, u64 nbytes, u64 key, u64* out, u64 mkey,
@@ -87,14 +87,6 @@ def fingerprint_many(arrays, key: int, stream, *, masked_with: int | None = None
         return [int(v) for v in out.get(stream=stream)]
 
 
-def _mix(z: np.ndarray) -> np.ndarray:
-    z = z ^ (z >> np.uint64(30))
-    z = z * np.uint64(0xBF58476D1CE4E5B9)
-    z = z ^ (z >> np.uint64(27))
-    z = z * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
 def host_fingerprint(data: np.ndarray, key: int) -> int:
     """The same fingerprint computed with NumPy (the specification the GPU kernel is tested against)."""
     raw = np.ascontiguousarray(data).view(np.uint8).ravel()
@@ -102,5 +94,5 @@ def host_fingerprint(data: np.ndarray, key: int) -> int:
     words = np.concatenate([raw, np.zeros(pad, np.uint8)]).view("<u4").astype(np.uint64)
     i = np.arange(words.size, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        terms = _mix(_mix(i + np.uint64(key & (2**64 - 1))) ^ words)
+        terms = mix64(mix64(i + np.uint64(key & (2**64 - 1))) ^ words)
         return int(terms.sum(dtype=np.uint64)) if terms.size else 0

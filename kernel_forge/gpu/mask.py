@@ -118,7 +118,8 @@ def mask_inplace(array, key: int, stream) -> None:
 
 # -- the specification, on the host ----------------------------------------------------------
 
-def _mix(z: np.ndarray) -> np.ndarray:
+def mix64(z: np.ndarray) -> np.ndarray:
+    """The SplitMix64 finaliser on uint64 arrays (``kf_mix`` on the device; the fingerprint's too)."""
     z = z ^ (z >> np.uint64(30))
     z = z * np.uint64(0xBF58476D1CE4E5B9)
     z = z ^ (z >> np.uint64(27))
@@ -130,7 +131,7 @@ def keystream_words(words: np.ndarray, key: int) -> np.ndarray:
     """The keystream of the given 8-byte word indices."""
     k = np.uint64(key & (2**64 - 1))
     with np.errstate(over="ignore"):
-        return _mix(_mix(np.asarray(words, dtype=np.uint64) + k) + k)
+        return mix64(mix64(np.asarray(words, dtype=np.uint64) + k) + k)
 
 
 def element_masks(indices, itemsize: int, key: int) -> np.ndarray:

@@ -160,13 +160,7 @@ class AnthropicProposer(ModelProposer):
             self.adjustments.append(f"effort {self.reasoning_effort!r} asked; {caps.key} takes "
                                     f"{', '.join(caps.effort) or 'no effort'}: "
                                     + (f"{self.effort!r} sent" if self.effort else "none sent"))
-        if self.temperature is not None and not caps.accepts_temperature(self.thinking_on):
-            self.adjustments.append(f"{caps.key} takes no temperature"
-                                    + (" with thinking on" if caps.temperature == "without_thinking" else "")
-                                    + ": none sent")
-            self.send_temperature = False
-        else:
-            self.send_temperature = self.temperature is not None
+        self._resolve_temperature()
 
     @property
     def thinks(self) -> bool:
@@ -306,6 +300,13 @@ class AnthropicProposer(ModelProposer):
             last["content"] = blocks + [{"type": "text", "text": text}]
         else:
             new["messages"].append({"role": "user", "content": text})
+        return new
+
+    def _conversation_body(self, body: dict, system: str, messages: list[dict]) -> dict:
+        new = {k: copy.deepcopy(v) for k, v in body.items() if k not in ("tools", "tool_choice", "system", "messages")}
+        if system:
+            new["system"] = [{"type": "text", "text": system}]
+        new["messages"] = [{"role": m["role"], "content": m["content"]} for m in messages]
         return new
 
     def _relaxations(self) -> list[Relaxation]:

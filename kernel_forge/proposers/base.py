@@ -67,8 +67,9 @@ class ProposalRequest:
     #: the ``n`` proposals uses ``prompt``
     prompts: list[str] = field(default_factory=list)
     directions: list[str] = field(default_factory=list)   # the direction of each of the n proposals
-    #: the source of the kernel each proposal builds on (the fix target, else the current best): a
-    #: model may answer with search/replace edits against it instead of the whole file
+    #: the source of the kernel each proposal builds on (the fix target, else the current best; "" for
+    #: none, e.g. a new translation): a model may answer with search/replace edits against it instead
+    #: of the whole file
     parent_sources: list[str] = field(default_factory=list)
 
     def prompt_for(self, index: int) -> str:
@@ -76,10 +77,10 @@ class ProposalRequest:
         return self.prompts[index] if index < len(self.prompts) else self.prompt
 
     def parent_for(self, index: int) -> str | None:
-        """The source proposal ``index`` builds on, if the loop gave one."""
+        """The source proposal ``index`` builds on, if the loop gave one (an empty entry: none)."""
         if index < len(self.parent_sources):
-            return self.parent_sources[index]
-        return self.parent_sources[0] if len(self.parent_sources) == 1 else None
+            return self.parent_sources[index] or None
+        return (self.parent_sources[0] or None) if len(self.parent_sources) == 1 else None
 
     def full_prompt(self, index: int = 0) -> str:
         body = self.prompt_for(index)

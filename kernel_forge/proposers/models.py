@@ -327,14 +327,25 @@ class _Conversation:
     budget: bool = False                                        # a call was refused by the budget
 
 
+@dataclass
+class TextReply:
+    """What :meth:`ModelProposer.ask` got: the answer's text, or why there is none."""
+
+    text: str
+    calls: list[ModelCall] = field(default_factory=list)   # every call it took (relaxed and truncated ones too)
+    error: str | None = None                                # why there is no answer (the figures of a budget refusal)
+    budget_exhausted: bool = False                          # a call was refused by the budget, before it was made
+    truncated: bool = False                                 # the answer was cut off at the output limit again
+
+
 class ModelProposer:
     """Base of the two providers: capabilities, fan-out over ``n`` (one first, then the rest),
     caching plan, budget checks, retries, repair, truncation and relaxation follow-ups, ModelCall
     records.
 
     Subclasses set ``provider`` and ``_sdk_error`` and implement ``_initial_body``, ``_send``,
-    ``_usage``, ``_text``, ``_tool_args``, ``_truncated``, ``_repair_body``, ``_add_user_text``
-    and ``_relaxations``; ``_limit_field`` names the body field holding the output limit."""
+    ``_usage``, ``_text``, ``_tool_args``, ``_truncated``, ``_repair_body``, ``_add_user_text``,
+    ``_conversation_body`` and ``_relaxations``; ``_limit_field`` names the body field holding the output limit."""
 
     provider = ""
     needs_prompt = True
@@ -413,6 +424,20 @@ class ModelProposer:
         """Thinking, effort and the output limit from the table and the settings (provider hook)."""
         self.max_tokens = int(max_tokens) if max_tokens is not None else self.caps.default_output(False)
 
+    #: what this provider calls thinking, in the adjustments it records
+    thinking_word = "thinking"
+
+    def _resolve_temperature(self) -> None:
+        """Send the temperature asked for only where the model takes one (thinking as resolved)."""
+        caps = self.caps
+        if self.temperature is not None and not caps.accepts_temperature(self.thinking_on):
+            self.adjustments.append(f"{caps.key} takes no temperature"
+                                    + (f" with {self.thinking_word} on" if caps.temperature == "without_thinking"
+                                       else "") + ": none sent")
+            self.send_temperature = False
+        else:
+            self.send_temperature = self.temperature is not None
+
     def _timeout(self):
         """The SDK timeout: ``self.timeout`` for the request (between chunks when streamed), a
         shorter bound on opening the connection."""
@@ -430,6 +455,7 @@ class ModelProposer:
     def _truncated(self, response: Any) -> bool: raise NotImplementedError
     def _repair_body(self, body: dict, response: Any, problem: str) -> dict: raise NotImplementedError
     def _add_user_text(self, body: dict, text: str) -> dict: raise NotImplementedError
+    def _conversation_body(self, body: dict, system: str, messages: list[dict]) -> dict: raise NotImplementedError
     def _relaxations(self) -> list[Relaxation]: return []
     def _limit_field(self, body: dict) -> str: return "max_tokens"
     def _stop_text(self, response: Any) -> str: return ""
@@ -577,6 +603,61 @@ class ModelProposer:
         return self.budget.reserve(usd, f"the next call of {where} ({self.name}: about {tokens_in} input "
                                         f"tokens, up to {limit} output tokens)")
 
+    def _answer(self, body: dict, where: str, used: set[str], out: _Conversation, plan: CachePlan,
+                on_start: Callable[[], None], shorter: bool = True) -> tuple[Any, dict] | None:
+        """Send ``body`` until an answer comes that was not cut off: the budget checked before every
+        call against its worst case, a relaxed request after an HTTP 400 naming an optional parameter,
+        one truncation follow-up per conversation (``used``: the follow-ups already spent; at the cap
+        a shorter answer is asked for where ``shorter``).  Returns the answer and the body that got it,
+        or None with ``out.error`` (and ``out.budget``) set; every call goes to ``out.calls``."""
+        while True:
+            try:
+                reservation = self._reserve(body, where)
+            except BudgetRefused as exc:
+                out.error, out.budget = f"{where}: {exc}", True
+                return None
+            call, response, failure = self._exchange(body, on_start, reservation, plan)
+            out.calls.append(call)
+            out.connect_failed.append(response is None and failure is not None and failure.kind == CONNECT)
+            if response is None:
+                relax = self._relaxation_for(failure, body, used)
+                if relax is not None:
+                    used.add(relax.name)
+                    message = failure.message if failure is not None else ""
+                    new_body = relax.adapt(body, message) if relax.adapt is not None else relax.apply(body)
+                    if relax.learn:
+                        with self._lock:
+                            self.relaxed.add(relax.name)
+                            fixed = _diff_fields(body, new_body)
+                            self._relaxed_bodies[relax.name] = lambda b, f=fixed: _patch(b, f)
+                    call.error = scrub(f"{call.error} -- {relax.note}, for this model for the rest of the run",
+                                       self._secrets)
+                    body = new_body
+                    continue
+                out.error = f"{where}: request failed after {call.attempts} attempt(s): {call.error}"
+                return None
+            if not self._truncated(response):
+                return response, body
+            key = self._limit_field(body)
+            limit = _int(body.get(key)) or self.max_tokens
+            at_cap = limit >= self.max_tokens_cap
+            if "truncation" in used or (at_cap and not shorter):
+                again = "again" if "truncation" in used else "the cap"
+                call.error = f"truncated: the answer was cut off at the output limit ({limit} tokens) {again}"
+                out.error = scrub(f"{where}: {call.error.removeprefix('truncated: ')}", self._secrets)
+                return None
+            used.add("truncation")
+            if not at_cap:
+                new_limit = min(self.max_tokens_cap, 2 * limit)
+                call.error = (f"truncated: the answer was cut off at the output limit ({limit} tokens); "
+                              f"asked again with {key}={new_limit}")
+                body = copy.deepcopy(body)
+                body[key] = new_limit
+            else:
+                call.error = (f"truncated: the answer was cut off at the output limit ({limit} tokens, the "
+                              "cap); asked again for a shorter answer")
+                body = self._add_user_text(body, self.shorter_text(limit))
+
     def _one(self, request: ProposalRequest, index: int, n: int, plan: CachePlan,
              started: threading.Event | None = None) -> _Conversation:
         where = f"{self.name}: proposal {index + 1} of {n}"
@@ -587,50 +668,10 @@ class ModelProposer:
             parent = request.parent_for(index)
             used: set[str] = set()           # follow-ups already spent: repair, truncation, relaxations
             while True:
-                try:
-                    reservation = self._reserve(body, where)
-                except BudgetRefused as exc:
-                    out.error, out.budget = f"{where}: {exc}", True
+                got = self._answer(body, where, used, out, plan, on_start)
+                if got is None:
                     return out
-                call, response, failure = self._exchange(body, on_start, reservation, plan)
-                out.calls.append(call)
-                out.connect_failed.append(response is None and failure is not None and failure.kind == CONNECT)
-                if response is None:
-                    relax = self._relaxation_for(failure, body, used)
-                    if relax is not None:
-                        used.add(relax.name)
-                        message = failure.message if failure is not None else ""
-                        new_body = relax.adapt(body, message) if relax.adapt is not None else relax.apply(body)
-                        if relax.learn:
-                            with self._lock:
-                                self.relaxed.add(relax.name)
-                                fixed = _diff_fields(body, new_body)
-                                self._relaxed_bodies[relax.name] = lambda b, f=fixed: _patch(b, f)
-                        call.error = scrub(f"{call.error} -- {relax.note}, for this model for the rest of the run",
-                                           self._secrets)
-                        body = new_body
-                        continue
-                    out.error = f"{where}: request failed after {call.attempts} attempt(s): {call.error}"
-                    return out
-                key = self._limit_field(body)
-                limit = _int(body.get(key)) or self.max_tokens
-                if self._truncated(response):
-                    if "truncation" in used:
-                        call.error = f"truncated: the answer was cut off at the output limit ({limit} tokens) again"
-                        out.error = scrub(f"{where}: {call.error.removeprefix('truncated: ')}", self._secrets)
-                        return out
-                    used.add("truncation")
-                    if limit < self.max_tokens_cap:
-                        new_limit = min(self.max_tokens_cap, 2 * limit)
-                        call.error = (f"truncated: the answer was cut off at the output limit ({limit} tokens); "
-                                      f"asked again with {key}={new_limit}")
-                        body = copy.deepcopy(body)
-                        body[key] = new_limit
-                    else:
-                        call.error = (f"truncated: the answer was cut off at the output limit ({limit} tokens, the "
-                                      "cap); asked again for a shorter answer")
-                        body = self._add_user_text(body, self.shorter_text(limit))
-                    continue
+                response, body = got
                 reading = self._read(response, parent)
                 if reading.problem is None and reading.args is not None:
                     try:
@@ -644,7 +685,7 @@ class ModelProposer:
                         out.proposal = proposal
                         return out
                 problem = reading.problem or "no usable answer"
-                call.error = scrub(f"invalid answer: {problem}", self._secrets)
+                out.calls[-1].error = scrub(f"invalid answer: {problem}", self._secrets)
                 if "repair" in used:
                     out.error = scrub(f"{where}: answer still invalid after one repair request: {problem}",
                                       self._secrets)
@@ -653,6 +694,29 @@ class ModelProposer:
                 body = self._repair_body(body, response, problem)
         finally:
             on_start()      # the others go ahead even when the first fails
+
+    # -- a free-text conversation -----------------------------------------------------------
+    def ask(self, system: str, messages: list[dict], what: str = "a text answer") -> TextReply:
+        """One conversation that is not a proposal (``kforge init --describe``): ``messages``
+        ([{"role": "user" | "assistant", "content": text}, ...], ending with the user's turn) under
+        ``system``, in a request built as a proposal's is (the capability table's thinking, effort,
+        output limit and temperature; relaxations learned earlier in the run), with no tool offered.
+        The budget is checked before every call; an answer cut off at the output limit is asked
+        again with twice the limit (up to the cap).  Failures come back in :class:`TextReply`."""
+        if not messages or messages[-1].get("role") != "user":
+            raise InputError(f"{self.name}: a conversation ends with the user's turn")
+        request = ProposalRequest(system=system, prompt=str(messages[0].get("content", "")))
+        plan = self._plan(request, 1)
+        body = self._conversation_body(self._initial(request, 0, plan), system, messages)
+        out = _Conversation()
+        got = self._answer(body, f"{self.name}: {what}", set(), out, plan, lambda: None, shorter=False)
+        self._primed = self._primed or got is not None
+        for call in out.calls:
+            if call.plan is not None:
+                call.plan["answer_format"] = "text"        # a free answer, not a proposal's format
+        cut = got is None and bool(out.calls) and (out.calls[-1].error or "").startswith("truncated")
+        return TextReply(text=self._text(got[0]).strip() if got is not None else "", calls=out.calls,
+                         error=out.error, budget_exhausted=out.budget, truncated=cut)
 
     def _read(self, response: Any, parent: str | None) -> Reading:
         """The proposal in an answer: the tool call in tool mode (a fenced answer accepted too),

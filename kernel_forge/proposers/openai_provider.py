@@ -62,6 +62,7 @@ class EmptyStream(Exception):
 
 class OpenAIProposer(ModelProposer):
     provider = "openai"
+    thinking_word = "reasoning"
 
     def __init__(self, model: str, api_key: str | None = None, base_url: str | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, timeout: float = 120,
@@ -132,13 +133,7 @@ class OpenAIProposer(ModelProposer):
         self.thinking_on = self.effort not in (None, "none")
         limit = int(max_tokens) if max_tokens is not None else caps.default_output(self.thinking_on)
         self.max_tokens = min(limit, caps.max_output) if caps.known and caps.api != "chat" else limit
-        if self.temperature is not None and not caps.accepts_temperature(self.thinking_on):
-            self.adjustments.append(f"{caps.key} takes no temperature"
-                                    + (" with reasoning on" if caps.temperature == "without_thinking" else "")
-                                    + ": none sent")
-            self.send_temperature = False
-        else:
-            self.send_temperature = self.temperature is not None
+        self._resolve_temperature()
 
     def _limit_field(self, body: dict) -> str:
         return next((f for f in ("max_output_tokens",) + LIMIT_FIELDS if f in body), self.max_tokens_field)
@@ -403,6 +398,20 @@ class OpenAIProposer(ModelProposer):
             new["input"].append({"role": "user", "content": [{"type": "input_text", "text": text}]})
         else:
             new["messages"].append({"role": "user", "content": text})
+        return new
+
+    def _conversation_body(self, body: dict, system: str, messages: list[dict]) -> dict:
+        drop = ("tools", "tool_choice", "parallel_tool_calls", "instructions", "input", "messages")
+        new = {k: copy.deepcopy(v) for k, v in body.items() if k not in drop}
+        if self.api == "responses":
+            if system:
+                new["instructions"] = system
+            new["input"] = [{"role": m["role"], "content": [
+                {"type": "input_text" if m["role"] == "user" else "output_text", "text": m["content"]}]}
+                for m in messages]
+        else:
+            new["messages"] = ([{"role": "system", "content": system}] if system else []) + [
+                {"role": m["role"], "content": m["content"]} for m in messages]
         return new
 
     def _relaxations(self) -> list[Relaxation]:

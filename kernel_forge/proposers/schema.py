@@ -57,6 +57,9 @@ PROPOSAL_SCHEMA: dict = {
                 "grid": {**_DIMS, "description": "Grid dimensions (1 to 3 items)."},
                 "block": {**_DIMS, "description": "Block dimensions (1 to 3 items)."},
                 "shared_mem": {**_EXPR, "description": "Dynamic shared memory in bytes (integer or expression)."},
+                "cooperative": {"type": "boolean",
+                                "description": "Launch with cuLaunchCooperativeKernel (grid-wide sync); the whole "
+                                               "grid must fit on the GPU at once."},
             },
             "required": ["grid", "block"],
             "additionalProperties": False,
@@ -191,6 +194,8 @@ def to_proposal(args: dict, *, proposer: str = "", parent: str | None = None, la
         raw = args["launch"]
         launch = {"grid": list(raw["grid"]), "block": list(raw["block"]),
                   "shared_mem": raw.get("shared_mem", 0)}
+        if raw.get("cooperative"):
+            launch["cooperative"] = True
     tunables = None
     if args.get("tunables"):
         tunables = {str(k): list(v) for k, v in args["tunables"].items()}

@@ -20,6 +20,10 @@ from loopback import Loopback, text  # noqa: E402
 
 from kernel_forge.describe import DescribeConfig, describe_task  # noqa: E402
 
+#: a current model from the capability table (kernel_forge/data/models.json): its request is built
+#: from its entry (adaptive thinking, effort, output limit) and its cost from its prices
+MODEL = "anthropic:claude-sonnet-5-5"
+
 DESCRIPTION = ("Leaky ReLU over n float32 values: y[i] = x[i] where x[i] > 0, else 0.01 * x[i]. "
                "n can be any size, including 1.")
 
@@ -93,11 +97,16 @@ def record(folder: str, reference: str) -> None:
     server = Loopback().start()
     os.environ["ANTHROPIC_API_KEY"] = "sk-ant-recording-0000000000000000"
     try:
-        server.script("anthropic", text(SPEC, input_tokens=900, output_tokens=420),
-                      text(reference, input_tokens=700, output_tokens=120),
-                      text(WITNESS, input_tokens=750, output_tokens=110))
+        # the model thinks first (adaptive thinking, as its entry asks): a short signed thinking block
+        server.script("anthropic",
+                      text(SPEC, output_tokens=1260).thinking("The cases must reach n = 1, a prime and a "
+                                                              "ragged size; the holdout stays unseen.", "sig-spec"),
+                      text(reference, output_tokens=540).thinking("float64 inside, written into y in place.",
+                                                                  "sig-reference"),
+                      text(WITNESS, output_tokens=480).thinking("One thread per element with a bounds check.",
+                                                                "sig-witness"))
         with tempfile.TemporaryDirectory() as tmp:
-            cfg = DescribeConfig(model="anthropic:claude-sonnet-4-5", base_url=server.anthropic_base_url)
+            cfg = DescribeConfig(model=MODEL, base_url=server.anthropic_base_url)
             res = describe_task("relu_like", DESCRIPTION, tmp, cfg, progress=print)
             out = HERE / folder
             shutil.rmtree(out, ignore_errors=True)
