@@ -24,6 +24,7 @@ class Proposal:
     label: str = ""                              # e.g. a replay file name
     direction: str = ""                          # the direction this proposal was asked to take
     calls: list[int] = field(default_factory=list)  # indices into ProposalResult.calls that produced it
+    predicted_speedup: float | None = None       # the speedup over its parent the model expects (x1.3: 30 % faster)
 
 
 @dataclass
@@ -60,6 +61,13 @@ class ProposalRequest:
     #: the ``n`` proposals uses ``prompt``
     prompts: list[str] = field(default_factory=list)
     directions: list[str] = field(default_factory=list)   # the direction of each of the n proposals
+    #: per proposal, the attempt it is to start from (the search strategy's choice; the best for greedy),
+    #: its technique tag (``"cmp:regblock"``, ``"crossover"`` ...) and a crossover's second parent
+    parents: list[str] = field(default_factory=list)
+    techniques: list[str] = field(default_factory=list)
+    seconds: list[str | None] = field(default_factory=list)
+    #: labels whose every setting was gated or ruled out: the built-in tuner proposes those templates no more
+    spent: list[str] = field(default_factory=list)
 
     def prompt_for(self, index: int) -> str:
         """The dynamic user prompt of proposal ``index`` (0-based)."""
