@@ -205,7 +205,8 @@ class Optimizer:
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> dict:
-        self.progress(f"[kforge] run {self.run_dir.path} — task {self.task.name}, proposer {self.proposer.name}")
+        self.progress(f"[kforge] run {self.run_dir.path} — task {self.task.name}, proposer {self.proposer.name}, "
+                      f"search {self.strategy.name}")
         try:
             self._start()
             while True:
@@ -922,6 +923,8 @@ class Optimizer:
         self.progress(f"[kforge] iteration {self.iteration}/{self.config.max_iterations}: {gated} gated, "
                       f"rejected: {rej}; best {self.best.id} x{self.speedup():.2f} vs initial; "
                       f"${self.cost_usd:.4f}, {self.tokens['input'] + self.tokens['output']} tokens")
+        if self._is_tuner():
+            self.progress(f"[kforge]   search {self.strategy.name}: {self.search_line()}")
 
     def _finish(self) -> dict:
         from .summary import write_summary

@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 NAMES = ("greedy", "population", "anneal", "brute")
 #: the default (the offline benchmark's winner on proposals to within 5 % of the best: bench/SEARCH.md)
 DEFAULT = "population"
-#: a space is listed (every valid setting enumerated) up to this many settings
-LIST_LIMIT = 20_000
+#: a space is listed (every valid setting enumerated) when its tunables have at most this many combinations
+LIST_LIMIT = 50_000
 
 
 def _key(d: dict) -> tuple:
@@ -78,12 +78,10 @@ class Space:
         self.label = label or cand.name
         self.names = sorted(cand.tunables)
         self.values = {k: list(dict.fromkeys(cand.tunables[k])) for k in self.names}
-        self.count = cand.count_configurations()
-        exact = getattr(self.count, "exact", True)
-        self._valid: list[dict] | None = (cand.configurations() if exact and int(self.count) <= LIST_LIMIT
-                                          else None)
-        if self._valid is not None:
-            self.count = len(self._valid)
+        product = math.prod(len(v) for v in self.values.values())
+        self._valid: list[dict] | None = cand.configurations() if product <= LIST_LIMIT else None
+        self.count = len(self._valid) if self._valid is not None else cand.count_configurations()
+        self._ok: dict[tuple, bool] = {_key(d): True for d in self._valid or ()}
         self.trials: dict[tuple, Trial] = {}
         self.order: list[tuple] = []          # trial keys in the order they were recorded
         self.seed = 0                         # the run's seed (annealing replays its chain with it)
@@ -109,9 +107,11 @@ class Space:
         return p[0] if p else None
 
     def valid(self, d: dict) -> bool:
-        if any(d.get(k) not in self.values[k] for k in self.names):
-            return False
-        return self.cand.with_defines(d).satisfies_constraints()
+        k = _key(d)
+        if k not in self._ok:
+            self._ok[k] = (self._valid is None and all(d.get(n) in self.values[n] for n in self.names)
+                           and self.cand.with_defines(d).satisfies_constraints())
+        return self._ok[k]
 
     @property
     def listed(self) -> bool:
@@ -139,6 +139,35 @@ class Space:
                 "failed": st.count("failed"), "ruled_out": st.count("ruled_out"), "pending": st.count("pending"),
                 "best": (self.best().attempt if self.best() else None),
                 "best_us": (self.best().score if self.best() else None)}
+
+    def model(self, ridge: float = 0.3) -> Callable[[dict], float]:
+        """An additive model of log time over the tunables' values (one weight per value, ridge
+        regularised), fitted to every setting measured so far; a failed setting counts as slower
+        than the slowest that passed (by ``e^0.7``).  Returns ``setting -> predicted log time``."""
+        import numpy as np
+
+        cols = {(n, v): i for i, (n, v) in enumerate((n, v) for n in self.names for v in self.values[n])}
+        ok = [t for t in self.trials.values() if t.status == "passed" and t.score]
+        if not ok:
+            return lambda d: 0.0
+        worst = max(math.log(t.score) for t in ok) + 0.7
+        rows = [t for t in self.trials.values() if t.status in ("passed", "failed")]
+        X = np.zeros((len(rows), len(cols) + 1))
+        y = np.zeros(len(rows))
+        for r, t in enumerate(rows):
+            X[r, -1] = 1.0
+            for n in self.names:
+                i = cols.get((n, t.defines.get(n)))
+                if i is not None:
+                    X[r, i] = 1.0
+            y[r] = math.log(t.score) if t.status == "passed" and t.score else worst
+        reg = ridge * np.eye(X.shape[1])
+        reg[-1, -1] = 0.0
+        w = np.linalg.solve(X.T @ X + reg, X.T @ y)
+
+        def predict(d: dict) -> float:
+            return float(w[-1] + sum(w[cols[(n, d.get(n))]] for n in self.names if (n, d.get(n)) in cols))
+        return predict
 
     # -- moves -----------------------------------------------------------------------------
     def setting(self, d: dict) -> dict:
@@ -275,16 +304,18 @@ def tried_pairs(ctx: PlanContext) -> set[tuple[str, str]]:
 
 
 def _directions_for(ctx: PlanContext, parent: "Attempt", k: int, used: set[str],
-                    avoid: set[str] = frozenset()) -> list[tuple[str, str]]:
-    """``k`` (technique, direction) pairs for ``parent``: those not in ``used`` first, those in
-    ``avoid`` last, repeats marked as variants."""
+                    avoid: set[str] = frozenset(), prefer: set[str] = frozenset()) -> list[tuple[str, str]]:
+    """``k`` (technique, direction) pairs for ``parent``: those not in ``used`` first (those in
+    ``prefer`` — they gained before — ahead of the others), those in ``avoid`` last, repeats
+    marked as variants."""
     if k <= 0:
         return []
-    pool = list(dict.fromkeys(ctx.options(parent, k + len(used) + len(avoid))))
+    pool = list(dict.fromkeys(ctx.options(parent, k + len(used) + len(avoid) + len(prefer))))
     if not pool:
         return [("", "")] * k
     base = lambda t: t.split("#")[0]  # noqa: E731
     fresh = [p for p in pool if base(p[0]) not in used and base(p[0]) not in avoid]
+    fresh.sort(key=lambda p: base(p[0]) not in prefer)      # stable: the diagnosis order otherwise
     late = [p for p in pool if base(p[0]) in avoid and base(p[0]) not in used]
     again = [p for p in pool if base(p[0]) in used]
     picked = (fresh + late + again)[:k]
@@ -387,32 +418,41 @@ class Population(Strategy):
                 chosen.append(a)
         return chosen
 
+    def crossover_pair(self, ctx: PlanContext, by_id: dict) -> tuple | None:
+        """Two parents to combine: of different kernels, of different techniques where possible,
+        a pair not combined before; the fastest such pair first."""
+        ranked = self.parents(ctx, self.parents_max + 2)
+        done = {frozenset((a.parent, a.second_parent)) for a in ctx.attempts if a.second_parent}
+        pairs = [(x, y) for i, x in enumerate(ranked) for y in ranked[i + 1:] if ctx.body(x) != ctx.body(y)
+                 and frozenset((x.id, y.id)) not in done]
+        tech = lambda a: technique_of(a, by_id).split("#")[0]  # noqa: E731
+        pairs.sort(key=lambda p: (tech(p[0]) == tech(p[1]), ranked.index(p[0]) + ranked.index(p[1])))
+        return pairs[0] if pairs else None
+
     def plan(self, ctx: PlanContext, n: int) -> list[SlotPlan]:
         if n <= 0:
             return []
         by_id = {a.id: a for a in ctx.attempts}
         out: list[SlotPlan] = []
-        cross = ctx.crossover_every > 0 and (n >= 2 or ctx.iteration % ctx.crossover_every == 0)
+        # exploit while the best climbs (it changed in the last iteration): every proposal starts
+        # from it; once it stalls, diversify: more parents and a crossover
+        stalled = ctx.iteration - ctx.best.iteration > 1
+        cross = stalled and ctx.crossover_every > 0 and (n >= 2 or ctx.iteration % ctx.crossover_every == 0)
         pair = None
         if cross:
-            ranked = self.parents(ctx, self.parents_max + 1)
-            first = ranked[0] if ranked else None
-            tf = technique_of(first, by_id).split("#")[0] if first else ""
-            other = next((a for a in ranked[1:] if technique_of(a, by_id).split("#")[0] != tf), None) \
-                or (ranked[1] if len(ranked) > 1 else None)
-            if first is not None and other is not None and ctx.body(first) != ctx.body(other):
-                pair = (first, other)
+            pair = self.crossover_pair(ctx, by_id)
         m = n - (1 if pair else 0)
-        k = min(self.parents_max, max(1, (m + 1) // 2))
+        k = min(self.parents_max, max(1, (m + 1) // 2)) if stalled else 1
         parents = self.parents(ctx, k) or [ctx.best]
         tried = tried_pairs(ctx)
         avoid = avoid_techniques(ctx)
+        prefer = gained_techniques(ctx)
         share = [0] * len(parents)
         for j in range(m):
             share[j % len(parents)] += 1
         for p, s in zip(parents, share):
             used = {t for body, t in tried if body == ctx.body(p)}
-            for t, d in _directions_for(ctx, p, s, used, avoid):
+            for t, d in _directions_for(ctx, p, s, used, avoid, prefer):
                 out.append(SlotPlan(parent=p, direction=(d if p is ctx.best else
                                                          f"start from {p.id} (not the best: a different line worth "
                                                          f"developing): {d}"), technique=t))
@@ -427,34 +467,64 @@ class Population(Strategy):
         """A third of the budget (at least 4) when ``refine``, else all of it."""
         return budget if not refine or budget <= 4 else max(4, math.ceil(budget / 3))
 
-    def pick(self, space: Space, k: int, rng: random.Random, *, progress: float = 0.0) -> list[tuple[dict, str]]:
-        """Children of the fastest settings: tournament selection (size 2) from the population
-        (the ``max(4, k)`` fastest settings), uniform crossover, then each tunable mutated with
-        probability 1/len(tunables); a child already tried or invalid is drawn again, and after
-        many tries a random untried setting takes its place."""
-        if k <= 0:
-            return []
-        pop = space.passed()[:max(4, k)]
-        if len(pop) < 2:
-            return [(d, "first sample") for d in space.first_sample(k, rng)] if not pop else \
-                Strategy.pick(self, space, k, rng)
-        out, seen = [], set()
+    #: children bred per setting picked; the surrogate keeps the most promising
+    brood = 8
+    #: share of a round picked by the surrogate (the rest: GA children as bred, for exploration)
+    exploit = 0.75
+
+    def breed(self, space: Space, pop: list[Trial], n: int, rng: random.Random, seen: set) -> list[tuple[dict, str]]:
+        """Up to ``n`` untried valid children: tournament selection (size 2) from ``pop``, uniform
+        crossover, each tunable mutated with probability 1/len(tunables)."""
+        out = []
         pm = 1.0 / max(1, len(space.names))
         tries = 0
-        while len(out) < k and tries < 60 * k:
+        while len(out) < n and tries < 30 * n:
             tries += 1
             a = min(rng.sample(pop, 2), key=lambda t: t.score)
             b = min(rng.sample(pop, 2), key=lambda t: t.score)
-            child = {n: (a.defines[n] if rng.random() < 0.5 else b.defines[n]) for n in space.names}
-            for n in space.names:
+            child = {x: (a.defines[x] if rng.random() < 0.5 else b.defines[x]) for x in space.names}
+            for x in space.names:
                 if rng.random() < pm:
-                    child[n] = rng.choice(space.values[n])
+                    child[x] = rng.choice(space.values[x])
             d = space.setting(child)
             if space.valid(d) and not space.tried(d) and _key(d) not in seen:
                 out.append((d, f"child of {a.attempt} x {b.attempt}"))
                 seen.add(_key(d))
-        if len(out) < k:                  # the population's neighbourhood is used up: widen
-            out += [(d, w) for d, w in Strategy.pick(self, space, k - len(out), rng) if _key(d) not in seen]
+        return out
+
+    def pick(self, space: Space, k: int, rng: random.Random, *, progress: float = 0.0) -> list[tuple[dict, str]]:
+        """A surrogate-assisted genetic search: a first space-filling sample (the declared defaults,
+        then seeded random settings); after it, a brood of children of the fastest settings
+        (:meth:`breed`) and the untried neighbours of the three fastest, ranked by an additive
+        model of log time over the tunables' values fitted to every setting measured so far
+        (:meth:`Space.model`); the best-ranked three quarters of the round are taken, the rest are
+        children as bred (exploration)."""
+        if k <= 0:
+            return []
+        pop = space.passed()[:max(4, k)]
+        if len(pop) < 4:
+            first = [dict(space.cand.defines)] if not space.trials and space.valid(dict(space.cand.defines)) else []
+            return [(d, "first sample") for d in first] + \
+                [(d, "first sample") for d in space.random_untried(k - len(first), rng,
+                                                                   avoid={_key(d) for d in first})]
+        seen: set = set()
+        brood = self.breed(space, pop, self.brood * k, rng, seen)
+        for t in pop[:3]:
+            for d in space.neighbours(t.defines, kind="hamming"):
+                if not space.tried(d) and _key(d) not in seen:
+                    brood.append((d, f"neighbour of {t.attempt}"))
+                    seen.add(_key(d))
+        if not brood:
+            return Strategy.pick(self, space, k, rng)
+        predict = space.model()
+        ranked = sorted(brood, key=lambda x: (predict(x[0]), _key(x[0])))
+        n_best = min(len(ranked), max(1, round(self.exploit * k)))
+        out = [(d, f"{w}; predicted {math.exp(predict(d)):.4g} µs") for d, w in ranked[:n_best]]
+        rest = [x for x in brood[:self.brood * k] if x not in ranked[:n_best]]
+        out += rest[:k - len(out)]
+        if len(out) < k:
+            taken = {_key(d) for d, _ in out}
+            out += [(d, w) for d, w in Strategy.pick(self, space, k - len(out), rng) if _key(d) not in taken]
         return out[:k]
 
     def allocate(self, spaces: list[Space], per_space: int) -> list[int]:
@@ -491,14 +561,15 @@ class Anneal(Strategy):
                    else (1.0 if a is ctx.best else 0.0) for a in pool]
         tried = tried_pairs(ctx)
         avoid = avoid_techniques(ctx)
+        prefer = gained_techniques(ctx)
         out = []
         counts: dict[str, int] = {}
         picks = [ctx.best] + [rng.choices(pool, weights)[0] for _ in range(n - 1)]
         for p in picks:
             counts[p.id] = counts.get(p.id, 0) + 1
-        for p in dict.fromkeys(picks):
+        for p in {x.id: x for x in picks}.values():
             used = {tt for body, tt in tried if body == ctx.body(p)}
-            for tech, d in _directions_for(ctx, p, counts[p.id], used, avoid):
+            for tech, d in _directions_for(ctx, p, counts[p.id], used, avoid, prefer):
                 out.append(SlotPlan(parent=p, technique=tech, direction=d if p is ctx.best else
                                     f"start from {p.id} (not the best, chosen to explore): {d}"))
         return out
@@ -637,6 +708,11 @@ def outcomes(ctx_attempts: list["Attempt"], noise: float) -> dict[str, list[tupl
             what = "noise"
         out.setdefault(t, []).append((a.id, what))
     return out
+
+
+def gained_techniques(ctx: PlanContext) -> set[str]:
+    """Techniques that made a kernel faster than its parent beyond the noise at least once."""
+    return {t for t, res in outcomes(ctx.attempts, ctx.min_improvement).items() if any(w == "gain" for _, w in res)}
 
 
 def avoid_techniques(ctx: PlanContext) -> set[str]:
