@@ -247,7 +247,7 @@ def clip_kernel(source: str, limit: int) -> str:
         where = ("after the main loop" if must and i > max(must) else
                  "before the main loop" if must else "")
         indent = re.match(r"\s*", lines[j] if j < len(lines) else lines[i]).group(0)
-        out.append(f"{indent}// ... {j - i} line{'s' if j - i > 1 else ''} ({chars} characters)"
-                   + (f" {where}" if where else "") + " left out ...")
+        out.append(f"{indent}// ... " + (f"{where}: " if where else "")
+                   + f"{j - i} line{'s' if j - i > 1 else ''} ({chars} characters) left out ...")
         i = j
     return "\n".join(out)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .diagnosis import us
-from .strategies import ratio_to_parent
+from .strategies import comparable_parent, ratio_to_parent
 
 if TYPE_CHECKING:
     from .loop import Attempt
@@ -106,11 +106,13 @@ def _line(members: list["Attempt"], by_id: dict, noise: float, profile: Callable
     """(line, technique, verdict) of one proposal."""
     passed = [m for m in members if m.status == "passed" and m.score_us]
     head = min(passed, key=lambda m: m.score_us) if passed else members[0]
-    parent = by_id.get(members[0].parent)
+    parent = comparable_parent(members[0], by_id)
     tech = _tech(members[0])
     what = verdict(head, parent, noise)
     ids = members[0].id if len(members) == 1 else f"{members[0].id}..{members[-1].id}"
-    src = f" from {parent.id}" if parent is not None else ""
+    src = f" from {members[0].parent}" if members[0].parent else ""
+    if parent is not None and parent.id != members[0].parent:
+        src += f" (a fix; compared with {parent.id})"
     if members[0].second_parent:
         src += f" x {members[0].second_parent}"
     line = f"- {ids} [{tech}]{src}: "

@@ -469,8 +469,10 @@ class Population(Strategy):
 
     #: children bred per setting picked; the surrogate keeps the most promising
     brood = 8
-    #: share of a round picked by the surrogate (the rest: GA children as bred, for exploration)
-    exploit = 0.75
+    #: share of a round from the untried one-tunable moves of the fastest setting (local search)
+    local = 0.5
+    #: share of a round picked by the surrogate from the brood (the rest: children as bred)
+    exploit = 0.25
 
     def breed(self, space: Space, pop: list[Trial], n: int, rng: random.Random, seen: set) -> list[tuple[dict, str]]:
         """Up to ``n`` untried valid children: tournament selection (size 2) from ``pop``, uniform
@@ -493,12 +495,12 @@ class Population(Strategy):
         return out
 
     def pick(self, space: Space, k: int, rng: random.Random, *, progress: float = 0.0) -> list[tuple[dict, str]]:
-        """A surrogate-assisted genetic search: a first space-filling sample (the declared defaults,
-        then seeded random settings); after it, a brood of children of the fastest settings
-        (:meth:`breed`) and the untried neighbours of the three fastest, ranked by an additive
-        model of log time over the tunables' values fitted to every setting measured so far
-        (:meth:`Space.model`); the best-ranked three quarters of the round are taken, the rest are
-        children as bred (exploration)."""
+        """A memetic, surrogate-assisted genetic search: a first space-filling sample (the
+        declared defaults, then seeded random settings); after it, each round takes ``local`` of
+        its settings from the untried one-tunable moves of the fastest setting (in random order),
+        ``exploit`` from a brood of children of the fastest settings (:meth:`breed`) ranked by an
+        additive model of log time over the tunables' values fitted to every setting measured so
+        far (:meth:`Space.model`), and the rest from the brood as bred (exploration)."""
         if k <= 0:
             return []
         pop = space.passed()[:max(4, k)]
@@ -507,30 +509,37 @@ class Population(Strategy):
             return [(d, "first sample") for d in first] + \
                 [(d, "first sample") for d in space.random_untried(k - len(first), rng,
                                                                    avoid={_key(d) for d in first})]
+        out: list[tuple[dict, str]] = []
         seen: set = set()
-        brood = self.breed(space, pop, self.brood * k, rng, seen)
-        for t in pop[:3]:
-            for d in space.neighbours(t.defines, kind="hamming"):
+
+        def take(items, n):
+            for d, w in items:
+                if len(out) >= n:
+                    return
                 if not space.tried(d) and _key(d) not in seen:
-                    brood.append((d, f"neighbour of {t.attempt}"))
+                    out.append((d, w))
                     seen.add(_key(d))
-        if not brood:
-            return Strategy.pick(self, space, k, rng)
-        predict = space.model()
-        ranked = sorted(brood, key=lambda x: (predict(x[0]), _key(x[0])))
-        n_best = min(len(ranked), max(1, round(self.exploit * k)))
-        out = [(d, f"{w}; predicted {math.exp(predict(d)):.4g} µs") for d, w in ranked[:n_best]]
-        rest = [x for x in brood[:self.brood * k] if x not in ranked[:n_best]]
-        out += rest[:k - len(out)]
+
+        best = pop[0]
+        local = space.neighbours(best.defines, kind="hamming")
+        rng.shuffle(local)
+        take([(d, f"neighbour of the best {best.attempt}") for d in local], round(self.local * k))
+        brood = self.breed(space, pop, self.brood * k, rng, set(seen) | set(space.trials))
+        if brood and self.exploit > 0:
+            predict = space.model()
+            ranked = sorted(brood, key=lambda x: (predict(x[0]), _key(x[0])))
+            take([(d, f"{w}; predicted {math.exp(predict(d)):.4g} µs") for d, w in ranked],
+                 len(out) + round(self.exploit * k))
+        take(brood, k)
         if len(out) < k:
-            taken = {_key(d) for d, _ in out}
-            out += [(d, w) for d, w in Strategy.pick(self, space, k - len(out), rng) if _key(d) not in taken]
+            take(Strategy.pick(self, space, k - len(out), rng), k)
         return out[:k]
 
     def allocate(self, spaces: list[Space], per_space: int) -> list[int]:
-        """The iteration's ``per_space x len(spaces)`` settings split by promise: every template
-        gets ``per_space`` until it has been sampled, then shares fall with how far its best is
-        from the best of all (weight ``exp(-ln(best_t / best) / 0.15)``), at least 2 each."""
+        """The settings equal shares of ``per_space`` would gate this iteration, split by promise:
+        every template gets ``per_space`` until it has been sampled, then shares fall with how far
+        its best is from the best of all (weight ``exp(-ln(best_t / best) / 0.15)``), at least 2
+        each, never more than a template has left."""
         return _allocate_by_promise(spaces, per_space)
 
 
@@ -637,8 +646,8 @@ class Brute(Strategy):
 
 
 def _allocate_by_promise(spaces: list[Space], per_space: int, tau: float = 0.15, floor: int = 2) -> list[int]:
-    total = per_space * len(spaces)
     rem = [s.remaining() for s in spaces]
+    total = sum(min(per_space, r) if r is not None else per_space for r in rem)   # what equal shares would gate
     cap = [r if r is not None else total for r in rem]
     bests = [s.best() for s in spaces]
     if any(b is None and c > 0 for b, c in zip(bests, cap)) or not any(bests):
@@ -680,6 +689,17 @@ def get(name: str) -> Strategy:
 
 # ------------------------------------------------------------------------------ reflection
 
+def comparable_parent(a: "Attempt", by_id: dict[str, "Attempt"]) -> "Attempt | None":
+    """The kernel ``a`` is measured against: its parent, or where that failed (a fix turn), the
+    nearest ancestor that passed."""
+    p = by_id.get(a.parent) if a.parent else None
+    hops = 0
+    while p is not None and p.status != "passed" and hops < 64:
+        p = by_id.get(p.parent) if p.parent else None
+        hops += 1
+    return p
+
+
 def ratio_to_parent(a: "Attempt", parent: "Attempt | None") -> float | None:
     """parent score / attempt score (>1: faster than its parent), where both passed."""
     if parent is None or not a.score_us or not parent.score_us or a.status != "passed":
@@ -695,7 +715,7 @@ def outcomes(ctx_attempts: list["Attempt"], noise: float) -> dict[str, list[tupl
         t = (a.technique or "").split("#")[0]
         if not t or a.status == "pending" or a.reason == "duplicate":
             continue
-        r = ratio_to_parent(a, by_id.get(a.parent))
+        r = ratio_to_parent(a, comparable_parent(a, by_id))
         if a.status != "passed":
             what = "failed"
         elif r is None:
