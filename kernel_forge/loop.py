@@ -526,7 +526,7 @@ class Optimizer:
         out: list[Attempt] = []
         try:
             cand = candidate_from_proposal(p, name=f"{base_id}.cu")
-            if not cand.configurations():
+            if int(cand.count_configurations()) == 0:
                 raise CandidateError("no setting of its tunables satisfies its constraints", file=cand.name)
         except CandidateError as exc:
             reason = "launch_conflict" if isinstance(exc, LaunchConflict) else "bad_candidate"
@@ -594,11 +594,17 @@ class Optimizer:
         self.bodies[a.id] = search.body_key(cand)
 
     def _tried(self, cand: Candidate) -> set[tuple]:
-        """The settings of ``cand`` whose kernel an earlier attempt already has."""
-        if search.body_key(cand) not in self.bodies.values():
-            return set()
-        return {tuple(sorted(d.items())) for d in cand.configurations()
-                if search.kernel_key(cand.with_defines(d), self.task) in self.seen}
+        """The settings of ``cand`` whose kernel an earlier attempt already has (only the settings
+        recorded for its body are looked at: a space too large to list is never listed)."""
+        body = search.body_key(cand)
+        out = set()
+        for a in self.attempts:
+            if self.bodies.get(a.id) != body:
+                continue
+            d = {**cand.defines, **a.defines}
+            if search.kernel_key(cand.with_defines(d), self.task) in self.seen:
+                out.add(tuple(sorted(d.items())))
+        return out
 
     def _candidate(self, a: Attempt) -> Candidate:
         text = (self.run_dir.path / a.source_file).read_text(encoding="utf-8")

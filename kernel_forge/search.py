@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import random
 import re
 from typing import TYPE_CHECKING
@@ -27,6 +28,10 @@ if TYPE_CHECKING:        # the loop's record of an attempt (only its fields are 
     from .task import Task
 
 
+#: a space whose tunables have more combinations than this is sampled, never listed
+LIST_LIMIT = 50_000
+
+
 def _dkey(d: dict) -> tuple:
     return tuple(sorted(d.items()))
 
@@ -37,6 +42,11 @@ def configurations_to_try(candidate: Candidate, budget: int, *, seed: int = 0,
                           exclude: set[tuple] = frozenset()) -> list[dict]:
     """Settings of ``candidate``'s tunables to gate, at most ``budget`` of them, none of
     ``exclude`` (tuples of sorted ``(name, value)`` items)."""
+    if math.prod(len(set(v)) for v in candidate.tunables.values()) > LIST_LIMIT:    # too large to list
+        must = [dict(candidate.defines)] + [{**candidate.defines, name: v} for name, values in candidate.tunables.items()
+                                            for v in (min(values), max(values))]
+        drawn = candidate.sample_configurations(budget + len(exclude), seed=seed, must=must)
+        return [d for d in drawn if _dkey(d) not in exclude][:budget]
     configs = [c for c in candidate.configurations() if _dkey(c) not in exclude]
     if len(configs) <= budget:
         return configs
