@@ -395,8 +395,10 @@ class Population(Strategy):
     parent_spread = 2.0
 
     def parents(self, ctx: PlanContext, k: int) -> list["Attempt"]:
-        """Up to ``k`` parents: the best, then the fastest distinct kernels, no technique taking
-        more than half the places (the initial kernel only while nothing else passed)."""
+        """Up to ``k`` parents: the best, then the fastest distinct kernel of each other technique;
+        only when there are fewer techniques than places, further kernels of one technique (the
+        initial kernel only while nothing else passed; none slower than ``parent_spread`` x the
+        best)."""
         by_id = {a.id: a for a in ctx.attempts}
         pool = [a for a in distinct_passed(ctx)
                 if ctx.best.score_us and a.score_us <= ctx.best.score_us * self.parent_spread]
@@ -405,7 +407,7 @@ class Population(Strategy):
         pool.sort(key=lambda a: (a is not ctx.best, a.score_us or 9e99, a.id))
         if len(pool) > 1 and ctx.initial is not None and ctx.initial is not ctx.best:
             pool = [a for a in pool if a is not ctx.initial] or pool
-        cap = max(1, k // 2)
+        cap = 1                           # one line per technique while there are other techniques
         chosen: list = []
         per: dict[str, int] = {}
         for a in pool:
@@ -417,6 +419,27 @@ class Population(Strategy):
             if len(chosen) < min(k, len(pool)) and a not in chosen:
                 chosen.append(a)
         return chosen
+
+    #: how much slower (in ln time) a parent may be for each child fewer that it has had
+    child_cost = 0.03
+
+    def shares(self, ctx: PlanContext, parents: list["Attempt"], m: int) -> list[int]:
+        """Proposals per parent: each goes to the parent with the lowest ``ln(score / best) +
+        child_cost x load``, the load being the children already asked of every parent of its
+        technique (this iteration's included): a line searched without gain yields to the next,
+        and no technique takes every proposal while another is close."""
+        by_id = {a.id: a for a in ctx.attempts}
+        tech = [technique_of(p, by_id).split("#")[0] for p in parents]
+        load: dict[str, int] = {}
+        for p, t in zip(parents, tech):
+            load[t] = load.get(t, 0) + sum(1 for a in ctx.attempts if a.parent == p.id)
+        gap = [math.log(p.score_us / ctx.best.score_us) if p.score_us and ctx.best.score_us else 0.0 for p in parents]
+        share = [0] * len(parents)
+        for _ in range(m):
+            i = min(range(len(parents)), key=lambda j: (gap[j] + self.child_cost * load[tech[j]], j))
+            share[i] += 1
+            load[tech[i]] += 1
+        return share
 
     def crossover_pair(self, ctx: PlanContext, by_id: dict) -> tuple | None:
         """Two parents to combine: of different kernels, of different techniques where possible,
@@ -442,15 +465,14 @@ class Population(Strategy):
         if cross:
             pair = self.crossover_pair(ctx, by_id)
         m = n - (1 if pair else 0)
-        k = min(self.parents_max, max(1, (m + 1) // 2)) if stalled else 1
-        parents = self.parents(ctx, k) or [ctx.best]
+        parents = (self.parents(ctx, self.parents_max) if stalled else [ctx.best]) or [ctx.best]
         tried = tried_pairs(ctx)
         avoid = avoid_techniques(ctx)
         prefer = gained_techniques(ctx)
-        share = [0] * len(parents)
-        for j in range(m):
-            share[j % len(parents)] += 1
+        share = self.shares(ctx, parents, m)
         for p, s in zip(parents, share):
+            if s == 0:
+                continue
             used = {t for body, t in tried if body == ctx.body(p)}
             for t, d in _directions_for(ctx, p, s, used, avoid, prefer):
                 out.append(SlotPlan(parent=p, direction=(d if p is ctx.best else
