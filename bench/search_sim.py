@@ -22,7 +22,7 @@ development, ``--runs`` reads the tuner runs under ``bench/evidence`` (history.j
 settings they lack from their nearest recorded neighbours (marked "imputed" in the output).
 
     python bench/search_sim.py --recording OUT/search-recording.json.gz --seeds 20 --out bench
-    python bench/search_sim.py --runs /tmp/ev --seeds 10 --tasks matmul_f32
+    python bench/search_sim.py --evidence --seeds 20 --out bench     # the tuner runs under bench/evidence
 """
 from __future__ import annotations
 
@@ -498,6 +498,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--recording", type=Path, help="search-recording.json(.gz) from bench/search_record.py")
     ap.add_argument("--runs", type=Path, help="a folder of tuner runs (history.json) instead; missing settings imputed")
+    ap.add_argument("--evidence", action="store_true",
+                    help="the tuner runs committed under bench/evidence (their .tgz files, extracted here) instead")
     ap.add_argument("--tasks", default="")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--modes", default="tune,model")
@@ -510,8 +512,18 @@ def main() -> int:
         pools, env = load_recording(args.recording, tasks)
     elif args.runs:
         pools, env = load_runs(args.runs, tasks)
+    elif args.evidence:
+        import tarfile
+        folder = Path(tempfile.mkdtemp(prefix="kforge-evidence-"))
+        for i, tgz in enumerate(sorted((ROOT / "bench" / "evidence").rglob("*.tgz"))):
+            with tarfile.open(tgz) as tar:
+                kw = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                tar.extractall(folder / f"{i:02d}-{tgz.stem}", **kw)
+        pools, env = load_runs(folder, tasks)
+        env["source"] = "bench/evidence/*/*.tgz (tuner runs of earlier sessions)"
+        shutil.rmtree(folder, ignore_errors=True)
     else:
-        raise SystemExit("give --recording FILE or --runs FOLDER")
+        raise SystemExit("give --recording FILE, --runs FOLDER or --evidence")
     if not env.get("device"):
         from kernel_forge.device_description import load, shipped
         env["device"], cal = load(shipped("h200"))
