@@ -16,10 +16,13 @@ The strategies (``--search NAME``):
     Today's chain: every proposal starts from the best; settings are a seeded sample (declared
     defaults and extremes first), then the untried neighbours of the best setting, widening.
 ``population``
-    The ``k`` fastest distinct kernels as parents, kept diverse by technique (no technique holds
-    more than half the parents), each given directions it has not tried yet, and one crossover
-    proposal (two parents of different techniques); settings by a genetic search (tournament
-    selection over the fastest settings, uniform crossover, mutation), in rounds.
+    While the best keeps improving, every proposal starts from it; once it stalls, the fastest
+    distinct kernel of each technique joins as a parent, proposals are shared by promise and by
+    how much each line was already searched, each parent is given directions it has not tried
+    (those that gained first), and one proposal is a crossover of two lines not combined before.
+    Settings by a memetic genetic search: one-tunable moves from the fastest setting, and children
+    of the fastest settings (tournament selection, uniform crossover, mutation) ranked by an
+    additive surrogate model of log time, in rounds.
 ``anneal``
     Simulated annealing: settings along a chain that accepts a slower setting with probability
     ``exp(-ln(new/old) / T)``, ``T`` cooling with every setting gated; parents drawn with
@@ -36,7 +39,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .candidate import Candidate
@@ -362,7 +365,7 @@ class Strategy:
         (greedy: everything at once, then ``refine``'s one step of neighbours)."""
         return budget
 
-    def pick(self, space: Space, k: int, rng: random.Random, *, progress: float = 0.0) -> list[tuple[dict, str]]:
+    def pick(self, space: Space, k: int, rng: random.Random) -> list[tuple[dict, str]]:
         """Up to ``k`` untried valid settings of ``space`` to gate next, each with why."""
         if k <= 0:
             return []
@@ -516,7 +519,7 @@ class Population(Strategy):
                 seen.add(_key(d))
         return out
 
-    def pick(self, space: Space, k: int, rng: random.Random, *, progress: float = 0.0) -> list[tuple[dict, str]]:
+    def pick(self, space: Space, k: int, rng: random.Random) -> list[tuple[dict, str]]:
         """A memetic, surrogate-assisted genetic search: a first space-filling sample (the
         declared defaults, then seeded random settings); after it, each round takes ``local`` of
         its settings from the untried one-tunable moves of the fastest setting (in random order),
@@ -624,7 +627,7 @@ class Anneal(Strategy):
             step += 1
         return cur
 
-    def pick(self, space: Space, k: int, rng: random.Random, *, progress: float = 0.0) -> list[tuple[dict, str]]:
+    def pick(self, space: Space, k: int, rng: random.Random) -> list[tuple[dict, str]]:
         """Moves from the chain's current setting (one tunable to another value, nearest first),
         restarting from a random untried setting where the neighbourhood is used up."""
         if k <= 0:
@@ -661,7 +664,7 @@ class Brute(Strategy):
 
     name = "brute"
 
-    def pick(self, space: Space, k: int, rng: random.Random, *, progress: float = 0.0) -> list[tuple[dict, str]]:
+    def pick(self, space: Space, k: int, rng: random.Random) -> list[tuple[dict, str]]:
         if space.listed:
             return [(d, "next in declared order") for d in space.untried()[:k]]
         return [(d, "random untried setting (the space is too large to list)") for d in space.random_untried(k, rng)]
@@ -765,18 +768,3 @@ def avoid_techniques(ctx: PlanContext) -> set[str]:
         if "gain" not in kinds and sum(w in ("failed", "slower") for w in kinds) >= 2:
             out.add(t)
     return out
-
-
-@dataclass
-class SearchState:
-    """The tuner's view of one iteration (for the progress line and the summary)."""
-
-    spaces: list[Space] = field(default_factory=list)
-
-    def describe(self) -> str:
-        parts = []
-        for s in self.spaces:
-            c = s.counts()
-            parts.append(f"{c['label']}: {c['gated']} of {c['settings']}{'' if c['exact'] else ' (estimated)'} "
-                         f"settings gated" + (f", {c['ruled_out']} ruled out" if c["ruled_out"] else ""))
-        return "; ".join(parts)
