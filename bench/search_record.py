@@ -116,7 +116,12 @@ def record(tasks, make_gate, path: Path, *, time_limit: float = 220.0, options: 
         entry = {"manifest": where, "performance": [c.name for c in task.cases_with("performance")],
                  "initial": None, "baselines": {}, "templates": {}}
         rec["tasks"][task.name] = entry
-        gate = make_gate(task)
+        try:
+            gate = make_gate(task)
+        except Exception as exc:  # noqa: BLE001 - one task's gate that cannot start must not lose the others
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            progress(f"[record] {task.name}: no gate: {entry['error']}")
+            continue
         try:
             if hasattr(gate, "ensure_gpu"):
                 gate.ensure_gpu()
@@ -146,11 +151,14 @@ def record(tasks, make_gate, path: Path, *, time_limit: float = 220.0, options: 
                 ok = sum(r["passed"] for r in tpl["results"])
                 progress(f"[record] {task.name} {tp.name}: {len(tpl['results'])}/{len(configs)} settings gated "
                          f"({ok} passed) in {time.monotonic() - s:.1f} s; {done}/{total} in {time.monotonic() - t0:.0f} s")
+        except Exception as exc:  # noqa: BLE001 - record what failed, keep what was gated, go on
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            progress(f"[record] {task.name}: stopped by {entry['error']}")
         finally:
             gate.close()
         save()
-    rec["complete"] = len(rec["tasks"]) == len(tasks) and all(
-        t["complete"] for e in rec["tasks"].values() for t in e["templates"].values())
+    rec["complete"] = len(rec["tasks"]) == len(tasks) and not any("error" in e for e in rec["tasks"].values()) \
+        and all(t["complete"] for e in rec["tasks"].values() for t in e["templates"].values())
     save()
     progress(f"[record] {'complete' if rec['complete'] else 'INCOMPLETE'}: {done}/{total} settings in "
              f"{time.monotonic() - t0:.0f} s -> {path}")

@@ -95,6 +95,10 @@ def load_recording(path: Path, tasks: list[str] | None = None) -> tuple[dict[str
     for name, entry in rec["tasks"].items():
         if tasks and name not in tasks:
             continue
+        if not entry.get("initial") or not entry["initial"].get("passed"):
+            print(f"[sim] {name}: left out ({entry.get('error') or 'its initial kernel was not recorded passing'})",
+                  file=sys.stderr)
+            continue
         task = load_task(ROOT / entry["manifest"])
         pool = Pool(task)
         pool.results[("initial", ())] = entry["initial"]
