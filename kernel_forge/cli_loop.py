@@ -143,8 +143,12 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
         check_budget_prices(prop, loop.budget_usd)
         if prop.kind == "tune":
             _echo("[kforge] no model configured: using the built-in tuner over the task's templates. "
-                  "To use an LLM: --model anthropic:claude-sonnet-4-5 (ANTHROPIC_API_KEY) or --model openai:gpt-5 "
+                  "To use an LLM: --model anthropic:claude-sonnet-5-5 (ANTHROPIC_API_KEY) or --model openai:gpt-6.2-sol "
                   "(OPENAI_API_KEY), or --base-url for a local OpenAI-compatible server.")
+        from .budget import estimate, render
+        from .task import load_task
+        for line in render(estimate(loop, prop, load_task(manifest))):   # what it may spend, before it starts
+            _echo(line)
         opt = start_run(manifest, loop, gate_opts, prop, runs_dir=runs_dir or cfg.get("runs_dir", "runs"),
                         progress=_echo)
     try:

@@ -668,6 +668,13 @@ def directions(diagnosis: Diagnosis, n: int) -> list[str]:
     """``n`` distinct, concrete directions for the proposals of one iteration, drawn from the
     diagnosis (slowest case against the baselines first, then spills, occupancy, the bound, the
     profiler's top stalls, then generic ones); the same diagnosis always gives the same list."""
+    return [text for _, text in direction_items(diagnosis, n)]
+
+
+def direction_items(diagnosis: Diagnosis, n: int) -> list[tuple[str, str]]:
+    """:func:`directions` with each one's technique key (``"focus:large"``, ``"cmp:regblock"``,
+    ``"stall:mio_throttle"`` ...; a repeat gets ``"#N"`` appended): the search strategies keep
+    their population diverse by these keys and the attempt ledger groups by them."""
     d = diagnosis
     groups: list[list[tuple[str, str]]] = []
     # 0. the named limit of each case, the case furthest behind a reference first
@@ -747,11 +754,12 @@ def directions(diagnosis: Diagnosis, n: int) -> list[str]:
                     "work decomposition per block/warp/thread), not a small edit of it"),
                    ("gen:instr", "reduce the instruction count per output: hoist index arithmetic, "
                     "#pragma unroll the inner loops, use fused multiply-add and precomputed reciprocals")])
-    pool = [text for _, text in _interleave(groups)]
+    pool = _interleave(groups)
     out = pool[:n]
     k = 1
     while len(out) < n:
-        out.append(f"{pool[(k - 1) % len(pool)]} (variant {k + 1}: choose a design the other proposals of this "
-                   "iteration are unlikely to pick)")
+        key, text = pool[(k - 1) % len(pool)]
+        out.append((f"{key}#{k + 1}", f"{text} (variant {k + 1}: choose a design the other proposals of this "
+                    "iteration are unlikely to pick)"))
         k += 1
     return out

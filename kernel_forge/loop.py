@@ -11,13 +11,15 @@ so Ctrl-C or a kill leaves a run that ``--resume`` continues.
 """
 from __future__ import annotations
 
+import random
 import re
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Literal
 
-from . import __version__, feedback, search, selection, translation
+from . import __version__, feedback, reflection, search, selection, strategies, translation
 from .candidate import Candidate, Launch, parse_candidate
-from .diagnosis import diagnose, directions
+from .diagnosis import diagnose, direction_items
 from .errors import CandidateError, KForgeError
 from .evidence import RunDir
 from .gatelike import GateLike
@@ -35,17 +37,20 @@ class LoopConfig:
     """Stop rules and search settings of ``kforge optimize`` (every field is a CLI option)."""
 
     max_iterations: int = 7            #: iterations (each asks for `candidates` proposals)
-    candidates: int = 1                #: proposals per iteration, gated one after another
+    candidates: int = 4                #: model proposals per iteration (the tuner proposes every template with settings left)
+    search: Literal["greedy", "population", "anneal", "brute"] = "population"  #: search strategy for parents, directions and tunable settings (see README: Search)
+    roof_stop: float = 0.9             #: stop once the best reaches this share of the roof that applies (measured bandwidth or compute peak) on every performance case (0: never)
     budget_usd: float | None = None    #: most the model calls may cost (USD): each is checked before it is made against its worst case
     max_tokens: int | None = None      #: stop when input+output tokens reach this
     time_limit_s: float | None = None  #: stop after this much wall time
+    tune_time_limit_s: float = 180.0   #: the built-in tuner's time limit when --time-limit is not given (0: none)
     patience: int | None = None        #: stop after this many iterations without improvement
     target_speedup: float | None = None  #: stop once best is this much faster than the initial kernel
-    tune_budget: int = 24              #: most settings gated per proposal that declares tunables
-    refine: bool = True                #: after tuning a proposal, also try neighbours of its best setting
+    tune_budget: int = 24              #: most settings gated per tuned proposal per iteration (the tuner: per template, shared by promise)
+    refine: bool = True                #: spend a tuned proposal's budget in rounds, each picked from what the rounds before measured (greedy: one step of neighbours of the best setting)
     history_in_prompt: int = 5         #: earlier correct kernels shown to the model (distinct, best excluded)
     failures_in_prompt: int = 3        #: recent failures summarised in the prompt
-    crossover_every: int = 3           #: every Nth iteration offers two parents to combine (0: never)
+    crossover_every: int = 3           #: greedy: every Nth iteration offers two parents to combine; population: one proposal per iteration is a crossover (0: never)
     retime_rounds: int = 2             #: interleaved re-measurement rounds before the best changes
     min_improvement: float = 0.01      #: the least relative gain that can move the best
     hints: str = ""                    #: extra text for the model
@@ -105,6 +110,9 @@ class Attempt:
     baseline: bool = False            # the run's baseline: the initial kernel, or the first passing translation
     created: float = field(default_factory=time.time)
     dispatch: list | None = None      # its dispatch rule (settings per shape, dispatch.py), when it has one
+    technique: str = ""               # the technique tag of its direction ("cmp:regblock", "crossover", "tune:FILE")
+    second_parent: str | None = None  # a crossover's other parent
+    predicted_speedup: float | None = None   # the proposer's expected speedup over its parent
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -120,6 +128,9 @@ class Slot:
 
     direction: str = ""
     fix: Attempt | None = None
+    parent: Attempt | None = None     # where the strategy starts it (None: the best)
+    second: Attempt | None = None     # a crossover's other parent
+    technique: str = ""
 
 
 def _launch_text(launch: Launch) -> str:
@@ -194,11 +205,16 @@ class Optimizer:
         self.seen: dict[str, str] = {}     # search.kernel_key -> the first attempt with that kernel
         self.bodies: dict[str, str] = {}   # attempt id -> search.body_key of its kernel
         self._diag: tuple | None = None     # (best id, profile file, Diagnosis) of the current best
+        self._diags: dict[tuple, object] = {}   # (attempt id, profile) -> Diagnosis of a parent
         self.rules = selection.Rules(rounds=config.retime_rounds, min_improvement=config.min_improvement)
+        self.strategy = strategies.get(config.search)
+        self._spaces: dict[str, strategies.Space] = {}   # body key -> the space of a tunable kernel
+        self._allot: dict[str, int] = {}    # label -> settings it may gate this iteration
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> dict:
-        self.progress(f"[kforge] run {self.run_dir.path} — task {self.task.name}, proposer {self.proposer.name}")
+        self.progress(f"[kforge] run {self.run_dir.path} — task {self.task.name}, proposer {self.proposer.name}, "
+                      f"search {self.strategy.name}")
         try:
             self._start()
             while True:
@@ -212,6 +228,7 @@ class Optimizer:
             self.stop_reason, self.stop_detail = stop.reason, stop.detail
         except Exhausted as exc:
             self.stop_reason = f"proposer_exhausted: {exc}"
+            self.stop_detail = self.search_line()
         except KeyboardInterrupt:
             self.stop_reason = "interrupted"
             self._write_history()
@@ -289,15 +306,16 @@ class Optimizer:
         if not pending and self.settled:
             return None
         if pending and self._time_up():
-            raise StopRun("time_limit")     # left pending: --resume with a longer limit gates them
+            raise self._time_stop()         # left pending: --resume with a longer limit gates them
         if pending:
             self.iteration = pending[0].iteration
         return [a for a in self.attempts if a.iteration == self.iteration and a.proposer != "initial"]
 
     # -- asking -----------------------------------------------------------------------------
     def _ask(self) -> list[Attempt]:
-        """One request for ``candidates`` proposals (fix turns first, then distinct directions);
-        every proposal is recorded, duplicates and conflicts with their verdict."""
+        """One request for ``candidates`` proposals (fix turns first, then the search strategy's
+        parents and directions); every proposal is recorded, duplicates and conflicts with their
+        verdict."""
         self.iteration += 1
         slots = self._slots(self.iteration)
         request = self._request(slots, self.iteration)
@@ -312,10 +330,12 @@ class Optimizer:
         files = self._record_calls(result)
         for err in result.errors:
             self.progress(f"[kforge]   proposer error: {err}")
+        self._allocate(result.proposals)
         batch: list[Attempt] = []
         for i, p in enumerate(result.proposals):
             slot = self._slot_of(p, i, slots)
-            p.parent = p.parent or (slot.fix.id if slot.fix else self.best.id if self.best else None)
+            p.parent = p.parent or (slot.fix.id if slot.fix else slot.parent.id if slot.parent
+                                    else self.best.id if self.best else None)
             batch.extend(self._record_proposal(p, slot, self._calls_of(p, result, files)))
         if result.unreachable and not result.proposals:
             self._write_history()
@@ -329,15 +349,34 @@ class Optimizer:
             self.progress("[kforge]   no usable proposal this iteration")
         return batch
 
+    def _is_tuner(self) -> bool:
+        return self.proposer.name == "tune"
+
     def _slots(self, iteration: int) -> list[Slot]:
         n = self.config.candidates
-        if not self.proposer.needs_prompt:
+        if self._is_tuner():
             return [Slot() for _ in range(n)]
+        by_id = {a.id: a for a in self.attempts}
         fixes = self._fixes(iteration - 1)[:n]
         slots = [Slot(direction=f"fix {f.id} ({f.reason}), keeping its approach"
-                      + (f": {self._root(f).direction}" if self._root(f).direction else ""), fix=f) for f in fixes]
-        slots += [Slot(direction=d) for d in self._directions(n - len(fixes))]
+                      + (f": {self._root(f).direction}" if self._root(f).direction else ""), fix=f, parent=f,
+                      technique=strategies.technique_of(self._root(f), by_id)) for f in fixes]
+        if translation.translating(self):      # no baseline yet: translation directions, no parents
+            return slots + [Slot(direction=d) for d in translation.directions(n - len(fixes))]
+        for p in self.strategy.plan(self._plan_context(iteration), n - len(fixes)):
+            slots.append(Slot(direction=p.direction, parent=p.parent, second=p.second, technique=p.technique))
         return slots
+
+    def _plan_context(self, iteration: int) -> strategies.PlanContext:
+        c = self.config
+        return strategies.PlanContext(attempts=self.attempts, best=self.best, initial=self.initial,
+                                      iteration=iteration, body=lambda a: self.bodies.get(a.id, a.id),
+                                      options=self._options, crossover_every=c.crossover_every,
+                                      min_improvement=c.min_improvement, seed=c.seed)
+
+    def _options(self, parent: Attempt, k: int) -> list[tuple[str, str]]:
+        """(technique, direction) pairs from the diagnosis of ``parent``."""
+        return direction_items(self._diagnosis() if parent is self.best else self._diagnosis_of(parent), k)
 
     def _fixes(self, iteration: int) -> list[Attempt]:
         """Proposals of ``iteration`` whose every setting failed and that have a fix turn left."""
@@ -368,20 +407,96 @@ class Optimizer:
     def _root(self, a: Attempt) -> Attempt:
         return self._fix_chain(a)[-1]
 
-    def _directions(self, k: int) -> list[str]:
-        """``k`` distinct directions from the diagnosis, those not yet given since the best changed first."""
-        if k <= 0:
-            return []
-        if translation.translating(self):
-            return translation.directions(k)
-        used = {a.direction for a in self.attempts if a.iteration > self.best.iteration and a.direction}
-        pool = list(dict.fromkeys(directions(self._diagnosis(), k + len(used))))
-        if not pool:
-            return [""] * k
-        picked = ([d for d in pool if d not in used] + [d for d in pool if d in used])[:k]
-        while len(picked) < k:
-            picked.append(f"{pool[len(picked) % len(pool)]} (variant {len(picked) + 1})")
-        return picked
+    # -- the settings of tunable kernels ----------------------------------------------------
+    def _space(self, cand: Candidate, label: str = "") -> strategies.Space:
+        """The space of ``cand``'s kernel (its tunables), with every recorded setting of it."""
+        body = search.body_key(cand)
+        sp = self._spaces.get(body)
+        if sp is None:
+            sp = self._spaces[body] = strategies.Space(cand, label)
+            sp.seed = self.config.seed
+        for a in self.attempts:
+            if self.bodies.get(a.id) != body:
+                continue
+            status = "ruled_out" if a.reason in NOT_GATED else a.status
+            sp.add(a.defines, a.id, a.score_us if a.status == "passed" else None, status)
+        return sp
+
+    def _allocate(self, proposals: list[Proposal]) -> None:
+        """The settings each of the tuner's templates may gate this iteration (the strategy splits
+        ``tune_budget`` per template by promise); a model's tuned proposal gets ``tune_budget``."""
+        self._allot = {}
+        if not self._is_tuner():
+            return
+        spaces, labels = [], []
+        for p in proposals:
+            try:
+                cand = parse_candidate(p.source, name=p.label or "template")
+            except CandidateError:
+                continue
+            spaces.append(self._space(cand, p.label))
+            labels.append(p.label)
+        for label, n in zip(labels, self.strategy.allocate(spaces, self.config.tune_budget)):
+            self._allot[label] = n
+
+    def _rng(self, label: str, n: int) -> random.Random:
+        return random.Random(f"{self.config.seed}:{self.iteration}:{label}:{n}")
+
+    def _first_settings(self, p: Proposal, cand: Candidate, warm: list[dict],
+                        exclude: set[tuple]) -> list[tuple[dict, str]]:
+        """The first round of settings of a proposal (after the archive's ``warm`` ones)."""
+        c = self.config
+        budget = self._allot.get(p.label, c.tune_budget)
+        if not cand.tunables:
+            return [(d, "") for d in search.expand(cand, budget, exclude=exclude)]
+        space = self._space(cand, p.label)
+        if self.strategy.name == "greedy" and not space.trials:      # today's first sample
+            picked = search.expand(cand, max(0, budget - len(warm)), seed=c.seed + self.iteration,
+                                   exclude=exclude | {tuple(sorted(d.items())) for d in warm})
+            return [(d, "") for d in picked]
+        k = max(0, min(budget, self.strategy.round_size(budget, c.refine)) - len(warm))
+        skip = exclude | {tuple(sorted(d.items())) for d in warm}
+        picked = self.strategy.pick(space, k + len(warm), self._rng(p.label, 0))
+        return [(d, why) for d, why in picked if tuple(sorted(d.items())) not in skip][:k]
+
+    def _spent(self) -> list[str]:
+        """The tuner's templates whose every setting was gated or ruled out."""
+        out = []
+        for label, cand in self._tuner_templates().items():
+            if self._space(cand, label).exhausted():
+                out.append(label)
+        return out
+
+    def _tuner_templates(self) -> dict[str, Candidate]:
+        """label -> the template (with its tunables) of every template the tuner proposed."""
+        out: dict[str, Candidate] = {}
+        for a in self.attempts:
+            if a.proposer == "tune" and a.label not in out and a.id in self.bodies:
+                try:
+                    out[a.label] = self._candidate(a)
+                except (CandidateError, OSError):
+                    continue
+        return out
+
+    def search_summary(self) -> dict:
+        """The strategy and every tunable kernel's space as ``summary.json`` records them."""
+        spaces = []
+        for body, sp in list(self._spaces.items()):
+            if sp.names:
+                spaces.append(self._space(sp.cand, sp.label).counts())
+        return {"strategy": self.strategy.name, "spaces": spaces}
+
+    def search_line(self) -> str:
+        """Where the tuner's search stands: per template, settings gated of all."""
+        parts = []
+        for label, cand in self._tuner_templates().items():
+            c = self._space(cand, label).counts()
+            left = c["settings"] - c["gated"] - c["ruled_out"] - c["pending"]
+            parts.append(f"{label}: {c['gated']} of {c['settings']}{'' if c['exact'] else ' (estimated)'} settings "
+                         f"gated" + (f", {c['failed']} of them failed" if c["failed"] else "")
+                         + (f", {c['ruled_out']} ruled out" if c["ruled_out"] else "")
+                         + (f", {left} left" if left > 0 else ""))
+        return "; ".join(parts)
 
     @staticmethod
     def _slot_of(p: Proposal, i: int, slots: list[Slot]) -> Slot:
@@ -418,8 +533,12 @@ class Optimizer:
 
     # -- recording proposals ----------------------------------------------------------------
     def _new_attempt(self, p: Proposal, slot: Slot, **kw) -> Attempt:
-        a = Attempt(id=f"a{len(self.attempts):04d}", iteration=self.iteration, proposer=p.proposer, label=p.label, parent=p.parent, rationale=p.rationale,
-                    direction=slot.direction or p.direction, fix_of=slot.fix.id if slot.fix else None, **kw)
+        technique = slot.technique or (f"tune:{p.label}" if p.proposer == "tune" else "")
+        a = Attempt(id=f"a{len(self.attempts):04d}", iteration=self.iteration, proposer=p.proposer, label=p.label,
+                    parent=p.parent, rationale=p.rationale, direction=slot.direction or p.direction,
+                    fix_of=slot.fix.id if slot.fix else None, technique=technique,
+                    second_parent=slot.second.id if slot.second else None,
+                    predicted_speedup=p.predicted_speedup, **kw)
         a.source_file = f"attempts/{a.id}.cu"
         self.attempts.append(a)
         return a
@@ -432,7 +551,7 @@ class Optimizer:
         out: list[Attempt] = []
         try:
             cand = candidate_from_proposal(p, name=f"{base_id}.cu")
-            if not cand.configurations():
+            if int(cand.count_configurations()) == 0:
                 raise CandidateError("no setting of its tunables satisfies its constraints", file=cand.name)
         except CandidateError as exc:
             reason = "launch_conflict" if isinstance(exc, LaunchConflict) else "bad_candidate"
@@ -444,16 +563,16 @@ class Optimizer:
             # archived settings of this template measured on this GPU go first, then the search's own
             warm = [d for d in self.retrieved.configs_for(cand, p.label) if tuple(sorted(d.items())) not in exclude
                     and cand.dispatch is None]     # a dispatch rule is gated whole, as written
-            settings = warm + search.expand(cand, max(0, self.config.tune_budget - len(warm)),
-                                            seed=self.config.seed + self.iteration,
-                                            exclude=exclude | {tuple(sorted(d.items())) for d in warm})
-            if not settings:
+            picked = [(d, "archived") for d in warm] + self._first_settings(p, cand, warm, exclude)
+            if not picked:
                 out.append(self._duplicate(p, slot, cand))
-            for d in settings:
+            for d, why in picked:
                 c = cand.with_defines(d)
                 a = self._new_attempt(p, slot, defines=dict(d), launch=c.launch.to_json() if c.launch else None,
                                       tunables={k: list(v) for k, v in c.tunables.items()},
                                       dispatch=c.dispatch.to_json() if c.dispatch else None)
+                if why and why != "archived":
+                    a.rationale = f"{a.rationale} [search {self.strategy.name}: {why}]".strip()
                 if d in warm:
                     src = self.retrieved.setting_for(p.label, d) or {}
                     a.rationale = (f"archived setting #{src.get('id', '?')} from {src.get('run', '?')}/"
@@ -503,11 +622,17 @@ class Optimizer:
         self.bodies[a.id] = search.body_key(cand)
 
     def _tried(self, cand: Candidate) -> set[tuple]:
-        """The settings of ``cand`` whose kernel an earlier attempt already has."""
-        if search.body_key(cand) not in self.bodies.values():
-            return set()
-        return {tuple(sorted(d.items())) for d in cand.configurations()
-                if search.kernel_key(cand.with_defines(d), self.task) in self.seen}
+        """The settings of ``cand`` whose kernel an earlier attempt already has (only the settings
+        recorded for its body are looked at: a space too large to list is never listed)."""
+        body = search.body_key(cand)
+        out = set()
+        for a in self.attempts:
+            if self.bodies.get(a.id) != body:
+                continue
+            d = {**cand.defines, **a.defines}
+            if search.kernel_key(cand.with_defines(d), self.task) in self.seen:
+                out.add(tuple(sorted(d.items())))
+        return out
 
     def _candidate(self, a: Attempt) -> Candidate:
         text = (self.run_dir.path / a.source_file).read_text(encoding="utf-8")
@@ -515,16 +640,20 @@ class Optimizer:
 
     # -- gating -----------------------------------------------------------------------------
     def _gate_batch(self, batch: list[Attempt]) -> None:
-        """Gate the batch's pending attempts (in parallel on several GPUs; --time-limit checked
-        before each), then refine tuned groups.  On resume ``batch`` also holds the iteration's
-        attempts gated before the kill."""
+        """Gate the batch's pending attempts (in parallel on several GPUs; the time limit checked
+        before each), then spend what is left of each tuned proposal's budget in rounds (greedy:
+        one step of neighbours).  On resume ``batch`` also holds the iteration's attempts gated
+        before the kill."""
         todo = [a for a in batch if a.status == "pending"]
         if todo:
             cands = [self._candidate(a) for a in todo]
             self.gate.precompile(cands)
             self._gate_all(todo, cands)
         if self.config.refine and batch and not self._time_up():
-            self._refine(batch)
+            if self.strategy.name == "greedy":
+                self._refine(batch)
+            else:
+                self._more_rounds(batch)
         if self.config.dispatch and batch and not self._time_up():
             self._propose_dispatch(batch)
 
@@ -533,24 +662,32 @@ class Optimizer:
         self.gate.evaluate_many(cands, should_stop=self._time_up,
                                 on_result=lambda i, ev: self._apply(attempts[i], ev))
 
+    def _setting_attempt(self, top: Attempt, cand: Candidate, d: dict, rationale: str,
+                         like: Attempt | None = None) -> Attempt:
+        """A further setting of a tuned proposal (``like``: one of its attempts), derived from the
+        setting ``top``."""
+        like = like or top
+        c = cand.with_defines(d)
+        a = Attempt(id=f"a{len(self.attempts):04d}", iteration=self.iteration, proposer=like.proposer,
+                    label=like.label, parent=top.id, rationale=rationale, defines=dict(d),
+                    launch=c.launch.to_json() if c.launch else like.launch, tunables=like.tunables,
+                    direction=like.direction, model_calls=list(like.model_calls), technique=like.technique,
+                    second_parent=like.second_parent)
+        a.source_file = f"attempts/{a.id}.cu"
+        a.sha256 = c.sha256
+        self.run_dir.write_text(a.source_file, c.render())
+        self.attempts.append(a)
+        self._remember(a, c)
+        return a
+
     def _refine(self, batch: list[Attempt]) -> None:
-        """Gate the untried neighbours of the best setting of each tuned proposal (one step)."""
+        """Greedy: gate the untried neighbours of the best setting of each tuned proposal (one step)."""
         extra = []
         for members in search.refine_groups(batch):
             top = min(members, key=lambda x: x.score_us)
             cand = self._candidate(top)
             for d in search.refine(cand, top.defines, exclude=self._tried(cand)):
-                c = cand.with_defines(d)
-                a = Attempt(id=f"a{len(self.attempts):04d}", iteration=top.iteration, proposer=top.proposer,
-                            label=top.label, parent=top.id, rationale=f"neighbour of {top.id}", defines=dict(d),
-                            launch=top.launch, tunables=top.tunables, direction=top.direction,
-                            model_calls=list(top.model_calls))
-                a.source_file = f"attempts/{a.id}.cu"
-                a.sha256 = c.sha256
-                self.run_dir.write_text(a.source_file, c.render())
-                self.attempts.append(a)
-                self._remember(a, c)
-                extra.append(a)
+                extra.append(self._setting_attempt(top, cand, d, f"neighbour of {top.id}"))
         if extra:
             self._gate_all(extra, [self._candidate(a) for a in extra])
         batch.extend(extra)
@@ -567,6 +704,36 @@ class Optimizer:
         if todo:
             self._gate_all(todo, [self._candidate(a) for a in todo])
         batch.extend(extra)
+    def _more_rounds(self, batch: list[Attempt]) -> None:
+        """Rounds of settings picked by the strategy from what the rounds before measured, until
+        each tuned proposal that passed once has spent its budget of this iteration (or its space
+        is used up, or the time limit passed)."""
+        while not self._time_up():
+            groups: dict[str, list[Attempt]] = {}
+            for a in batch:
+                if a.tunables and a.reason not in NOT_GATED and a.proposer != "initial":
+                    groups.setdefault(a.label, []).append(a)
+            extra = []
+            for label, members in groups.items():
+                if not any(m.status == "passed" for m in members):
+                    continue
+                budget = self._allot.get(label, self.config.tune_budget)
+                k = min(budget - len(members), self.strategy.round_size(budget, True))
+                if k <= 0:
+                    continue
+                cand = self._candidate(members[0])
+                space = self._space(cand, label)
+                by_id = {a.id: a for a in self.attempts}
+                best = space.best()
+                top = by_id[best.attempt] if best else members[0]
+                for d, why in self.strategy.pick(space, k, self._rng(label, len(members))):
+                    extra.append(self._setting_attempt(top, cand, d, f"search {self.strategy.name}: {why}",
+                                                       like=members[0]))
+            if not extra:
+                return
+            self._write_history()
+            self._gate_all(extra, [self._candidate(a) for a in extra])
+            batch.extend(extra)
 
     def _gate_attempt(self, a: Attempt, roles=("correctness", "performance")) -> Evaluation:
         ev = self.gate.evaluate(self._candidate(a), roles=roles)
@@ -632,24 +799,69 @@ class Optimizer:
             return self.initial.score_us / self.best.score_us
         return 1.0
 
+    def time_limit(self) -> tuple[float | None, str]:
+        """The run's time limit and where it comes from: --time-limit, else the built-in tuner's
+        default (--tune-time-limit), else none."""
+        c = self.config
+        if c.time_limit_s is not None:
+            return c.time_limit_s, "--time-limit"
+        if self._is_tuner() and c.tune_time_limit_s:
+            return c.tune_time_limit_s, "the built-in tuner's default time limit (--tune-time-limit; --time-limit sets any run's)"
+        return None, ""
+
     def _time_up(self) -> bool:
-        """--time-limit is checked before every candidate, not only between iterations."""
-        return self.config.time_limit_s is not None and self.elapsed() >= self.config.time_limit_s
+        """The time limit is checked before every candidate, not only between iterations."""
+        limit, _ = self.time_limit()
+        return limit is not None and self.elapsed() >= limit
+
+    def _time_stop(self) -> StopRun:
+        limit, source = self.time_limit()
+        return StopRun("time_limit", f"{self.elapsed():.0f} s of {limit:g} s ({source})"
+                       + (f"; search so far: {self.search_line()}" if self._is_tuner() else ""))
 
     def _check_stop(self) -> None:
         c = self.config
         if self.iteration >= c.max_iterations:
-            raise StopRun("max_iterations")
+            raise StopRun("max_iterations", f"{self.iteration} of --max-iterations {c.max_iterations}"
+                          + (f"; search so far: {self.search_line()}" if self._is_tuner() else ""))
         if c.budget_usd is not None and self.cost_usd >= c.budget_usd:
             raise StopRun("budget_usd")
         if c.max_tokens is not None and self.tokens["input"] + self.tokens["output"] >= c.max_tokens:
             raise StopRun("max_tokens")
         if self._time_up():
-            raise StopRun("time_limit")
+            raise self._time_stop()
         if c.patience is not None and self.since_improvement >= c.patience:
             raise StopRun("patience")
         if c.target_speedup is not None and self.speedup() >= c.target_speedup:
             raise StopRun("target_speedup")
+        if c.roof_stop:
+            reached, detail = self.roof_reached(c.roof_stop)
+            if reached:
+                raise StopRun("roof_stop", detail)
+
+    def roof_reached(self, share: float) -> tuple[bool, str]:
+        """Whether the best is at ``share`` or more of the roof that applies on every performance
+        case (the larger of its share of the measured bandwidth and of the compute peak: the
+        roofline's attainable time over the measured one), and the figures."""
+        if self.best is None or not self.best.evaluation:
+            return False, ""
+        diag = self._diagnosis()
+        parts = []
+        for case in self.task.cases_with("performance"):
+            d = diag.case(case.name)
+            if d is None:
+                return False, f"case {case.name} has no timing"
+            figs = [(p, what) for p, what in ((d.pct_bandwidth, "of the measured bandwidth"),
+                                             (d.pct_compute, f"of the {diag.peak['label'] if diag.peak else 'compute'} peak"))
+                    if p is not None]
+            if not figs:
+                return False, f"case {case.name} has no roof (no cost model or no device figures)"
+            pct, what = max(figs)
+            if pct < 100.0 * share:
+                return False, f"case {case.name} at {pct:.1f}% {what}"
+            parts.append(f"{case.name} {pct:.1f}% {what}")
+        return True, (f"the best ({self.best.id}) is at >= {100 * share:.0f}% of its roof on every performance case: "
+                      + "; ".join(parts))
 
     # -- prompt -----------------------------------------------------------------------------
     def _source(self, a: Attempt) -> str:
@@ -674,11 +886,24 @@ class Optimizer:
             self._diag = (self.best.id, self.best.profile, diag)
         return self._diag[2]
 
+    def _diagnosis_of(self, a: Attempt):
+        """The diagnosis of any passed attempt (a parent the strategy starts from), cached."""
+        key = (a.id, a.profile)
+        if key not in self._diags:
+            self._diags[key] = diagnose(self.task, a.evaluation or {},
+                                        initial=self.initial.evaluation if self.initial else None,
+                                        baselines=self.baselines, device=self.gate.device_info(),
+                                        calibration=self.gate.calibrate(), profile=self._profile_of(a))
+        return self._diags[key]
+
     def _request(self, slots: list[Slot], iteration: int) -> ProposalRequest:
         """The request for one iteration: a shared static prefix and one dynamic prompt per slot."""
         dirs = [s.direction for s in slots]
+        plan = dict(directions=dirs, parents=[(s.parent or self.best).id if (s.parent or self.best) else "" for s in slots],
+                    techniques=[s.technique for s in slots], seconds=[s.second.id if s.second else None for s in slots],
+                    spent=self._spent() if self._is_tuner() else [])
         if not self.proposer.needs_prompt:
-            return ProposalRequest(system="", prompt="", n=len(slots), iteration=iteration, directions=dirs)
+            return ProposalRequest(system="", prompt="", n=len(slots), iteration=iteration, **plan)
         if translation.translating(self):
             return translation.request(self, slots, iteration)
         c = self.config
@@ -686,24 +911,34 @@ class Optimizer:
         shown = feedback.choose_shown(self.attempts, self.best, self.initial, iteration=iteration, body=body,
                                       size=lambda a: len(self._source(a)), history_in_prompt=c.history_in_prompt,
                                       history_chars=c.history_chars, failures_in_prompt=c.failures_in_prompt,
-                                      crossover_every=c.crossover_every)
+                                      crossover_every=c.crossover_every if self.strategy.crossover_in_prompt else 0)
+        ledger = reflection.ledger_section(self.attempts, noise=c.min_improvement, profile=self._profile_of,
+                                           task=self.task)
         common = dict(reference_source=self.task.reference.path.read_text(encoding="utf-8"),
                       device=self.gate.device_info(), calibration=self.gate.calibrate(),
                       best=self._prompt_attempt(self.best, profile=True), hints=c.hints, n_history=c.history_in_prompt,
-                      crossover=tuple(map(self._prompt_attempt, shown.crossover)) if shown.crossover else None,
-                      history=[self._prompt_attempt(a) for a in shown.history], diagnosis=self._diagnosis(),
-                      retrieved=tuple(self.retrieved.examples))
+                      diagnosis=self._diagnosis(), retrieved=tuple(self.retrieved.examples), ledger=ledger)
+        history = [self._prompt_attempt(a) for a in shown.history]
+        shared_cross = tuple(map(self._prompt_attempt, shown.crossover)) if shown.crossover else None
         static, prompts = "", []
         for s in slots:
             fixed = body(s.fix) if s.fix else None      # a failure shown as the fix is not listed again
             failures = [self._prompt_attempt(a) for a in shown.failures if body(a) != fixed]
+            cross = (self._prompt_attempt(s.parent), self._prompt_attempt(s.second)) if s.second else shared_cross
+            start = ""
+            if s.parent is not None and s.parent is not self.best and s.fix is None and s.second is None:
+                start = reflection.start_section(self._prompt_attempt(s.parent, profile=True), self.best,
+                                                 self._diagnosis_of(s.parent))
+            elsewhere = {x.id for x in (s.parent, s.second) if x is not None and (s.second or start)}
             static, dynamic = build_prompt_parts(self.task, failures=failures, direction=s.direction,
-                                                 fix=self._prompt_attempt(s.fix) if s.fix else None, **common)
+                                                 fix=self._prompt_attempt(s.fix) if s.fix else None,
+                                                 crossover=cross, start=start, **common,
+                                                 history=[h for h in history if h.id not in elsewhere])
             prompts.append(dynamic)
-        parents = [self._source(s.fix) if s.fix else self._source(self.best) for s in slots]
+        parents = [self._source(s.fix or s.parent or self.best) for s in slots]
         return ProposalRequest(system=system_prompt(), prompt=prompts[0] if prompts else "", n=len(slots),
-                               iteration=iteration, static_prefix=static, prompts=prompts, directions=dirs,
-                               parent_sources=parents)
+                               iteration=iteration, static_prefix=static, prompts=prompts,
+                               parent_sources=parents, **plan)
 
     def _prompt(self) -> str:
         """The full user prompt the first proposal of the next iteration would get."""
@@ -746,6 +981,8 @@ class Optimizer:
         self.progress(f"[kforge] iteration {self.iteration}/{self.config.max_iterations}: {gated} gated, "
                       f"rejected: {rej}; {best}; "
                       f"${self.cost_usd:.4f}, {self.tokens['input'] + self.tokens['output']} tokens")
+        if self._is_tuner():
+            self.progress(f"[kforge]   search {self.strategy.name}: {self.search_line()}")
 
     def _finish(self) -> dict:
         from .summary import write_summary

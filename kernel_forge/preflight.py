@@ -61,6 +61,9 @@ RULES: dict[str, tuple] = {
     # LoopConfig
     "max_iterations": (_at_least(1), "at least 1"),
     "candidates": (_at_least(1), "at least 1"),
+    "search": (lambda v: v in ("greedy", "population", "anneal", "brute"), "greedy, population, anneal or brute"),
+    "roof_stop": (lambda v: 0 <= v <= 2, "in [0, 2] (a share of the roof; 0: never)"),
+    "tune_time_limit_s": (_at_least(0), "0 or more seconds (0: none)"),
     "budget_usd": (_positive, "above 0"),
     "max_tokens": (_at_least(1), "at least 1"),
     "time_limit_s": (_positive, "above 0 seconds"),

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from . import device_description
+from .clip import clip_kernel
 from .task import Task
 from .verdict import REASONS
 
@@ -280,7 +281,7 @@ def _best_section(task: Task, best: PromptAttempt, diagnosis, device: dict | Non
         prof = _profile_lines(best.profile)
         if prof:
             lines.append(prof)
-    lines += ["", "## Source", _fence(clip_source(best.source, MAX_SOURCE_CHARS))]
+    lines += ["", "## Source", _fence(clip_kernel(best.source, MAX_SOURCE_CHARS))]
     return "\n".join(lines)
 
 
@@ -308,7 +309,7 @@ def _history_section(history: list[PromptAttempt], best: PromptAttempt, n_histor
             continue
         if budget < 800:
             continue
-        text = clip_source(rep.source, min(HISTORY_KERNEL_CHARS, budget))
+        text = clip_kernel(rep.source, min(HISTORY_KERNEL_CHARS, budget))   # the main loop kept whole
         budget -= len(text)
         shown.append((rep, text))
     if not shown and not variants:
@@ -466,7 +467,7 @@ def _crossover_section(crossover: tuple[PromptAttempt, PromptAttempt], shown: di
     for x in (a, b):
         head = f"## {x.id}: {_us(x.score_us)} µs (per case {_per_case(x)})"
         parts.append(f"{head}; its source is {shown[x.id]}" if x.id in shown
-                     else f"{head}\n{_fence(clip_source(x.source, 5000))}")
+                     else f"{head}\n{_fence(clip_kernel(x.source, 5000))}")
     parts.append("Take from each what makes it faster on the cases where it wins.")
     return "\n".join(parts)
 
@@ -498,7 +499,7 @@ def _retrieved_section(task: Task, retrieved) -> str:
             + (f": {_us(score)} µs" if isinstance(score, (int, float)) else "") \
             + (f", x{speedup:.2f} vs its initial kernel" if isinstance(speedup, (int, float)) else "") \
             + (f", {bound}-bound" if bound and bound != "unknown" else "")
-        text = clip_source(source, min(4000, budget))
+        text = clip_kernel(source, min(4000, budget))
         budget -= len(text)
         parts.append(head + (f"\nIts task: {' '.join(note.split())[:300]}" if note else "") + "\n" + _fence(text))
     if not parts:
@@ -513,19 +514,25 @@ def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None
                        best: PromptAttempt, history: list[PromptAttempt], failures: list[PromptAttempt],
                        hints: str = "", crossover: tuple[PromptAttempt, PromptAttempt] | None = None,
                        n_history: int = 5, diagnosis=None, fix: PromptAttempt | None = None,
-                       direction: str = "", retrieved: tuple = ()) -> tuple[str, str]:
+                       direction: str = "", retrieved: tuple = (), ledger: str = "",
+                       start: str = "") -> tuple[str, str]:
     """The user prompt as (static prefix, dynamic rest): the prefix (task, device, reference) is the
     same for every call of a run; ``diagnosis`` is a :class:`~kernel_forge.diagnosis.Diagnosis` of
     the best, ``fix`` a failed attempt to repair, ``direction`` this proposal's direction and
     ``retrieved`` archive examples (:class:`kernel_forge.retrieval.Example`, or any object or
-    dict with ``task_name``, ``source`` and ``score_us``)."""
+    dict with ``task_name``, ``source`` and ``score_us``); ``ledger`` and ``start`` are sections
+    rendered by :mod:`kernel_forge.reflection` (the attempt ledger with what to avoid and try; the
+    parent this proposal starts from when the search strategy picked one other than the best)."""
     static = static_prefix(task, reference_source=reference_source, device=device, calibration=calibration)
     known = {a.id: a.source for a in [best, *history, *failures, *(crossover or ()), *([fix] if fix else [])]}
     parts = [_best_section(task, best, diagnosis, device)]
+    if start:
+        parts.append(start)
     history_text, in_history = _history_section(history, best, n_history)
     shown = {best.id: "under Current best"} | {i: "under Earlier correct kernels" for i in in_history}
     for section in (history_text,
                     _failures_section(task, [f for f in failures if fix is None or f.id != fix.id], known),
+                    ledger,
                     _fix_section(task, fix, known) if fix is not None else "",
                     _crossover_section(crossover, shown) if crossover else "",
                     _retrieved_section(task, retrieved)):
@@ -547,12 +554,12 @@ def build_prompt(task: Task, *, reference_source: str, device: dict | None, cali
                  best: PromptAttempt, history: list[PromptAttempt], failures: list[PromptAttempt],
                  hints: str = "", crossover: tuple[PromptAttempt, PromptAttempt] | None = None,
                  n_history: int = 5, diagnosis=None, fix: PromptAttempt | None = None, direction: str = "",
-                 retrieved: tuple = ()) -> str:
+                 retrieved: tuple = (), ledger: str = "", start: str = "") -> str:
     """The whole user prompt: :func:`build_prompt_parts` joined."""
     static, dynamic = build_prompt_parts(task, reference_source=reference_source, device=device,
                                          calibration=calibration, best=best, history=history, failures=failures,
                                          hints=hints, crossover=crossover, n_history=n_history, diagnosis=diagnosis,
-                                         fix=fix, direction=direction, retrieved=retrieved)
+                                         fix=fix, direction=direction, retrieved=retrieved, ledger=ledger, start=start)
     return static + "\n\n" + dynamic
 
 

@@ -12,8 +12,10 @@
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import math
 import random
 import re
 from typing import TYPE_CHECKING
@@ -26,6 +28,10 @@ if TYPE_CHECKING:        # the loop's record of an attempt (only its fields are 
     from .task import Task
 
 
+#: a space whose tunables have more combinations than this is sampled, never listed
+LIST_LIMIT = 50_000
+
+
 def _dkey(d: dict) -> tuple:
     return tuple(sorted(d.items()))
 
@@ -36,6 +42,11 @@ def configurations_to_try(candidate: Candidate, budget: int, *, seed: int = 0,
                           exclude: set[tuple] = frozenset()) -> list[dict]:
     """Settings of ``candidate``'s tunables to gate, at most ``budget`` of them, none of
     ``exclude`` (tuples of sorted ``(name, value)`` items)."""
+    if math.prod(len(set(v)) for v in candidate.tunables.values()) > LIST_LIMIT:    # too large to list
+        must = [dict(candidate.defines)] + [{**candidate.defines, name: v} for name, values in candidate.tunables.items()
+                                            for v in (min(values), max(values))]
+        drawn = candidate.sample_configurations(budget + len(exclude), seed=seed, must=must)
+        return [d for d in drawn if _dkey(d) not in exclude][:budget]
     configs = [c for c in candidate.configurations() if _dkey(c) not in exclude]
     if len(configs) <= budget:
         return configs
@@ -106,32 +117,25 @@ def refine_groups(batch: list["Attempt"]) -> list[list["Attempt"]]:
 _TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|[A-Za-z_0-9.]+|\S')
 
 
+_COMMENT_OR_LITERAL = re.compile(r'"(?:\\.|[^"\\\n])*"?|\'(?:\\.|[^\'\\\n])*\'?|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
+
+
+def _drop_comment(m: re.Match) -> str:
+    t = m.group(0)
+    if t.startswith("//"):
+        return ""
+    if t.startswith("/*"):
+        return "\n" * t.count("\n") or " "
+    return t
+
+
 def strip_comments(source: str) -> str:
     """``source`` without ``//`` and ``/* */`` comments (string and character literals kept;
     a block comment leaves its newlines, so line structure survives)."""
-    out, i, n = [], 0, len(source)
-    while i < n:
-        ch = source[i]
-        if ch in "\"'":
-            j = i + 1
-            while j < n and source[j] != ch and source[j] != "\n":
-                j += 2 if source[j] == "\\" else 1
-            out.append(source[i:j + 1])
-            i = j + 1
-        elif source.startswith("//", i):
-            j = source.find("\n", i)
-            i = n if j < 0 else j
-        elif source.startswith("/*", i):
-            j = source.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append("\n" * source.count("\n", i, j) or " ")
-            i = j
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
+    return _COMMENT_OR_LITERAL.sub(_drop_comment, source)
 
 
+@functools.lru_cache(maxsize=512)
 def normalise_source(source: str) -> str:
     """The source as tokens: comments (the ``// kforge:`` header among them) and whitespace
     differences removed.  Preprocessor lines stay lines of their own."""

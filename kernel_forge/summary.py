@@ -65,13 +65,15 @@ def build_summary(opt) -> dict:
     elapsed = opt.elapsed()
     summary = {
         "task": opt.task.name, "run": opt.run_dir.path.name, "kernel_forge": __version__,
-        "stop_reason": opt.stop_reason, "iterations": opt.iteration, "attempts": len(opt.attempts),
+        "stop_reason": opt.stop_reason, "stop_detail": getattr(opt, "stop_detail", "") or "",
+        "iterations": opt.iteration, "attempts": len(opt.attempts),
         "gated": gated, "passed": sum(a.status == "passed" for a in done), "rejected": rejected,
         "wall_seconds": round(elapsed, 2),
         "candidates_per_minute": round(60.0 * gated / elapsed, 2) if elapsed > 0 else None,
         "tokens": dict(opt.tokens), "cost_usd": round(opt.cost_usd, 6), "per_model": opt.per_model,
         "proposer": opt.proposer.name, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "best": None, "initial": None, "baselines": {}, "directions": _directions(opt.attempts), "diagnosis": None,
+        "best": None, "initial": None, "baselines": {}, "directions": _directions(opt.attempts),
+        "search": opt.search_summary(), "diagnosis": None,
         "generated": (opt.run_dir.read_json("run.json", check=False) or {}).get("generated"),
     }
     if initial is not None:

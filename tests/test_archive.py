@@ -48,7 +48,7 @@ def run_task(tmp_path: Path, name: str, sources, *, gate=None, **loop):
     task = load_task(manifest)
     props = write_proposals(tmp_path / f"props-{name}-{len(list(tmp_path.glob('props-*')))}", sources)
     # archive "off": these runs are archived by the test itself (a run's own archiving is tested apart)
-    opt = start_run(manifest, LoopConfig(**{"max_iterations": 10, "archive": "off", **loop}), GateOptions(),
+    opt = start_run(manifest, LoopConfig(**{"max_iterations": 10, "archive": "off", "candidates": 1, **loop}), GateOptions(),
                     ProposerConfig(replay=str(props)), runs_dir=tmp_path / "runs", gate=gate or ScriptedGate(task))
     opt.run()
     return opt

@@ -85,6 +85,38 @@ def test_tuner_improves_over_the_initial_kernel(tmp_path, name):
     _validate_run(opt.run_dir.path)
 
 
+def test_make_optimize_on_matmul_searches_every_setting_before_it_says_exhausted(tmp_path):
+    """`make optimize` (matmul_f32, default options, the built-in tuner) used to stop after 2 of 7
+    iterations with 25 of the regblock template's 68 settings gated ("the tuner has searched every
+    template").  Now every iteration gates unexplored settings until all 75 are gated or a limit
+    (the tuner's 180 s default) is reached, and the stop reason says which."""
+    task = load_task(ROOT / "manifests" / "matmul_f32.json")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t0 = time.time()
+    res = subprocess.run([sys.executable, "-m", "kernel_forge", "optimize", str(task.path), "--archive", "off",
+                          "--runs-dir", str(tmp_path / "runs")], env=env, capture_output=True, text=True, timeout=420)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "[kforge] budget: the built-in tuner gates at most 75 settings" in res.stderr
+    run = tmp_path / "runs" / "run-001"
+    summary = json.loads((run / "summary.json").read_text())
+    hist = json.loads((run / "history.json").read_text())["attempts"]
+    tuned = [a for a in hist if a["proposer"] == "tune" and a["evaluation"]]
+    print(f"\nMAKE OPTIMIZE matmul_f32: {summary['stop_reason']} after {summary['iterations']} iterations, "
+          f"{len(tuned)} settings gated in {time.time() - t0:.0f} s; best {summary['best']['defines']} "
+          f"x{summary['best']['speedup_vs_initial']:.2f} vs initial, {summary['best']['speedup_vs_baselines']}; "
+          f"{summary['stop_detail']}")
+    spaces = {s["label"]: s for s in summary["search"]["spaces"]}
+    if summary["stop_reason"].startswith("proposer_exhausted"):
+        assert len(tuned) == 75 and len({(a["label"], json.dumps(a["defines"], sort_keys=True)) for a in tuned}) == 75
+        assert spaces["matmul_f32_regblock.cu"]["gated"] == 68 and spaces["matmul_f32_tiled.cu"]["gated"] == 7
+    else:
+        assert summary["stop_reason"] == "time_limit" and "--tune-time-limit" in summary["stop_detail"]
+        assert len(tuned) > 36                       # past the old stop
+    assert summary["iterations"] > 2
+    assert summary["best"]["holdout"]["passed"]
+    _validate_run(run)
+
+
 def test_a_killed_run_resumes_and_finishes_with_the_same_layout(tmp_path):
     task = load_task(ROOT / "manifests" / "vector_add.json")
     props = tmp_path / "proposals"

@@ -66,6 +66,7 @@ def new_run(tmp_path: Path, sources=None, *, gate=None, proposer=None, prop: Pro
     if prop is None:
         prop = ProposerConfig(replay=str(props_dir)) if props_dir else ProposerConfig()
     loop.setdefault("archive", "off")      # runs in one test must not feed each other through the archive
+    loop.setdefault("candidates", 1)       # these tests count proposals per iteration one by one
     return start_run(MANIFEST, LoopConfig(**loop), GateOptions(), prop, runs_dir=tmp_path / "runs",
                      gate=gate or ScriptedGate(task), proposer=proposer)
 
@@ -260,7 +261,7 @@ def test_holdout_failure_is_rejected_and_hidden_from_the_prompt(tmp_path):
     (24, [64, 32, 128, 256, 512, 1024], 256),   # all six; neighbours of 256 were all tried
 ])
 def test_tunables_expand_within_budget_and_refine(tmp_path, budget, settings, best_block):
-    opt = new_run(tmp_path, {"01_tuned.cu": vector_add("pass 400", header=TUNED_HEADER)},
+    opt = new_run(tmp_path, {"01_tuned.cu": vector_add("pass 400", header=TUNED_HEADER)}, search="greedy",
                   max_iterations=3, tune_budget=budget)
     opt.run()
     hist = read(opt.run_dir, "history.json")
@@ -298,7 +299,7 @@ def test_model_proposals_with_tunables_refine_separately(tmp_path, task):
             return ProposalResult(proposals=[Proposal(source=src("pass 400"), proposer="scripted"),
                                              Proposal(source=src("pass 420"), proposer="scripted")])
 
-    opt = new_run(tmp_path, proposer=Two(), max_iterations=1, candidates=2, tune_budget=2)
+    opt = new_run(tmp_path, proposer=Two(), max_iterations=1, candidates=2, tune_budget=2, search="greedy")
     opt.run()
     hist = read(opt.run_dir, "history.json")
     groups = attempts_by_label(hist)
@@ -349,7 +350,7 @@ def test_time_limit_is_checked_before_every_candidate_and_resume_finishes(tmp_pa
     best of those gated is still settled, and --resume with a longer limit gates the rest."""
     props = {"01_tuned.cu": vector_add("pass 400", header=TUNED_HEADER)}
     gate = ClockGate(task)
-    opt = new_run(tmp_path, props, gate=gate, max_iterations=3, tune_budget=6, time_limit_s=25)
+    opt = new_run(tmp_path, props, gate=gate, max_iterations=3, tune_budget=6, time_limit_s=25, search="greedy")
     gate.opt = opt
     lines = []
     opt.progress = lines.append
@@ -476,9 +477,10 @@ def test_resume_of_a_tuned_iteration_refines_once(tmp_path, task):
     """Killed while deciding the best of a tuned proposal (settings and their neighbour gated):
     the resumed run does not refine the neighbour again."""
     props = {"01_tuned.cu": vector_add("pass 400", header=TUNED_HEADER), "02_slow.cu": vector_add("pass 900")}
-    ref = new_run(tmp_path / "ref", props, max_iterations=9, tune_budget=2)
+    ref = new_run(tmp_path / "ref", props, max_iterations=9, tune_budget=2, search="greedy")
     ref.run()
-    opt = new_run(tmp_path, props, gate=ScriptedGate(task, interrupt={"retime": 1}), max_iterations=9, tune_budget=2)
+    opt = new_run(tmp_path, props, gate=ScriptedGate(task, interrupt={"retime": 1}), max_iterations=9, tune_budget=2,
+                  search="greedy")
     with pytest.raises(KeyboardInterrupt):
         opt.run()
     assert [a["defines"] for a in read(opt.run_dir, "history.json")["attempts"][1:]] == \
@@ -699,7 +701,7 @@ def test_recorded_gate_replays_a_finished_run(tmp_path):
         "01_wrong.cu": vector_add("mismatch 300"), "02_tuned.cu": vector_add("pass 450", header=TUNED_HEADER),
         "03_overfit.cu": vector_add("pass 200", holdout="fail"), "04_faster.cu": vector_add("pass 380"),
         "05_slow.cu": vector_add("pass 900")})
-    loop = dict(max_iterations=9, tune_budget=3)
+    loop = dict(max_iterations=9, tune_budget=3, search="greedy")
     first = new_run(tmp_path / "a", props_dir=props, **loop)
     s1 = first.run()
     recorded = RecordedGate.from_run(first.run_dir.path)

@@ -117,14 +117,17 @@ def test_reformatted_copies_and_the_default_launch_spelled_out_are_duplicates(tm
 def test_a_tuned_proposal_again_gates_only_its_untried_settings(tmp_path, task):
     src = vector_add("pass 400", header=TUNED_HEADER)
     gate = ScriptedGate(task)
-    opt = new_run(tmp_path, gate=gate, proposer=ScriptedProposer([[src]] * 3), max_iterations=9, tune_budget=2)
+    opt = new_run(tmp_path, gate=gate, proposer=ScriptedProposer([[src]] * 4), max_iterations=9, tune_budget=2,
+                  search="greedy")
     opt.run()
     atts = attempts(opt)[1:]
-    # iteration 1: 64, 32 and the neighbour 128; iteration 2: 1024, 512 and the neighbour 256
+    # iteration 1: 64, 32 (the default and the smallest) and the neighbour 128; later iterations climb
+    # from the best setting so far: 256 and 512 (one and two steps from 128), then 1024
     assert [(a["iteration"], a["defines"]["BLOCK"]) for a in atts if a["evaluation"]] == [
-        (1, 64), (1, 32), (1, 128), (2, 1024), (2, 512), (2, 256)]   # each setting once, none twice
-    (dup,) = [a for a in atts if a["reason"] == "duplicate"]          # the 3rd time nothing is left
-    assert dup["iteration"] == 3 and dup["defines"] == {"BLOCK": 64}
+        (1, 64), (1, 32), (1, 128), (2, 256), (2, 512), (3, 1024)]   # each setting once, none twice
+    assert "1 step from the best setting (a0003)" in atts[3]["rationale"]
+    (dup,) = [a for a in atts if a["reason"] == "duplicate"]          # the 4th time nothing is left
+    assert dup["iteration"] == 4 and dup["defines"] == {"BLOCK": 64}
     assert dup["message"].startswith("the same kernel as a0001")
     assert len(evaluated(gate)) == 1 + 6
 
@@ -138,7 +141,7 @@ def parents(call: dict) -> tuple | None:
 def test_crossover_pairs_the_best_with_a_distinct_runner_up(tmp_path, prompts):
     a = vector_add("pass 500")
     opt = new_run(tmp_path, proposer=ScriptedProposer([[a], [a.replace("    ", "  ")], [vector_add("pass 550")], [a]]),
-                  max_iterations=4, crossover_every=1)
+                  max_iterations=4, crossover_every=1, search="greedy")
     opt.run()
     # before each iteration: only the initial and the best (a0001) exist, then a0002 duplicates a0001
     assert [parents(c) for c in prompts] == [None, None, None, ("a0001", "a0003")]
@@ -148,7 +151,8 @@ def test_crossover_pairs_the_best_with_a_distinct_runner_up(tmp_path, prompts):
 
 def test_crossover_never_uses_the_initial_while_other_kernels_passed(tmp_path, prompts):
     opt = new_run(tmp_path, proposer=ScriptedProposer([[vector_add("pass 700")], [vector_add("pass 800")],
-                                                       [vector_add("pass 900")]]), max_iterations=3, crossover_every=1)
+                                                       [vector_add("pass 900")]]), max_iterations=3, crossover_every=1,
+                  search="greedy")
     opt.run()
     assert [parents(c) for c in prompts] == [None, None, ("a0001", "a0002")]
     assert all(c["best"].id == "a0000" for c in prompts)
@@ -157,7 +161,7 @@ def test_crossover_never_uses_the_initial_while_other_kernels_passed(tmp_path, p
 def test_crossover_never_pairs_two_settings_of_one_kernel(tmp_path, prompts):
     tuned = vector_add("pass 700", header=TUNED_HEADER)                 # six passed settings, one kernel
     opt = new_run(tmp_path, proposer=ScriptedProposer([[tuned], [vector_add("pass 900")]]), max_iterations=2,
-                  crossover_every=1)
+                  crossover_every=1, search="greedy")
     opt.run()
     assert len([a for a in attempts(opt) if a["status"] == "passed"]) == 1 + 6 + 1
     assert [parents(c) for c in prompts] == [None, None]
@@ -170,16 +174,16 @@ def test_crossover_never_pairs_two_settings_of_one_kernel(tmp_path, prompts):
 
 def test_each_proposal_of_an_iteration_gets_its_own_direction(tmp_path, prompts, monkeypatch):
     asked: list[tuple] = []
-    real = loop_module.directions
+    real = loop_module.direction_items
 
     def spy(diag, n):
         asked.append((diag, n))
         return real(diag, n)
 
-    monkeypatch.setattr(loop_module, "directions", spy)
+    monkeypatch.setattr(loop_module, "direction_items", spy)
     slow = lambda i: [vector_add(f"pass {700 + 10 * i + k}") for k in range(3)]  # noqa: E731  (no new best)
     proposer = ScriptedProposer([slow(0), slow(1)])
-    opt = new_run(tmp_path, proposer=proposer, max_iterations=2, candidates=3)
+    opt = new_run(tmp_path, proposer=proposer, max_iterations=2, candidates=3, search="greedy")
     summary = opt.run()
     atts = attempts(opt)[1:]
     for it, req in enumerate(proposer.requests, start=1):

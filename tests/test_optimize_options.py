@@ -142,7 +142,7 @@ def test_command_line_wins_over_config_which_wins_over_defaults(tmp_path):
     # --max-iterations 7 and --flush equal the defaults: typed, they still win over the file
     r, conf = run_probe("--config", cfg, "--max-iterations", 7, "--flush", "--max-output-tokens", 2048)
     assert r.exit_code == 0, r.output
-    assert (conf["loop"]["max_iterations"], conf["loop"]["patience"], conf["loop"]["candidates"]) == (7, 2, 1)
+    assert (conf["loop"]["max_iterations"], conf["loop"]["patience"], conf["loop"]["candidates"]) == (7, 2, 4)
     assert (conf["gate"]["warmup"], conf["gate"]["flush_l2"], conf["gate"]["extra_draws"]) == (5, True, 2)
     assert (conf["proposer"]["models"], conf["proposer"]["max_tokens"], conf["proposer"]["stream"]) == \
         (["openai:gpt-5"], 2048, False)

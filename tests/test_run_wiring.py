@@ -73,7 +73,7 @@ def test_without_the_archive_only_the_expert_pattern_is_offered_and_nothing_is_r
 def test_every_iteration_of_a_prompted_run_writes_its_prompt(tmp_path):
     task = load_task(MANIFEST)
     props = write_proposals(tmp_path / "props", [vector_add("pass 500"), vector_add("pass 450")])
-    opt = start_run(MANIFEST, LoopConfig(max_iterations=5, archive="off"), GateOptions(),
+    opt = start_run(MANIFEST, LoopConfig(max_iterations=5, archive="off", candidates=1), GateOptions(),
                     ProposerConfig(replay=str(props)), runs_dir=tmp_path / "runs", gate=ScriptedGate(task))
     opt.run()
     prompts = sorted(p.name for p in opt.run_dir.path.glob("prompt-*.md"))

@@ -71,6 +71,13 @@ class ProposalRequest:
     #: none, e.g. a new translation): a model may answer with search/replace edits against it instead
     #: of the whole file
     parent_sources: list[str] = field(default_factory=list)
+    #: per proposal, the attempt it is to start from (the search strategy's choice; the best for greedy),
+    #: its technique tag (``"cmp:regblock"``, ``"crossover"`` ...) and a crossover's second parent
+    parents: list[str] = field(default_factory=list)
+    techniques: list[str] = field(default_factory=list)
+    seconds: list[str | None] = field(default_factory=list)
+    #: labels whose every setting was gated or ruled out: the built-in tuner proposes those templates no more
+    spent: list[str] = field(default_factory=list)
 
     def prompt_for(self, index: int) -> str:
         """The dynamic user prompt of proposal ``index`` (0-based)."""

@@ -1,9 +1,13 @@
 """The built-in tuner: searches the tunable parameters kernels declare.
 
-With no model configured it proposes the task's templates (manifest ``templates``), one per
-iteration; the loop expands their tunables and refines around the best setting found with the
-search strategy in :mod:`kernel_forge.search` (``configurations_to_try`` and ``neighbours``
-live there and are re-exported here).
+With no model configured it proposes the task's templates (manifest ``templates``): every
+iteration, each template that still has settings nobody gated or ruled out (the loop names the
+others in ``ProposalRequest.spent``).  Which settings of a template are gated, and how the
+iteration's settings are split between templates, is the search strategy's choice
+(:mod:`kernel_forge.strategies`, ``--search``).  It is exhausted only when every setting of every
+template was gated or ruled out (constraints, an invalid launch, a duplicate kernel).
+``configurations_to_try`` and ``neighbours`` live in :mod:`kernel_forge.search` and are
+re-exported here.
 """
 from __future__ import annotations
 
@@ -15,22 +19,25 @@ from .base import Exhausted, Proposal, ProposalRequest, ProposalResult
 
 
 class TuneProposer:
-    """Proposes the task's templates, one per iteration; the loop expands their tunables."""
+    """Proposes the task's templates that have settings left; the loop picks their settings."""
 
     name = "tune"
     needs_prompt = False        #: proposes the task's templates whatever the prompt says
 
     def __init__(self, templates: list[Path], skip: int = 0):
         self.templates = [Path(t) for t in templates]
-        self.position = skip
+        self.skip = skip         # kept for callers of earlier releases; the loop's records decide now
 
     def propose(self, request: ProposalRequest) -> ProposalResult:
-        if self.position >= len(self.templates):
-            raise Exhausted("the tuner has searched every template the task declares")
-        batch = self.templates[self.position:self.position + max(1, request.n)]
-        self.position += len(batch)
+        if not self.templates:
+            raise Exhausted("the task declares no templates for the tuner")
+        spent = set(request.spent)
+        left = [p for p in self.templates if p.name not in spent]
+        if not left:
+            raise Exhausted(f"every setting of every template the task declares ({len(self.templates)}) "
+                            "was gated or ruled out")
         out = []
-        for path in batch:
+        for path in left:
             text = path.read_text(encoding="utf-8")
             cand = parse_candidate(text, name=path.name)
             out.append(Proposal(source=text, rationale=f"tuning template {path.name} over "
