@@ -27,6 +27,7 @@ settings they lack from their nearest recorded neighbours (marked "imputed" in t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -100,6 +101,10 @@ def load_recording(path: Path, tasks: list[str] | None = None) -> tuple[dict[str
                   file=sys.stderr)
             continue
         task = load_task(ROOT / entry["manifest"])
+        missing = [tp.name for tp in task.templates if tp.name not in entry["templates"]]
+        if missing:     # a template the recording has not seen is left out of the simulation
+            print(f"[sim] {name}: {', '.join(missing)} not in the recording; left out", file=sys.stderr)
+            task = dataclasses.replace(task, templates=tuple(tp for tp in task.templates if tp.name not in missing))
         pool = Pool(task)
         pool.results[("initial", ())] = entry["initial"]
         for tp in task.templates:

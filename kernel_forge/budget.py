@@ -36,7 +36,7 @@ class Budget:
     per_model: dict = field(default_factory=dict)   # spec -> {"usd", "input", "output"} per million
     unpriced: list[str] = field(default_factory=list)
     settings: int | None = None                # tune: settings its templates have (None: unknown)
-    settings_cap: int = 0                      # tune: the most the iterations can gate
+    settings_cap: int | None = 0               # tune: the most the iterations can gate (None: no iteration limit)
     time_limit_s: float | None = None
     time_source: str = ""
     budget_usd: float | None = None
@@ -56,14 +56,18 @@ def _prompt_chars(loop, task=None) -> int:
 
 def estimate(loop, prop, task=None) -> Budget:
     """The worst case of a run with these settings (``loop``: LoopConfig, ``prop``: ProposerConfig)."""
-    b = Budget(kind=prop.kind, iterations=loop.max_iterations, budget_usd=loop.budget_usd,
+    from .loop import iteration_limit
+
+    iterations = iteration_limit(loop, prop.kind)          # None: the tuner without --max-iterations
+    b = Budget(kind=prop.kind, iterations=iterations or 0, budget_usd=loop.budget_usd,
                max_tokens=loop.max_tokens)
     if loop.time_limit_s is not None:
         b.time_limit_s, b.time_source = loop.time_limit_s, "--time-limit"
     elif prop.kind == "tune" and loop.tune_time_limit_s:
         b.time_limit_s, b.time_source = loop.tune_time_limit_s, "the tuner's default, --tune-time-limit"
     if prop.kind == "tune":
-        b.settings_cap = loop.max_iterations * loop.tune_budget * max(1, len(getattr(task, "templates", ()) or ()))
+        b.settings_cap = (iterations * loop.tune_budget * max(1, len(getattr(task, "templates", ()) or ()))
+                          if iterations else None)
         if task is not None:
             from .candidate import load_candidate
             from .errors import KForgeError
@@ -80,12 +84,12 @@ def estimate(loop, prop, task=None) -> Budget:
     from .proposers.pricing import PriceTable
 
     per_iteration = loop.candidates * (len(prop.models) if prop.ensemble == "parallel" else 1)
-    b.proposals = loop.max_iterations * per_iteration
+    b.proposals = iterations * per_iteration
     b.calls = 2 * b.proposals
     b.input_tokens_per_call = _prompt_chars(loop, task) // CHARS_PER_TOKEN
     table = PriceTable(prop.prices or None)
     # proposals per model: all of them each iteration (parallel), or every len(models)-th iteration
-    n = (loop.max_iterations if prop.ensemble == "parallel" else -(-loop.max_iterations // len(prop.models))) \
+    n = (iterations if prop.ensemble == "parallel" else -(-iterations // len(prop.models))) \
         * loop.candidates
     total, outs = 0.0, []
     for spec in prop.models:
@@ -119,6 +123,10 @@ def render(b: Budget) -> list[str]:
             else "time: no limit (--time-limit S sets one)")
     if b.kind == "tune":
         have = f"{b.settings} settings in the task's templates" if b.settings is not None else "its templates' settings"
+        if b.settings_cap is None:
+            most = f"{b.settings} settings (every setting of its templates)" if b.settings is not None else \
+                "every setting of its templates"
+            return [f"[kforge] budget: the built-in tuner gates at most {most}, no model calls, $0; {time}"]
         return [f"[kforge] budget: the built-in tuner gates at most {min(b.settings_cap, b.settings or b.settings_cap)} "
                 f"settings ({have}; {b.iterations} iterations x --tune-budget per template), no model calls, $0; {time}"]
     if b.kind == "replay":

@@ -32,6 +32,7 @@ from typing import Protocol
 
 import numpy as np
 
+from . import writes
 from .candidate import Candidate, load_candidate
 from .errors import EnvironmentProblem, KForgeError, ManifestError, ReferenceError_
 from .task import Case, Task, _check_expressions
@@ -319,7 +320,7 @@ def derived_manifest(task: Task, cases: list[Case], folder: Path) -> Path:
     data["cases"] = [{"name": c.name, "role": "correctness", "vars": c.vars} for c in cases]
     data["cases"].append({"name": "not-run", "role": "performance", "vars": cases[0].vars})
     path = folder / f"{task.name}.json"
-    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    writes.write_text(path, json.dumps(data, indent=2))
     return path
 
 

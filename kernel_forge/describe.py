@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Literal
 
 from . import __version__
+from . import writes
 from .errors import InputError, KForgeError, ManifestError
 from .evidence import atomic_write
 from .model_text import ProviderText, ReplayText, TextModel, record
@@ -263,8 +264,8 @@ class Session:
         if missing:
             return None, f"$.cases: no {' and no '.join(missing)} case; give at least one of each role"
         path = self.stage / f"{self.name}.json"
-        path.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        (self.stage / f"{self.name}_reference.py").write_text("def reference(**kw):\n    raise NotImplementedError\n")
+        writes.write_text(path, json.dumps(manifest, indent=2))
+        writes.write_text(self.stage / f"{self.name}_reference.py", "def reference(**kw):\n    raise NotImplementedError\n")
         try:
             task = load_task(path)
             check_sizes(task)
@@ -290,7 +291,7 @@ class Session:
         problems = screen_reference(source, list(task.signature.names))
         if problems:
             return None, "; ".join(problems)
-        (self.stage / f"{self.name}_reference.py").write_text(source, encoding="utf-8")
+        writes.write_text(self.stage / f"{self.name}_reference.py", source)
         smallest = min(task.cases, key=lambda c: case_size(task, c))
         try:
             run_python_reference(task, generate(task, smallest, 1))
@@ -408,7 +409,9 @@ def describe_task(name: str, description: str, folder: str | Path = ".", cfg: De
     if exchange.exists() and force:
         shutil.rmtree(exchange) if exchange.is_dir() else exchange.unlink()
     made_out = not out.exists()
-    exchange.mkdir(parents=True)
+    if exchange.exists():
+        raise InputError(f"{exchange}: already exists", hint="pass --force to replace it")
+    writes.make_dirs(exchange)
     try:
         return _describe(name, description, out, cfg, targets, model, runner, progress)
     except BaseException:
@@ -432,19 +435,19 @@ def _describe(name: str, description: str, out: Path, cfg: DescribeConfig, targe
         task = load_task(Path(tmp) / f"{name}.json")
         reference = s.converse("reference", s.reference_prompt(task), lambda t: s.check_reference(task, t))
         witness = s.converse("witness", s.witness_prompt(task), lambda t: s.check_witness(task, t))
-        (Path(tmp) / f"{name}_witness.cu").write_text(witness, encoding="utf-8")
+        writes.write_text(Path(tmp) / f"{name}_witness.cu", witness)
         files = {targets["reference"].name: reference, targets["witness"].name: witness}
         if cfg.initial:
             manifest = {**manifest, "initial": targets["initial"].name}
             files[targets["initial"].name] = witness
-            (Path(tmp) / targets["initial"].name).write_text(witness, encoding="utf-8")
+            writes.write_text(Path(tmp) / targets["initial"].name, witness)
         block = {"tool": f"kforge init --describe ({__version__})", "model": s.model_name,
                  "replayed_from": s.replayed_from, "description": description, "prompt_sha256": s.prompts.hexdigest(),
                  "created": _now(), "exchange": exchange.name, "files": {}, "witness": targets["witness"].name,
                  "crosscheck": {"status": "pending", "detail": "not run yet"}, "lint": [], "accepted": False,
                  "accepted_by": None, "accepted_at": None}
         stage_manifest = Path(tmp) / f"{name}.json"
-        stage_manifest.write_text(json.dumps({**manifest, "generated": block}, indent=2), encoding="utf-8")
+        writes.write_text(stage_manifest, json.dumps({**manifest, "generated": block}, indent=2))
         report = validate_manifest(stage_manifest)
         block["lint"] = list(report.warnings)
         task = load_task(stage_manifest)

@@ -30,13 +30,19 @@ from .verdict import NOT_THE_KERNELS_FAULT, Evaluation
 
 #: reasons the loop gives itself, before any GPU time (the attempt has no evaluation)
 NOT_GATED = ("duplicate", "launch_conflict", "bad_candidate")
+#: while a batch is gated, history.json is written at most this often (seconds); Ctrl-C, an error
+#: and the batch's end write it at once, so only a hard kill can lose the verdicts of the last
+#: second (left pending: --resume gates them again)
+HISTORY_EVERY_S = 1.0
+#: --max-iterations when it is not given, for models and replays (the tuner has none)
+DEFAULT_ITERATIONS = 7
 
 
 @dataclass
 class LoopConfig:
     """Stop rules and search settings of ``kforge optimize`` (every field is a CLI option)."""
 
-    max_iterations: int = 7            #: iterations (each asks for `candidates` proposals)
+    max_iterations: int | None = None  #: iterations, each asking for `candidates` proposals (default: 7 with a model or a replay; none for the built-in tuner, which its time limit, exhaustion and --roof-stop end)
     candidates: int = 4                #: model proposals per iteration (the tuner proposes every template with settings left)
     search: Literal["greedy", "population", "anneal", "brute"] = "population"  #: search strategy for parents, directions and tunable settings (see README: Search)
     roof_stop: float = 0.9             #: stop once the best reaches this share of the roof that applies (measured bandwidth or compute peak) on every performance case (0: never)
@@ -115,11 +121,21 @@ class Attempt:
     predicted_speedup: float | None = None   # the proposer's expected speedup over its parent
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """Its fields as a new dict; the values are shared, not copied (they are plain JSON values,
+        and the history is written after every verdict: a deep copy of a long run's samples each
+        time cost most of the loop's own time)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_json(cls, d: dict) -> "Attempt":
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def iteration_limit(config: LoopConfig, proposer: str) -> int | None:
+    """The iterations a run may take: ``config.max_iterations``, else 7 (none for the tuner)."""
+    if config.max_iterations is not None:
+        return config.max_iterations
+    return None if proposer == "tune" else DEFAULT_ITERATIONS
 
 
 @dataclass
@@ -210,6 +226,7 @@ class Optimizer:
         self.strategy = strategies.get(config.search)
         self._spaces: dict[str, strategies.Space] = {}   # body key -> the space of a tunable kernel
         self._allot: dict[str, int] = {}    # label -> settings it may gate this iteration
+        self._history_written = 0.0         # time.monotonic() of the last history.json write
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> dict:
@@ -416,7 +433,7 @@ class Optimizer:
             sp = self._spaces[body] = strategies.Space(cand, label)
             sp.seed = self.config.seed
         for a in self.attempts:
-            if self.bodies.get(a.id) != body:
+            if self.bodies.get(a.id) != body or a.dispatch:     # a dispatch rule is not one setting
                 continue
             status = "ruled_out" if a.reason in NOT_GATED else a.status
             sp.add(a.defines, a.id, a.score_us if a.status == "passed" else None, status)
@@ -447,7 +464,7 @@ class Optimizer:
         """The first round of settings of a proposal (after the archive's ``warm`` ones)."""
         c = self.config
         budget = self._allot.get(p.label, c.tune_budget)
-        if not cand.tunables:
+        if not cand.tunables or cand.dispatch is not None:    # a dispatch rule is gated whole, as written
             return [(d, "") for d in search.expand(cand, budget, exclude=exclude)]
         space = self._space(cand, p.label)
         if self.strategy.name == "greedy" and not space.trials:      # today's first sample
@@ -471,7 +488,7 @@ class Optimizer:
         """label -> the template (with its tunables) of every template the tuner proposed."""
         out: dict[str, Candidate] = {}
         for a in self.attempts:
-            if a.proposer == "tune" and a.label not in out and a.id in self.bodies:
+            if a.proposer == "tune" and a.label not in out and a.id in self.bodies and not a.dispatch:
                 try:
                     out[a.label] = self._candidate(a)
                 except (CandidateError, OSError):
@@ -659,8 +676,11 @@ class Optimizer:
 
     def _gate_all(self, attempts: list[Attempt], cands: list[Candidate]) -> None:
         """Every verdict is recorded as it arrives; what a time limit left stays pending."""
-        self.gate.evaluate_many(cands, should_stop=self._time_up,
-                                on_result=lambda i, ev: self._apply(attempts[i], ev))
+        try:
+            self.gate.evaluate_many(cands, should_stop=self._time_up,
+                                    on_result=lambda i, ev: self._apply(attempts[i], ev, soon=True))
+        finally:
+            self._write_history()
 
     def _setting_attempt(self, top: Attempt, cand: Candidate, d: dict, rationale: str,
                          like: Attempt | None = None) -> Attempt:
@@ -711,7 +731,7 @@ class Optimizer:
         while not self._time_up():
             groups: dict[str, list[Attempt]] = {}
             for a in batch:
-                if a.tunables and a.reason not in NOT_GATED and a.proposer != "initial":
+                if a.tunables and a.reason not in NOT_GATED and a.proposer != "initial" and not a.dispatch:
                     groups.setdefault(a.label, []).append(a)
             extra = []
             for label, members in groups.items():
@@ -740,12 +760,14 @@ class Optimizer:
         self._apply(a, ev)
         return ev
 
-    def _apply(self, a: Attempt, ev: Evaluation) -> None:
-        """Record a verdict on its attempt and write the history at once."""
+    def _apply(self, a: Attempt, ev: Evaluation, *, soon: bool = False) -> None:
+        """Record a verdict on its attempt and write the history at once (``soon``: within
+        HISTORY_EVERY_S of the last write; the batch's end writes what is left)."""
         a.evaluation = ev.to_json()
         a.status = "passed" if ev.passed else "failed"
         a.reason, a.message, a.score_us = ev.reason, ev.message, ev.score_us
-        self._write_history()
+        if not soon or time.monotonic() - self._history_written >= HISTORY_EVERY_S:
+            self._write_history()
         mark = f"{ev.score_us:9.2f} µs" if ev.passed and ev.score_us else f"{a.reason}"
         if a.reason == "harness_error":     # kernel_forge's fault: said so, never fed back as the kernel's
             mark += f" (kernel_forge's own fault, not the kernel's: {ev.message[:160]})"
@@ -819,10 +841,15 @@ class Optimizer:
         return StopRun("time_limit", f"{self.elapsed():.0f} s of {limit:g} s ({source})"
                        + (f"; search so far: {self.search_line()}" if self._is_tuner() else ""))
 
+    def iteration_limit(self) -> int | None:
+        """--max-iterations, or its default: 7 for models and replays, none for the built-in tuner."""
+        return iteration_limit(self.config, self.proposer.name)
+
     def _check_stop(self) -> None:
         c = self.config
-        if self.iteration >= c.max_iterations:
-            raise StopRun("max_iterations", f"{self.iteration} of --max-iterations {c.max_iterations}"
+        limit = self.iteration_limit()
+        if limit is not None and self.iteration >= limit:
+            raise StopRun("max_iterations", f"{self.iteration} of --max-iterations {limit}"
                           + (f"; search so far: {self.search_line()}" if self._is_tuner() else ""))
         if c.budget_usd is not None and self.cost_usd >= c.budget_usd:
             raise StopRun("budget_usd")
@@ -951,6 +978,7 @@ class Optimizer:
                 "profile_seconds": self.profile_seconds, "elapsed_s": round(self.elapsed(), 3)}
 
     def _write_history(self) -> None:
+        self._history_written = time.monotonic()
         self.run_dir.write_json("history.json", {"task": self.task.name, "kernel_forge": __version__,
                                                   "state": self._state(), "baselines": self.baselines,
                                                   "attempts": [a.to_json() for a in self.attempts]})
@@ -978,7 +1006,8 @@ class Optimizer:
         rej = ", ".join(f"{k} {v}" for k, v in sorted(rejected.items())) or "none"
         gated = sum(a.evaluation is not None for a in self.attempts)
         best = f"best {self.best.id} x{self.speedup():.2f} vs initial" if self.best else "no baseline yet"
-        self.progress(f"[kforge] iteration {self.iteration}/{self.config.max_iterations}: {gated} gated, "
+        limit = self.iteration_limit()
+        self.progress(f"[kforge] iteration {self.iteration}{f'/{limit}' if limit else ''}: {gated} gated, "
                       f"rejected: {rej}; {best}; "
                       f"${self.cost_usd:.4f}, {self.tokens['input'] + self.tokens['output']} tokens")
         if self._is_tuner():

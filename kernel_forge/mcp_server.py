@@ -410,7 +410,7 @@ def build_server(service: Service):
                  time_limit: float | None = None, tune_budget: int | None = None, budget_usd: float | None = None,
                  patience: int | None = None, quick: bool = False, hints: str | None = None) -> dict[str, Any]:
         """Start `kforge optimize` on manifest in the background (no models: the built-in tuner; models like
-        "anthropic:claude-sonnet-4-5" use the keys in the server's environment). Returns the run folder at once;
+        "anthropic:claude-sonnet-5-5" use the keys in the server's environment). Returns the run folder at once;
         follow it with run_status."""
         return call(service.optimize, manifest, models=models, base_url=base_url, replay=replay,
                     max_iterations=max_iterations, candidates=candidates, time_limit=time_limit,

@@ -446,7 +446,8 @@ def check_task_kernels(task: Task, limits: dict | None = None) -> None:
     refused as the manifest's error at ``$.initial`` / ``$.templates[i]``."""
     from .candidate import load_candidate
 
-    for path, jp in [(task.initial, "$.initial"), *((t, f"$.templates[{i}]") for i, t in enumerate(task.templates))]:
+    starts = [(task.initial, "$.initial")] if task.initial is not None else []   # a task may have no initial
+    for path, jp in [*starts, *((t, f"$.templates[{i}]") for i, t in enumerate(task.templates))]:
         try:
             check_kernel(task, load_candidate(path), file=str(path), limits=limits)
         except KernelRefused as exc:

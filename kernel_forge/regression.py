@@ -122,11 +122,11 @@ def plan_approval(run_path, approvals_path, copy_to, tolerance: float) -> dict:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise InputError(f"{run.path / 'summary.json'}: $.best.{key}: {v!r} is not a positive finite number; "
                              "nothing can be approved from it", hint="restore the file, or resume the run to write it anew")
-    _check_best_source(run, best, best_cu)
     task = load_task(meta["manifest"])
     if task.name != summary["task"]:
         raise InputError(f"{run.path}: summary.json is for task {summary['task']!r}, its manifest for {task.name!r}")
-    rule = _checked_rule(best_cu, task, best)
+    rule = _checked_rule(best_cu, task, best)     # an edited rule is named as such, before the sha256 says "changed"
+    _check_best_source(run, best, best_cu)
     dest_dir = Path(copy_to)
     if dest_dir.exists() and not dest_dir.is_dir():
         raise InputError(f"--copy-to {dest_dir}: is a file, not a folder")

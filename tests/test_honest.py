@@ -143,7 +143,6 @@ EMU_PRELUDE = r"""
 #include <atomic>
 #define __grid_constant__
 #define __constant__
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __syncwarp(unsigned int = 0xffffffffu) { emu_warp_bar[emu_tid() / 32]->arrive_and_wait(); }
 template <class T> T emu_shfl(T v, int from)
 {

@@ -744,7 +744,7 @@ def test_cli_optimize_without_gpu_explains_the_tuner(kforge, tmp_path):
     r = kforge("optimize", MANIFEST, "--runs-dir", tmp_path / "runs")
     assert r.exit_code == 3
     assert "no model configured: using the built-in tuner" in r.stderr
-    assert "To use an LLM: --model anthropic:claude-sonnet-4-5" in r.stderr
+    assert "To use an LLM: --model anthropic:claude-sonnet-5-5" in r.stderr
     assert "no usable NVIDIA GPU" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "runs").exists()                      # no run folder without a GPU
 

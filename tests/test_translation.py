@@ -46,6 +46,7 @@ def run(tmp_path, sources, *, gate=None, proposer=None, **loop):
     task = load_task(m)
     props = write_proposals(tmp_path / "props", sources) if sources is not None else None
     loop.setdefault("archive", "off")
+    loop.setdefault("candidates", 1)       # one proposal an iteration: the tests count iterations
     opt = start_run(m, LoopConfig(**loop), GateOptions(), ProposerConfig(replay=str(props)) if props else ProposerConfig(),
                     runs_dir=tmp_path / "runs", gate=gate or ScriptedGate(task), proposer=proposer)
     return opt, opt.run()

@@ -41,6 +41,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import writes
 from ..errors import InputError
 
 ENV = "KFORGE_CLOCK_OFFSET_US"
@@ -188,11 +189,8 @@ def store(entry: Offset) -> None:
         except (OSError, ValueError):
             data = {}
         data[cache_key(entry.gpu, entry.driver)] = entry.to_json() | {"source": "measured"}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
+        writes.write_text(path, json.dumps(data, indent=1, sort_keys=True))
+    except (OSError, writes.WriteFailed):
         pass
 
 

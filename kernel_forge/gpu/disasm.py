@@ -14,6 +14,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from .. import writes
 from ..errors import CompileError, EnvironmentProblem
 
 
@@ -58,7 +59,7 @@ def sass(cubin: bytes, nvdisasm: str | None = None, timeout_s: float = 60.0) -> 
                                  hint='pip install "cuda-toolkit[nvdisasm]" (or set KFORGE_NVDISASM)')
     with tempfile.TemporaryDirectory(prefix="kforge-sass-") as tmp:
         path = Path(tmp) / "kernel.cubin"
-        path.write_bytes(cubin)
+        writes.write_file(path, cubin)
         try:
             p = subprocess.run([tool, "-c", str(path)], capture_output=True, text=True, timeout=timeout_s)
         except (OSError, subprocess.TimeoutExpired) as exc:

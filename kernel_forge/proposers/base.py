@@ -19,7 +19,7 @@ class Proposal:
     rationale: str = ""
     launch: dict | None = None                   # {"grid": [...], "block": [...], "shared_mem": ...}
     tunables: dict[str, list] | None = None      # {"BLOCK": [64, 128, 256]}
-    proposer: str = ""                           # e.g. "anthropic:claude-sonnet-4-5", "replay", "tune"
+    proposer: str = ""                           # e.g. "anthropic:claude-sonnet-5-5", "replay", "tune"
     parent: str | None = None                    # attempt id this was derived from
     label: str = ""                              # e.g. a replay file name
     direction: str = ""                          # the direction this proposal was asked to take

@@ -108,6 +108,9 @@ def scrub(obj: Any, secrets: tuple[str, ...] | list[str] = ()) -> Any:
     return _scrub(obj, secrets)
 
 
+_PLAIN = (int, float, bool, type(None))
+
+
 def _scrub(obj: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(obj, str):
         return _scrub_text(obj, secrets)
@@ -118,6 +121,8 @@ def _scrub(obj: Any, secrets: tuple[str, ...]) -> Any:
             out[key] = REDACTED if (_is_secret_key(k) and v not in (None, "")) else _scrub(v, secrets)
         return out
     if isinstance(obj, list):
+        if all(type(v) in _PLAIN for v in obj):     # timing samples and the like: nothing to scrub
+            return list(obj)
         return [_scrub(v, secrets) for v in obj]
     if isinstance(obj, tuple):
         return tuple(_scrub(v, secrets) for v in obj)
