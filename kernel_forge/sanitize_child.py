@@ -18,7 +18,7 @@ def main(job_path: str) -> int:
     job = json.loads(open(job_path).read())
     task = load_task(job["manifest"])
     cand = load_candidate(job["kernel"])
-    runner = CaseRunner(task)
+    runner = CaseRunner(task, separate_buffers=True)   # one block per case would hide a write past a buffer
     arch = job.get("arch") or runner.info.arch
     res = compile_source(cand.source, arch=arch, defines=cand.compile_defines())
     spec = KernelSpec(kind="cuda", label=cand.name, cubin=res.cubin, entry=task.signature.name,

@@ -45,7 +45,8 @@ def test_the_second_prompt_of_a_replay_run_has_the_profile_of_the_new_best(tmp_p
         (props / f"{i:02d}.cu").write_text(_fixed(ROOT / "manifests" / template, defines))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, "-m", "kernel_forge", "optimize", str(ROOT / "manifests" / f"{name}.json"),
-                        "--replay", str(props), "--max-iterations", "2", "--runs-dir", str(tmp_path / "runs"),
+                        "--replay", str(props), "--max-iterations", "2", "--candidates", "1",
+                        "--runs-dir", str(tmp_path / "runs"),
                         "--warmup", "3", "--reps", "20"], capture_output=True, text=True, env=env, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     (run,) = sorted((tmp_path / "runs").glob("run-*"))

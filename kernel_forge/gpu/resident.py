@@ -106,13 +106,19 @@ def case_layout(task: Task, host_buffers: dict[str, np.ndarray], output_shapes: 
 class Block:
     """One (case, seed)'s device memory: an allocation of whole 2 MiB pages starting on a page
     boundary (cudaMalloc gives that for sizes of whole pages; otherwise a page more is taken and
-    the start rounded up), freed when the last array viewing it goes."""
+    the start rounded up), freed when the last array viewing it goes.  ``separate``: every array
+    its own allocation of its exact size instead (the sanitizer's child: inside one block, a write
+    one past a buffer's end lands in the next slot, where memcheck cannot see it)."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, *, separate: bool = False):
         import cupy
 
         self._cp = cupy
         self.size = _up(max(int(size), 1), PAGE)
+        self.separate = separate
+        if separate:         # each array an allocation of its own size (for compute-sanitizer)
+            self.mem, self.base = None, 0
+            return
         mem = _malloc(self.size)
         if int(mem.ptr) % PAGE:
             del mem
@@ -124,6 +130,8 @@ class Block:
         """A CuPy array over ``[base + offset, ...)`` (keeps the block alive)."""
         cp = self._cp
         n = int(np.prod(shape)) if shape else 1
+        if self.separate:    # memcheck sees an access past this array's end as out of bounds
+            return cp.empty(n, dtype=np.dtype(dtype)).reshape(shape)
         ptr = cp.cuda.MemoryPointer(self.mem, self.base - int(self.mem.ptr) + int(offset))
         return cp.ndarray(n, dtype=np.dtype(dtype), memptr=ptr).reshape(shape)
 

@@ -174,7 +174,7 @@ class CaseRunner:
     plain form: expected values are stored masked, kept stage copies are written masked, and at
     the end of every run the outputs are masked in place and the module's globals wiped."""
 
-    def __init__(self, task: Task, ordinal: int = 0, resident_bytes: int = 0):
+    def __init__(self, task: Task, ordinal: int = 0, resident_bytes: int = 0, *, separate_buffers: bool = False):
         import cupy
 
         self.cupy = cupy
@@ -191,6 +191,7 @@ class CaseRunner:
             free, _total = cupy.cuda.runtime.memGetInfo()
             resident_bytes = int(min(16 << 30, free // 4))
         self.resident = Resident(resident_bytes)
+        self.separate_buffers = separate_buffers   #: every buffer its own allocation (compute-sanitizer)
         self._kept: dict[str, dict[str, object]] = {}
         self._kept_key: int | None = None       #: the key the kept stage outputs are masked with
         self._scrubbed: mask.ScrubbedPool | None = None   #: a Python baseline's CuPy temporaries
@@ -277,12 +278,12 @@ class CaseRunner:
         slots, size = case_layout(self.task, host.buffers, shapes)
         bufs.slots = {(s.kind, s.name): s for s in slots}
         try:
-            block = Block(size)
+            block = Block(size, separate=self.separate_buffers)
         except Exception as exc:  # noqa: BLE001 - out of memory: the other cases' blocks go first
             if classify(exc).kind != "out_of_memory" or not self.resident.entries:
                 raise
             self.resident.clear()
-            block = Block(size)
+            block = Block(size, separate=self.separate_buffers)
         bufs.block = block
         with self.stream:
             for arg in self.task.args:
