@@ -111,10 +111,15 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
     options = optimize_options()
     typed = given(ctx, options, params)          # checks every typed value, before anything runs
     if dry_run:
-        from .optimize import first_prompt_parts
-        if not manifest:
-            raise InputError("--dry-run needs a MANIFEST")
-        system, static, dynamic = first_prompt_parts(manifest, typed.get("loop", {}).get("hints", ""), device_file)
+        from .optimize import first_prompt_parts, next_prompt_parts
+        if resume:     # the next iteration's prompt of a recorded run (its best's profile, the ledger)
+            if manifest or device_file:
+                raise InputError("--dry-run --resume RUN takes the run's own manifest and device; give neither")
+            system, static, dynamic = next_prompt_parts(resume, typed.get("loop", {}))
+        elif not manifest:
+            raise InputError("--dry-run needs a MANIFEST (the first prompt) or --resume RUN (the next one)")
+        else:
+            system, static, dynamic = first_prompt_parts(manifest, typed.get("loop", {}).get("hints", ""), device_file)
         click.echo(f"=== system prompt ===\n{system}\n=== user prompt: static prefix (the same for every call; "
                    f"cached) ===\n{static}\n=== user prompt: dynamic part ===\n{dynamic}")
         return

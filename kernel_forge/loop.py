@@ -258,6 +258,21 @@ class Optimizer:
 
     # -- start / resume ---------------------------------------------------------------------
     def _start(self) -> None:
+        if self.load_recorded():
+            self.progress(f"[kforge] resuming at iteration {self.iteration} with {len(self.attempts)} attempts recorded")
+        if self.task.initial is not None and (self.initial is None or self.initial.status != "passed"):
+            self._evaluate_initial()
+        if not self.baselines:
+            for name in self.task.baselines:
+                self.progress(f"[kforge] timing vendor baseline {name}")
+                ev = self.gate.evaluate_baseline(name)
+                self.baselines[name] = ev.to_json(with_samples=False)
+            self._write_history()
+        self._profile(self.best)
+
+    def load_recorded(self) -> bool:
+        """The run's recorded attempts and state from history.json (nothing is written); False
+        when there is none yet."""
         hist = self.run_dir.read_json("history.json")
         if hist:
             self.attempts = [Attempt.from_json(a) for a in hist["attempts"]]
@@ -276,16 +291,11 @@ class Optimizer:
             self.best = bests[-1] if bests else self.initial
             for a in self.attempts:
                 self._remember(a)
-            self.progress(f"[kforge] resuming at iteration {self.iteration} with {len(self.attempts)} attempts recorded")
-        if self.task.initial is not None and (self.initial is None or self.initial.status != "passed"):
-            self._evaluate_initial()
-        if not self.baselines:
-            for name in self.task.baselines:
-                self.progress(f"[kforge] timing vendor baseline {name}")
-                ev = self.gate.evaluate_baseline(name)
-                self.baselines[name] = ev.to_json(with_samples=False)
-            self._write_history()
-        self._profile(self.best)
+        return bool(hist)
+
+    def next_request(self) -> ProposalRequest:
+        """The request the next iteration would send (no call made, nothing written)."""
+        return self._request(self._slots(self.iteration + 1), self.iteration + 1)
 
     def _evaluate_initial(self) -> None:
         a = self.initial
@@ -969,7 +979,7 @@ class Optimizer:
 
     def _prompt(self) -> str:
         """The full user prompt the first proposal of the next iteration would get."""
-        return self._request(self._slots(self.iteration + 1), self.iteration + 1).full_prompt(0)
+        return self.next_request().full_prompt(0)
 
     # -- evidence ---------------------------------------------------------------------------
     def _state(self) -> dict:

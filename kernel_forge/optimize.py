@@ -11,7 +11,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from . import __version__
-from .errors import InputError
+from .errors import InputError, InternalError
 from .evidence import RunDir, environment_fingerprint
 from .gate import Gate, GateOptions
 from .loop import LoopConfig, Optimizer
@@ -344,6 +344,40 @@ def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None
     from .retrieval import Retrieved
     retrieved = Retrieved.from_json(run.read_json("retrieval.json"))   # the same examples as at its start
     return Optimizer(task, gate, proposer, run, loop, progress=progress, retrieved=retrieved)
+
+
+class _PromptOnly:
+    """The proposer of a dry run: reads prompts, is never asked."""
+
+    name = "dry-run"
+    needs_prompt = True
+
+    def propose(self, request):
+        raise InternalError("a dry run asks no model")
+
+
+def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[str, str, str]:
+    """(system, static prefix, dynamic part) of the first proposal a model would be asked for in
+    the next iteration of the recorded run at ``path`` (its attempts, ledger, best and the best's
+    recorded profile), built without a GPU and without a call: the run's verdicts stand in for the
+    gate (:class:`~kernel_forge.recorded_gate.RecordedGate`).  Whatever proposed the run (the
+    built-in tuner too), the prompt is the one a model would get from here."""
+    from .recorded_gate import RecordedGate
+    from .retrieval import Retrieved
+
+    run = RunDir.open(path)
+    meta = run.read_json("run.json")
+    task = load_task(meta["manifest"])
+    if task.hash() != meta["hashes"]["task"]:
+        raise InputError(f"{meta['manifest']} or its reference changed since {run.path.name} started; its next "
+                         "prompt would describe another task", hint="start a new run instead")
+    loop = _build(LoopConfig, {**meta["loop"], **(overrides or {})}, "run.json $.loop")
+    opt = Optimizer(task, RecordedGate.from_run(run.path), _PromptOnly(), run, loop,
+                    retrieved=Retrieved.from_json(run.read_json("retrieval.json")))
+    if not opt.load_recorded() or opt.best is None:
+        raise InputError(f"{run.path}: no attempt recorded yet; for the first prompt: kforge optimize MANIFEST --dry-run")
+    req = opt.next_request()
+    return req.system, req.static_prefix, req.prompt_for(0)
 
 
 def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str | Path | None = None

@@ -290,3 +290,21 @@ def test_search_options_are_checked_before_anything_runs(monkeypatch, tmp_path):
     assert r.exit_code == 2 and "--roof-stop" in r.stderr and "2" in r.stderr
     assert math.isclose(LoopConfig().roof_stop, 0.9) and LoopConfig().search == strategies.DEFAULT
     assert LoopConfig().candidates >= 4
+
+
+# ------------------------------------------------------------------------------ the next prompt
+
+def test_dry_run_resume_prints_the_next_prompt_of_a_recorded_run_and_writes_nothing(tmp_path):
+    """`kforge optimize --resume RUN --dry-run`: the prompt a model would get next in a recorded run
+    (here the tuner's), with its best, the ledger and a direction, from the run's verdicts alone."""
+    opt = tuner_run(tmp_path, max_iterations=2, tune_budget=4)
+    summary = opt.run()
+    before = {p.name: p.read_bytes() for p in opt.run_dir.path.iterdir() if p.is_file()}
+    r = CliRunner().invoke(cli, ["optimize", "--resume", str(opt.run_dir.path), "--dry-run"])
+    assert r.exit_code == 0, r.output + (r.stderr or "")
+    assert f"# Current best: {summary['best']['id']}" in r.stdout
+    assert "# Attempt ledger" in r.stdout and "[tune:vector_add_vec4.cu]" in r.stdout
+    assert "# Direction for this proposal" in r.stdout and "=== user prompt: dynamic part ===" in r.stdout
+    assert {p.name: p.read_bytes() for p in opt.run_dir.path.iterdir() if p.is_file()} == before
+    bad = CliRunner().invoke(cli, ["optimize", "--resume", str(opt.run_dir.path), "--dry-run", str(MANIFEST)])
+    assert bad.exit_code == 2 and "takes the run's own manifest" in bad.stderr
