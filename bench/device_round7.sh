@@ -6,12 +6,7 @@
 #                task with --time-limit ${LIMIT:-30}; runs packed into $OUT/round7-tune.tgz and the
 #                table (bench/tune_report.py) in $OUT/tune.md
 set -u
-OUT=${OUT:-gpu-out}
-mkdir -p "$OUT"
-if [ -d .whl ] && [ ! -d /tmp/site ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-fi
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
+. bench/device_env.sh
 t0=$(date +%s)
 case "${STAGE:-suite}" in
 suite)

@@ -4,12 +4,7 @@
 # --quick), then `kforge optimize manifests/matmul_f32.json` with every default but a 100 s tuner
 # time limit; its run folder packed into $OUT/matmul-run.tgz.
 set -u
-OUT=${OUT:-gpu-out}
-mkdir -p "$OUT"
-if [ -d .whl ] && [ ! -d /tmp/site ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-fi
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
+. bench/device_env.sh
 t0=$(date +%s)
 timeout "${TESTS_TIMEOUT:-75}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider -n 4 \
   tests/test_gpu_sanitizer.py::test_sanitizer_rejects_a_silent_out_of_bounds_write \

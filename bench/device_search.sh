@@ -8,12 +8,7 @@
 # new settings and keeps what was recorded (the JSON says "complete": false).  QUICK=1 uses --quick.
 # Back on the CPU machine:  python bench/search_sim.py --recording OUT/search-recording.json.gz
 set -u
-OUT=${OUT:-gpu-out}
-mkdir -p "$OUT"
-if [ -d .whl ] && [ ! -d /tmp/site ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-fi
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
+. bench/device_env.sh
 t0=$(date +%s)
 python3 bench/search_record.py --list > "$OUT/search-record.log" 2>&1
 timeout $(( ${LIMIT:-220} + 60 )) python3 bench/search_record.py --out "$OUT" --time-limit "${LIMIT:-220}" \

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .static_rules import strip_comments_and_strings
+
 _LOOP = re.compile(r"\b(for|while|do)\b")
 _HEADER = re.compile(r"^\s*//\s*kforge:")
 #: what counts as work inside a loop, and its weight
@@ -23,32 +25,9 @@ _WORK = [(re.compile(r"\b(?:fmaf?|__fmaf?_r[nzud]|__hfma2?|hfma2?|mma|wmma|__dp4
 
 
 def mask(source: str) -> str:
-    """``source`` with comments blanked and string/char literal contents replaced, same length and
-    line structure, so braces and keywords can be found by position."""
-    out = list(source)
-    i, n = 0, len(source)
-    while i < n:
-        ch = source[i]
-        if source.startswith("//", i):
-            j = source.find("\n", i)
-            j = n if j < 0 else j
-            out[i:j] = " " * (j - i)
-            i = j
-        elif source.startswith("/*", i):
-            j = source.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out[i:j] = [c if c == "\n" else " " for c in source[i:j]]
-            i = j
-        elif ch in "\"'":
-            j = i + 1
-            while j < n and source[j] != ch and source[j] != "\n":
-                j += 2 if source[j] == "\\" else 1
-            for k in range(i + 1, min(j, n)):
-                out[k] = "x"
-            i = j + 1
-        else:
-            i += 1
-    return "".join(out)
+    """``source`` with comments and string/char literal contents blanked, same length and line
+    structure, so braces and keywords can be found by position."""
+    return strip_comments_and_strings(source)
 
 
 def _match(text: str, i: int, open_: str, close: str) -> int:

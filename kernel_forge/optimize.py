@@ -325,14 +325,19 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
     return Optimizer(task, gate, proposer, run, loop, progress=progress, retrieved=retrieved)
 
 
-def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None = None, *, gate=None) -> Optimizer:
+def _recorded_run(path: str | Path, overrides: dict | None):
+    """(RunDir, run.json, task, loop config) of a recorded run whose task has not changed since."""
     run = RunDir.open(path)
     meta = run.read_json("run.json")
     task = load_task(meta["manifest"])
     if task.hash() != meta["hashes"]["task"]:
         raise InputError(f"{meta['manifest']} or its reference changed since {run.path.name} started; "
-                         "a run cannot resume against a different task", hint="start a new run instead")
-    loop = _build(LoopConfig, {**meta["loop"], **(overrides or {})}, "run.json $.loop")
+                         "a run cannot go on against a different task", hint="start a new run instead")
+    return run, meta, task, _build(LoopConfig, {**meta["loop"], **(overrides or {})}, "run.json $.loop")
+
+
+def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None = None, *, gate=None) -> Optimizer:
+    run, meta, task, loop = _recorded_run(path, overrides)
     gate_opts = _build(GateOptions, meta["gate"], "run.json $.gate")
     prop = _build(ProposerConfig, meta["proposer"], "run.json $.proposer")
     check_budget_prices(prop, loop.budget_usd)
@@ -365,13 +370,7 @@ def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[
     from .recorded_gate import RecordedGate
     from .retrieval import Retrieved
 
-    run = RunDir.open(path)
-    meta = run.read_json("run.json")
-    task = load_task(meta["manifest"])
-    if task.hash() != meta["hashes"]["task"]:
-        raise InputError(f"{meta['manifest']} or its reference changed since {run.path.name} started; its next "
-                         "prompt would describe another task", hint="start a new run instead")
-    loop = _build(LoopConfig, {**meta["loop"], **(overrides or {})}, "run.json $.loop")
+    run, _meta, task, loop = _recorded_run(path, overrides)
     opt = Optimizer(task, RecordedGate.from_run(run.path), _PromptOnly(), run, loop,
                     retrieved=Retrieved.from_json(run.read_json("retrieval.json")))
     if not opt.load_recorded() or opt.best is None:
