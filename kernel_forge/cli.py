@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .entry import caused_by_interrupt
 from .errors import CaseFailed, InputError, KForgeError
 
 
@@ -29,6 +30,9 @@ def handle_errors(fn):
         except click.exceptions.Exit:
             raise
         except Exception as exc:  # noqa: BLE001 - the edge: no raw tracebacks for users
+            if caused_by_interrupt(exc):       # Ctrl-C inside an import (a class being created)
+                click.echo("kforge: interrupted", err=True)
+                sys.exit(130)
             if os.environ.get("KFORGE_DEBUG"):
                 raise
             click.echo(f"kforge: internal error: {type(exc).__name__}: {exc}\n"

@@ -25,7 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernel_forge import preflight, writes
-from kernel_forge.cli import cli
+from kernel_forge.cli import cli, handle_errors
 from kernel_forge.gate import GateOptions
 from kernel_forge.loop import LoopConfig
 from kernel_forge.optimize import ProposerConfig, start_run
@@ -1436,3 +1436,29 @@ def test_ctrl_c_while_kforge_starts_is_interrupted_not_a_traceback(tmp_path):
             continue                                   # it finished before the signal came
         assert p.returncode == 130, (delay, p.returncode, err)
         assert "Traceback" not in err and "Aborted" not in err and err.strip().endswith("kforge: interrupted"), err
+
+
+def test_an_interrupt_wrapped_by_python_is_still_an_interrupt():
+    """Ctrl-C while a dataclass is being created reaches kforge as Python 3.11's RuntimeError
+    ("Error calling __set_name__ ...") caused by the KeyboardInterrupt: it is an interrupt (exit
+    130), not an internal error; an unrelated RuntimeError is not."""
+    from kernel_forge.entry import caused_by_interrupt
+
+    def wrapped():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ki:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'seeds'") from ki
+
+    with pytest.raises(RuntimeError) as info:
+        wrapped()
+    assert caused_by_interrupt(info.value) and caused_by_interrupt(KeyboardInterrupt())
+    assert not caused_by_interrupt(RuntimeError("no"))
+
+    @handle_errors
+    def command():
+        wrapped()
+
+    with pytest.raises(SystemExit) as out:
+        command()
+    assert out.value.code == 130
