@@ -24,6 +24,7 @@ import numpy as np
 
 from . import static_rules
 from .candidate import Candidate
+from .child_process import stop_child
 from .checks import Finding, LoadContext, RunContext, before_launch, failure_finding, judge, outputs_of
 from .errors import (CandidateError, CompileError, EnvironmentProblem, KForgeError, NoGPUError,
                      ReferenceError_, SignatureError)
@@ -198,22 +199,7 @@ class Worker:
             raise WorkerError("harness_error", f"unexpected answer {kind!r} while {what}")
 
     def close(self, kill: bool = False) -> None:
-        if self.proc.is_alive() and not kill:
-            try:
-                self.conn.send((EXIT, None))
-                self.proc.join(5)
-            except (BrokenPipeError, OSError):
-                pass
-        if self.proc.is_alive():
-            self.proc.terminate()
-            self.proc.join(5)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join(5)
-        try:
-            self.conn.close()
-        except OSError:
-            pass
+        stop_child(self.proc, self.conn, (EXIT, None), kill=kill)
 
 
 def _add(cost: dict, key: str, seconds: float) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .child_process import stop_child
 from .errors import InputError, ManifestError, ReferenceError_
 
 #: seconds a Python reference may take on one case unless the manifest says otherwise
@@ -146,19 +147,7 @@ class ReferenceProcess:
                 self.close(kill=True)
 
     def close(self, kill: bool = False) -> None:
-        if self.proc.is_alive() and not kill:
-            try:
-                self.conn.send(("exit",))
-                self.proc.join(5)
-            except (BrokenPipeError, OSError):
-                pass
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join(5)
-        try:
-            self.conn.close()
-        except OSError:
-            pass
+        stop_child(self.proc, self.conn, ("exit",), kill=kill)
 
 
 def _rebuild(kind: str, message: str, hint, file, json_path):
