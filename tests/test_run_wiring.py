@@ -3,6 +3,7 @@ prompts are written, and several GPUs gate an iteration in parallel with the sam
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from fakes import ScriptedGate, vector_add, write_proposals
@@ -92,10 +93,19 @@ def run_with(gate, tmp_path: Path, name: str, task):
     return opt
 
 
+class BusyGate(ScriptedGate):
+    """A scripted gate that takes 20 ms a candidate, as a GPU does: with instant verdicts the first
+    GPU's thread could take the whole queue before the second one started."""
+
+    def evaluate(self, candidate, **kw):
+        time.sleep(0.02)
+        return super().evaluate(candidate, **kw)
+
+
 def test_two_gpus_gate_an_iteration_in_parallel_and_choose_the_same_best(tmp_path):
     task = load_task(MANIFEST)
     one = run_with(ScriptedGate(task), tmp_path, "one", task)
-    gates = [ScriptedGate(task), ScriptedGate(task)]
+    gates = [BusyGate(task), BusyGate(task)]
     two = run_with(GatePool(gates, [0, 1]), tmp_path, "two", task)
     h1, h2 = read(one, "history.json"), read(two, "history.json")
     assert [(a["id"], a["status"], a["reason"]) for a in h1["attempts"]] == \
