@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernel_forge.candidate import parse_candidate  # noqa: E402
+from kernel_forge.model.candidate import parse_candidate  # noqa: E402
 from kernel_forge.proposers.answer import read_answer  # noqa: E402
-from kernel_forge.task import load_task  # noqa: E402
+from kernel_forge.model.task import load_task  # noqa: E402
 
 
 def tokenizer():

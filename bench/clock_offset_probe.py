@@ -30,9 +30,9 @@ def main() -> int:
     a = ap.parse_args()
     os.environ["KFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kforge-offset-")   # a fresh cache: measured
     os.environ.pop("KFORGE_CLOCK_OFFSET_US", None)
-    from kernel_forge.gate import Gate
+    from kernel_forge.gate.gate import Gate
     from kernel_forge.gpu.clock_offset import KNOWN_US, trimmed_mean
-    from kernel_forge.task import load_task
+    from kernel_forge.model.task import load_task
 
     with Gate(load_task(a.task)) as gate:
         gate.ensure_gpu()

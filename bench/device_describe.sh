@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 21 on the lent H200, one device call (about 2 minutes of GPU time, 5 minutes at most):
-# tests/test_gpu_describe.py -- the generated relu_like task's CUDA witness through the real gate
+# tests/app/test_describe_gpu.py -- the generated relu_like task's CUDA witness through the real gate
 # (the two witnesses agree; the planted off-by-one reference is caught with both values shown), and
 # the task without an initial kernel optimised through the replay proposer (the first passing
 # translation becomes the baseline, the report says so, `kforge replay` of the best holds).
@@ -13,7 +13,7 @@ if ls .whl/*.whl > /dev/null 2>&1; then          # the pinned wheels the image l
 fi
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 t0=$(date +%s)
-timeout -s INT -k 20 300 python3 -m pytest -m gpu -q -p no:cacheprovider -rs -s tests/test_gpu_describe.py \
+timeout -s INT -k 20 300 python3 -m pytest -m gpu -q -p no:cacheprovider -rs -s tests/app/test_describe_gpu.py \
   --basetemp "$OUT/tmp" > "$OUT/describe-tests.log" 2>&1
 echo "describe gpu tests rc=$? in $(( $(date +%s) - t0 )) s"
 tail -5 "$OUT/describe-tests.log"

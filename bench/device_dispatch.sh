@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Settings per shape (issue 17 item 5) on the lent H200, one device call of about 2 minutes:
-#   1. the GPU tests of dispatch rules (tests/test_gpu_dispatch.py, ~25 s);
+#   1. the GPU tests of dispatch rules (tests/gate/test_gate_dispatch_gpu.py, ~25 s);
 #   2. bench/dispatch_sidebyside.py: the regblock template's small-tile setting, its large-tile
 #      setting and the rule over both, re-timed side by side with cuBLAS (~30 s);
 #   3. `kforge optimize manifests/matmul_f32.json` with the built-in tuner (time-limited to 60 s):
@@ -18,7 +18,7 @@ S=$OUT/dispatch-summary.txt
 : > "$S"
 step() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$S"; }
 
-timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/test_gpu_dispatch.py > "$D/gpu-tests.log" 2>&1
+timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/gate/test_gate_dispatch_gpu.py > "$D/gpu-tests.log" 2>&1
 step "gpu tests rc=$?: $(tail -1 "$D/gpu-tests.log")"
 
 timeout 120 python3 bench/dispatch_sidebyside.py --out "$D" > "$D/sidebyside.log" 2>&1

@@ -43,12 +43,12 @@ timeout 60 "$PY" bench/clock_offset_probe.py --out "$OUT/clock_offset.json" > /d
 note "clock offset rc=$?: $(tr -d '\n ' < "$OUT/clock_offset.json" | cut -c1-200)"
 
 # 2. the honest corpus (compiled in parallel first by the test module)
-KFORGE_HONEST_OUT="$OUT/honest.jsonl" timeout $(( $(left) * 50 / 100 )) "${PYTEST[@]}" tests/test_honest.py \
+KFORGE_HONEST_OUT="$OUT/honest.jsonl" timeout $(( $(left) * 50 / 100 )) "${PYTEST[@]}" tests/gate/test_honest.py \
   > "$OUT/honest.log" 2>&1
 note "honest corpus rc=$?: $(tail -1 "$OUT/honest.log")"
 
 # 3. the memory-scan attacks: verdicts, twins after another kernel (full, --quick), masking off
-timeout $(( $(left) * 50 / 100 )) "${PYTEST[@]}" tests/test_adversarial.py \
+timeout $(( $(left) * 50 / 100 )) "${PYTEST[@]}" tests/gate/test_adversarial.py \
   -k "memory_scan or (expected_reason and memscan)" -s > "$OUT/attacks.log" 2>&1
 note "attacks rc=$?: $(tail -1 "$OUT/attacks.log")"
 

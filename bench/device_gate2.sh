@@ -49,7 +49,7 @@ note "clock offset rc=$?: $(tr -d '\n ' < "$OUT/clock_offset.json" 2>/dev/null |
 stage_tail "$WORK/offset.out" 4
 
 # 2. the one-kernel flush on this GPU, and whether the histogram's time depends on where its bins lie
-timeout 60 "${PYTEST[@]}" -s tests/test_flush.py > "$OUT/attacks.log" 2>&1
+timeout 60 "${PYTEST[@]}" -s tests/gpu/test_flush.py > "$OUT/attacks.log" 2>&1
 note "flush GPU test rc=$?: $(tail -1 "$OUT/attacks.log")"
 timeout 60 "$PY" bench/placement_probe.py --out "$OUT/placement.json" > "$WORK/placement.out" 2>&1
 note "placement rc=$?"
@@ -57,11 +57,11 @@ stage_tail "$WORK/placement.out" 3
 
 # 3. the memory-scan attacks (masked: no gain; masking off: they win) and the L2-priority twins under the flush
 echo "=== memory-scan attacks ===" >> "$OUT/attacks.log"
-timeout $(( $(left) * 40 / 100 )) "${PYTEST[@]}" -s tests/test_adversarial.py \
+timeout $(( $(left) * 40 / 100 )) "${PYTEST[@]}" -s tests/gate/test_adversarial.py \
   -k "memory_scan or memscan_task or (expected_reason and memscan)" >> "$OUT/attacks.log" 2>&1
 note "memory-scan attacks rc=$?: $(tail -1 "$OUT/attacks.log")"
 echo "=== L2-priority attacks beside their twins, flushed ===" >> "$OUT/attacks.log"
-timeout $(( $(left) * 35 / 100 )) "${PYTEST[@]}" -s tests/test_adversarial.py \
+timeout $(( $(left) * 35 / 100 )) "${PYTEST[@]}" -s tests/gate/test_adversarial.py \
   -k "honest_twin and l2_ and not no_flush and not under_quick" >> "$OUT/attacks.log" 2>&1
 note "L2 twins rc=$?: $(tail -1 "$OUT/attacks.log")"
 

@@ -12,8 +12,8 @@ if ls .whl/*.whl > /dev/null 2>&1; then
 fi
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 t0=$(date +%s)
-timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/test_gpu_gate.py tests/test_bundled_tasks.py \
-  tests/test_gpu_harness.py tests/test_bad_input.py tests/test_mcp.py > "$R/gpu-tests.log" 2>&1; echo "gpu tests rc=$?"
+timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/gate/test_gate_gpu.py tests/model/test_task_bundled.py \
+  tests/gpu/test_runner_gpu.py tests/app/test_bad_input.py tests/app/test_mcp_server.py > "$R/gpu-tests.log" 2>&1; echo "gpu tests rc=$?"
 tail -3 "$R/gpu-tests.log"
 timeout 60 python3 bench/run_bench.py --only reference --only verify --out "$R/bench" > "$R/bench.log" 2>&1; echo "bench rc=$?"
 tail -12 "$R/bench.log"

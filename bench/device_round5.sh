@@ -12,7 +12,7 @@ stage_probe() {
   timeout 150 python3 bench/probe_round5.py --out "$R/probe-ncu" --sections ncu > "$R/probe-ncu.log" 2>&1; echo "probe ncu rc=$?"
   timeout 60 python3 bench/gate_cost.py --out "$R/cost" > "$R/gate_cost.log" 2>&1; echo "cost rc=$?"
   timeout 120 python3 bench/vs_kernel_tuner.py --out "$R/vs_kernel_tuner.json" > "$R/vs_kt.log" 2>&1; echo "vs_kt rc=$?"
-  timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/test_gpu_timing.py tests/test_adversarial.py -k "test_gpu_timing or l2 or evict or prefetch or cp_async" > "$R/flush-tests.log" 2>&1; echo "flush tests rc=$?"
+  timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/gpu/test_timing_gpu.py tests/gate/test_adversarial.py -k "test_gpu_timing or l2 or evict or prefetch or cp_async" > "$R/flush-tests.log" 2>&1; echo "flush tests rc=$?"
 }
 stage_suite() {
   OUT=$R bash bench/gpu_suite.sh -q > /dev/null 2>&1; echo "suite rc=$?"

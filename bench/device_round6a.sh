@@ -10,7 +10,7 @@ OUT="$W/gate" BUDGET=${BUDGET:-290} bash bench/device_gate.sh > "$W/device_gate.
 echo "[r6a] gate stage $(( $(date +%s) - t0 )) s" >> "$W/summary.txt"
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 timeout ${TESTS_TIMEOUT:-150} python3 -m pytest -m gpu -q -rs -p no:cacheprovider -n 3 \
-  tests/test_gpu_dispatch.py tests/test_gpu_harness.py tests/test_module_state.py > "$W/tests.log" 2>&1
+  tests/gate/test_gate_dispatch_gpu.py tests/gpu/test_runner_gpu.py tests/gpu/test_module_state.py > "$W/tests.log" 2>&1
 echo "[r6a] tests rc=$? $(tail -1 "$W/tests.log") at $(( $(date +%s) - t0 )) s" >> "$W/summary.txt"
 { cat "$W/gate/device_gate.log"; echo; cat "$W/gate/clock_offset.json"; echo; cat "$W/gate/quick_vs_full.md" 2>/dev/null; } >> "$W/summary.txt"
 tar czf "$OUT/round6a.tgz" -C "$W" .

@@ -10,7 +10,7 @@ OUT="$W/expert" bash bench/device_expert.sh > "$W/device_expert.stdout" 2>&1
 echo "[r6b] expert stage rc=$? $(( $(date +%s) - t0 )) s" >> "$W/summary.txt"
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 timeout ${TESTS_TIMEOUT:-100} python3 -m pytest -m gpu -q -rs -p no:cacheprovider -n 3 \
-  tests/test_patterns.py tests/test_profile.py > "$W/tests.log" 2>&1
+  tests/patterns/test_patterns.py tests/gate/test_profiler.py > "$W/tests.log" 2>&1
 echo "[r6b] tests rc=$? $(tail -1 "$W/tests.log") at $(( $(date +%s) - t0 )) s" >> "$W/summary.txt"
 grep -E "^\[|passed=|best|cublas|% bw|FAIL" "$W/expert/expert.log" | head -120 >> "$W/summary.txt"
 tar czf "$OUT/round6b.tgz" -C "$W" .

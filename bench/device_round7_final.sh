@@ -7,12 +7,12 @@ set -u
 . bench/device_env.sh
 t0=$(date +%s)
 timeout "${TESTS_TIMEOUT:-75}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider -n 4 \
-  tests/test_gpu_sanitizer.py::test_sanitizer_rejects_a_silent_out_of_bounds_write \
-  tests/test_gpu_gate.py::test_a_changed_expected_copy_is_seen_and_sent_again \
-  tests/test_gpu_prompt.py > "$OUT/fix-tests.log" 2>&1
+  tests/gate/test_sanitizer_gpu.py::test_sanitizer_rejects_a_silent_out_of_bounds_write \
+  tests/gate/test_gate_gpu.py::test_a_changed_expected_copy_is_seen_and_sent_again \
+  tests/search/test_prompts_gpu.py > "$OUT/fix-tests.log" 2>&1
 echo "[r7f] fixed tests rc=$? in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/fix-tests.log")" | tee "$OUT/summary.txt"
 timeout 30 python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
-  "tests/test_adversarial.py::test_not_faster_than_its_honest_twin_under_quick[memo_sampled_vector_add]" \
+  "tests/gate/test_adversarial.py::test_not_faster_than_its_honest_twin_under_quick[memo_sampled_vector_add]" \
   > "$OUT/memo-quick.log" 2>&1
 echo "[r7f] memo_sampled under --quick rc=$? at $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/memo-quick.log")" | tee -a "$OUT/summary.txt"
 s=$(date +%s)

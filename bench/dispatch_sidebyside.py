@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernel_forge.candidate import load_candidate  # noqa: E402
-from kernel_forge.dispatch import Branch, Rule  # noqa: E402
-from kernel_forge.gate import Gate, GateOptions  # noqa: E402
-from kernel_forge.task import load_task  # noqa: E402
+from kernel_forge.model.candidate import load_candidate  # noqa: E402
+from kernel_forge.model.dispatch import Branch, Rule  # noqa: E402
+from kernel_forge.gate.gate import Gate, GateOptions  # noqa: E402
+from kernel_forge.model.task import load_task  # noqa: E402
 
 SMALL = {"BM": 32, "BN": 32, "BK": 32, "TM": 4, "TN": 4, "MINB": 1}     # a0007 of the s5 run: best on sq256, rect
 LARGE = {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1}   # a0015: best on 4096^3 (3,098 µs)

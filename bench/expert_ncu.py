@@ -26,12 +26,12 @@ def main() -> None:
     ap.add_argument("--out", default="bench-out")
     args = ap.parse_args()
 
-    from kernel_forge.candidate import load_candidate
-    from kernel_forge.diagnosis import diagnose, directions
-    from kernel_forge.gate import Gate, GateOptions
+    from kernel_forge.model.candidate import load_candidate
+    from kernel_forge.gate.diagnosis import diagnose, directions
+    from kernel_forge.gate.gate import Gate, GateOptions
     from kernel_forge.patterns import by_name
-    from kernel_forge.profile import METRICS, PIPE_METRICS, find_ncu, query_metrics
-    from kernel_forge.task import load_task
+    from kernel_forge.gate.profiler import METRICS, PIPE_METRICS, find_ncu, query_metrics
+    from kernel_forge.model.task import load_task
 
     task = load_task(ROOT / "manifests" / "matmul_f32.json")
     kernels = {"tiled32_rpt4": load_candidate(ROOT / "manifests" / "templates" / "matmul_f32_tiled.cu")

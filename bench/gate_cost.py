@@ -45,7 +45,7 @@ extern "C" __global__ void vector_add(const float* a, const float* b, float* c, 
 
 
 def benchmark_task(tmp: Path):
-    from kernel_forge.task import load_task
+    from kernel_forge.model.task import load_task
 
     src = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
     src["reference"]["python"] = str(ROOT / "references" / "vector_add.py") + ":reference"
@@ -61,7 +61,7 @@ def benchmark_task(tmp: Path):
 def candidates(task, manifest: str | None, salt: str):
     """A warm-up candidate (the initial kernel) and the measured ones, made unique per run (a
     comment) so every compile is cold."""
-    from kernel_forge.candidate import load_candidate, parse_candidate
+    from kernel_forge.model.candidate import load_candidate, parse_candidate
 
     warm = load_candidate(task.initial)
     if manifest is None:
@@ -85,7 +85,7 @@ def _flatten(cost: dict, prefix: str = "") -> dict[str, float]:
 
 
 def run_mode(task, options, warm, cands, *, overlap: bool) -> dict:
-    from kernel_forge.gate import Gate
+    from kernel_forge.gate.gate import Gate
 
     with Gate(task, options) as gate:
         gate.ensure_gpu()
@@ -149,8 +149,8 @@ def main() -> int:
     ap.add_argument("--gating", default="evaluate,precompile", help="one by one (evaluate), compiling ahead (precompile)")
     ap.add_argument("--tag", default="", help="a suffix for the output files (e.g. split for KFORGE_FLUSH=split)")
     args = ap.parse_args()
-    from kernel_forge.gate import GateOptions
-    from kernel_forge.task import load_task
+    from kernel_forge.gate.gate import GateOptions
+    from kernel_forge.model.task import load_task
 
     tmp = Path(tempfile.mkdtemp(prefix="kforge-gate-cost-"))
     task = load_task(args.manifest) if args.manifest else benchmark_task(tmp)

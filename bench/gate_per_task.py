@@ -32,9 +32,9 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, str(Path(args.package_root).resolve()))
     os.environ["KFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kforge-cold-")
-    from kernel_forge.candidate import load_candidate, parse_candidate
-    from kernel_forge.gate import Gate, GateOptions
-    from kernel_forge.task import load_task
+    from kernel_forge.model.candidate import load_candidate, parse_candidate
+    from kernel_forge.gate.gate import Gate, GateOptions
+    from kernel_forge.model.task import load_task
 
     names = [t for t in args.tasks.split(",") if t] or sorted(p.stem for p in (ROOT / "manifests").glob("*.json"))
     report = {"label": args.label, "package": str(Path(args.package_root).resolve()), "tasks": {}}

@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 
 def child(manifest: str, case: str, kernel: str | None) -> None:
     """Run under ncu: the candidate on one case, one checked launch plus a few timed ones."""
-    from kernel_forge.candidate import load_candidate
-    from kernel_forge.gate import Gate, GateOptions
-    from kernel_forge.task import load_task
+    from kernel_forge.model.candidate import load_candidate
+    from kernel_forge.gate.gate import Gate, GateOptions
+    from kernel_forge.model.task import load_task
 
     task = load_task(manifest)
     with Gate(task, GateOptions.quick(warmup=1, reps=7)) as gate:
@@ -68,9 +68,9 @@ def main() -> None:
     if args.child:
         child(args.child[0], args.child[1], args.kernel)
         return
-    from kernel_forge.candidate import load_candidate
-    from kernel_forge.gate import Gate, GateOptions
-    from kernel_forge.task import load_task
+    from kernel_forge.model.candidate import load_candidate
+    from kernel_forge.gate.gate import Gate, GateOptions
+    from kernel_forge.model.task import load_task
 
     ncu = shutil.which("ncu")
     names = [t for t in args.tasks.split(",") if t] or sorted(p.stem for p in (ROOT / "manifests").glob("*.json"))

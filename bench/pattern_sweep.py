@@ -36,11 +36,11 @@ def main() -> None:
     ap.add_argument("--compile-threads", type=int, default=8)
     args = ap.parse_args()
 
-    from kernel_forge import expressions
-    from kernel_forge.candidate import load_candidate
-    from kernel_forge.gate import Gate, GateOptions
+    from kernel_forge.common import expressions
+    from kernel_forge.model.candidate import load_candidate
+    from kernel_forge.gate.gate import Gate, GateOptions
     from kernel_forge.patterns import by_name
-    from kernel_forge.task import load_task
+    from kernel_forge.model.task import load_task
 
     t_start = time.perf_counter()
     task = load_task(ROOT / "manifests" / f"{args.task}.json")

@@ -38,14 +38,14 @@ def main() -> int:
     import cupy as cp
     import numpy as np
 
-    from kernel_forge.candidate import load_candidate
+    from kernel_forge.model.candidate import load_candidate
     from kernel_forge.gpu import driver
     from kernel_forge.gpu.flush import L2Flusher
     from kernel_forge.gpu.nvrtc import compile_source
     from kernel_forge.gpu.resident import PAGE, Block
-    from kernel_forge.inputs import generate
-    from kernel_forge.task import load_task
-    from kernel_forge.worker_protocol import resolve_launch
+    from kernel_forge.model.inputs import generate
+    from kernel_forge.model.task import load_task
+    from kernel_forge.model.worker_protocol import resolve_launch
 
     t0 = time.perf_counter()
     driver.probe()

@@ -31,13 +31,13 @@ def top(profile: cProfile.Profile, n: int = 22) -> str:
 
 
 def profile_task(name: str, report: list[str]) -> None:
-    from kernel_forge.candidate import load_candidate
-    from kernel_forge.gate import Gate, GateOptions
+    from kernel_forge.model.candidate import load_candidate
+    from kernel_forge.gate.gate import Gate, GateOptions
     from kernel_forge.gpu.runner import CaseRunner
-    from kernel_forge.inputs import generate
-    from kernel_forge.references import run_python_reference
-    from kernel_forge.task import load_task
-    from kernel_forge.worker_protocol import Expected, Load, RunPlan, Sample, resolve_launch
+    from kernel_forge.model.inputs import generate
+    from kernel_forge.model.reference_process import run_python_reference
+    from kernel_forge.model.task import load_task
+    from kernel_forge.model.worker_protocol import Expected, Load, RunPlan, Sample, resolve_launch
 
     task = load_task(ROOT / "manifests" / f"{name}.json")
     perf = [c for c in task.cases if c.role == "performance"]

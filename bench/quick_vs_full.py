@@ -33,7 +33,7 @@ def kernels_of(task) -> list[tuple[str, Path]]:
 
 
 def case_noise(ev) -> float:
-    from kernel_forge.stats import median_noise
+    from kernel_forge.common.stats import median_noise
 
     worst = 0.0
     for c in ev.cases:
@@ -52,8 +52,8 @@ def band(full: list, quick: list, noises: list[float]) -> float:
 
 
 def compare_task(task, rounds: int, progress) -> list[dict]:
-    from kernel_forge.candidate import load_candidate
-    from kernel_forge.gate import Gate, GateOptions
+    from kernel_forge.model.candidate import load_candidate
+    from kernel_forge.gate.gate import Gate, GateOptions
 
     rows = []
     with Gate(task, GateOptions()) as full, Gate(task, GateOptions.quick()) as quick:
@@ -98,7 +98,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> int:
-    from kernel_forge.task import load_task
+    from kernel_forge.model.task import load_task
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("bench-out"))

@@ -48,9 +48,9 @@ extern "C" __global__ void vector_add(const float* a, const float* b, float* c, 
 
 
 def compile_times() -> list[dict]:
-    from kernel_forge.candidate import load_candidate
+    from kernel_forge.model.candidate import load_candidate
     from kernel_forge.gpu.nvrtc import compile_source
-    from kernel_forge.task import load_task
+    from kernel_forge.model.task import load_task
 
     rows = []
     for m in sorted((ROOT / "manifests").glob("*.json")):
@@ -70,8 +70,8 @@ def compile_times() -> list[dict]:
 
 
 def eval_walls() -> dict:
-    from kernel_forge.evaluate import run_eval
-    from kernel_forge.gate import GateOptions
+    from kernel_forge.app.evaluate import run_eval
+    from kernel_forge.gate.gate import GateOptions
 
     out = {}
     for label, opts in (("strict", GateOptions()), ("quick", GateOptions.quick())):
@@ -89,8 +89,8 @@ def eval_walls() -> dict:
 
 
 def bandwidth() -> dict:
-    from kernel_forge.evaluate import run_eval
-    from kernel_forge.gate import GateOptions
+    from kernel_forge.app.evaluate import run_eval
+    from kernel_forge.gate.gate import GateOptions
 
     result, _ = run_eval(ROOT / "manifests" / "vector_add.json", None, GateOptions.quick(), with_initial=True,
                          with_baselines=True, with_holdout=False)
@@ -103,9 +103,9 @@ def bandwidth() -> dict:
 
 
 def recovery() -> dict:
-    from kernel_forge.candidate import load_candidate, parse_candidate
-    from kernel_forge.gate import Gate, GateOptions
-    from kernel_forge.task import load_task
+    from kernel_forge.model.candidate import load_candidate, parse_candidate
+    from kernel_forge.gate.gate import Gate, GateOptions
+    from kernel_forge.model.task import load_task
 
     task = load_task(ROOT / "manifests" / "vector_add.json")
     good = load_candidate(task.initial)
@@ -129,8 +129,8 @@ def verify_speed(n: int = 1 << 26, rounds: int = 3) -> dict:
     """CPU time of the gate's output checks on one large output (medians of ``rounds``)."""
     import numpy as np
 
-    from kernel_forge.task import load_task
-    from kernel_forge.verify import compare
+    from kernel_forge.model.task import load_task
+    from kernel_forge.model.tolerance import compare
 
     task = load_task(ROOT / "manifests" / "vector_add.json")
     arg = task.outputs[0]
@@ -150,9 +150,8 @@ def verify_speed(n: int = 1 << 26, rounds: int = 3) -> dict:
     pieces = median_s(lambda: compare(arg.name, actual, expected, arg.param.dtype, tol))
     # what the gate itself does on the CPU for one timed draw now: the checks over the worker's
     # observation (its summaries of the GPU comparison) and the re-check of 64 sampled elements
-    from kernel_forge.checks import RunContext, judge
-    from kernel_forge.worker_protocol import (AFTER_TIMING, FIRST, REPEAT, Observation, SampleValues,
-                                              StageObservation, mid_timing)
+    from kernel_forge.gate.checks import RunContext, judge
+    from kernel_forge.model.worker_protocol import AFTER_TIMING, FIRST, REPEAT, Observation, SampleValues, StageObservation, mid_timing
 
     summary = compare(arg.name, actual[:1024], expected[:1024], arg.param.dtype, tol)
     summary.total = n
@@ -174,10 +173,11 @@ def verify_speed(n: int = 1 << 26, rounds: int = 3) -> dict:
 def reference_cost(rounds: int = 3) -> dict:
     """What running Python references in a child process costs (CPU only): the child's start, and
     per case in-process vs in the child (medians of ``rounds``, the same draw)."""
-    from kernel_forge import reference_process
-    from kernel_forge.inputs import generate
-    from kernel_forge.references import compute_reference, reference_outputs
-    from kernel_forge.task import load_task
+    from kernel_forge.model import reference_process
+    from kernel_forge.model.inputs import generate
+    from kernel_forge.model.references import compute_reference
+    from kernel_forge.model.reference_process import reference_outputs
+    from kernel_forge.model.task import load_task
 
     def median_s(fn) -> float:
         times = []

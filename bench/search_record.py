@@ -64,8 +64,8 @@ def main() -> int:
     ap.add_argument("--list", action="store_true", help="print the settings per template and exit (no GPU)")
     args = ap.parse_args()
 
-    from kernel_forge.candidate import load_candidate, parse_candidate
-    from kernel_forge.task import load_task
+    from kernel_forge.model.candidate import load_candidate, parse_candidate
+    from kernel_forge.model.task import load_task
 
     names = [t for t in args.tasks.split(",") if t] or \
         sorted((p.stem for p in (ROOT / "manifests").glob("*.json")), key=lambda n: (ORDER + [n]).index(n))
@@ -76,7 +76,7 @@ def main() -> int:
     if args.list:
         return 0
 
-    from kernel_forge.gate import Gate, GateOptions
+    from kernel_forge.gate.gate import Gate, GateOptions
 
     opts = GateOptions.quick() if args.quick else GateOptions()
     rec = record(tasks, lambda task: Gate(task, opts), Path(args.out) / "search-recording.json.gz",
@@ -88,7 +88,7 @@ def record(tasks, make_gate, path: Path, *, time_limit: float = 220.0, options: 
            progress=lambda m: print(m, flush=True)) -> dict:
     """Gate every valid setting of every template of ``tasks`` through ``make_gate(task)`` (a
     GateLike; closed after its task) and write the recording to ``path`` after each task."""
-    from kernel_forge.candidate import load_candidate, parse_candidate
+    from kernel_forge.model.candidate import load_candidate, parse_candidate
 
     path.parent.mkdir(parents=True, exist_ok=True)
     total = sum(len(load_candidate(tp).configurations()) for t in tasks for tp in t.templates)

@@ -1,7 +1,7 @@
 """An offline benchmark of the search strategies: no GPU, no network.
 
-The real loop (:class:`kernel_forge.loop.Optimizer`) runs against a gate that replays recorded H200
-verdicts (:class:`SimGate`, like :mod:`kernel_forge.recorded_gate` but keyed by kernel and setting),
+The real loop (:class:`kernel_forge.search.loop.Optimizer`) runs against a gate that replays recorded H200
+verdicts (:class:`SimGate`, like :mod:`kernel_forge.gate.recorded` but keyed by kernel and setting),
 in two modes:
 
 * ``tune``: the built-in tuner over each bundled task's templates, exactly as ``make optimize``
@@ -44,15 +44,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernel_forge import search  # noqa: E402
-from kernel_forge.candidate import Candidate, load_candidate, parse_candidate  # noqa: E402
-from kernel_forge.evidence import RunDir  # noqa: E402
-from kernel_forge.loop import LoopConfig, Optimizer  # noqa: E402
+from kernel_forge.search import spaces as search  # noqa: E402
+from kernel_forge.model.candidate import Candidate, load_candidate, parse_candidate  # noqa: E402
+from kernel_forge.evidence.run_dir import RunDir  # noqa: E402
+from kernel_forge.search.loop import LoopConfig, Optimizer  # noqa: E402
 from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult  # noqa: E402
-from kernel_forge.proposers.tune import TuneProposer  # noqa: E402
-from kernel_forge.stats import geomean, summarize  # noqa: E402
-from kernel_forge.task import Task, load_task  # noqa: E402
-from kernel_forge.verdict import CaseResult, Evaluation  # noqa: E402
+from kernel_forge.search.tuner import TuneProposer  # noqa: E402
+from kernel_forge.common.stats import geomean, summarize  # noqa: E402
+from kernel_forge.model.task import Task, load_task  # noqa: E402
+from kernel_forge.model.verdict import CaseResult, Evaluation  # noqa: E402
 
 STRATEGIES = ("greedy", "population", "anneal", "brute")
 MODEL_STRATEGIES = ("greedy", "population", "anneal")
@@ -262,7 +262,7 @@ class SimGate:
 
     def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
                       on_result=lambda i, ev: None):
-        from kernel_forge.gatelike import evaluate_in_turn
+        from kernel_forge.gate.gatelike import evaluate_in_turn
         return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
 
     def retime(self, candidates, rounds=2):
@@ -538,7 +538,7 @@ def main() -> int:
     else:
         raise SystemExit("give --recording FILE, --runs FOLDER or --evidence")
     if not env.get("device"):
-        from kernel_forge.device_description import load, shipped
+        from kernel_forge.gpu.device_description import load, shipped
         env["device"], cal = load(shipped("h200"))
         env["calibration"] = env.get("calibration") or cal
     modes = [m for m in args.modes.split(",") if m]
@@ -640,8 +640,8 @@ def render_table(results: dict) -> str:
     if len(full) > 1:
         lines += ["Over both modes (strategies run in both): " + ", ".join(
             f"**{k}** {geomean(v):.1f}" for k, v in sorted(full.items(), key=lambda kv: geomean(kv[1]))) + ".", ""]
-    from kernel_forge.strategies import DEFAULT
-    lines += [f"The default strategy (`--search`, `kernel_forge/strategies.py` `DEFAULT`) is **{DEFAULT}**.", ""]
+    from kernel_forge.search.strategies import DEFAULT
+    lines += [f"The default strategy (`--search`, `kernel_forge/search/strategies.py` `DEFAULT`) is **{DEFAULT}**.", ""]
     lines.append("![best so far against proposals](search-sim.png)")
     return "\n".join(lines) + "\n"
 

@@ -99,9 +99,9 @@ def summary(per_candidate_s: list[float]) -> dict:
 
 
 def run_kforge(manifest: Path, quick: bool, cache_root: Path, ahead: bool = False) -> dict:
-    from kernel_forge.candidate import parse_candidate
-    from kernel_forge.gate import Gate, GateOptions
-    from kernel_forge.task import load_task
+    from kernel_forge.model.candidate import parse_candidate
+    from kernel_forge.gate.gate import Gate, GateOptions
+    from kernel_forge.model.task import load_task
 
     mode = ("kforge-quick" if quick else "kforge-full") + ("-ahead" if ahead else "")
     os.environ["KFORGE_CACHE_DIR"] = str(cache_root / mode)

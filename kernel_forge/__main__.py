@@ -1,3 +1,3 @@
-from .entry import main
+from kernel_forge.entry import main
 
 main()

@@ -15,29 +15,21 @@ def _interrupted() -> None:
     sys.exit(130)
 
 
-def caused_by_interrupt(exc: BaseException) -> bool:
-    """Whether ``exc`` is, or was raised while handling or because of, a KeyboardInterrupt (Ctrl-C
-    while a class is being created comes back as Python 3.11's RuntimeError "Error calling
-    __set_name__ ...", caused by the KeyboardInterrupt)."""
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt):
-            return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    from kernel_forge.common.errors import caused_by_interrupt   # only once something went wrong
+
+    return caused_by_interrupt(exc)
 
 
 def main(argv=None) -> None:
     try:
         import click
 
-        from .cli import cli
+        from kernel_forge.app.cli import cli
     except KeyboardInterrupt:
         _interrupted()
     except Exception as exc:  # noqa: BLE001 - only an interrupted import is ours to word
-        if caused_by_interrupt(exc):
+        if _caused_by_interrupt(exc):
             _interrupted()
         raise
     try:
@@ -58,7 +50,7 @@ def main(argv=None) -> None:
             pass
         sys.exit(141)
     except Exception as exc:  # noqa: BLE001 - only an interrupt is ours to word; the rest is the CLI's
-        if caused_by_interrupt(exc):
+        if _caused_by_interrupt(exc):
             _interrupted()
         raise
     sys.exit(0)

@@ -1,11 +1,22 @@
+"""Shared fixtures. The tests mirror the package: tests/<layer>/test_<module>*.py holds the tests
+of kernel_forge/<layer>/<module>.py; the helpers (fakes, the loopback server, recorded runs) stay
+here, importable from every folder."""
 import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
 MANIFESTS = ROOT / "manifests"
+
+# the helpers here, and test modules that share their fakes (`from test_loop import ...`), import
+# by file name from any folder
+for _folder in [TESTS, *sorted(p for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py")))]:
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 
 def gpu_for_worker(worker: str | None, gpus: str | None) -> str | None:
@@ -25,7 +36,7 @@ if _pinned is not None:
 @lru_cache(maxsize=1)
 def _has_gpu() -> tuple[bool, str]:
     try:
-        from kernel_forge.gate import probe_gpu
+        from kernel_forge.gate.gate import probe_gpu
         probe_gpu()
         return True, ""
     except Exception as exc:  # noqa: BLE001

@@ -13,12 +13,12 @@ import types
 
 import numpy as np
 
-from kernel_forge.dtypes import BY_NAME
+from kernel_forge.common.dtypes import BY_NAME
 from kernel_forge.gpu import driver as real_driver
 from kernel_forge.gpu.fingerprint import host_fingerprint
 from kernel_forge.gpu.mask import host_mask, unmask_at
-from kernel_forge.task import Tolerance
-from kernel_forge.verify import element_checks
+from kernel_forge.model.task import Tolerance
+from kernel_forge.model.tolerance import element_checks
 
 
 class Memory:

@@ -14,7 +14,7 @@ comments in the candidate source, so a test states what each candidate "does" ne
     // fake-opt@large: BLOCK=1024   the optimum on case ``large`` only (settings per shape)
 
 A candidate with a dispatch rule is split and merged as the real gate does it
-(:func:`kernel_forge.dispatch_eval.evaluate_rule`); ``evaluate(..., only=...)`` runs only those cases.
+(:func:`kernel_forge.model.dispatch_eval.evaluate_rule`); ``evaluate(..., only=...)`` runs only those cases.
 
 A source without ``// fake:`` passes at :data:`DEFAULT_US` (the task's initial kernel).  Every
 case result looks like the real gate's: seeds, per-output checks, a resolved launch, timing
@@ -28,12 +28,12 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from kernel_forge.candidate import Candidate
-from kernel_forge.errors import KForgeError
+from kernel_forge.model.candidate import Candidate
+from kernel_forge.common.errors import KForgeError
 from kernel_forge.gpu.driver import DeviceInfo
 from kernel_forge.proposers.base import Exhausted, ModelCall, Proposal, ProposalRequest, ProposalResult
-from kernel_forge.stats import geomean, summarize
-from kernel_forge.verdict import REASONS, CaseResult, Evaluation
+from kernel_forge.common.stats import geomean, summarize
+from kernel_forge.model.verdict import REASONS, CaseResult, Evaluation
 
 DEFAULT_US = 600.0
 #: reasons the real gate gives before any case runs (no cases in the evaluation)
@@ -185,7 +185,7 @@ class ScriptedGate:
 
     def _evaluate(self, cand: Candidate, roles, *, kind: str = "candidate", only=None) -> Evaluation:
         if cand.dispatch is not None:   # settings per shape: split and merged as the real gate does
-            from kernel_forge.dispatch_eval import evaluate_rule
+            from kernel_forge.model.dispatch_eval import evaluate_rule
             return evaluate_rule(self, self.task, cand, roles=roles, kind=kind, only=only)
         reason, _ = self.script(cand.source)
         t_us = self.time_us(cand)
@@ -264,7 +264,7 @@ class ScriptedGate:
 
     def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
                       on_result=lambda i, ev: None):
-        from kernel_forge.gatelike import evaluate_in_turn
+        from kernel_forge.gate.gatelike import evaluate_in_turn
         return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
 
     def precompile(self, candidates: list[Candidate]) -> None:

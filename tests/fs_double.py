@@ -1,4 +1,4 @@
-"""A filesystem double for :mod:`kernel_forge.writes`: the system calls of a write fail the way a
+"""A filesystem double for :mod:`kernel_forge.common.writes`: the system calls of a write fail the way a
 full (``ENOSPC``) or read-only (``EROFS``) filesystem makes them fail, where no small tmpfs can be
 mounted (CI without user namespaces).  Install it with ``monkeypatch.setattr(writes, "FS", ...)``."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 import os
 
-from kernel_forge.writes import _OS
+from kernel_forge.common.writes import _OS
 
 
 class FailingFS(_OS):

@@ -1,4 +1,4 @@
-"""Run in a fresh process by tests/test_gpu_timing.py: the kernel clock must be enabled before
+"""Run in a fresh process by tests/gpu/test_timing_gpu.py: the kernel clock must be enabled before
 the CUDA context exists, which a pytest process that already touched CUDA cannot do.
 
     python tests/gpu_timing_child.py SCENARIO   -> one JSON object on stdout

@@ -7,9 +7,9 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from kernel_forge.diagnosis import diagnose
-from kernel_forge.prompts import PromptAttempt
-from kernel_forge.task import load_task
+from kernel_forge.gate.diagnosis import diagnose
+from kernel_forge.search.prompts import PromptAttempt
+from kernel_forge.model.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "tests" / "data" / "matmul_f32" / "run-001"

@@ -41,8 +41,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import writes
-from ..errors import InputError
+from kernel_forge.common import writes
+from kernel_forge.common.errors import InputError
 
 ENV = "KFORGE_CLOCK_OFFSET_US"
 #: GPU model -> µs a KERNEL record spans beyond ncu's gpu__time_duration (measured against ncu;

@@ -1,4 +1,4 @@
-"""Output checks on the GPU: :func:`kernel_forge.verify.compare`'s rule, computed where the data is.
+"""Output checks on the GPU: :func:`kernel_forge.model.tolerance.compare`'s rule, computed where the data is.
 
 One ``kf_compare_*`` kernel per (stored type, expected type, exact or tolerance) reads the
 candidate's output and the expected values (uploaded once per case and seed) and reduces them to
@@ -6,16 +6,16 @@ a summary: mismatches, unwritten (poison) elements, misplaced NaN/Inf, the large
 relative errors and the worst element's share of its tolerance.  Only when there are mismatches a
 second pass marks them so the first few can be reported with their values.  The arithmetic is the
 specification's (verify.element_checks) in float64, compiled without FMA contraction, so the
-summary equals the CPU's bit for bit (tests/test_gpu_compare.py).
+summary equals the CPU's bit for bit (tests/gpu/test_compare_gpu.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType, poison_bits
-from ..task import Tolerance
-from ..verify import OutputCheck, exact, first_entries, rel_floor
-from .mask import DEVICE, unmask_at
+from kernel_forge.common.dtypes import DType, poison_bits
+from kernel_forge.model.task import Tolerance
+from kernel_forge.model.tolerance import OutputCheck, exact, first_entries, rel_floor
+from kernel_forge.gpu.mask import DEVICE, unmask_at
 
 _STORE = {  # dtype name -> (C type of the stored bits, expression turning `bits` into a double)
     "float32": ("unsigned int", "(double)__uint_as_float(bits)"),
@@ -150,7 +150,7 @@ def compare_on_gpu(name: str, actual, expected, dtype: DType, tol: Tolerance, st
                    max_report: int = 5, reference_dtype=None, actual_key: int | None = None,
                    expected_key: int | None = None) -> OutputCheck:
     """Summary of ``actual`` (a CuPy array of stored values) against ``expected`` (a CuPy array
-    made from :func:`kernel_forge.verify.device_expected`), as :func:`kernel_forge.verify.compare`
+    made from :func:`kernel_forge.model.tolerance.device_expected`), as :func:`kernel_forge.model.tolerance.compare`
     would give it for the same host arrays.  ``reference_dtype`` is the reference's own dtype (the
     reported expected values are shown in it, as the CPU shows them).  ``actual_key`` /
     ``expected_key``: the array is stored masked with that key (:mod:`.mask`); the kernel undoes

@@ -14,8 +14,8 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from .. import writes
-from ..errors import CompileError, EnvironmentProblem
+from kernel_forge.common import writes
+from kernel_forge.common.errors import CompileError, EnvironmentProblem
 
 
 @lru_cache(maxsize=4)
@@ -72,7 +72,7 @@ def sass(cubin: bytes, nvdisasm: str | None = None, timeout_s: float = 60.0) -> 
 def ptx(source: str, *, arch: str, defines: dict | None = None, file_label: str = "kernel.cu") -> str:
     """The PTX NVRTC produces for ``source`` with the options the gate compiles with.  Raises
     :class:`CompileError` when it does not compile."""
-    from .nvrtc import _check, _nvrtc, build_options, error_lines
+    from kernel_forge.gpu.nvrtc import _check, _nvrtc, build_options, error_lines
 
     nvrtc = _nvrtc()
     options = build_options(arch, defines)

@@ -2,7 +2,7 @@
 
 CuPy owns the primary context (it is made current by the first CuPy allocation); this module
 never creates another.  Every binding call goes through :func:`check`, which raises
-:class:`~kernel_forge.errors.CudaError` with the driver's name and description of the error.
+:class:`~kernel_forge.common.errors.CudaError` with the driver's name and description of the error.
 """
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from ..errors import CudaError, EnvironmentProblem, NoGPUError
+from kernel_forge.common.errors import CudaError, EnvironmentProblem, NoGPUError
+from kernel_forge.model.limits import arch_limits
 
 #: errors after which the context is unusable: the worker must exit.
 STICKY = {
@@ -182,23 +183,6 @@ ARCH_LIMIT_NAMES = ("max_registers_per_sm", "max_registers_per_block", "max_regi
                     "max_smem_per_sm", "reserved_smem_per_block", "max_threads_per_sm", "max_blocks_per_sm",
                     "warp_size", "const_bytes", "fp32_to_fp64_ratio")
 _KB = 1024
-_ARCH = {  # cc: (smem per SM, reserved per block, threads per SM, blocks per SM, fp32:fp64)
-    (7, 0): (96 * _KB, 0, 2048, 32, 2), (7, 5): (64 * _KB, 0, 1024, 16, 32),
-    (8, 0): (164 * _KB, _KB, 2048, 32, 2), (8, 6): (100 * _KB, _KB, 1536, 16, 64),
-    (8, 7): (164 * _KB, _KB, 2048, 16, 2), (8, 9): (100 * _KB, _KB, 1536, 24, 64),
-    (9, 0): (228 * _KB, _KB, 2048, 32, 2), (10, 0): (228 * _KB, _KB, 2048, 32, 2),
-    (12, 0): (100 * _KB, _KB, 1536, 32, 64),
-}
-
-
-def arch_limits(cc: tuple[int, int]) -> dict[str, int]:
-    """Per-SM limits of compute capability ``cc`` (the nearest older known arch for a newer one)."""
-    known = sorted(_ARCH)
-    key = tuple(cc) if tuple(cc) in _ARCH else max((k for k in known if k <= tuple(cc)), default=known[0])
-    smem, reserved, threads, blocks, ratio = _ARCH[key]
-    return {"max_registers_per_sm": 65536, "max_registers_per_block": 65536, "max_registers_per_thread": 255,
-            "max_smem_per_sm": smem, "reserved_smem_per_block": reserved, "max_threads_per_sm": threads,
-            "max_blocks_per_sm": blocks, "warp_size": 32, "const_bytes": 65536, "fp32_to_fp64_ratio": ratio}
 
 
 def device_info(ordinal: int = 0) -> DeviceInfo:
@@ -339,7 +323,7 @@ def versions() -> dict:
     except ImportError:
         out["cuda_bindings"] = None
     try:
-        from .nvrtc import nvrtc_version
+        from kernel_forge.gpu.nvrtc import nvrtc_version
         out["nvrtc"] = nvrtc_version()
     except Exception:  # noqa: BLE001
         out["nvrtc"] = None

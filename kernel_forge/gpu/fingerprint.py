@@ -20,7 +20,7 @@ import random
 
 import numpy as np
 
-from .mask import DEVICE, mix64
+from kernel_forge.gpu.mask import DEVICE, mix64
 
 SOURCE = DEVICE + r"""
 extern "C" __global__ void kf_fingerprint(const unsigned char* data, u64 nbytes, u64 key, u64* out, u64 mkey,

@@ -152,9 +152,9 @@ class L2Flusher:
     def _set_up_once(self, arch: str, sms: int) -> None:
         """Compile and load ``kf_flush_once``, size its grid to what fits at once, and run it once;
         any failure leaves the two-kernel flush in place (``why_split`` says why)."""
-        from ..errors import CudaError
-        from . import driver
-        from .nvrtc import compile_source
+        from kernel_forge.common.errors import CudaError
+        from kernel_forge.gpu import driver
+        from kernel_forge.gpu.nvrtc import compile_source
 
         cp = self._cp
         try:
@@ -194,7 +194,7 @@ class L2Flusher:
             self.why_split = f"{type(exc).__name__}: {exc}"[:300]
 
     def _launch_once(self, stream) -> None:
-        from . import driver
+        from kernel_forge.gpu import driver
 
         target = (self._target + self._once_grid[0]) & 0xFFFFFFFF
         self._once_args._holders[4].value = target

@@ -34,7 +34,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-from .clock_offset import KNOWN_US
+from kernel_forge.gpu.clock_offset import KNOWN_US
 
 HARNESS_PREFIX = "kf_"   #: kernels whose names start with this are the harness's own
 
@@ -88,7 +88,7 @@ class KernelClock:
         else this GPU and driver's cached measurement, else one made now on ``stream`` (then
         cached), each spin after ``flush(stream)`` (the gate's L2 flush) as a timed launch is.
         Returns the choice as a dict (recorded with the worker's facts)."""
-        from . import clock_offset
+        from kernel_forge.gpu import clock_offset
 
         got = clock_offset.choose(info.name, info.driver_version,
                                   lambda: clock_offset.measure(self, stream, info.sms, flush=flush))

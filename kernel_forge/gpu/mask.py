@@ -17,7 +17,7 @@ every copy of a correct output the worker keeps on the GPU is stored *masked*:
   launch's outputs), and the module's globals are put back to their load-time image (a cache an
   earlier candidate filled is wiped), so memory later freed into CuPy's pool holds no answer;
 - a Python baseline's temporaries (CuPy's own arrays) come from a separate pool that is zeroed
-  and released after each baseline run (:class:`ScrubbedPool`).
+  and released after each baseline run (:class:`~kernel_forge.gpu.scrubbed_pool.ScrubbedPool`).
 
 The key is never stored in a device buffer: it exists on the GPU only as an argument of the
 harness's own kernels.  A known plaintext does not give the key away: the keystream of 8-byte
@@ -33,7 +33,6 @@ tests/adversarial/ are shown to find an answer then, and none with masking on.
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 
@@ -161,45 +160,3 @@ def unmask_at(values: np.ndarray, indices, key: int) -> np.ndarray:
     return raw.view(v.dtype).reshape(v.shape)
 
 
-class ScrubbedPool:
-    """A CuPy memory pool for a Python baseline's temporaries that can be wiped: every chunk it
-    takes from the driver is remembered, and :meth:`scrub` zeroes them all (stream-ordered, then
-    synchronised) before releasing the free ones, so no answer a baseline computed stays readable
-    in pooled memory.  ``with pool.active(): fn()`` routes CuPy's allocations to it."""
-
-    def __init__(self):
-        import cupy
-
-        self._cp = cupy
-        self._chunks: list = []
-        self.pool = cupy.cuda.MemoryPool(allocator=self._alloc)
-
-    def _alloc(self, size: int):
-        mem = self._cp.cuda.Memory(size)
-        self._chunks.append(mem)
-        return self._cp.cuda.MemoryPointer(mem, 0)
-
-    def active(self):
-        return self._cp.cuda.using_allocator(self.pool.malloc)
-
-    def scrub(self, stream) -> int:
-        """Zero every chunk, release the free ones; returns the bytes zeroed."""
-        from .module_state import harness_call
-        from . import driver
-
-        if not self._chunks:
-            return 0
-        drv = driver._driver()
-        stream.synchronize()
-        total = 0
-        for mem in self._chunks:
-            n = int(mem.size)
-            if n:
-                harness_call(drv.cuMemsetD8Async(int(mem.ptr), 0, n, drv.CUstream(stream.ptr)),
-                             "cuMemsetD8Async(scrubbing a baseline's pooled memory)")
-                total += n
-        stream.synchronize()
-        self.pool.free_all_blocks()
-        # chunks the pool still holds (in use) stay remembered; the others are released now
-        self._chunks = [m for m in self._chunks if sys.getrefcount(m) > 3]
-        return total

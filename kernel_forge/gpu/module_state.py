@@ -26,7 +26,7 @@ addresses *look* like the ELF layout — a ``__device__ double`` array of any le
 4-byte retirement counter always does — and the one copy across two allocations failed with
 ``cuMemcpyDtoD(module global snapshot) failed: CUDA_ERROR_INVALID_VALUE`` (H200, issue 19),
 while ``float`` partials behind a 4-byte counter (offsets 0 and 4) never looked contiguous and
-passed.  ``tests/test_module_state.py`` checks over real NVRTC CUBINs of every kind of global
+passed.  ``tests/gpu/test_module_state.py`` checks over real NVRTC CUBINs of every kind of global
 that each planned range lies inside one symbol's reported range, under several driver layouts.
 
 Restores are stream-ordered device-to-device copies, never kernels, so they do not show up among
@@ -40,7 +40,7 @@ import re
 import struct
 from dataclasses import dataclass
 
-from ..errors import CudaError
+from kernel_forge.common.errors import CudaError
 
 #: sections that hold writable module globals (zero-initialised and initialised)
 GLOBAL_SECTIONS = (".nv.global", ".nv.global.init")
@@ -128,7 +128,7 @@ class Range:
 def plan_ranges(symbols: list[GlobalVar], found: dict[str, tuple[int, int]]) -> list[Range]:
     """The copies that snapshot and restore ``symbols``: one per symbol ``found`` on the device
     (name -> (pointer, bytes) as ``cuModuleGetGlobal`` reports them), never one spanning two.
-    Pure: tests/test_module_state.py runs it over real CUBINs and modelled driver layouts."""
+    Pure: tests/gpu/test_module_state.py runs it over real CUBINs and modelled driver layouts."""
     out: list[Range] = []
     at = 0
     seen_ptrs: set[int] = set()
@@ -227,8 +227,8 @@ class ModuleState:
     def __init__(self, module, cubin: bytes):
         import cupy
 
-        from . import driver
-        from .fingerprint import fingerprint, new_key
+        from kernel_forge.gpu import driver
+        from kernel_forge.gpu.fingerprint import fingerprint, new_key
 
         self._cp = cupy
         self.globals, _sections = module_globals(cubin, constants=True)
@@ -304,7 +304,7 @@ class ModuleState:
                 _kernel(name)((grid,), (_BLOCK,), (table, np.uint32(n), *extra))
         except Exception as exc:  # noqa: BLE001 - CuPy's launch errors: the harness's own
             text = str(exc)
-            from . import driver
+            from kernel_forge.gpu import driver
             if any(code in text for code in driver.STICKY):
                 raise
             raise HarnessFault(what, exc) from None
@@ -323,7 +323,7 @@ class ModuleState:
         if self.kernel_path:
             self._launch("kf_state_copy", self._restore_table, stream, "module global restore (kf_state_copy)")
             return
-        from . import driver
+        from kernel_forge.gpu import driver
 
         drv = driver._driver()
         base = int(self._buffer.data.ptr)
@@ -342,7 +342,7 @@ class ModuleState:
             return []
         cp = self._cp
         if constants:
-            from . import driver
+            from kernel_forge.gpu import driver
 
             drv = driver._driver()
             scratch = int(self._scratch.data.ptr)
@@ -362,7 +362,7 @@ class ModuleState:
         rewrote it could make every "restore" hand it its own state back."""
         if not self.ranges:
             return True
-        from .fingerprint import fingerprint
+        from kernel_forge.gpu.fingerprint import fingerprint
 
         return fingerprint(self._buffer, self._image_key, stream) == self._image_fp
 
@@ -370,7 +370,7 @@ class ModuleState:
 def harness_call(result, what: str):
     """``driver.check`` for a call the harness makes for itself: a failure that is not a sticky
     context error (the candidate's launch faulting, seen here) is a :class:`HarnessFault`."""
-    from . import driver
+    from kernel_forge.gpu import driver
 
     try:
         return driver.check(result, what)

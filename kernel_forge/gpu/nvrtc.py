@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CompileError, EnvironmentProblem
+from kernel_forge.common.errors import CompileError, EnvironmentProblem
 
 PROGRAM_NAME = "kernel.cu"
 _ERROR_LINE = re.compile(r"^(?:.*?)\((\d+)\): (?:catastrophic )?(error|warning)[^:]*: (.*)$", re.M)
@@ -193,7 +193,7 @@ def compile_source(source: str, *, arch: str, defines: dict | None = None,
 
 
 def _store(cdir: Path, cubin_path: Path, meta_path: Path, result: CompileResult) -> None:
-    from ..writes import WriteFailed, write_files
+    from kernel_forge.common.writes import WriteFailed, write_files
 
     try:
         write_files([(cubin_path, result.cubin),

@@ -1,9 +1,9 @@
 """The process Nsight Compute profiles: load a task, compile one candidate, launch it on some cases.
 
-Run as ``python -m kernel_forge.gpu.profile_child SPEC.json`` by :mod:`kernel_forge.profile`
+Run as ``python -m kernel_forge.gpu.profile_child SPEC.json`` by :mod:`kernel_forge.gate.profiler`
 under ``ncu``.  SPEC holds the manifest path, the candidate's source, defines and launch, the
 cases, the seed of the inputs (the gate's first draw), the device ordinal, the arch and the
-launches per case.  Inputs are drawn with :func:`kernel_forge.inputs.generate` exactly as the gate
+launches per case.  Inputs are drawn with :func:`kernel_forge.model.inputs.generate` exactly as the gate
 draws them; in/out buffers are reset before every launch.  It writes nothing to stdout (that is
 ncu's CSV); what it did (or the error that stopped it) goes to SPEC's ``status`` file as
 ``{"plan": [{"case", "launches", "grid", "block", "shared_mem"}], "error": str | None}``.
@@ -18,12 +18,12 @@ from pathlib import Path
 def run(spec: dict, status: dict) -> None:
     import cupy as cp
 
-    from ..candidate import Launch
-    from ..inputs import generate
-    from ..task import load_task
-    from . import driver
-    from .nvrtc import compile_source
-    from .runner import scalar_arg
+    from kernel_forge.model.candidate import Launch
+    from kernel_forge.model.inputs import generate
+    from kernel_forge.model.task import load_task
+    from kernel_forge.gpu import driver
+    from kernel_forge.gpu.nvrtc import compile_source
+    from kernel_forge.gpu.runner import scalar_arg
 
     task = load_task(spec["manifest"])
     driver.probe()
@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
         run(spec, status)
     except BaseException as exc:  # noqa: BLE001 - reported through the status file
         status["error"] = f"{type(exc).__name__}: {exc}"
-    from ..writes import write_text
+    from kernel_forge.common.writes import write_text
     write_text(spec["status"], json.dumps(status))
     return 0 if status["error"] is None else 1
 

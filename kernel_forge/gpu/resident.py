@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..dtypes import poison_memset
-from ..task import Task
-from . import driver
-from .module_state import harness_call
+from kernel_forge.common.dtypes import poison_memset
+from kernel_forge.model.task import Task
+from kernel_forge.gpu import driver
+from kernel_forge.gpu.module_state import harness_call
 
 
 def memset(array, width: int, pattern: int, stream_ptr: int) -> None:
@@ -91,8 +91,8 @@ def case_layout(task: Task, host_buffers: dict[str, np.ndarray], output_shapes: 
                 ) -> tuple[list[Slot], int]:
     """The block of one (case, seed): the kernel's buffers in signature order, the initial-value
     copies of the non-const ones with an ``init``, room for the expected values of each output
-    (:func:`kernel_forge.verify.device_expected_dtype`)."""
-    from ..verify import device_expected_dtype
+    (:func:`kernel_forge.model.tolerance.device_expected_dtype`)."""
+    from kernel_forge.model.tolerance import device_expected_dtype
 
     parts = [("kernel", a.name, host_buffers[a.name].nbytes) for a in task.args if a.is_buffer]
     parts += [("initial", a.name, host_buffers[a.name].nbytes) for a in task.args

@@ -2,7 +2,7 @@
 
 :func:`worker_main` is the worker's entry point: it turns the CUPTI kernel clock on before any
 CUDA context exists, owns the context (through CuPy), and answers the requests of
-:mod:`kernel_forge.worker_protocol` over a pipe.  It never decides a verdict: every answer is an
+:mod:`kernel_forge.model.worker_protocol` over a pipe.  It never decides a verdict: every answer is an
 observation (``ModuleFacts``, ``Observation``, ``Failure``) that the gate's checks judge.  A
 sticky CUDA error ends the worker after its answer; the parent starts a fresh one.
 """
@@ -15,21 +15,19 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..dtypes import from_float
-from ..errors import CudaError
-from ..inputs import generate
-from ..task import Task
-from ..verify import OutputCheck, device_expected
-from ..worker_protocol import (AFTER_TIMING, CALIBRATE, ERROR, EXIT, EXPECTED, FATAL, FIRST, LOAD, NEED, OK,
-                               PROGRESS, READY, REPEAT, RUN, SAMPLE, Expected, Failure, KernelSpec, Load,
-                               ModuleFacts, Need, Observation, Progress, Ready, Run, RunPlan, Sample,
-                               SampleValues, StageObservation, first_batch, mid_timing, timing_counts)
-from . import driver, kernel_clock, mask
-from .fingerprint import fingerprint_many, new_key
-from .flush import L2Flusher
-from .module_state import HarnessFault, ModuleState
-from .resident import Block, CaseBuffers, Resident, case_layout, reset
-from .timing import bench
+from kernel_forge.common.dtypes import from_float
+from kernel_forge.common.errors import CudaError
+from kernel_forge.model.inputs import generate
+from kernel_forge.model.task import Task
+from kernel_forge.model.tolerance import OutputCheck, device_expected
+from kernel_forge.model.worker_protocol import AFTER_TIMING, CALIBRATE, ERROR, EXIT, EXPECTED, FATAL, FIRST, LOAD, NEED, OK, PROGRESS, READY, REPEAT, RUN, SAMPLE, Expected, Failure, KernelSpec, Load, ModuleFacts, Need, Observation, Progress, Ready, Run, RunPlan, Sample, SampleValues, StageObservation, first_batch, mid_timing, timing_counts
+from kernel_forge.gpu import driver, kernel_clock, mask
+from kernel_forge.gpu.fingerprint import fingerprint_many, new_key
+from kernel_forge.gpu.flush import L2Flusher
+from kernel_forge.gpu.module_state import HarnessFault, ModuleState
+from kernel_forge.gpu.resident import Block, CaseBuffers, Resident, case_layout, reset
+from kernel_forge.gpu.timing import bench
+from kernel_forge.gpu.scrubbed_pool import ScrubbedPool
 
 __all__ = ["CaseRunner", "KernelSpec", "classify", "worker_main"]
 
@@ -194,7 +192,7 @@ class CaseRunner:
         self.separate_buffers = separate_buffers   #: every buffer its own allocation (compute-sanitizer)
         self._kept: dict[str, dict[str, object]] = {}
         self._kept_key: int | None = None       #: the key the kept stage outputs are masked with
-        self._scrubbed: mask.ScrubbedPool | None = None   #: a Python baseline's CuPy temporaries
+        self._scrubbed: ScrubbedPool | None = None   #: a Python baseline's CuPy temporaries
         self._dead = False
         self._current: CaseBuffers | None = None
         self.clock = kernel_clock.clock()
@@ -430,14 +428,14 @@ class CaseRunner:
         else:
             from pathlib import Path
 
-            from ..references import load_callable, python_name
-            from ..task import CallableRef
+            from kernel_forge.model.references import load_callable, python_name
+            from kernel_forge.model.task import CallableRef
             fn = load_callable(CallableRef("python", Path(spec.module_path), spec.function))
             kwargs = {python_name(a.name): bufs.kernel_buffer(a.name) for a in task.args if a.is_buffer}
             kwargs.update({python_name(k): v for k, v in bufs.scalars.items()})
             loaded = None
             if self._scrubbed is None:
-                self._scrubbed = mask.ScrubbedPool()
+                self._scrubbed = ScrubbedPool()
             scrubbed = self._scrubbed
 
             def launch():
@@ -654,7 +652,7 @@ class CaseRunner:
                 masked.add(stage.stage)
 
     def _compare(self, stages, bufs: CaseBuffers, masked: set[str], mask_key: int | None) -> None:
-        from .compare import compare_on_gpu
+        from kernel_forge.gpu.compare import compare_on_gpu
 
         forge = bool(os.environ.get(FORGE_ENV))
         task = self.task
@@ -716,7 +714,7 @@ class CaseRunner:
 def _masked_copy(dst, src, key: int | None, stream) -> None:
     """``dst`` = ``src`` masked with ``key`` (a plain copy when masking is off)."""
     if key is None:
-        from .resident import copy
+        from kernel_forge.gpu.resident import copy
         copy(dst, src, stream.ptr)
     else:
         mask.mask_copy(dst, src, key, stream)
@@ -727,7 +725,7 @@ def worker_main(conn, task_path: str, ordinal: int = 0, resident_bytes: int = 0)
     why = kernel_clock.enable()          # first: CUPTI records arrive only if on before the context exists
     clock = "cupti" if why is None else why
     try:
-        from ..task import load_task
+        from kernel_forge.model.task import load_task
         task = load_task(task_path)
         runner = CaseRunner(task, ordinal, resident_bytes)
         conn.send((READY, Ready(device=runner.info.to_json(), pid=os.getpid(), clock=clock,

@@ -22,9 +22,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..stats import Timing, median_noise, summarize
-from .flush import L2Flusher  # noqa: F401  (re-exported: the gate's worker builds one per process)
-from .kernel_clock import KernelClock, launch_times
+from kernel_forge.common.stats import Timing, median_noise, summarize
+from kernel_forge.gpu.flush import L2Flusher  # noqa: F401  (re-exported: the gate's worker builds one per process)
+from kernel_forge.gpu.kernel_clock import KernelClock, launch_times
 
 
 def _events_summary(samples: list[float]) -> dict:

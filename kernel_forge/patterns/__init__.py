@@ -2,11 +2,11 @@
 
 The folder holds one ``.cu`` file per pattern and ``index.json`` naming each one's kind, the
 bundled task whose signature it carries (so it is gated against that task's cases, holdout
-included: ``tests/test_patterns.py``) and a one-line technique.  :func:`classify` says which
+included: ``tests/patterns/test_patterns.py``) and a one-line technique.  :func:`classify` says which
 kind of operation a task is -- the manifest's ``kind`` where it states one, else from its name,
 description, signature, argument shapes and cost model -- so that
 
-* retrieval (:mod:`kernel_forge.retrieval`) offers the pattern of the task's kind to a model
+* retrieval (:mod:`kernel_forge.search.retrieval`) offers the pattern of the task's kind to a model
   when the archive holds no kernel of this task (:func:`for_task`), and
 * the built-in tuner searches the pattern itself when its entry point has the task's exact
   signature and it declares tunables (:func:`tuner_templates`): the bundled manifests list
@@ -136,8 +136,8 @@ def classify(task) -> Kind:
 
 def signature_matches(pattern: Pattern, task) -> bool:
     """Whether the pattern defines the task's entry point with exactly the task's parameters."""
-    from ..errors import KForgeError
-    from ..signature import check_matches, find_entry
+    from kernel_forge.common.errors import KForgeError
+    from kernel_forge.model.signature import check_matches, find_entry
 
     try:
         found = find_entry(pattern.source(), task.signature.name)
@@ -161,8 +161,8 @@ def for_task(task) -> list[Pattern]:
 def tuner_templates(task) -> list[Path]:
     """Patterns of the task's kind that the tuner can search as they are: the task's exact
     signature and at least one ``// kforge: tune`` line."""
-    from ..candidate import parse_candidate
-    from ..errors import KForgeError
+    from kernel_forge.model.candidate import parse_candidate
+    from kernel_forge.common.errors import KForgeError
 
     out = []
     for p in for_task(task):

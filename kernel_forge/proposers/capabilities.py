@@ -167,7 +167,7 @@ def for_model(provider: str, model: str, *, base_url: str | None = None, server:
         if server and server != "auto":
             local = table_entries.get(f"local:{server}")
             if local is None:
-                from ..errors import InputError
+                from kernel_forge.common.errors import InputError
                 raise InputError(f"--server {server!r}: not one of {', '.join(SERVERS)}")
             return local
         return _build("_defaults.openai-compatible", defaults["openai-compatible"], False)

@@ -39,15 +39,14 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import EnvironmentProblem, InputError
-from .base import ProposalRequest
-from .budget import Budget
-from .capabilities import Capabilities
-from .models import (ASSEMBLY_ERRORS, DEFAULT_EFFORT, CachePlan, ModelProposer, Relaxation,
-                     StreamAssemblyError, Usage, _int, import_sdk)
-from .pricing import PriceTable
-from .retry import RetryPolicy
-from .schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
+from kernel_forge.common.errors import EnvironmentProblem, InputError
+from kernel_forge.proposers.base import ProposalRequest
+from kernel_forge.proposers.budget import Budget
+from kernel_forge.proposers.capabilities import Capabilities
+from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, CachePlan, ModelProposer, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
+from kernel_forge.proposers.pricing import PriceTable
+from kernel_forge.proposers.retry import RetryPolicy
+from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 
 NO_KEY = "not-needed"
 LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
@@ -254,7 +253,7 @@ class OpenAIProposer(ModelProposer):
         return state.current_completion_snapshot
 
     def _classify(self, exc: BaseException):
-        from .retry import Failure
+        from kernel_forge.proposers.retry import Failure
 
         if isinstance(exc, EmptyStream):
             return Failure(retryable=True, description=f"empty answer: {exc}", kind="dropped")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from ..errors import InputError
+from kernel_forge.common.errors import InputError
 
 PER = 1_000_000
 RATES = ("input", "output", "cache_read", "cache_write", "cache_write_long")
@@ -155,7 +155,7 @@ class PriceTable:
     def lookup(self, provider: str, model: str) -> Price | None:
         """The price for ``provider:model``: an exact key, else the longest key the model id
         extends by a date suffix or ``-latest``; ``None`` if none."""
-        from .capabilities import lookup_key
+        from kernel_forge.proposers.capabilities import lookup_key
 
         key = lookup_key(provider, model, self.entries)
         return self.entries[key] if key is not None else None

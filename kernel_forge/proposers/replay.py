@@ -10,16 +10,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import InputError
-from .base import Exhausted, Proposal, ProposalRequest, ProposalResult
-from .schema import ProposalSchemaError, check_proposal, to_proposal
+from kernel_forge.common.errors import InputError
+from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult
+from kernel_forge.proposers.schema import ProposalSchemaError, check_proposal, to_proposal
 
 
 def _args_from_record(obj: dict) -> dict | None:
     """Proposal arguments from a recorded model call, if any: a submit_kernel tool call (Anthropic
     tool_use, OpenAI Chat tool_calls or Responses function_call) or an answer in the answer format
     (the kernel in a fenced block; edits need their parent, which a record does not hold)."""
-    from .answer import read_answer
+    from kernel_forge.proposers.answer import read_answer
 
     if "source" in obj:
         return obj

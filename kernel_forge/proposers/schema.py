@@ -15,7 +15,7 @@ import copy
 import re
 from typing import Any
 
-from .base import Proposal
+from kernel_forge.proposers.base import Proposal
 
 TOOL_NAME = "submit_kernel"
 

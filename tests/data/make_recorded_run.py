@@ -10,7 +10,7 @@ x1.15 vs cuBLAS overall and x0.55 on the 4096^3 case, as issue 9 describes), the
 model calls (tokens and cost in the state; no model-NNN.json is written).  The run is finished the
 way the loop finishes one: ``Optimizer._finish`` over the recorded verdicts (``RecordedGate``)
 writes best.cu, the replay requests, summary.json and report.md, so every file matches today's
-schemas (``tests/test_shipped_data.py`` checks that; rerun this script when a schema changes).
+schemas (``tests/app/test_package_data.py`` checks that; rerun this script when a schema changes).
 """
 from __future__ import annotations
 
@@ -24,20 +24,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kernel_forge.candidate import Candidate, load_candidate, parse_candidate  # noqa: E402
-from kernel_forge.evidence import RunDir  # noqa: E402
-from kernel_forge.gate import GateOptions  # noqa: E402
-from kernel_forge.loop import Attempt, LoopConfig, Optimizer  # noqa: E402
-from kernel_forge.optimize import ProposerConfig, harness_hash  # noqa: E402
-from kernel_forge.recorded_gate import RecordedGate  # noqa: E402
-from kernel_forge.device_description import load, shipped  # noqa: E402
-from kernel_forge.errors import CompileError  # noqa: E402
+from kernel_forge.model.candidate import Candidate, load_candidate, parse_candidate  # noqa: E402
+from kernel_forge.evidence.run_dir import RunDir  # noqa: E402
+from kernel_forge.gate.gate import GateOptions  # noqa: E402
+from kernel_forge.search.loop import LoopConfig, Optimizer
+from kernel_forge.search.attempt import Attempt  # noqa: E402
+from kernel_forge.app.run_setup import ProposerConfig, harness_hash  # noqa: E402
+from kernel_forge.gate.recorded import RecordedGate  # noqa: E402
+from kernel_forge.gpu.device_description import load, shipped  # noqa: E402
+from kernel_forge.common.errors import CompileError  # noqa: E402
 from kernel_forge.gpu.nvrtc import compile_source  # noqa: E402
-from kernel_forge.occupancy import resources_for_case  # noqa: E402
-from kernel_forge.profile import parse_csv, summarise_row  # noqa: E402
-from kernel_forge.stats import geomean, summarize  # noqa: E402
-from kernel_forge.task import load_task  # noqa: E402
-from kernel_forge.verdict import CaseResult, Evaluation  # noqa: E402
+from kernel_forge.model.occupancy import resources_for_case  # noqa: E402
+from kernel_forge.gate.profiler import parse_csv, summarise_row  # noqa: E402
+from kernel_forge.common.stats import geomean, summarize  # noqa: E402
+from kernel_forge.model.task import load_task  # noqa: E402
+from kernel_forge.model.verdict import CaseResult, Evaluation  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "matmul_f32" / "run-001"
 TASK = load_task(ROOT / "manifests" / "matmul_f32.json")

@@ -1,0 +1,289 @@
+"""The ``kforge`` command line. Thin: it fills option dataclasses, calls the library, prints,
+and is the only place where exceptions become exit codes:
+0 success, 1 a case or gate failed, 2 bad input, 3 environment (no GPU, driver, library)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from kernel_forge import __version__
+from kernel_forge.common.errors import CaseFailed, InputError
+from kernel_forge.app import cli_archive, cli_batch, cli_run
+from kernel_forge.app.cli_common import echo_result, gate_options, handle_errors, make_gate_options, write_error_junit
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kforge")
+def cli():
+    """kernel_forge: make one CUDA kernel faster, and prove it."""
+
+
+# -- doctor ------------------------------------------------------------------------------------
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@handle_errors
+def doctor(as_json):
+    """What this machine has: GPU, driver, CUDA/NVRTC, bindings, CuPy, LLM keys."""
+    from kernel_forge.app.doctor import collect, render
+
+    report = collect()
+    click.echo(json.dumps(report, indent=2) if as_json else render(report))
+    if not report["gpu"].get("ok"):
+        sys.exit(3)
+
+
+# -- validate ----------------------------------------------------------------------------------
+@cli.command()
+@click.argument("manifests", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--deep", is_flag=True, help="Run the reference on every case that fits this host, large ones too.")
+@click.option("--strict", is_flag=True, help="Treat weak-case warnings as errors (exit 2).")
+@click.option("--arch", default="sm_90", show_default=True,
+              help="Compile the initial kernel and the templates with NVRTC for this arch.")
+@click.option("--no-compile", is_flag=True, help="Do not compile the kernels (static rules and signature only).")
+@click.option("--gpu-memory", type=float, default=80.0, show_default=True,
+              help="GiB of GPU memory a case may need (refused beyond it).")
+@click.option("--quiet", "-q", is_flag=True, help="Only the ok/FAIL line and warnings of each manifest.")
+@click.option("--accept", is_flag=True,
+              help="For a task kforge init --describe wrote: re-run every check (the witnesses' cross-check needs "
+                   "a GPU) and, when all pass, record that you accepted it, so that kforge optimize takes it.")
+@handle_errors
+def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet, accept):
+    """Check manifests without a GPU: schema, meaning, files, sizes, the kernels (static rules,
+    signature, NVRTC), weak cases. Prints where each reference and data file resolves to."""
+    from kernel_forge.app.option_checks import check_value
+    from kernel_forge.app.validate import validate_manifest
+
+    check_value("arch", arch, str, where=f"--arch {arch!r}")
+    if not (gpu_memory > 0 and gpu_memory < float("inf")):
+        raise InputError(f"--gpu-memory {gpu_memory}: must be a finite number above 0 (GiB)")
+    if accept:
+        from kernel_forge.app.generated import accept as accept_task
+
+        refused = 0
+        for m in manifests:
+            try:
+                res = accept_task(m, progress=lambda msg: click.echo(msg, err=True))
+            except InputError as exc:
+                click.echo(f"FAIL {exc}", err=True)
+                refused += 1
+                continue
+            click.echo(f"{'ok  ' if res.status == 'accepted' else 'ok  '} {m}: {res.status}")
+            for line in res.lines:
+                click.echo(f"  {line}")
+        if refused:
+            sys.exit(2)
+        return
+    bad = 0
+    warned = 0
+    for m in manifests:
+        try:
+            report = validate_manifest(m, deep=deep, arch=arch, compile=not no_compile,
+                                       gpu_memory=int(gpu_memory * 2**30))
+        except InputError as exc:
+            click.echo(f"FAIL {exc}", err=True)
+            bad += 1
+            continue
+        task = report.task
+        roles = {r: len(task.cases_with(r)) for r in ("correctness", "performance", "holdout")}
+        click.echo(f"ok   {m}: {task.name} ({roles['correctness']} correctness, {roles['performance']} "
+                   f"performance, {roles['holdout']} holdout)")
+        if not quiet:
+            for line in report.lines():
+                click.echo(f"  {line}")
+        for w in report.warnings:
+            click.echo(f"  warning: {w}")
+        warned += bool(report.warnings)
+    if bad or (strict and warned):
+        sys.exit(2)
+
+
+# -- compile -----------------------------------------------------------------------------------
+@cli.command("compile")
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option("--arch", help="Target, e.g. sm_90. Default: the GPU's (needs a GPU).")
+@click.option("-D", "--define", "defines", multiple=True, help="NAME=VALUE, overrides the file's kforge defines.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the CUBIN here.")
+@click.option("--no-cache", is_flag=True, help="Ignore the compile cache.")
+@click.option("--mix", is_flag=True, help="Also print the instruction mix (FFMA, LDS, LDG... with vector widths, "
+              "whole kernel and hot loop), from SASS when nvdisasm is installed, else from PTX.")
+@handle_errors
+def compile_cmd(source, arch, defines, output, no_cache, mix):
+    """Compile a kernel with NVRTC to CUBIN (works without a GPU when --arch is given). The
+    static rules apply first: nothing they refuse (path includes, vendor libraries) reaches NVRTC."""
+    from kernel_forge.model.candidate import load_candidate
+    from kernel_forge.gpu.nvrtc import compile_source
+    from kernel_forge.gate.preflight import check_static
+    from kernel_forge.app.option_checks import check_output_path
+
+    if output:
+        check_output_path(output, option="-o", kind="cubin", inputs=[source])
+    cand = load_candidate(source)
+    given = {}
+    for item in defines:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise InputError(f"--define {item!r}: expected NAME=VALUE")
+        given[k] = v
+    d = {**cand.compile_defines(), **given}
+    check_static(cand.source, file=source)
+    if not arch:
+        from kernel_forge.app.doctor import gpu_arch
+        arch = gpu_arch()
+    # a dispatch rule (settings per shape): every line's setting is compiled, the default's last
+    settings = [(d, "")]
+    if cand.dispatch is not None:
+        settings = [({**b.defines, **given}, f" (dispatch line {b.line}: {b.condition})") for b in cand.dispatch.branches]
+    for d, what in settings:
+        res = compile_source(cand.source, arch=arch, defines=d, use_cache=not no_cache,
+                             file_label=Path(source).name)
+        r = res.resources
+        click.echo(f"compiled {source}{what} for {arch} with NVRTC {res.nvrtc_version} in {res.seconds * 1000:.1f} ms"
+                   f"{' (cached)' if res.cached else ''}: {len(res.cubin)} bytes CUBIN, "
+                   f"{r.get('registers', '?')} registers, {r.get('spill_stores', 0)} B spill stores, "
+                   f"{r.get('stack', 0)} B stack, {r.get('smem', 0)} B static shared")
+        if mix:
+            from kernel_forge.gpu.instruction_mix import mix_of, render
+            click.echo(render(mix_of(cand.source, arch=arch, entry=None, defines=d, file_label=Path(source).name)))
+    if output:
+        from kernel_forge.common.writes import write_file
+        write_file(output, res.cubin, private=False)
+        click.echo(f"wrote {output}")
+
+
+@cli.command("eval")
+@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.argument("kernel", required=False, type=click.Path(dir_okay=False))
+@gate_options
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write the result as JSON to this file ('-' for stdout).")
+@click.option("--no-initial", is_flag=True, help="Do not time the task's initial kernel for comparison.")
+@click.option("--no-baselines", is_flag=True, help="Do not time the vendor baselines.")
+@click.option("--holdout/--no-holdout", default=True, show_default=True, help="Also run the holdout cases.")
+@click.option("--junit", "junit_out", type=click.Path(dir_okay=False),
+              help="Write a JUnit XML report here: one test case per case.")
+@handle_errors
+def eval_cmd(manifest, kernel, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize,
+             json_out, no_initial, no_baselines, holdout, junit_out):
+    """Compile, run, verify and time KERNEL (default: the task's initial kernel) on every case."""
+    from kernel_forge.app.evaluate import run_eval
+    from kernel_forge.app.option_checks import check_output_path
+
+    for path, option, kind in ((json_out, "--json", "json"), (junit_out, "--junit", "junit")):
+        if path and path != "-":
+            check_output_path(path, option=option, kind=kind, inputs=[manifest, kernel])
+    try:
+        options = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
+        result, table = run_eval(manifest, kernel, options, with_initial=not no_initial,
+                                 with_baselines=not no_baselines, with_holdout=holdout,
+                                 progress=lambda msg: click.echo(msg, err=True), gate_factory=_real_gate)
+    except (Exception, KeyboardInterrupt) as exc:
+        if junit_out:               # CI publishes the file either way: it says why eval could not run
+            write_error_junit(junit_out, "eval", exc, str(kernel or manifest))
+        raise
+    echo_result(result, table, json_out)
+    if junit_out:
+        from kernel_forge.reports import junit
+        junit.write(junit_out, junit.eval_suites(result))
+        click.echo(f"wrote {junit_out}", err=json_out == "-")
+    if not result["passed"]:
+        sys.exit(CaseFailed.exit_code)
+
+
+def _real_gate(task, options):
+    from kernel_forge.app import evaluate
+    return evaluate.default_gate(task, options)   # looked up at call time (tests replace it)
+
+
+# -- init --------------------------------------------------------------------------------------
+def _describe_options():
+    from kernel_forge.app.cli_options import build_options
+    from kernel_forge.app.describe import DescribeConfig
+
+    pinned = {("describe", "model"): ("--model",), ("describe", "base_url"): ("--base-url",),
+              ("describe", "replay"): ("--replay",), ("describe", "max_tokens"): ("--max-output-tokens",),
+              ("describe", "request_timeout_s"): ("--request-timeout",)}
+    return build_options([("describe", DescribeConfig)], pinned=pinned,
+                         reserved={"--from", "--signature", "--dir", "--force", "--describe", "--help", "-h"})
+
+
+def _with_describe_options(f):
+    from kernel_forge.app.cli_options import apply_options
+    return apply_options(_describe_options())(f)
+
+
+@cli.command("init")
+@click.argument("name")
+@click.option("--from", "from_file", type=click.Path(dir_okay=False), help="A .cu file holding the kernel NAME.")
+@click.option("--signature", help='The kernel\'s signature: extern "C" __global__ void NAME(...).')
+@click.option("--describe", "description", default=None,
+              help="What the kernel computes, in words: a model (--model or --replay) writes the signature, cases, "
+                   "tolerance, NumPy reference and a naive CUDA witness, which are checked against each other.")
+@click.option("--dir", "folder", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="Folder to write NAME.json, NAME.cu and NAME_reference.py into.")
+@click.option("--force", is_flag=True, help="Overwrite files that already exist.")
+@_with_describe_options
+@click.pass_context
+@handle_errors
+def init_cmd(ctx, name, from_file, signature, description, folder, force, **params):
+    """Start a new task: a manifest, a reference stub and the initial kernel, from a kernel file
+    (--from) or a signature, with each argument's role guessed; then validate them.  Or, with
+    --describe, a whole task written by a model and checked (the two witnesses must agree)."""
+    from kernel_forge.app.cli_options import given, layered
+    from kernel_forge.app.init import init_task
+
+    typed = given(ctx, _describe_options(), params).get("describe", {})
+    if description is not None:
+        if from_file is not None or signature is not None:
+            raise InputError("--describe writes the whole task: give it without --from or --signature")
+        from kernel_forge.app.describe import DescribeConfig, describe_task
+
+        cfg = layered(DescribeConfig, typed)
+        res = describe_task(name, description, folder, cfg, force=force, progress=lambda m: click.echo(m, err=True))
+        for path in res.written:
+            click.echo(f"wrote {path}")
+        for line in res.lines:
+            click.echo(line)
+        click.echo("next:")
+        for line in res.next_steps:
+            click.echo(f"  - {line}")
+        if not res.ok:
+            click.echo(f"kforge: error: the two witnesses of {name} do not agree (see above); the task is written "
+                       "but cannot be used until they do", err=True)
+            sys.exit(2)
+        return
+    if typed:
+        flags = {o.name: o.flag for o in _describe_options()}
+        raise InputError(f"{', '.join(flags[k] for k in typed)}: only with --describe")
+    result = init_task(name, folder, from_file=from_file, signature=signature, force=force)
+    for path in result.written:
+        click.echo(f"wrote {path}")
+    for line in result.guesses:
+        click.echo(f"  guessed: {line}")
+    click.echo(result.status)
+    if result.todo:
+        click.echo("to fill in:")
+        for line in result.todo:
+            click.echo(f"  - {line}")
+
+
+# -- mcp ---------------------------------------------------------------------------------------
+@cli.command("mcp")
+@click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False),
+              help="Where runs started by the optimize tool go (and whose summaries are resources).")
+@handle_errors
+def mcp_cmd(runs_dir):
+    """Serve kforge to coding agents over MCP (stdio): doctor, validate_manifest, eval_kernel,
+    optimize, run_status, replay; run summaries and reports as resources."""
+    from kernel_forge.app.mcp_server import serve
+
+    serve(runs_dir=runs_dir)
+
+
+# The commands defined in their own modules, registered here by name: a broken import is an error,
+# never a command that silently vanishes.
+for _command in (cli_run.optimize, cli_run.replay, cli_run.approve, cli_run.gate_cmd, cli_run.report,
+                 cli_archive.archive_group, cli_batch.batch):
+    cli.add_command(_command)

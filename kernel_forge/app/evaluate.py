@@ -1,0 +1,70 @@
+"""``kforge eval``: one kernel through the gate on every case, beside the initial kernel and the
+vendor baselines, measured in the same run."""
+from __future__ import annotations
+
+import time
+
+from kernel_forge.app import option_checks
+from kernel_forge.model.candidate import Candidate, load_candidate
+from kernel_forge.common.errors import InputError
+from kernel_forge.gate.gate import Gate, GateOptions
+from kernel_forge.reports.evaluation_text import eval_json, eval_table
+from kernel_forge.model.task import load_task
+
+
+def default_gate(task, options: GateOptions):
+    """The real gate, its GPU probed (raises NoGPUError without one)."""
+    gate = Gate(task, options)
+    try:
+        gate.ensure_gpu()
+    except BaseException:
+        gate.close()
+        raise
+    return gate
+
+
+def run_eval(manifest, kernel, options: GateOptions, *, with_initial=True, with_baselines=True,
+             with_holdout=True, progress=lambda msg: None, candidate: Candidate | None = None,
+             gate_factory=default_gate):
+    """Evaluate ``kernel`` (a path; or ``candidate``; default the task's initial kernel).  Every
+    check that needs no GPU (options, static rules, entry point, signature, launch, sizes, an
+    NVRTC compile when ``options.arch`` is set) runs before ``gate_factory(task, options)``
+    makes the gate; tests and the MCP server pass their own factory."""
+    t0 = time.perf_counter()
+    task = load_task(manifest)
+    if candidate is None and kernel is None and task.initial is None:
+        raise InputError(f"{task.path}: the task has no initial kernel, so give the KERNEL to evaluate",
+                         hint=f"kforge eval {task.path} KERNEL.cu")
+    cand = candidate or load_candidate(kernel or task.initial)
+    option_checks.check_eval(task, cand, options)
+    roles = ("correctness", "performance") + (("holdout",) if with_holdout else ())
+    gate = gate_factory(task, options)
+    try:
+        if hasattr(gate, "progress"):
+            gate.progress = progress
+        device = gate.device_info() or {}
+        progress(f"[kforge] {task.name}: evaluating {cand.name} on {len(task.cases)} cases "
+                 f"({device.get('name', '?')}, {options.arch or device.get('arch', '?')})")
+        ev = gate.evaluate(cand, roles=roles)
+        initial = None
+        custom = kernel is not None or candidate is not None
+        if with_initial and task.initial is None:
+            initial = None          # no initial kernel to compare with
+        elif with_initial and custom and load_candidate(task.initial).sha256 != cand.sha256:
+            progress(f"[kforge] timing the initial kernel {task.initial.name} for comparison")
+            initial = gate.evaluate(load_candidate(task.initial), roles=("performance",), kind="initial")
+        elif with_initial:
+            initial = ev
+        baselines = {}
+        if with_baselines:
+            for name in task.baselines:
+                progress(f"[kforge] timing baseline {name}")
+                baselines[name] = gate.evaluate_baseline(name)
+        result = eval_json(task, ev, initial, baselines, gate.device_info(), gate.calibrate(),
+                           {k: v for k, v in vars(options).items()})
+        result["wall_seconds"] = time.perf_counter() - t0
+        table = eval_table(task, ev, initial if initial is not ev else None, baselines)
+        table += f"\nwall time {result['wall_seconds']:.1f} s"
+        return result, table
+    finally:
+        gate.close()

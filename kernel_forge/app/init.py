@@ -1,0 +1,261 @@
+"""``kforge init NAME``: a new task from a kernel file or a signature.
+
+It writes ``NAME.json`` (the manifest), ``NAME_reference.py`` (a reference stub) and ``NAME.cu``
+(the initial kernel: the given file's text, or a stub body for a signature), guessing each
+argument's role from its type: ``const T*`` is an input, ``T*`` an output, an integer scalar a
+size variable that the cases set (a floating-point scalar gets the value 1.0).  It then
+validates them and lists what to fill in.  The reference stub raises NotImplementedError, which
+``kforge validate`` reports as that manifest's error until it is filled in.  No file is ever
+overwritten without ``force``; a refusal writes nothing.
+"""
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernel_forge.common.errors import InputError, KForgeError, SignatureError
+from kernel_forge.common.writes import write_files
+from kernel_forge.model.references import python_name
+from kernel_forge.model.signature import _ENTRY, Signature, find_entry, parse_signature
+from kernel_forge.common.static_rules import strip_comments_and_strings
+
+#: the manifest schema's rule for a task name; kforge init holds parameter names to it too, so
+#: the manifest's keys, the kernel and the Python reference all spell them the same way
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: cases for a task with one size variable, and for one with several (their product grows fast)
+ONE_SIZE = {"small": 1037, "large": 1 << 22, "holdout": (1 << 20) + 11}
+SEVERAL_SIZES = {"small": 37, "large": 512, "holdout": 263}
+
+
+@dataclass
+class InitResult:
+    manifest: Path
+    written: list[Path] = field(default_factory=list)
+    guesses: list[str] = field(default_factory=list)   #: each argument's guessed role
+    todo: list[str] = field(default_factory=list)      #: what the user must fill in or check
+    status: str = ""                                   #: the validation's outcome, in words
+    valid: bool = False                                #: validated (the reference stub aside)
+
+
+def _ascii(name: str) -> str:
+    """A name's ASCII spelling (``relü`` -> ``relu``), for the message that refuses it."""
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    plain = re.sub(r"\W", "_", plain)
+    return plain if NAME.match(plain or "") else "_" + plain
+
+
+def check_name(name: str, what: str, where: str) -> None:
+    """Refuse a name the manifest schema (or a Python reference) could not take, before anything
+    is written; a non-ASCII name gets its ASCII spelling as the suggestion."""
+    if not NAME.match(name):
+        raise InputError(f"{where}: {what} {name!r} is not a plain ASCII identifier ([A-Za-z_][A-Za-z0-9_]*, the "
+                         "manifest schema's rule); nothing was written",
+                         hint=f"rename it, e.g. {_ascii(name)!r}" + (" (in the kernel too)" if what != "the task name" else ""))
+
+
+def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, Path | None]:
+    if (from_file is None) == (signature is None):
+        raise InputError("give the kernel with --from FILE.cu or its --signature (one of them)")
+    check_name(name, "the task name", "NAME")
+    if signature is not None:
+        try:
+            sig = parse_signature(signature)
+        except SignatureError as exc:
+            raise InputError(f"--signature: {exc}") from None
+        if sig.name != name:
+            raise InputError(f"--signature declares {sig.name!r}, not {name!r}: the task's name is its kernel's name")
+        for p in sig.params:
+            check_name(p.name, "the parameter", "--signature")
+        return sig, None, None
+    src_path = Path(from_file)
+    try:
+        source = src_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"--from {src_path}: cannot read it: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"--from {src_path}: not UTF-8 text") from None
+    names = [m.group(1) for m in _ENTRY.finditer(strip_comments_and_strings(source, keep_strings=True))]
+    if name not in names:
+        found = ", ".join(names) or 'none (a kernel needs extern "C" __global__ void NAME(...))'
+        raise InputError(f"--from {src_path}: no kernel named {name!r}; kernels found: {found}")
+    try:
+        sig, _line = find_entry(source, name)
+    except SignatureError as exc:
+        raise InputError(f"--from {src_path}: the signature of {name} is not supported: {exc}") from None
+    for p in sig.params:
+        check_name(p.name, "the parameter", f"--from {src_path}")
+    return sig, source, src_path
+
+
+def _tolerance(sig: Signature) -> dict:
+    outs = [p.dtype for p in sig.params if p.pointer and not p.const]
+    floats = [d for d in outs if d.is_float]
+    if not floats:
+        return {"atol": 0, "rtol": 0}
+    bits = min(d.bits for d in floats)
+    if bits <= 16:
+        return {"atol": 1e-2, "rtol": 1e-2}
+    return {"atol": 1e-5, "rtol": 1e-5} if bits == 32 else {"atol": 1e-10, "rtol": 1e-10}
+
+
+def build_manifest(name: str, sig: Signature, *, has_launch: bool) -> tuple[dict, list[str], list[str]]:
+    """The manifest for ``sig``, the guesses made and what to fill in."""
+    sizes = [p for p in sig.params if not p.pointer and not p.dtype.is_float]
+    size = sizes[0].name if sizes else None
+    guesses, todo = [], []
+    args: dict = {}
+    shape = [size] if size else [4096]
+    inputs, outputs = [], []
+    for p in sig.params:
+        if p.pointer and p.const:
+            if p.dtype.is_float:
+                init = "normal"
+            else:
+                init = {"kind": "randint", "low": 0 if p.dtype.kind == "uint" else -100, "high": 100}
+            args[p.name] = {"shape": list(shape), "init": init}
+            inputs.append(p.name)
+            guesses.append(f"{p.name}: {p.describe()} -> input, shape {json.dumps(shape)}, init {json.dumps(init)}")
+        elif p.pointer:
+            args[p.name] = {"shape": list(shape), "output": True}
+            outputs.append(p.name)
+            guesses.append(f"{p.name}: {p.describe()} -> output, shape {json.dumps(shape)} (poisoned before each launch; "
+                           "add an init to make it in/out)")
+        elif p.dtype.is_float:
+            args[p.name] = 1.0
+            guesses.append(f"{p.name}: {p.describe()} -> a constant, 1.0")
+            todo.append(f"the value of {p.name} in {name}.json $.args.{p.name} (guessed 1.0)")
+        else:
+            args[p.name] = p.name
+            guesses.append(f"{p.name}: {p.describe()} -> size variable {p.name}, set by each case")
+        if python_name(p.name) != p.name:
+            guesses[-1] += f" (a Python keyword: the reference takes it as {python_name(p.name)})"
+    table = ONE_SIZE if len(sizes) <= 1 else SEVERAL_SIZES
+    roles = (("small", "correctness"), ("large", "performance"), ("holdout", "holdout"))
+    cases = [{"name": n, "role": role, "vars": {p.name: table[n] for p in sizes}} for n, role in roles]
+    item = {p.name: p.dtype.itemsize for p in sig.params if p.pointer}
+    per = " + ".join(f"{item[k]}*{size}" if size else str(item[k] * 4096) for k in item) or "0"
+    manifest = {"name": name, "description": f"TODO: what {name} computes.",
+                "signature": sig.text.rstrip(" {;"),
+                "reference": {"python": f"{name}_reference.py:reference"},
+                "initial": f"{name}.cu", "args": args,
+                "tolerance": _tolerance(sig), "cost": {"bytes": per}, "cases": cases}
+    if not has_launch:
+        grid = f"cdiv({size}, 256)" if size else 16
+        manifest["launch"] = {"grid": [grid], "block": [256]}
+        guesses.append(f"launch: grid [{grid}], block [256] (one thread per element of {shape[0]})")
+    if not outputs:
+        todo.append("mark the buffers the kernel writes with \"output\": true (no non-const pointer was found)")
+    todo.insert(0, f"the reference: {name}_reference.py, reference() must write "
+                   f"{', '.join(outputs) or 'the outputs'} in place from {', '.join(inputs) or 'the inputs'} (NumPy)")
+    todo.append(f"each buffer's shape (all guessed {json.dumps(shape)}) in {name}.json $.args")
+    if len(sizes) > 1:
+        todo.append(f"the case sizes of {', '.join(p.name for p in sizes)} in {name}.json $.cases")
+    todo.append(f"the tolerance ({json.dumps(manifest['tolerance'])}) and the cost (only bytes, guessed; "
+                "add \"flops\" for compute-bound kernels)")
+    return manifest, guesses, todo
+
+
+def reference_stub(name: str, sig: Signature) -> str:
+    params = ", ".join(python_name(p.name) for p in sig.params)
+    outs = [python_name(p.name) for p in sig.params if p.pointer and not p.const]
+    ins = [python_name(p.name) for p in sig.params if p.pointer and p.const]
+    np_import = "import numpy  # noqa: F401" if "np" in params.split(", ") else "import numpy as np  # noqa: F401"
+    renamed = [p.name for p in sig.params if python_name(p.name) != p.name]
+    note = ([f"Parameters named like a Python keyword get a trailing underscore: {', '.join(renamed)} -> "
+             f"{', '.join(python_name(n) for n in renamed)}."] if renamed else [])
+    lines = [f'"""Trusted reference for {name}: every candidate kernel is compared with what this computes.',
+             "",
+             "Written by `kforge init`. It is called with every kernel parameter by name: buffers as NumPy arrays",
+             "(half and bfloat16 widened to float32), scalars as Python numbers. Write the outputs in place",
+             f"({', '.join(outs) or 'the non-const buffers'}), as the kernel does, and return nothing.",
+             *note, '"""', np_import, "", "",
+             f"def reference({params}):",
+             f'    """{", ".join(outs) or "outputs"} from {", ".join(ins) or "inputs"}."""',
+             f"    # e.g. {outs[0] if outs else 'out'}[...] = ...",
+             f'    raise NotImplementedError("fill in reference() in {name}_reference.py: '
+             f'write {", ".join(outs) or "the outputs"} in place")', ""]
+    return "\n".join(lines)
+
+
+def kernel_stub(sig: Signature, size: str | None) -> str:
+    guard = f"    if (i >= {size}) return;\n" if size else ""
+    outs = ", ".join(p.name for p in sig.params if p.pointer and not p.const) or "the outputs"
+    kinds = {p.dtype.name for p in sig.params}
+    includes = "".join(f"#include <{h}>\n" for k, h in (("float16", "cuda_fp16.h"), ("bfloat16", "cuda_bf16.h"))
+                       if k in kinds)
+    return ("// Written by `kforge init`: fill in the body. The manifest's launch starts one thread per element.\n"
+            f"{includes}"
+            f"{sig.text.rstrip(' {;')}\n"
+            "{\n"
+            "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+            f"{guard}"
+            f"    // TODO: compute {outs}[i]\n"
+            "}\n")
+
+
+def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=None, force: bool = False,
+              validate: bool = True) -> InitResult:
+    sig, source, src_path = _signature(name, from_file, signature)
+    from kernel_forge.model.candidate import parse_candidate
+    from kernel_forge.common.errors import CandidateError
+
+    has_launch = False
+    if source is not None:
+        try:
+            has_launch = parse_candidate(source, name=str(src_path)).launch is not None
+        except CandidateError as exc:
+            raise InputError(f"--from {src_path}: {exc.message}") from None
+    manifest, guesses, todo = build_manifest(name, sig, has_launch=has_launch)
+    out = Path(folder)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--dir {out}: is a file, not a folder")
+    targets = {"manifest": out / f"{name}.json", "reference": out / f"{name}_reference.py",
+               "kernel": out / f"{name}.cu"}
+    kernel_in_place = src_path is not None and targets["kernel"].resolve() == src_path.resolve()
+    existing = [p for k, p in targets.items() if p.exists() and not (k == "kernel" and kernel_in_place)]
+    if existing and not force:
+        raise InputError(f"{', '.join(str(p) for p in existing)} already exist{'s' if len(existing) == 1 else ''}; "
+                         "nothing was written", hint="pass --force to overwrite, or --dir for another folder")
+    for p in existing:
+        if p.is_dir():
+            raise InputError(f"{p} is a folder; nothing was written")
+    sizes = [p.name for p in sig.params if not p.pointer and not p.dtype.is_float]
+    contents = {"manifest": (json.dumps(manifest, indent=2) + "\n").encode(),
+                "reference": reference_stub(name, sig).encode()}
+    if not kernel_in_place:
+        contents["kernel"] = (source if source is not None else kernel_stub(sig, sizes[0] if sizes else None)).encode()
+    if source is None:
+        todo.insert(1, f"the kernel body in {targets['kernel']}")
+    result = InitResult(manifest=targets["manifest"], guesses=guesses, todo=todo)
+    # all three staged on disk before any is renamed into place; a failure leaves nothing behind
+    result.written = write_files([(targets[k], data) for k, data in contents.items()], private=False,
+                                 overwrite=force)
+    if validate:
+        _validate(result)
+    return result
+
+
+def _validate(result: InitResult) -> None:
+    from kernel_forge.common.errors import ReferenceError_
+    from kernel_forge.app.validate import validate_manifest
+
+    try:
+        report = validate_manifest(result.manifest)
+    except ReferenceError_ as exc:
+        if "not implemented yet" in exc.message:
+            result.valid = True
+            result.status = ("validated: the manifest, its files and the kernel are consistent; the reference is "
+                             "still a stub (kforge validate reports it until it is filled in)")
+        else:
+            result.status = f"written, but the reference fails: {exc}"
+        return
+    except KForgeError as exc:
+        result.status = f"written, but validation failed: {exc}"
+        result.todo.insert(0, "fix what validation reported above")
+        return
+    result.valid = True
+    result.status = "validated" + (f" ({len(report.warnings)} warning(s): run kforge validate)" if report.warnings else "")

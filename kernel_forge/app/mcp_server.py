@@ -1,0 +1,488 @@
+"""``kforge mcp``: kernel_forge as an MCP server over stdio, for coding agents.
+
+Tools (each returns a JSON object; a bad input is a tool error whose text is the same message
+the CLI prints):
+
+- ``doctor``: what this machine has (GPU, driver, NVRTC, packages, which LLM keys are set);
+- ``validate_manifest``: schema, meaning, files, sizes, kernels, weak cases;
+- ``eval_kernel``: a manifest and a kernel (source text or a path) through the gate: verdict,
+  reason, per-case times with their p20-p80 band, % of peak, the bound, the compiler's resources;
+- ``optimize``: starts a run in the background and returns its folder;
+- ``run_status``: a run's progress (attempts gated, best so far, stop reason when finished);
+- ``replay``: re-runs a ``best-case-NAME.json`` and says whether its recorded time holds.
+
+Resources: ``kforge://runs/{run}/summary`` (summary.json) and ``kforge://runs/{run}/report``
+(report.md) for the runs under ``--runs-dir``.
+
+The tools call the same library functions as the CLI (``validate_manifest``, ``run_eval``,
+``start_run``, ``replay_check.replay``) with the same option checks and limits; this module
+only translates arguments and results.  :class:`Service` holds the calls and knows nothing of
+MCP; :func:`build_server` wraps it with the ``mcp`` SDK (imported only here, lazily).
+
+Test hook: ``KFORGE_MCP_TEST_GATE`` makes the server answer from a gate that is not measured —
+``recorded:RUN_DIR`` (the verdicts recorded in that run's history.json) or
+``python:MODULE:CALLABLE`` (a callable taking the Task, e.g. the test suite's scripted gate).
+It exists for the test suite only; every answer then carries ``"gate": "test: ..."`` and the
+server says so on stderr.  Never set it where verdicts matter.
+"""
+from __future__ import annotations
+
+import collections
+import importlib
+import math
+import os
+import re
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from kernel_forge.common.errors import InputError, KForgeError
+
+TEST_GATE_ENV = "KFORGE_MCP_TEST_GATE"
+#: the most source text eval_kernel accepts (a kernel is one file; this bounds a runaway agent)
+MAX_SOURCE = 1 << 20
+_RUN_NAME = re.compile(r"^run-\d{3,}$")
+
+
+def gate_factory_from_spec(spec: str):
+    """The gate factory of the test hook (see the module docstring)."""
+    kind, _, rest = spec.partition(":")
+    if kind == "recorded" and rest:
+        from kernel_forge.gate.recorded import RecordedGate
+
+        run = Path(rest)
+        if not (run / "history.json").is_file():
+            raise InputError(f"{TEST_GATE_ENV}={spec}: {run} has no history.json")
+        return lambda task, options: RecordedGate.from_run(run)
+    if kind == "python" and ":" in rest:
+        module, _, attr = rest.rpartition(":")
+        try:
+            fn = getattr(importlib.import_module(module), attr)
+        except ImportError as exc:
+            raise InputError(f"{TEST_GATE_ENV}={spec}: cannot import {module!r} ({exc})") from None
+        except AttributeError:
+            raise InputError(f"{TEST_GATE_ENV}={spec}: module {module!r} has no {attr!r}") from None
+        if not callable(fn):
+            raise InputError(f"{TEST_GATE_ENV}={spec}: {module}.{attr} is not callable")
+        return lambda task, options: fn(task)
+    raise InputError(f"{TEST_GATE_ENV}={spec!r}: expected recorded:RUN_DIR or python:MODULE:CALLABLE")
+
+
+def _plain(obj):
+    """JSON-safe values: paths and dataclasses as text or dicts, non-finite floats as null."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set)):
+        return [_plain(v) for v in obj]
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if hasattr(obj, "to_json"):
+        return _plain(obj.to_json())
+    return str(obj)
+
+
+class Service:
+    """The tools' work, as plain methods returning dicts (raising KForgeError on bad input)."""
+
+    def __init__(self, runs_dir: str | Path = "runs", *, gate_factory=None, gate_label: str = "gpu"):
+        from kernel_forge.app.evaluate import default_gate
+
+        self.runs_dir = Path(runs_dir)
+        self.gate_factory = gate_factory or default_gate
+        self.gate_label = gate_label
+        self._lock = threading.Lock()
+        self._runs: dict[str, dict] = {}     # run folder -> {"thread", "log", "error", "summary"}
+        self.on_new_run = lambda path: None  #: called with a new run's folder (the server lists it)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _options(self, *, quick: bool, warmup: int, reps: int, seed: int, timeout: float, arch: str | None):
+        from kernel_forge.gate import preflight
+        from kernel_forge.app import option_checks
+        from kernel_forge.gate.gate import GateOptions
+
+        kw = dict(warmup=warmup, reps=reps, seed=seed, launch_timeout_s=timeout, arch=arch)
+        opts = GateOptions.quick(**kw) if quick else GateOptions(**kw)
+        option_checks.check_settings(opts)
+        return opts
+
+    def _busy(self) -> str | None:
+        with self._lock:
+            for path, r in self._runs.items():
+                if r["thread"].is_alive():
+                    return path
+        return None
+
+    def _refuse_while_running(self, what: str) -> None:
+        busy = self._busy()
+        if busy:
+            raise InputError(f"{what} would share the GPU with the optimize run in {busy}: its times and the run's "
+                             "would both be disturbed", hint="wait for it (run_status), then ask again")
+
+    def _run_dir(self, run: str) -> Path:
+        p = Path(run)
+        if not p.is_dir() and _RUN_NAME.match(run):
+            p = self.runs_dir / run
+        if not (p / "run.json").is_file():
+            raise InputError(f"{run}: not a kforge run folder (no run.json)", hint=f"runs are under {self.runs_dir}")
+        return p
+
+    # -- tools ------------------------------------------------------------------------------
+    def doctor(self) -> dict:
+        from kernel_forge.app.doctor import collect
+
+        report = collect()
+        report["gate"] = self.gate_label
+        return report
+
+    def validate_manifest(self, manifest: str, deep: bool = False, arch: str | None = "sm_90") -> dict:
+        from kernel_forge.app.validate import validate_manifest
+
+        r = validate_manifest(manifest, deep=deep, arch=arch)
+        t = r.task
+        return {"ok": True, "task": t.name, "manifest": str(t.path),
+                "cases": [{"name": c.name, "role": c.role, "vars": c.vars} for c in t.cases],
+                "files": [{"what": w, "path": p, "outside_manifest_folder": o} for w, p, o in r.resolved],
+                "compiled": [{"kernel": k, "arch": r.arch, "resources": res} for k, res in r.compiled],
+                "not_compiled": r.not_compiled or None,
+                "reference_not_run": [{"case": c, "why": w} for c, w in r.skipped],
+                "warnings": r.warnings}
+
+    def eval_kernel(self, manifest: str, source: str | None = None, path: str | None = None, *,
+                    quick: bool = False, warmup: int = 10, reps: int = 100, seed: int = 0, timeout: float = 10.0,
+                    arch: str | None = None, holdout: bool = True, baselines: bool = True,
+                    initial: bool = True) -> dict:
+        from kernel_forge.gate import preflight
+        from kernel_forge.app import option_checks
+        from kernel_forge.model.candidate import load_candidate, parse_candidate
+        from kernel_forge.gate.diagnosis import diagnose
+        from kernel_forge.app.evaluate import run_eval
+        from kernel_forge.model.task import load_task
+
+        if (source is None) == (path is None):
+            raise InputError("eval_kernel needs the kernel as source (text) or path (a .cu file), one of them")
+        if source is not None and len(source) > MAX_SOURCE:
+            raise InputError(f"source: {len(source)} characters, over the {MAX_SOURCE} a kernel file may have")
+        self._refuse_while_running("eval_kernel")
+        opts = self._options(quick=quick, warmup=warmup, reps=reps, seed=seed, timeout=timeout, arch=arch)
+        cand = parse_candidate(source, name="kernel.cu") if source is not None else load_candidate(path)
+        try:
+            result, _table = run_eval(manifest, None, opts, with_initial=initial, with_baselines=baselines,
+                                      with_holdout=holdout, candidate=cand, gate_factory=self.gate_factory)
+        except preflight.KernelRefused as exc:     # a kernel that cannot run is a verdict, not a fault
+            return {"gate": self.gate_label, "passed": False, "verdict": "failed", "reason": exc.reason,
+                    "message": exc.message, "cases": [], "score_us": None, "bound": None, "compile": None}
+        task = load_task(manifest)
+        diag = diagnose(task, result, initial=result.get("initial"), baselines=result.get("baselines"),
+                        device=result.get("device"), calibration=result.get("calibration"))
+        bounds = {c.name: c.bound for c in diag.cases}
+        cases = []
+        for c in result["cases"]:
+            t = c.get("timing") or {}
+            cases.append({"name": c["name"], "role": c["role"], "passed": c["passed"], "reason": c["reason"],
+                          "message": c["message"], "median_us": t.get("median"), "p20_us": t.get("p20"),
+                          "p80_us": t.get("p80"), "cv": t.get("cv"), "timing_method": t.get("method"),
+                          "gbps": c.get("gbps"), "tflops": c.get("tflops"), "pct_peak_bw": c.get("pct_peak_bw"),
+                          "pct_peak_flops": c.get("pct_peak_flops"), "speedup_vs_initial": c.get("speedup_vs_initial"),
+                          "speedup_vs_baselines": c.get("speedup_vs_baselines"), "bound": bounds.get(c["name"]),
+                          "resources": c.get("resources"), "variant": c.get("variant")})
+        comp = result.get("compile") or {}
+        score = result.get("score") or {}
+        return _plain({"gate": self.gate_label, "task": result["task"], "kernel": path or "source",
+                       "passed": result["passed"], "verdict": "passed" if result["passed"] else "failed",
+                       "reason": result["reason"], "message": result["message"],
+                       "score_us": score.get("candidate_us"), "initial_us": score.get("initial_us"),
+                       "baselines_us": score.get("baselines_us"),
+                       "speedup_vs_initial": (score["initial_us"] / score["candidate_us"]
+                                              if score.get("initial_us") and score.get("candidate_us") else None),
+                       "cases": cases, "dispatch": result.get("dispatch"), "bound": diag.to_json(), "diagnosis": diag.render(),
+                       "compile": {"arch": comp.get("arch"), "resources": comp.get("resources"),
+                                   "seconds": comp.get("seconds"), "log": (comp.get("log") or "")[-4000:]},
+                       "device": (result.get("device") or {}).get("name"),
+                       "wall_seconds": result.get("wall_seconds")})
+
+    def optimize(self, manifest: str, *, models: list[str] | None = None, base_url: str | None = None,
+                 replay: str | None = None, max_iterations: int | None = None, candidates: int | None = None,
+                 time_limit: float | None = None, tune_budget: int | None = None, budget_usd: float | None = None,
+                 patience: int | None = None, quick: bool = False, hints: str | None = None) -> dict:
+        from kernel_forge.gate import preflight
+        from kernel_forge.app import option_checks
+        from kernel_forge.gate.gate import GateOptions
+        from kernel_forge.search.loop import LoopConfig
+        from kernel_forge.app.run_setup import ProposerConfig, start_run
+        from kernel_forge.model.task import load_task
+
+        params = dict(models=tuple(models or ()), base_url=base_url, max_iterations=max_iterations,
+                      candidates=candidates, time_limit=time_limit, tune_budget=tune_budget, budget_usd=budget_usd,
+                      patience=patience)
+        option_checks.check_optimize_params(params)
+        if replay and models:
+            raise InputError("replay and models are exclusive: a run replays recorded proposals or asks models")
+        busy = self._busy()
+        if busy:
+            raise InputError(f"an optimize run is already going in {busy}", hint="wait for it (run_status)")
+        loop = LoopConfig(**{k: v for k, v in dict(max_iterations=max_iterations, candidates=candidates,
+                                                   time_limit_s=time_limit, tune_budget=tune_budget,
+                                                   budget_usd=budget_usd, patience=patience,
+                                                   hints=hints).items() if v is not None})
+        gate_opts = GateOptions.quick() if quick else GateOptions()
+        prop = ProposerConfig(models=list(models or []), base_url=base_url, replay=replay)
+        for obj in (loop, gate_opts, prop):
+            option_checks.check_settings(obj)
+        task = load_task(manifest)
+        log: collections.deque = collections.deque(maxlen=200)
+        gate = self.gate_factory(task, gate_opts)
+        try:
+            opt = start_run(manifest, loop, gate_opts, prop, runs_dir=self.runs_dir, progress=log.append, gate=gate)
+        except BaseException:
+            gate.close()
+            raise
+        path = str(opt.run_dir.path)
+        record = {"log": log, "error": None, "summary": None, "started": time.time()}
+
+        def work():
+            try:
+                record["summary"] = opt.run()
+            except BaseException as exc:  # noqa: BLE001 - recorded for run_status; the evidence stays resumable
+                record["error"] = f"{type(exc).__name__}: {exc}"
+                log.append(traceback.format_exc(limit=-3))
+            finally:
+                gate.close()
+
+        record["thread"] = threading.Thread(target=work, name=f"kforge-{opt.run_dir.path.name}", daemon=True)
+        with self._lock:
+            self._runs[path] = record
+        record["thread"].start()
+        self.on_new_run(opt.run_dir.path)
+        return {"gate": self.gate_label, "run": path, "task": task.name, "proposer": prop.kind,
+                "status": "started", "hint": "poll run_status with this run; its summary and report become "
+                                             "resources when it finishes"}
+
+    def run_status(self, run: str, wait_s: float = 0.0) -> dict:
+        from kernel_forge.evidence.run_dir import RunDir
+
+        p = self._run_dir(run)
+        record = self._runs.get(str(p))
+        if record is not None and wait_s > 0:
+            record["thread"].join(timeout=min(float(wait_s), 600.0))
+        rd = RunDir(p)
+        meta = rd.read_json("run.json")
+        summary = rd.read_json("summary.json")
+        # history.json grows with the run and is read on every poll: its schema check is left to
+        # resume and report; here only the fields used are checked
+        hist = rd.read_json("history.json", {}, check=False) or {}
+        try:
+            attempts = list(hist.get("attempts", []))
+            done = [a for a in attempts if a.get("status") != "pending"]
+            best = next((a for a in reversed(attempts) if a.get("best")), None)
+            iteration = (hist.get("state") or {}).get("iteration")
+        except (AttributeError, TypeError) as exc:
+            raise InputError(f"{p / 'history.json'}: not a kforge history ({exc})") from None
+        running = record is not None and record["thread"].is_alive()
+        state = "running" if running else ("finished" if summary else
+                                           "stopped (resume it: kforge optimize --resume " + str(p) + ")")
+        out = {"run": str(p), "task": meta.get("task"), "state": state, "iteration": iteration,
+               "attempts": len(attempts), "gated": len(done), "passed": sum(a.get("status") == "passed" for a in done),
+               "best_so_far": ({"id": best.get("id"), "score_us": best.get("score_us"), "label": best.get("label")}
+                               if best else None)}
+        if summary:
+            b = summary.get("best") or {}
+            out.update(stop_reason=summary.get("stop_reason"),
+                       best={"id": b.get("id"), "score_us": b.get("score_us"),
+                             "speedup_vs_initial": b.get("speedup_vs_initial"),
+                             "speedup_vs_baselines": b.get("speedup_vs_baselines"), "holdout": b.get("holdout")},
+                       cost_usd=summary.get("cost_usd"),
+                       resources=[f"kforge://runs/{p.name}/summary", f"kforge://runs/{p.name}/report"])
+        if record is not None:
+            out["log"] = list(record["log"])[-20:]
+            if record["error"]:
+                out["error"] = record["error"]
+        return _plain(out)
+
+    def replay(self, request: str, *, warmup: int = 10, reps: int = 100, timeout: float = 10.0,
+               quick: bool = False) -> dict:
+        from kernel_forge.app.replay_check import replay
+
+        self._refuse_while_running("replay")
+        opts = self._options(quick=quick, warmup=warmup, reps=reps, seed=0, timeout=timeout, arch=None)
+        result, _table = replay(request, opts, gate_factory=self.gate_factory)
+        result["gate"] = self.gate_label
+        return _plain(result)
+
+    # -- resources --------------------------------------------------------------------------
+    def resource_text(self, run: str, name: str) -> str:
+        if not _RUN_NAME.match(run):
+            raise InputError(f"{run!r} is not a run name like run-007")
+        p = self.runs_dir / run / name
+        if not p.is_file():
+            raise InputError(f"{p} does not exist (yet): the run has not finished")
+        return p.read_text(encoding="utf-8")
+
+
+def unknown_arguments(tool: str, unknown: list[str], known: list[str]) -> str:
+    """The message for arguments a tool does not take: each, with a close known name if there is one."""
+    import difflib
+
+    parts = []
+    for k in unknown:
+        close = difflib.get_close_matches(str(k), known, n=1, cutoff=0.6)
+        parts.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return (f"{tool}: unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(parts)}; nothing was done. "
+            f"{tool} takes: {', '.join(known) or 'no arguments'}")
+
+
+def strict_arguments(tool) -> None:
+    """Make an MCP tool refuse arguments it does not take: its input schema says
+    ``additionalProperties: false`` and a call with an unknown one is a tool error naming the
+    known ones (the SDK would drop it silently: ``{"model": [...]}`` ran the tuner)."""
+    from pydantic import ConfigDict, model_validator
+
+    base = tool.fn_metadata.arg_model
+    known = sorted(f.alias or name for name, f in base.model_fields.items())
+    name = tool.name
+
+    def _only_known(cls, data):
+        if isinstance(data, dict):
+            unknown = [k for k in data if k not in known]
+            if unknown:
+                raise ValueError(unknown_arguments(name, unknown, known))
+        return data
+
+    strict = type(f"{name} arguments", (base,), {
+        "model_config": ConfigDict(arbitrary_types_allowed=True, extra="forbid"),
+        "_only_known": model_validator(mode="before")(classmethod(_only_known))})
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = {**tool.parameters, "additionalProperties": False}
+
+
+def build_server(service: Service):
+    """The MCP server (``mcp`` SDK) whose tools and resources call ``service``."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+        from mcp.server.mcpserver.resources import FunctionResource
+    except ImportError as exc:
+        from kernel_forge.common.errors import EnvironmentProblem
+        raise EnvironmentProblem(f"the MCP SDK is not installed ({exc})",
+                                 hint='pip install "cuda-kernel-forge[mcp]" (the official mcp package, 2.x)') from None
+    from kernel_forge import __version__
+
+    server = MCPServer("kforge", version=__version__, instructions=(
+        "kernel_forge: an honest gate for one CUDA kernel. validate_manifest checks a task; eval_kernel runs a kernel "
+        "through the anti-cheat gate (verdict, reason, per-case times, % of peak, bound, registers); optimize starts a "
+        "run in the background; run_status follows it; replay re-checks a recorded time. Paths are relative to the "
+        "server's working folder. A manifest's reference is Python code that runs as the user."))
+
+    def call(fn, *args, **kwargs) -> dict[str, Any]:
+        try:
+            return fn(*args, **kwargs)
+        except KForgeError as exc:
+            raise ToolError(f"{type(exc).__name__} (exit code {exc.exit_code} in the CLI): {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - the message reaches the agent, the traceback stderr
+            traceback.print_exc(file=sys.stderr)
+            raise ToolError(f"internal error: {type(exc).__name__}: {exc} (please report)") from None
+
+    @server.tool(structured_output=True)
+    def doctor() -> dict[str, Any]:
+        """What this machine has: GPU, driver, CUDA/NVRTC, bindings, CuPy, which LLM keys are set (never values)."""
+        return call(service.doctor)
+
+    @server.tool(structured_output=True)
+    def validate_manifest(manifest: str, deep: bool = False, arch: str = "sm_90") -> dict[str, Any]:
+        """Check a task manifest without a GPU: schema, meaning, files (and where they resolve), case sizes,
+        the initial kernel and templates (static rules, signature, NVRTC for arch), weak cases."""
+        return call(service.validate_manifest, manifest, deep=deep, arch=arch)
+
+    @server.tool(structured_output=True)
+    def eval_kernel(manifest: str, source: str | None = None, path: str | None = None, quick: bool = False,
+                    reps: int = 100, warmup: int = 10, seed: int = 0, timeout: float = 10.0,
+                    holdout: bool = True, baselines: bool = True, initial: bool = True) -> dict[str, Any]:
+        """Run one kernel (source text, or path of a .cu file) through the gate on every case of manifest:
+        verdict and reason code, per-case median µs with its p20-p80 band, % of peak bandwidth/FLOP/s, the bound,
+        speedups vs the initial kernel and vendor baselines, and the compiler's resources (registers, spills)."""
+        return call(service.eval_kernel, manifest, source, path, quick=quick, reps=reps, warmup=warmup, seed=seed,
+                    timeout=timeout, holdout=holdout, baselines=baselines, initial=initial)
+
+    @server.tool(structured_output=True)
+    def optimize(manifest: str, models: list[str] | None = None, base_url: str | None = None,
+                 replay: str | None = None, max_iterations: int | None = None, candidates: int | None = None,
+                 time_limit: float | None = None, tune_budget: int | None = None, budget_usd: float | None = None,
+                 patience: int | None = None, quick: bool = False, hints: str | None = None) -> dict[str, Any]:
+        """Start `kforge optimize` on manifest in the background (no models: the built-in tuner; models like
+        "anthropic:claude-sonnet-5-5" use the keys in the server's environment). Returns the run folder at once;
+        follow it with run_status."""
+        return call(service.optimize, manifest, models=models, base_url=base_url, replay=replay,
+                    max_iterations=max_iterations, candidates=candidates, time_limit=time_limit,
+                    tune_budget=tune_budget, budget_usd=budget_usd, patience=patience, quick=quick, hints=hints)
+
+    @server.tool(structured_output=True)
+    def run_status(run: str, wait_s: float = 0.0) -> dict[str, Any]:
+        """Progress of a run folder (or a run name under the runs folder): attempts gated, best so far, and when
+        finished the stop reason, speedups and holdout. wait_s waits up to that long for a run of this server."""
+        return call(service.run_status, run, wait_s=wait_s)
+
+    @server.tool(structured_output=True)
+    def replay(request: str, reps: int = 100, warmup: int = 10, quick: bool = False) -> dict[str, Any]:
+        """Re-run a recorded best-case-NAME.json (the best kernel on that case, same seeds) and say whether its
+        recorded median holds within the measured noise band."""
+        return call(service.replay, request, reps=reps, warmup=warmup, quick=quick)
+
+    def read(run: str, name: str) -> str:
+        try:
+            return service.resource_text(run, name)
+        except KForgeError as exc:
+            raise ResourceError(str(exc)) from None
+
+    @server.resource("kforge://runs/{run}/summary", mime_type="application/json",
+                     description="summary.json of a finished run: best kernel, speedups, holdout, stop reason, cost")
+    def summary_resource(run: str) -> str:
+        return read(run, "summary.json")
+
+    @server.resource("kforge://runs/{run}/report", mime_type="text/markdown",
+                     description="report.md of a finished run")
+    def report_resource(run: str) -> str:
+        return read(run, "report.md")
+
+    for tool in server._tool_manager.list_tools():
+        strict_arguments(tool)
+
+    listed: set[str] = set()
+
+    def list_run(path: Path) -> None:
+        name = Path(path).name
+        if name in listed or not _RUN_NAME.match(name):
+            return
+        listed.add(name)
+        for kind, fname, mime in (("summary", "summary.json", "application/json"),
+                                  ("report", "report.md", "text/markdown")):
+            def content(n: str = name, f: str = fname) -> str:
+                return read(n, f)
+            server.add_resource(FunctionResource.from_function(
+                content, uri=f"kforge://runs/{name}/{kind}", name=f"{name} {kind}", mime_type=mime,
+                description=f"{fname} of {name}"))
+
+    if service.runs_dir.is_dir():
+        for p in sorted(service.runs_dir.iterdir()):
+            if (p / "run.json").is_file():
+                list_run(p)
+    service.on_new_run = list_run
+    return server
+
+
+def serve(runs_dir: str | Path = "runs") -> None:
+    """Run the server over stdio until the client closes it."""
+    spec = os.environ.get(TEST_GATE_ENV)
+    if spec:
+        factory, label = gate_factory_from_spec(spec), f"test: {spec} (not measured)"
+        print(f"[kforge mcp] {TEST_GATE_ENV} is set: verdicts come from {spec}, not from a GPU", file=sys.stderr)
+    else:
+        factory, label = None, "gpu"
+    server = build_server(Service(runs_dir, gate_factory=factory, gate_label=label))
+    server.run("stdio")
+
+
+__all__ = ["Service", "build_server", "serve", "gate_factory_from_spec", "TEST_GATE_ENV"]

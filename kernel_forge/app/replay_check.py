@@ -1,0 +1,174 @@
+"""``kforge replay``: re-run a recorded ``best-case-NAME.json`` and say whether its claim holds.
+
+The claim is the recorded median on that case.  It holds when the median measured now is not
+slower than the recorded one by more than the noise measured with the two: the half-widths of
+the recorded timing's p20-p80 band (from the run's history.json) and of the new samples'
+band, added, and never less than :data:`FLOOR` of the recorded median (what the timing repeats
+to).  Being faster than recorded holds the claim (it is said).  A case that fails the gate, or
+a claim that does not hold, is exit 1 in the CLI.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernel_forge.gate import preflight
+from kernel_forge.app import option_checks
+from kernel_forge.model.candidate import load_candidate
+from kernel_forge.common.errors import InputError, ManifestError
+from kernel_forge.evidence.run_dir import read_evidence, schema
+from kernel_forge.common.stats import Timing
+from kernel_forge.model.task import load_task
+
+#: the least allowed difference, relative to the recorded median (the timing repeats to ~1 %)
+FLOOR = 0.01
+
+
+def load_request(path: str | Path) -> dict:
+    """A replay request, checked against its schema (a missing key is an error naming it)."""
+    import jsonschema
+
+    p = Path(path)
+    data = read_evidence(p, check=False, what="replay request")
+    if isinstance(data, dict):
+        data.setdefault("variant", None)    # written before dispatch rules: no rule, nothing to check
+    validator = jsonschema.Draft202012Validator(schema("replay_request.schema.json"))
+    err = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if err is not None:
+        where = "$" + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err.absolute_path)
+        raise InputError(f"{p}: {where}: {err.message} (not a replay request: see "
+                         "kernel_forge/schemas/replay_request.schema.json)")
+    return data
+
+
+def recorded_band(request_path: Path, req: dict) -> tuple[float, float] | None:
+    """(p20, p80) of the recorded timing, from the history.json beside the request."""
+    hist = request_path.parent / "history.json"
+    if not hist.is_file():
+        return None
+    try:
+        data = json.loads(hist.read_text(encoding="utf-8"))
+        for a in data.get("attempts", []):
+            if a.get("id") == req["attempt"]:
+                for c in (a.get("evaluation") or {}).get("cases", []):
+                    if c.get("name") == req["case"] and c.get("timing"):
+                        return float(c["timing"]["p20"]), float(c["timing"]["p80"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return None
+
+
+@dataclass
+class ClaimVerdict:
+    holds: bool | None                         #: None: nothing timed to compare (a correctness case)
+    recorded_us: float | None
+    now_us: float | None
+    recorded_band_us: tuple[float, float] | None
+    now_band_us: tuple[float, float] | None
+    allowed_us: float | None                   #: how much slower than recorded still holds
+    detail: str
+
+    def to_json(self) -> dict:
+        d = dict(vars(self))
+        d["delta_pct"] = (100.0 * (self.now_us - self.recorded_us) / self.recorded_us
+                          if self.now_us is not None and self.recorded_us else None)
+        for k in ("recorded_band_us", "now_band_us"):
+            d[k] = list(d[k]) if d[k] is not None else None
+        return d
+
+
+def judge(recorded_us: float | None, band: tuple[float, float] | None, now: Timing | None) -> ClaimVerdict:
+    """Whether the recorded median still holds against the new timing (see the module)."""
+    if recorded_us is None or now is None:
+        return ClaimVerdict(None, recorded_us, now.median if now else None, band,
+                            (now.p20, now.p80) if now else None, None, "no recorded time to compare")
+    half_rec = (band[1] - band[0]) / 2 if band else 0.0
+    half_now = (now.p80 - now.p20) / 2
+    allowed = max(half_rec + half_now, FLOOR * recorded_us)
+    delta = now.median - recorded_us
+    pct = 100.0 * delta / recorded_us
+    if delta > allowed:
+        detail = (f"does NOT hold: now {now.median:.2f} µs is {pct:+.1f} % slower than the recorded "
+                  f"{recorded_us:.2f} µs, beyond the noise band (±{allowed:.2f} µs)")
+        return ClaimVerdict(False, recorded_us, now.median, band, (now.p20, now.p80), allowed, detail)
+    if delta < -allowed:
+        detail = (f"holds: now {now.median:.2f} µs is {pct:+.1f} % faster than the recorded {recorded_us:.2f} µs "
+                  f"(beyond the noise band ±{allowed:.2f} µs)")
+    else:
+        detail = (f"holds: now {now.median:.2f} µs vs recorded {recorded_us:.2f} µs ({pct:+.1f} %), within the "
+                  f"noise band ±{allowed:.2f} µs")
+    if band is None:
+        detail += " (the recorded band is unknown: history.json not beside the request)"
+    return ClaimVerdict(True, recorded_us, now.median, band, (now.p20, now.p80), allowed, detail)
+
+
+def _manifest(p: Path, req: dict) -> Path:
+    m = Path(req["manifest"])
+    if m.is_file():
+        return m
+    beside = p.parent / m
+    if beside.is_file():
+        return beside
+    raise ManifestError(f"the manifest {req['manifest']} of this replay request does not exist",
+                        file=str(p), json_path="$.manifest")
+
+
+def replay(request_path, options, *, gate_factory=None) -> tuple[dict, str]:
+    """Re-run the request's kernel on its case with its seeds; (result JSON, table text).
+    ``options`` is a GateOptions; its seeds are replaced by the recorded ones."""
+    from kernel_forge.app.evaluate import default_gate
+    from kernel_forge.reports.evaluation_text import eval_table
+
+    p = Path(request_path)
+    req = load_request(p)
+    task = load_task(_manifest(p, req))
+    kernel = p.parent / req["kernel"]
+    cand = load_candidate(kernel)
+    if req["case"] not in {c.name for c in task.cases}:
+        raise InputError(f"{p}: $.case: the task has no case {req['case']!r}")
+    seeds = req.get("seeds") or [0]
+    options.seed = seeds[0]
+    options.fresh_seeds = list(seeds[1:])
+    options.extra_draws = len(options.fresh_seeds)
+    option_checks.check_settings(options)
+    preflight.check_kernel(task, cand, file=str(kernel))
+    gate = (gate_factory or default_gate)(task, options)
+    try:
+        ev = gate.evaluate(cand, roles=(req.get("role", "performance"),), only={req["case"]})
+    finally:
+        gate.close()
+    ev.cases = [c for c in ev.cases if c.name == req["case"]]
+    case = ev.cases[0] if ev.cases else None
+    claim = judge(req.get("median_us"), recorded_band(p, req), case.timing if case else None)
+    passed = ev.passed and (case is None or case.passed)
+    same = same_variant(req.get("variant"), case.variant if case else None)
+    result = {"request": str(p), "task": task.name, "case": req["case"], "passed": passed, "reason": ev.reason,
+              "message": ev.message, "claim": claim.to_json(),
+              "ok": passed and claim.holds is not False and same is not False,
+              "evaluation": ev.to_json(with_samples=False)}
+    table = eval_table(task, ev, None, {}) + f"\nclaim: {claim.detail}"
+    if case is not None and (case.variant or req.get("variant")):     # best.cu carries a dispatch rule
+        result["variant"] = case.variant
+        result["variant_recorded"] = req.get("variant")
+        table += "\n" + variant_text(req.get("variant"), case.variant, same)
+    return result, table
+
+
+def same_variant(recorded: dict | None, now: dict | None) -> bool | None:
+    """Whether a case replayed under a dispatch rule ran the setting it was recorded with (None
+    when neither run had a rule)."""
+    if recorded is None and now is None:
+        return None
+    if recorded is None or now is None:
+        return False
+    return recorded.get("defines") == now.get("defines")
+
+
+def variant_text(recorded: dict | None, now: dict | None, same: bool | None) -> str:
+    show = lambda v: (f"line {v['branch'] + 1} `{v['when']}` -> "  # noqa: E731
+                      + ", ".join(f"{k}={x}" for k, x in sorted(v["defines"].items()))) if v else "no dispatch rule"
+    if same:
+        return f"variant: {show(now)} (as recorded)"
+    return (f"variant: ran {show(now)}, but the case was recorded with {show(recorded)}: the rule or the case's "
+            "variables changed since the run, so this does not replay the recorded kernel")

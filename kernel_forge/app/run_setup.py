@@ -1,0 +1,438 @@
+"""Assemble a run of ``kforge optimize``: config, proposer, gate, run folder; and resume it."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from kernel_forge import __version__
+from kernel_forge.common.errors import InputError, InternalError
+from kernel_forge.evidence.run_dir import RunDir, environment_fingerprint
+from kernel_forge.gate.gate import Gate, GateOptions
+from kernel_forge.search.loop import LoopConfig, Optimizer
+from kernel_forge.proposers.base import ProposalRequest, ProposalResult
+from kernel_forge.model.task import Task, load_task
+
+
+@dataclass
+class ProposerConfig:
+    """Where proposals come from, and how models are asked. No model and no replay: the built-in
+    tuner.  Every field is a ``kforge optimize`` option and a ``proposer`` config key."""
+
+    models: list[str] = field(default_factory=list)  #: anthropic:MODEL or openai:MODEL; repeat for an ensemble
+    base_url: str | None = None                      #: the models' endpoint (http:// or https://): vLLM, Ollama, llama.cpp, a gateway
+    ensemble: Literal["round-robin", "parallel"] = "round-robin"  #: several models: one per iteration in turn, or all every iteration
+    replay: str | None = None                        #: replay proposals: a folder of .cu files or a JSONL of recorded answers
+    prices: dict = field(default_factory=dict)       #: price overrides {"provider:model": {"input": $, "output": $, "cache_read": $, "cache_write": $}} per million tokens
+    max_tokens: int | None = None                    #: output tokens per model request, thinking included (default: the model's entry: room to think plus a kernel, 32000 within its maximum)
+    max_tokens_cap: int | None = None                #: most output tokens the one retry of a cut-off answer may ask for (default: the model's maximum)
+    temperature: float | None = None                 #: sampling temperature; sent only to models that take one (the capability table), dropped for the run if the model rejects it
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None  #: OpenAI reasoning.effort / Anthropic output_config.effort (default: high, where the model takes an effort); stepped down to the highest level the model takes
+    thinking_budget: int | None = None               #: Anthropic extended thinking budget_tokens (>= 1024, manual thinking); a model with adaptive thinking only gets adaptive thinking
+    thinking: Literal["adaptive", "disabled"] | None = None  #: Anthropic thinking mode (default: on where the model has it: adaptive, else a budget); disabled is refused by models that always think
+    request_timeout_s: float = 120.0                 #: seconds one model request may take; when streamed, the longest silence between chunks
+    timeout_retries: int = 2                         #: further attempts after a model request timed out
+    max_attempts: int = 5                            #: HTTP attempts per model request on transient failures (429, 5xx, dropped connections)
+    stream: bool = True                              #: stream model answers, so that a long answer cannot outlast the timeout
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None  #: OpenAI-compatible servers (Chat Completions): the field for the output limit (default: the server's entry, max_tokens)
+    prompt_cache: bool = True                        #: cache the shared prompt prefix (Anthropic cache_control breakpoints, OpenAI prompt_cache_key)
+    cache_ttl: Literal["auto", "short", "long"] = "auto"  #: prompt-cache lifetime of the run's part of the prompt: short (5 min / 30 min), long (1 h / 12 h), or auto (long once an iteration takes longer than the short one)
+    answer_format: Literal["fenced", "tool"] = "fenced"  #: how a model answers: the kernel in a fenced code block (or search/replace edits) and a small JSON part, or a submit_kernel tool call
+    server: Literal["auto", "vllm", "llama.cpp", "ollama", "sglang"] = "auto"  #: the OpenAI-compatible server behind --base-url, for its capability entry (auto: a generic one)
+
+    @property
+    def kind(self) -> str:
+        return "replay" if self.replay else ("models" if self.models else "tune")
+
+
+#: ProposerConfig fields that only one provider's proposers take
+ANTHROPIC_ONLY = ("thinking_budget", "thinking")
+OPENAI_ONLY = ("max_tokens_field", "server")
+
+
+def check_proposer(cfg: ProposerConfig) -> None:
+    """What the option types cannot say about a ProposerConfig (an :class:`InputError` naming the
+    option, before any GPU probe or model call)."""
+    from kernel_forge.proposers.models import parse_model_spec
+    from kernel_forge.proposers.pricing import PriceTable
+
+    if cfg.replay and cfg.models:
+        raise InputError("--replay and --model are exclusive: a run replays recorded proposals or asks models")
+    providers = {parse_model_spec(m)[0] for m in cfg.models}
+    if cfg.base_url is not None:
+        parts = urlsplit(cfg.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InputError(f"--base-url (proposer.base_url) {cfg.base_url!r} is not an http:// or https:// URL",
+                             hint="e.g. --base-url http://localhost:8000/v1 (vLLM) or http://localhost:11434/v1 (Ollama)")
+        if not cfg.models:
+            raise InputError("--base-url (proposer.base_url) needs --model: the model the endpoint serves",
+                             hint="e.g. --model openai:qwen2.5-coder:32b --base-url http://localhost:8000/v1")
+    if cfg.models:
+        for name in ANTHROPIC_ONLY:
+            if getattr(cfg, name) is not None and "anthropic" not in providers:
+                raise InputError(f"--{name.replace('_', '-')} (proposer.{name}) applies to anthropic:MODEL "
+                                 f"models only; the run asks {', '.join(cfg.models)}")
+        if cfg.max_tokens_field is not None and "openai" not in providers:
+            raise InputError("--max-tokens-field (proposer.max_tokens_field) applies to openai:MODEL models only")
+    if cfg.thinking is not None and cfg.thinking_budget is not None:
+        raise InputError("give --thinking-budget (manual extended thinking) or --thinking, not both")
+    if cfg.reasoning_effort in ("none", "minimal") and "anthropic" in providers:
+        raise InputError(f"--reasoning-effort {cfg.reasoning_effort}: Anthropic models take low, medium, high, "
+                         "xhigh or max (output_config.effort)")
+    if cfg.max_tokens_cap is not None and cfg.max_tokens is not None and cfg.max_tokens_cap < cfg.max_tokens:
+        raise InputError(f"--max-output-tokens-cap ({cfg.max_tokens_cap}) is below --max-output-tokens "
+                         f"({cfg.max_tokens})")
+    if cfg.server != "auto" and (cfg.base_url is None or "openai" not in providers):
+        raise InputError(f"--server {cfg.server} (proposer.server) names the OpenAI-compatible server behind "
+                         "--base-url: it needs --base-url and an openai:MODEL model")
+    PriceTable(cfg.prices or None, where="$.proposer.prices")   # malformed overrides fail here, naming the entry
+
+
+def check_budget_prices(cfg: ProposerConfig, budget_usd: float | None) -> None:
+    """A budget can only stop a run whose every model is priced, and must hold at least one call of
+    each model at its worst case: refuse to start otherwise, with the figures."""
+    if budget_usd is None or not cfg.models:
+        return
+    from kernel_forge.proposers.models import parse_model_spec
+    from kernel_forge.proposers.pricing import PriceTable
+
+    table = PriceTable(cfg.prices or None)
+    missing = [m for m in cfg.models if table.lookup(*parse_model_spec(m)) is None]
+    if missing:
+        example = missing[0].strip().lower()
+        raise InputError(
+            f"--budget-usd {budget_usd:g}: no price is known for {', '.join(missing)}, so its cost "
+            "cannot be counted and the budget could never stop the run",
+            hint=f'give its prices (USD per million tokens) in the --config file: {{"proposer": {{"prices": '
+                 f'{{"{example}": {{"input": 0.5, "output": 1.5}}}}}}}} (see kernel_forge/data/models.json), '
+                 "or drop --budget-usd")
+    for spec in cfg.models:
+        worst = first_call_worst_case(cfg, spec, table)
+        if worst is not None and worst[0] > budget_usd:
+            usd, limit, tokens_in, price = worst
+            raise InputError(
+                f"--budget-usd {budget_usd:g}: one request to {spec} may cost up to ${usd:.4f} "
+                f"({limit} output tokens at ${price.output:g}/M, plus about {tokens_in} prompt tokens at up to "
+                f"${price.highest_input_rate():g}/M), more than the whole budget; no call was made",
+                hint="raise --budget-usd, lower --max-output-tokens (the model needs room to think and to write "
+                     "a whole kernel), or choose a cheaper model")
+
+
+def first_call_worst_case(cfg: ProposerConfig, spec: str, table=None):
+    """(usd, output limit, prompt tokens estimated, price) of the dearest first request to
+    ``spec``: its output limit as the proposer would send it, the system prompt as its input."""
+    from kernel_forge.search.prompts import system_prompt
+    from kernel_forge.proposers.budget import estimate_tokens
+    from kernel_forge.proposers.models import make_model_proposer, parse_model_spec
+    from kernel_forge.proposers.pricing import PriceTable
+
+    table = table or PriceTable(cfg.prices or None)
+    provider, model = parse_model_spec(spec)
+    price = table.lookup(provider, model)
+    if price is None:
+        return None
+    probe = make_model_proposer(spec, base_url=cfg.base_url, prices=table, api_key="budget-probe",
+                                **model_options(cfg))
+    tokens_in = estimate_tokens(system_prompt())
+    return table.worst_case(provider, model, tokens_in, probe.max_tokens).usd, probe.max_tokens, tokens_in, price
+
+
+def model_options(cfg: ProposerConfig) -> dict:
+    """The keyword arguments a model proposer takes from ``cfg``."""
+    return dict(max_tokens=cfg.max_tokens, max_tokens_cap=cfg.max_tokens_cap, temperature=cfg.temperature,
+                reasoning_effort=cfg.reasoning_effort, thinking_budget=cfg.thinking_budget, thinking=cfg.thinking,
+                timeout=cfg.request_timeout_s, timeout_retries=cfg.timeout_retries, max_attempts=cfg.max_attempts,
+                stream=cfg.stream, max_tokens_field=cfg.max_tokens_field, prompt_cache=cfg.prompt_cache,
+                cache_ttl=cfg.cache_ttl, answer_format=cfg.answer_format, server=cfg.server)
+
+
+class EnsembleProposer:
+    """Several model proposers: one per iteration in turn, or all of them each iteration."""
+
+    def __init__(self, members, mode: str = "round-robin"):
+        if mode not in ("round-robin", "parallel"):
+            raise InputError(f"--ensemble must be round-robin or parallel, not {mode!r}")
+        self.members, self.mode = members, mode
+        self.name = "+".join(m.name for m in members)
+        self.needs_prompt = True
+
+    def propose(self, request: ProposalRequest) -> ProposalResult:
+        if self.mode == "round-robin" or len(self.members) == 1:
+            member = self.members[(request.iteration - 1) % len(self.members)]
+            return member.propose(request)
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=len(self.members)) as pool:
+            results = list(pool.map(lambda m: m.propose(request), self.members))
+        merged = ProposalResult(unreachable=all(r.unreachable for r in results))
+        for r in results:
+            for p in r.proposals:       # Proposal.calls index the merged list
+                p.calls = [i + len(merged.calls) for i in p.calls]
+            merged.proposals += r.proposals
+            merged.calls += r.calls
+            merged.errors += r.errors
+        return merged
+
+
+def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = None, *,
+                  budget_usd: float | None = None, spent_usd: float = 0.0):
+    """The run's proposer; with ``budget_usd`` every model call is checked against what is left of it
+    (``spent_usd``: what an earlier part of a resumed run spent)."""
+    history = history or []
+    if cfg.replay:
+        from kernel_forge.proposers.replay import ReplayProposer
+        # every replayed proposal has a unique label (file name or FILE:LINE)
+        labels = {a.get("label") for a in history if a.get("proposer") == "replay"}
+        return ReplayProposer(cfg.replay, skip=len(labels))
+    check_proposer(cfg)
+    if cfg.models:
+        from kernel_forge.proposers.budget import Budget
+        from kernel_forge.proposers.models import make_model_proposer
+        budget = Budget(budget_usd, spent_usd) if budget_usd is not None else None
+        members = [make_model_proposer(m, base_url=cfg.base_url, prices=cfg.prices or None, budget=budget,
+                                       **model_options(cfg)) for m in cfg.models]
+        return EnsembleProposer(members, cfg.ensemble)
+    from kernel_forge.search.tuner import TuneProposer
+    templates = list(getattr(task, "templates", ()) or ())
+    if not templates:
+        from kernel_forge.patterns import tuner_templates
+        templates = tuner_templates(task)      # the expert patterns that carry this task's exact signature
+    done = len({a.get("label") for a in history if a.get("proposer") == "tune"})
+    return TuneProposer(templates, skip=done)
+
+
+def baseline_kind(task: Task, prop: ProposerConfig) -> str:
+    """What a run's speedups are measured against: ``initial`` (the task's initial kernel), else
+    ``translation`` (the first passing translation of a model or replay) or ``template`` (the
+    tuner's first passing template setting)."""
+    if task.initial is not None:
+        return "initial"
+    return "template" if prop.kind == "tune" else "translation"
+
+
+def check_baseline(task: Task, prop: ProposerConfig) -> None:
+    """A task without an initial kernel needs proposals that can become its baseline."""
+    if task.initial is None and prop.kind == "tune" and not task.templates:
+        raise InputError(f"{task.path}: the task has no initial kernel and no templates, so the built-in tuner has "
+                         "nothing to start from",
+                         hint="give a model (--model anthropic:MODEL or openai:MODEL) or --replay to translate the "
+                              "reference into a first kernel, or add \"initial\" to the manifest")
+
+
+def _budget_kw(budget_usd: float | None, spent_usd: float) -> dict:
+    """make_proposer's budget arguments (none without a budget)."""
+    return {} if budget_usd is None else {"budget_usd": budget_usd, "spent_usd": spent_usd}
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_config_file(path: str | Path) -> dict:
+    from kernel_forge.common.reads import read_json_file
+
+    p = Path(path)
+    data = read_json_file(p, "config")
+    if not isinstance(data, dict):
+        raise InputError(f"{p}: a config is a JSON object")
+    known = {"manifest", "runs_dir"} | {f"loop.{f.name}" for f in fields(LoopConfig)} | \
+            {f"gate.{f.name}" for f in fields(GateOptions)} | {f"proposer.{f.name}" for f in fields(ProposerConfig)}
+    for section in ("loop", "gate", "proposer"):
+        sub = data.get(section, {})
+        if not isinstance(sub, dict):
+            raise InputError(f"{p}: $.{section} must be an object")
+        for k in sub:
+            if f"{section}.{k}" not in known:
+                raise InputError(f"{p}: $.{section}.{k}: unknown setting",
+                                 hint="known: " + ", ".join(sorted(x for x in known if x.startswith(section + "."))))
+    for k in data:
+        if k not in ("loop", "gate", "proposer", "manifest", "runs_dir", "$comment"):
+            raise InputError(f"{p}: $.{k}: unknown section (loop, gate, proposer, manifest, runs_dir)")
+    from kernel_forge.app.cli_options import from_file   # types and bounds of every value, naming its JSON path
+    for section, cls in (("loop", LoopConfig), ("gate", GateOptions), ("proposer", ProposerConfig)):
+        data[section] = from_file(section, cls, data.get(section, {}), str(p))
+    for k in ("manifest", "runs_dir"):
+        if k in data and not isinstance(data[k], str):
+            raise InputError(f"{p}: $.{k}: expected a string (a path), got {data[k]!r}")
+    return data
+
+
+def _build(cls, values: dict, where: str):
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
+def make_gate(task: Task, gate_opts: GateOptions):
+    """The gate a run uses: one GPU, or a :class:`~kernel_forge.gate.pool.GatePool` over
+    ``gate_opts.devices`` (one worker per GPU, an iteration's candidates gated in parallel)."""
+    if gate_opts.devices.strip() in ("", str(gate_opts.device)):
+        gate = Gate(task, gate_opts)
+    else:
+        from kernel_forge.gate.pool import GatePool, parse_devices
+        from kernel_forge.gpu.driver import device_count
+
+        gate = GatePool.for_devices(task, gate_opts, parse_devices(gate_opts.devices, device_count()))
+    gate.ensure_gpu()
+    return gate
+
+
+def _retrieval(task: Task, loop: LoopConfig, gate, progress):
+    """What the archive gives a new run (with it off: only the expert pattern of the task's kind)."""
+    from kernel_forge.patterns import classify
+    from kernel_forge.search.retrieval import Retrieved, retrieve_for_run, with_pattern
+
+    if (loop.archive or "").lower() == "off":
+        return Retrieved(examples=with_pattern([], task, loop.archive_examples), kind=dict(vars(classify(task))))
+    device = gate.device_info() or {}
+    return retrieve_for_run(task, path=loop.archive, k=loop.archive_examples, max_chars=loop.archive_chars,
+                            gpu=device.get("name"), progress=progress)
+
+
+def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, prop: ProposerConfig,
+              runs_dir: str | Path = "runs", progress=lambda m: None, *, gate=None, proposer=None) -> Optimizer:
+    """A new run folder and its optimizer.  ``gate`` and ``proposer`` replace the ones built from
+    ``gate_opts`` and ``prop`` (anything with their interface: tests pass fakes, embedders their own)."""
+    from kernel_forge.app.generated import check_usable
+
+    task = load_task(manifest)
+    review = check_usable(task, progress)       # a generated task: accepted or edited, or exit 2 here
+    from kernel_forge.gate.preflight import check_task_kernels, launch_limits
+    check_task_kernels(task, launch_limits(gate_opts.arch))     # every launch it starts from, before the GPU
+    check_budget_prices(prop, loop.budget_usd)
+    if proposer is None:
+        check_baseline(task, prop)
+        proposer = make_proposer(prop, task, **_budget_kw(loop.budget_usd, 0.0))
+    if gate is None:
+        gate = make_gate(task, gate_opts)
+    run = RunDir.create(runs_dir)
+    run.write_json("run.json", {
+        "task": task.name, "manifest": str(Path(manifest).resolve()), "kernel_forge": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": sys.argv,
+        "hashes": {"task": task.hash(), "manifest": _sha(task.path), "reference": _sha(task.reference.path),
+                   "initial": _sha(task.initial) if task.initial is not None else None, "harness": harness_hash()},
+        "loop": loop.to_json(), "gate": asdict(gate_opts), "proposer": asdict(prop),
+        "baseline": baseline_kind(task, prop), "generated": review.evidence() if review is not None else None})
+    run.write_json("manifest.json", task.raw)
+    run.write_json("env.json", environment_fingerprint(gate.device_info(), gate.calibrate()))
+    retrieved = _retrieval(task, loop, gate, progress)
+    run.write_json("retrieval.json", retrieved.to_json())
+    return Optimizer(task, gate, proposer, run, loop, progress=progress, retrieved=retrieved)
+
+
+def _recorded_run(path: str | Path, overrides: dict | None):
+    """(RunDir, run.json, task, loop config) of a recorded run whose task has not changed since."""
+    run = RunDir.open(path)
+    meta = run.read_json("run.json")
+    task = load_task(meta["manifest"])
+    if task.hash() != meta["hashes"]["task"]:
+        raise InputError(f"{meta['manifest']} or its reference changed since {run.path.name} started; "
+                         "a run cannot go on against a different task", hint="start a new run instead")
+    return run, meta, task, _build(LoopConfig, {**meta["loop"], **(overrides or {})}, "run.json $.loop")
+
+
+def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None = None, *, gate=None) -> Optimizer:
+    run, meta, task, loop = _recorded_run(path, overrides)
+    gate_opts = _build(GateOptions, meta["gate"], "run.json $.gate")
+    prop = _build(ProposerConfig, meta["proposer"], "run.json $.proposer")
+    check_budget_prices(prop, loop.budget_usd)
+    hist = run.read_json("history.json", {}) or {}
+    proposer = make_proposer(prop, task, hist.get("attempts", []),
+                             **_budget_kw(loop.budget_usd, float((hist.get("state") or {}).get("cost_usd", 0.0) or 0.0)))
+    if gate is None:
+        gate = make_gate(task, gate_opts)
+    from kernel_forge.search.retrieval import Retrieved
+    retrieved = Retrieved.from_json(run.read_json("retrieval.json"))   # the same examples as at its start
+    return Optimizer(task, gate, proposer, run, loop, progress=progress, retrieved=retrieved)
+
+
+class _PromptOnly:
+    """The proposer of a dry run: reads prompts, is never asked."""
+
+    name = "dry-run"
+    needs_prompt = True
+
+    def propose(self, request):
+        raise InternalError("a dry run asks no model")
+
+
+def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[str, str, str]:
+    """(system, static prefix, dynamic part) of the first proposal a model would be asked for in
+    the next iteration of the recorded run at ``path`` (its attempts, ledger, best and the best's
+    recorded profile), built without a GPU and without a call: the run's verdicts stand in for the
+    gate (:class:`~kernel_forge.gate.recorded.RecordedGate`).  Whatever proposed the run (the
+    built-in tuner too), the prompt is the one a model would get from here."""
+    from kernel_forge.gate.recorded import RecordedGate
+    from kernel_forge.search.retrieval import Retrieved
+
+    run, _meta, task, loop = _recorded_run(path, overrides)
+    opt = Optimizer(task, RecordedGate.from_run(run.path), _PromptOnly(), run, loop,
+                    retrieved=Retrieved.from_json(run.read_json("retrieval.json")))
+    if not opt.load_recorded() or opt.best is None:
+        raise InputError(f"{run.path}: no attempt recorded yet; for the first prompt: kforge optimize MANIFEST --dry-run")
+    req = opt.next_request()
+    return req.system, req.static_prefix, req.prompt_for(0)
+
+
+def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str | Path | None = None
+                       ) -> tuple[str, str, str]:
+    """(system, static prefix, dynamic part) of a run's first model call, built without a GPU:
+    the initial kernel stands as the unmeasured best.  With ``device_file`` (a device
+    description, e.g. kernel_forge/data/devices/h200.json) the device section is complete and
+    the initial kernel is compiled with NVRTC for its arch, so the prompt shows its registers,
+    shared memory and occupancy; without it the device section says it is unknown."""
+    from kernel_forge.search.prompts import PromptAttempt, build_prompt_parts, system_prompt
+
+    task = load_task(manifest)
+    device = calibration = None
+    if task.initial is None:               # the first call translates the reference
+        from kernel_forge.search import translation
+        if device_file is not None:
+            from kernel_forge.gpu.device_description import load
+            device, calibration = load(device_file)
+        static, dynamic = translation.prompt_parts(
+            task, reference_source=task.reference.path.read_text(encoding="utf-8"), device=device,
+            calibration=calibration, failures=[], hints=hints, direction=translation.directions(1)[0])
+        return system_prompt(), static, dynamic
+    log = ""
+    if device_file is not None:
+        from kernel_forge.gpu.device_description import load
+        device, calibration = load(device_file)
+        try:
+            from kernel_forge.gpu.nvrtc import compile_source
+            log = compile_source(task.initial.read_text(encoding="utf-8"), arch=device["arch"],
+                                 file_label=task.initial.name).log
+        except Exception:  # noqa: BLE001 - no NVRTC here, or it does not compile: the prompt says less
+            log = ""
+    from kernel_forge.gate.preflight import check_task_kernels, launch_limits
+    check_task_kernels(task, launch_limits(device=device))     # never a prompt for a kernel that cannot run
+    from kernel_forge.search.retrieval import pattern_example
+
+    best = PromptAttempt(id="initial", source=task.initial.read_text(encoding="utf-8"), passed=True,
+                         reason="passed", message="", score_us=None, compile_log=log)
+    pattern = pattern_example(task)
+    static, dynamic = build_prompt_parts(task, reference_source=task.reference.path.read_text(encoding="utf-8"),
+                                         device=device, calibration=calibration, best=best, history=[],
+                                         failures=[], hints=hints, retrieved=(pattern,) if pattern else ())
+    return system_prompt(), static, dynamic
+
+
+def first_prompt(manifest: str | Path, hints: str = "", device_file: str | Path | None = None) -> tuple[str, str]:
+    """The system and user prompts of a run's first model call (see :func:`first_prompt_parts`)."""
+    system, static, dynamic = first_prompt_parts(manifest, hints, device_file)
+    return system, static + "\n\n" + dynamic
+
+
+def harness_hash() -> str:
+    """Hash of kernel_forge's own source: which harness produced the evidence."""
+    root = Path(__file__).parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()

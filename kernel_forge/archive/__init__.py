@@ -1,0 +1,1 @@
+"""The archive of kernels that passed the gate, across runs."""

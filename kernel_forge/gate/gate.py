@@ -1,0 +1,733 @@
+"""The gate: candidate → :class:`~kernel_forge.model.verdict.Evaluation`.
+
+The candidate runs in a worker process (``spawn``, so Windows works too) that owns its own CUDA
+context and only observes (:mod:`kernel_forge.model.worker_protocol`); every verdict is decided here,
+by the check functions of :mod:`kernel_forge.gate.checks`.  Reference outputs are computed here, in
+the parent (Python references) or in a separate reference worker (CUDA references), while the
+candidate runs; they are sent to the worker once per (case, seed), compared on the GPU, and a
+random sample of elements chosen after each run is re-checked here.  A hang is killed and
+reported as ``timeout``; a sticky CUDA error ends that worker and the next request gets a fresh
+one.  Candidate faults never raise past :meth:`Gate.evaluate`.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import random
+import sys
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from kernel_forge.common import static_rules
+from kernel_forge.model.candidate import Candidate
+from kernel_forge.common.child_process import stop_child
+from kernel_forge.gate.checks import Finding, LoadContext, RunContext, before_launch, failure_finding, judge, outputs_of
+from kernel_forge.common.errors import CandidateError, CompileError, EnvironmentProblem, KForgeError, NoGPUError, ReferenceError_, SignatureError
+from kernel_forge.model.references import check_finite
+from kernel_forge.model.reference_process import reference_outputs
+from kernel_forge.model.resources import case_resources
+from kernel_forge.model.signature import check_matches, find_entry
+from kernel_forge.common.stats import geomean, summarize
+from kernel_forge.model.task import Case, Task
+from kernel_forge.model.verdict import CaseResult, Evaluation
+from kernel_forge.model.tolerance import compare
+from kernel_forge.model.worker_protocol import CALIBRATE, ERROR, EXIT, EXPECTED, FATAL, FIRST, LOAD, NEED, OK, PROGRESS, RUN, SAMPLE, Expected, Failure, KernelSpec, Load, ModuleFacts, Observation, Ready, ResolvedLaunch, Run, RunPlan, Sample, resolve_launch
+
+
+@dataclass
+class GateOptions:
+    """How strictly and how long the gate checks. The CLI and the loop fill this in."""
+
+    warmup: int = 10                 #: most untimed launches before timing each performance case
+    reps: int = 100                  #: most timed launches per performance case (every sample kept)
+    flush_l2: bool = True            #: flush the L2 before each timed launch (outside the window)
+    seed: int = 0                    #: seed of the first input draw of every case
+    extra_draws: int = 1             #: further draws with fresh seeds per case (catches memoisation)
+    repeat_check: bool = True        #: launch twice on the same inputs; outputs must agree
+    check_after_timing: bool = True  #: re-verify the outputs left by the timed launches
+    plausibility: bool = True        #: flag times faster than the GPU's bandwidth/FLOP rate allow
+    fail_fast: bool = False          #: stop at the first failing case
+    launch_timeout_s: float = 10.0   #: wall time allowed for one checked launch
+    timing_timeout_s: float = 120.0  #: wall time allowed for the timed launches of one case
+    arch: str | None = None          #: compile for this arch instead of the GPU's
+    device: int = 0                  #: CUDA device ordinal
+    sanitize: bool = False           #: run compute-sanitizer before accepting (see sanitizer.py)
+    plausible_margin: float = 1.25   #: allowed excess over measured bandwidth before "implausible"
+    fresh_seeds: list[int] = field(default_factory=list)  #: seeds of the extra draws (chosen if empty)
+    timing_budget_s: float = 0.25    #: GPU time the timed launches of a case may take: reps = budget / launch time, within [min_reps, reps]
+    min_reps: int = 10               #: fewest timed launches per performance case
+    max_noise: float = 0.005         #: stop a case's timed launches once the median's 95 % confidence half-width is within this fraction of it, checked after min_reps, 2*min_reps, 4*min_reps... (0: always reps)
+    warmup_budget_s: float = 0.025   #: GPU time the warm-up launches may take, within [min_warmup, warmup]
+    min_warmup: int = 2              #: fewest untimed launches before timing
+    compare: str = "gpu"             #: where outputs are compared: "gpu" (summaries and a sampled re-check) or "cpu" (all values sent back)
+    sample_size: int = 64            #: elements of every compared output re-checked here after each run
+    resident_bytes: int = 0          #: GPU memory the worker keeps inputs and expected outputs in (0: a quarter of the free memory, at most 16 GiB)
+    compile_threads: int = 2         #: NVRTC compiles running ahead of the gate (Gate.precompile)
+    devices: str = ""                #: GPUs that gate an iteration's candidates in parallel: "0,1" or "all" (default: --cuda-device alone)
+
+    @property
+    def strict(self) -> bool:
+        return self.extra_draws > 0 and self.repeat_check and self.check_after_timing
+
+    @classmethod
+    def quick(cls, **kw) -> "GateOptions":
+        """One draw, no repeat or post-timing checks: the plain harness of step 1."""
+        base = dict(extra_draws=0, repeat_check=False, check_after_timing=False)
+        base.update(kw)
+        return cls(**base)
+
+
+_START_LOCK = threading.Lock()
+
+
+def start_without_main(proc) -> None:
+    """``proc.start()`` for a spawned process that needs nothing from the parent's ``__main__``.
+
+    ``spawn`` re-runs the parent's main script (or main module) in the child before the target,
+    so that pickled objects defined there resolve.  The gate's worker needs none of it, and
+    re-running it breaks in three ways a user embedding kforge meets: a script read from stdin
+    (``python - <<EOF``: the child looks for a file named ``<stdin>`` and dies with
+    FileNotFoundError), a main script without an ``if __name__ == "__main__":`` guard (the child
+    starts a worker of its own while bootstrapping, and dies), and a slow or side-effecting main
+    module (run again in every worker).  So ``__main__``'s ``__file__`` and ``__spec__`` are
+    hidden while the process starts (spawn reads them only then), under a lock, and put back."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        proc.start()
+        return
+    with _START_LOCK:
+        saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+        try:
+            main.__dict__.pop("__file__", None)
+            main.__dict__["__spec__"] = None
+            proc.start()
+        finally:
+            main.__dict__.pop("__spec__", None)
+            main.__dict__.update(saved)
+
+
+class WorkerError(Exception):
+    """No usable answer from the worker: it hung, died, or reported a :class:`Failure`."""
+
+    def __init__(self, reason: str, message: str, code: str = "", sticky: bool = False,
+                 failure: Failure | None = None):
+        super().__init__(message)
+        self.reason, self.message, self.code, self.sticky = reason, message, code, sticky
+        self.failure = failure
+
+    @classmethod
+    def of(cls, failure: Failure) -> "WorkerError":
+        found = failure_finding(failure)
+        return cls(found.reason, found.message, failure.code, failure.sticky, failure)
+
+
+class Worker:
+    """A spawned worker process running :func:`kernel_forge.gpu.runner.worker_main`."""
+
+    def __init__(self, task_path: Path, device: int = 0, start_timeout: float = 120.0, resident_bytes: int = 0):
+        from kernel_forge.gpu.runner import worker_main
+
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=worker_main, args=(child, str(task_path), device, resident_bytes),
+                                daemon=True)
+        start_without_main(self.proc)
+        child.close()
+        kind, payload = self._recv(start_timeout, "starting the GPU worker")
+        if kind == FATAL:
+            self.close()
+            if payload.get("exit_code") == 3 or payload["type"] in ("NoGPUError", "EnvironmentProblem"):
+                raise EnvironmentProblem(payload["message"])
+            raise KForgeError(f"the GPU worker could not start: {payload['type']}: {payload['message']}")
+        ready: Ready = payload
+        self.device = ready.device
+        self.pid = ready.pid
+        self.clock = ready.clock
+        self.resident_bytes = ready.resident_bytes
+        self.clock_offset = ready.clock_offset
+        self.flush = getattr(ready, "flush", "")
+
+    def _recv(self, timeout: float, what: str):
+        if not self.conn.poll(timeout):
+            raise WorkerError("timeout", f"no answer after {timeout:.1f} s while {what}")
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError):
+            self.proc.join(1)
+            raise WorkerError("worker_died", f"the worker exited (code {self.proc.exitcode}) while {what}") from None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def request(self, op: str, payload, *, first_timeout: float, rest_timeout: float, what: str,
+                launch_timeout: float | None = None, on_need=None):
+        """Send a request and wait for its answer: ``first_timeout`` for the set-up (inputs, upload,
+        module load), ``launch_timeout`` once the worker says the first checked launch started, then
+        ``rest_timeout`` (or 20x the first launch's time per remaining launch) for the rest.  A
+        ``need`` for expected outputs is answered with ``on_need(need)``."""
+        try:
+            self.conn.send((op, payload))
+        except (BrokenPipeError, OSError):
+            raise WorkerError("worker_died", "the worker is gone") from None
+        timeout = first_timeout
+        while True:
+            kind, body = self._recv(timeout, what)
+            if kind == PROGRESS:
+                if body.stage == "launch":      # the first checked launch starts now
+                    timeout = launch_timeout if launch_timeout is not None else first_timeout
+                else:                           # it finished: allow the rest its share
+                    timeout = max(rest_timeout, 20 * body.first_launch_s * 150)
+                continue
+            if kind == NEED:
+                answer = on_need(body) if on_need else Expected(body.case, body.seed, None)
+                try:
+                    self.conn.send((EXPECTED, answer))
+                except (BrokenPipeError, OSError):
+                    raise WorkerError("worker_died", "the worker is gone") from None
+                continue
+            if kind == OK:
+                return body
+            if kind == ERROR:
+                raise WorkerError.of(body)
+            raise WorkerError("harness_error", f"unexpected answer {kind!r} while {what}")
+
+    def close(self, kill: bool = False) -> None:
+        stop_child(self.proc, self.conn, (EXIT, None), kill=kill)
+
+
+def _add(cost: dict, key: str, seconds: float) -> None:
+    cost[key] = cost.get(key, 0.0) + seconds
+
+
+class Gate:
+    """Evaluates candidates for one task. Reuse one gate for many candidates (it keeps the
+    worker while it is healthy and caches reference outputs per (case, seed))."""
+
+    def __init__(self, task: Task, options: GateOptions | None = None):
+        self.task = task
+        self.options = options or GateOptions()
+        if not self.options.fresh_seeds:
+            rng = random.SystemRandom()
+            self.options.fresh_seeds = [rng.randrange(1, 2**31) for _ in range(self.options.extra_draws)]
+        self._worker: Worker | None = None
+        self._ref_worker: Worker | None = None
+        self._expected: dict[tuple[str, int], dict[str, np.ndarray]] = {}
+        self.device: dict | None = None
+        self.calibration: dict | None = None
+        self.restarts = 0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kforge-reference")
+        self._compile_pool = ThreadPoolExecutor(max_workers=max(1, self.options.compile_threads),
+                                                thread_name_prefix="kforge-nvrtc")
+        self._compiles: dict[tuple[str, str], Future] = {}
+        self._rng = random.SystemRandom()
+        self.progress = lambda message: None   #: called with one line per finished case
+        if self.options.sanitize:
+            from kernel_forge.gate.sanitizer import find_sanitizer
+            find_sanitizer()   # says clearly, before any work, that the tool is missing
+        from kernel_forge.gpu.clock_offset import env_offset
+        env_offset()           # a bad KFORGE_CLOCK_OFFSET_US is refused before any worker starts
+        self.clock_offset: dict | None = None   #: the worker's launch offset (gpu/clock_offset.py)
+
+    # -- worker management ------------------------------------------------------------------
+    def worker(self) -> Worker:
+        if self._worker is None or not self._worker.alive:
+            if self._worker is not None:
+                self._worker.close(kill=True)
+                self.restarts += 1
+            self._worker = Worker(self.task.path, self.options.device, resident_bytes=self.options.resident_bytes)
+            offset = getattr(self._worker, "clock_offset", None)
+            self.device = dict(self._worker.device)
+            if offset:                    # recorded with the device in env.json
+                self.device["clock_offset"] = offset
+            if getattr(self._worker, "flush", ""):
+                self.device["flush"] = self._worker.flush
+            if offset and offset.get("warning") and offset != self.clock_offset:
+                self.progress(f"[kforge] warning: {offset['warning']}")
+            self.clock_offset = offset
+        return self._worker
+
+    def _drop_worker(self) -> None:
+        if self._worker is not None:
+            self._worker.close(kill=True)
+            self._worker = None
+            self.restarts += 1
+
+    def close(self) -> None:
+        for fut in self._compiles.values():
+            fut.cancel()
+        self._compiles.clear()
+        self._compile_pool.shutdown(wait=True)
+        self._pool.shutdown(wait=True)
+        for w in (self._worker, self._ref_worker):
+            if w is not None:
+                w.close()
+        self._worker = self._ref_worker = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def device_info(self) -> dict:
+        if self.device is None:
+            self.worker()
+        return self.device
+
+    def calibrate(self) -> dict:
+        """Measured copy bandwidth and the device's FLOP/s peaks (cached per gate)."""
+        if self.calibration is None:
+            w = self.worker()
+            cal = w.request(CALIBRATE, None, first_timeout=60, rest_timeout=60, what="calibrating")
+            dev = self.device_info()
+            cal["fp32_peak"] = dev["fp32_peak"]
+            cal["tensor_peak"] = dev["tensor_peak"]
+            cal["theoretical_bandwidth"] = dev["theoretical_bandwidth"]
+            self.calibration = cal
+        return self.calibration
+
+    @property
+    def arch(self) -> str:
+        if self.options.arch:
+            return self.options.arch
+        return self.device_info()["arch"]
+
+    # -- preparation (no GPU) ----------------------------------------------------------------
+    def prepare(self, candidate: Candidate) -> tuple[KernelSpec, dict]:
+        """Static rules, signature, launch and compile. Raises KForgeError subclasses."""
+        from kernel_forge.gpu.nvrtc import compile_source
+
+        findings = static_rules.check(candidate.source)
+        if findings:
+            raise CandidateError("; ".join(str(f) for f in findings[:3]), file=candidate.name)
+        found = find_entry(candidate.source, self.task.signature.name)
+        if found is None:
+            raise SignatureError(f'{candidate.name}: no `extern "C" __global__ void {self.task.signature.name}(...)` '
+                                 "definition found",
+                                 hint=f"the entry point must be: {self.task.signature.text}")
+        sig, line = found
+        try:
+            check_matches(self.task.signature, sig)
+        except SignatureError as exc:
+            raise SignatureError(f"{candidate.name}:{line}: {exc.message}") from None
+        launch = candidate.launch or self.task.launch
+        if launch is None:
+            raise CandidateError("no launch configuration: the manifest has no \"launch\" and the kernel no "
+                                 "`// kforge: grid = [...]` / `block = [...]` header", file=candidate.name)
+        result = compile_source(candidate.source, arch=self.arch, defines=candidate.compile_defines(),
+                                file_label=Path(candidate.name).name if candidate.name.endswith(".cu") else "kernel.cu")
+        spec = KernelSpec(kind="cuda", label=candidate.name, cubin=result.cubin,
+                          entry=self.task.signature.name, launch=launch, defines=candidate.compile_defines())
+        return spec, result.to_json()
+
+    def precompile(self, candidates: list[Candidate]) -> None:
+        """Start compiling ``candidates`` in the background, in order, so that the next ones are
+        compiled while the current one is gated; :meth:`evaluate` takes the results."""
+        if self.options.arch is None:
+            self.device_info()      # the arch comes from the GPU
+        from kernel_forge.model.dispatch_eval import variants
+        candidates = variants(candidates)   # a dispatch rule (settings per shape): one compile per setting
+        keys = [(cand.name, cand.sha256) for cand in candidates]
+        for key in [k for k in self._compiles if k not in set(keys)]:
+            self._compiles.pop(key).cancel()       # an earlier batch's leftovers (gated elsewhere)
+        for key, cand in zip(keys, candidates):
+            if key not in self._compiles:
+                self._compiles[key] = self._compile_pool.submit(self.prepare, cand)
+
+    def _prepared(self, candidate: Candidate, cost: dict) -> tuple[KernelSpec, dict]:
+        t0 = time.perf_counter()
+        fut = self._compiles.pop((candidate.name, candidate.sha256), None)
+        try:
+            return fut.result() if fut is not None and not fut.cancelled() else self.prepare(candidate)
+        finally:
+            _add(cost, "compile_s", time.perf_counter() - t0)
+
+    # -- references -------------------------------------------------------------------------
+    def expected(self, case: Case, seed: int) -> dict[str, np.ndarray]:
+        key = (case.name, seed)
+        if key not in self._expected:
+            if len(self._expected) > 64:
+                self._expected.clear()
+            if self.task.reference.kind == "python":      # in the reference process, within its time limit
+                self._expected[key] = reference_outputs(self.task, case, seed)
+            else:
+                self._expected[key] = self._cuda_reference(case, seed)
+                check_finite(self.task, case.name, self._expected[key])
+        return self._expected[key]
+
+    def _cuda_reference(self, case: Case, seed: int) -> dict[str, np.ndarray]:
+        from kernel_forge.model.candidate import load_candidate
+        from kernel_forge.common.dtypes import to_float
+
+        ref = load_candidate(self.task.reference.path)
+        try:
+            spec, _ = self.prepare(ref)
+            launch = resolve_launch(spec.launch, case.vars, spec.defines)
+        except KForgeError as exc:
+            raise ReferenceError_(f"the CUDA reference {self.task.reference.path} is unusable: {exc}") from None
+        if self._ref_worker is None or not self._ref_worker.alive:
+            self._ref_worker = Worker(self.task.path, self.options.device)
+        w = self._ref_worker
+        timeouts = dict(first_timeout=max(60, self.options.launch_timeout_s), rest_timeout=60,
+                        what="running the CUDA reference")
+        try:
+            w.request(LOAD, Load(spec, [launch]), **timeouts)
+            plan = RunPlan(case=case.name, seed=seed, launch=launch, repeat=False, time=False, compare="cpu",
+                           keep=False)
+            obs: Observation = w.request(RUN, Run(spec, plan), **timeouts)
+        except WorkerError as exc:
+            self._ref_worker.close(kill=True)
+            self._ref_worker = None
+            raise ReferenceError_(f"the CUDA reference failed on case {case.name!r}: {exc.reason}: {exc.message}") from None
+        stage = obs.stage(FIRST)
+        out = {}
+        for arg in self.task.outputs:
+            values = stage.arrays[arg.name]
+            out[arg.name] = to_float(values, arg.param.dtype) if arg.param.dtype.name == "bfloat16" else values
+        return out
+
+    # -- evaluation -------------------------------------------------------------------------
+    def evaluate(self, candidate: Candidate, *, roles: tuple[str, ...] = ("correctness", "performance"),
+                 time_cases: bool = True, kind: str = "candidate", only: set[str] | None = None) -> Evaluation:
+        if candidate.dispatch is not None:   # settings per shape: one evaluation per setting, merged (dispatch_eval.py)
+            from kernel_forge.model.dispatch_eval import evaluate_rule
+            return evaluate_rule(self, self.task, candidate, roles=roles, time_cases=time_cases, kind=kind, only=only,
+                                 fail_fast=self.options.fail_fast)
+        t0 = time.perf_counter()
+        ev = Evaluation(label=candidate.name, passed=False, defines=candidate.compile_defines(),
+                        sha256=candidate.sha256, kind=kind)
+        cost: dict = {}
+        try:
+            spec, ev.compile = self._prepared(candidate, cost)
+        except CompileError as exc:
+            ev.reason, ev.message = "compile_error", str(exc)
+            ev.compile = {"log": exc.log, "lines": list(exc.lines)}
+        except SignatureError as exc:
+            ev.reason, ev.message = "signature_mismatch", str(exc)
+        except CandidateError as exc:
+            ev.reason = "static_rule" if static_rules.check(candidate.source) else "bad_candidate"
+            ev.message = str(exc)
+        else:
+            self._run_cases(spec, ev, roles, time_cases, only, cost)
+            if ev.passed and self.options.sanitize and kind == "candidate":
+                self._sanitize(candidate, ev)
+        ev.seconds = time.perf_counter() - t0
+        ev.cost = _rounded(cost)
+        return ev
+
+    def _sanitize(self, candidate: Candidate, ev: Evaluation) -> None:
+        from kernel_forge.gate.sanitizer import run_sanitizer
+
+        results = run_sanitizer(self.task, candidate, seed=self.options.seed, arch=self.options.arch)
+        ev.compile = dict(ev.compile or {})
+        ev.compile["sanitizer"] = [{"tool": r.tool, "ok": r.ok, "message": r.message, "seconds": round(r.seconds, 2)}
+                                   for r in results]
+        bad = [r for r in results if not r.ok]
+        if bad:
+            ev.passed, ev.reason = False, "sanitizer"
+            ev.message = f"compute-sanitizer {bad[0].tool}: {bad[0].message}"
+            ev.score_us = None
+
+    def retime(self, candidates: list[Candidate], rounds: int = 2, *,
+               check_after_timing: bool = True) -> list[Evaluation]:
+        """Measure candidates side by side: ``rounds`` interleaved passes over the performance
+        cases (outputs still verified, the timed ones too unless ``check_after_timing`` is off, as
+        under --quick), samples pooled per case."""
+        saved = self.options
+        quick = replace(saved, extra_draws=0, repeat_check=False, check_after_timing=check_after_timing,
+                        fresh_seeds=[], fail_fast=False, sanitize=False)
+        runs: list[list[Evaluation]] = [[] for _ in candidates]
+        try:
+            self.options = quick
+            for _ in range(rounds):
+                for i, cand in enumerate(candidates):
+                    runs[i].append(self.evaluate(cand, roles=("performance",)))
+        finally:
+            self.options = saved
+        out = []
+        for evs in runs:
+            first = evs[0]
+            if not all(e.passed for e in evs):
+                out.append(next(e for e in evs if not e.passed))
+                continue
+            for case in first.cases:
+                samples = [s for e in evs for s in e.case(case.name).timing.samples_us]
+                case.timing = _pooled(case.timing, [e.case(case.name).timing for e in evs], samples)
+                self._throughput(self.task.case(case.name), case)
+            first.score_us = geomean([c.timing.median for c in first.cases])
+            out.append(first)
+        return out
+
+    def evaluate_baseline(self, name: str, *, roles=("performance",)) -> Evaluation:
+        """Time (and verify) a vendor baseline exactly like a candidate."""
+        ref = self.task.baselines[name]
+        spec = KernelSpec(kind="python", label=f"baseline:{name}", module_path=str(ref.path), function=ref.function)
+        t0 = time.perf_counter()
+        ev = Evaluation(label=f"baseline:{name}", passed=False, kind="baseline")
+        cost: dict = {}
+        self._run_cases(spec, ev, roles, True, None, cost)
+        ev.seconds = time.perf_counter() - t0
+        ev.cost = _rounded(cost)
+        return ev
+
+    def _request(self, op: str, payload, *, what: str, timed: bool = False, on_need=None):
+        """One request to the candidate's worker; a worker that hung or died is replaced."""
+        w = self.worker()
+        o = self.options
+        try:
+            return w.request(op, payload, first_timeout=max(60.0, o.launch_timeout_s),
+                             launch_timeout=o.launch_timeout_s,
+                             rest_timeout=o.timing_timeout_s if timed else o.launch_timeout_s,
+                             what=what, on_need=on_need)
+        except WorkerError as exc:
+            if exc.reason in ("timeout", "worker_died", "harness_error") or exc.sticky:
+                self._drop_worker()     # a harness fault: start the next request from a fresh worker
+            raise
+
+    def _run_cases(self, spec: KernelSpec, ev: Evaluation, roles, time_cases: bool, only: set[str] | None,
+                   cost: dict) -> None:
+        cases = [c for c in self.task.cases if c.role in roles and (only is None or c.name in only)]
+        launches: dict[str, ResolvedLaunch | None] = {}
+        errors: dict[str, str] = {}
+        facts: ModuleFacts | None = None
+        load_error: WorkerError | None = None
+        if spec.kind == "cuda" and cases:
+            for case in cases:
+                try:
+                    launches[case.name] = resolve_launch(spec.launch, case.vars, spec.defines)
+                except KForgeError as exc:
+                    launches[case.name], errors[case.name] = None, str(exc)
+            t0 = time.perf_counter()
+            try:
+                facts = self._request(LOAD, Load(spec, [l for l in launches.values() if l is not None]),
+                                      what="loading the kernel")
+            except WorkerError as exc:
+                load_error = exc
+            _add(cost, "load_s", time.perf_counter() - t0)
+        failed = False
+        for case in cases:
+            if failed and self.options.fail_fast:
+                ev.cases.append(CaseResult(case.name, case.role, False, "skipped"))
+                continue
+            res = CaseResult(case.name, case.role, False)
+            try:
+                if spec.kind != "cuda" or self._before_launch(res, ev, facts, launches.get(case.name),
+                                                              errors.get(case.name, ""), load_error):
+                    self._run_case(spec, case, time_cases and case.role == "performance", res,
+                                   launches.get(case.name), cost)
+            except ReferenceError_ as exc:
+                res.passed, res.reason, res.message = False, "reference_error", str(exc)
+            except EnvironmentProblem:
+                raise
+            ev.cases.append(res)
+            self.progress(f"[kforge]   {ev.label}: {case.name} ({case.role}) "
+                          + ("pass" if res.passed else res.reason)
+                          + (f", median {res.timing.median:.2f} µs" if res.timing else ""))
+            if not res.passed:
+                failed = True
+        failures = ev.failures()
+        if failures:
+            first = failures[0]
+            ev.passed, ev.reason = False, first.reason
+            ev.message = f"case {first.name}: {first.message}"
+            return
+        ev.passed, ev.reason = True, "passed"
+        perf = [c.timing.median for c in ev.cases if c.role == "performance" and c.timing]
+        if perf and len(perf) == len([c for c in ev.cases if c.role == "performance"]):
+            ev.score_us = geomean(perf)
+
+    def _before_launch(self, res: CaseResult, ev: Evaluation, facts: ModuleFacts | None,
+                       launch: ResolvedLaunch | None, launch_error: str, load_error: WorkerError | None) -> bool:
+        """Module facts into the case's record, then the checks that run before any launch:
+        True when the case may be launched."""
+        res.launch = launch.to_json() if launch else None
+        res.resources = case_resources(facts, launch, (ev.compile or {}).get("resources"))
+        if facts is not None:
+            res.module_state = {"globals": dict(facts.globals), "changed": {}}
+        if load_error is not None:
+            res.reason, res.message, res.code = load_error.reason, load_error.message, load_error.code
+            return False
+        found = before_launch(LoadContext(self.task, self.device_info(), facts, launch, launch_error))
+        if found:
+            res.reason, res.message = found.reason, found.message
+            return False
+        return True
+
+    def _plan(self, case: Case, seed: int, launch: ResolvedLaunch | None, timed: bool) -> RunPlan:
+        o = self.options
+        return RunPlan(case=case.name, seed=seed, launch=launch, check=True, repeat=o.repeat_check, time=timed,
+                       warmup=o.warmup, reps=o.reps, min_warmup=o.min_warmup, min_reps=o.min_reps, max_noise=o.max_noise,
+                       timing_budget_s=o.timing_budget_s, warmup_budget_s=o.warmup_budget_s,
+                       extra_warmup=self._rng.randrange(4), flush=o.flush_l2, after_timing=o.check_after_timing,
+                       snap_fraction=self._rng.random(), compare=o.compare, keep=o.compare == "gpu")
+
+    def _run_case(self, spec: KernelSpec, case: Case, timed: bool, res: CaseResult,
+                  launch: ResolvedLaunch | None, cost: dict) -> None:
+        o = self.options
+        if case.role == "holdout":   # fresh values every time a holdout runs
+            seeds = [random.SystemRandom().randrange(1, 2**31)]
+        else:
+            seeds = [o.seed] + list(o.fresh_seeds)
+        for i, seed in enumerate(seeds):
+            res.seeds.append(seed)
+            do_time = timed and i == 0
+            finding, obs = self._draw(spec, case, seed, i, launch, do_time, res, cost)
+            if obs is not None and res.module_state is not None:
+                for stage, names in obs.globals_changed.items():
+                    res.module_state["changed"][f"draw {i + 1}, {stage}"] = names
+            if finding is not None:
+                res.reason, res.message = finding.reason, finding.message
+                return
+        res.passed, res.reason = True, "passed"
+
+    def _draw(self, spec: KernelSpec, case: Case, seed: int, draw: int, launch: ResolvedLaunch | None,
+              timed: bool, res: CaseResult, cost: dict) -> tuple[Finding | None, Observation | None]:
+        """One input draw of one case: run, sample, judge; the record's outputs and timing filled."""
+        plan = self._plan(case, seed, launch, timed)
+        pending = self._pool.submit(self.expected, case, seed)
+        problems: list[BaseException] = []
+
+        def on_need(need) -> Expected:
+            t0 = time.perf_counter()
+            try:
+                return Expected(need.case, need.seed, pending.result())
+            except BaseException as exc:  # noqa: BLE001 - raised below, once the worker has answered
+                problems.append(exc)
+                return Expected(need.case, need.seed, None)
+            finally:
+                _add(cost, "reference_s", time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        try:
+            obs: Observation = self._request(RUN, Run(spec, plan), what=f"running case {case.name}", timed=timed,
+                                             on_need=on_need)
+        except WorkerError as exc:
+            if problems:
+                raise problems[0]
+            res.code = exc.code
+            return Finding(exc.reason, exc.message), None
+        finally:
+            _add(cost, "runs_s", time.perf_counter() - t0)
+            cost["runs"] = cost.get("runs", 0) + 1
+        for part, secs in obs.seconds.items():
+            _add(cost.setdefault("worker", {}), part, secs)
+        t1 = time.perf_counter()
+        expected = pending.result()            # raises ReferenceError_ for a broken reference
+        _add(cost, "reference_s", time.perf_counter() - t1)
+        ctx = RunContext(self.task, draw=draw, seed=seed, expected=expected, plausibility=self.options.plausibility,
+                         plausible_margin=self.options.plausible_margin,
+                         shapes={a.name: self.task.shape(a, case) for a in self.task.outputs})
+        t2 = time.perf_counter()
+        if any(s.kept for s in obs.stages):
+            ctx.sample_indices = self._sample_indices(obs, ctx.shapes)
+            try:
+                ctx.sample = self._request(SAMPLE, Sample(ctx.sample_indices), what=f"sampling case {case.name}")
+            except WorkerError as exc:
+                res.code = exc.code
+                return Finding(exc.reason, exc.message), obs
+            _add(cost, "sample_s", time.perf_counter() - t2)
+        t3 = time.perf_counter()
+        for stage in obs.stages:               # the CPU fallback: the worker sent the values
+            if stage.arrays is not None and not stage.outputs and not stage.same_as:
+                stage.outputs = [compare(a.name, stage.arrays[a.name], expected[a.name], a.param.dtype,
+                                         self.task.tolerance_for(a)) for a in self.task.outputs]
+        if obs.timing is not None:
+            ctx.flops, ctx.bytes = self.task.cost(case)
+            if self.options.plausibility:
+                ctx.calibration = self.calibrate()
+        finding = judge(obs, ctx)
+        shown = obs.stage(finding.stage) if finding and finding.stage else obs.stage(FIRST)
+        if shown is not None:
+            res.outputs = [c.to_json() for c in outputs_of(obs, shown)]
+        if obs.timing is not None and (finding is None or finding.reason == "implausible"):
+            res.timing = obs.timing
+            self._throughput(case, res)
+        _add(cost, "checks_s", time.perf_counter() - t3)
+        return finding, obs
+
+    def _sample_indices(self, obs: Observation, shapes: dict[str, tuple[int, ...]]) -> dict[str, dict[str, np.ndarray]]:
+        """Element indices to re-check, drawn now (after the run): uniform ones plus every element the
+        summary names as a mismatch."""
+        rng = np.random.default_rng(self._rng.getrandbits(63))
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for stage in obs.stages:
+            if not stage.kept:
+                continue
+            out[stage.stage] = {}
+            for chk in stage.outputs:
+                if chk.total <= 0 or chk.shape_error:
+                    continue
+                picks = rng.integers(0, chk.total, size=min(chk.total, self.options.sample_size))
+                shape = shapes[chk.name]
+                named = [np.ravel_multi_index(tuple(f["index"]), shape) for f in chk.first
+                         if len(f["index"]) == len(shape) and all(0 <= i < n for i, n in zip(f["index"], shape))]
+                out[stage.stage][chk.name] = np.unique(np.concatenate([picks, np.asarray(named, dtype=np.int64)]))
+        return out
+
+    def _throughput(self, case: Case, res: CaseResult) -> None:
+        flops, nbytes = self.task.cost(case)
+        res.flops, res.bytes = flops, nbytes
+        secs = res.timing.median * 1e-6
+        if secs <= 0:
+            return
+        cal = self.calibrate()
+        if nbytes is not None:
+            res.gbps = nbytes / secs / 1e9
+            if cal.get("bandwidth"):
+                res.pct_peak_bw = 100.0 * nbytes / secs / cal["bandwidth"]
+        if flops is not None:
+            res.tflops = flops / secs / 1e12
+            if cal.get("fp32_peak"):
+                res.pct_peak_flops = 100.0 * flops / secs / cal["fp32_peak"]
+
+    def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
+                      on_result=lambda i, ev: None):
+        """One candidate after another on this gate's GPU (see :class:`~kernel_forge.gate.pool.GatePool`)."""
+        from kernel_forge.gate.gatelike import evaluate_in_turn
+        return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
+
+    def profile(self, candidate: Candidate, cases: list[str]) -> dict:
+        """A profiler summary of ``candidate`` on ``cases`` (see :mod:`kernel_forge.gate.gatelike`)."""
+        if candidate.dispatch is not None:   # each case profiled with the setting its rule picks
+            from kernel_forge.model.dispatch_eval import profile_rule
+            return profile_rule(self, self.task, candidate, cases)
+        from kernel_forge.gate.profiler import profile_candidate
+        return profile_candidate(self.task, candidate, cases, arch=self.arch, seed=self.options.seed,
+                                 device=self.options.device)
+
+    def ensure_gpu(self) -> None:
+        """Probe the driver here, then start the worker (raises NoGPUError if there is no GPU)."""
+        probe_gpu()
+        self.worker()
+
+
+def _pooled(first, timings, samples):
+    """One Timing of pooled samples, keeping the method and the pooled event estimate."""
+    events = None
+    if first.events is not None and all(t.events and t.events.get("samples_us") for t in timings):
+        ev_samples = [s for t in timings for s in t.events["samples_us"]]
+        e = summarize(ev_samples)
+        events = {"median": e.median, "p10": e.p10, "p90": e.p90, "cv": e.cv, "samples_us": list(e.samples_us)}
+    return summarize(samples, flushed=first.flushed, method=first.method, events=events or first.events,
+                     clock_offset_us=first.clock_offset_us)
+
+
+def _rounded(cost: dict) -> dict:
+    out = {}
+    for k, v in cost.items():
+        out[k] = _rounded(v) if isinstance(v, dict) else (round(v, 6) if isinstance(v, float) else v)
+    return out
+
+
+def probe_gpu() -> None:
+    """Raise NoGPUError unless a driver and GPU are present (imports the bindings)."""
+    from kernel_forge.gpu import driver
+    driver.probe()
+
+
+__all__ = ["Gate", "GateOptions", "Worker", "WorkerError", "NoGPUError", "probe_gpu"]

@@ -1,0 +1,192 @@
+"""Parse ``extern "C" __global__ void name(params)`` into typed parameters.
+
+Supported parameters: pointers (``const`` or not, ``__restrict__``, ``__grid_constant__``) to, and
+scalars of, the types in :mod:`kernel_forge.common.dtypes`.  Anything else (references, arrays,
+structs, templates, pointers to pointers, default values) is refused with a caret under the
+offending text.  Function attributes (``__launch_bounds__(...)``, ``__maxnreg__(...)``,
+``__cluster_dims__(...)``, ``__noinline__``) may stand before or after ``void``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kernel_forge.common.dtypes import AMBIGUOUS, C_TYPES, DType
+from kernel_forge.common.errors import SignatureError
+
+_QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile", "__grid_constant__"}
+#: attributes a kernel declaration may carry around ``void`` (arguments without nested parentheses)
+_ATTR = r'(?:(?:__launch_bounds__|__maxnreg__|__cluster_dims__)\s*\([^()]*\)\s*|__noinline__\s+|__forceinline__\s+)*'
+_HEAD = re.compile(r'^\s*extern\s+"C"\s+' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
+                   + r'([A-Za-z_]\w*)\s*\(')
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    dtype: DType
+    pointer: bool
+    const: bool            # for pointers: the pointee is const
+    text: str              # the parameter as written
+
+    def describe(self) -> str:
+        if self.pointer:
+            return f"{'const ' if self.const else ''}{self.dtype.name}* {self.name}"
+        return f"{self.dtype.name} {self.name}"
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    params: tuple[Param, ...]
+    text: str
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+
+def parse_signature(text: str) -> Signature:
+    """Parse one kernel declaration; ``text`` may end with ``{`` or ``;`` or nothing."""
+    flat = " ".join(text.split())
+    m = _HEAD.match(flat)
+    if not m:
+        raise SignatureError(
+            'expected `extern "C" __global__ void NAME(PARAMS)`', signature=flat, column=0,
+            hint='kernels need C linkage so the driver finds them by name: add extern "C"')
+    name = m.group(1)
+    start = m.end()
+    depth, end = 1, None
+    for i in range(start, len(flat)):
+        if flat[i] == "(":
+            depth += 1
+        elif flat[i] == ")":
+            depth -= 1
+            if depth == 0:
+                end = i
+                break
+    if end is None:
+        raise SignatureError("unclosed parameter list", signature=flat, column=len(flat))
+    tail = flat[end + 1:].strip()
+    if tail not in ("", "{", ";") and not tail.startswith("{"):
+        raise SignatureError("unexpected text after the parameter list", signature=flat,
+                             column=end + 1)
+    params: list[Param] = []
+    body = flat[start:end]
+    if body.strip() in ("", "void"):
+        return Signature(name, (), flat)
+    offset = start
+    for piece in body.split(","):
+        col = offset + (len(piece) - len(piece.lstrip()))
+        params.append(_parse_param(piece.strip(), flat, col))
+        offset += len(piece) + 1
+    seen: set[str] = set()
+    offset = start
+    for piece, p in zip(body.split(","), params):
+        if p.name in seen:
+            col = offset + piece.rfind(p.name)
+            raise SignatureError(f"parameter name {p.name!r} appears twice", signature=flat, column=col)
+        seen.add(p.name)
+        offset += len(piece) + 1
+    return Signature(name, tuple(params), flat)
+
+
+def _parse_param(piece: str, flat: str, col: int) -> Param:
+    if not piece:
+        raise SignatureError("empty parameter", signature=flat, column=col)
+    for bad, why in (("&", "references are not supported; pass a pointer"),
+                     ("[", "array parameters are not supported; pass a pointer"),
+                     ("=", "default values are not supported"),
+                     ("<", "templates are not supported; use extern \"C\" with concrete types"),
+                     ("(", "function pointers are not supported")):
+        if bad in piece:
+            raise SignatureError(why, signature=flat, column=col + piece.index(bad))
+    stars = piece.count("*")
+    if stars > 1:
+        raise SignatureError("pointers to pointers are not supported", signature=flat,
+                             column=col + piece.index("*"))
+    pointer = stars == 1
+    before, _, after = piece.partition("*")
+    words = _IDENT.findall(before if pointer else piece)
+    if pointer:
+        after_words = _IDENT.findall(after)
+        if not after_words:
+            raise SignatureError("parameter has no name", signature=flat, column=col + len(piece))
+        name = after_words[-1]
+        for w in after_words[:-1]:
+            if w not in _QUALIFIERS | {"const"}:
+                raise SignatureError(f"unexpected {w!r} after '*'", signature=flat,
+                                     column=col + piece.index(w, len(before)))
+    else:
+        if len(words) < 2:
+            raise SignatureError("parameter needs a type and a name", signature=flat, column=col)
+        name = words[-1]
+        words = words[:-1]
+    const = "const" in words
+    type_words = [w for w in words if w not in _QUALIFIERS | {"const"}]
+    type_name = " ".join(type_words)
+    if type_name in AMBIGUOUS:
+        raise SignatureError(f"{type_name!r} is 32-bit on Windows and 64-bit on Linux",
+                             signature=flat, column=col,
+                             hint="use int64_t/uint64_t or long long")
+    dtype = C_TYPES.get(type_name)
+    if dtype is None:
+        raise SignatureError(f"unsupported type {type_name!r}", signature=flat, column=col,
+                             hint="supported: " + ", ".join(sorted({d.name for d in C_TYPES.values()})))
+    if not pointer and const is False and "const" in piece:
+        const = True
+    return Param(name=name, dtype=dtype, pointer=pointer, const=const if pointer else False,
+                 text=piece)
+
+
+_ENTRY = re.compile(r'extern\s+"C"\s+' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
+                    + r'([A-Za-z_]\w*)\s*\(')
+
+
+def find_entry(source: str, name: str) -> tuple[Signature, int] | None:
+    """Find the definition of kernel ``name`` in CUDA source: (signature, 1-based line).
+    Comments and string literals are ignored (offsets are kept, so lines stay right)."""
+    from kernel_forge.common.static_rules import strip_comments_and_strings
+
+    code = strip_comments_and_strings(source, keep_strings=True)
+    for m in _ENTRY.finditer(code):
+        if m.group(1) != name:
+            continue
+        depth, i = 0, m.end() - 1
+        while i < len(code):
+            if code[i] == "(":
+                depth += 1
+            elif code[i] == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        line = code.count("\n", 0, m.start()) + 1
+        return parse_signature(code[m.start():i + 1]), line
+    return None
+
+
+def check_matches(expected: Signature, actual: Signature) -> None:
+    """Raise :class:`SignatureError` naming the first parameter that differs."""
+    if expected.name != actual.name:
+        raise SignatureError(f"kernel is named {actual.name!r}, the task expects {expected.name!r}")
+    if len(expected.params) != len(actual.params):
+        raise SignatureError(
+            f"kernel {actual.name} takes {len(actual.params)} parameters, the task declares "
+            f"{len(expected.params)}: ({', '.join(p.describe() for p in expected.params)})")
+    for i, (e, a) in enumerate(zip(expected.params, actual.params)):
+        if (e.dtype, e.pointer) != (a.dtype, a.pointer):
+            raise SignatureError(
+                f"parameter {i + 1} ({a.name}) is `{a.describe()}`, the task declares "
+                f"`{e.describe()}`")
+        if e.pointer and e.const and not a.const:
+            raise SignatureError(
+                f"parameter {i + 1} ({a.name}) drops `const`: the task declares it as an input "
+                f"(`{e.describe()}`)")

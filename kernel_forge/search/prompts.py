@@ -1,0 +1,563 @@
+"""Build the proposer's prompt from files and the loop's records (never holdout cases).
+
+The system prompt is ``prompts/system.md`` (the harness's rules and what ``// kforge:`` lines
+mean).  The user prompt is two parts (:func:`build_prompt_parts`):
+
+* a **static prefix**, the same for every call of a run (so prompt caching covers it): the task,
+  the device (:func:`kernel_forge.gpu.device_description.render`: limits, peaks, the ceiling that
+  applies, how candidates are built and timed) and the reference;
+* a **dynamic rest**: the current best with its diagnosis (:mod:`kernel_forge.gate.diagnosis`),
+  resources and source; earlier correct kernels (deduplicated, bounded by count and characters,
+  the best not repeated); recent failures (source or diff, defines, compiler errors mapped to
+  source lines, the gate's reason and first mismatches); a failed attempt to fix; two parents to
+  combine; kernels of other tasks from the archive; hints; and this proposal's direction.
+
+Holdout cases, their sizes and their results never appear.  :func:`write_prompt` writes what a
+model was asked to ``prompt-NNN.md`` in the run folder.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from dataclasses import dataclass, field
+from importlib import resources
+
+from kernel_forge.gpu import device_description
+from kernel_forge.model.clip import clip_kernel
+from kernel_forge.model.task import Task
+from kernel_forge.model.verdict import REASONS
+from kernel_forge.model.clip import clip_source
+
+MAX_SOURCE_CHARS = 12000      #: the best's (and a fix's) source
+HISTORY_CHARS = 12000         #: all earlier correct kernels together
+HISTORY_KERNEL_CHARS = 4000   #: one earlier correct kernel
+FAILURES_CHARS = 9000         #: all recent failures together
+FAILURE_CHARS = 3000          #: one failure's source or diff
+RETRIEVED_CHARS = 8000        #: all kernels from other tasks together
+PATTERN_CHARS = 10000         #: an expert pattern (kernel_forge/patterns), shown whole
+REFERENCE_CHARS = 6000
+_HEADER = re.compile(r"^\s*//\s*kforge:")
+
+
+@dataclass
+class PromptAttempt:
+    """What the prompt needs to know about one attempt."""
+
+    id: str
+    source: str
+    passed: bool
+    reason: str
+    message: str
+    score_us: float | None
+    cases: list[dict] = field(default_factory=list)   # CaseResult.to_json(False) (holdout removed)
+    compile_log: str = ""
+    rationale: str = ""
+    defines: dict = field(default_factory=dict)
+    parent: str | None = None                         # the attempt it was derived from
+    diff: str = ""                                    # unified diff of its source against the parent's
+    launch: dict | None = None                        # the launch it ran with (Launch.to_json())
+    direction: str = ""                               # the direction it was asked to take
+    profile: dict | None = None                       # GateLike.profile() summary, when profiled
+
+
+def system_prompt() -> str:
+    return resources.files("kernel_forge").joinpath("prompts/system.md").read_text()
+
+
+def normalise(source: str) -> str:
+    """The source without ``// kforge:`` lines and with whitespace collapsed: two attempts with
+    the same normalised source differ only in launch or defines."""
+    body = "\n".join(l for l in source.splitlines() if not _HEADER.match(l))
+    return re.sub(r"\s+", " ", body).strip()
+
+
+def _us(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.2f}" if x < 100 else f"{x:.1f}" if x < 10000 else f"{x:.0f}"
+
+
+def _defines(d: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted((d or {}).items()))
+
+
+def _get(obj, *names, default=None):
+    for n in names:
+        if isinstance(obj, dict) and n in obj:
+            return obj[n]
+        if not isinstance(obj, dict) and hasattr(obj, n):
+            return getattr(obj, n)
+    return default
+
+
+def _shown_cases(cases: list[dict]) -> list[dict]:
+    return [c for c in cases if c.get("role") != "holdout"]
+
+
+def _per_case(a: PromptAttempt) -> str:
+    rows = [f"{c['name']} {_us((c.get('timing') or {}).get('median'))}" for c in _shown_cases(a.cases)
+            if c.get("timing")]
+    return ", ".join(rows) + " µs" if rows else ""
+
+
+def _fence(source: str, lang: str = "cuda") -> str:
+    return f"```{lang}\n{source.rstrip()}\n```"
+
+
+# -- static prefix ----------------------------------------------------------------------------
+def _task_section(task: Task) -> str:
+    lines = [f"# Task: {task.name}", task.description or "", "", "Entry point:", "```cuda",
+             task.signature.text, "```", "", "Arguments:"]
+    for a in task.args:
+        if a.is_buffer:
+            kind = "output" if a.output and not a.in_out else ("in/out (reset before each launch)"
+                                                               if a.in_out else "input")
+            lines.append(f"- `{a.param.text}`: shape [{', '.join(map(str, a.shape))}], {kind}")
+        else:
+            lines.append(f"- `{a.param.text}` = {a.value}")
+    if task.launch is not None:
+        dims = lambda t: "[" + ", ".join(str(x) for x in t) + "]"  # noqa: E731
+        lines.append(f"\nDefault launch: grid {dims(task.launch.grid)}, block {dims(task.launch.block)}, "
+                     f"dynamic shared memory {task.launch.shared_mem}")
+    tol = task.tolerance
+    lines.append(f"Tolerance: |out - ref| <= {tol.atol} + {tol.rtol} * |ref| elementwise"
+                 + ("; float atomics allowed (outputs may differ slightly between launches)"
+                    if task.nondeterministic else "; repeated launches must be bit-identical"))
+    shown = [c for c in task.cases if c.role != "holdout"]
+    lines.append("\nCases you are shown (there are also hidden cases of other sizes):")
+    for c in shown:
+        lines.append(f"- {c.name} ({c.role}): " + ", ".join(f"{k}={v}" for k, v in c.vars.items()))
+    if task.flops is not None or task.bytes is not None:
+        lines.append(f"Cost model per launch (compulsory work, used for the roofline): flops = {task.flops}, "
+                     f"bytes = {task.bytes}")
+    if task.hints:
+        lines.append(f"\nTask hints: {task.hints}")
+    return "\n".join(lines)
+
+
+def _reference_section(reference_source: str) -> str:
+    return ("# Reference (the trusted definition of the result)\n"
+            + _fence(clip_source(reference_source, REFERENCE_CHARS), "python"))
+
+
+def static_prefix(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None) -> str:
+    """Task, device and reference: the same for every call of a run."""
+    return "\n\n".join([_task_section(task), device_description.render(device, calibration, task),
+                        _reference_section(reference_source)])
+
+
+# -- the current best -------------------------------------------------------------------------
+def _launch_line(task: Task, a: PromptAttempt) -> str:
+    parts = []
+    if a.launch:
+        fmt = lambda t: "[" + ", ".join(str(x) for x in t) + "]"  # noqa: E731
+        parts.append(f"launch grid {fmt(a.launch['grid'])}, block {fmt(a.launch['block'])}"
+                     + (f", shared_mem {a.launch.get('shared_mem')}" if a.launch.get("shared_mem") not in (0, "0", None) else ""))
+    elif task.launch is not None:
+        parts.append("the task's default launch")
+    if a.defines:
+        parts.append(f"defines {_defines(a.defines)}")
+    return "; ".join(parts)
+
+
+def _static_resources(task: Task, a: PromptAttempt, device: dict | None) -> str:
+    """Registers and shared memory from the compile log (ptxas) and the occupancy they allow
+    per performance case, where the attempt was compiled but not measured."""
+    from kernel_forge.model.candidate import parse_candidate
+    from kernel_forge.common.errors import KForgeError
+    from kernel_forge.gpu.nvrtc import parse_resources
+    from kernel_forge.model.occupancy import resources_for_case
+
+    res = parse_resources(a.compile_log or "")
+    device = device_description.complete(device)
+    if not res.get("registers") or not device:
+        return ""
+    try:
+        cand = parse_candidate(a.source, name=f"{a.id}.cu")
+    except KForgeError:
+        return ""
+    launch = cand.launch or task.launch
+    lines = [f"Resources (ptxas, compiled for {device['arch']}; not measured yet): {res['registers']} registers/thread, "
+             f"{res.get('spill_stores', 0)} B spill stores, {res.get('smem', 0)} B static shared memory"]
+    for case in task.cases_with("performance"):
+        try:
+            g, b, s = launch.resolve({**case.vars, **cand.defines})
+        except (KForgeError, AttributeError):
+            continue
+        r = resources_for_case({"resources": res}, {"grid": list(g), "block": list(b), "shared_mem": s}, device)
+        if r:
+            blocks = g[0] * g[1] * g[2]
+            limit = f", limited by {r['occupancy_limiter']}" if r["occupancy"] < 1 else ""
+            lines.append(f"- {case.name}: grid {list(g)} x block {list(b)} = {blocks} blocks; {r['blocks_per_sm']} "
+                         f"blocks/SM ({100 * r['occupancy']:.0f}% theoretical occupancy{limit}); "
+                         f"{blocks / max(1, r['blocks_per_sm'] * device['sms']):.2f} waves")
+    return "\n".join(lines)
+
+
+def _measurements(a: PromptAttempt) -> str:
+    rows = []
+    for c in _shown_cases(a.cases):
+        t = c.get("timing") or {}
+        if t:
+            extra = []
+            if c.get("pct_peak_bw") is not None:
+                extra.append(f"{c['pct_peak_bw']:.1f}% of measured bandwidth")
+            rows.append(f"- {c['name']}: median {_us(t['median'])} µs (p10 {_us(t['p10'])}, p90 {_us(t['p90'])})"
+                        + (f"; {', '.join(extra)}" if extra else ""))
+    return "\n".join(rows)
+
+
+def _profile_lines(profile: dict | None) -> str:
+    if not profile:
+        return ""
+    if not profile.get("available"):
+        return f"No profiler metrics: {profile.get('reason') or 'not available'}."
+    from kernel_forge.gate.profiler import normalise_case, stall_text
+
+    out = []
+    for name, p in (profile.get("cases") or {}).items():
+        p = normalise_case(p) or {}
+        stalls = stall_text(p.get("stalls") or [])
+        out.append(f"- {name}: ncu DRAM {p.get('dram_pct')}%, L2 {p.get('l2_pct')}%, SM {p.get('sm_pct')}% of peak; "
+                   f"achieved occupancy {p.get('achieved_occupancy_pct')}%" + (f"; top stalls: {stalls}" if stalls else ""))
+    return "\n".join(out)
+
+
+def _best_section(task: Task, best: PromptAttempt, diagnosis, device: dict | None) -> str:
+    if best.score_us:
+        head = f"# Current best: {best.id}, score {_us(best.score_us)} µs (geometric mean of the performance medians)"
+        if diagnosis is not None and diagnosis.cases:
+            ratios = {}
+            for c in diagnosis.cases:
+                if c.vs_initial is not None:
+                    ratios.setdefault("the initial kernel", []).append(c.vs_initial)
+                for b, r in c.vs_baselines.items():
+                    ratios.setdefault(b, []).append(r)
+            from kernel_forge.common.stats import geomean
+            head += "".join(f"; x{geomean(v):.2f} vs {k}" for k, v in ratios.items() if len(v) == len(diagnosis.cases))
+    else:
+        head = f"# Current best: {best.id}, not measured yet"
+    lines = [head]
+    if best.rationale and best.id != "initial":
+        lines.append(f"Its rationale: {best.rationale[:300]}")
+    launch = _launch_line(task, best)
+    if launch:
+        lines.append(f"Run with: {launch}")
+    if diagnosis is not None and diagnosis.cases:
+        lines += ["", "## Diagnosis (per performance case)", diagnosis.render()]
+    else:
+        meas = _measurements(best)
+        if meas:
+            lines.append(meas)
+        if diagnosis is not None and diagnosis.notes:
+            lines += [f"- {n}" for n in diagnosis.notes]
+        static = _static_resources(task, best, device)
+        if static:
+            lines += ["", static]
+        prof = _profile_lines(best.profile)
+        if prof:
+            lines.append(prof)
+    lines += ["", "## Source", _fence(clip_kernel(best.source, MAX_SOURCE_CHARS))]
+    return "\n".join(lines)
+
+
+# -- history ----------------------------------------------------------------------------------
+def _history_section(history: list[PromptAttempt], best: PromptAttempt, n_history: int) -> tuple[str, set[str]]:
+    """The section and the ids whose full source it shows."""
+    passed = sorted((h for h in history if h.passed and h.score_us and h.id != best.id),
+                    key=lambda h: (h.score_us, h.id))
+    best_key = normalise(best.source)
+    groups: dict[str, list[PromptAttempt]] = {}
+    for h in passed:
+        groups.setdefault(normalise(h.source), []).append(h)
+    shown, budget = [], HISTORY_CHARS
+    variants: list[str] = []
+    for key, members in sorted(groups.items(), key=lambda kv: (kv[1][0].score_us, kv[1][0].id)):
+        rep, others = members[0], members[1:]
+        if key == best_key:
+            others = members
+            rep = None
+        for o in others:
+            same = "the best" if key == best_key else members[0].id
+            variants.append(f"- {o.id}: {_us(o.score_us)} µs ({_per_case(o)}); same source as {same}"
+                            + (f" with {_defines(o.defines)}" if o.defines else " with another launch"))
+        if rep is None or len(shown) >= n_history:
+            continue
+        if budget < 800:
+            continue
+        text = clip_kernel(rep.source, min(HISTORY_KERNEL_CHARS, budget))   # the main loop kept whole
+        budget -= len(text)
+        shown.append((rep, text))
+    if not shown and not variants:
+        return "", set()
+    parts = ["# Earlier correct kernels, slowest to fastest (the best is above)"]
+    for h, text in reversed(shown):
+        rel = f"x{best.score_us / h.score_us:.2f} of the best's speed" if best.score_us else ""
+        parts.append(f"## {h.id}: {_us(h.score_us)} µs ({rel}; per case {_per_case(h)})"
+                     + (f" — {h.rationale[:200]}" if h.rationale else "")
+                     + (f"\nRun with: defines {_defines(h.defines)}" if h.defines else "")
+                     + "\n" + _fence(text))
+    if variants:
+        parts.append("Other settings of kernels above (not repeated):\n" + "\n".join(variants[:12])
+                     + (f"\n- ... and {len(variants) - 12} more" if len(variants) > 12 else ""))
+    return "\n\n".join(parts), {h.id for h, _ in shown}
+
+
+# -- failures ---------------------------------------------------------------------------------
+def _hidden_names(task: Task) -> set[str]:
+    return {c.name for c in task.cases if c.role == "holdout"}
+
+
+def _reason(a: PromptAttempt) -> str:
+    code = a.reason
+    meaning = REASONS.get(a.reason) or ("it passed the shown cases but failed on hidden cases (sizes and values "
+                                        "withheld)" if a.reason == "holdout_failed" else "")
+    return f"{code}" + (f" ({meaning})" if meaning else "")
+
+
+def _compile_errors(a: PromptAttempt) -> list[str]:
+    from kernel_forge.gpu.nvrtc import error_lines
+
+    src = a.source.splitlines()
+    out = []
+    for line, msg in error_lines(a.compile_log or "")[:5]:
+        out.append(f"- line {line}: {msg}")
+        if 0 < line <= len(src):
+            out.append(f"  {line:5d} | {src[line - 1].rstrip()}")
+    if not out and a.compile_log:
+        out = [f"  {l.strip()}" for l in a.compile_log.splitlines() if "error" in l][:5]
+    return out
+
+
+def _case_vars(task: Task, name: str) -> str:
+    try:
+        c = task.case(name)
+    except KeyError:
+        return ""
+    if c.role == "holdout":
+        return ""
+    return ", ".join(f"{k}={v}" for k, v in c.vars.items())
+
+
+def _mismatches(task: Task, a: PromptAttempt) -> list[str]:
+    out = []
+    for c in _shown_cases(a.cases):
+        if c.get("passed", True) or c.get("reason") in ("skipped", None):
+            continue
+        size = _case_vars(task, c["name"])
+        out.append(f"- case {c['name']}" + (f" ({size})" if size else "") + f": {c.get('reason')}: "
+                   + (c.get("message") or "").strip()[:400])
+        for o in c.get("outputs") or []:
+            first = o.get("first") or []
+            if not o.get("ok", True) and first:
+                pts = "; ".join(f"[{', '.join(map(str, f['index']))}] got {f['actual']}, expected {f['expected']}"
+                                for f in first[:4])
+                out.append(f"  first mismatches of {o['name']}: {pts}")
+        if len(out) >= 8:
+            break
+    return out
+
+
+def _parent_source(a: PromptAttempt, known: dict[str, str]) -> str | None:
+    return known.get(a.parent) if a.parent else None
+
+
+def _failure_body(task: Task, a: PromptAttempt, known: dict[str, str], *, limit: int, complete: bool) -> str:
+    lines = []
+    hidden = _hidden_names(task)
+    message = a.message.strip()
+    if a.reason == "holdout_failed" or any(re.search(rf"\bcase {re.escape(h)}\b", message) for h in hidden):
+        message = "failed on hidden cases (their sizes and values are withheld)"
+    launch = _launch_line(task, a)
+    if a.parent:
+        lines.append(f"Derived from {a.parent}" + (f"; run with {launch}." if launch else "."))
+    elif launch:
+        lines.append(f"Run with {launch}.")
+    if a.direction:
+        lines.append(f"Its direction was: {a.direction}")
+    if a.rationale:
+        lines.append(f"Its rationale: {a.rationale[:200]}")
+    if a.reason == "compile_error":
+        errs = _compile_errors(a)
+        if errs:
+            lines.append("Compiler errors (line numbers are the file's, shown below):")
+            lines += errs
+        else:
+            lines.append(f"Gate: {message.splitlines()[0] if message else ''}")
+    else:
+        cases = _mismatches(task, a)
+        if message and not cases and a.reason != "holdout_failed":
+            lines.append("Gate: " + " ".join(message.splitlines()[:4])[:600])
+        lines += cases
+    diff = a.diff
+    parent_src = _parent_source(a, known)
+    if not diff and parent_src is not None:
+        diff = "".join(difflib.unified_diff(parent_src.splitlines(True), a.source.splitlines(True),
+                                            fromfile=f"{a.parent}.cu", tofile=f"{a.id}.cu", n=2))
+    if not complete and diff and len(diff) < len(a.source):
+        lines.append(f"Its change from {a.parent or 'its parent'}:")
+        lines.append(_fence(clip_source(diff.rstrip("\n"), limit), "diff"))
+    else:
+        lines.append("Its source:" if not complete else "Its complete source:")
+        lines.append(_fence(clip_source(a.source, limit)))
+    return "\n".join(lines)
+
+
+def _failures_section(task: Task, failures: list[PromptAttempt], known: dict[str, str]) -> str:
+    seen, parts, budget = set(), [], FAILURES_CHARS
+    for a in reversed(failures):           # the most recent first, when the budget runs out
+        key = normalise(a.source) + "|" + _defines(a.defines)
+        if key in seen:
+            continue
+        seen.add(key)
+        body = _failure_body(task, a, known, limit=min(FAILURE_CHARS, max(600, budget)), complete=False)
+        if budget - len(body) < 0 and parts:
+            break
+        budget -= len(body)
+        parts.insert(0, f"## {a.id}: {_reason(a)}\n{body}")
+    if not parts:
+        return ""
+    overview = []
+    for a in failures:
+        first = (a.message.strip().splitlines() or [""])[0]
+        if a.reason == "holdout_failed" or any(re.search(rf"\bcase {re.escape(h)}\b", first) for h in _hidden_names(task)):
+            first = "failed a hidden case" if a.reason == "holdout_failed" else "failed (details withheld)"
+        overview.append(f"- {a.id}: {a.reason}" + (f": {first[:160]}" if first else ""))
+    return ("# Recent failures (do not repeat these mistakes)\n" + "\n".join(overview) + "\n\n"
+            + "\n\n".join(parts))
+
+
+def _fix_section(task: Task, fix: PromptAttempt, known: dict[str, str]) -> str:
+    return (f"# Fix this failed attempt: {fix.id}\nIt failed with {_reason(fix)}. Find the bug, keep what it was "
+            "trying to do, and submit the complete corrected file.\n"
+            + _failure_body(task, fix, known, limit=MAX_SOURCE_CHARS, complete=True))
+
+
+# -- crossover, retrieval ---------------------------------------------------------------------
+def _crossover_section(crossover: tuple[PromptAttempt, PromptAttempt], shown: dict[str, str]) -> str:
+    """``shown``: id -> where its full source already is in this prompt (not repeated)."""
+    a, b = crossover
+    if normalise(a.source) == normalise(b.source):
+        return ""            # the same kernel twice has nothing to combine
+    parts = ["# Combine the strengths of these two correct kernels"]
+    for x in (a, b):
+        head = f"## {x.id}: {_us(x.score_us)} µs (per case {_per_case(x)})"
+        parts.append(f"{head}; its source is {shown[x.id]}" if x.id in shown
+                     else f"{head}\n{_fence(clip_kernel(x.source, 5000))}")
+    parts.append("Take from each what makes it faster on the cases where it wins.")
+    return "\n".join(parts)
+
+
+def _retrieved_section(task: Task, retrieved) -> str:
+    """Archive examples (``retrieval.Example`` or any object/dict with ``task_name``/``task``,
+    ``source``, ``score_us``, optionally ``speedup_vs_initial``, ``bound``, ``description``,
+    ``same_task``): kernels of other tasks, or of this task from earlier runs, each marked so."""
+    parts, budget = [], RETRIEVED_CHARS
+    for r in retrieved or ():
+        name = _get(r, "task_name", "task", "name", default="another task")
+        source = _get(r, "source", default="") or ""
+        pattern = _get(r, "pattern", default="") or ""
+        if pattern and source:
+            # an expert pattern keeps its whole source (they are written to fit): its main loop is the point
+            kind = _get(r, "kind", default="") or "this kind of"
+            parts.append(f"## Expert pattern {pattern} for {kind} kernels (written for task {name}; it passes that "
+                         f"task's gate, hidden cases included): {_get(r, 'technique', default='')}\n"
+                         + _fence(clip_source(source, PATTERN_CHARS)))
+            continue
+        if not source or budget < 800:
+            continue
+        same = bool(_get(r, "same_task", default=False)) or name == task.name
+        score = _get(r, "score_us", "score")
+        speedup = _get(r, "speedup_vs_initial", "speedup")
+        bound = _get(r, "bound", default="") or ""
+        note = "" if same else (_get(r, "description", "note", "rationale", default="") or "")
+        head = (f"## From an earlier run of this task" if same else f"## From task {name}") \
+            + (f": {_us(score)} µs" if isinstance(score, (int, float)) else "") \
+            + (f", x{speedup:.2f} vs its initial kernel" if isinstance(speedup, (int, float)) else "") \
+            + (f", {bound}-bound" if bound and bound != "unknown" else "")
+        text = clip_kernel(source, min(4000, budget))
+        budget -= len(text)
+        parts.append(head + (f"\nIts task: {' '.join(note.split())[:300]}" if note else "") + "\n" + _fence(text))
+    if not parts:
+        return ""
+    return ("# Kernels from the archive and the expert patterns (ideas only: another task's signature, sizes and "
+            "semantics are not this task's; an earlier run's kernel of this task was measured on its own GPU)\n\n"
+            + "\n\n".join(parts))
+
+
+# -- assembly ---------------------------------------------------------------------------------
+def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None,
+                       best: PromptAttempt, history: list[PromptAttempt], failures: list[PromptAttempt],
+                       hints: str = "", crossover: tuple[PromptAttempt, PromptAttempt] | None = None,
+                       n_history: int = 5, diagnosis=None, fix: PromptAttempt | None = None,
+                       direction: str = "", retrieved: tuple = (), ledger: str = "",
+                       start: str = "") -> tuple[str, str]:
+    """The user prompt as (static prefix, dynamic rest): the prefix (task, device, reference) is the
+    same for every call of a run; ``diagnosis`` is a :class:`~kernel_forge.gate.diagnosis.Diagnosis` of
+    the best, ``fix`` a failed attempt to repair, ``direction`` this proposal's direction and
+    ``retrieved`` archive examples (:class:`kernel_forge.search.retrieval.Example`, or any object or
+    dict with ``task_name``, ``source`` and ``score_us``); ``ledger`` and ``start`` are sections
+    rendered by :mod:`kernel_forge.search.reflection` (the attempt ledger with what to avoid and try; the
+    parent this proposal starts from when the search strategy picked one other than the best)."""
+    static = static_prefix(task, reference_source=reference_source, device=device, calibration=calibration)
+    known = {a.id: a.source for a in [best, *history, *failures, *(crossover or ()), *([fix] if fix else [])]}
+    parts = [_best_section(task, best, diagnosis, device)]
+    if start:
+        parts.append(start)
+    history_text, in_history = _history_section(history, best, n_history)
+    shown = {best.id: "under Current best"} | {i: "under Earlier correct kernels" for i in in_history}
+    for section in (history_text,
+                    _failures_section(task, [f for f in failures if fix is None or f.id != fix.id], known),
+                    ledger,
+                    _fix_section(task, fix, known) if fix is not None else "",
+                    _crossover_section(crossover, shown) if crossover else "",
+                    _retrieved_section(task, retrieved)):
+        if section:
+            parts.append(section)
+    if hints:
+        parts.append("# Hints\n" + hints)
+    if direction:
+        parts.append(f"# Direction for this proposal\n{direction}")
+    job = ("# Your job\nSubmit the repaired kernel: correct on every size, and as fast as its idea allows."
+           if fix is not None else
+           "# Your job\nSubmit one kernel that is correct on every size and faster than the current best. "
+           "Say in the rationale what you changed, which limit it addresses, and what speedup you expect.")
+    parts.append(job)
+    return static, "\n\n".join(parts)
+
+
+def build_prompt(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None,
+                 best: PromptAttempt, history: list[PromptAttempt], failures: list[PromptAttempt],
+                 hints: str = "", crossover: tuple[PromptAttempt, PromptAttempt] | None = None,
+                 n_history: int = 5, diagnosis=None, fix: PromptAttempt | None = None, direction: str = "",
+                 retrieved: tuple = (), ledger: str = "", start: str = "") -> str:
+    """The whole user prompt: :func:`build_prompt_parts` joined."""
+    static, dynamic = build_prompt_parts(task, reference_source=reference_source, device=device,
+                                         calibration=calibration, best=best, history=history, failures=failures,
+                                         hints=hints, crossover=crossover, n_history=n_history, diagnosis=diagnosis,
+                                         fix=fix, direction=direction, retrieved=retrieved, ledger=ledger, start=start)
+    return static + "\n\n" + dynamic
+
+
+def render_prompt(system: str, static: str, dynamic: str | list[str]) -> str:
+    """The text of ``prompt-NNN.md``: the system prompt, the static prefix and each dynamic part."""
+    dyn = [dynamic] if isinstance(dynamic, str) else list(dynamic)
+    out = ["<!-- kforge prompt: system, user static prefix (cached), user dynamic part(s) -->",
+           "## system", system.rstrip(), "", "## user: static prefix", static.rstrip()]
+    for i, d in enumerate(dyn, 1):
+        out += ["", f"## user: dynamic part" + (f" (proposal {i} of {len(dyn)})" if len(dyn) > 1 else ""), d.rstrip()]
+    return "\n".join(out) + "\n"
+
+
+def write_prompt(run_dir, iteration: int, system: str, static: str, dynamic: str | list[str]) -> str:
+    """Write what the model was asked in ``iteration`` to ``prompt-NNN.md`` in the run folder
+    (a :class:`~kernel_forge.evidence.run_dir.RunDir` or a path); return the file name."""
+    name = f"prompt-{int(iteration):03d}.md"
+    text = render_prompt(system, static, dynamic)
+    if not isinstance(run_dir, (str, Path)):      # a RunDir: atomic, scrubbed
+        run_dir.write_text(name, text)
+    else:
+        from kernel_forge.common.writes import write_text
+        write_text(Path(run_dir) / name, text)
+    return name

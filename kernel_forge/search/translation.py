@@ -1,0 +1,148 @@
+"""The translation phase: a task without an initial kernel starts from its reference.
+
+While a run has no baseline (:func:`translating`: the manifest names no ``initial`` and no
+translation has passed yet), every proposal is asked to translate the reference into a first
+CUDA kernel (:func:`request`: the reference's source, the signature and the launch contract; the
+failures of earlier translations -- compile errors on their lines, first mismatches -- and a fix
+turn, as for any failure).  The built-in tuner, which reads no prompt, proposes the task's
+templates instead.
+
+After an iteration is gated, :func:`choose_baseline` takes its first attempt that passed the
+correctness and performance cases and then passes the hidden holdout cases with fresh inputs:
+that attempt is the run's baseline -- the ``initial`` every speedup is measured against, marked
+``baseline`` in history.json -- and the rest of the iteration competes with it as usual.
+:func:`origin` says where a run's baseline came from (summary.json, report.md).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kernel_forge.model.candidate import Candidate
+from kernel_forge.gate.gatelike import GateLike
+
+if TYPE_CHECKING:
+    from kernel_forge.search.attempt import Attempt, Slot
+    from kernel_forge.proposers.base import ProposalRequest
+    from kernel_forge.model.task import Task
+
+HIDDEN = "failed a hidden case (details withheld from proposers)"
+
+#: what the proposals of one translation iteration are asked to do (one each, in turn)
+DIRECTIONS = (
+    "a direct translation: one thread per output element, as the reference reads",
+    "a direct translation with a grid-stride loop over the outputs",
+    "a direct translation with one block per row (or outer index) where the reference reduces along an axis",
+)
+
+
+def translating(opt) -> bool:
+    """The run has no baseline yet: no initial kernel, and no translation has passed."""
+    return opt.initial is None
+
+
+def directions(k: int) -> list[str]:
+    """``k`` directions for the proposals of a translation iteration."""
+    return [DIRECTIONS[i % len(DIRECTIONS)] for i in range(max(0, k))]
+
+
+def _launch_contract(task: "Task") -> str:
+    if task.launch is None:
+        return ("The task has no default launch: give yours in the file, as `// kforge: grid = [...]` and "
+                "`// kforge: block = [...]` lines (expressions over the case variables).")
+    dims = lambda t: "[" + ", ".join(str(x) for x in t) + "]"  # noqa: E731
+    return (f"It is launched with the task's default launch: grid {dims(task.launch.grid)}, block "
+            f"{dims(task.launch.block)}, dynamic shared memory {task.launch.shared_mem}. A kernel that needs "
+            "another launch says so in the file with `// kforge: grid = [...]` and `// kforge: block = [...]` lines.")
+
+
+def translation_section(task: "Task") -> str:
+    """What a translation proposal is asked to do."""
+    return "\n".join([
+        "# There is no CUDA kernel for this task yet: translate the reference",
+        "Write the first CUDA kernel for this task: a faithful translation of the reference above (the "
+        "trusted definition of the result), with the entry point exactly as given:",
+        "```cuda", task.signature.text.rstrip(" {;"), "```",
+        _launch_contract(task),
+        "Every parameter arrives as the task's arguments say (buffers as device pointers, scalars by value); "
+        "write every element of every output on every launch.",
+        "It is checked on every shown case and on hidden cases of other sizes with fresh inputs. The first "
+        "translation that passes becomes the baseline every later kernel is measured against, so write the "
+        "straightforward kernel an engineer would write first: correct for every size, clear, not tuned.",
+    ])
+
+
+def prompt_parts(task: "Task", *, reference_source: str, device: dict | None, calibration: dict | None,
+                 failures: list, fix=None, hints: str = "", direction: str = "") -> tuple[str, str]:
+    """(static prefix, dynamic part) of a translation prompt.  The static prefix is the one every
+    prompt of the run shares (task, device, reference); ``failures`` and ``fix`` are
+    :class:`~kernel_forge.search.prompts.PromptAttempt` s of earlier translations."""
+    from kernel_forge.search.prompts import _failures_section, _fix_section, static_prefix
+
+    static = static_prefix(task, reference_source=reference_source, device=device, calibration=calibration)
+    known = {a.id: a.source for a in [*failures, *([fix] if fix else [])]}
+    parts = [translation_section(task)]
+    shown = [f for f in failures if fix is None or f.id != fix.id]
+    for section in (_failures_section(task, shown, known) if shown else "",
+                    _fix_section(task, fix, known) if fix is not None else ""):
+        if section:
+            parts.append(section)
+    if hints:
+        parts.append("# Hints\n" + hints)
+    if direction:
+        parts.append(f"# Direction for this proposal\n{direction}")
+    parts.append("# Your job\n" + ("Submit the repaired translation: the complete corrected file."
+                                   if fix is not None else
+                                   "Submit one complete .cu file: the translation. Say in the rationale how "
+                                   "it maps the reference's loops onto threads."))
+    return static, "\n\n".join(parts)
+
+
+def request(opt, slots: list["Slot"], iteration: int) -> "ProposalRequest":
+    """The loop's request for a translation iteration: one prompt per slot (a fix turn or a direction)."""
+    from kernel_forge.search.prompts import system_prompt
+    from kernel_forge.proposers.base import ProposalRequest
+
+    from kernel_forge.model.verdict import NOT_THE_KERNELS_FAULT
+
+    c = opt.config
+    recent: dict[str, "Attempt"] = {}
+    for a in reversed(opt.attempts):   # a harness or reference failure is not the kernel's: never shown as one
+        if a.status == "failed" and a.reason not in NOT_THE_KERNELS_FAULT and len(recent) < c.failures_in_prompt:
+            recent.setdefault(opt.bodies.get(a.id, a.id), a)
+    failures = [opt._prompt_attempt(a) for a in reversed(list(recent.values()))]
+    common = dict(reference_source=opt.task.reference.path.read_text(encoding="utf-8"),
+                  device=opt.gate.device_info(), calibration=opt.gate.calibrate(), hints=c.hints)
+    static, prompts = "", []
+    for s in slots:
+        fix = opt._prompt_attempt(s.fix) if s.fix else None
+        static, dynamic = prompt_parts(opt.task, failures=failures, fix=fix, direction=s.direction, **common)
+        prompts.append(dynamic)
+    # a fix turn may answer with edits against the failed translation; a new one has no parent
+    parents = [opt._source(s.fix) if s.fix else "" for s in slots]
+    return ProposalRequest(system=system_prompt(), prompt=prompts[0] if prompts else "", n=len(slots),
+                           iteration=iteration, static_prefix=static, prompts=prompts,
+                           directions=[s.direction for s in slots], parent_sources=parents)
+
+
+def choose_baseline(gate: GateLike, batch: list["Attempt"], *, candidate: Callable[["Attempt"], Candidate],
+                    save: Callable[[], None] = lambda: None) -> "Attempt | None":
+    """The first attempt of ``batch`` (in the order gated) that passed and then passes the holdout
+    cases with fresh inputs, marked ``best`` and ``baseline``; None when none does.  A passed
+    attempt that fails the holdout is rejected (``holdout_failed``) as in the search."""
+    for a in batch:
+        if a.status != "passed" or not a.score_us:
+            continue
+        hold = gate.evaluate(candidate(a), roles=("holdout",))
+        a.holdout = {"passed": hold.passed, "reason": hold.reason, "message": hold.message, "final": False}
+        if not hold.passed:
+            a.status, a.reason, a.message = "failed", "holdout_failed", HIDDEN
+            save()
+            continue
+        a.best = a.baseline = True
+        a.message = "the run's baseline: the first translation that passed the gate and the holdout"
+        save()
+        return a
+    return None
+
+

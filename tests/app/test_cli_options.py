@@ -1,0 +1,233 @@
+"""``kforge optimize`` options generated from LoopConfig, ProposerConfig and GateOptions: names,
+help from ``#:`` comments, command line over --config over defaults, and bad values refused
+before anything runs (no GPU, no network)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from kernel_forge.app.cli import cli
+from kernel_forge.app.cli_common import handle_errors
+from kernel_forge.app.cli_run import optimize_options, resolve_configs
+from kernel_forge.app.cli_options import apply_options, check_value, field_docs
+from kernel_forge.common.errors import InputError
+from kernel_forge.gate.gate import GateOptions
+from kernel_forge.search.loop import LoopConfig
+from kernel_forge.app.run_setup import ProposerConfig, load_config_file
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = str(ROOT / "manifests" / "vector_add.json")
+SECTIONS = [("loop", LoopConfig), ("proposer", ProposerConfig), ("gate", GateOptions)]
+
+
+@dataclass
+class LoopPlus(LoopConfig):
+    """LoopConfig as another engineer might extend it."""
+
+    #: how many widgets to frob per iteration
+    widgets: int = 3
+    chatty: bool = False        #: say more about each attempt
+    settle_s: float = 1.5       #: seconds to settle
+
+
+def probe(sections=SECTIONS):
+    """A command with the generated options that prints the resolved configurations."""
+    options = optimize_options(sections)
+
+    @click.command()
+    @click.option("--config", "config_file")
+    @click.option("--quick", is_flag=True)
+    @apply_options(options)
+    @click.pass_context
+    @handle_errors
+    def cmd(ctx, config_file, quick, **params):
+        cfg = load_config_file(config_file) if config_file else {}
+        conf = resolve_configs(ctx, params, cfg, quick=quick, sections=sections, options=options)
+        click.echo(json.dumps({k: dataclasses.asdict(v) for k, v in conf.items()}))
+
+    return cmd
+
+
+def run_probe(*args, sections=SECTIONS):
+    r = CliRunner().invoke(probe(sections), [str(a) for a in args], catch_exceptions=False)
+    return r, (json.loads(r.stdout) if r.exit_code == 0 else None)
+
+
+@pytest.fixture
+def kforge(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    runner = CliRunner()
+    return lambda *args: runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+# ------------------------------------------------------------------------------ generation
+
+def test_every_field_that_a_command_line_can_carry_is_an_option():
+    opts = optimize_options()
+    covered = {(o.section, o.name) for o in opts}
+    for section, cls in SECTIONS:
+        for f in dataclasses.fields(cls):
+            if f.name == "prices":                           # a mapping: config file only
+                assert (section, f.name) not in covered
+                continue
+            assert (section, f.name) in covered, (section, f.name)
+    flags = [d for o in opts for decl in o.decls for d in decl.split("/")]
+    assert len(flags) == len(set(flags))                     # no two fields share a name
+
+
+def test_help_is_the_fields_comment():
+    by = {(o.section, o.name): o for o in optimize_options()}
+    assert by[("loop", "patience")].help.startswith("stop after this many iterations without improvement")
+    assert by[("gate", "warmup")].help.startswith(field_docs(GateOptions)["warmup"])
+    assert by[("proposer", "thinking_budget")].help.startswith("Anthropic extended thinking budget_tokens")
+    assert "[default: 120.0]" in by[("proposer", "request_timeout_s")].help
+    assert "the model's entry" in by[("proposer", "max_tokens")].help     # no fixed default: the capability table
+
+
+def test_existing_option_names_keep_working():
+    r, conf = run_probe("--time-limit", 5, "--timeout", 3, "--no-flush", "--seed", 4, "--quick", "--sanitize",
+                        "--model", "openai:gpt-5", "--model", "anthropic:claude-sonnet-4-5", "--max-tokens", 100,
+                        "--max-iterations", 2, "--candidates", 3, "--budget-usd", 1.5, "--patience", 2,
+                        "--target-speedup", 1.2, "--tune-budget", 8, "--hints", "use float4", "--warmup", 1,
+                        "--reps", 5, "--arch", "sm_90", "--base-url", "http://localhost:8000/v1",
+                        "--ensemble", "parallel", "--replay", "props/")
+    assert r.exit_code == 0, r.output
+    loop, gate, prop = conf["loop"], conf["gate"], conf["proposer"]
+    assert (loop["time_limit_s"], loop["max_tokens"], loop["max_iterations"], loop["candidates"]) == (5.0, 100, 2, 3)
+    assert (loop["budget_usd"], loop["patience"], loop["target_speedup"], loop["tune_budget"]) == (1.5, 2, 1.2, 8)
+    assert loop["hints"] == "use float4"
+    assert (gate["launch_timeout_s"], gate["flush_l2"], gate["seed"], gate["sanitize"]) == (3.0, False, 4, True)
+    assert (gate["warmup"], gate["reps"], gate["arch"]) == (1, 5, "sm_90")
+    assert (gate["extra_draws"], gate["repeat_check"], gate["check_after_timing"]) == (0, False, False)  # --quick
+    assert prop["models"] == ["openai:gpt-5", "anthropic:claude-sonnet-4-5"]
+    assert (prop["base_url"], prop["ensemble"], prop["replay"]) == ("http://localhost:8000/v1", "parallel", "props/")
+
+
+def test_a_field_added_to_a_dataclass_appears_as_an_option():
+    sections = [("loop", LoopPlus), ("proposer", ProposerConfig), ("gate", GateOptions)]
+    by = {o.name: o for o in optimize_options(sections) if o.section == "loop"}
+    assert by["widgets"].decls == ("--widgets",) and by["widgets"].help == "how many widgets to frob per iteration [default: 3]"
+    assert by["chatty"].decls == ("--chatty/--no-chatty",) and by["chatty"].help.startswith("say more")
+    assert by["settle_s"].decls == ("--settle",)                  # seconds: the unit is not in the name
+
+    r, conf = run_probe("--widgets", 5, "--chatty", "--settle", 0.5, sections=sections)
+    assert r.exit_code == 0, r.output
+    assert (conf["loop"]["widgets"], conf["loop"]["chatty"], conf["loop"]["settle_s"]) == (5, True, 0.5)
+    r = CliRunner().invoke(probe(sections), ["--help"])
+    assert "--widgets INTEGER" in r.output and "how many widgets to frob" in r.output
+
+
+def test_a_clashing_new_field_gets_its_sections_name():
+    @dataclass
+    class LoopArch(LoopConfig):
+        arch: str = "auto"       #: which search architecture
+
+    opts = optimize_options([("loop", LoopArch), ("proposer", ProposerConfig), ("gate", GateOptions)])
+    names = {(o.section, o.name): o.decls for o in opts}
+    assert names[("gate", "arch")] == ("--arch",) and names[("loop", "arch")] == ("--loop-arch",)
+
+
+# ------------------------------------------------------------------------------ precedence
+
+def test_command_line_wins_over_config_which_wins_over_defaults(tmp_path):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"loop": {"max_iterations": 3, "patience": 2},
+                               "gate": {"warmup": 5, "flush_l2": False, "extra_draws": 2},
+                               "proposer": {"models": ["openai:gpt-5"], "max_tokens": 4096, "stream": False}}))
+    # --max-iterations 7 and --flush equal the defaults: typed, they still win over the file
+    r, conf = run_probe("--config", cfg, "--max-iterations", 7, "--flush", "--max-output-tokens", 2048)
+    assert r.exit_code == 0, r.output
+    assert (conf["loop"]["max_iterations"], conf["loop"]["patience"], conf["loop"]["candidates"]) == (7, 2, 4)
+    assert (conf["gate"]["warmup"], conf["gate"]["flush_l2"], conf["gate"]["extra_draws"]) == (5, True, 2)
+    assert (conf["proposer"]["models"], conf["proposer"]["max_tokens"], conf["proposer"]["stream"]) == \
+        (["openai:gpt-5"], 2048, False)
+    # --quick lies between the file and the command line
+    r, conf = run_probe("--config", cfg, "--quick", "--extra-draws", 3)
+    assert (conf["gate"]["extra_draws"], conf["gate"]["repeat_check"]) == (3, False)
+
+
+def test_defaults_without_anything_are_the_dataclass_defaults():
+    r, conf = run_probe()
+    assert r.exit_code == 0
+    assert conf == {"loop": dataclasses.asdict(LoopConfig()), "proposer": dataclasses.asdict(ProposerConfig()),
+                    "gate": dataclasses.asdict(GateOptions())}
+
+
+# ------------------------------------------------------------------------------ bad values
+
+@pytest.mark.parametrize("section, values, expected", [
+    ("loop", {"max_iterations": "seven"}, "$.loop.max_iterations: expected an integer, got 'seven'"),
+    ("loop", {"candidates": 0}, "$.loop.candidates: must be >= 1, got 0"),
+    ("loop", {"crossover_every": -1}, "$.loop.crossover_every: must be >= 0, got -1"),
+    ("loop", {"refine": "yes"}, "$.loop.refine: expected true or false"),
+    ("gate", {"launch_timeout_s": "fast"}, "$.gate.launch_timeout_s: expected a number"),
+    ("proposer", {"models": "openai:gpt-5"}, "$.proposer.models: expected a list"),
+    ("proposer", {"models": ["gpt-5"]}, "$.proposer.models[0]"),
+    ("proposer", {"ensemble": "random"}, "$.proposer.ensemble: must be one of 'round-robin', 'parallel'"),
+    ("proposer", {"max_tokens": 0}, "$.proposer.max_tokens: must be >= 1, got 0"),
+    ("proposer", {"stream": None}, "$.proposer.stream: a value is required"),
+    ("proposer", {"answer_format": "xml"}, "$.proposer.answer_format: must be one of 'fenced', 'tool'"),
+    ("proposer", {"thinking_budget": 100}, "$.proposer.thinking_budget: must be >= 1024, got 100"),
+])
+def test_bad_config_values_name_their_json_path(tmp_path, section, values, expected):
+    p = tmp_path / "cfg.json"
+    p.write_text(json.dumps({section: values}))
+    with pytest.raises(InputError) as info:
+        load_config_file(p)
+    assert str(info.value).startswith(f"{p}: ") and expected in str(info.value)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--candidates", "-1"], "--candidates (loop.candidates): must be >= 1, got -1"),
+    (["--patience", "0"], "--patience (loop.patience): must be >= 1"),
+    (["--budget-usd", "-2"], "--budget-usd (loop.budget_usd): must be > 0"),
+    (["--request-timeout", "0", "--model", "openai:gpt-5"], "--request-timeout (proposer.request_timeout_s): must be > 0"),
+    (["--model", "gpt-5"], "--model (proposer.models)[0]"),
+    (["--base-url", "ftp://host/v1", "--model", "openai:m"], "is not an http:// or https:// URL"),
+    (["--base-url", "localhost:8000", "--model", "openai:m"], "is not an http:// or https:// URL"),
+    (["--base-url", "http://localhost:8000/v1"], "--base-url (proposer.base_url) needs --model"),
+    (["--thinking-budget", "512", "--model", "anthropic:claude-sonnet-4-5"], "must be >= 1024"),
+    (["--thinking-budget", "2048", "--model", "openai:gpt-5"], "applies to anthropic:MODEL models only"),
+    (["--reasoning-effort", "minimal", "--model", "anthropic:claude-sonnet-4-5"], "Anthropic models take low"),
+    (["--max-output-tokens", "9000", "--max-output-tokens-cap", "4000", "--model", "openai:gpt-5"],
+     "--max-output-tokens-cap (4000) is below --max-output-tokens (9000)"),
+    (["--replay", "props/", "--model", "openai:gpt-5"], "--replay and --model are exclusive"),
+    (["--model", "openai:llama-3.1-70b", "--base-url", "http://127.0.0.1:9/v1", "--budget-usd", "1"],
+     "no price is known for openai:llama-3.1-70b"),
+])
+def test_bad_options_are_refused_before_any_gpu_probe(kforge, tmp_path, args, expected):
+    r = kforge("optimize", MANIFEST, "--runs-dir", tmp_path / "runs", *args)
+    assert r.exit_code == 2, r.output + r.stderr
+    assert expected in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_resume_takes_only_loop_options(kforge, tmp_path):
+    r = kforge("optimize", "--resume", tmp_path, "--model", "openai:gpt-5", "--warmup", 3)
+    assert r.exit_code == 2 and "not --model, --warmup" in r.stderr
+
+
+def test_check_value_units():
+    assert check_value((1, 2), list[int], "--x") == [1, 2]
+    assert check_value(3, float, "--x") == 3.0 and isinstance(check_value(3, float, "--x"), float)
+    assert check_value(None, int | None, "--x") is None
+    for bad, kind in ((True, int), (float("nan"), float), (1.5, int), ("1", float)):
+        with pytest.raises(InputError, match="--x"):
+            check_value(bad, kind, "--x")
+    with pytest.raises(InputError, match="must be > 0"):
+        check_value(0.0, float, "--x", {"exclusiveMinimum": 0})
+
+
+def test_malformed_price_overrides_are_refused_naming_the_entry(kforge, tmp_path):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"proposer": {"models": ["openai:gpt-5"],
+                                            "prices": {"openai:gpt-5": {"input": 1.0, "output": -2}}}}))
+    r = kforge("optimize", MANIFEST, "--config", cfg, "--runs-dir", tmp_path / "runs")
+    assert r.exit_code == 2 and "$.proposer.prices.openai:gpt-5.output" in r.stderr
+    assert not (tmp_path / "runs").exists()

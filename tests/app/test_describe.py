@@ -1,0 +1,528 @@
+"""``kforge init --describe``: a task written by a model, and nothing of it trusted until checked (CPU).
+
+The model's answers come from the recorded exchanges in tests/data/describe/ (``--replay``) or
+from the real Anthropic/OpenAI SDKs talking to the loopback server; the CUDA witness runs built
+for the host with g++ (tests/host_witness.py; those tests skip without a C++ compiler), or not at
+all (no GPU here: the cross-check is pending).  tests/app/test_describe_gpu.py runs the witness
+through the real gate.
+"""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from kernel_forge.app.cli import cli
+from kernel_forge.app.crosscheck import CaseCheck, OutputsWitness, check_outputs, extra_cases, run_crosscheck
+from kernel_forge.app.describe import MAX_DESCRIPTION, DescribeConfig, check_description, describe_task, fenced, screen_reference
+from kernel_forge.common.errors import EnvironmentProblem, InputError
+from kernel_forge.evidence.run_dir import schema
+from kernel_forge.gate.gate import GateOptions
+from kernel_forge.app.generated import accept, check_usable
+from kernel_forge.model.generated import review
+from kernel_forge.search.loop import LoopConfig
+from kernel_forge.app.run_setup import ProposerConfig, start_run
+from kernel_forge.model.task import load_task
+from kernel_forge.app.validate import validate_manifest
+
+from fakes import ScriptedGate, write_proposals
+from host_witness import CXX, HostWitness
+from loopback import clean_env, loopback, text  # noqa: F401  (fixtures)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "describe"
+GOOD, WRONG = DATA / "relu_like", DATA / "relu_like_off_by_one"
+DESCRIPTION = ("Leaky ReLU over n float32 values: y[i] = x[i] where x[i] > 0, else 0.01 * x[i]. "
+               "n can be any size, including 1.")
+needs_cxx = pytest.mark.skipif(CXX is None, reason="no C++ compiler to build the witness for the host")
+pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
+
+
+def recorded_text(folder: Path, role: str) -> str:
+    """The answer text of the recorded call for ``role``."""
+    for f in sorted(folder.glob("model-*.json")):
+        rec = json.loads(f.read_text())
+        if rec["role"] == role:
+            return "\n".join(b["text"] for b in rec["response"]["content"] if b["type"] == "text")
+    raise KeyError(role)
+
+
+def numpy_witness(shift: int = 0):
+    """A CUDA witness stand-in computed with NumPy (an OutputsWitness's run_kernel), optionally wrong."""
+    def run(task, witness, case, inputs):
+        x = inputs.buffers["x"].astype(np.float32)
+        y = np.where(x > 0, x, np.float32(0.01) * x).astype(np.float32)
+        if shift:
+            y = np.roll(y, shift)
+        return {"y": y}
+    return OutputsWitness(run, name="numpy stand-in")
+
+
+def described(tmp_path: Path, folder: Path = GOOD, runner=None, **cfg) -> Path:
+    """A task from recorded answers in tmp_path/task; returns its manifest."""
+    res = describe_task("relu_like", DESCRIPTION, tmp_path / "task", DescribeConfig(replay=str(folder), **cfg),
+                        runner=runner or numpy_witness())
+    return res.manifest
+
+
+# ------------------------------------------------------------------------------ the done criteria
+
+@needs_cxx
+def test_recorded_answers_write_a_task_that_validates_and_whose_witnesses_agree(tmp_path):
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(GOOD)), runner=HostWitness())
+    assert res.ok and res.crosscheck.status == "agreed", "\n".join(res.lines)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["relu_like.json", "relu_like_describe", "relu_like_reference.py", "relu_like_witness.cu"]
+    report = validate_manifest(tmp_path / "relu_like.json")
+    assert report.warnings == [] and report.task.initial is None
+    assert any("NOT accepted" in n for n in report.notes)
+    checked = [c.case for c in res.crosscheck.cases]
+    assert checked[:5] == ["one", "prime", "ragged", "n16M", "hidden"] and len(checked) == 9   # + 4 random shapes
+    assert all(c.status == "agreed" for c in res.crosscheck.cases)
+    block = json.loads((tmp_path / "relu_like.json").read_text())["generated"]
+    assert block["accepted"] is False and block["crosscheck"]["status"] == "agreed"
+    assert block["model"] == "anthropic:claude-sonnet-5-5" and block["replayed_from"] == str(GOOD)
+    assert sorted(block["files"]) == ["relu_like.json", "relu_like_reference.py", "relu_like_witness.cu"]
+    # the exchange is kept beside the task: three calls and the cross-check's record
+    ex = sorted(p.name for p in (tmp_path / "relu_like_describe").iterdir())
+    assert ex == ["crosscheck.json", "model-001.json", "model-002.json", "model-003.json"]
+    for f in (tmp_path / "relu_like_describe").glob("model-*.json"):
+        jsonschema.validate(json.loads(f.read_text()), schema("describe_call.schema.json"))
+
+
+@needs_cxx
+def test_the_planted_off_by_one_reference_is_caught_with_both_values_shown(tmp_path):
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(WRONG)), runner=HostWitness())
+    assert not res.ok and res.crosscheck.status == "disagreed"
+    text = "\n".join(res.lines)
+    # every shape disagrees on its last element: where, the reference's value and the witness's
+    for c in res.crosscheck.cases:
+        n = c.vars["n"]
+        assert c.status == "disagreed" and c.outputs[0]["mismatches"] == 1
+        first = c.outputs[0]["first"][0]
+        assert first["index"] == [n - 1] and first["reference"] == 0.0 and first["witness"] != 0.0
+        assert f"y[{n - 1}]: reference 0.0, CUDA witness {first['witness']!r}" in text
+    block = json.loads((tmp_path / "relu_like.json").read_text())["generated"]
+    assert block["crosscheck"]["status"] == "disagreed" and block["crosscheck"]["disagreements"]
+    # the recorded disagreement stops optimize, with both values, before any GPU or run folder
+    with pytest.raises(InputError) as err:
+        start_run(tmp_path / "relu_like.json", LoopConfig(archive="off"), GateOptions(), ProposerConfig(),
+                  runs_dir=tmp_path / "runs")
+    assert "did not agree" in err.value.message and "reference 0.0, CUDA witness" in err.value.message
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_cross_check_catches_an_off_by_one_without_a_compiler(tmp_path):
+    """The comparison is pure: a NumPy stand-in for the witness shows it on any machine."""
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(WRONG)), runner=numpy_witness())
+    assert res.crosscheck.status == "disagreed"
+    assert all(c.outputs[0]["first"][0]["reference"] == 0.0 for c in res.crosscheck.cases)
+    good = describe_task("relu_like", DESCRIPTION, tmp_path / "good", DescribeConfig(replay=str(GOOD)),
+                         runner=numpy_witness())
+    assert good.crosscheck.status == "agreed"
+    rolled = run_crosscheck(load_task(good.manifest), tmp_path / "good" / "relu_like_witness.cu",
+                            numpy_witness(shift=1), extra=0, seed=5)
+    assert rolled.status == "disagreed" and [c.case for c in rolled.cases if c.status == "agreed"] == ["one"]
+
+
+def test_check_outputs_is_the_gates_rule_on_both_witnesses_outputs(tmp_path):
+    task = load_task(described(tmp_path))
+    case = task.case("prime")
+    expected = {"y": np.linspace(-1, 1, 257)}
+    got = {"y": expected["y"].astype(np.float32)}
+    assert check_outputs(task, case, [3], expected, got).status == "agreed"
+    bad = got["y"].copy()
+    bad[[7, 100]] += 1e-3                          # beyond atol 1e-6 + rtol 1e-6
+    c = check_outputs(task, case, [3], expected, {"y": bad})
+    assert c.status == "disagreed" and c.outputs[0]["mismatches"] == 2
+    assert [f["index"] for f in c.outputs[0]["first"]] == [[7], [100]]
+    assert c.outputs[0]["first"][0]["reference"] == pytest.approx(expected["y"][7])
+    # an element the witness never wrote keeps the poison: it differs too
+    from kernel_forge.common.dtypes import poison_value
+    unwritten = got["y"].copy()
+    unwritten[-1] = poison_value(task.arg("y").param.dtype)
+    c = check_outputs(task, case, [3], expected, {"y": unwritten})
+    assert c.status == "disagreed" and c.outputs[0]["unwritten"] == 1
+    assert "never written by the CUDA witness" in "\n".join(c.lines())
+    missing = check_outputs(task, case, [3], expected, {})
+    assert missing.status == "disagreed" and "no such output" in missing.detail
+
+
+def test_extra_shapes_start_at_one_then_draw_odd_primes_that_fit(tmp_path):
+    task = load_task(described(tmp_path))
+    cases = extra_cases(task, 6, random.Random(1))
+    assert [c.name for c in cases] == [f"random-{i}" for i in range(1, 7)]
+    ns = [c.vars["n"] for c in cases]
+    assert 1 not in ns                          # the task already has a case of size 1
+    assert all(n == 2 or (n % 2 and all(n % d for d in range(3, int(n ** 0.5) + 1, 2))) for n in ns)
+    assert max(ns) <= 2 * 1000003               # twice the largest non-performance size
+    assert len(set(ns)) == 6 and not set(ns) & {c.vars["n"] for c in task.cases}
+    assert extra_cases(task, 6, random.Random(1)) == cases          # seeded
+    assert extra_cases(task, 0) == []
+
+
+def test_init_describe_with_recorded_answers_on_the_command_line_leaves_the_cross_check_pending_here(tmp_path):
+    """No GPU here: the witness cannot run, so the task is written, marked pending and refused by
+    optimize until it is accepted on a machine with a GPU."""
+    out = tmp_path / "t"
+    r = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--replay", str(GOOD),
+                                 "--dir", str(out)])
+    assert r.exit_code == 0, r.output
+    assert f"wrote {out / 'relu_like.json'}" in r.output and "pending" in r.output
+    assert "kforge validate --accept" in r.output
+    block = json.loads((out / "relu_like.json").read_text())["generated"]
+    assert block["crosscheck"]["status"] == "pending" and block["accepted"] is False
+    assert "GPU" in block["crosscheck"]["detail"]
+    v = CliRunner().invoke(cli, ["validate", "--no-compile", str(out / "relu_like.json")])
+    assert v.exit_code == 0 and "NOT accepted" in v.output and "no initial kernel" in v.output
+    o = CliRunner().invoke(cli, ["optimize", str(out / "relu_like.json"), "--runs-dir", str(tmp_path / "runs")])
+    assert o.exit_code == 2 and "has not been accepted" in o.output and "validate --accept" in o.output
+    assert not (tmp_path / "runs").exists()
+    a = CliRunner().invoke(cli, ["validate", "--accept", str(out / "relu_like.json")])
+    assert a.exit_code == 3 and "GPU" in a.output
+    assert json.loads((out / "relu_like.json").read_text())["generated"]["accepted"] is False
+
+
+def test_init_refuses_to_overwrite_and_takes_describe_options_only_with_describe(tmp_path):
+    described(tmp_path)
+    again = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--replay", str(GOOD),
+                                     "--dir", str(tmp_path / "task")])
+    assert again.exit_code == 2 and "already exist" in again.output
+    stray = CliRunner().invoke(cli, ["init", "saxpy", "--signature",
+                                     'extern "C" __global__ void saxpy(const float* x, float* y, int n)',
+                                     "--extra-shapes", "2", "--dir", str(tmp_path / "s")])
+    assert stray.exit_code == 2 and "--extra-shapes: only with --describe" in stray.output
+    both = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--signature", "x",
+                                    "--dir", str(tmp_path / "b")])
+    assert both.exit_code == 2 and "without --from or --signature" in both.output
+
+
+def test_recorded_answers_for_another_description_are_refused(tmp_path):
+    with pytest.raises(InputError, match="recorded for another description"):
+        describe_task("relu_like", "Softmax over rows", tmp_path, DescribeConfig(replay=str(GOOD)))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("text, words", [("", "is empty"), ("   \n ", "is empty"),
+                                         ("x" * (MAX_DESCRIPTION + 1), "characters long")])
+def test_an_empty_or_too_long_description_is_refused_before_anything_is_asked(text, words):
+    with pytest.raises(InputError, match=words):
+        check_description(text)
+
+
+def test_describe_needs_a_model_or_recorded_answers(tmp_path):
+    with pytest.raises(InputError, match="needs a model"):
+        describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig())
+    with pytest.raises(InputError, match="exclusive"):
+        describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(model="openai:x", replay=str(GOOD)))
+    with pytest.raises(InputError, match="not an http"):
+        describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(model="openai:x", base_url="ftp://h"))
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------ the answers
+
+def test_the_reference_screen_refuses_what_a_reference_does_not_need():
+    ok = "import numpy as np\nimport math\n\ndef reference(x, y, n):\n    y[...] = np.maximum(x, 0)\n"
+    assert screen_reference(ok, ["x", "y", "n"]) == []
+    bad = {"import os\ndef reference(x, y, n): pass": "imports os",
+           "from subprocess import run\ndef reference(x, y, n): pass": "imports from subprocess",
+           "def reference(x, y, n):\n    open('/etc/passwd')": "uses open()",
+           "import numpy as np\ndef reference(x, y, n):\n    np.save('f', x)": "uses .save",
+           "def reference(x, y, n):\n    x.__class__": "uses .__class__",
+           "def reference(y, x, n): pass": "it must take the kernel's parameters (x, y, n)",
+           "def ref(x, y, n): pass": "no top-level function `reference`",
+           "def reference(x, y, n)\n    pass": "does not parse",
+           "G = 0\ndef reference(x, y, n):\n    global G": "keeps global state"}
+    for source, words in bad.items():
+        assert any(words in p for p in screen_reference(source, ["x", "y", "n"])), source
+
+
+def test_fenced_takes_the_block_of_the_asked_language():
+    t = "intro\n```python\nprint(1)\n```\n```json\n{\"a\": 1}\n```\n"
+    assert fenced(t, ("json",)) == '{"a": 1}\n'
+    assert fenced(t, ("cuda",)) is None
+    assert fenced("```\nplain\n```", ("json",)) == "plain\n"
+
+
+class Scripted:
+    """A TextModel answering each role from a list, recording what it was asked."""
+
+    name = "scripted:model"
+
+    def __init__(self, answers: dict[str, list[str]]):
+        self.answers = {k: list(v) for k, v in answers.items()}
+        self.asked: list[tuple[str, list[dict]]] = []
+
+    def ask(self, role, system, messages):
+        from kernel_forge.proposers.text import Answer
+        from kernel_forge.proposers.base import ModelCall
+        self.asked.append((role, messages))
+        return Answer(self.answers[role].pop(0), [ModelCall("anthropic", "scripted", {"messages": messages},
+                                                            {"content": []})])
+
+
+def good_answers() -> dict[str, list[str]]:
+    return {r: [recorded_text(GOOD, r)] for r in ("spec", "reference", "witness")}
+
+
+def test_an_unusable_answer_goes_back_once_with_the_reason(tmp_path):
+    answers = good_answers()
+    answers["spec"].insert(0, "I think the kernel should be fast.")
+    answers["reference"].insert(0, "```python\nimport os\ndef reference(x, y, n):\n    y[...] = x\n```")
+    answers["witness"].insert(0, '```cuda\nextern "C" __global__ void relu_like(const float* x, float* y)\n{}\n```')
+    model = Scripted(answers)
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(), model=model, runner=numpy_witness())
+    assert res.crosscheck.status == "agreed"
+    roles = [r for r, _ in model.asked]
+    assert roles == ["spec", "spec", "reference", "reference", "witness", "witness"]
+    repairs = {r: m[-1]["content"] for r, m in model.asked if len(m) > 1}
+    assert "holds no ```json block" in repairs["spec"]
+    assert "imports os" in repairs["reference"]
+    assert "signature" in repairs["witness"] or "parameters" in repairs["witness"]
+    assert len(list((tmp_path / "relu_like_describe").glob("model-*.json"))) == 6
+
+
+def test_an_answer_still_unusable_after_its_repair_stops_init_and_keeps_the_exchange(tmp_path):
+    model = Scripted({"spec": ['```json\n{"signature": "extern \\"C\\" __global__ void other(int n)"}\n```'] * 2})
+    with pytest.raises(InputError) as err:
+        describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(), model=model)
+    assert "spec answer cannot be used" in err.value.message and "relu_like_describe" in err.value.hint
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["relu_like_describe"]      # no task file
+    assert len(list((tmp_path / "relu_like_describe").glob("model-*.json"))) == 2
+
+
+def test_a_spec_without_a_case_of_every_role_is_sent_back(tmp_path):
+    spec = json.loads(fenced(recorded_text(GOOD, "spec"), ("json",)))
+    spec["cases"] = [c for c in spec["cases"] if c["role"] != "holdout"]
+    answers = good_answers()
+    answers["spec"].insert(0, "```json\n" + json.dumps(spec) + "\n```")
+    model = Scripted(answers)
+    describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(), model=model, runner=numpy_witness())
+    assert "no holdout case" in model.asked[1][1][-1]["content"]
+
+
+def test_the_reference_and_the_witness_are_asked_apart_and_never_see_each_other(tmp_path):
+    model = Scripted(good_answers())
+    describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(), model=model, runner=numpy_witness())
+    asked = {role: "\n".join(m["content"] for m in msgs) for role, msgs in model.asked}
+    assert "np.where" not in asked["witness"] and "def reference" not in asked["witness"]
+    assert "y[i] = v > 0.0f" not in asked["reference"] and "__global__ void relu_like(const float* x, float* y, int n)\n{" \
+        not in asked["reference"]
+    for role in ("reference", "witness"):       # both get the spec: signature, shapes, cases, tolerance
+        assert "extern \"C\" __global__ void relu_like(const float* x, float* y, int n)" in asked[role]
+        assert "ragged (n=1000003)" in asked[role] and "1e-06" in asked[role]
+
+
+def test_initial_writes_the_witness_as_the_initial_kernel(tmp_path):
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(GOOD), initial=True),
+                        runner=numpy_witness())
+    task = load_task(res.manifest)
+    assert task.initial == (tmp_path / "relu_like.cu").resolve()
+    assert task.initial.read_text() == (tmp_path / "relu_like_witness.cu").read_text()
+    assert "relu_like.cu" in task.generated["files"]
+
+
+# ------------------------------------------------------------------------------ the providers
+
+@pytest.mark.parametrize("spec", ["anthropic:claude-sonnet-5-5", "openai:gpt-6.2-sol", "openai:qwen2.5-coder:32b"])
+def test_init_describe_asks_each_provider_without_tools_in_requests_built_from_the_table(spec, tmp_path, loopback,
+                                                                                        clean_env, monkeypatch):
+    provider = spec.split(":", 1)[0]
+    monkeypatch.setenv("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY", "sk-test-key-0123456789abcdef")
+    loopback.script(provider, *(text(recorded_text(GOOD, r)) for r in ("spec", "reference", "witness")))
+    url = loopback.anthropic_base_url if provider == "anthropic" else loopback.openai_base_url
+    r = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--model", spec, "--base-url", url,
+                                 "--dir", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    reqs = loopback.requests(provider)
+    assert len(reqs) == 3 and loopback.pending(provider) == 0       # no 400 round trip, no truncation
+    for req in reqs:
+        body = req.body
+        assert not {"tools", "tool_choice", "parallel_tool_calls"} & set(body)
+        turns = body["input"] if "input" in body else body["messages"]
+        assert len([m for m in turns if m["role"] == "user"]) == 1            # three separate conversations
+        if spec.startswith("anthropic"):      # the table's entry: adaptive thinking, an effort, room to think
+            assert body["thinking"] == {"type": "adaptive"} and body["output_config"]["effort"] == "high"
+            assert body["max_tokens"] == 32000 and "temperature" not in body
+        elif spec == "openai:gpt-6.2-sol":   # a reasoning model: the Responses API, reasoning on
+            assert body["reasoning"]["effort"] == "high" and body["store"] is False and "instructions" in body
+        else:                                 # a local server: Chat Completions, the system prompt first
+            assert req.path.endswith("/chat/completions") and body["messages"][0]["role"] == "system"
+    assert "Write the specification" in json.dumps(reqs[0].body)
+    block = json.loads((tmp_path / "relu_like.json").read_text())["generated"]
+    assert block["model"] == spec and block["replayed_from"] is None
+    recs = [json.loads(f.read_text()) for f in sorted((tmp_path / "relu_like_describe").glob("model-*.json"))]
+    assert [x["role"] for x in recs] == ["spec", "reference", "witness"]
+    assert all("sk-test-key" not in json.dumps(x) for x in recs)
+    for x in recs:
+        jsonschema.validate(x, schema("describe_call.schema.json"))
+        assert x["error"] is None and x["plan"]["answer_format"] == "text" and x["input_tokens"] > 0
+        assert (x["cost_usd"] > 0) == (spec != "openai:qwen2.5-coder:32b")        # priced from the table
+    # the recorded exchange replays to the same task
+    again = describe_task("relu_like", DESCRIPTION, tmp_path / "again",
+                          DescribeConfig(replay=str(tmp_path / "relu_like_describe")), runner=numpy_witness())
+    assert (tmp_path / "again" / "relu_like_reference.py").read_text() == (tmp_path / "relu_like_reference.py").read_text()
+    assert again.crosscheck.status == "agreed"
+
+
+def test_a_budget_that_cannot_hold_one_call_refuses_it_before_it_is_made_with_the_figures(tmp_path, loopback,
+                                                                                          clean_env, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-0123456789abcdef")
+    loopback.script("anthropic", *(text(recorded_text(GOOD, r)) for r in ("spec", "reference", "witness")))
+    r = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--model", "anthropic:claude-sonnet-5-5",
+                                 "--base-url", loopback.anthropic_base_url, "--budget-usd", "0.05",
+                                 "--dir", str(tmp_path)])
+    assert r.exit_code == 2, r.output
+    assert "could cost up to $" in r.output and "--budget-usd 0.05" in r.output and "32000 output tokens" in r.output
+    assert loopback.requests("anthropic") == [] and list(tmp_path.iterdir()) == []
+    # a budget that holds the three calls: every call was checked against it, and the spending is the records'
+    r = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--model", "anthropic:claude-sonnet-5-5",
+                                 "--base-url", loopback.anthropic_base_url, "--budget-usd", "5",
+                                 "--dir", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(f.read_text()) for f in sorted((tmp_path / "relu_like_describe").glob("model-*.json"))]
+    assert len(recs) == 3 and all(x["plan"]["budget_reserved_usd"] > x["cost_usd"] > 0 for x in recs)
+    # a model without a price cannot be held to a budget
+    r = CliRunner().invoke(cli, ["init", "other", "--describe", DESCRIPTION, "--model", "openai:my-local-model",
+                                 "--base-url", loopback.openai_base_url, "--budget-usd", "1", "--dir", str(tmp_path)])
+    assert r.exit_code == 2 and "no price is known for openai:my-local-model" in r.output
+
+
+def test_an_unreachable_model_is_an_environment_problem(tmp_path, clean_env):
+    from loopback import closed_port_url
+    r = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--model", "openai:m",
+                                 "--base-url", closed_port_url() + "/v1", "--dir", str(tmp_path)])
+    assert r.exit_code == 3 and "failed" in r.output and "nothing was written" in r.output
+    assert list(tmp_path.iterdir()) == []          # no call was answered: not even the exchange folder is left
+
+
+# ------------------------------------------------------------------------------ accepting
+
+@needs_cxx
+def test_accept_reruns_the_checks_and_records_who_accepted(tmp_path):
+    m = described(tmp_path, runner=HostWitness())
+    with pytest.raises(InputError, match="has not been accepted"):
+        check_usable(load_task(m))
+    res = accept(m, runner=HostWitness(), by="alice@lab")
+    assert res.status == "accepted" and any("agree on all" in line for line in res.lines)
+    block = json.loads(m.read_text())["generated"]
+    assert block["accepted"] is True and block["accepted_by"] == "alice@lab" and block["accepted_at"]
+    assert (m.parent / "relu_like_describe" / "crosscheck-accept.json").is_file()
+    r = check_usable(load_task(m))
+    assert r.accepted and r.edited == [] and r.evidence()["review"] == "accepted"
+    assert accept(m, runner=HostWitness()).status == "already"
+    # a run of the accepted task carries it in its evidence
+    props = write_proposals(tmp_path / "props", ['// fake: pass 300\n#define FAKE_SCRIPT "a"\n'
+                                                 + (m.parent / "relu_like_witness.cu").read_text()])
+    opt = start_run(m, LoopConfig(max_iterations=2, archive="off"), GateOptions(), ProposerConfig(replay=str(props)),
+                    runs_dir=tmp_path / "runs", gate=ScriptedGate(load_task(m)))
+    summary = opt.run()
+    run_json = json.loads((opt.run_dir.path / "run.json").read_text())
+    assert run_json["generated"]["accepted_by"] == "alice@lab" and run_json["baseline"] == "translation"
+    assert summary["generated"]["review"] == "accepted"
+    assert "**generated task**" in (opt.run_dir.path / "report.md").read_text()
+
+
+def test_accept_refuses_witnesses_that_disagree_and_changes_nothing(tmp_path):
+    m = described(tmp_path)
+    before = m.read_bytes()
+    with pytest.raises(InputError) as err:
+        accept(m, runner=numpy_witness(shift=3))
+    assert "do not agree" in err.value.message and "CUDA witness" in err.value.message
+    assert m.read_bytes() == before
+
+
+def test_accept_refuses_weak_cases(tmp_path):
+    m = described(tmp_path)
+    data = json.loads(m.read_text())
+    data["args"]["x"]["init"] = {"kind": "uniform", "low": 0, "high": 1}      # never negative: a branch never taken
+    m.write_text(json.dumps(data, indent=2))
+    with pytest.raises(InputError, match="without weak-case warnings") as err:
+        accept(m, runner=numpy_witness())
+    assert "never negative" in err.value.message
+
+
+def test_accept_without_a_gpu_says_the_cross_check_needs_one(tmp_path):
+    m = described(tmp_path)
+    with pytest.raises(EnvironmentProblem, match="GPU"):
+        accept(m)                                 # the real gate: no GPU here
+    with pytest.raises(InputError, match="not a generated task"):
+        accept(Path(__file__).resolve().parents[2] / "manifests" / "vector_add.json")
+
+
+def test_an_edited_task_counts_as_reviewed_unless_its_witnesses_disagreed(tmp_path):
+    m = described(tmp_path)
+    assert review(load_task(m)).edited == []
+    data = json.loads(m.read_text())
+    m.write_text(json.dumps(data))                # reformatted only: not an edit
+    assert review(load_task(m)).edited == []
+    ref = m.parent / "relu_like_reference.py"
+    ref.write_text(ref.read_text() + "\n# reviewed by bob\n")
+    notes = []
+    r = check_usable(load_task(m), notes.append)
+    assert r.edited == ["relu_like_reference.py"] and r.usable and not r.accepted
+    assert "taken as reviewed" in notes[0] and "validate --accept" in notes[0]
+    assert r.evidence()["review"] == "edited"
+    wrong = described(tmp_path / "w", WRONG)
+    (wrong.parent / "relu_like_witness.cu").write_text("// edited\n" + (wrong.parent / "relu_like_witness.cu").read_text())
+    with pytest.raises(InputError, match="the cross-check must run again"):
+        check_usable(load_task(wrong))
+
+
+# ------------------------------------------------------------------------------ the gate's side, scripted
+
+def test_the_gate_runner_gates_the_witness_on_every_shape_as_correctness_cases(tmp_path):
+    """GateWitness without a GPU: a scripted gate stands in for the real one (tests/app/test_describe_gpu.py
+    runs the real one); what it is given and how its verdicts become the cross-check are real."""
+    from kernel_forge.app.crosscheck import GateWitness
+
+    m = described(tmp_path)
+    task = load_task(m)
+    seen = {}
+
+    def factory(derived, options):
+        seen["cases"] = [(c.name, c.role) for c in derived.cases]
+        seen["reference"] = derived.reference.path
+        seen["options"] = options
+        return ScriptedGate(derived)
+
+    runner = GateWitness(gate_factory=factory, probe=lambda: None)
+    ok = run_crosscheck(task, m.parent / "relu_like_witness.cu", runner, extra=2, seed=11)
+    assert ok.status == "agreed" and ok.runner == "gate"
+    assert seen["cases"][:5] == [("one", "correctness"), ("prime", "correctness"), ("ragged", "correctness"),
+                                 ("n16M", "correctness"), ("hidden", "correctness")]
+    assert [r for _, r in seen["cases"][5:]] == ["correctness", "correctness", "performance"]   # 2 random, 1 never run
+    assert seen["reference"] == (m.parent / "relu_like_reference.py").resolve()
+    assert seen["options"].seed == 11 and seen["options"].extra_draws == 1 and seen["options"].repeat_check
+    assert [len(c.seeds) for c in ok.cases] == [2] * 7
+    witness = (m.parent / "relu_like_witness.cu").read_text()
+    (tmp_path / "w_bad.cu").write_text("// fake: mismatch 100\n" + witness)
+    bad = run_crosscheck(task, tmp_path / "w_bad.cu", runner, extra=0, seed=11)
+    assert bad.status == "disagreed" and bad.cases[0].status == "disagreed"
+    assert bad.cases[0].outputs[0]["first"] == [{"index": [3], "reference": -0.25, "witness": 1.5}]
+    assert "y[3]: reference -0.25, CUDA witness 1.5" in "\n".join(bad.lines())
+    (tmp_path / "w_cc.cu").write_text("// fake: compile_error 0\n" + witness)
+    broken = run_crosscheck(task, tmp_path / "w_cc.cu", runner, extra=0, seed=11)
+    assert broken.status == "failed" and all(c.status == "witness_failed" for c in broken.cases)
+    assert "fails before any case runs: compile_error" in broken.cases[0].detail
+
+
+def test_an_answer_cut_off_at_the_output_limit_is_asked_again_with_twice_the_limit(tmp_path, loopback, clean_env,
+                                                                                   monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-0123456789abcdef")
+    answers = [recorded_text(GOOD, r) for r in ("spec", "reference", "witness")]
+    loopback.script("anthropic", text(answers[0]).truncated(), *(text(a) for a in answers))
+    cfg = DescribeConfig(model="anthropic:claude-sonnet-5-5", base_url=loopback.anthropic_base_url, max_tokens=1000)
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, cfg, runner=numpy_witness())
+    assert res.crosscheck.status == "agreed"
+    limits = [r.body["max_tokens"] for r in loopback.requests("anthropic")]
+    assert limits == [1000, 2000, 1000, 1000]
+    recs = [json.loads(f.read_text()) for f in sorted((tmp_path / "relu_like_describe").glob("model-*.json"))]
+    assert [x["role"] for x in recs] == ["spec", "spec", "reference", "witness"]
+    assert "cut off at the output limit (1000 tokens); asked again with max_tokens=2000" in recs[0]["error"]

@@ -1,0 +1,96 @@
+"""The offline search benchmark: the recorder (bench/search_record.py) through a scripted gate, and
+the simulator (bench/search_sim.py) replaying what it wrote, in both modes."""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernel_forge.model.task import load_task
+
+from test_loop_search import OPT, LandscapeGate
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import search_record  # noqa: E402
+import search_sim  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    path = tmp_path_factory.mktemp("rec") / "search-recording.json.gz"
+    full = load_task(ROOT / "manifests" / "matmul_f32.json")
+    # the two matmul templates of the landscape (the warp-tiled pattern's 276 settings add only time)
+    task = dataclasses.replace(full, templates=tuple(t for t in full.templates if "warptile" not in t.name))
+    search_record.record([task], LandscapeGate, path, progress=lambda m: None)
+    return path
+
+
+def test_the_recorder_gates_every_valid_setting_of_every_template(recording):
+    with gzip.open(recording, "rt") as f:
+        rec = json.load(f)
+    assert rec["format"] == search_sim_format() and rec["complete"] is True
+    mm = rec["tasks"]["matmul_f32"]
+    assert mm["performance"] == ["sq256", "rect", "large"]
+    assert {k: (v["settings"], len(v["results"]), v["complete"]) for k, v in mm["templates"].items()} == \
+        {"matmul_f32_regblock.cu": (68, 68, True), "matmul_f32_tiled.cu": (7, 7, True)}
+    best = min(mm["templates"]["matmul_f32_regblock.cu"]["results"], key=lambda r: r["score_us"])
+    assert best["defines"] == OPT and set(best["cases"]) == {"sq256", "rect", "large"}
+    assert mm["initial"]["passed"] and mm["baselines"]["cublas"]["passed"]
+
+
+def search_sim_format():
+    return search_record.FORMAT
+
+
+def test_a_recording_cut_by_its_time_limit_says_so(tmp_path):
+    task = load_task(ROOT / "manifests" / "matmul_f32.json")
+    said = []
+    rec = search_record.record([task, task], LandscapeGate, tmp_path / "r.json.gz", time_limit=0.0, progress=said.append)
+    assert rec["complete"] is False and "time limit: matmul_f32 not started" in said[0]
+
+
+def test_the_simulator_replays_the_recording_through_the_real_loop(recording, tmp_path):
+    pools, env = search_sim.load_recording(recording)
+    pool = pools["matmul_f32"]
+    assert pool.recorded == 75 and pool.imputed == 0 and pool.best() == pytest.approx(50.0)
+    env["device"], env["calibration"] = None, None
+    rows = {s: search_sim.run_one(pool, env, "tune", s, 0, budget=48, workdir=tmp_path) for s in ("brute", "population")}
+    for r in rows.values():
+        assert r["proposals"] == 75 and r["stop"].startswith("proposer_exhausted") and r["curve"][-1] == pytest.approx(1.0)
+    assert rows["population"]["reach"] < rows["brute"]["reach"]
+    model = search_sim.run_one(pool, env, "model", "population", 1, budget=16, workdir=tmp_path)
+    assert model["proposals"] >= 12 and model["curve"] and 0 <= model["duplicates"] <= model["proposals"]
+
+
+def test_the_simulated_model_writes_settings_into_its_kernels(recording):
+    pools, _ = search_sim.load_recording(recording)
+    prop = search_sim.SimProposer(pools["matmul_f32"], 0)
+    src = prop._source("matmul_f32_regblock.cu", OPT)
+    assert search_sim.sim_kernel(src) == ("matmul_f32_regblock.cu", OPT)
+    from kernel_forge.model.candidate import parse_candidate
+    cand = parse_candidate(src, name="x.cu")
+    gate = search_sim.SimGate(pools["matmul_f32"], None, None)
+    ev = gate.evaluate(cand)
+    assert ev.passed and ev.score_us == pytest.approx(50.0)
+
+
+def test_the_table_names_every_strategy_and_the_plot_is_drawn(recording, tmp_path):
+    pools, env = search_sim.load_recording(recording)
+    pool = pools["matmul_f32"]
+    results = {"source": str(recording), "complete": True, "seeds": 2, "within": 0.05, "rows": [],
+               "tasks": {"matmul_f32": {"settings": 75, "recorded": 75, "imputed": 0, "pool_best_us": 50.0,
+                                         "initial_us": 600.0, "modes": {"tune": {}}}}}
+    for s in ("greedy", "population"):
+        rows = [search_sim.run_one(pool, env, "tune", s, seed, budget=48, workdir=tmp_path) for seed in range(2)]
+        results["rows"] += rows
+        results["tasks"]["matmul_f32"]["modes"]["tune"][s] = search_sim.summarise(rows, [12, 24, 48], 75)
+    search_sim.write_outputs(results, tmp_path / "out")
+    table = (tmp_path / "out" / "SEARCH.md").read_text()
+    assert "| matmul_f32 | 75 (0) | greedy |" in table and "| matmul_f32 | 75 (0) | population |" in table
+    assert (tmp_path / "out" / "search-sim.png").read_bytes()[:4] == b"\x89PNG"

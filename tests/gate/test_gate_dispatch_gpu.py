@@ -1,0 +1,59 @@
+"""GPU: a dispatch rule on the matmul regblock template through the strict gate, holdout included,
+each case with the setting its shape picks (the 4096^3 case with the large tiles)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from kernel_forge.model.candidate import load_candidate
+from kernel_forge.model.dispatch import Branch, Rule
+from kernel_forge.gate.gate import Gate, GateOptions
+from kernel_forge.model.task import load_task
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.gpu
+
+#: the fastest setting of the template on 4096^3 and on the two small cases (H200, tests/data/dispatch)
+LARGE = {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1}
+SMALL = {"BM": 32, "BN": 32, "BK": 32, "TM": 4, "TN": 4, "MINB": 1}
+
+
+def regblock_rule():
+    template = load_candidate(ROOT / "manifests" / "templates" / "matmul_f32_regblock.cu")
+    rule = Rule((Branch("m*n*k >= 1073741824", LARGE), Branch(None, SMALL)))
+    return replace(template, name="regblock-rule.cu", dispatch=rule, defines=dict(SMALL))
+
+
+def test_a_rule_on_the_matmul_template_passes_the_strict_gate_and_runs_4096_cubed_with_the_large_tiles():
+    task = load_task(ROOT / "manifests" / "matmul_f32.json")
+    cand = regblock_rule()
+    with Gate(task, GateOptions()) as gate:
+        assert gate.options.strict
+        gate.precompile([cand])
+        ev = gate.evaluate(cand, roles=("correctness", "performance", "holdout"))
+    assert ev.passed, ev.message
+    by = {c.name: c for c in ev.cases}
+    assert set(by) == {"odd", "k1", "row", "sq256", "rect", "large", "holdout"}
+    assert all(c.passed for c in ev.cases)
+    large = by["large"]
+    assert large.variant == {"branch": 0, "when": "m*n*k >= 1073741824", "defines": dict(sorted(LARGE.items()))}
+    # the launch it ran is the large setting's: 128x128 tiles, (128/8)*(128/8) = 256 threads
+    assert large.launch == {"grid": [32, 32, 1], "block": [256, 1, 1], "shared_mem": 0}
+    assert large.timing is not None and large.resources["threads_per_block"] == 256
+    for name in ("odd", "k1", "row", "sq256", "rect", "holdout"):
+        assert by[name].variant["branch"] == 1, name
+        assert by[name].launch["block"] == [64, 1, 1], name          # (32/4)*(32/4) threads
+    assert len(by["holdout"].seeds) == 1 and by["sq256"].timing is not None
+    assert len(ev.compile["variants"]) == 2
+    assert ev.score_us is not None and ev.dispatch == cand.dispatch.to_json()
+
+
+def test_side_by_side_retiming_of_a_rule_keeps_each_case_on_its_setting():
+    task = load_task(ROOT / "manifests" / "matmul_f32.json")
+    cand = regblock_rule()
+    with Gate(task, GateOptions()) as gate:
+        (ev,) = gate.retime([cand], rounds=2)
+    assert ev.passed, ev.message
+    assert {c.name: c.variant["branch"] for c in ev.cases} == {"sq256": 1, "rect": 1, "large": 0}

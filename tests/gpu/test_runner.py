@@ -1,0 +1,287 @@
+"""The worker's code (gpu/runner.py, gpu/resident.py, gpu/compare.py) behind the real gate, on the
+NumPy stand-in for CuPy and the driver of tests/fake_gpu.py: no GPU.
+
+The "kernels" are Python functions given the launch's argument values; each cheats or breaks in
+one way the gate must see through the worker's observations.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import kernel_forge.gate.gate as gate_mod
+from kernel_forge.model.candidate import parse_candidate
+from kernel_forge.gate.gate import Gate, GateOptions, WorkerError
+from kernel_forge.model.task import load_task
+from kernel_forge.model.worker_protocol import CALIBRATE, LOAD, RUN, SAMPLE
+
+import fake_gpu
+from conftest import ROOT
+
+SOURCE = r'''
+// kforge: grid = [cdiv(n, 256)]
+// kforge: block = [256]
+extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+'''
+
+
+class InProcessWorker:
+    """The gate's Worker, with the real CaseRunner in this process instead of a spawned one."""
+
+    instances: list["InProcessWorker"] = []
+
+    def __init__(self, task_path, device=0, start_timeout=120.0, resident_bytes=0):
+        from kernel_forge.gpu.runner import CaseRunner
+
+        self.runner = CaseRunner(load_task(task_path), device, resident_bytes)
+        self.device, self.pid, self.clock, self.alive = self.runner.info.to_json(), 1, None, True
+        self.calls: list[str] = []
+        InProcessWorker.instances.append(self)
+
+    def request(self, op, payload, *, on_need=None, **_timeouts):
+        from kernel_forge.gpu.runner import CaseFailure
+
+        self.calls.append(op)
+        try:
+            if op == LOAD:
+                return self.runner.load(payload)
+            if op == RUN:
+                return self.runner.run(payload.spec, payload.plan, need=on_need)
+            if op == SAMPLE:
+                return self.runner.sample(payload)
+            if op == CALIBRATE:
+                return self.runner.calibrate()
+        except CaseFailure as exc:
+            raise WorkerError.of(exc.failure) from None
+        except Exception as exc:   # as worker_main does: whatever else, classified
+            from kernel_forge.gpu.runner import classify
+            raise WorkerError.of(classify(exc, stage=op)) from None
+        raise AssertionError(op)
+
+    def close(self, kill=False):
+        self.alive = False
+
+
+@pytest.fixture
+def task(tmp_path):
+    src = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
+    src["reference"]["python"] = str(ROOT / "references" / "vector_add.py") + ":reference"
+    src["baselines"] = {"cupy_add": {"python": str(ROOT / "references" / "vector_add.py") + ":cupy_add"}}
+    src.pop("templates", None)
+    src["initial"] = str(ROOT / "manifests" / "vector_add.cu")
+    src["cases"] = [{"name": "odd", "role": "correctness", "vars": {"n": 1003}},
+                    {"name": "perf", "role": "performance", "vars": {"n": 4096}}]
+    (tmp_path / "va.json").write_text(json.dumps(src))
+    return load_task(tmp_path / "va.json")
+
+
+@pytest.fixture
+def gate(task, monkeypatch):
+    fake_gpu.install(monkeypatch)
+    InProcessWorker.instances.clear()
+    monkeypatch.setattr(gate_mod, "Worker", InProcessWorker)
+    g = Gate(task, GateOptions(arch="sm_90", warmup=2, reps=10))
+    yield g
+    g.close()
+
+
+def kernel_fn(f, with_module=False):
+    """A vector_add "kernel": ``f(a, b, c, n[, module])`` on the argument buffers."""
+    def run(values, module):
+        a_ptr, b_ptr, c_ptr, n = values
+        args = (fake_gpu.floats(a_ptr, n), fake_gpu.floats(b_ptr, n), fake_gpu.floats(c_ptr, n), n)
+        f(*args, module) if with_module else f(*args)
+    fake_gpu.KERNEL["run"] = run
+
+
+def honest(a, b, c, n):
+    c[:] = a + b
+
+
+CAND = parse_candidate(SOURCE, name="k.cu")
+
+
+def test_an_honest_kernel_passes_and_inputs_stay_resident(gate):
+    kernel_fn(honest)
+    ev = gate.evaluate(CAND)
+    assert ev.passed, ev.message
+    perf = ev.case("perf")
+    assert perf.timing.median > 0 and len(perf.timing.samples_us) == 10
+    assert perf.resources["blocks_per_sm"] == 8 and perf.resources["threads_per_block"] == 256
+    worker = InProcessWorker.instances[0]
+    assert len(worker.runner.resident.entries) == 4           # 2 cases x 2 draws
+    # odd: 2 draws x (checked + repeat); perf: the same, plus 2-5 warm-up and 10 timed launches
+    assert 20 <= len(fake_gpu.LAUNCHES) <= 23
+    uploads = []
+    real = worker.runner._upload
+    worker.runner._upload = lambda case, seed: uploads.append(seed) or real(case, seed)
+    ev2 = gate.evaluate(CAND)
+    assert ev2.passed and uploads == [] and len(worker.runner.resident.entries) == 4
+    assert ev2.cost["worker"].get("upload", 0) < 1.0
+    assert worker.calls.count(SAMPLE) == 8
+
+
+def test_a_wrong_kernel_is_a_mismatch_with_the_first_elements(gate):
+    kernel_fn(lambda a, b, c, n: c.__setitem__(slice(None), a - b))
+    ev = gate.evaluate(CAND)
+    assert ev.reason == "mismatch" and "first launch" in ev.message and "first at (" in ev.message
+    out = ev.cases[0].outputs[0]
+    assert out["mismatches"] > 0 and out["first"] and out["tol_ratio"] > 1
+
+
+def test_a_kernel_that_writes_nothing_is_unwritten(gate):
+    kernel_fn(lambda a, b, c, n: None)
+    assert gate.evaluate(CAND).reason == "unwritten"
+
+
+def test_a_kernel_that_writes_a_const_input_is_input_modified_and_the_copy_is_dropped(gate):
+    def scribble(a, b, c, n):
+        c[:] = a + b
+        a[0] = 42.0
+    kernel_fn(scribble)
+    ev = gate.evaluate(CAND)
+    assert ev.reason == "input_modified" and "const input(s) a changed" in ev.message
+    assert not InProcessWorker.instances[0].runner.resident.entries      # uploaded afresh next time
+    kernel_fn(honest)
+    assert gate.evaluate(CAND).passed
+
+
+def test_a_kernel_that_overwrites_the_expected_copy_is_tampered(gate):
+    runner_box = {}
+
+    def tamper(a, b, c, n):
+        c[:] = a - b                                     # wrong ...
+        for entry in runner_box["runner"].resident.entries.values():
+            if entry.expected is not None and entry.expected["c"].size == n:
+                entry.expected["c"].a[:] = a - b         # ... and the expected copy made to agree
+    kernel_fn(honest)
+    gate.evaluate(CAND)                                  # expected values now resident
+    runner_box["runner"] = InProcessWorker.instances[0].runner
+    kernel_fn(tamper)
+    ev = gate.evaluate(CAND)
+    assert ev.reason == "tampered" and "expected values of output c" in ev.message
+
+
+def test_a_forged_gpu_comparison_is_caught_by_the_parents_sample(gate, monkeypatch):
+    from kernel_forge.gpu.runner import FORGE_ENV
+
+    monkeypatch.setenv(FORGE_ENV, "1")
+    kernel_fn(lambda a, b, c, n: c.__setitem__(slice(None), a * b))
+    ev = gate.evaluate(CAND)
+    assert ev.reason == "tampered" and "found no mismatch" in ev.message
+
+
+def test_a_kernel_that_stops_working_after_two_launches_is_stale_after_timing(gate):
+    calls = {"n": 0}
+
+    def counting(a, b, c, n):       # state the gate cannot reset: a Python counter
+        calls["n"] += 1
+        if calls["n"] % 100 <= 2:
+            c[:] = a + b
+    kernel_fn(counting)
+    ev = gate.evaluate(CAND, roles=("performance",))
+    assert ev.reason == "stale_after_timing", ev.message
+    assert "after timing" in ev.message and "never written" in ev.message
+
+
+def test_the_cpu_fallback_compares_in_the_parent(gate):
+    gate.options.compare = "cpu"
+    kernel_fn(honest)
+    assert gate.evaluate(CAND).passed
+    kernel_fn(lambda a, b, c, n: c.__setitem__(slice(None), a - b))
+    ev = gate.evaluate(CAND)
+    assert ev.reason == "mismatch"
+    assert SAMPLE not in InProcessWorker.instances[0].calls
+
+
+def test_gpu_and_cpu_comparisons_agree_on_the_same_wrong_outputs(gate):
+    def half(a, b, c, n):
+        c[:] = a + b
+        c[::7] = -1.0
+    kernel_fn(half)
+    gpu = gate.evaluate(CAND, roles=("correctness",))
+    gate.options.compare = "cpu"
+    cpu = gate.evaluate(CAND, roles=("correctness",))
+    assert gpu.reason == cpu.reason == "mismatch"
+    assert gpu.cases[0].outputs == cpu.cases[0].outputs
+
+
+def test_the_first_checked_launch_timing_sets_the_number_of_timed_launches(gate):
+    kernel_fn(honest)
+    gate.options.reps, gate.options.min_reps = 50, 5
+    gate.options.max_noise = 0                  # no early stop: the budget alone decides
+    gate.options.timing_budget_s = 0.25         # the fake's events say 20 µs: the maximum fits
+    ev = gate.evaluate(CAND, roles=("performance",))
+    assert len(ev.case("perf").timing.samples_us) == 50
+    gate.options.timing_budget_s = 20e-6 * 7    # about 7 launches' worth: the minimum wins over 3
+    ev = gate.evaluate(CAND, roles=("performance",))
+    assert 5 <= len(ev.case("perf").timing.samples_us) <= 7
+
+
+
+def test_timing_stops_after_the_first_batch_when_the_median_is_already_tight(gate):
+    kernel_fn(honest)
+    gate.options.reps, gate.options.min_reps, gate.options.timing_budget_s = 50, 5, 0.25
+    gate.options.max_noise = 0.005              # the fake's events are all 20 µs: no noise at all
+    ev = gate.evaluate(CAND, roles=("performance",))
+    t = ev.case("perf").timing
+    assert len(t.samples_us) == 5 and t.median == pytest.approx(20.0)
+
+
+def test_noisy_samples_keep_the_timed_launches_going_in_doubling_batches(gate, monkeypatch):
+    import cupy                                  # the fake installed by the fixture
+
+    draws = np.random.default_rng(3)
+    monkeypatch.setattr(cupy.cuda, "get_elapsed_time", lambda a, b: 0.02 * (1 + 0.2 * draws.random()))
+    kernel_fn(honest)
+    gate.options.reps, gate.options.min_reps, gate.options.timing_budget_s = 50, 5, 0.25
+    gate.options.max_noise = 0.005              # +-10 % noise: never tight enough before the maximum
+    ev = gate.evaluate(CAND, roles=("performance",))
+    assert len(ev.case("perf").timing.samples_us) == 50
+    gate.options.max_noise = 0.5                # a loose bound: met after one of the batches 5, 10, 20, 40
+    ev = gate.evaluate(CAND, roles=("performance",))
+    assert len(ev.case("perf").timing.samples_us) in (5, 10, 20, 40)
+
+MEMO = SOURCE.replace('extern "C"', "__device__ int g_done;\n__device__ float g_scratch[64];\nextern \"C\"")
+
+
+def test_module_globals_start_from_their_load_time_image_before_every_launch(gate):
+    """A "computed already" flag in a module global would make every later launch skip its work;
+    restored before every launch, it never does, and the launches that set it are recorded."""
+    def memo(a, b, c, n, module):
+        flag = fake_gpu.MEM.resolve(module.globals["g_done"], 4).view(np.int32)
+        if flag[0]:
+            return                   # "already computed": skips, leaving the poison
+        c[:] = a + b
+        flag[0] = 1
+    kernel_fn(memo, with_module=True)
+    cand = parse_candidate(MEMO, name="memo.cu")
+    ev = gate.evaluate(cand)
+    assert ev.passed, ev.message
+    state = ev.case("perf").module_state
+    assert set(state["globals"]) == {"g_done", "g_scratch"}
+    assert state["changed"]["draw 1, first launch"] == ["g_done"]
+    assert state["changed"]["draw 1, timed launches"] == ["g_done"]
+
+
+def test_no_flush_warms_the_buffers_and_marks_each_timed_launch(gate):
+    kernel_fn(honest)
+    gate.options.flush_l2 = False
+    ev = gate.evaluate(CAND, roles=("performance",))
+    assert ev.passed and ev.case("perf").timing.flushed is False
+    calls = InProcessWorker.instances[0].runner.flusher().calls
+    assert calls.count("warm") >= 10 and calls.count("mark") >= 10 and "flush" not in calls
+
+
+def test_a_python_baseline_runs_in_the_worker_and_is_checked_like_a_kernel(gate):
+    ev = gate.evaluate_baseline("cupy_add", roles=("correctness", "performance"))
+    assert ev.passed, ev.message
+    assert ev.kind == "baseline" and ev.case("perf").timing is not None
+    assert ev.case("odd").resources is None and ev.case("odd").outputs[0]["ok"]
+    assert not fake_gpu.LAUNCHES                  # no kernel of ours: the baseline's own calls
+    assert SAMPLE in InProcessWorker.instances[0].calls and LOAD not in InProcessWorker.instances[0].calls

@@ -1,0 +1,557 @@
+"""kernel_forge.model.inputs, .verify, .dtypes and .stats: seeded inputs, output comparison, bf16 bits,
+timing statistics.  CPU only."""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernel_forge.common import dtypes
+from kernel_forge.common.dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT32, UINT32, UINT64, from_float, poison_value, to_float
+from kernel_forge.common.errors import ManifestError
+from kernel_forge.model.inputs import generate, host_values
+from kernel_forge.common.stats import Timing, faster_beyond_noise, geomean, noise_band, summarize
+from kernel_forge.model.task import Tolerance, load_task
+from kernel_forge.model.tolerance import compare, device_expected, element_checks, outputs_identical, rel_floor
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+
+
+# -- a manifest exercising every init kind ----------------------------------------------------
+
+SIGNATURE = ('extern "C" __global__ void k(const float* x, const int* r, const __nv_bfloat16* h, '
+             'const float* f, const float* ar, const float* cst, const int* rn, const double* u, '
+             'float* out, __nv_bfloat16* hout, int* iout, unsigned int* uout, float* acc, int n)')
+
+
+def manifest(npy: str = "data.npy") -> dict:
+    return {
+        "name": "k",
+        "signature": SIGNATURE,
+        "reference": {"python": "ref.py:reference"},
+        "initial": "k.cu",
+        "args": {
+            "x": {"shape": ["n"], "init": "normal"},
+            "r": {"shape": ["n"], "init": {"kind": "randint", "low": -3, "high": 4}},
+            "h": {"shape": ["n"], "init": {"kind": "normal", "std": 3.0}},
+            "f": {"shape": [2, "n / 2"], "init": {"kind": "npy", "path": npy}},
+            "ar": {"shape": ["n"], "init": {"kind": "arange", "start": 5, "step": 0.5}},
+            "cst": {"shape": ["n"], "init": {"kind": "constant", "value": 2.25}},
+            "rn": {"shape": ["n"], "init": {"kind": "normal", "std": 10.0}},
+            "u": {"shape": ["n", 2], "init": {"kind": "uniform", "low": 10, "high": 11}},
+            "out": {"shape": ["n"], "output": True},
+            "hout": {"shape": ["n"], "output": True},
+            "iout": {"shape": ["n"], "output": True},
+            "uout": {"shape": [3], "output": True},
+            "acc": {"shape": ["n"], "output": True, "init": "ones"},
+            "n": "n",
+        },
+        "launch": {"grid": [1], "block": [32]},
+        "tolerance": {"atol": 1e-5, "rtol": 1e-5},
+        "cases": [
+            {"name": "a", "role": "correctness", "vars": {"n": 64}},
+            {"name": "b", "role": "performance", "vars": {"n": 64}},
+        ],
+    }
+
+
+@pytest.fixture
+def task(tmp_path):
+    (tmp_path / "ref.py").write_text("def reference(*args):\n    pass\n")
+    (tmp_path / "k.cu").write_text(f"{SIGNATURE} {{}}\n")
+    np.save(tmp_path / "data.npy", np.arange(64, dtype=np.float64) * 1.5)
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps(manifest()))
+    return load_task(p)
+
+
+# -- inputs ------------------------------------------------------------------------------------
+
+def test_generate_is_deterministic_for_a_seed(task):
+    case = task.case("a")
+    g1, g2 = generate(task, case, 7), generate(task, case, 7)
+    assert set(g1.buffers) == {"x", "r", "h", "f", "ar", "cst", "rn", "u", "out", "hout", "iout",
+                               "uout", "acc"}
+    assert g1.scalars == {"n": 64}
+    for name in g1.buffers:
+        assert np.array_equal(g1.buffers[name], g2.buffers[name], equal_nan=True), name
+        assert g1.checksum(name) == g2.checksum(name)
+    assert g1.seed == 7 and g1.case is case
+
+
+def test_generate_differs_across_seeds_and_cases(task):
+    a7, a8, b7 = (generate(task, task.case("a"), 7), generate(task, task.case("a"), 8),
+                  generate(task, task.case("b"), 7))
+    for name in ("x", "r", "h", "rn", "u"):
+        assert not np.array_equal(a7.buffers[name], a8.buffers[name]), name
+        assert not np.array_equal(a7.buffers[name], b7.buffers[name]), name
+        assert a7.checksum(name) != a8.checksum(name)
+    # deterministic inits do not depend on the seed
+    for name in ("f", "ar", "cst", "acc"):
+        assert np.array_equal(a7.buffers[name], a8.buffers[name]), name
+
+
+def test_generate_distributions_for_vector_add():
+    t = load_task(MANIFESTS / "vector_add.json")
+    tiny = generate(t, t.case("tiny"), 0)
+    assert tiny.buffers["a"].dtype == np.float32 and tiny.buffers["a"].shape == (37,)
+    assert tiny.scalars == {"n": 37}
+    g = generate(t, t.case("odd"), 0)                  # 1000003 elements
+    a, b = g.buffers["a"], g.buffers["b"]
+    assert a.shape == b.shape == (1000003,)
+    assert abs(float(a.mean())) < 0.01 and abs(float(a.std()) - 1.0) < 0.01      # normal(0, 1)
+    assert b.min() >= -2.0 and b.max() < 2.0                                     # uniform(-2, 2)
+    assert abs(float(b.mean())) < 0.01 and abs(float(b.std()) - 4 / 12 ** 0.5) < 0.01
+    assert len(np.unique(a[:1000])) == 1000
+
+
+def test_pure_outputs_are_poisoned(task):
+    g = generate(task, task.case("a"), 0)
+    out, hout, iout, uout = (g.buffers[k] for k in ("out", "hout", "iout", "uout"))
+    assert out.dtype == np.float32 and out.shape == (64,) and np.all(out == np.float32(-3.0e38))
+    assert hout.dtype == np.uint16 and np.all(hout == 0xFF7F)
+    assert iout.dtype == np.int32 and np.all(iout == -2147483647 + 17)
+    assert uout.dtype == np.uint32 and np.all(uout == 0xDEADBEEF)
+    for arr, dt in ((out, FLOAT32), (hout, BFLOAT16), (iout, INT32), (uout, UINT32)):
+        assert np.all(arr == np.asarray(poison_value(dt)).astype(arr.dtype))
+    # an in/out buffer gets its init, not poison
+    assert np.all(g.buffers["acc"] == 1.0)
+
+
+def test_poison_values_are_finite():
+    for dt in {d.name: d for d in dtypes.C_TYPES.values()}.values():
+        pv = np.asarray(poison_value(dt)).astype(dt.numpy)
+        assert np.all(np.isfinite(to_float(pv, dt))), dt.name
+
+
+def test_randint_bounds_and_dtype(task):
+    r = generate(task, task.case("a"), 3).buffers["r"]
+    assert r.dtype == np.int32
+    assert r.min() >= -3 and r.max() <= 3          # high is exclusive
+    assert set(np.unique(r)) <= set(range(-3, 4))
+    assert len(np.unique(r)) >= 5                   # 64 draws cover most of the 7 values
+
+
+def test_normal_for_int_buffer_is_rounded(task):
+    rn = generate(task, task.case("a"), 0).buffers["rn"]
+    assert rn.dtype == np.int32
+    assert np.abs(rn).max() > 3                     # std 10, really drawn
+
+
+def test_uniform_float64_two_dims(task):
+    u = generate(task, task.case("a"), 0).buffers["u"]
+    assert u.dtype == np.float64 and u.shape == (64, 2)
+    assert u.min() >= 10 and u.max() < 11
+
+
+def test_bf16_buffers_are_uint16_bit_patterns(task):
+    g = generate(task, task.case("a"), 0)
+    h = g.buffers["h"]
+    assert h.dtype == np.uint16 and h.shape == (64,)
+    values = host_values(task.arg("h"), h)
+    assert values.dtype == np.float32
+    assert np.array_equal(values.view(np.uint32) >> 16, h.astype(np.uint32))
+    assert np.all(values.view(np.uint32) & 0xFFFF == 0)
+    assert values.std() > 1.5                       # std 3
+    # host_values leaves other dtypes alone
+    assert host_values(task.arg("x"), g.buffers["x"]) is g.buffers["x"]
+
+
+def test_npy_arange_constant(task):
+    g = generate(task, task.case("a"), 0)
+    f = g.buffers["f"]
+    assert f.dtype == np.float32 and f.shape == (2, 32)
+    assert np.array_equal(f.ravel(), (np.arange(64) * 1.5).astype(np.float32))
+    assert np.array_equal(g.buffers["ar"], (5 + 0.5 * np.arange(64)).astype(np.float32))
+    assert np.all(g.buffers["cst"] == np.float32(2.25))
+
+
+def test_npy_with_wrong_size(tmp_path, task):
+    np.save(tmp_path / "data.npy", np.zeros(10))
+    with pytest.raises(ManifestError) as ei:
+        generate(task, task.case("a"), 0)
+    assert ei.value.json_path == "$.args.f.init.path"
+    assert "holds 10 elements, shape (2, 32) needs 64" in str(ei.value)
+
+
+# -- dtypes: bf16 ------------------------------------------------------------------------------
+
+def bf16(*values) -> list[int]:
+    return [int(v) for v in from_float(np.array(values, dtype=np.float32), BFLOAT16)]
+
+
+def test_bf16_exact_values():
+    assert bf16(1.0, -2.5, 0.0, -0.0, np.inf, -np.inf) == [0x3F80, 0xC020, 0x0000, 0x8000, 0x7F80, 0xFF80]
+
+
+def test_bf16_round_to_nearest_even():
+    # 1 + 2^-8 lies halfway between 0x3F80 (even) and 0x3F81: ties go to even
+    assert bf16(1 + 2 ** -8) == [0x3F80]
+    # 1 + 3 * 2^-8 lies halfway between 0x3F81 (odd) and 0x3F82 (even)
+    assert bf16(1 + 3 * 2 ** -8) == [0x3F82]
+    # just above the halfway point rounds up
+    assert bf16(1 + 2 ** -8 + 2 ** -16) == [0x3F81]
+    # the carry propagates into the exponent
+    assert bf16(np.float32(np.frombuffer(np.uint32(0x3FFF8000).tobytes(), np.float32)[0])) == [0x4000]
+    # the largest float32 rounds to infinity, as hardware does
+    assert bf16(np.finfo(np.float32).max) == [0x7F80]
+
+
+def test_bf16_nan():
+    out = bf16(np.nan, -np.nan)
+    assert out == [0x7FC0, 0x7FC0]
+    assert np.isnan(to_float(np.array(out, np.uint16), BFLOAT16)).all()
+
+
+def test_bf16_round_trip_of_representable_values():
+    bits = np.arange(0, 0x10000, dtype=np.uint32).astype(np.uint16)
+    finite = bits[np.isfinite(to_float(bits, BFLOAT16))]
+    assert np.array_equal(from_float(to_float(finite, BFLOAT16), BFLOAT16), finite)
+
+
+def test_to_float_other_dtypes():
+    a = np.array([1.5, 2.5], np.float32)
+    assert to_float(a, FLOAT32) is not None and np.array_equal(to_float(a, FLOAT32), a)
+    assert from_float(np.array([1.5, -2.0]), INT32).dtype == np.int32
+    assert from_float(np.array([1.5]), FLOAT16).dtype == np.float16
+
+
+# -- verify ------------------------------------------------------------------------------------
+
+TOL = Tolerance(atol=1e-3, rtol=1e-2)
+
+
+def test_compare_within_tolerance():
+    expected = np.array([1.0, 100.0, 0.0, -4.0])
+    # |a - e| <= atol + rtol * |e| (limits 0.011, 1.001, 0.001, 0.041); all values exact in binary
+    actual = np.array([1 + 2 ** -7, 101.0, 2 ** -10, -4.03125])
+    res = compare("y", actual, expected, FLOAT64, TOL)
+    assert res.ok and res.mismatches == 0 and res.first == []
+    assert res.max_abs == pytest.approx(1.0)
+    assert res.total == 4
+    assert res.summary().startswith("y: ok (max abs 1")
+
+
+def test_compare_beyond_tolerance_reports_first_index():
+    expected = np.array([1.0, 100.0, 0.0, -5.0])
+    actual = np.array([1.0, 101.01, 0.0011, -5.0])
+    res = compare("y", actual, expected, FLOAT64, TOL)
+    assert not res.ok
+    assert res.mismatches == 2
+    assert [f["index"] for f in res.first] == [[1], [2]]
+    assert res.first[0] == {"index": [1], "actual": 101.01, "expected": 100.0}
+    assert res.unwritten == 0 and res.nonfinite_mismatches == 0
+    assert res.summary().startswith("y: 2 of 4 elements differ; max abs 1.01")
+    assert "first at (1,): got 101.01, expected 100.0" in res.summary()
+
+
+def test_compare_multi_dim_indices_and_max_report():
+    expected = np.zeros((3, 4))
+    actual = np.zeros((3, 4), np.float32)
+    actual[0, 3] = actual[1, 0] = actual[2, 2] = 1.0
+    res = compare("m", actual, expected, FLOAT32, TOL, max_report=2)
+    assert res.mismatches == 3
+    assert [f["index"] for f in res.first] == [[0, 3], [1, 0]]
+
+
+def test_compare_expected_is_reshaped():
+    res = compare("m", np.ones((2, 3), np.float32), np.ones(6), FLOAT32, TOL)
+    assert res.ok
+
+
+@pytest.mark.parametrize("actual, expected, ok", [
+    (np.nan, np.nan, True),
+    (np.inf, np.inf, True),
+    (-np.inf, -np.inf, True),
+    (np.nan, 1.0, False),
+    (1.0, np.nan, False),
+    (np.inf, -np.inf, False),
+    (-np.inf, np.inf, False),
+    (np.inf, 1e308, False),
+    (np.nan, np.inf, False),
+])
+def test_compare_nonfinite_positions(actual, expected, ok):
+    res = compare("y", np.array([0.5, actual]), np.array([0.5, expected]), FLOAT64, TOL)
+    assert res.ok is ok
+    if not ok:
+        assert res.nonfinite_mismatches == 1
+        assert res.mismatches == 1
+        assert res.first[0]["index"] == [1]
+        assert res.max_abs == math.inf
+        assert res.to_json()["max_abs"] == "inf"
+        assert "1 NaN/Inf misplaced" in res.summary()
+
+
+def test_compare_nan_reported_as_string():
+    res = compare("y", np.array([np.nan]), np.array([2.0]), FLOAT64, TOL)
+    assert res.first == [{"index": [0], "actual": "nan", "expected": 2.0}]
+    json.dumps(res.to_json())      # JSON-safe
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in divide")
+def test_compare_counts_unwritten():
+    expected = np.zeros((2, 3))
+    actual = np.zeros((2, 3), np.float32)
+    actual[1, 2] = poison_value(FLOAT32)
+    res = compare("y", actual, expected, FLOAT32, TOL)
+    assert not res.ok
+    assert res.unwritten == 1 and res.mismatches == 1
+    assert res.first[0]["index"] == [1, 2]
+    assert "1 never written" in res.summary()
+
+
+def test_compare_poison_check_can_be_disabled():
+    actual = np.full(3, poison_value(FLOAT32), np.float32)
+    res = compare("y", actual, actual.astype(np.float64), FLOAT32, TOL, check_poison=False)
+    assert res.ok and res.unwritten == 0
+
+
+def test_compare_integers_exact():
+    exact = Tolerance(0, 0)
+    res = compare("h", np.array([5, 6, 7], np.uint32), np.array([5, 7, 7]), UINT32, exact)
+    assert not res.ok and res.mismatches == 1
+    assert res.first == [{"index": [1], "actual": 6, "expected": 7}]
+    assert compare("h", np.array([5, -6], np.int32), np.array([5, -6]), INT32, exact).ok
+    big = np.array([2 ** 64 - 2], np.uint64)
+    assert compare("u", big, big.copy(), UINT64, exact).ok
+    assert not compare("u", big, big - np.uint64(1), UINT64, exact).ok
+
+
+def test_compare_integer_unwritten():
+    res = compare("h", np.array([5, 0xDEADBEEF], np.uint32), np.array([5, 7]), UINT32, Tolerance(0, 0))
+    assert res.unwritten == 1 and res.mismatches == 1
+
+
+def test_compare_integers_with_tolerance():
+    res = compare("h", np.array([10, 20], np.int32), np.array([11, 20]), INT32, Tolerance(1, 0))
+    assert res.ok
+
+
+def test_compare_size_mismatch():
+    res = compare("y", np.zeros(4, np.float32), np.zeros(5), FLOAT32, TOL)
+    assert not res.ok
+    assert res.shape_error == "output has 4 elements, reference 5"
+    assert res.mismatches == 4
+    assert res.summary() == "y: output has 4 elements, reference 5"
+
+
+def test_compare_bf16_decodes_bits():
+    expected = np.array([1.0, 2.0, -3.0])
+    actual = from_float(np.array([1.0, 2.0, -3.0], np.float32), BFLOAT16)
+    assert compare("b", actual, expected, BFLOAT16, Tolerance(0, 0.004)).ok
+    res = compare("b", actual, np.array([1.0, 2.02, -3.0]), BFLOAT16, Tolerance(0.005, 0))
+    assert not res.ok
+    assert res.first == [{"index": [1], "actual": 2.0, "expected": 2.02}]
+    unwritten = np.array([0xFF7F, 0x3F80], np.uint16)
+    res = compare("b", unwritten, np.array([1.0, 1.0]), BFLOAT16, Tolerance(0.005, 0))
+    assert res.unwritten == 1 and res.first[0]["index"] == [0]
+
+
+def test_to_json_is_json_safe():
+    res = compare("y", np.array([1.0, np.inf]), np.array([2.0, 1.0]), FLOAT64, TOL)
+    d = json.loads(json.dumps(res.to_json()))
+    assert d["name"] == "y" and d["ok"] is False and d["mismatches"] == 2
+    assert d["nonfinite_mismatches"] == 1
+
+
+def test_compare_emits_no_numpy_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = compare("y", np.array([-3.0e38], np.float32), np.array([0.0]), FLOAT32, TOL)
+    assert not res.ok
+
+
+def _planted(dtype, n=10_007, seed=3):
+    """A (actual bits, expected) pair with mismatches, NaNs, infinities and unwritten elements."""
+    rng = np.random.default_rng(seed)
+    expected = rng.standard_normal(n) * 10
+    if dtype.kind == "float":
+        values = expected + rng.standard_normal(n) * 1e-4
+        values[rng.choice(n, 25, replace=False)] += 1.0            # beyond tolerance
+        expected[rng.choice(n, 5, replace=False)] = np.nan
+        values[rng.choice(n, 5, replace=False)] = np.inf
+        actual = from_float(values, dtype) if dtype is BFLOAT16 else values.astype(dtype.storage)
+    else:
+        expected = np.round(expected)
+        actual = expected.astype(dtype.storage)
+        actual[rng.choice(n, 25, replace=False)] += 1
+    actual[rng.choice(n, 7, replace=False)] = np.asarray(poison_value(dtype)).astype(actual.dtype)
+    return actual.reshape(-1, 1), expected
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dtype", [FLOAT32, FLOAT64, BFLOAT16, INT32], ids=lambda d: d.name)
+@pytest.mark.parametrize("chunk", [1, 7, 1000, 4096])
+def test_compare_in_pieces_gives_the_same_answer_as_in_one(dtype, chunk):
+    actual, expected = _planted(dtype)
+    tol = Tolerance(atol=1e-3, rtol=1e-3) if dtype.kind == "float" else Tolerance(0, 0)
+    whole = compare("y", actual, expected, dtype, tol, chunk=1 << 30, max_report=40)
+    parts = compare("y", actual, expected, dtype, tol, chunk=chunk, max_report=40)
+    assert not whole.ok and whole.mismatches >= 25 and whole.unwritten == 7
+    assert json.dumps(parts.to_json()) == json.dumps(whole.to_json())
+    # the first mismatches are reported in index order, by (row, column)
+    rows = [f["index"][0] for f in whole.first]
+    assert rows == sorted(rows) and len(rows) == min(40, whole.mismatches) and all(f["index"][1] == 0 for f in whole.first)
+
+
+def test_compare_in_pieces_finds_one_bad_element_at_every_boundary():
+    expected = np.arange(64, dtype=np.float64)
+    for i in (0, 15, 16, 17, 63):
+        actual = expected.astype(np.float32)
+        actual[i] = -1.0
+        res = compare("y", actual, expected, FLOAT32, TOL, chunk=16)
+        assert res.mismatches == 1 and res.first[0]["index"] == [i] and res.max_abs == i + 1
+
+
+def test_compare_zero_dimensional_output():
+    assert compare("s", np.float32(2.0), np.float64(2.0), FLOAT32, TOL).ok
+    res = compare("s", np.float32(3.0), np.float64(2.0), FLOAT32, TOL)
+    assert res.mismatches == 1 and res.first == [{"index": [], "actual": 3.0, "expected": 2.0}]
+
+
+def test_max_rel_stays_meaningful_when_the_reference_is_near_zero():
+    # a relative error against a reference of 1e-300 is 1e294 and says nothing: below atol / rtol
+    # the tolerance is absolute, so the relative error is taken against that magnitude
+    res = compare("y", np.array([1e-6, 1.0]), np.array([1e-300, 1.0]), FLOAT64, TOL)
+    assert res.ok
+    assert res.max_rel == pytest.approx(1e-6 / (TOL.atol / TOL.rtol))
+    assert res.tol_ratio == pytest.approx(1e-6 / TOL.atol)
+    assert rel_floor(FLOAT64, TOL) == pytest.approx(0.1)
+    assert rel_floor(FLOAT64, Tolerance(1e-3, 0)) == 1e-3
+    assert rel_floor(INT32, Tolerance(0, 0)) == 1.0
+
+
+def test_tol_ratio_is_the_worst_elements_share_of_its_tolerance():
+    expected = np.array([1.0, 100.0, 8.0])
+    limits = TOL.atol + TOL.rtol * np.abs(expected)
+    actual = expected + np.array([0.25, 0.5, 0.0]) * limits
+    res = compare("y", actual, expected, FLOAT64, TOL)
+    assert res.ok and res.tol_ratio == pytest.approx(0.5)
+    assert "worst 0.5 of tolerance" in res.summary()
+    over = compare("y", expected + np.array([0.0, 1.5, 0.0]) * limits, expected, FLOAT64, TOL)
+    assert not over.ok and over.tol_ratio == pytest.approx(1.5)
+    assert over.to_json()["tol_ratio"] == pytest.approx(1.5)
+    assert compare("y", expected, expected, FLOAT64, TOL).tol_ratio == 0.0
+
+
+def test_exact_integers_use_all_or_nothing_of_their_tolerance():
+    exact = Tolerance(0, 0)
+    same = compare("h", np.array([0, 4], np.int32), np.array([0, 4]), INT32, exact)
+    assert same.ok and same.tol_ratio == 0.0 and same.max_rel == 0.0
+    res = compare("h", np.array([3, 4], np.int32), np.array([0, 4]), INT32, exact)
+    assert res.max_rel == 3.0                     # against max(|expected|, 1), not 1e-300
+    assert res.tol_ratio == math.inf and res.to_json()["tol_ratio"] == "inf"
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dtype", [FLOAT32, FLOAT64, BFLOAT16, INT32], ids=lambda d: d.name)
+def test_element_checks_are_what_compare_counts(dtype):
+    actual, expected = _planted(dtype)
+    tol = Tolerance(atol=1e-3, rtol=1e-3) if dtype.kind == "float" else Tolerance(0, 0)
+    el = element_checks(actual.reshape(-1), expected, dtype, tol)
+    res = compare("y", actual, expected, dtype, tol)
+    assert int(el.bad.sum()) == res.mismatches and int(el.unwritten.sum()) == res.unwritten
+    assert int(el.nonfinite_bad.sum()) == res.nonfinite_mismatches
+    assert float(el.rel.max()) == res.max_rel and float(el.ratio.max()) == res.tol_ratio
+
+
+def test_device_expected_converts_as_the_specification_does():
+    f32 = np.array([1.5, 2.5], np.float32)
+    assert device_expected(f32, FLOAT32, TOL).dtype == np.float32          # widened exactly on the GPU
+    assert device_expected(f32.astype(np.float16), FLOAT16, TOL).dtype == np.float64
+    assert device_expected(np.array([[1, 2]], np.int32), INT32, Tolerance(0, 0)).dtype == np.int64
+    assert device_expected(np.array([1, 2], np.uint64), UINT64, Tolerance(0, 0)).dtype == np.uint64
+    assert device_expected(np.array([1, 2], np.int32), INT32, Tolerance(1, 0)).dtype == np.float64
+    assert device_expected(np.zeros((2, 3)), FLOAT64, TOL).shape == (6,)
+
+
+def test_outputs_identical():
+    a = {"x": np.array([0.0, 1.0], np.float32), "y": np.array([np.nan])}
+    b = {"x": np.array([-0.0, 1.0], np.float32), "y": np.array([np.nan])}
+    assert outputs_identical(a, b) == ["x"]       # -0.0 differs bit-for-bit, NaN equals NaN
+    assert outputs_identical(a, {k: v.copy() for k, v in a.items()}) == []
+
+
+# -- stats ---------------------------------------------------------------------------------------
+
+def test_summarize_values():
+    t = summarize([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    assert t.median == 5.5 and t.mean == 5.5 and t.min == 1.0 and t.max == 10.0
+    assert t.p10 == pytest.approx(1.9) and t.p90 == pytest.approx(9.1)
+    assert t.p20 == pytest.approx(2.8) and t.p80 == pytest.approx(8.2)
+    assert t.cv == pytest.approx(np.std(np.arange(1, 11), ddof=1) / 5.5)
+    assert t.spread == pytest.approx((9.1 - 1.9) / 5.5)
+    assert noise_band(t) == pytest.approx((8.2 - 2.8) / 11)
+    assert t.samples_us == tuple(float(x) for x in range(1, 11))
+
+
+def test_summarize_single_sample_and_order():
+    t = summarize([5.0])
+    assert (t.median, t.p10, t.p90, t.cv) == (5.0, 5.0, 5.0, 0.0)
+    assert summarize([3, 1, 2]).median == 2.0
+
+
+@pytest.mark.parametrize("samples, message", [
+    ([], "no timing samples"),
+    ([1.0, -1.0], "finite and non-negative"),
+    ([1.0, float("nan")], "finite and non-negative"),
+    ([float("inf")], "finite and non-negative"),
+])
+def test_summarize_rejects_bad_samples(samples, message):
+    with pytest.raises(ValueError, match=message):
+        summarize(samples)
+
+
+def test_timing_json_round_trip():
+    t = summarize([1.0, 2.0, 4.0], flushed=False, graph_us=0.5)
+    d = t.to_json()
+    assert d["n"] == 3 and d["flushed"] is False and d["graph_us"] == 0.5
+    assert d["samples_us"] == [1.0, 2.0, 4.0]
+    assert "samples_us" not in t.to_json(with_samples=False)
+    assert Timing.from_json(d) == t
+
+
+def test_geomean():
+    assert geomean([1, 4, 16]) == pytest.approx(4.0)
+    assert geomean([2.0]) == pytest.approx(2.0)
+    assert geomean([10, 1000]) == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("values", [[], [0, 1], [-1.0], [float("inf")], [float("nan")]])
+def test_geomean_rejects(values):
+    with pytest.raises(ValueError, match="geometric mean needs positive finite values"):
+        geomean(values)
+
+
+def test_faster_beyond_noise():
+    old = summarize([10.0] * 20)
+    assert faster_beyond_noise(summarize([5.0] * 20), old)
+    assert not faster_beyond_noise(old, summarize([5.0] * 20))
+    # within the 1 % margin
+    assert not faster_beyond_noise(summarize([9.95] * 20), old)
+    assert faster_beyond_noise(summarize([9.95] * 20), old, margin=0.001)
+    # overlapping noise bands: medians differ but p80(new) >= p20(old)
+    noisy_old = summarize(list(np.linspace(8.0, 12.0, 21)))
+    noisy_new = summarize(list(np.linspace(7.0, 11.0, 21)))
+    assert noisy_new.median < noisy_old.median * 0.99
+    assert not faster_beyond_noise(noisy_new, noisy_old)
+
+
+def test_median_noise_is_half_the_order_statistic_interval_over_the_median():
+    from kernel_forge.common.stats import median_noise
+
+    ten = [float(x) for x in range(1, 11)]                     # median 5.5; 95 % interval x(2)..x(9)
+    assert median_noise(ten) == pytest.approx((9 - 2) / (2 * 5.5))
+    twenty = [float(x) for x in range(1, 21)]                  # x(6)..x(15)
+    assert median_noise(twenty) == pytest.approx((15 - 6) / (2 * 10.5))
+    assert median_noise([3.0] * 12) == 0.0
+    assert median_noise([1.0, 2.0, 3.0, 4.0]) == float("inf")   # too few for an interval
+    rng = np.random.default_rng(0)
+    wide = median_noise(100 * (1 + 0.05 * rng.standard_normal(40)))
+    narrow = median_noise(100 * (1 + 0.005 * rng.standard_normal(40)))
+    assert narrow < 0.005 < wide

@@ -1,0 +1,316 @@
+"""kernel_forge.model.signature: parsing kernel declarations, finding the entry point, matching the task."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernel_forge.common import dtypes
+from kernel_forge.common.errors import SignatureError
+from kernel_forge.model.signature import Signature, check_matches, find_entry, parse_signature
+
+HEAD = 'extern "C" __global__ void k('
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+
+
+def sig(params: str) -> Signature:
+    return parse_signature(HEAD + params + ")")
+
+
+def refuse(text: str) -> SignatureError:
+    with pytest.raises(SignatureError) as ei:
+        parse_signature(text)
+    return ei.value
+
+
+def caret_target(exc: SignatureError) -> str:
+    """The text from the caret to the end of the echoed signature."""
+    lines = str(exc).splitlines()
+    i = next(j for j, l in enumerate(lines) if l.strip() == "^")
+    shown, caret = lines[i - 1], lines[i]
+    assert shown == "    " + exc.signature
+    return shown[caret.index("^"):]
+
+
+# -- pointers ------------------------------------------------------------------------------
+
+def test_pointer_constness_and_restrict():
+    s = sig("const float* a, float const* b, float* __restrict__ c, "
+            "const float* __restrict__ d, float * const e, const float* const __restrict__ f")
+    got = [(p.name, p.dtype.name, p.pointer, p.const) for p in s.params]
+    assert got == [
+        ("a", "float32", True, True),
+        ("b", "float32", True, True),
+        ("c", "float32", True, False),
+        ("d", "float32", True, True),
+        ("e", "float32", True, False),   # const pointer, mutable pointee
+        ("f", "float32", True, True),
+    ]
+    assert s.name == "k"
+    assert s.names == ("a", "b", "c", "d", "e", "f")
+
+
+def test_pointer_spacing_variants():
+    s = sig("float *a, float*b, float * c, float*__restrict__ d")
+    assert s.names == ("a", "b", "c", "d")
+    assert all(p.pointer and not p.const for p in s.params)
+
+
+def test_param_text_and_describe():
+    s = sig("const __nv_bfloat16* __restrict__ x, int n")
+    x, n = s.params
+    assert x.text == "const __nv_bfloat16* __restrict__ x"
+    assert x.describe() == "const bfloat16* x"
+    assert n.describe() == "int32 n"
+    assert s.param("n") is n
+    with pytest.raises(KeyError):
+        s.param("missing")
+
+
+# -- scalars ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ctype, dtype", [
+    ("float", "float32"), ("double", "float64"),
+    ("half", "float16"), ("__half", "float16"),
+    ("__nv_bfloat16", "bfloat16"), ("nv_bfloat16", "bfloat16"),
+    ("char", "int8"), ("signed char", "int8"), ("int8_t", "int8"),
+    ("short", "int16"), ("int16_t", "int16"),
+    ("int", "int32"), ("signed int", "int32"), ("int32_t", "int32"),
+    ("long long", "int64"), ("long long int", "int64"), ("int64_t", "int64"),
+    ("unsigned char", "uint8"), ("uint8_t", "uint8"),
+    ("unsigned short", "uint16"), ("uint16_t", "uint16"),
+    ("unsigned int", "uint32"), ("unsigned", "uint32"), ("uint32_t", "uint32"),
+    ("unsigned long long", "uint64"), ("uint64_t", "uint64"), ("size_t", "uint64"),
+])
+def test_every_supported_scalar_and_pointer_type(ctype, dtype):
+    s = sig(f"{ctype} v, const {ctype}* p, {ctype}* q")
+    v, p, q = s.params
+    assert (v.name, v.dtype.name, v.pointer, v.const) == ("v", dtype, False, False)
+    assert (p.dtype.name, p.pointer, p.const) == (dtype, True, True)
+    assert (q.dtype.name, q.pointer, q.const) == (dtype, True, False)
+    assert v.dtype is dtypes.BY_NAME[dtype]
+
+
+def test_const_scalar_is_not_marked_const():
+    (n,) = sig("const int n").params
+    assert (n.name, n.dtype.name, n.pointer, n.const) == ("n", "int32", False, False)
+
+
+def test_whitespace_is_normalised():
+    s = parse_signature('extern  "C"\n__global__\tvoid\n  k (\n  const float*  a,\n  unsigned   int n\n)')
+    assert s.name == "k"
+    assert [(p.name, p.dtype.name) for p in s.params] == [("a", "float32"), ("n", "uint32")]
+    assert s.text == 'extern "C" __global__ void k ( const float* a, unsigned int n )'
+
+
+@pytest.mark.parametrize("tail", ["", " {", " { return; }", ";"])
+def test_trailing_brace_or_semicolon(tail):
+    assert parse_signature(HEAD + "int n)" + tail).names == ("n",)
+
+
+@pytest.mark.parametrize("params", ["", "void", " "])
+def test_no_parameters(params):
+    assert parse_signature(HEAD + params + ")").params == ()
+
+
+@pytest.mark.parametrize("text", [
+    'extern "C" __global__ void __launch_bounds__(256) k(float* a)',
+    'extern "C" __global__ void __launch_bounds__(256, 2) k(float* a)',
+    'extern "C" __global__ __launch_bounds__(1024, 1) void k(float* a)',
+])
+def test_launch_bounds(text):
+    s = parse_signature(text)
+    assert s.name == "k"
+    assert s.names == ("a",)
+
+
+# -- refusals ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("params, message, at", [
+    ("float& a", "references are not supported; pass a pointer", "& a)"),
+    ("const float &a", "references are not supported", "&a)"),
+    ("float a[4]", "array parameters are not supported; pass a pointer", "[4])"),
+    ("vec<float> a", "templates are not supported", "<float> a)"),
+    ("float** a", "pointers to pointers are not supported", "** a)"),
+    ("int n = 3", "default values are not supported", "= 3)"),
+    ("float (*f)(int)", "function pointers are not supported", "(*f)(int))"),
+    ("long a", "'long' is 32-bit on Windows and 64-bit on Linux", "long a)"),
+    ("unsigned long a", "'unsigned long' is 32-bit on Windows", "unsigned long a)"),
+    ("long int a", "'long int' is 32-bit", "long int a)"),
+    ("foo_t a", "unsupported type 'foo_t'", "foo_t a)"),
+    ("struct S a", "unsupported type 'struct S'", "struct S a)"),
+    ("float* int a", "unexpected 'int' after '*'", "int a)"),
+    ("float*", "parameter has no name", ")"),
+    ("int", "parameter needs a type and a name", "int)"),
+])
+def test_unsupported_parameters_are_refused_with_caret(params, message, at):
+    exc = refuse(HEAD + "float* ok, " + params + ")")
+    assert str(exc).startswith(message)
+    assert caret_target(exc) == at
+
+
+def test_long_refusal_has_a_hint():
+    exc = refuse(HEAD + "long n)")
+    assert exc.hint == "use int64_t/uint64_t or long long"
+    assert "hint: use int64_t/uint64_t or long long" in str(exc)
+
+
+def test_unknown_type_lists_supported():
+    exc = refuse(HEAD + "Matrix m)")
+    assert "supported: bfloat16, float16, float32, float64, int16, int32" in exc.hint
+
+
+def test_empty_parameter_is_refused():
+    exc = refuse(HEAD + "float* a,)")
+    assert str(exc).startswith("empty parameter")
+    assert caret_target(exc) == ")"
+
+
+def test_missing_extern_c_is_refused_with_hint():
+    exc = refuse("__global__ void k(float* a)")
+    assert str(exc).startswith('expected `extern "C" __global__ void NAME(PARAMS)`')
+    assert exc.column == 0
+    assert 'add extern "C"' in exc.hint
+
+
+@pytest.mark.parametrize("text", [
+    'extern "C" void k(float* a)',                 # not __global__
+    'extern "C" __global__ int k(float* a)',       # not void
+    'extern "C++" __global__ void k(float* a)',
+    'template <typename T> __global__ void k(T* a)',
+])
+def test_other_heads_are_refused(text):
+    assert str(refuse(text)).startswith("expected `extern")
+
+
+def test_unclosed_parameter_list():
+    exc = refuse(HEAD + "float* a")
+    assert str(exc).startswith("unclosed parameter list")
+    assert exc.column == len(exc.signature)
+
+
+def test_text_after_parameter_list():
+    exc = refuse(HEAD + "float* a) const")
+    assert str(exc).startswith("unexpected text after the parameter list")
+    assert caret_target(exc) == " const"
+
+
+def test_duplicate_names_are_refused():
+    exc = refuse(HEAD + "float* a, int a)")
+    assert str(exc).startswith("parameter name 'a' appears twice")
+
+
+def test_duplicate_name_caret_points_at_second_parameter():
+    exc = refuse(HEAD + "int n, float* a, float* n)")
+    assert caret_target(exc) == "n)"
+
+
+def test_signature_error_is_input_error():
+    exc = refuse(HEAD + "float& a)")
+    assert exc.exit_code == 2
+
+
+# -- find_entry ------------------------------------------------------------------------------
+
+SOURCE = '''// header comment
+#include <cuda_fp16.h>
+
+extern "C" __global__ void helper(float* x) {}
+
+extern "C"
+__global__ void __launch_bounds__(128)
+k(const float* a,
+  float* b, int n)
+{
+    b[0] = a[0] + n;
+}
+'''
+
+
+def test_find_entry_returns_signature_and_line():
+    found = find_entry(SOURCE, "k")
+    assert found is not None
+    s, line = found
+    assert line == 6
+    assert s.name == "k"
+    assert [(p.name, p.dtype.name, p.pointer, p.const) for p in s.params] == [
+        ("a", "float32", True, True), ("b", "float32", True, False), ("n", "int32", False, False)]
+
+
+def test_find_entry_other_kernels_and_missing():
+    assert find_entry(SOURCE, "helper")[1] == 4
+    assert find_entry(SOURCE, "helper")[0].names == ("x",)
+    assert find_entry(SOURCE, "missing") is None
+    assert find_entry(SOURCE, "kk") is None
+
+
+def test_find_entry_refuses_unsupported_params_in_the_file():
+    with pytest.raises(SignatureError, match="pointers to pointers"):
+        find_entry('extern "C" __global__ void k(float** a) {}', "k")
+
+
+@pytest.mark.parametrize("path", sorted(MANIFESTS.glob("*.cu")), ids=lambda p: p.stem)
+def test_find_entry_on_bundled_kernels(path):
+    found = find_entry(path.read_text(), path.stem)
+    assert found is not None
+    s, line = found
+    assert s.name == path.stem
+    assert 'extern "C"' in path.read_text().splitlines()[line - 1]
+
+
+def test_find_entry_ignores_comments():
+    src = ('// old: extern "C" __global__ void k(float* a, int n)\n'
+           '/* extern "C" __global__ void k(double* a) */\n'
+           'extern "C" __global__ void k(const float* a, float* b, int n) {}\n')
+    s, line = find_entry(src, "k")
+    assert line == 3
+    assert s.names == ("a", "b", "n")
+
+
+# -- check_matches -----------------------------------------------------------------------------
+
+EXPECTED = parse_signature(HEAD + "const float* a, float* b, int n)")
+
+
+def mismatch(params: str, name: str = "k") -> str:
+    actual = parse_signature(f'extern "C" __global__ void {name}({params})')
+    with pytest.raises(SignatureError) as ei:
+        check_matches(EXPECTED, actual)
+    return str(ei.value)
+
+
+def test_identical_and_renamed_parameters_match():
+    check_matches(EXPECTED, sig("const float* a, float* b, int n"))
+    check_matches(EXPECTED, sig("const float* __restrict__ x, float* __restrict__ y, int m"))
+    check_matches(EXPECTED, sig("float const* a, float* b, int32_t n"))
+
+
+def test_adding_const_to_an_output_is_accepted():
+    check_matches(EXPECTED, sig("const float* a, const float* b, int n"))
+
+
+def test_wrong_name():
+    assert mismatch("const float* a, float* b, int n", name="j") == \
+        "kernel is named 'j', the task expects 'k'"
+
+
+def test_wrong_count():
+    assert mismatch("const float* a, float* b") == (
+        "kernel k takes 2 parameters, the task declares 3: (const float32* a, float32* b, int32 n)")
+
+
+def test_wrong_type():
+    assert mismatch("const float* a, double* b, int n") == \
+        "parameter 2 (b) is `float64* b`, the task declares `float32* b`"
+    assert mismatch("const float* a, float* b, unsigned n") == \
+        "parameter 3 (n) is `uint32 n`, the task declares `int32 n`"
+
+
+def test_pointer_versus_scalar():
+    assert mismatch("const float* a, float b, int n") == \
+        "parameter 2 (b) is `float32 b`, the task declares `float32* b`"
+
+
+def test_dropped_const():
+    assert mismatch("float* a, float* b, int n") == (
+        "parameter 1 (a) drops `const`: the task declares it as an input (`const float32* a`)")

@@ -1,0 +1,326 @@
+"""The prompt built from a recorded matmul_f32 run (CPU): what it shows, what it bounds, what it hides."""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+
+import recorded_run as rec
+from kernel_forge.app.cli import cli
+from kernel_forge.gate.diagnosis import directions
+from kernel_forge.search.prompts import HISTORY_CHARS, build_prompt, build_prompt_parts, normalise, render_prompt, system_prompt, write_prompt
+from kernel_forge.model.clip import clip_source
+
+
+def parts(**kw):
+    task = rec.task()
+    at = rec.attempts()
+    e = rec.env()
+    pa = rec.prompt_attempt
+    args = dict(reference_source=task.reference.path.read_text(), device=e["device"], calibration=e["calibration"],
+                best=pa(at["a0004"]), history=[pa(a) for a in at.values() if a["status"] == "passed"],
+                failures=[pa(a) for a in at.values() if a["status"] == "failed"], diagnosis=rec.diagnosis())
+    args.update(kw)
+    return build_prompt_parts(task, **args)
+
+
+def section(text: str, title: str) -> str:
+    """One ``# Title`` section of a prompt (up to the next top-level heading)."""
+    m = re.search(rf"^# {re.escape(title)}.*?(?=^# |\Z)", text, re.M | re.S)
+    assert m, f"no section {title!r}"
+    return m.group(0)
+
+
+# ------------------------------------------------------------------------------ the split
+
+def test_the_static_prefix_is_task_device_reference_and_the_same_for_every_call():
+    d = rec.diagnosis()
+    s1, d1 = parts(direction=directions(d, 2)[0])
+    s2, d2 = parts(direction=directions(d, 2)[1], failures=[], history=[])
+    assert s1 == s2 and d1 != d2
+    assert [h for h in re.findall(r"^# (\w+)", s1, re.M)] == ["Task", "Device", "Reference"]
+    assert s1.startswith("# Task: matmul_f32") and "# Current best" not in s1
+    assert d1.startswith("# Current best: a0004, score 60.49 µs")
+    full = build_prompt(rec.task(), **{k: v for k, v in dict(
+        reference_source=rec.task().reference.path.read_text(), device=rec.env()["device"],
+        calibration=rec.env()["calibration"], best=rec.prompt_attempt(rec.attempts()["a0004"]), history=[],
+        failures=[]).items()})
+    static, dynamic = parts(history=[], failures=[], diagnosis=None)
+    assert full == static + "\n\n" + dynamic
+
+
+def test_the_device_is_fully_described_and_the_fp32_ceiling_is_the_one_shown():
+    static, _ = parts()
+    dev = section(static, "Device")
+    assert "- fp32 FMA on CUDA cores: 66.9 TFLOP/s  <- the ceiling for this task" in dev
+    assert "tensor cores: not for this task" in dev
+    assert "TFLOP/s" in dev and "1070" not in static          # the 16-bit tensor peak is nowhere
+    for fact in ("2048 per SM (64 warps of 32)", "at most 32 resident blocks per SM", "at most 255 per thread",
+                 "233472 bytes (228 KiB) per SM", "49152 bytes (48 KiB) of static", "232448 bytes (227 KiB)",
+                 "L2 60 MiB", "measured copy bandwidth 4260 GB/s", "--gpu-architecture=sm_90", "no `--use_fast_math`",
+                 "cuLaunchCooperativeKernel", "cold L2", "initial globals", "CUPTI"):
+        assert fact in dev, fact
+    assert "Task hints: m, n and k are arbitrary" in section(static, "Task")
+
+
+def test_the_system_prompt_explains_kforge_lines():
+    s = system_prompt()
+    for line in ("`// kforge: grid = [X, Y, Z]`", "`// kforge: shared_mem = EXPR`", "`// kforge: tune NAME = [v1, v2, ...]`",
+                 "`// kforge: define NAME = v`", "`// kforge: constraint EXPR`", "-DNAME=v", "Answer format:",
+                 "```cuda", "<<<<<<< SEARCH", "predicted_speedup"):
+        assert line in s, line
+    assert not re.search(r"\bholdout\b", s, re.I)
+
+
+# ------------------------------------------------------------------------------- the best
+
+def test_the_current_best_carries_its_diagnosis_resources_and_profile():
+    _, dyn = parts()
+    best = section(dyn, "Current best")
+    assert best.startswith("# Current best: a0004, score 60.49 µs (geometric mean of the performance medians); "
+                           "x2.90 vs the initial kernel; x1.15 vs cublas")
+    assert "Run with: launch grid [cdiv(n, TILE), cdiv(m, TILE), 1], block [TILE, TILE // RPT, 1]; defines RPT=4 TILE=32" in best
+    assert "ridge point 15.7 FLOP/byte" in best
+    assert "large (m=4096, n=4096, k=4096): 5270.0 µs" in best and "vs cublas 2900.0 µs: x0.55 (slower)" in best
+    assert "Slower than a reference on: large x0.55 vs cublas" in best
+    assert "resources (driver): 32 registers/thread, no spills, shared memory 8320 B static" in best
+    assert "ncu: DRAM 4.2%, L2 5.7%, SM 71.5% of peak" in best
+    assert "// kforge: define TILE = 32" in best                      # its source, complete
+
+
+def test_an_unmeasured_best_shows_its_ptxas_resources_and_occupancy():
+    at = rec.attempts()
+    naive = rec.prompt_attempt(at["a0000"])
+    naive = replace(naive, score_us=None, cases=[])
+    _, dyn = parts(best=naive, diagnosis=None, history=[], failures=[])
+    best = section(dyn, "Current best")
+    assert "not measured yet" in best
+    assert "Resources (ptxas, compiled for sm_90; not measured yet): 32 registers/thread" in best
+    assert "- large: grid [256, 256, 1] x block [16, 16, 1] = 65536 blocks; 8 blocks/SM (100% theoretical occupancy); 62.06 waves" in best
+
+
+# ---------------------------------------------------------------------------- history
+
+def test_history_is_deduplicated_and_never_repeats_the_best():
+    _, dyn = parts()
+    hist = section(dyn, "Earlier correct kernels")
+    assert hist.count("```cuda") == 2                                   # a0000 and a0006; a0003/a0005 are the best's source
+    assert "## a0006: 65.33 µs" in hist and "per case sq256 8.00, rect 8.50, large 4100.0 µs" in hist
+    assert hist.index("## a0000") < hist.index("## a0006")             # slowest to fastest
+    assert "- a0005: 64.54 µs (sq256 6.40, rect 7.50, large 5600.0 µs); same source as the best with RPT=2 TILE=32" in hist
+    assert "- a0003: 101.8 µs" in hist
+    assert "## a0004" not in hist and "## a0005" not in hist
+
+
+def test_history_is_bounded_by_count_and_by_characters():
+    at = rec.attempts()
+    big = rec.prompt_attempt(at["a0006"])
+    many = []
+    for i in range(12):
+        body = big.source + f"\n// variant {i}\n" + "// padding line of a long kernel\n" * 400
+        many.append(replace(big, id=f"a{100 + i:04d}", source=body, score_us=70.0 + i))
+    _, dyn = parts(history=many, n_history=5)
+    hist = section(dyn, "Earlier correct kernels")
+    assert hist.count("```cuda") <= 5
+    assert len(hist) < HISTORY_CHARS + 2000
+    assert "lines (" in hist and "characters) left out ..." in hist       # long sources clipped, not cut mid-line
+    assert "## a0100: 70.00 µs" in hist                                    # the fastest kept first
+    _, few = parts(history=many, n_history=2)
+    assert section(few, "Earlier correct kernels").count("```cuda") == 2
+
+
+def test_clip_source_keeps_head_and_tail_whole_lines():
+    text = "\n".join(f"line {i:04d} " + "x" * 40 for i in range(500))
+    out = clip_source(text, 3000)
+    assert len(out) <= 3000 and out.startswith("line 0000") and out.endswith("x" * 40)
+    assert re.search(r"// \.\.\. \d+ lines \(\d+ characters\) left out \.\.\.", out)
+    assert all(l.startswith(("line ", "// ...")) and (l.endswith("x" * 40) or l.startswith("//")) for l in out.splitlines())
+    assert clip_source("short", 10) == "short"
+    assert normalise("// kforge: define A = 1\nint  x;\n") == normalise("// kforge: define A = 2\nint x;")
+
+
+# ---------------------------------------------------------------------------- failures
+
+def test_a_compile_error_is_mapped_to_the_line_of_its_source():
+    _, dyn = parts()
+    fails = section(dyn, "Recent failures")
+    assert "- a0001: compile_error: a0001.cu: NVRTC could not compile it: line 14" in fails
+    block = fails[fails.index("## a0001"):fails.index("## a0002")]
+    assert "- line 14: identifier \"arw\" is undefined" in block
+    assert "     14 |         acc += arw[p] * b[(size_t)p * n + col];" in block
+    assert "Its change from a0000:" in block and "+        acc += arw[p]" in block     # the diff, shorter than its source
+
+
+def test_a_mismatch_shows_the_case_the_gate_s_message_and_the_first_mismatches():
+    _, dyn = parts()
+    fails = section(dyn, "Recent failures")
+    block = fails[fails.index("## a0002"):]
+    assert block.startswith("## a0002: mismatch (outputs differ from the reference beyond tolerance)")
+    assert "- case odd (m=31, n=37, k=29): mismatch: draw 1 (seed 0), first launch: c: 1147 of 1147 elements differ" in block
+    assert "first mismatches of c: [0, 0] got 1.0371, expected -0.4185; [0, 1] got 2.2063, expected 2.7352" in block
+    assert "-    for (int p = 0; p < k; ++p) {\n+    for (int p = 0; p + 1 < k; ++p) {" in block
+
+
+def test_a_failure_shows_its_defines_and_a_diff_the_loop_gives():
+    at = rec.attempts()
+    f = replace(rec.prompt_attempt(at["a0002"]), defines={"BLOCK": 128}, diff="--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n",
+                direction="unroll k by 4")
+    _, dyn = parts(failures=[f])
+    fails = section(dyn, "Recent failures")
+    assert "defines BLOCK=128" in fails and "Its direction was: unroll k by 4" in fails
+    assert "```diff\n--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n```" in fails
+    # with no parent to diff against, the source itself
+    lone = replace(rec.prompt_attempt(at["a0002"]), parent=None)
+    _, dyn = parts(failures=[lone], history=[])
+    assert "Its source:\n```cuda\n// matmul_f32: row-major" in section(dyn, "Recent failures")
+
+
+def test_failures_are_deduplicated_and_bounded():
+    at = rec.attempts()
+    f = rec.prompt_attempt(at["a0002"])
+    many = [replace(f, id=f"a{200 + i:04d}") for i in range(6)]              # the same source six times
+    _, dyn = parts(failures=many)
+    assert section(dyn, "Recent failures").count("## a02") == 1
+    long = [replace(f, id=f"a{300 + i:04d}", parent=None, source=f.source + f"\n// {i}\n" + "// pad\n" * 2000)
+            for i in range(8)]
+    _, dyn = parts(failures=long)
+    assert len(section(dyn, "Recent failures")) < 12000
+
+
+def test_a_fix_turn_shows_the_complete_failed_source():
+    at = rec.attempts()
+    fix = rec.prompt_attempt(at["a0001"])
+    _, dyn = parts(fix=fix)
+    sec = section(dyn, "Fix this failed attempt")
+    assert sec.startswith("# Fix this failed attempt: a0001\nIt failed with compile_error")
+    assert "Its complete source:\n```cuda\n" + fix.source.split("\n")[0] in sec
+    assert "acc += arw[p]" in sec and "     14 |" in sec
+    assert "## a0001" not in section(dyn, "Recent failures")                 # not shown twice
+    assert section(dyn, "Your job").startswith("# Your job\nSubmit the repaired kernel")
+
+
+# ---------------------------------------------------------------- crossover, archive, direction
+
+def test_crossover_refers_to_sources_already_shown_and_skips_twins():
+    at = rec.attempts()
+    a, b = rec.prompt_attempt(at["a0004"]), rec.prompt_attempt(at["a0006"])
+    _, dyn = parts(crossover=(a, b))
+    cross = section(dyn, "Combine the strengths")
+    assert "## a0004: 60.49 µs (per case sq256 6.00, rect 7.00, large 5270.0 µs); its source is under Current best" in cross
+    assert "## a0006: 65.33 µs" in cross and "its source is under Earlier correct kernels" in cross
+    twin = rec.prompt_attempt(at["a0005"])                                   # a0004's source, other defines
+    _, dyn = parts(crossover=(a, twin))
+    assert "# Combine" not in dyn
+
+
+def test_retrieved_kernels_are_marked_as_other_tasks_or_earlier_runs():
+    class Example:           # the attributes of retrieval.Example the prompt reads
+        task_name = "transpose"
+        description = "Transpose a row-major float32 matrix."
+        source = "extern \"C\" __global__ void transpose(const float* x, float* y, int rows, int cols) {}"
+        score_us = 12.5
+        speedup_vs_initial = 3.1
+        bound = "memory"
+        same_task = False
+
+    earlier = {"task_name": "matmul_f32", "source": "// an earlier run's best of this task\n", "score_us": 50.0,
+               "same_task": True}
+    _, dyn = parts(retrieved=(Example(), {"task": "reduce_sum", "source": "// reduce\n", "score": 3.0, "speedup": 4.0},
+                              earlier, {"task": "layernorm", "source": ""}))
+    sec = section(dyn, "Kernels from the archive")
+    assert "ideas only: another task's signature, sizes and semantics are not this task's" in sec
+    assert "## From task transpose: 12.50 µs, x3.10 vs its initial kernel, memory-bound\nIts task: Transpose a" in sec
+    assert "## From task reduce_sum: 3.00 µs, x4.00 vs its initial kernel" in sec
+    assert "## From an earlier run of this task: 50.00 µs\n```cuda\n// an earlier run's best" in sec
+    assert "layernorm" not in sec                                   # nothing to show
+
+
+def test_real_archive_examples_render(tmp_path):
+    from kernel_forge.search.retrieval import Example
+
+    ex = Example(id=1, content_hash="h", task_name="vector_add", description="Elementwise add.", source="// vec4\n",
+                 launch=None, defines={}, score_us=64.5, speedup_vs_initial=1.2, cases=[], bound="memory", run="run-001",
+                 attempt="a0003", label="a0003", gpu_name="NVIDIA H200", same_task=False)
+    _, dyn = parts(retrieved=[ex])
+    assert "## From task vector_add: 64.50 µs, x1.20 vs its initial kernel, memory-bound" in dyn
+
+
+def test_the_direction_and_hints_come_last():
+    _, dyn = parts(direction="focus on case large", hints="prefer 128-thread blocks")
+    heads = re.findall(r"^# (.+)$", dyn, re.M)
+    assert heads[-3:] == ["Hints", "Direction for this proposal", "Your job"]
+    assert "# Direction for this proposal\nfocus on case large" in dyn
+
+
+# ------------------------------------------------------------------------------ honesty
+
+def test_no_holdout_case_its_size_or_its_result_appears():
+    at = rec.attempts()
+    fix = rec.prompt_attempt(at["a0007"])        # failed on the hidden case; the gate's message named it
+    raw = replace(fix, message=at["a0007"]["holdout"]["message"])           # as if a loop passed the details
+    hidden_case = {"name": "holdout", "role": "holdout", "passed": False, "reason": "mismatch",
+                   "message": "draw 1 (seed 88001), first launch (m=263, n=131, k=67): c: 131 elements differ",
+                   "outputs": [{"name": "c", "ok": False, "first": [{"index": [262, 3], "actual": 1.0, "expected": 2.0}]}]}
+    raw.cases = [*raw.cases, hidden_case]
+    named = replace(rec.prompt_attempt(at["a0002"]), id="a0099", reason="mismatch", cases=[],
+                    message=at["a0007"]["holdout"]["message"])          # a gate message naming the hidden case
+    naive = rec.prompt_attempt(at["a0000"])
+    naive.cases = at["a0000"]["evaluation"]["cases"]                        # with the holdout case left in
+    for kw in ({}, {"fix": raw}, {"failures": [raw, named]}, {"fix": named}, {"best": naive, "diagnosis": rec.diagnosis("a0000")},
+               {"crossover": (naive, rec.prompt_attempt(at["a0006"]))}):
+        static, dyn = parts(**kw)
+        text = system_prompt() + static + dyn
+        for mark in rec.HOLDOUT_MARKS:
+            assert mark not in text, (kw.keys(), mark)
+    _, dyn = parts()
+    assert "- a0007: holdout_failed: failed a hidden case" in dyn
+
+
+# ------------------------------------------------------------------------- prompt files
+
+def test_write_prompt_writes_one_file_per_iteration(tmp_path):
+    static, dyn = parts()
+    name = write_prompt(tmp_path, 2, system_prompt(), static, [dyn, dyn + "\nsecond"])
+    assert name == "prompt-002.md"
+    text = (tmp_path / name).read_text()
+    assert text.index("## system") < text.index("## user: static prefix") < text.index("## user: dynamic part (proposal 1 of 2)")
+    assert "## user: dynamic part (proposal 2 of 2)" in text and text.endswith("second\n")
+    assert render_prompt("s", "a", "b").count("## user: dynamic part") == 1
+
+
+# ---------------------------------------------------------------------------- dry run
+
+def test_dry_run_with_a_stored_device_prints_the_whole_prompt_without_a_gpu():
+    r = CliRunner().invoke(cli, ["optimize", str(rec.ROOT / "manifests" / "matmul_f32.json"), "--dry-run",
+                                 "--device", str(rec.ROOT / "kernel_forge" / "data" / "devices" / "h200.json")])
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert out.index("=== system prompt ===") < out.index("=== user prompt: static prefix") < out.index("=== user prompt: dynamic part")
+    assert "NVIDIA H200 (sm_90" in out and "<- the ceiling for this task" in out and "1070" not in out
+    assert "// kforge: grid = [X, Y, Z]" in out
+    assert "Resources (ptxas, compiled for sm_90; not measured yet): 32 registers/thread" in out
+    assert "m=263" not in out
+    r = CliRunner().invoke(cli, ["optimize", str(rec.ROOT / "manifests" / "matmul_f32.json"), "--dry-run"])
+    assert r.exit_code == 0 and "# Device\n(unknown" in r.stdout
+
+
+def test_dry_run_with_a_broken_device_file_is_an_input_error(tmp_path):
+    bad = tmp_path / "dev.json"
+    bad.write_text('{"device": {}}')
+    r = CliRunner().invoke(cli, ["optimize", str(rec.ROOT / "manifests" / "matmul_f32.json"), "--dry-run",
+                                 "--device", str(bad)])
+    assert r.exit_code == 2 and "$.device.name: missing" in r.stderr
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("name", ["vector_add", "softmax_rows", "gelu_bf16", "histogram", "layernorm", "transpose",
+                                  "reduce_sum", "matmul_f32"])
+def test_every_bundled_task_builds_a_dry_run_prompt(name):
+    from kernel_forge.app.run_setup import first_prompt_parts
+
+    system, static, dyn = first_prompt_parts(rec.ROOT / "manifests" / f"{name}.json",
+                                             device_file=rec.ROOT / "kernel_forge" / "data" / "devices" / "h200.json")
+    assert "<- the ceiling for this task" in static and "# Current best: initial, not measured yet" in dyn
+    assert not re.search(r"\bholdout\b", system + dyn, re.I)

@@ -1,0 +1,486 @@
+"""Tuning templates (manifests/templates/*.cu): the kernels with tunables that the built-in tuner
+searches.  CPU only, nothing is launched on a GPU:
+
+* every template listed by a manifest parses, defines the task's entry with exactly the
+  manifest's signature, passes the static rules, and its default configuration satisfies its
+  own constraints;
+* every configuration the constraints allow resolves a legal launch for every case of the task;
+* a sample of configurations (always the default and, for every tunable, its smallest and
+  largest value) compiles with NVRTC for sm_90 without warnings or register spills; the
+  defaults also compile for sm_80;
+* with a host C++ compiler, the default configuration of every template runs under a small
+  CUDA emulation (one OS thread per CUDA thread, AddressSanitizer on exact-size buffers) on
+  awkward sizes and is checked against the task's reference with the task's tolerance.
+  ``KFORGE_EMULATE=all`` runs every configuration on every correctness/holdout case instead
+  (slow: tens of minutes).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernel_forge.common import static_rules
+from kernel_forge.model.candidate import load_candidate
+from kernel_forge.common.errors import ManifestError
+from kernel_forge.model.inputs import generate
+from kernel_forge.model.reference_process import run_python_reference
+from kernel_forge.model.signature import check_matches, find_entry
+from kernel_forge.model.task import Case, load_task
+from kernel_forge.model.tolerance import compare
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+TEMPLATE_DIR = MANIFESTS / "templates"
+PATTERN_DIR = (ROOT / "kernel_forge" / "patterns").resolve()
+MAX_SAMPLE = 10          # NVRTC compiles per template (the extremes of every tunable are forced in)
+STATIC_SMEM_LIMIT = 48 * 1024
+
+
+@lru_cache(maxsize=None)
+def task_of(name: str):
+    return load_task(MANIFESTS / f"{name}.json")
+
+
+def _all_templates() -> list[tuple[str, Path]]:
+    out = []
+    for manifest in sorted(MANIFESTS.glob("*.json")):
+        task = task_of(manifest.stem)
+        out.extend((task.name, p) for p in task.templates)
+    return out
+
+
+TEMPLATES = _all_templates()
+IDS = [p.stem for _, p in TEMPLATES]
+
+
+@lru_cache(maxsize=None)
+def cand_of(path: Path):
+    return load_candidate(path)
+
+
+def _sample(cand) -> list[dict]:
+    """The default configuration, the smallest and largest value of every tunable, then a
+    seeded random fill up to MAX_SAMPLE."""
+    cfgs = cand.configurations()
+    key = lambda d: tuple(sorted(d.items()))  # noqa: E731
+    chosen: dict[tuple, dict] = {key(cand.defines): dict(cand.defines)}
+    for name in sorted(cand.tunables):
+        present = sorted({c[name] for c in cfgs})
+        for value in (present[0], present[-1]):
+            pick = next(c for c in cfgs if c[name] == value)
+            chosen.setdefault(key(pick), pick)
+    rest = [c for c in cfgs if key(c) not in chosen]
+    random.Random(1234).shuffle(rest)
+    for c in rest[:max(0, MAX_SAMPLE - len(chosen))]:
+        chosen[key(c)] = c
+    return list(chosen.values())
+
+
+# -- the manifests point at the templates ------------------------------------------------------
+
+def test_every_task_has_templates_and_every_template_is_listed():
+    from kernel_forge import patterns
+
+    listed = set()
+    for manifest in sorted(MANIFESTS.glob("*.json")):
+        task = task_of(manifest.stem)
+        assert 1 <= len(task.templates) <= 3, f"{task.name}: {len(task.templates)} templates"
+        for p in task.templates:
+            if p.parent == PATTERN_DIR:
+                # an expert pattern serves as a template of the task it was written for
+                pat = next(x for x in patterns.index() if x.path == p)
+                assert pat.task == task.name, f"{p.name} is written for {pat.task}, not {task.name}"
+                continue
+            assert p.parent == TEMPLATE_DIR.resolve()
+            assert p.name.startswith(task.name + "_"), f"{p.name} is not named <task>_<idea>.cu"
+            listed.add(p)
+    on_disk = {p.resolve() for p in TEMPLATE_DIR.glob("*.cu")}
+    assert on_disk == listed, f"templates not listed by any manifest: {sorted(on_disk - listed)}"
+
+
+def test_missing_template_is_a_manifest_error_with_its_json_path(tmp_path):
+    src = MANIFESTS / "vector_add.json"
+    data = json.loads(src.read_text())
+    # absolute paths, so the copy resolves the same files from tmp_path
+    data["reference"] = {"python": str((MANIFESTS / data["reference"]["python"]).resolve())}
+    data["initial"] = str((MANIFESTS / data["initial"]).resolve())
+    data["baselines"] = {k: {"python": str((MANIFESTS / v["python"]).resolve())}
+                         for k, v in data.get("baselines", {}).items()}
+    data.pop("$schema", None)
+    good = str((MANIFESTS / data["templates"][0]).resolve())
+    data["templates"] = [good, str(tmp_path / "missing.cu")]
+    path = tmp_path / "vector_add.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ManifestError) as info:
+        load_task(path)
+    assert info.value.json_path == "$.templates[1]"
+    data["templates"] = [good]
+    path.write_text(json.dumps(data))
+    assert load_task(path).templates == (Path(good),)
+    data.pop("templates")
+    path.write_text(json.dumps(data))
+    assert load_task(path).templates == ()
+    data["templates"] = ["not_a_kernel.txt"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ManifestError):
+        load_task(path)
+
+
+# -- parse, signature, rules, configurations ---------------------------------------------------
+
+@pytest.mark.parametrize("task_name,path", TEMPLATES, ids=IDS)
+def test_template_parses_and_matches_the_signature(task_name, path):
+    task = task_of(task_name)
+    cand = cand_of(path)
+    assert cand.launch is not None, "a template carries its own grid and block"
+    assert cand.tunables, "a template has tunables"
+    for name, values in cand.tunables.items():
+        assert 2 <= len(values) <= 6, f"tune {name}: {len(values)} values"
+        assert len(set(values)) == len(values), f"tune {name} repeats a value"
+    assert cand.satisfies_constraints(), f"the default configuration {cand.defines} violates a constraint"
+    found = find_entry(cand.source, task.name)
+    assert found is not None, f"{path.name} does not define {task.name}"
+    sig, _line = found
+    check_matches(task.signature, sig)
+    for want, got in zip(task.signature.params, sig.params):
+        assert (want.name, want.dtype, want.pointer, want.const) == (got.name, got.dtype, got.pointer, got.const)
+    assert static_rules.check(cand.source) == []
+
+
+@pytest.mark.parametrize("task_name,path", TEMPLATES, ids=IDS)
+def test_every_configuration_launches_every_case(task_name, path):
+    task = task_of(task_name)
+    cand = cand_of(path)
+    cfgs = cand.configurations()
+    assert cfgs, "the constraints exclude every configuration"
+    assert dict(cand.defines) in cfgs
+    for d in cfgs:
+        for case in task.cases:
+            grid, block, smem = cand.launch.resolve({**case.vars, **d})
+            where = f"{d} on case {case.name}"
+            assert min(grid) >= 1 and min(block) >= 1, where
+            assert block[0] * block[1] * block[2] <= 1024, where
+            assert block[0] <= 1024 and block[1] <= 1024 and block[2] <= 64, where
+            assert grid[0] < 2 ** 31 and grid[1] <= 65535 and grid[2] <= 65535, where
+            assert 0 <= smem <= STATIC_SMEM_LIMIT, where
+
+
+# -- NVRTC ---------------------------------------------------------------------------------------
+
+def _compile(cand, defines, arch):
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from kernel_forge.gpu.nvrtc import compile_source
+
+    return compile_source(cand.source, arch=arch, defines=defines, file_label=Path(cand.name).name)
+
+
+@pytest.mark.parametrize("task_name,path", TEMPLATES, ids=IDS)
+def test_sampled_configurations_compile_without_spills(task_name, path):
+    task = task_of(task_name)
+    cand = cand_of(path)
+    for d in _sample(cand):
+        result = _compile(cand, d, "sm_90")
+        assert result.cubin, d
+        assert "warning" not in result.log.lower(), f"{d}: {result.log}"
+        res = result.resources
+        spills = res.get("spill_stores", 0) + res.get("spill_loads", 0)
+        # NVRTC 13 (what the [cu13] extra installs) allocates every template without spilling; the
+        # CUDA 12.9 compiler spills 8 bytes on one layernorm setting: small spills are tolerated there
+        limit = 0 if int(result.nvrtc_version.split(".")[0]) >= 13 else 64
+        assert spills <= limit, f"{d} spills with NVRTC {result.nvrtc_version}: {res}"
+        for case in task.cases:
+            _, _, dyn = cand.launch.resolve({**case.vars, **d})
+            assert res.get("smem", 0) + dyn <= STATIC_SMEM_LIMIT, f"{d}: shared memory on {case.name}"
+
+
+@pytest.mark.parametrize("task_name,path", TEMPLATES, ids=IDS)
+def test_default_configuration_compiles_for_sm80(task_name, path):
+    cand = cand_of(path)
+    result = _compile(cand, dict(cand.defines), "sm_80")
+    assert result.cubin
+    assert result.resources.get("spill_stores", 0) == 0, result.resources
+
+
+# -- host emulation ------------------------------------------------------------------------------
+
+EMU_HEADER = r'''
+// Host emulation of the CUDA subset the templates use.  One OS thread per CUDA thread of a block;
+// blocks run one after another, so function-static "__shared__" arrays act as per-block shared
+// memory.  __syncthreads and warp shuffles are std::barrier waits.
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+struct emu_dim3 { unsigned int x = 1, y = 1, z = 1; };
+inline thread_local emu_dim3 threadIdx, blockIdx;
+inline emu_dim3 blockDim, gridDim;
+inline std::barrier<>* emu_block_bar = nullptr;
+inline std::vector<std::barrier<>*> emu_warp_bar;
+inline uint64_t emu_warp_slot[32][32];
+inline std::mutex emu_atomic_mu;
+inline unsigned char* emu_dyn_smem = nullptr;
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__ __restrict
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+
+inline int emu_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
+
+template <class T> T __shfl_xor_sync(unsigned int, T v, int mask, int = 32)
+{
+    static_assert(sizeof(T) <= 8, "shuffle of a wide type");
+    const int t = emu_tid(), w = t / 32, l = t % 32;
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    emu_warp_slot[w][l] = bits;
+    emu_warp_bar[w]->arrive_and_wait();
+    bits = emu_warp_slot[w][l ^ mask];
+    emu_warp_bar[w]->arrive_and_wait();
+    T r;
+    std::memcpy(&r, &bits, sizeof(T));
+    return r;
+}
+
+template <class T> T atomicAdd(T* p, T v)
+{
+    std::lock_guard<std::mutex> g(emu_atomic_mu);
+    T old = *p;
+    *p = old + v;
+    return old;
+}
+
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
+struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(16) uint4 { unsigned int x, y, z, w; };
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline float2 make_float2(float x, float y) { return {x, y}; }
+
+template <class T> T __ldg(const T* p) { return *p; }
+template <class T> T __ldcs(const T* p) { return *p; }
+template <class T> T __ldcg(const T* p) { return *p; }
+template <class T> void __stcs(T* p, T v) { *p = v; }
+
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline float __expf(float x) { return std::exp(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __int_as_float(unsigned int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+
+struct __nv_bfloat16 { uint16_t bits; };
+struct __nv_bfloat162 { __nv_bfloat16 x, y; };
+inline float __bfloat162float(__nv_bfloat16 h) { return __int_as_float((unsigned int)h.bits << 16); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f)
+{
+    unsigned int u;
+    std::memcpy(&u, &f, 4);
+    if (std::isnan(f)) return {0x7FC0};
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return {(uint16_t)(u >> 16)};
+}
+inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
+inline float2 __bfloat1622float2(__nv_bfloat162 h) { return {__bfloat162float(h.x), __bfloat162float(h.y)}; }
+inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__float2bfloat16_rn(a), __float2bfloat16_rn(b)}; }
+
+template <class F> void emu_launch(emu_dim3 g, emu_dim3 b, size_t smem, F kern)
+{
+    const int T = b.x * b.y * b.z;
+    blockDim = b;
+    gridDim = g;
+    std::vector<unsigned char> dyn(smem + 16, 0xCD);   // garbage: a kernel must initialise it
+    emu_dyn_smem = dyn.data();
+    std::barrier<> block_bar(T), end_bar(T);
+    emu_block_bar = &block_bar;
+    for (int w = 0; w * 32 < T; ++w) emu_warp_bar.push_back(new std::barrier<>(std::min(32, T - w * 32)));
+    std::vector<std::thread> th;
+    for (int t = 0; t < T; ++t) {
+        th.emplace_back([&, t] {
+            threadIdx.x = t % b.x;
+            threadIdx.y = (t / b.x) % b.y;
+            threadIdx.z = t / (b.x * b.y);
+            for (unsigned z = 0; z < g.z; ++z)
+                for (unsigned y = 0; y < g.y; ++y)
+                    for (unsigned x = 0; x < g.x; ++x) {
+                        blockIdx.x = x; blockIdx.y = y; blockIdx.z = z;
+                        kern();
+                        end_bar.arrive_and_wait();
+                    }
+        });
+    }
+    for (auto& t : th) t.join();
+    for (auto* w : emu_warp_bar) delete w;
+    emu_warp_bar.clear();
+}
+'''
+
+# what the emulation of the templates adds to EMU_HEADER (kept apart: the corpus emulation,
+# tests/gate/test_adversarial_emulated.py, brings its own)
+EMU_TEMPLATE_EXTRA = r'''
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+'''
+
+# Small awkward sizes per task; they reach the paths the manifests' correctness cases miss
+# (float4 paths need cols/k/n % 4 == 0, wide-row fallbacks need cols above a group's capacity).
+EMU_CASES = {
+    "vector_add": [{"n": 1}, {"n": 37}, {"n": 4096 + 7}, {"n": 70001}],
+    "gelu_bf16": [{"n": 1}, {"n": 37}, {"n": 8 * 1024 + 5}, {"n": 70001}],
+    "reduce_sum": [{"n": 1}, {"n": 37}, {"n": 200003}],
+    "histogram": [{"n": 1, "nbins": 5}, {"n": 4099, "nbins": 3}, {"n": 70001, "nbins": 256},
+                  {"n": 5003, "nbins": 2000}],
+    "transpose": [{"rows": 1, "cols": 1}, {"rows": 37, "cols": 101}, {"rows": 101, "cols": 3},
+                  {"rows": 64, "cols": 128}],
+    "matmul_f32": [{"m": 31, "n": 37, "k": 29}, {"m": 70, "n": 33, "k": 1}, {"m": 1, "n": 515, "k": 101},
+                   {"m": 67, "n": 36, "k": 44}, {"m": 130, "n": 132, "k": 20}, {"m": 33, "n": 7, "k": 12}],
+    "softmax_rows": [{"rows": 37, "cols": 1001}, {"rows": 67, "cols": 3}, {"rows": 2, "cols": 50021},
+                     {"rows": 5, "cols": 4096}, {"rows": 9, "cols": 1024}, {"rows": 3, "cols": 8196},
+                     {"rows": 2, "cols": 36}],
+    "layernorm": [{"rows": 37, "cols": 1001}, {"rows": 67, "cols": 7}, {"rows": 2, "cols": 33000},
+                  {"rows": 5, "cols": 8192}, {"rows": 9, "cols": 1024}, {"rows": 3, "cols": 36}],
+}
+
+
+def _emu_main(task) -> str:
+    lines = ['#include "emu.h"', '#include "kernel.cu"',
+             'static void* emu_load(const char* p, size_t n) { void* b = std::malloc(n ? n : 1); '
+             'FILE* f = std::fopen(p, "rb"); if (!f || std::fread(b, 1, n, f) != n) std::abort(); '
+             'std::fclose(f); return b; }',
+             'static void emu_save(const char* p, const void* b, size_t n) { FILE* f = std::fopen(p, "wb"); '
+             'std::fwrite(b, 1, n, f); std::fclose(f); }',
+             'int main(int, char** argv) {',
+             '  emu_dim3 g{(unsigned)std::atoi(argv[1]), (unsigned)std::atoi(argv[2]), (unsigned)std::atoi(argv[3])};',
+             '  emu_dim3 bl{(unsigned)std::atoi(argv[4]), (unsigned)std::atoi(argv[5]), (unsigned)std::atoi(argv[6])};',
+             '  size_t smem = std::atol(argv[7]);']
+    call, saves, ai = [], [], 8
+    for i, p in enumerate(task.signature.params):
+        ctype = p.text.rsplit(p.name, 1)[0].replace("__restrict__", "").strip()
+        if p.pointer:
+            lines.append(f"  void* p{i} = emu_load(argv[{ai}], std::atol(argv[{ai + 1}]));")
+            call.append(f"({ctype})p{i}")
+            saves.append(f"  emu_save(argv[{ai}], p{i}, std::atol(argv[{ai + 1}]));")
+            ai += 2
+        else:
+            conv = "std::atof" if p.dtype.is_float else "std::atoll"
+            lines.append(f"  {ctype} p{i} = ({ctype}){conv}(argv[{ai}]);")
+            call.append(f"p{i}")
+            ai += 1
+    lines.append(f"  emu_launch(g, bl, smem, [&] {{ {task.name}({', '.join(call)}); }});")
+    lines += saves + ["  return 0;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@lru_cache(maxsize=1)
+def _host_compiler() -> tuple[str, tuple[str, ...]] | None:
+    """(compiler, sanitizer flags) if a C++20 compiler with <barrier> is here, else None."""
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
+    if not cxx:
+        return None
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as td:
+        src = Path(td) / "probe.cpp"
+        src.write_text("#include <barrier>\nint main() { std::barrier<> b(1); b.arrive_and_wait(); }\n")
+        for flags in (("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"), ()):
+            r = subprocess.run([cxx, "-std=c++20", "-pthread", *flags, str(src), "-o", str(Path(td) / "p")],
+                               capture_output=True)
+            if r.returncode == 0 and subprocess.run([str(Path(td) / "p")], capture_output=True).returncode == 0:
+                return cxx, flags
+    return None
+
+
+def _emu_build(task, cand, defines, workdir: Path) -> Path:
+    cxx, flags = _host_compiler()
+    src = re.sub(r"extern\s+__shared__\s+([\w ]+?)\s+(\w+)\s*\[\s*\]\s*;",
+                 r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", cand.source)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "emu.h").write_text(EMU_HEADER + EMU_TEMPLATE_EXTRA)
+    (workdir / "cuda_bf16.h").write_text("// provided by emu.h\n")
+    (workdir / "kernel.cu").write_text(src)
+    (workdir / "main.cpp").write_text(_emu_main(task))
+    exe = workdir / "emu"
+    cmd = [cxx, "-std=c++20", "-O1", "-pthread", "-w", *flags, f"-I{workdir}",
+           *[f"-D{k}={v}" for k, v in sorted(defines.items())], "-x", "c++", str(workdir / "main.cpp"),
+           "-o", str(exe)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return exe
+
+
+def _emu_run(task, cand, defines, exe: Path, case: Case, workdir: Path) -> list[str]:
+    """Problems found running ``case`` (empty: the outputs match the reference)."""
+    grid, block, smem = cand.launch.resolve({**case.vars, **defines})
+    inputs = generate(task, case, seed=1)
+    argv = [str(exe), *map(str, grid), *map(str, block), str(smem)]
+    files = {}
+    for a in task.args:
+        if a.is_buffer:
+            arr = np.ascontiguousarray(inputs.buffers[a.name])   # outputs arrive poisoned
+            p = workdir / f"{case.name}.{a.name}.bin"
+            arr.tofile(p)
+            files[a.name] = (p, arr.dtype, arr.shape)
+            argv += [str(p), str(arr.nbytes)]
+        else:
+            argv.append(repr(inputs.scalars[a.name]))
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    if r.returncode:
+        return [f"{case.name} {case.vars}: exit {r.returncode}\n{r.stderr[-3000:]}"]
+    ref = run_python_reference(task, inputs)
+    problems = []
+    for a in task.outputs:
+        p, dtype, shape = files[a.name]
+        got = np.fromfile(p, dtype=dtype).reshape(shape)
+        check = compare(a.name, got, ref[a.name], a.param.dtype, task.tolerance_for(a))
+        if not check.ok:
+            problems.append(f"{case.name} {case.vars} {defines}: {check.summary()}")
+    return problems
+
+
+def _emu_cases(task, full: bool) -> list[Case]:
+    defaults = task.raw.get("defaults", {})
+    cases = [Case(f"emu{i}", "correctness", {**defaults, **v}, 1000 + i)
+             for i, v in enumerate(EMU_CASES[task.name])]
+    if full:
+        cases = list(task.cases_with("correctness", "holdout")) + cases
+    return cases
+
+
+@pytest.mark.parametrize("task_name,path", TEMPLATES, ids=IDS)
+def test_emulated_template_matches_the_reference(task_name, path, tmp_path):
+    if _host_compiler() is None:
+        pytest.skip("no C++20 host compiler with <barrier> for the emulation")
+    task = task_of(task_name)
+    cand = cand_of(path)
+    full = os.environ.get("KFORGE_EMULATE", "") == "all"
+    configs = cand.configurations() if full else [dict(cand.defines)]
+    problems = []
+    for i, d in enumerate(configs):
+        work = tmp_path / f"cfg{i}"
+        exe = _emu_build(task, cand, d, work)
+        for case in _emu_cases(task, full):
+            problems += _emu_run(task, cand, d, exe, case, work)
+    assert not problems, "\n".join(problems[:10])
