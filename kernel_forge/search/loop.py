@@ -27,6 +27,7 @@ from kernel_forge.gate.gatelike import GateLike
 from kernel_forge.search.prompts import PromptAttempt, build_prompt_parts, system_prompt, write_prompt
 from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult, Proposer
 from kernel_forge.model.task import Task
+from kernel_forge.reports.summary import origin
 from kernel_forge.search.attempt import Attempt, Slot
 from kernel_forge.model.verdict import NOT_THE_KERNELS_FAULT, Evaluation
 
@@ -267,7 +268,7 @@ class Optimizer:
             if base is None:
                 return None
             self.initial = self.best = base
-            self.progress(f"[kforge]   baseline {base.id}: {translation.origin(base)['note']}; "
+            self.progress(f"[kforge]   baseline {base.id}: {origin(base)['note']}; "
                           f"{base.score_us:.2f} µs, every speedup is measured against it")
         return selection.maybe_move_best(self.gate, self.best, batch, self.rules,
                                          candidate=self._candidate, save=self._write_history)

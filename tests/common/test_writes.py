@@ -22,11 +22,11 @@ PACKAGE = Path(__file__).resolve().parents[2] / "kernel_forge"
 ALLOWED = {
     ("writes.py", "*"): "the helper itself",
     ("entry.py", "open(..., 'w')"): "stdout pointed at the null device once the reader of a pipe has left",
-    ("archive.py", "sqlite3.connect"): "SQLite writes through its own journal (WAL), atomically; its errors are "
-                                       "turned into exit codes by archive._db_error",
+    ("store.py", "sqlite3.connect"): "SQLite writes through its own journal (WAL), atomically; its errors are "
+                                       "turned into exit codes by archive.store._db_error",
     ("sanitizer.py", "tempfile.TemporaryDirectory"): "a private temporary folder for the sanitizer's child, removed "
                                                      "when it ends (the files in it go through the helper)",
-    ("profile.py", "tempfile.TemporaryDirectory"): "a private temporary folder for ncu's child, removed when it "
+    ("profiler.py", "tempfile.TemporaryDirectory"): "a private temporary folder for ncu's child, removed when it "
                                                    "ends (the files in it go through the helper)",
     ("crosscheck.py", "tempfile.TemporaryDirectory"): "a private folder for the derived task the witness is gated "
                                                       "on, removed at the end (its files go through the helper)",

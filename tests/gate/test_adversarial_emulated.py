@@ -84,7 +84,7 @@ template <class T> T atomicExch(T* p, T v) { std::lock_guard<std::mutex> g(emu_a
 
 @lru_cache(maxsize=1)
 def _templates():
-    spec = importlib.util.spec_from_file_location("_kforge_test_templates", ROOT / "tests" / "test_tuner_templates.py")
+    spec = importlib.util.spec_from_file_location("_kforge_test_templates", ROOT / "tests" / "search" / "test_tuner_templates.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
