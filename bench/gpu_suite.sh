@@ -7,7 +7,8 @@
 # Every other GPU test runs in pytest-xdist workers when pytest-xdist is present: $WORKERS_PER_GPU
 # per GPU (default 3: these tests spend most of their time compiling and in host code), each worker
 # pinned to its GPU by tests/conftest.py (KFORGE_TEST_GPUS). WORKERS_PER_GPU=1 gives one per GPU;
-# no pytest-xdist gives one process on the first GPU.
+# no pytest-xdist gives one process on the first GPU.  SKIP="tests/x.py ..." leaves files out of
+# both phases (a device call too short for the whole suite runs them in the next).
 set -u
 OUT=${OUT:-gpu-out}
 PY=${PY:-python3}
@@ -23,7 +24,7 @@ SERIAL=${SERIAL:-tests/gate/test_adversarial.py tests/gpu/test_timing_gpu.py tes
 COMMON=(-m gpu -v -rs --durations=15 -p no:cacheprovider -o console_output_style=times)
 PAR=()
 IGNORE=()
-for f in $SERIAL; do [ -e "$f" ] && IGNORE+=(--ignore="$f"); done
+for f in $SERIAL ${SKIP:-}; do [ -e "$f" ] && IGNORE+=(--ignore="$f"); done   # SKIP: files left out (run in another call)
 WORKERS=$(( GPUS * WORKERS_PER_GPU ))
 if [ "$WORKERS" -gt 1 ]; then
   if "$PY" -c "import xdist" 2>/dev/null; then
