@@ -101,8 +101,11 @@ def load_recording(path: Path, tasks: list[str] | None = None) -> tuple[dict[str
                   file=sys.stderr)
             continue
         task = load_task(ROOT / entry["manifest"])
-        missing = [tp.name for tp in task.templates if tp.name not in entry["templates"]]
-        if missing:     # a template the recording has not seen is left out of the simulation
+        missing = [tp.name for tp in task.templates if not (entry["templates"].get(tp.name) or {}).get("results")]
+        if task.templates and len(missing) == len(task.templates):   # a recording cut before this task's settings
+            print(f"[sim] {name}: no setting recorded; left out", file=sys.stderr)
+            continue
+        if missing:     # a template the recording has not seen (or cut before its first setting) is left out
             print(f"[sim] {name}: {', '.join(missing)} not in the recording; left out", file=sys.stderr)
             task = dataclasses.replace(task, templates=tuple(tp for tp in task.templates if tp.name not in missing))
         pool = Pool(task)

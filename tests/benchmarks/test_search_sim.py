@@ -55,6 +55,21 @@ def test_a_recording_cut_by_its_time_limit_says_so(tmp_path):
     assert rec["complete"] is False and "time limit: matmul_f32 not started" in said[0]
 
 
+def test_a_task_the_recording_was_cut_before_is_left_out_of_the_simulation(recording, tmp_path):
+    with gzip.open(recording, "rt") as f:
+        rec = json.load(f)
+    cut = json.loads(json.dumps(rec["tasks"]["matmul_f32"]))
+    for t in cut["templates"].values():
+        t["results"], t["complete"] = [], False
+    rec["tasks"] = {"whole": rec["tasks"]["matmul_f32"], "matmul_f32": cut}
+    rec["tasks"]["whole"]["manifest"] = cut["manifest"]
+    path = tmp_path / "partial.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(rec, f)
+    pools, _ = search_sim.load_recording(path)
+    assert list(pools) == ["whole"] and pools["whole"].recorded == 75
+
+
 def test_the_simulator_replays_the_recording_through_the_real_loop(recording, tmp_path):
     pools, env = search_sim.load_recording(recording)
     pool = pools["matmul_f32"]
