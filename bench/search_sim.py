@@ -326,7 +326,7 @@ class SimProposer:
         self.bodies = {search.body_key(c): label for label, c in pool.templates.items()}
 
     def _identity(self, attempt_id: str) -> tuple[str, dict, float | None]:
-        a = next(x for x in self.opt.attempts if x.id == attempt_id)
+        a = next(x for x in self.opt.state.attempts if x.id == attempt_id)
         src = (self.opt.run_dir.path / a.source_file).read_text()
         if BROKEN in src:
             n = int(src.split(BROKEN)[1].split()[0])
@@ -356,7 +356,7 @@ class SimProposer:
     def _tried(self) -> list[tuple[str, dict]]:
         """The kernels the run has recorded (what the prompt's history and ledger show)."""
         out = []
-        for a in self.opt.attempts:
+        for a in self.opt.state.attempts:
             if a.proposer == "initial" or a.reason == "duplicate":
                 continue
             src = (self.opt.run_dir.path / a.source_file).read_text()
@@ -405,10 +405,10 @@ class SimProposer:
         out = []
         for i in range(request.n):
             rng = random.Random(f"{self.seed}:{request.iteration}:{i}")
-            parent = request.parents[i] if i < len(request.parents) else self.opt.best.id
+            parent = request.parents[i] if i < len(request.parents) else self.opt.state.best.id
             tech = request.techniques[i] if i < len(request.techniques) else ""
             label, d, score = self._identity(parent)
-            src_a = next(x for x in self.opt.attempts if x.id == parent)
+            src_a = next(x for x in self.opt.state.attempts if x.id == parent)
             if src_a.status == "failed" and src_a.fix_of is None and tech and request.directions[i].startswith("fix"):
                 if rng.random() < self.fix:
                     target = (label, d)
@@ -458,7 +458,7 @@ class SimOptimizer(Optimizer):
         pass
 
     def _finish(self) -> dict:
-        return {"stop_reason": self.stop_reason}
+        return {"stop_reason": self.state.stop_reason}
 
 
 def run_one(pool: Pool, env: dict, mode: str, strategy: str, seed: int, *, budget: int, workdir: Path) -> dict:
@@ -479,8 +479,8 @@ def run_one(pool: Pool, env: dict, mode: str, strategy: str, seed: int, *, budge
     opt.run()
     shutil.rmtree(run.path, ignore_errors=True)
     target = pool.best()
-    seq = [a for a in opt.attempts if a.proposer != "initial"]
-    best = opt.initial.score_us
+    seq = [a for a in opt.state.attempts if a.proposer != "initial"]
+    best = opt.state.initial.score_us
     curve, reach = [], None
     for i, a in enumerate(seq, 1):
         if a.status == "passed" and a.score_us:
@@ -490,7 +490,7 @@ def run_one(pool: Pool, env: dict, mode: str, strategy: str, seed: int, *, budge
             reach = i
     return {"task": task.name, "mode": mode, "strategy": strategy, "seed": seed, "proposals": len(seq), "reach": reach,
             "curve": curve, "duplicates": sum(a.reason == "duplicate" for a in seq),
-            "failed": sum(a.status == "failed" and a.reason != "duplicate" for a in seq), "stop": opt.stop_reason}
+            "failed": sum(a.status == "failed" and a.reason != "duplicate" for a in seq), "stop": opt.state.stop_reason}
 
 
 def at(curve: list[float], n: int) -> float:

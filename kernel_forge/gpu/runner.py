@@ -8,10 +8,12 @@ sticky CUDA error ends the worker after its answer; the parent starts a fresh on
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -163,6 +165,86 @@ class _Loaded:
             self.max_dynamic = nbytes
         except CudaError as exc:
             self.smem_error = str(exc)
+
+
+class _Laps:
+    """Wall seconds of one run by named part (``Observation.seconds``): each :meth:`lap` adds the
+    time since the one before to its part."""
+
+    def __init__(self):
+        self.secs: dict[str, float] = {}
+        self.tick = time.perf_counter()
+
+    def lap(self, part: str) -> None:
+        now = time.perf_counter()
+        self.secs[part] = self.secs.get(part, 0.0) + now - self.tick
+        self.tick = now
+
+
+@dataclass(eq=False)
+class _KernelLaunch:
+    """One launch of a loaded CUDA kernel on the run's stream.  The module is read at every call:
+    a module that reloads before each launch (:meth:`_Loaded.initial_state`) is a new one each time."""
+
+    loaded: _Loaded
+    config: object               #: the resolved launch: grid, block, shared_mem
+    stream_ptr: int
+    packed: object               #: driver.PackedArgs: the argument values, kept alive with it
+    cooperative: bool
+
+    def __call__(self) -> None:
+        driver.launch(self.loaded.module, self.config.grid, self.config.block, self.config.shared_mem,
+                      self.stream_ptr, self.packed, cooperative=self.cooperative)
+
+
+@dataclass(eq=False)
+class _PythonLaunch:
+    """One call of a Python baseline on the run's stream; its CuPy temporaries go to ``pool``
+    (wiped after the run)."""
+
+    fn: Callable
+    kwargs: dict
+    stream: object
+    pool: ScrubbedPool
+
+    def __call__(self) -> None:
+        with self.stream, self.pool.active():
+            self.fn(**self.kwargs)
+
+
+@dataclass
+class _Snapshot:
+    """The outputs of the one timed launch whose values are kept for the checks after timing:
+    copies (masked with the run's key) and their fingerprints, taken as it ends."""
+
+    arrays: dict[str, object] = field(default_factory=dict)
+    fingerprints: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class _CaseRun:
+    """What the stages of one :meth:`CaseRunner.run` share."""
+
+    spec: KernelSpec
+    plan: RunPlan
+    obs: Observation                         #: what the run reports (its ``seconds`` are ``laps.secs``)
+    bufs: CaseBuffers                        #: (case, seed)'s buffers on the GPU
+    laps: _Laps
+    progress: Callable[[Progress], None]
+    need: Callable[[Need], Expected] | None  #: asks the parent for the expected outputs
+    outputs: list[str]                       #: the task's outputs, in order
+    out_arrays: dict[str, object]            #: output -> the work buffer the launches write
+    run_key: int                             #: drawn for every run; only the fingerprint kernel is ever given it
+    mask_key: int | None                     #: the kept copies of this run's outputs are masked with it (None: off)
+    launch: Callable[[], None] | None = None   #: one launch of the kernel or baseline
+    loaded: _Loaded | None = None            #: the kernel's module (None: a Python baseline)
+    estimate: float | None = None            #: GPU seconds of the first checked launch
+    #: the stages so far, each with the arrays holding its values
+    stages: list[tuple[StageObservation, dict]] = field(default_factory=list)
+    masked: set[str] = field(default_factory=set)   #: stages whose arrays are masked copies
+
+    def lap(self, part: str) -> None:
+        self.laps.lap(part)
 
 
 class CaseRunner:
@@ -383,33 +465,162 @@ class CaseRunner:
         self._kept_key = None
 
     def _run(self, spec, plan: RunPlan, progress, need) -> Observation:
-        cp = self.cupy
+        """One run, stage by stage: the inputs and the launch, the checked launches, the timed
+        launches, the kept copies checked, the outputs compared, the end of the run."""
+        run = self._open_run(spec, plan, progress, need)
+        if plan.check:
+            self._checked_launches(run)
+        if plan.time:
+            self._timed_launches(run)
+        self._check_kept_copies(run)
+        self._compare_outputs(run)
+        return self._close_run(run)
+
+    # the stages of a run, in order
+    def _open_run(self, spec, plan: RunPlan, progress, need) -> _CaseRun:
+        """Stage 1, the inputs: (case, seed)'s buffers on the GPU (resident, or drawn and uploaded
+        again), this run's keys, its launch bound to the buffers, and the const inputs'
+        fingerprints at upload."""
         task = self.task
         case = task.case(plan.case)
-        secs: dict[str, float] = {}
-        tick = time.perf_counter()
-
-        def lap(part: str) -> None:
-            nonlocal tick
-            now = time.perf_counter()
-            secs[part] = secs.get(part, 0.0) + now - tick
-            tick = now
-
+        laps = _Laps()
         self._release_kept()
-        obs = Observation(case=plan.case, seed=plan.seed, seconds=secs)
+        obs = Observation(case=plan.case, seed=plan.seed, seconds=laps.secs)
         bufs = self._buffers(case, plan.seed, obs)
         self._current = bufs
-        lap("upload")
-        stream = self.stream
-        sptr = stream.ptr
+        laps.lap("upload")
         outputs = [a.name for a in task.outputs]
         out_arrays = {n: bufs.work[n] for n in outputs}
         run_key = new_key()      # drawn for every run; only the fingerprint kernel is ever given it
         mask_key = new_key() if mask.enabled() else None   # the kept copies of this run's outputs
+        run = _CaseRun(spec=spec, plan=plan, obs=obs, bufs=bufs, laps=laps, progress=progress, need=need,
+                       outputs=outputs, out_arrays=out_arrays, run_key=run_key, mask_key=mask_key)
+        run.launch, run.loaded = self._bind_launch(run)
+        obs.input_fingerprints = {n: bufs.fingerprints[n] for n in bufs.const}
+        return run
 
+    def _checked_launches(self, run: _CaseRun) -> None:
+        """Stage 2 (``plan.check``): the first checked launch, timed with events (the estimate the
+        timing starts from), and with ``plan.repeat`` a second one on the same inputs.  After each,
+        its outputs' fingerprints (a stage) and the const inputs'; after the first, the module
+        globals it changed."""
+        cp = self.cupy
+        stream = self.stream
+        plan, obs = run.plan, run.obs
+        run.progress(Progress("launch"))
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        with stream:
+            self._before_launch(run)
+            start.record(stream)
+            t0 = time.perf_counter()
+            run.launch()
+            end.record(stream)
+            stream.synchronize()
+        driver.synchronize("kernel execution")
+        wall = time.perf_counter() - t0
+        run.estimate = cp.cuda.get_elapsed_time(start, end) * 1e-3
+        obs.first_launch_s = run.estimate
+        run.progress(Progress("launched", wall))
+        run.lap("launches")
+        self._note_globals(run, FIRST)
+        self._add_stage(run, FIRST, self._fps(run.out_arrays, run.run_key), later=plan.repeat or plan.time)
+        self._note_const_inputs(run, FIRST)
+        run.lap("fingerprints")
+        if plan.repeat:
+            with stream:
+                self._before_launch(run)
+                run.launch()
+                stream.synchronize()
+            driver.synchronize("kernel execution")
+            run.lap("launches")
+            self._add_stage(run, REPEAT, self._fps(run.out_arrays, run.run_key), later=plan.time)
+            self._note_const_inputs(run, REPEAT)
+            run.lap("fingerprints")
+
+    def _timed_launches(self, run: _CaseRun) -> None:
+        """Stage 3 (``plan.time``): the timed launches (:meth:`_time`), then the globals and const
+        inputs they changed."""
+        self._time(run)
+        run.lap("timing")
+        self._note_globals(run, "timed launches")
+        self._note_const_inputs(run, "timed launches")
+        run.lap("fingerprints")
+
+    def _check_kept_copies(self, run: _CaseRun) -> None:
+        """Stage 4: the copies kept of earlier stages (not the work buffers themselves), read again
+        after every later launch: still what the stage left?"""
+        for stage, arrays in run.stages:
+            if arrays and stage.later_fingerprints is None and \
+                    arrays.get(run.outputs[0]) is not run.out_arrays[run.outputs[0]]:
+                stage.later_fingerprints = self._fps(arrays, run.run_key,
+                                                     masked_with=run.mask_key if stage.stage in run.masked else None)
+        run.lap("fingerprints")
+
+    def _compare_outputs(self, run: _CaseRun) -> None:
+        """Stage 5: every distinct stage against the expected outputs, on the GPU (``plan.compare``
+        "gpu"; the expected outputs are asked for with ``need`` when none are resident, and sent
+        again next time when they were found changed), or the values sent back for the parent
+        to compare ("cpu")."""
+        cp = self.cupy
+        stream = self.stream
+        plan, obs, bufs = run.plan, run.obs, run.bufs
+        if plan.compare == "gpu" and any(not s.same_as for s, _ in run.stages):
+            if bufs.expected is None:
+                got = run.need(Need(plan.case, plan.seed)) if run.need else None
+                if got is None or got.outputs is None:
+                    raise CaseFailure(Failure("no_expected", "no expected outputs were sent", stage="compare"))
+                run.lap("waiting for the reference")
+                self._set_expected(bufs, got.outputs)
+                run.lap("upload")
+            self._compare(run)
+            obs.expected_fingerprints = {n: (bufs.expected_fingerprints[n], fp) for n, fp in
+                                         self._fps(bufs.expected, bufs.expected_key).items()}
+            if any(a != b for a, b in obs.expected_fingerprints.values()):
+                bufs.expected = None      # sent again next time
+            run.lap("compare")
+        elif plan.compare == "cpu":
+            with stream:
+                for stage, arrays in run.stages:
+                    if not stage.same_as:
+                        values = {n: cp.asnumpy(a) for n, a in arrays.items()}
+                        if stage.stage in run.masked:
+                            values = {n: mask.host_mask(v, run.mask_key) for n, v in values.items()}
+                        stage.arrays = values
+                stream.synchronize()
+            run.lap("download")
+
+    def _close_run(self, run: _CaseRun) -> Observation:
+        """Stage 6, the end of the run.  Invariant 11: the outputs this run left are masked in
+        place, the globals wiped, a baseline's pooled temporaries zeroed; every kept stage is
+        then masked with the run's mask key and held for the Sample request.  A held const input
+        or initial value that changed is dropped (uploaded again next time)."""
+        plan, obs, bufs = run.plan, run.obs, run.bufs
+        self._end_of_run(run.out_arrays, run.loaded, run.mask_key)
+        for stage, arrays in run.stages:
+            if not stage.same_as and plan.keep and plan.compare == "gpu":
+                stage.kept = True
+                self._kept[stage.stage] = arrays
+        self._kept_key = run.mask_key
+        obs.stages = [s for s, _ in run.stages]
+        # held copies: a const input or an initial value that changed is uploaded again next time
+        if bufs.initial:
+            now = self._fps(bufs.initial, bufs.key)
+            obs.initial_fingerprints = {n: (bufs.fingerprints[n], fp) for n, fp in now.items()}
+        if any(a != b for a, b in obs.initial_fingerprints.values()) or any(
+                obs.input_fingerprints[n] != fp for fps in obs.inputs_after.values() for n, fp in fps.items()):
+            self.resident.drop(bufs.case, bufs.seed)
+        run.lap("fingerprints")
+        return obs
+
+    # what the stages share
+    def _bind_launch(self, run: _CaseRun) -> tuple[Callable[[], None], "_Loaded | None"]:
+        """The run's launch and its loaded module: the CUDA kernel with its arguments packed (and
+        the dynamic shared memory the launch asks for allowed where the GPU can), or the Python
+        baseline with its buffers and scalars (no module)."""
+        task, spec, bufs = self.task, run.spec, run.bufs
         if spec.kind == "cuda":
             mod = self.loaded(spec)
-            launch_cfg = plan.launch
+            launch_cfg = run.plan.launch
             if launch_cfg.shared_mem > mod.max_dynamic:
                 mod.allow_dynamic(launch_cfg.shared_mem, self.info.max_smem_per_block_optin)
             values = []
@@ -419,158 +630,64 @@ class CaseRunner:
                 else:
                     values.append(scalar_arg(arg.param, bufs.scalars[arg.name]))
             packed = driver.PackedArgs(values)
-            loaded = mod
             cooperative = bool(getattr(launch_cfg, "cooperative", False))
+            return _KernelLaunch(mod, launch_cfg, self.stream.ptr, packed, cooperative), mod
+        from pathlib import Path
 
-            def launch():
-                driver.launch(mod.module, launch_cfg.grid, launch_cfg.block, launch_cfg.shared_mem, sptr, packed,
-                              cooperative=cooperative)
-        else:
-            from pathlib import Path
+        from kernel_forge.model.references import load_callable, python_name
+        from kernel_forge.model.task import CallableRef
+        fn = load_callable(CallableRef("python", Path(spec.module_path), spec.function))
+        kwargs = {python_name(a.name): bufs.kernel_buffer(a.name) for a in task.args if a.is_buffer}
+        kwargs.update({python_name(k): v for k, v in bufs.scalars.items()})
+        if self._scrubbed is None:
+            self._scrubbed = ScrubbedPool()
+        return _PythonLaunch(fn, kwargs, self.stream, self._scrubbed), None
 
-            from kernel_forge.model.references import load_callable, python_name
-            from kernel_forge.model.task import CallableRef
-            fn = load_callable(CallableRef("python", Path(spec.module_path), spec.function))
-            kwargs = {python_name(a.name): bufs.kernel_buffer(a.name) for a in task.args if a.is_buffer}
-            kwargs.update({python_name(k): v for k, v in bufs.scalars.items()})
-            loaded = None
-            if self._scrubbed is None:
-                self._scrubbed = ScrubbedPool()
-            scrubbed = self._scrubbed
+    def _before_launch(self, run: _CaseRun) -> None:
+        """Before every launch: the module's globals back to their load-time image, then the
+        outputs poisoned and the in/out buffers set to their initial values."""
+        if run.loaded is not None:
+            run.loaded.initial_state(self.stream)     # every launch starts from the module's load-time globals
+        reset(self.task, run.bufs, self.stream.ptr, poison=True)
 
-            def launch():
-                with stream, scrubbed.active():    # its temporaries go to a pool wiped after the run
-                    fn(**kwargs)
+    def _keep_copy(self, run: _CaseRun) -> dict[str, object]:
+        """The outputs now, kept masked with the run's key (invariant 11)."""
+        kept = {}
+        with self.stream:
+            for n in run.outputs:
+                kept[n] = self.cupy.empty_like(run.out_arrays[n])
+                _masked_copy(kept[n], run.out_arrays[n], run.mask_key, self.stream)
+        return kept
 
-        def prepare(poison: bool = True):
-            if loaded is not None:
-                loaded.initial_state(stream)     # every launch starts from the module's load-time globals
-            reset(task, bufs, sptr, poison=poison)
+    def _add_stage(self, run: _CaseRun, name: str, fps: dict[str, int], later: bool) -> None:
+        """A stage of the run: its outputs' fingerprints, and unless an earlier stage left the same
+        outputs, the arrays holding its values (``later``: more launches follow, so a masked copy;
+        else the work buffers themselves)."""
+        same = next((s.stage for s, _ in run.stages if s.fingerprints == fps), None)
+        stage = StageObservation(stage=name, fingerprints=fps, same_as=same)
+        arrays = {} if same else (self._keep_copy(run) if later else dict(run.out_arrays))
+        if arrays and later and run.mask_key is not None:
+            run.masked.add(name)
+        run.stages.append((stage, arrays))
 
-        def keep_copy() -> dict[str, object]:
-            """The outputs now, kept masked with the run's key (invariant 11)."""
-            kept = {}
-            with stream:
-                for n in outputs:
-                    kept[n] = cp.empty_like(out_arrays[n])
-                    _masked_copy(kept[n], out_arrays[n], mask_key, stream)
-            return kept
+    def _note_globals(self, run: _CaseRun, stage_name: str) -> None:
+        """The module globals and __constant__ variables the stage's launches changed, and whether
+        the image they are restored from was written to (a CUDA module with globals only)."""
+        loaded, obs = run.loaded, run.obs
+        if loaded is not None and loaded.state.ranges:
+            names = loaded.state.changed(self.stream)
+            if names:
+                obs.globals_changed[stage_name] = list(names)
+            consts = loaded.state.changed(self.stream, constants=True)
+            if consts:
+                obs.constants_changed[stage_name] = list(consts)
+            if not loaded.state.image_intact(self.stream):
+                obs.state_image_changed = True
 
-        stages: list[tuple[StageObservation, dict]] = []   # each with the arrays holding its values
-        masked: set[str] = set()                             # stages whose arrays are masked copies
-
-        def add_stage(name: str, fps: dict[str, int], later: bool) -> None:
-            same = next((s.stage for s, _ in stages if s.fingerprints == fps), None)
-            stage = StageObservation(stage=name, fingerprints=fps, same_as=same)
-            arrays = {} if same else (keep_copy() if later else dict(out_arrays))
-            if arrays and later and mask_key is not None:
-                masked.add(name)
-            stages.append((stage, arrays))
-
-        def changed(stage_name: str) -> None:
-            if loaded is not None and loaded.state.ranges:
-                names = loaded.state.changed(stream)
-                if names:
-                    obs.globals_changed[stage_name] = list(names)
-                consts = loaded.state.changed(stream, constants=True)
-                if consts:
-                    obs.constants_changed[stage_name] = list(consts)
-                if not loaded.state.image_intact(stream):
-                    obs.state_image_changed = True
-
-        def const_after(stage_name: str) -> None:
-            if bufs.const:
-                obs.inputs_after[stage_name] = self._fps(bufs.const, bufs.key)
-
-        obs.input_fingerprints = {n: bufs.fingerprints[n] for n in bufs.const}
-        estimate = None
-        if plan.check:
-            progress(Progress("launch"))
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            with stream:
-                prepare(True)
-                start.record(stream)
-                t0 = time.perf_counter()
-                launch()
-                end.record(stream)
-                stream.synchronize()
-            driver.synchronize("kernel execution")
-            wall = time.perf_counter() - t0
-            estimate = cp.cuda.get_elapsed_time(start, end) * 1e-3
-            obs.first_launch_s = estimate
-            progress(Progress("launched", wall))
-            lap("launches")
-            changed(FIRST)
-            add_stage(FIRST, self._fps(out_arrays, run_key), later=plan.repeat or plan.time)
-            const_after(FIRST)
-            lap("fingerprints")
-            if plan.repeat:
-                with stream:
-                    prepare(True)
-                    launch()
-                    stream.synchronize()
-                driver.synchronize("kernel execution")
-                lap("launches")
-                add_stage(REPEAT, self._fps(out_arrays, run_key), later=plan.time)
-                const_after(REPEAT)
-                lap("fingerprints")
-
-        if plan.time:
-            self._time(plan, obs, launch, prepare, bufs, out_arrays, estimate, run_key, mask_key, stages, masked)
-            lap("timing")
-            changed("timed launches")
-            const_after("timed launches")
-            lap("fingerprints")
-
-        # the copies kept of earlier stages: still what the stage left?
-        for stage, arrays in stages:
-            if arrays and stage.later_fingerprints is None and arrays.get(outputs[0]) is not out_arrays[outputs[0]]:
-                stage.later_fingerprints = self._fps(arrays, run_key,
-                                                     masked_with=mask_key if stage.stage in masked else None)
-        lap("fingerprints")
-        # compare every distinct stage with the expected outputs
-        if plan.compare == "gpu" and any(not s.same_as for s, _ in stages):
-            if bufs.expected is None:
-                got = need(Need(plan.case, plan.seed)) if need else None
-                if got is None or got.outputs is None:
-                    raise CaseFailure(Failure("no_expected", "no expected outputs were sent", stage="compare"))
-                lap("waiting for the reference")
-                self._set_expected(bufs, got.outputs)
-                lap("upload")
-            self._compare(stages, bufs, masked, mask_key)
-            obs.expected_fingerprints = {n: (bufs.expected_fingerprints[n], fp) for n, fp in
-                                         self._fps(bufs.expected, bufs.expected_key).items()}
-            if any(a != b for a, b in obs.expected_fingerprints.values()):
-                bufs.expected = None      # sent again next time
-            lap("compare")
-        elif plan.compare == "cpu":
-            with stream:
-                for stage, arrays in stages:
-                    if not stage.same_as:
-                        values = {n: cp.asnumpy(a) for n, a in arrays.items()}
-                        if stage.stage in masked:
-                            values = {n: mask.host_mask(v, mask_key) for n, v in values.items()}
-                        stage.arrays = values
-                stream.synchronize()
-            lap("download")
-        # invariant 11: the outputs this run left are masked in place, the globals wiped, a
-        # baseline's pooled temporaries zeroed; every kept stage is then masked with mask_key
-        self._end_of_run(out_arrays, loaded, mask_key)
-        for stage, arrays in stages:
-            if not stage.same_as and plan.keep and plan.compare == "gpu":
-                stage.kept = True
-                self._kept[stage.stage] = arrays
-        self._kept_key = mask_key
-        obs.stages = [s for s, _ in stages]
-        # held copies: a const input or an initial value that changed is uploaded again next time
-        if bufs.initial:
-            now = self._fps(bufs.initial, bufs.key)
-            obs.initial_fingerprints = {n: (bufs.fingerprints[n], fp) for n, fp in now.items()}
-        if any(a != b for a, b in obs.initial_fingerprints.values()) or any(
-                obs.input_fingerprints[n] != fp for fps in obs.inputs_after.values() for n, fp in fps.items()):
-            self.resident.drop(bufs.case, bufs.seed)
-        lap("fingerprints")
-        return obs
+    def _note_const_inputs(self, run: _CaseRun, stage_name: str) -> None:
+        """The const inputs' fingerprints after the stage (one that changed is the kernel's write)."""
+        if run.bufs.const:
+            run.obs.inputs_after[stage_name] = self._fps(run.bufs.const, run.bufs.key)
 
     def _end_of_run(self, out_arrays: dict, loaded: "_Loaded | None", mask_key: int | None) -> None:
         stream = self.stream
@@ -583,15 +700,18 @@ class CaseRunner:
             self._scrubbed.scrub(stream)
         stream.synchronize()
 
-    def _time(self, plan, obs, launch, prepare, bufs, out_arrays, estimate, run_key, mask_key, stages,
-              masked) -> None:
+    def _time(self, run: _CaseRun) -> None:
+        """The timed launches (:func:`~kernel_forge.gpu.timing.bench`): their count from the first
+        checked launch's GPU time (without one, a launch measured here) and the cost around each
+        (resets, flush), measured once; with ``plan.after_timing`` the outputs of the last timed
+        launch and of one chosen timed launch become two more stages of the run."""
         cp = self.cupy
         stream = self.stream
+        plan, obs, launch, bufs, stages = run.plan, run.obs, run.launch, run.bufs, run.stages
+        out_arrays, estimate, run_key, mask_key = run.out_arrays, run.estimate, run.run_key, run.mask_key
         flush = self.flusher() if plan.flush else None
         keep = plan.after_timing      # keep the last and one chosen timed launch's outputs for checks
-
-        def prep():
-            prepare(True)             # outputs poisoned before every timed launch, in every mode
+        prep = functools.partial(self._before_launch, run)   # outputs poisoned before every timed launch, in every mode
 
         # the cost around each timed launch (resets, flush), measured once, and the launch's own
         start, mid, end = cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event()
@@ -612,26 +732,19 @@ class CaseRunner:
         warmup += plan.extra_warmup
         # the kept launch is one of the first batch, which always runs (see timing.bench)
         snap_at = min(reps - 1, max(0, int(plan.snap_fraction * first_batch(reps, plan))))
-        snapshot: dict[str, object] = {}
-        snap_fp: dict[str, int] = {}
+        snapshot = _Snapshot()
         if keep:
             with stream:
                 for n, a in out_arrays.items():
-                    snapshot[n] = cp.empty_like(a)
-
-        def take_snapshot():
-            # the fingerprint is read back to the host before the next launch, so a later launch
-            # that scribbles on the kept copy is found out; the copy is kept masked (invariant 11)
-            snap_fp.update(self._fps(out_arrays, run_key))
-            for n, a in out_arrays.items():
-                _masked_copy(snapshot[n], a, mask_key, stream)
+                    snapshot.arrays[n] = cp.empty_like(a)
+        take_snapshot = functools.partial(self._take_snapshot, run, snapshot)
 
         warm = marker = None
         if flush is None:              # --no-flush: truly warm, each timed launch marked for the clock
             flusher = self.flusher()
             buffers = [bufs.kernel_buffer(a.name) for a in self.task.args if a.is_buffer]
-            warm = lambda: flusher.warm(buffers, stream)      # noqa: E731
-            marker = lambda: flusher.mark(stream)             # noqa: E731
+            warm = functools.partial(flusher.warm, buffers, stream)
+            marker = functools.partial(flusher.mark, stream)
         obs.timing = bench(launch, stream, warmup=warmup, reps=reps, flush=flush, prepare=prep,
                            after=(snap_at, take_snapshot) if keep else None, clock=self.clock,
                            warm=warm, marker=marker, min_reps=plan.min_reps, max_noise=plan.max_noise)
@@ -643,20 +756,29 @@ class CaseRunner:
             same = next((s.stage for s, _ in stages if s.fingerprints == add_fps), None)
             stages.append((StageObservation(stage=AFTER_TIMING, fingerprints=add_fps, same_as=same),
                            {} if same else dict(out_arrays)))
-            later = self._fps(snapshot, run_key, masked_with=mask_key)
-            same = next((s.stage for s, _ in stages if s.fingerprints == snap_fp), None)
-            stage = StageObservation(stage=mid_timing(snap_at), fingerprints=dict(snap_fp), same_as=same,
+            later = self._fps(snapshot.arrays, run_key, masked_with=mask_key)
+            same = next((s.stage for s, _ in stages if s.fingerprints == snapshot.fingerprints), None)
+            stage = StageObservation(stage=mid_timing(snap_at), fingerprints=dict(snapshot.fingerprints), same_as=same,
                                      later_fingerprints=later)
-            stages.append((stage, {} if same else snapshot))
+            stages.append((stage, {} if same else snapshot.arrays))
             if not same and mask_key is not None:
-                masked.add(stage.stage)
+                run.masked.add(stage.stage)
 
-    def _compare(self, stages, bufs: CaseBuffers, masked: set[str], mask_key: int | None) -> None:
+    def _take_snapshot(self, run: _CaseRun, snapshot: _Snapshot) -> None:
+        """Keep the chosen timed launch's outputs: the fingerprint is read back to the host before
+        the next launch, so a later launch that scribbles on the kept copy is found out; the copy
+        is kept masked (invariant 11)."""
+        snapshot.fingerprints.update(self._fps(run.out_arrays, run.run_key))
+        for n, a in run.out_arrays.items():
+            _masked_copy(snapshot.arrays[n], a, run.mask_key, self.stream)
+
+    def _compare(self, run: _CaseRun) -> None:
         from kernel_forge.gpu.compare import compare_on_gpu
 
         forge = bool(os.environ.get(FORGE_ENV))
         task = self.task
-        for stage, arrays in stages:
+        bufs = run.bufs
+        for stage, arrays in run.stages:
             if stage.same_as:
                 continue
             for arg in task.outputs:
@@ -668,7 +790,7 @@ class CaseRunner:
                                                     task.tolerance_for(arg), self.stream,
                                                     shape=tuple(actual.shape),
                                                     reference_dtype=bufs.expected_dtypes.get(arg.name),
-                                                    actual_key=mask_key if stage.stage in masked else None,
+                                                    actual_key=run.mask_key if stage.stage in run.masked else None,
                                                     expected_key=bufs.mask_key))
 
     # -- sample ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""``summary.json``, ``report.md`` and the plots of a run, from the optimizer's records."""
+"""``summary.json``, ``report.md`` and the plots of a run, from its state (the loop's
+:class:`~kernel_forge.search.run_state.RunState`, read by attribute) and its run folder."""
 from __future__ import annotations
 
 import time
@@ -14,27 +15,28 @@ def _case_table(ev: dict | None) -> dict[str, dict]:
     return out
 
 
-def run_diagnosis(opt):
-    """The diagnosis of the run's best (device and calibration from env.json, the profile from
-    profiles/<best>.json when the loop saved one), or None without a best."""
+def run_diagnosis(state, task, run_dir, gate=None):
+    """The diagnosis of the run's best (device and calibration from env.json, else from ``gate``
+    where one is given; the profile from profiles/<best>.json when the loop saved one), or None
+    without a best.  ``state`` is the run's :class:`~kernel_forge.search.run_state.RunState`."""
     from kernel_forge.gate.diagnosis import diagnose
 
-    best = opt.best
+    best = state.best
     if best is None or not best.evaluation:
         return None
-    env = opt.run_dir.read_json("env.json") or {}
+    env = run_dir.read_json("env.json") or {}
     device, calibration = env.get("device"), env.get("calibration")
     if device is None:
         try:
-            device, calibration = opt.gate.device_info(), opt.gate.calibrate()
+            device, calibration = gate.device_info(), gate.calibrate()
         except Exception:  # noqa: BLE001 - a summary never fails for want of a device
             device = calibration = None
     try:
-        profile = opt.run_dir.read_json(f"profiles/{best.id}.json")
+        profile = run_dir.read_json(f"profiles/{best.id}.json")
     except Exception:  # noqa: BLE001 - a damaged profile is left out, not fatal
         profile = None
-    initial = opt.initial.evaluation if opt.initial is not None else None
-    return diagnose(opt.task, best.evaluation, initial=initial, baselines=opt.baselines, device=device,
+    initial = state.initial.evaluation if state.initial is not None else None
+    return diagnose(task, best.evaluation, initial=initial, baselines=state.baselines, device=device,
                     calibration=calibration, profile=profile)
 
 
@@ -54,32 +56,35 @@ def _directions(attempts) -> list[dict]:
     return list(rows.values())
 
 
-def build_summary(opt) -> dict:
-    best, initial = opt.best, opt.initial
-    done = [a for a in opt.attempts if a.status != "pending"]
+def build_summary(state, task, run_dir, *, proposer: str, search: dict, gate=None) -> dict:
+    """summary.json of a run: its :class:`~kernel_forge.search.run_state.RunState` ``state``, the
+    ``task``, its :class:`~kernel_forge.evidence.run_dir.RunDir`, the proposer's name, the
+    search's summary (strategy and spaces) and the ``gate`` (the device, where env.json has none)."""
+    best, initial = state.best, state.initial
+    done = [a for a in state.attempts if a.status != "pending"]
     rejected: dict[str, int] = {}
     for a in done:
         if a.status == "failed":
             rejected[a.reason] = rejected.get(a.reason, 0) + 1
-    gated = sum(a.evaluation is not None for a in opt.attempts)   # duplicates and conflicts cost no GPU time
-    elapsed = opt.elapsed()
+    gated = sum(a.evaluation is not None for a in state.attempts)   # duplicates and conflicts cost no GPU time
+    elapsed = state.elapsed()
     summary = {
-        "task": opt.task.name, "run": opt.run_dir.path.name, "kernel_forge": __version__,
-        "stop_reason": opt.stop_reason, "stop_detail": getattr(opt, "stop_detail", "") or "",
-        "iterations": opt.iteration, "attempts": len(opt.attempts),
+        "task": task.name, "run": run_dir.path.name, "kernel_forge": __version__,
+        "stop_reason": state.stop_reason, "stop_detail": state.stop_detail or "",
+        "iterations": state.iteration, "attempts": len(state.attempts),
         "gated": gated, "passed": sum(a.status == "passed" for a in done), "rejected": rejected,
         "wall_seconds": round(elapsed, 2),
         "candidates_per_minute": round(60.0 * gated / elapsed, 2) if elapsed > 0 else None,
-        "tokens": dict(opt.tokens), "cost_usd": round(opt.cost_usd, 6), "per_model": opt.per_model,
-        "proposer": opt.proposer.name, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "best": None, "initial": None, "baselines": {}, "directions": _directions(opt.attempts),
-        "search": opt.search_summary(), "diagnosis": None,
-        "generated": (opt.run_dir.read_json("run.json", check=False) or {}).get("generated"),
+        "tokens": dict(state.tokens), "cost_usd": round(state.cost_usd, 6), "per_model": state.per_model,
+        "proposer": proposer, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "best": None, "initial": None, "baselines": {}, "directions": _directions(state.attempts),
+        "search": search, "diagnosis": None,
+        "generated": (run_dir.read_json("run.json", check=False) or {}).get("generated"),
     }
     if initial is not None:
         from kernel_forge.reports.summary import origin
         summary["initial"] = {"id": initial.id, "score_us": initial.score_us, **origin(initial)}
-    for name, ev in opt.baselines.items():
+    for name, ev in state.baselines.items():
         summary["baselines"][name] = {"score_us": ev.get("score_us"), "passed": ev.get("passed")}
     if best is not None:
         b_cases = _case_table(best.evaluation)
@@ -94,18 +99,18 @@ def build_summary(opt) -> dict:
             row["speedup_vs_initial"] = (i_cases[name]["timing"]["median"] / c["timing"]["median"]
                                          if name in i_cases else None)
             row["speedup_vs_baselines"] = {}
-            for bname, bev in opt.baselines.items():
+            for bname, bev in state.baselines.items():
                 bc = _case_table(bev).get(name)
                 if bc:
                     row["speedup_vs_baselines"][bname] = bc["timing"]["median"] / c["timing"]["median"]
             per_case.append(row)
-        diagnosis = run_diagnosis(opt)
+        diagnosis = run_diagnosis(state, task, run_dir, gate)
         summary["diagnosis"] = diagnosis.to_json() if diagnosis is not None else None
         summary["best"] = {
             "id": best.id, "proposer": best.proposer, "label": best.label, "defines": best.defines,
-            "score_us": best.score_us, "speedup_vs_initial": opt.speedup(),
+            "score_us": best.score_us, "speedup_vs_initial": state.speedup(),
             "speedup_vs_baselines": {k: (v.get("score_us") / best.score_us if v.get("score_us") and best.score_us else None)
-                                     for k, v in opt.baselines.items()},
+                                     for k, v in state.baselines.items()},
             "holdout": best.holdout, "per_case": per_case, "source_file": best.source_file,
             "retimed": best.retimed, "direction": best.direction, "dispatch": best.dispatch,
             # every case where the best is slower than a baseline or the initial kernel (ratio < 1)
@@ -115,14 +120,15 @@ def build_summary(opt) -> dict:
     return summary
 
 
-def write_summary(opt) -> dict:
-    summary = build_summary(opt)
-    opt.run_dir.write_json("summary.json", summary)
+def write_summary(state, task, run_dir, *, proposer: str, search: dict, gate=None) -> dict:
+    """summary.json and report.md of a run (arguments as :func:`build_summary`'s)."""
+    summary = build_summary(state, task, run_dir, proposer=proposer, search=search, gate=gate)
+    run_dir.write_json("summary.json", summary)
     try:
         from kernel_forge.reports.run_report import write_report
-        write_report(opt.run_dir, summary, [a.to_json() for a in opt.attempts])
+        write_report(run_dir, summary, [a.to_json() for a in state.attempts])
     except Exception as exc:  # noqa: BLE001 - a report failure must not lose the summary
-        opt.run_dir.write_text("report.md", f"# Report\n\nThe report could not be drawn: {type(exc).__name__}: {exc}\n")
+        run_dir.write_text("report.md", f"# Report\n\nThe report could not be drawn: {type(exc).__name__}: {exc}\n")
     return summary
 
 

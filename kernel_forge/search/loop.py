@@ -29,6 +29,7 @@ from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, Pr
 from kernel_forge.model.task import Task
 from kernel_forge.reports.summary import origin
 from kernel_forge.search.attempt import Attempt, Slot
+from kernel_forge.search.run_state import RunState
 from kernel_forge.model.verdict import NOT_THE_KERNELS_FAULT, Evaluation
 
 #: reasons the loop gives itself, before any GPU time (the attempt has no evaluation)
@@ -140,7 +141,10 @@ def candidate_from_proposal(p: Proposal, name: str) -> Candidate:
 
 
 class Optimizer:
-    """Owns the run's state; ``gate`` and ``proposer`` are swapped by interface (tests use fakes)."""
+    """The loop over one run's :class:`~kernel_forge.search.run_state.RunState` (``state``);
+    ``gate`` and ``proposer`` are swapped by interface (tests use fakes).  Beside the state it
+    keeps only what it derives from it: the de-duplication index (``seen``, ``bodies``), the
+    spaces of tunable kernels and the diagnoses of bests and parents."""
 
     def __init__(self, task: Task, gate: GateLike, proposer: Proposer, run: RunDir, config: LoopConfig,
                  progress=lambda msg: None, run_meta: dict | None = None, retrieved=None):
@@ -150,21 +154,7 @@ class Optimizer:
         self.retrieved = retrieved if retrieved is not None else Retrieved()   #: what the archive gave this run
         self.progress = progress
         self.meta = run_meta or {}
-        self.attempts: list[Attempt] = []
-        self.best: Attempt | None = None
-        self.initial: Attempt | None = None
-        self.baselines: dict[str, dict] = {}
-        self.iteration = 0
-        self.since_improvement = 0
-        self.tokens = {"input": 0, "output": 0}
-        self.cost_usd = 0.0
-        self.per_model: dict[str, dict] = {}
-        self.profile_seconds: dict[str, float] = {}
-        self.started = time.time()
-        self.elapsed_before = 0.0
-        self.stop_reason = ""
-        self.stop_detail = ""
-        self.settled = True      # False between recording an iteration's proposals and deciding its best
+        self.state = RunState()            #: what history.json keeps, and this process's outcome
         self.seen: dict[str, str] = {}     # search.kernel_key -> the first attempt with that kernel
         self.bodies: dict[str, str] = {}   # attempt id -> search.body_key of its kernel
         self._diag: tuple | None = None     # (best id, profile file, Diagnosis) of the current best
@@ -174,6 +164,16 @@ class Optimizer:
         self._spaces: dict[str, strategies.Space] = {}   # body key -> the space of a tunable kernel
         self._allot: dict[str, int] = {}    # label -> settings it may gate this iteration
         self._history_written = 0.0         # time.monotonic() of the last history.json write
+
+    # the two figures the app layer reads from a run (kforge optimize --dry-run, the connection
+    # message); everything else reads ``state``
+    @property
+    def best(self) -> Attempt | None:
+        return self.state.best
+
+    @property
+    def stop_detail(self) -> str:
+        return self.state.stop_detail
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> dict:
@@ -189,117 +189,105 @@ class Optimizer:
                 self._gate_batch(batch)
                 self._record(batch, self._settle(batch))
         except StopRun as stop:
-            self.stop_reason, self.stop_detail = stop.reason, stop.detail
+            self.state.stop_reason, self.state.stop_detail = stop.reason, stop.detail
         except Exhausted as exc:
-            self.stop_reason = f"proposer_exhausted: {exc}"
-            self.stop_detail = self.search_line()
+            self.state.stop_reason = f"proposer_exhausted: {exc}"
+            self.state.stop_detail = self.search_line()
         except KeyboardInterrupt:
-            self.stop_reason = "interrupted"
+            self.state.stop_reason = "interrupted"
             self._write_history()
             raise
         finally:
-            if not self.stop_reason:
-                self.stop_reason = "error"
+            if not self.state.stop_reason:
+                self.state.stop_reason = "error"
             summary = self._finish()
         return summary
 
     # -- start / resume ---------------------------------------------------------------------
     def _start(self) -> None:
         if self.load_recorded():
-            self.progress(f"[kforge] resuming at iteration {self.iteration} with {len(self.attempts)} attempts recorded")
-        if self.task.initial is not None and (self.initial is None or self.initial.status != "passed"):
+            self.progress(f"[kforge] resuming at iteration {self.state.iteration} with {len(self.state.attempts)} "
+                          "attempts recorded")
+        if self.task.initial is not None and (self.state.initial is None or self.state.initial.status != "passed"):
             self._evaluate_initial()
-        if not self.baselines:
+        if not self.state.baselines:
             for name in self.task.baselines:
                 self.progress(f"[kforge] timing vendor baseline {name}")
                 ev = self.gate.evaluate_baseline(name)
-                self.baselines[name] = ev.to_json(with_samples=False)
+                self.state.baselines[name] = ev.to_json(with_samples=False)
             self._write_history()
-        self._profile(self.best)
+        self._profile(self.state.best)
 
     def load_recorded(self) -> bool:
         """The run's recorded attempts and state from history.json (nothing is written); False
         when there is none yet."""
         hist = self.run_dir.read_json("history.json")
         if hist:
-            self.attempts = [Attempt.from_json(a) for a in hist["attempts"]]
-            self.baselines = hist.get("baselines", {})
-            st = hist.get("state", {})
-            self.iteration = st.get("iteration", 0)
-            self.since_improvement = st.get("since_improvement", 0)
-            self.tokens = st.get("tokens", self.tokens)
-            self.cost_usd = st.get("cost_usd", 0.0)
-            self.per_model = st.get("per_model", {})
-            self.profile_seconds = st.get("profile_seconds", {})
-            self.elapsed_before = st.get("elapsed_s", 0.0)
-            self.settled = st.get("settled", True)
-            self.initial = next((a for a in self.attempts if a.proposer == "initial" or a.baseline), None)
-            bests = [a for a in self.attempts if a.best]
-            self.best = bests[-1] if bests else self.initial
-            for a in self.attempts:
+            self.state = RunState.from_json(hist, started=self.state.started)
+            for a in self.state.attempts:
                 self._remember(a)
         return bool(hist)
 
     def next_request(self) -> ProposalRequest:
         """The request the next iteration would send (no call made, nothing written)."""
-        return self._request(self._slots(self.iteration + 1), self.iteration + 1)
+        return self._request(self._slots(self.state.iteration + 1), self.state.iteration + 1)
 
     def _evaluate_initial(self) -> None:
-        a = self.initial
+        a = self.state.initial
         if a is None:
             source = self.task.initial.read_text(encoding="utf-8")
             a = self._record_proposal(Proposal(source=source, rationale="the task's initial kernel",
                                                proposer="initial", label=self.task.initial.name), Slot())[0]
-            self.initial = a
+            self.state.initial = a
         ev = self._gate_attempt(a, roles=("correctness", "performance", "holdout"))
         if not ev.passed:
             self._write_history()
             raise KForgeError(f"the task's initial kernel fails the gate ({ev.reason}): {ev.message}",
                               hint="fix the initial kernel or the manifest first: kforge eval MANIFEST")
         a.best = a.baseline = True
-        self.best = a
+        self.state.best = a
         self._write_history()
 
     def _settle(self, batch: list[Attempt]) -> Attempt | None:
         """The iteration's new best (or None); while there is no baseline, its first attempt that
         passes the gate and the holdout becomes the baseline first (:mod:`kernel_forge.search.translation`)."""
-        if translation.translating(self):
+        if translation.translating(self.state):
             base = translation.choose_baseline(self.gate, batch, candidate=self._candidate, save=self._write_history)
             if base is None:
                 return None
-            self.initial = self.best = base
+            self.state.initial = self.state.best = base
             self.progress(f"[kforge]   baseline {base.id}: {origin(base)['note']}; "
                           f"{base.score_us:.2f} µs, every speedup is measured against it")
-        return selection.maybe_move_best(self.gate, self.best, batch, self.rules,
+        return selection.maybe_move_best(self.gate, self.state.best, batch, self.rules,
                                          candidate=self._candidate, save=self._write_history)
 
     def _unsettled_batch(self) -> list[Attempt] | None:
         """The iteration a kill interrupted: gate what is pending without asking again, then decide
         the best over the whole iteration (its gated attempts included).  None when settled."""
-        pending = [a for a in self.attempts if a.status == "pending"]
-        if not pending and self.settled:
+        pending = [a for a in self.state.attempts if a.status == "pending"]
+        if not pending and self.state.settled:
             return None
         if pending and self._time_up():
             raise self._time_stop()         # left pending: --resume with a longer limit gates them
         if pending:
-            self.iteration = pending[0].iteration
-        return [a for a in self.attempts if a.iteration == self.iteration and a.proposer != "initial"]
+            self.state.iteration = pending[0].iteration
+        return [a for a in self.state.attempts if a.iteration == self.state.iteration and a.proposer != "initial"]
 
     # -- asking -----------------------------------------------------------------------------
     def _ask(self) -> list[Attempt]:
         """One request for ``candidates`` proposals (fix turns first, then the search strategy's
         parents and directions); every proposal is recorded, duplicates and conflicts with their
         verdict."""
-        self.iteration += 1
-        slots = self._slots(self.iteration)
-        request = self._request(slots, self.iteration)
+        self.state.iteration += 1
+        slots = self._slots(self.state.iteration)
+        request = self._request(slots, self.state.iteration)
         try:
             result = self.proposer.propose(request)
         except BaseException:
-            self.iteration -= 1          # nothing was recorded: this iteration did not happen
+            self.state.iteration -= 1          # nothing was recorded: this iteration did not happen
             raise
         if self.proposer.needs_prompt:   # what each proposal was asked, as the model saw it
-            write_prompt(self.run_dir, self.iteration, request.system, request.static_prefix,
+            write_prompt(self.run_dir, self.state.iteration, request.system, request.static_prefix,
                          request.prompts or [request.prompt])
         files = self._record_calls(result)
         for err in result.errors:
@@ -309,7 +297,7 @@ class Optimizer:
         for i, p in enumerate(result.proposals):
             slot = self._slot_of(p, i, slots)
             p.parent = p.parent or (slot.fix.id if slot.fix else slot.parent.id if slot.parent
-                                    else self.best.id if self.best else None)
+                                    else self.state.best.id if self.state.best else None)
             batch.extend(self._record_proposal(p, slot, self._calls_of(p, result, files)))
         if result.unreachable and not result.proposals:
             self._write_history()
@@ -317,7 +305,7 @@ class Optimizer:
         if getattr(result, "budget_exhausted", False) and not result.proposals:
             self._write_history()
             raise StopRun("budget_usd", next((e for e in result.errors if "budget" in e), ""))
-        self.settled = False
+        self.state.settled = False
         self._write_history()
         if not result.proposals:
             self.progress("[kforge]   no usable proposal this iteration")
@@ -330,12 +318,12 @@ class Optimizer:
         n = self.config.candidates
         if self._is_tuner():
             return [Slot() for _ in range(n)]
-        by_id = {a.id: a for a in self.attempts}
+        by_id = {a.id: a for a in self.state.attempts}
         fixes = self._fixes(iteration - 1)[:n]
         slots = [Slot(direction=f"fix {f.id} ({f.reason}), keeping its approach"
                       + (f": {self._root(f).direction}" if self._root(f).direction else ""), fix=f, parent=f,
                       technique=strategies.technique_of(self._root(f), by_id)) for f in fixes]
-        if translation.translating(self):      # no baseline yet: translation directions, no parents
+        if translation.translating(self.state):      # no baseline yet: translation directions, no parents
             return slots + [Slot(direction=d) for d in translation.directions(n - len(fixes))]
         for p in self.strategy.plan(self._plan_context(iteration), n - len(fixes)):
             slots.append(Slot(direction=p.direction, parent=p.parent, second=p.second, technique=p.technique))
@@ -343,21 +331,21 @@ class Optimizer:
 
     def _plan_context(self, iteration: int) -> strategies.PlanContext:
         c = self.config
-        return strategies.PlanContext(attempts=self.attempts, best=self.best, initial=self.initial,
+        return strategies.PlanContext(attempts=self.state.attempts, best=self.state.best, initial=self.state.initial,
                                       iteration=iteration, body=lambda a: self.bodies.get(a.id, a.id),
                                       options=self._options, crossover_every=c.crossover_every,
                                       min_improvement=c.min_improvement, seed=c.seed)
 
     def _options(self, parent: Attempt, k: int) -> list[tuple[str, str]]:
         """(technique, direction) pairs from the diagnosis of ``parent``."""
-        return direction_items(self._diagnosis() if parent is self.best else self._diagnosis_of(parent), k)
+        return direction_items(self._diagnosis() if parent is self.state.best else self._diagnosis_of(parent), k)
 
     def _fixes(self, iteration: int) -> list[Attempt]:
         """Proposals of ``iteration`` whose every setting failed and that have a fix turn left."""
         if self.config.fix_turns <= 0:
             return []
         groups: dict[str, list[Attempt]] = {}
-        for a in self.attempts:
+        for a in self.state.attempts:
             if a.iteration == iteration and a.proposer != "initial":
                 groups.setdefault(a.label, []).append(a)
         out = []
@@ -370,7 +358,7 @@ class Optimizer:
 
     def _fix_chain(self, a: Attempt) -> list[Attempt]:
         """``a``, the attempt it was asked to fix, the one that one fixed, ... (oldest last)."""
-        chain, by_id = [a], {x.id: x for x in self.attempts}
+        chain, by_id = [a], {x.id: x for x in self.state.attempts}
         while chain[-1].fix_of in by_id and len(chain) <= len(by_id):
             chain.append(by_id[chain[-1].fix_of])
         return chain
@@ -389,7 +377,7 @@ class Optimizer:
         if sp is None:
             sp = self._spaces[body] = strategies.Space(cand, label)
             sp.seed = self.config.seed
-        for a in self.attempts:
+        for a in self.state.attempts:
             if self.bodies.get(a.id) != body or a.dispatch:     # a dispatch rule is not one setting
                 continue
             status = "ruled_out" if a.reason in NOT_GATED else a.status
@@ -414,7 +402,7 @@ class Optimizer:
             self._allot[label] = n
 
     def _rng(self, label: str, n: int) -> random.Random:
-        return random.Random(f"{self.config.seed}:{self.iteration}:{label}:{n}")
+        return random.Random(f"{self.config.seed}:{self.state.iteration}:{label}:{n}")
 
     def _first_settings(self, p: Proposal, cand: Candidate, warm: list[dict],
                         exclude: set[tuple]) -> list[tuple[dict, str]]:
@@ -425,7 +413,7 @@ class Optimizer:
             return [(d, "") for d in search.expand(cand, budget, exclude=exclude)]
         space = self._space(cand, p.label)
         if self.strategy.name == "greedy" and not space.trials:      # today's first sample
-            picked = search.expand(cand, max(0, budget - len(warm)), seed=c.seed + self.iteration,
+            picked = search.expand(cand, max(0, budget - len(warm)), seed=c.seed + self.state.iteration,
                                    exclude=exclude | {tuple(sorted(d.items())) for d in warm})
             return [(d, "") for d in picked]
         k = max(0, min(budget, self.strategy.round_size(budget, c.refine)) - len(warm))
@@ -444,7 +432,7 @@ class Optimizer:
     def _tuner_templates(self) -> dict[str, Candidate]:
         """label -> the template (with its tunables) of every template the tuner proposed."""
         out: dict[str, Candidate] = {}
-        for a in self.attempts:
+        for a in self.state.attempts:
             if a.proposer == "tune" and a.label not in out and a.id in self.bodies and not a.dispatch:
                 try:
                     out[a.label] = self._candidate(a)
@@ -485,12 +473,12 @@ class Optimizer:
         for call in result.calls:
             idx = self.run_dir.next_model_index()
             name = f"model-{idx:03d}.json"
-            self.run_dir.write_json(name, {"index": idx, "iteration": self.iteration, **asdict(call)})
+            self.run_dir.write_json(name, {"index": idx, "iteration": self.state.iteration, **asdict(call)})
             files.append(name)
-            self.tokens["input"] += call.input_tokens
-            self.tokens["output"] += call.output_tokens
-            self.cost_usd += call.cost_usd
-            m = self.per_model.setdefault(f"{call.provider}:{call.model}",
+            self.state.tokens["input"] += call.input_tokens
+            self.state.tokens["output"] += call.output_tokens
+            self.state.cost_usd += call.cost_usd
+            m = self.state.per_model.setdefault(f"{call.provider}:{call.model}",
                                           {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0})
             m["calls"] += 1
             m["input_tokens"] += call.input_tokens
@@ -508,19 +496,20 @@ class Optimizer:
     # -- recording proposals ----------------------------------------------------------------
     def _new_attempt(self, p: Proposal, slot: Slot, **kw) -> Attempt:
         technique = slot.technique or (f"tune:{p.label}" if p.proposer == "tune" else "")
-        a = Attempt(id=f"a{len(self.attempts):04d}", iteration=self.iteration, proposer=p.proposer, label=p.label,
+        a = Attempt(id=f"a{len(self.state.attempts):04d}", iteration=self.state.iteration, proposer=p.proposer,
+                    label=p.label,
                     parent=p.parent, rationale=p.rationale, direction=slot.direction or p.direction,
                     fix_of=slot.fix.id if slot.fix else None, technique=technique,
                     second_parent=slot.second.id if slot.second else None,
                     predicted_speedup=p.predicted_speedup, **kw)
         a.source_file = f"attempts/{a.id}.cu"
-        self.attempts.append(a)
+        self.state.attempts.append(a)
         return a
 
     def _record_proposal(self, p: Proposal, slot: Slot, calls=()) -> list[Attempt]:
         """Write a proposal's attempts: one per setting to gate (pending), or one failed attempt
         (``launch_conflict``, ``bad_candidate``, ``duplicate``) that costs no GPU time."""
-        base_id = f"a{len(self.attempts):04d}"
+        base_id = f"a{len(self.state.attempts):04d}"
         p.label = p.label or base_id   # model proposals: a label of their own, so their settings group apart
         out: list[Attempt] = []
         try:
@@ -569,7 +558,7 @@ class Optimizer:
         if key not in self.seen:   # every setting was tried: name the one of the default setting's kin
             key = next(k for k in (search.kernel_key(cand.with_defines(d), self.task) for d in cand.configurations())
                        if k in self.seen)
-        earlier = next(a for a in self.attempts if a.id == self.seen[key])
+        earlier = next(a for a in self.state.attempts if a.id == self.seen[key])
         verdict = (f"passed at {earlier.score_us:.2f} µs" if earlier.status == "passed" and earlier.score_us
                    else f"{earlier.status}: {earlier.reason}" if earlier.reason else earlier.status)
         a = self._new_attempt(p, slot, status="failed", reason="duplicate", defines=dict(cand.defines),
@@ -600,7 +589,7 @@ class Optimizer:
         recorded for its body are looked at: a space too large to list is never listed)."""
         body = search.body_key(cand)
         out = set()
-        for a in self.attempts:
+        for a in self.state.attempts:
             if self.bodies.get(a.id) != body:
                 continue
             d = {**cand.defines, **a.defines}
@@ -645,7 +634,7 @@ class Optimizer:
         setting ``top``."""
         like = like or top
         c = cand.with_defines(d)
-        a = Attempt(id=f"a{len(self.attempts):04d}", iteration=self.iteration, proposer=like.proposer,
+        a = Attempt(id=f"a{len(self.state.attempts):04d}", iteration=self.state.iteration, proposer=like.proposer,
                     label=like.label, parent=top.id, rationale=rationale, defines=dict(d),
                     launch=c.launch.to_json() if c.launch else like.launch, tunables=like.tunables,
                     direction=like.direction, model_calls=list(like.model_calls), technique=like.technique,
@@ -653,7 +642,7 @@ class Optimizer:
         a.source_file = f"attempts/{a.id}.cu"
         a.sha256 = c.sha256
         self.run_dir.write_text(a.source_file, c.render())
-        self.attempts.append(a)
+        self.state.attempts.append(a)
         self._remember(a, c)
         return a
 
@@ -674,7 +663,7 @@ class Optimizer:
         dispatch rule over its gated settings, recorded and gated as one more attempt of the batch."""
         from kernel_forge.search.dispatch_fit import propose_rules
         extra: list[Attempt] = []
-        for p in propose_rules(batch, self.attempts, self.task, candidate=self._candidate,
+        for p in propose_rules(batch, self.state.attempts, self.task, candidate=self._candidate,
                                floor=self.config.min_improvement):
             extra += self._record_proposal(p, Slot(direction=p.direction))
         todo = [a for a in extra if a.status == "pending"]
@@ -700,7 +689,7 @@ class Optimizer:
                     continue
                 cand = self._candidate(members[0])
                 space = self._space(cand, label)
-                by_id = {a.id: a for a in self.attempts}
+                by_id = {a.id: a for a in self.state.attempts}
                 best = space.best()
                 top = by_id[best.attempt] if best else members[0]
                 for d, why in self.strategy.pick(space, k, self._rng(label, len(members))):
@@ -735,16 +724,16 @@ class Optimizer:
     # -- recording the iteration ------------------------------------------------------------
     def _record(self, batch: list[Attempt], new_best: Attempt | None) -> None:
         if new_best is not None:
-            self.best = new_best
+            self.state.best = new_best
             r = new_best.retimed or {}
             self.progress(f"[kforge]   new best {new_best.id}: {r.get('candidate_us', 0):.2f} µs vs "
-                          f"{r.get('best_us', 0):.2f} µs side by side (x{self.speedup():.2f} vs initial)")
+                          f"{r.get('best_us', 0):.2f} µs side by side (x{self.state.speedup():.2f} vs initial)")
         improved = new_best is not None or any(a.best for a in batch)   # a resumed batch may have moved it
         if improved:
             self._write_best()
-        self._profile(self.best)
-        self.since_improvement = 0 if improved else self.since_improvement + 1
-        self.settled = True
+        self._profile(self.state.best)
+        self.state.since_improvement = 0 if improved else self.state.since_improvement + 1
+        self.state.settled = True
         self._write_history()
         self._iteration_line()
 
@@ -764,20 +753,12 @@ class Optimizer:
         seconds = round(time.monotonic() - t0, 3)
         from kernel_forge.gate.profiler import save_profile
         a.profile = save_profile(self.run_dir, a.id, {**prof, "wall_seconds": seconds})
-        self.profile_seconds[a.id] = seconds
+        self.state.profile_seconds[a.id] = seconds
         self._write_history()
         self.progress(f"[kforge]   profiled {a.id} with {prof.get('tool') or 'no tool'} in {seconds:.1f} s"
                       if prof.get("available") else f"[kforge]   no profile of {a.id}: {prof.get('reason', '')}")
 
     # -- stop rules -------------------------------------------------------------------------
-    def elapsed(self) -> float:
-        return self.elapsed_before + (time.time() - self.started)
-
-    def speedup(self) -> float:
-        if self.best and self.initial and self.best.score_us and self.initial.score_us:
-            return self.initial.score_us / self.best.score_us
-        return 1.0
-
     def time_limit(self) -> tuple[float | None, str]:
         """The run's time limit and where it comes from: --time-limit, else the built-in tuner's
         default (--tune-time-limit), else none."""
@@ -791,11 +772,11 @@ class Optimizer:
     def _time_up(self) -> bool:
         """The time limit is checked before every candidate, not only between iterations."""
         limit, _ = self.time_limit()
-        return limit is not None and self.elapsed() >= limit
+        return limit is not None and self.state.elapsed() >= limit
 
     def _time_stop(self) -> StopRun:
         limit, source = self.time_limit()
-        return StopRun("time_limit", f"{self.elapsed():.0f} s of {limit:g} s ({source})"
+        return StopRun("time_limit", f"{self.state.elapsed():.0f} s of {limit:g} s ({source})"
                        + (f"; search so far: {self.search_line()}" if self._is_tuner() else ""))
 
     def iteration_limit(self) -> int | None:
@@ -805,18 +786,18 @@ class Optimizer:
     def _check_stop(self) -> None:
         c = self.config
         limit = self.iteration_limit()
-        if limit is not None and self.iteration >= limit:
-            raise StopRun("max_iterations", f"{self.iteration} of --max-iterations {limit}"
+        if limit is not None and self.state.iteration >= limit:
+            raise StopRun("max_iterations", f"{self.state.iteration} of --max-iterations {limit}"
                           + (f"; search so far: {self.search_line()}" if self._is_tuner() else ""))
-        if c.budget_usd is not None and self.cost_usd >= c.budget_usd:
+        if c.budget_usd is not None and self.state.cost_usd >= c.budget_usd:
             raise StopRun("budget_usd")
-        if c.max_tokens is not None and self.tokens["input"] + self.tokens["output"] >= c.max_tokens:
+        if c.max_tokens is not None and self.state.tokens["input"] + self.state.tokens["output"] >= c.max_tokens:
             raise StopRun("max_tokens")
         if self._time_up():
             raise self._time_stop()
-        if c.patience is not None and self.since_improvement >= c.patience:
+        if c.patience is not None and self.state.since_improvement >= c.patience:
             raise StopRun("patience")
-        if c.target_speedup is not None and self.speedup() >= c.target_speedup:
+        if c.target_speedup is not None and self.state.speedup() >= c.target_speedup:
             raise StopRun("target_speedup")
         if c.roof_stop:
             reached, detail = self.roof_reached(c.roof_stop)
@@ -827,7 +808,7 @@ class Optimizer:
         """Whether the best is at ``share`` or more of the roof that applies on every performance
         case (the larger of its share of the measured bandwidth and of the compute peak: the
         roofline's attainable time over the measured one), and the figures."""
-        if self.best is None or not self.best.evaluation:
+        if self.state.best is None or not self.state.best.evaluation:
             return False, ""
         diag = self._diagnosis()
         parts = []
@@ -844,7 +825,8 @@ class Optimizer:
             if pct < 100.0 * share:
                 return False, f"case {case.name} at {pct:.1f}% {what}"
             parts.append(f"{case.name} {pct:.1f}% {what}")
-        return True, (f"the best ({self.best.id}) is at >= {100 * share:.0f}% of its roof on every performance case: "
+        return True, (f"the best ({self.state.best.id}) is at >= {100 * share:.0f}% of its roof on every "
+                      "performance case: "
                       + "; ".join(parts))
 
     # -- prompt -----------------------------------------------------------------------------
@@ -852,7 +834,7 @@ class Optimizer:
         return (self.run_dir.path / a.source_file).read_text(encoding="utf-8")
 
     def _prompt_attempt(self, a: Attempt, *, profile: bool = False) -> PromptAttempt:
-        parent = next((x for x in self.attempts if x.id == a.parent), None)
+        parent = next((x for x in self.state.attempts if x.id == a.parent), None)
         return feedback.prompt_attempt(a, source=self._source(a), parent_source=self._source(parent) if parent else None,
                                        default_launch=self.task.launch.to_json() if self.task.launch else None,
                                        profile=self._profile_of(a) if profile else None)
@@ -862,12 +844,13 @@ class Optimizer:
 
     def _diagnosis(self):
         """The diagnosis of the current best (computed once per best and profile)."""
-        if self._diag is None or self._diag[:2] != (self.best.id, self.best.profile):
-            diag = diagnose(self.task, self.best.evaluation or {},
-                            initial=self.initial.evaluation if self.initial else None, baselines=self.baselines,
+        if self._diag is None or self._diag[:2] != (self.state.best.id, self.state.best.profile):
+            diag = diagnose(self.task, self.state.best.evaluation or {},
+                            initial=self.state.initial.evaluation if self.state.initial else None,
+                            baselines=self.state.baselines,
                             device=self.gate.device_info(), calibration=self.gate.calibrate(),
-                            profile=self._profile_of(self.best))
-            self._diag = (self.best.id, self.best.profile, diag)
+                            profile=self._profile_of(self.state.best))
+            self._diag = (self.state.best.id, self.state.best.profile, diag)
         return self._diag[2]
 
     def _diagnosis_of(self, a: Attempt):
@@ -875,32 +858,35 @@ class Optimizer:
         key = (a.id, a.profile)
         if key not in self._diags:
             self._diags[key] = diagnose(self.task, a.evaluation or {},
-                                        initial=self.initial.evaluation if self.initial else None,
-                                        baselines=self.baselines, device=self.gate.device_info(),
+                                        initial=self.state.initial.evaluation if self.state.initial else None,
+                                        baselines=self.state.baselines, device=self.gate.device_info(),
                                         calibration=self.gate.calibrate(), profile=self._profile_of(a))
         return self._diags[key]
 
     def _request(self, slots: list[Slot], iteration: int) -> ProposalRequest:
         """The request for one iteration: a shared static prefix and one dynamic prompt per slot."""
         dirs = [s.direction for s in slots]
-        plan = dict(directions=dirs, parents=[(s.parent or self.best).id if (s.parent or self.best) else "" for s in slots],
+        best = self.state.best
+        plan = dict(directions=dirs, parents=[(s.parent or best).id if (s.parent or best) else "" for s in slots],
                     techniques=[s.technique for s in slots], seconds=[s.second.id if s.second else None for s in slots],
                     spent=self._spent() if self._is_tuner() else [])
         if not self.proposer.needs_prompt:
             return ProposalRequest(system="", prompt="", n=len(slots), iteration=iteration, **plan)
-        if translation.translating(self):
+        if translation.translating(self.state):
             return translation.request(self, slots, iteration)
         c = self.config
         body = lambda a: self.bodies.get(a.id, a.id)  # noqa: E731
-        shown = feedback.choose_shown(self.attempts, self.best, self.initial, iteration=iteration, body=body,
+        shown = feedback.choose_shown(self.state.attempts, self.state.best, self.state.initial, iteration=iteration,
+                                      body=body,
                                       size=lambda a: len(self._source(a)), history_in_prompt=c.history_in_prompt,
                                       history_chars=c.history_chars, failures_in_prompt=c.failures_in_prompt,
                                       crossover_every=c.crossover_every if self.strategy.crossover_in_prompt else 0)
-        ledger = reflection.ledger_section(self.attempts, noise=c.min_improvement, profile=self._profile_of,
+        ledger = reflection.ledger_section(self.state.attempts, noise=c.min_improvement, profile=self._profile_of,
                                            task=self.task)
         common = dict(reference_source=self.task.reference.path.read_text(encoding="utf-8"),
                       device=self.gate.device_info(), calibration=self.gate.calibrate(),
-                      best=self._prompt_attempt(self.best, profile=True), hints=c.hints, n_history=c.history_in_prompt,
+                      best=self._prompt_attempt(self.state.best, profile=True), hints=c.hints,
+                      n_history=c.history_in_prompt,
                       diagnosis=self._diagnosis(), retrieved=tuple(self.retrieved.examples), ledger=ledger)
         history = [self._prompt_attempt(a) for a in shown.history]
         shared_cross = tuple(map(self._prompt_attempt, shown.crossover)) if shown.crossover else None
@@ -910,8 +896,8 @@ class Optimizer:
             failures = [self._prompt_attempt(a) for a in shown.failures if body(a) != fixed]
             cross = (self._prompt_attempt(s.parent), self._prompt_attempt(s.second)) if s.second else shared_cross
             start = ""
-            if s.parent is not None and s.parent is not self.best and s.fix is None and s.second is None:
-                start = reflection.start_section(self._prompt_attempt(s.parent, profile=True), self.best,
+            if s.parent is not None and s.parent is not self.state.best and s.fix is None and s.second is None:
+                start = reflection.start_section(self._prompt_attempt(s.parent, profile=True), self.state.best,
                                                  self._diagnosis_of(s.parent))
             elsewhere = {x.id for x in (s.parent, s.second) if x is not None and (s.second or start)}
             static, dynamic = build_prompt_parts(self.task, failures=failures, direction=s.direction,
@@ -919,7 +905,7 @@ class Optimizer:
                                                  crossover=cross, start=start, **common,
                                                  history=[h for h in history if h.id not in elsewhere])
             prompts.append(dynamic)
-        parents = [self._source(s.fix or s.parent or self.best) for s in slots]
+        parents = [self._source(s.fix or s.parent or self.state.best) for s in slots]
         return ProposalRequest(system=system_prompt(), prompt=prompts[0] if prompts else "", n=len(slots),
                                iteration=iteration, static_prefix=static, prompts=prompts,
                                parent_sources=parents, **plan)
@@ -929,44 +915,39 @@ class Optimizer:
         return self.next_request().full_prompt(0)
 
     # -- evidence ---------------------------------------------------------------------------
-    def _state(self) -> dict:
-        return {"iteration": self.iteration, "since_improvement": self.since_improvement, "settled": self.settled,
-                "tokens": self.tokens, "cost_usd": round(self.cost_usd, 6), "per_model": self.per_model,
-                "profile_seconds": self.profile_seconds, "elapsed_s": round(self.elapsed(), 3)}
-
     def _write_history(self) -> None:
         self._history_written = time.monotonic()
         self.run_dir.write_json("history.json", {"task": self.task.name, "kernel_forge": __version__,
-                                                  "state": self._state(), "baselines": self.baselines,
-                                                  "attempts": [a.to_json() for a in self.attempts]})
+                                                  **self.state.to_json()})
 
     def _write_best(self) -> None:
-        self.run_dir.write_text("best.cu", self._source(self.best))
-        ev = self.best.evaluation or {}
+        self.run_dir.write_text("best.cu", self._source(self.state.best))
+        ev = self.state.best.evaluation or {}
         for c in ev.get("cases", []):
             if c.get("role") == "holdout":
                 continue
             self.run_dir.write_json(f"best-case-{c['name']}.json", {
-                "manifest": str(self.task.path), "kernel": "best.cu", "attempt": self.best.id,
+                "manifest": str(self.task.path), "kernel": "best.cu", "attempt": self.state.best.id,
                 "case": c["name"], "role": c["role"], "seeds": c.get("seeds", []),
                 # under a dispatch rule: the setting this case ran with, and which rule line gave it
-                "defines": (c.get("variant") or {}).get("defines", self.best.defines),
+                "defines": (c.get("variant") or {}).get("defines", self.state.best.defines),
                 "variant": c.get("variant"),
                 "launch": c.get("launch"), "median_us": (c.get("timing") or {}).get("median"),
                 "command": f"kforge replay {self.run_dir.path / ('best-case-' + c['name'] + '.json')}"})
 
     def _iteration_line(self) -> None:
         rejected: dict[str, int] = {}
-        for a in self.attempts:
+        for a in self.state.attempts:
             if a.status == "failed":
                 rejected[a.reason] = rejected.get(a.reason, 0) + 1
         rej = ", ".join(f"{k} {v}" for k, v in sorted(rejected.items())) or "none"
-        gated = sum(a.evaluation is not None for a in self.attempts)
-        best = f"best {self.best.id} x{self.speedup():.2f} vs initial" if self.best else "no baseline yet"
+        gated = sum(a.evaluation is not None for a in self.state.attempts)
+        best = (f"best {self.state.best.id} x{self.state.speedup():.2f} vs initial" if self.state.best
+                else "no baseline yet")
         limit = self.iteration_limit()
-        self.progress(f"[kforge] iteration {self.iteration}{f'/{limit}' if limit else ''}: {gated} gated, "
+        self.progress(f"[kforge] iteration {self.state.iteration}{f'/{limit}' if limit else ''}: {gated} gated, "
                       f"rejected: {rej}; {best}; "
-                      f"${self.cost_usd:.4f}, {self.tokens['input'] + self.tokens['output']} tokens")
+                      f"${self.state.cost_usd:.4f}, {self.state.tokens['input'] + self.state.tokens['output']} tokens")
         if self._is_tuner():
             self.progress(f"[kforge]   search {self.strategy.name}: {self.search_line()}")
 
@@ -974,24 +955,26 @@ class Optimizer:
         from kernel_forge.reports.summary import write_summary
 
         # the final holdout check: not after an error, nor after Ctrl-C (the resumed run does it)
-        if (self.best is not None and self.best is not self.initial
-                and self.stop_reason not in ("error", "interrupted")):
-            selection.final_holdout(self.gate, self.best, self._candidate)
-        if self.stop_reason not in ("error", "interrupted"):
-            self._profile(self.best, final=True)
-        if self.best is not None:
+        if (self.state.best is not None and self.state.best is not self.state.initial
+                and self.state.stop_reason not in ("error", "interrupted")):
+            selection.final_holdout(self.gate, self.state.best, self._candidate)
+        if self.state.stop_reason not in ("error", "interrupted"):
+            self._profile(self.state.best, final=True)
+        if self.state.best is not None:
             self._write_best()
         self._write_history()
-        summary = write_summary(self)
-        if (self.config.archive or "").lower() != "off" and self.stop_reason != "interrupted":
+        summary = write_summary(self.state, self.task, self.run_dir, proposer=self.proposer.name,
+                                search=self.search_summary(), gate=self.gate)
+        if (self.config.archive or "").lower() != "off" and self.state.stop_reason != "interrupted":
             from kernel_forge.archive.store import record_run
             record_run(self.run_dir.path, path=self.config.archive, task=self.task, progress=self.progress)
-        self.progress(f"[kforge] stopped: {self.stop_reason}. Best {summary['best']['id'] if summary.get('best') else '-'}"
-                      f" x{self.speedup():.2f} vs initial. Evidence: {self.run_dir.path}")
-        if self.stop_detail:
-            self.progress(f"[kforge] {self.stop_detail}")
-        left = [a for a in self.attempts if a.status == "pending"]
-        if left and self.stop_reason == "time_limit":
+        self.progress(f"[kforge] stopped: {self.state.stop_reason}. "
+                      f"Best {summary['best']['id'] if summary.get('best') else '-'}"
+                      f" x{self.state.speedup():.2f} vs initial. Evidence: {self.run_dir.path}")
+        if self.state.stop_detail:
+            self.progress(f"[kforge] {self.state.stop_detail}")
+        left = [a for a in self.state.attempts if a.status == "pending"]
+        if left and self.state.stop_reason == "time_limit":
             self.progress(f"[kforge] {len(left)} candidate(s) left ungated; to gate them: "
                           f"kforge optimize --resume {self.run_dir.path} --time-limit LONGER")
         return summary

@@ -11,7 +11,8 @@ After an iteration is gated, :func:`choose_baseline` takes its first attempt tha
 correctness and performance cases and then passes the hidden holdout cases with fresh inputs:
 that attempt is the run's baseline -- the ``initial`` every speedup is measured against, marked
 ``baseline`` in history.json -- and the rest of the iteration competes with it as usual.
-:func:`origin` says where a run's baseline came from (summary.json, report.md).
+:func:`kernel_forge.reports.summary.origin` says where a run's baseline came from (summary.json,
+report.md).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from kernel_forge.gate.gatelike import GateLike
 
 if TYPE_CHECKING:
     from kernel_forge.search.attempt import Attempt, Slot
+    from kernel_forge.search.run_state import RunState
     from kernel_forge.proposers.base import ProposalRequest
     from kernel_forge.model.task import Task
 
@@ -36,9 +38,9 @@ DIRECTIONS = (
 )
 
 
-def translating(opt) -> bool:
+def translating(state: "RunState") -> bool:
     """The run has no baseline yet: no initial kernel, and no translation has passed."""
-    return opt.initial is None
+    return state.initial is None
 
 
 def directions(k: int) -> list[str]:
@@ -107,7 +109,7 @@ def request(opt, slots: list["Slot"], iteration: int) -> "ProposalRequest":
 
     c = opt.config
     recent: dict[str, "Attempt"] = {}
-    for a in reversed(opt.attempts):   # a harness or reference failure is not the kernel's: never shown as one
+    for a in reversed(opt.state.attempts):   # a harness or reference failure is not the kernel's: never shown as one
         if a.status == "failed" and a.reason not in NOT_THE_KERNELS_FAULT and len(recent) < c.failures_in_prompt:
             recent.setdefault(opt.bodies.get(a.id, a.id), a)
     failures = [opt._prompt_attempt(a) for a in reversed(list(recent.values()))]

@@ -255,7 +255,7 @@ def finish() -> None:
     task = load_task("manifests/matmul_f32.json")
     opt = Optimizer(task, RecordedGate.from_run(OUT), _NoProposer(), run, LOOP)
     opt._start()
-    opt.stop_reason = "max_iterations"
+    opt.state.stop_reason = "max_iterations"
     opt._finish()
 
 

@@ -194,14 +194,14 @@ def tuned_run(tmp_path, **loop):
 
 def test_after_a_tuned_proposal_the_loop_gates_the_fitted_rule_and_it_becomes_best(tmp_path):
     opt = tuned_run(tmp_path)
-    rules = [a for a in opt.attempts if a.dispatch]
+    rules = [a for a in opt.state.attempts if a.dispatch]
     assert len(rules) == 1
     r = rules[0]
     assert Rule.from_json(r.dispatch).describe() == "n >= 33554432 -> BLOCK=1024; default -> BLOCK=128"
     assert r.label == "template.cu+dispatch" and r.direction.startswith("settings per shape")
-    assert r.status == "passed" and r.best and opt.best is r
+    assert r.status == "passed" and r.best and opt.state.best is r
     assert r.retimed and r.holdout["passed"] and r.holdout["variants"] == {"holdout": 1}
-    single = [a for a in opt.attempts if a.label == "template.cu" and a.status == "passed"]
+    single = [a for a in opt.state.attempts if a.label == "template.cu" and a.status == "passed"]
     assert len(single) == 4 and r.score_us < min(a.score_us for a in single)
     assert r.parent == min(single, key=lambda a: a.score_us).id
     ev = r.evaluation
@@ -213,13 +213,13 @@ def test_the_rule_is_in_the_evidence_and_best_cu_replays_it(tmp_path):
     run = opt.run_dir.path
     best = (run / "best.cu").read_text()
     assert "// kforge: dispatch n >= 33554432 -> BLOCK=1024\n// kforge: dispatch default -> BLOCK=128" in best
-    assert parse_candidate(best, name="best.cu").dispatch.to_json() == opt.best.dispatch
+    assert parse_candidate(best, name="best.cu").dispatch.to_json() == opt.state.best.dispatch
     big = json.loads((run / "best-case-n64M.json").read_text())
     small = json.loads((run / "best-case-n16M.json").read_text())
     assert big["defines"] == {"BLOCK": 1024} and big["variant"]["branch"] == 0
     assert small["defines"] == {"BLOCK": 128} and small["variant"]["when"] == "default"
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["best"]["dispatch"] == opt.best.dispatch
+    assert summary["best"]["dispatch"] == opt.state.best.dispatch
     assert {r["case"]: r["variant"]["branch"] for r in summary["best"]["per_case"]} == {"n16M": 1, "n64M": 0}
     report = (run / "report.md").read_text()
     assert "### Settings per shape (dispatch rule in best.cu)" in report
@@ -233,13 +233,13 @@ def test_the_rule_is_in_the_evidence_and_best_cu_replays_it(tmp_path):
 
 def test_no_rule_is_proposed_with_dispatch_off_or_when_one_setting_suffices(tmp_path):
     off = tuned_run(tmp_path / "off", dispatch=False)
-    assert not [a for a in off.attempts if a.dispatch]
+    assert not [a for a in off.state.attempts if a.dispatch]
     props = write_proposals(tmp_path / "props", {"t.cu": vector_add("pass 400", header=HEADER)})
     opt = start_run(MANIFEST, LoopConfig(max_iterations=1, tune_budget=8), GateOptions(),
                     ProposerConfig(replay=str(props)), runs_dir=tmp_path / "runs", gate=ScriptedGate(TASK))
     opt.run()
-    assert not [a for a in opt.attempts if a.dispatch]
-    assert opt.best.defines == {"BLOCK": 256} and "dispatch" not in (opt.run_dir.path / "best.cu").read_text()
+    assert not [a for a in opt.state.attempts if a.dispatch]
+    assert opt.state.best.defines == {"BLOCK": 256} and "dispatch" not in (opt.run_dir.path / "best.cu").read_text()
 
 
 def test_a_run_killed_while_gating_the_rule_resumes_without_proposing_it_twice(tmp_path):
@@ -256,8 +256,8 @@ def test_a_run_killed_while_gating_the_rule_resumes_without_proposing_it_twice(t
     from kernel_forge.app.run_setup import resume_run
     again = resume_run(opt.run_dir.path, gate=ScriptedGate(TASK))
     again.run()
-    rules = [a for a in again.attempts if a.dispatch]
-    assert len(rules) == 1 and rules[0].status == "passed" and again.best is rules[0]
+    rules = [a for a in again.state.attempts if a.dispatch]
+    assert len(rules) == 1 and rules[0].status == "passed" and again.state.best is rules[0]
 
 
 # ------------------------------------------------------------------------------ replay, approve, CI gate

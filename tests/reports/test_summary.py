@@ -76,6 +76,7 @@ def test_report_summarises_the_profiles_of_the_bests(tmp_path):
     assert prof.index("a0000") < prof.index("a0001")
     # the summary written after the profile was saved carries its lines in the diagnosis
     from kernel_forge.reports.summary import build_summary
-    again = build_summary(opt)
+    again = build_summary(opt.state, opt.task, opt.run_dir, proposer=opt.proposer.name,
+                          search=opt.search_summary(), gate=opt.gate)
     c = next(x for x in again["diagnosis"]["cases"] if x["name"] == case)
     assert c["profile"]["dram_pct"] == 88.5 and again["diagnosis"]["profile_status"]["available"] is True

@@ -373,7 +373,7 @@ def test_the_best_and_each_new_best_are_profiled(tmp_path, task, prompts, monkey
     # a recorded gate answers with the recorded profiles
     recorded = RecordedGate.from_run(opt.run_dir.path)
     last = read(opt.run_dir, "profiles/a0003.json")
-    again = recorded.profile(opt._candidate(opt.best), ["n16M"])
+    again = recorded.profile(opt._candidate(opt.state.best), ["n16M"])
     assert again["available"] is True and again["cases"] == {"n16M": last["cases"]["n16M"]}
     validate_all(opt.run_dir)
 
@@ -438,7 +438,7 @@ def test_recorded_gate_behaves_like_a_gate(tmp_path, task):
     opt = new_run(tmp_path, [vector_add("mismatch 300"), vector_add("pass 400")], max_iterations=5)
     opt.run()
     gate = RecordedGate.from_run(opt.run_dir.path)
-    wrong, fast = opt._candidate(opt.attempts[1]), opt._candidate(opt.attempts[2])
+    wrong, fast = opt._candidate(opt.state.attempts[1]), opt._candidate(opt.state.attempts[2])
     assert gate.evaluate(wrong).reason == "mismatch"
     ev = gate.evaluate(fast)
     assert ev.passed and {c.role for c in ev.cases} == {"correctness", "performance"}
@@ -476,7 +476,7 @@ def test_an_unreachable_model_stops_the_run(tmp_path):
     summary = opt.run()
     assert summary["stop_reason"] == "unreachable" and summary["iterations"] == 1
     assert len(proposer.requests) == 1                              # not asked again
-    assert "Connection error" in opt.stop_detail
+    assert "Connection error" in opt.state.stop_detail
     assert read(opt.run_dir, "model-001.json")["error"] == "APIConnectionError: Connection error."
     validate_all(opt.run_dir)
 

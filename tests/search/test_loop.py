@@ -343,7 +343,7 @@ class ClockGate(ScriptedGate):
 
     def evaluate(self, candidate, *, roles=("correctness", "performance")):
         if self.opt is not None:
-            self.opt.elapsed_before += self.step
+            self.opt.state.elapsed_before += self.step
         return super().evaluate(candidate, roles=roles)
 
 

@@ -119,10 +119,10 @@ def test_a_tuned_translation_is_the_baseline_its_fitted_rule_is_gated_against_it
                     ProposerConfig(models=["openai:scripted-model"]), runs_dir=tmp_path / "runs",
                     gate=ScriptedGate(load_task(m)), proposer=ScriptedProposer([answer], name="openai:scripted-model"))
     summary = opt.run()
-    baseline = opt.initial
+    baseline = opt.state.initial
     assert baseline is not None and baseline.baseline and baseline.proposer == "openai:scripted-model"
-    rule = next(a for a in opt.attempts if a.dispatch)
-    assert rule.status == "passed" and opt.best is rule and rule.retimed and rule.holdout["passed"]
+    rule = next(a for a in opt.state.attempts if a.dispatch)
+    assert rule.status == "passed" and opt.state.best is rule and rule.retimed and rule.holdout["passed"]
     assert summary["initial"]["origin"] == "translation" and summary["best"]["dispatch"] == rule.dispatch
     assert summary["best"]["speedup_vs_initial"] > 1
     run = opt.run_dir.path

@@ -55,7 +55,7 @@ def test_replay_run_picks_the_faster_kernel_and_rejects_the_wrong_one(tmp_path):
         opt.gate.close()
     print(f"\nREPLAY matmul_f32: best {summary['best']['label']} x{summary['best']['speedup_vs_initial']:.2f}, "
           f"{summary['gated']} gated in {summary['wall_seconds']:.0f} s")
-    attempts = {a.label: a for a in opt.attempts}
+    attempts = {a.label: a for a in opt.state.attempts}
     assert attempts["1_wrong.cu"].status == "failed" and attempts["1_wrong.cu"].reason == "mismatch"
     assert attempts["2_slower.cu"].status == "passed" and not attempts["2_slower.cu"].best
     assert attempts["2_slower.cu"].score_us > attempts["3_faster.cu"].score_us

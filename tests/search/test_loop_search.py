@@ -128,7 +128,7 @@ class ClockGate(ScriptedGate):
 
     def evaluate(self, candidate, *, roles=("correctness", "performance")):
         if self.opt is not None:
-            self.opt.elapsed_before += 10.0
+            self.opt.state.elapsed_before += 10.0
         return super().evaluate(candidate, roles=roles)
 
 

@@ -143,7 +143,7 @@ def test_a_run_killed_in_the_translation_phase_resumes_with_its_baseline(tmp_pat
         opt.run()
     again = resume_run(opt.run_dir.path, gate=ScriptedGate(task))
     summary = again.run()
-    assert again.initial.id == "a0001" and summary["initial"]["origin"] == "translation"
+    assert again.state.initial.id == "a0001" and summary["initial"]["origin"] == "translation"
     assert summary["best"]["id"] == "a0002"
 
 
