@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from kernel_forge.common.errors import EnvironmentProblem, InputError
+from kernel_forge.common.json_path import json_path
 from kernel_forge.evidence.run_dir import RunDir, atomic_write, numbered_dir
 from kernel_forge.common.writes import make_dirs
 
@@ -231,10 +232,10 @@ def read_record(folder: str | Path) -> dict:
     keys = {f.name for f in dataclasses.fields(BatchTask)}
     for i, t in enumerate(record["tasks"]):
         if not isinstance(t, dict) or set(t) != keys or not all(isinstance(v, str) for v in t.values()):
-            raise InputError(f"{p / 'batch.json'}: $.tasks[{i}]: expected {{{', '.join(sorted(keys))}}} as text")
+            raise InputError(f"{p / 'batch.json'}: {json_path('tasks', i)}: expected {{{', '.join(sorted(keys))}}} as text")
     for key in ("loop", "gate", "proposer", "results"):
         if not isinstance(record.get(key, {}), dict):
-            raise InputError(f"{p / 'batch.json'}: $.{key}: expected an object")
+            raise InputError(f"{p / 'batch.json'}: {json_path(key)}: expected an object")
     return record
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import click
 
 from kernel_forge.common.errors import InputError
+from kernel_forge.common.json_path import json_path
 
 _NONE = type(None)
 EXPLICIT = frozenset({click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT,
@@ -290,7 +291,7 @@ def from_file(section: str, cls: type, values: Mapping[str, Any], where: str) ->
     out = {}
     for k, v in values.items():
         if k not in names:
-            raise InputError(f"{where}: $.{section}.{k}: unknown setting",
+            raise InputError(f"{where}: {json_path(section, k)}: unknown setting",
                              hint="known: " + ", ".join(sorted(names)))
         out[k] = check_value(v, hints.get(k, Any), f"{where}: $.{section}.{k}", bounds.get(k, {}))
     return out

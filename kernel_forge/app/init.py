@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_forge.common.errors import InputError, KForgeError, SignatureError
+from kernel_forge.common.json_path import json_path
 from kernel_forge.common.writes import write_files
 from kernel_forge.model.references import python_name
 from kernel_forge.model.signature import _ENTRY, Signature, find_entry, parse_signature
@@ -127,7 +128,7 @@ def build_manifest(name: str, sig: Signature, *, has_launch: bool) -> tuple[dict
         elif p.dtype.is_float:
             args[p.name] = 1.0
             guesses.append(f"{p.name}: {p.describe()} -> a constant, 1.0")
-            todo.append(f"the value of {p.name} in {name}.json $.args.{p.name} (guessed 1.0)")
+            todo.append(f"the value of {p.name} in {name}.json {json_path('args', p.name)} (guessed 1.0)")
         else:
             args[p.name] = p.name
             guesses.append(f"{p.name}: {p.describe()} -> size variable {p.name}, set by each case")

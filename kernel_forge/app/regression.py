@@ -27,6 +27,7 @@ from kernel_forge.gate import preflight
 from kernel_forge.app import option_checks
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.common.errors import InputError, KForgeError
+from kernel_forge.common.json_path import json_path
 from kernel_forge.evidence.run_dir import RunDir
 from kernel_forge.common.reads import read_json_file
 from kernel_forge.gate.gate import GateOptions
@@ -61,18 +62,18 @@ def load_approvals(path: str | Path) -> dict:
         raise InputError(f"{p}: $: expected {{\"approved\": [...]}}")
     for i, e in enumerate(data["approved"]):
         if not isinstance(e, dict):
-            raise InputError(f"{p}: $.approved[{i}]: expected an object")
+            raise InputError(f"{p}: {json_path('approved', i)}: expected an object")
         for k, types in ENTRY_KEYS.items():
             if k not in e:
-                raise InputError(f"{p}: $.approved[{i}] lacks {k!r}")
+                raise InputError(f"{p}: {json_path('approved', i)} lacks {k!r}")
             v = e[k]
             if not isinstance(v, types) or isinstance(v, bool):
-                raise InputError(f"{p}: $.approved[{i}].{k}: expected {'text' if types is str else 'a number'}, "
+                raise InputError(f"{p}: {json_path('approved', i, k)}: expected {'text' if types is str else 'a number'}, "
                                  f"got {v!r}")
         if not (math.isfinite(e["speedup_vs_initial"]) and e["speedup_vs_initial"] > 0):
-            raise InputError(f"{p}: $.approved[{i}].speedup_vs_initial: must be a positive number")
+            raise InputError(f"{p}: {json_path('approved', i, 'speedup_vs_initial')}: must be a positive number")
         if not 0 <= e["tolerance"] < 1:
-            raise InputError(f"{p}: $.approved[{i}].tolerance: must be in [0, 1)")
+            raise InputError(f"{p}: {json_path('approved', i, 'tolerance')}: must be in [0, 1)")
     return data
 
 
@@ -122,7 +123,7 @@ def plan_approval(run_path, approvals_path, copy_to, tolerance: float) -> dict:
     for key in ("speedup_vs_initial", "score_us"):
         v = best.get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise InputError(f"{run.path / 'summary.json'}: $.best.{key}: {v!r} is not a positive finite number; "
+            raise InputError(f"{run.path / 'summary.json'}: {json_path('best', key)}: {v!r} is not a positive finite number; "
                              "nothing can be approved from it", hint="restore the file, or resume the run to write it anew")
     task = load_task(meta["manifest"])
     if task.name != summary["task"]:
@@ -220,7 +221,7 @@ def _check_best_source(run: RunDir, best: dict, best_cu: Path) -> None:
             got = _sha(best_cu)
             if got != a.get("sha256"):
                 raise InputError(f"{best_cu}: its sha256 ({got[:12]}...) is not the one history.json records for the best "
-                                 f"attempt {best['id']} ($.attempts[{i}].sha256: {str(a.get('sha256'))[:12]}...): it "
+                                 f"attempt {best['id']} ({json_path('attempts', i, 'sha256')}: {str(a.get('sha256'))[:12]}...): it "
                                  "changed since the run measured it; nothing was approved",
                                  hint=f"restore it from {run.path / a.get('source_file', 'attempts')}, or run the edited "
                                       "kernel through kforge eval / optimize to measure it")
@@ -272,7 +273,7 @@ def run_regression(approvals_path, options: GateOptions, progress=lambda m: None
         try:
             tasks.append(load_task((ap.parent / e["manifest"]).resolve()))
         except InputError as exc:
-            raise InputError(f"{ap}: $.approved[{i}].manifest: {exc}") from None
+            raise InputError(f"{ap}: {json_path('approved', i, 'manifest')}: {exc}") from None
     devices = list(devices or [options.device])
     results: list[dict | None] = [None] * len(tasks)
     todo: "queue.Queue[int]" = queue.Queue()

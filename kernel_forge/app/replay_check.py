@@ -17,6 +17,7 @@ from kernel_forge.gate import preflight
 from kernel_forge.app import option_checks
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.common.errors import InputError, ManifestError
+from kernel_forge.common.json_path import json_path
 from kernel_forge.evidence.run_dir import read_evidence, schema
 from kernel_forge.common.stats import Timing
 from kernel_forge.model.task import load_task
@@ -36,8 +37,7 @@ def load_request(path: str | Path) -> dict:
     validator = jsonschema.Draft202012Validator(schema("replay_request.schema.json"))
     err = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if err is not None:
-        where = "$" + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err.absolute_path)
-        raise InputError(f"{p}: {where}: {err.message} (not a replay request: see "
+        raise InputError(f"{p}: {json_path(*err.absolute_path)}: {err.message} (not a replay request: see "
                          "kernel_forge/schemas/replay_request.schema.json)")
     return data
 

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from kernel_forge import __version__
 from kernel_forge.common.errors import InputError, InternalError
+from kernel_forge.common.json_path import json_path
 from kernel_forge.evidence.run_dir import RunDir, environment_fingerprint
 from kernel_forge.gate.gate import Gate, GateOptions
 from kernel_forge.search.loop import LoopConfig, Optimizer
@@ -247,11 +248,11 @@ def load_config_file(path: str | Path) -> dict:
             raise InputError(f"{p}: $.{section} must be an object")
         for k in sub:
             if f"{section}.{k}" not in known:
-                raise InputError(f"{p}: $.{section}.{k}: unknown setting",
+                raise InputError(f"{p}: {json_path(section, k)}: unknown setting",
                                  hint="known: " + ", ".join(sorted(x for x in known if x.startswith(section + "."))))
     for k in data:
         if k not in ("loop", "gate", "proposer", "manifest", "runs_dir", "$comment"):
-            raise InputError(f"{p}: $.{k}: unknown section (loop, gate, proposer, manifest, runs_dir)")
+            raise InputError(f"{p}: {json_path(k)}: unknown section (loop, gate, proposer, manifest, runs_dir)")
     from kernel_forge.app.cli_options import from_file   # types and bounds of every value, naming its JSON path
     for section, cls in (("loop", LoopConfig), ("gate", GateOptions), ("proposer", ProposerConfig)):
         data[section] = from_file(section, cls, data.get(section, {}), str(p))

@@ -14,6 +14,7 @@ from pathlib import Path
 from kernel_forge.gate import preflight
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.common.errors import CompileError, EnvironmentProblem, ManifestError, ReferenceError_
+from kernel_forge.common.json_path import json_path
 from kernel_forge.model.task import Task, load_task
 
 
@@ -151,7 +152,7 @@ def validate_manifest(path, *, deep: bool = False, arch: str | None = preflight.
         if witness is not None:
             _kernel(task, witness, "$.generated.witness", use_arch, report, "witness", limits)
         for i, t in enumerate(task.templates):
-            _kernel(task, t, f"$.templates[{i}]", use_arch, report, "template", limits)
+            _kernel(task, t, json_path("templates", i), use_arch, report, "template", limits)
     except EnvironmentProblem as exc:
         report.compiled, report.not_compiled = [], exc.message
     skipped: list = []

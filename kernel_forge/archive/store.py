@@ -31,6 +31,7 @@ from pathlib import Path
 from kernel_forge import __version__
 from kernel_forge.common import finite
 from kernel_forge.common.errors import EnvironmentProblem, InputError, KForgeError
+from kernel_forge.common.json_path import json_path
 
 #: the schema version this module writes (and the newest it reads)
 SCHEMA_VERSION = 1
@@ -588,9 +589,8 @@ def _schema_problem(validator, obj) -> str | None:
     if not errors:
         return None
     err = jsonschema.exceptions.best_match(errors)
-    path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return f"{path}: {err.message}{more}"
+    return f"{json_path(*err.absolute_path)}: {err.message}{more}"
 
 
 def export_lines(archive: Archive, *, task: str | None = None) -> list[str]:

@@ -11,16 +11,10 @@ import math
 import re
 
 from kernel_forge.common.errors import InputError
+from kernel_forge.common.json_path import json_path
 
 #: what a non-finite number can look like in JSON text (checked before walking the whole value)
 _SUSPECT = re.compile(r"NaN|Infinity|[eE][+]?\d{3,}")
-
-
-def path_of(parts) -> str:
-    out = "$"
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else f".{p}"
-    return out
 
 
 def first_nonfinite(value, parts: tuple = ()) -> tuple[str, float] | None:
@@ -30,7 +24,7 @@ def first_nonfinite(value, parts: tuple = ()) -> tuple[str, float] | None:
         v, at = stack.pop()
         if isinstance(v, float):
             if not math.isfinite(v):
-                return path_of(at), v
+                return json_path(*at), v
         elif isinstance(v, dict):
             stack.extend((x, at + (k,)) for k, x in reversed(list(v.items())))
         elif isinstance(v, list):

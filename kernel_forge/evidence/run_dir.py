@@ -31,6 +31,7 @@ from pathlib import Path
 
 from kernel_forge.common import finite
 from kernel_forge.common.errors import InputError, InternalError
+from kernel_forge.common.json_path import json_path
 from kernel_forge.common.writes import DIR_MODE, FILE_MODE, WriteFailed, write_file  # noqa: F401  (FILE_MODE: re-exported)
 from kernel_forge.common.reads import read_text_file
 
@@ -199,13 +200,6 @@ def _schema_name(path: Path) -> str | None:
     return SCHEMA_FOR.get(name)
 
 
-def _json_path(parts) -> str:
-    out = "$"
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
-
-
 #: files up to this size are checked against their whole schema; larger ones (a long run's
 #: history.json) down to their records' own fields, the nested parts only by type
 FULL_CHECK_BYTES = 1 << 20
@@ -266,7 +260,7 @@ def read_evidence(path: str | Path, *, check: bool = True, what: str = "evidence
         err = None if validator.is_valid(data) else jsonschema.exceptions.best_match(validator.iter_errors(data))
         if err is not None:
             msg = err.message if len(err.message) <= 300 else err.message[:297] + "..."
-            raise InputError(f"{p}: {_json_path(err.absolute_path)}: {msg} "
+            raise InputError(f"{p}: {json_path(*err.absolute_path)}: {msg} "
                              f"(the file does not match {sname})") from None
     return data
 

@@ -16,6 +16,7 @@ from kernel_forge.model import dispatch
 from kernel_forge.common import static_rules
 from kernel_forge.model.candidate import Candidate
 from kernel_forge.common.errors import CandidateError, CompileError, ManifestError, SignatureError
+from kernel_forge.common.json_path import json_path
 from kernel_forge.model.signature import check_matches, find_entry
 from kernel_forge.model.limits import launch_limits, launch_problem
 from kernel_forge.model.task import Task
@@ -156,7 +157,7 @@ def check_task_kernels(task: Task, limits: dict | None = None) -> None:
     from kernel_forge.model.candidate import load_candidate
 
     starts = [(task.initial, "$.initial")] if task.initial is not None else []   # a task may have no initial
-    for path, jp in [*starts, *((t, f"$.templates[{i}]") for i, t in enumerate(task.templates))]:
+    for path, jp in [*starts, *((t, json_path("templates", i)) for i, t in enumerate(task.templates))]:
         try:
             check_kernel(task, load_candidate(path), file=str(path), limits=limits)
         except KernelRefused as exc:
@@ -247,7 +248,7 @@ def check_sizes(task: Task, *, gpu_bytes: int | None = DEFAULT_GPU_MEMORY, host_
         per = task.buffer_bytes(case)
         gpu_need, host_need = case_needs(task, case)
         largest = ", ".join(f"{k} {gib(v)}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])[:3])
-        where = f"$.cases[{case.index}]"
+        where = json_path("cases", case.index)
         if gpu_bytes is not None and gpu_need > gpu_bytes:
             raise ManifestError(f"case {case.name!r} needs about {gib(gpu_need)} of GPU memory (buffers: {largest}), "
                                 f"more than the {gib(gpu_bytes)} {gpu_label or 'assumed'} GPU",

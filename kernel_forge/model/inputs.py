@@ -16,6 +16,7 @@ import numpy as np
 
 from kernel_forge.common.dtypes import from_float, poison_value, to_float
 from kernel_forge.common.errors import ManifestError
+from kernel_forge.common.json_path import json_path
 from kernel_forge.model.task import Arg, Case, Task
 
 
@@ -82,7 +83,7 @@ def _draw(task: Task, arg: Arg, case: Case, key: list[int]) -> np.ndarray:
     elif kind in ("normal", "uniform", "randint"):
         if kind == "randint" and dt.kind == "uint" and int(init.get("low", 0)) < 0:
             raise ManifestError(f"randint low {init.get('low')} is negative but {arg.name} is {dt.name}",
-                                file=str(task.path), json_path=f"$.args.{arg.name}.init.low")
+                                file=str(task.path), json_path=json_path("args", arg.name, "init", "low"))
         # float32 draws are twice as fast and exact enough for 32-bit and narrower buffers
         ftype = np.float64 if dt.bits == 64 else np.float32
         values = _random(kind, n, ftype, dict(init.params), key).reshape(shape)
@@ -92,14 +93,14 @@ def _draw(task: Task, arg: Arg, case: Case, key: list[int]) -> np.ndarray:
             values = np.load(path, allow_pickle=False)
         except (OSError, ValueError, EOFError) as exc:
             raise ManifestError(f"{path} is not a readable .npy file ({exc})", file=str(task.path),
-                                json_path=f"$.args.{arg.name}.init.path") from None
+                                json_path=json_path("args", arg.name, "init", "path")) from None
         if values.size != int(np.prod(shape)):
             raise ManifestError(f"{path} holds {values.size} elements, shape {shape} needs "
                                 f"{int(np.prod(shape))}", file=str(task.path),
-                                json_path=f"$.args.{arg.name}.init.path")
+                                json_path=json_path("args", arg.name, "init", "path"))
         values = values.reshape(shape)
     else:  # pragma: no cover - the schema forbids it
-        raise ManifestError(f"unknown init {kind!r}", file=str(task.path), json_path=f"$.args.{arg.name}.init")
+        raise ManifestError(f"unknown init {kind!r}", file=str(task.path), json_path=json_path("args", arg.name, "init"))
     if dt.kind != "float" and kind in ("normal", "uniform"):
         values = np.rint(values)
     if dt.name == "bfloat16":

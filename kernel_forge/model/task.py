@@ -18,6 +18,7 @@ from pathlib import Path
 from kernel_forge.common import expressions, finite
 from kernel_forge.model.candidate import Launch
 from kernel_forge.common.errors import ExpressionError, ManifestError, SignatureError
+from kernel_forge.common.json_path import json_path
 from kernel_forge.model.limits import launch_limits, launch_problem
 from kernel_forge.model.signature import Param, Signature, parse_signature
 
@@ -177,13 +178,6 @@ def manifest_schema() -> dict:
     return json.loads(text)
 
 
-def _json_path(parts) -> str:
-    out = "$"
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else f".{p}"
-    return out
-
-
 def check_schema(data: object, *, file: str) -> None:
     import jsonschema
 
@@ -196,7 +190,7 @@ def check_schema(data: object, *, file: str) -> None:
     best = jsonschema.exceptions.best_match(errors)
     err = best or err
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    raise ManifestError(f"{err.message}{more}", file=file, json_path=_json_path(err.absolute_path))
+    raise ManifestError(f"{err.message}{more}", file=file, json_path=json_path(*err.absolute_path))
 
 
 def load_task(path: str | Path) -> Task:
@@ -295,14 +289,14 @@ def _build(data: dict, path: Path) -> Task:
                    file, "$.name")
 
     reference = _callable(data["reference"], base, file, "$.reference")
-    baselines = {k: _callable(v, base, file, f"$.baselines.{k}")
+    baselines = {k: _callable(v, base, file, json_path("baselines", k))
                  for k, v in data.get("baselines", {}).items()}
     for k, b in baselines.items():
         if b.kind != "python":
             raise _err("baselines must be Python callables (they run on CuPy arrays)", file,
-                       f"$.baselines.{k}")
+                       json_path("baselines", k))
     initial = _resolve(base, data["initial"], file, "$.initial") if "initial" in data else None
-    templates = tuple(_resolve(base, rel, file, f"$.templates[{i}]")
+    templates = tuple(_resolve(base, rel, file, json_path("templates", i))
                       for i, rel in enumerate(data.get("templates", [])))
 
     tol_raw = data.get("tolerance", {})
@@ -313,10 +307,10 @@ def _build(data: dict, path: Path) -> Task:
     if extra:
         name = sorted(extra)[0]
         raise _err(f"argument {name!r} is not a parameter of {sig.name}({', '.join(sig.names)})",
-                   file, f"$.args.{name}")
+                   file, json_path("args", name))
     args = []
     for param in sig.params:
-        jp = f"$.args.{param.name}"
+        jp = json_path("args", param.name)
         if param.name not in raw_args:
             raise _err(f"parameter {param.describe()!r} has no argument", file, "$.args",
                        hint=f'add "{param.name}": ' + ('{"shape": [...], "init": "normal"}'
@@ -353,7 +347,7 @@ def _build(data: dict, path: Path) -> Task:
     cases, names = [], set()
     for i, c in enumerate(data["cases"]):
         if c["name"] in names:
-            raise _err(f"case name {c['name']!r} is used twice", file, f"$.cases[{i}].name")
+            raise _err(f"case name {c['name']!r} is used twice", file, json_path("cases", i, "name"))
         names.add(c["name"])
         v = dict(defaults)
         v.update(c.get("vars", {}))
@@ -377,9 +371,9 @@ def _build(data: dict, path: Path) -> Task:
 def _check_expressions(task: Task, file: str) -> None:
     """Every shape, scalar, launch and cost expression evaluates for every case."""
     for case in task.cases:
-        cjp = f"$.cases[{case.index}]"
+        cjp = json_path("cases", case.index)
         for a in task.args:
-            jp = f"$.args.{a.name}"
+            jp = json_path("args", a.name)
             try:
                 if a.is_buffer:
                     shape = task.shape(a, case)
@@ -413,31 +407,31 @@ def _check_expressions(task: Task, file: str) -> None:
             for key, dims in (("grid", grid), ("block", block)):
                 if any(d <= 0 for d in dims):
                     raise _err(f"{key} {list(dims)} has a dimension below 1 in case {case.name!r}", file,
-                               f"$.launch.{key}")
+                               json_path("launch", key))
             if smem < 0:
                 raise _err(f"shared_mem = {smem} is negative in case {case.name!r}", file, "$.launch.shared_mem")
             problem = launch_problem(grid, block, smem, launch_limits())   # what no supported GPU can run
             if problem:
                 key = "block" if "block" in problem else "grid" if "grid" in problem else "shared_mem"
-                raise _err(f"{problem} in case {case.name!r}", file, f"$.launch.{key}")
+                raise _err(f"{problem} in case {case.name!r}", file, json_path("launch", key))
         for key, expr in (("flops", task.flops), ("bytes", task.bytes)):
             if expr is None:
                 continue
             try:
                 value = float(expressions.evaluate_number(expr, case.vars, what=f"cost {key}"))
             except ExpressionError as exc:
-                raise _err(f"{exc} (case {case.name!r})", file, f"$.cost.{key}") from None
+                raise _err(f"{exc} (case {case.name!r})", file, json_path("cost", key)) from None
             if not math.isfinite(value) or value < 0:
                 raise _err(f"{key} = {value} for case {case.name!r} must be a finite non-negative number",
-                           file, f"$.cost.{key}")
+                           file, json_path("cost", key))
     for a in task.outputs:
         t = task.tolerance_for(a)
         if a.param.dtype.is_float and t.atol == 0 and t.rtol == 0:
             raise _err(f"atol and rtol are both 0 for the floating-point output {a.name}: only a bit-exact "
-                       "kernel could pass", file, f"$.args.{a.name}.tolerance" if a.tolerance else "$.tolerance",
+                       "kernel could pass", file, json_path("args", a.name, "tolerance") if a.tolerance else "$.tolerance",
                        hint="float32 work usually needs rtol >= 1e-5")
     for a in task.outputs:
         tol = task.tolerance_for(a)
         if tol.rtol >= 1 or tol.atol >= 1e3:
             raise _err(f"tolerance for {a.name} (atol={tol.atol}, rtol={tol.rtol}) would accept almost "
-                       "anything", file, f"$.args.{a.name}.tolerance" if a.tolerance else "$.tolerance")
+                       "anything", file, json_path("args", a.name, "tolerance") if a.tolerance else "$.tolerance")

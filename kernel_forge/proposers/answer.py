@@ -26,6 +26,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from kernel_forge.common.json_path import json_path
+
 _FENCE = re.compile(r"^```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 CODE_LANGS = {"cuda", "cu", "cpp", "c++", "cxx", "c", ""}
 _EDIT = re.compile(r"^<{5,}[ \t]*SEARCH[ \t]*\n(.*?)^={5,}[ \t]*\n(.*?)^>{5,}[ \t]*REPLACE[ \t]*$",
@@ -100,7 +102,7 @@ def _check_extra(obj: object) -> str | None:
         return f"$.predicted_speedup must be a positive number (e.g. 1.3), got {sp!r}"
     for k in ("direction", "technique", "rationale"):
         if obj.get(k) is not None and not isinstance(obj[k], str):
-            return f"$.{k} must be a string, got {type(obj[k]).__name__}"
+            return f"{json_path(k)} must be a string, got {type(obj[k]).__name__}"
     return None
 
 

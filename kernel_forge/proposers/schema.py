@@ -15,6 +15,7 @@ import copy
 import re
 from typing import Any
 
+from kernel_forge.common.json_path import json_path
 from kernel_forge.proposers.base import Proposal
 
 TOOL_NAME = "submit_kernel"
@@ -94,14 +95,6 @@ def proposal_schema() -> dict:
     return copy.deepcopy(PROPOSAL_SCHEMA)
 
 
-def json_path(parts) -> str:
-    """``["launch", "grid", 0]`` -> ``$.launch.grid[0]``."""
-    out = "$"
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else f".{p}"
-    return out
-
-
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -140,7 +133,7 @@ def _message(err) -> str:
         text = err.message
     if len(text) > _MAX_MESSAGE:
         text = text[: _MAX_MESSAGE - 3] + "..."
-    return f"{json_path(err.absolute_path)}: {text}"
+    return f"{json_path(*err.absolute_path)}: {text}"
 
 
 def check_proposal(args: object) -> str | None:
@@ -158,7 +151,7 @@ def check_proposal(args: object) -> str | None:
     if isinstance(tunables, dict):
         for name in tunables:
             if not _MACRO.match(str(name)):
-                messages.append(f"$.tunables.{name}: not a valid macro name (letters, digits, underscore; "
+                messages.append(f"{json_path('tunables', name)}: not a valid macro name (letters, digits, underscore; "
                                 f"not starting with a digit)")
     if isinstance(args.get("source"), str) and args["source"].strip() == "" and args["source"] != "":
         messages.append("$.source: must not be blank")
