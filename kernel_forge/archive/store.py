@@ -620,22 +620,12 @@ def export_jsonl(archive: Archive, file: str | Path, *, task: str | None = None,
 
 def read_jsonl(file: str | Path, text: str | None = None) -> list[Entry]:
     """Parse and check every line of an export (schema, content hash); the error names file and line."""
+    from kernel_forge.common.reads import read_jsonl
+
     p = Path(file)
-    if text is None:
-        from kernel_forge.common.reads import read_text_file
-        text = read_text_file(p, "archive export")
     v = _validator()
     entries = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p}:{lineno}: not JSON (column {exc.colno}: {exc.msg}); nothing was imported") from None
-        bad = finite.find(obj, line)
-        if bad is not None:
-            raise InputError(f"{p}:{lineno}: {bad[0]}: {finite.describe(bad[1])} {finite.WHY}; nothing was imported")
+    for lineno, obj in read_jsonl(p, "archive export", text=text, note="nothing was imported"):
         problem = _schema_problem(v, obj)
         if problem:
             raise InputError(f"{p}:{lineno}: {problem}; nothing was imported",

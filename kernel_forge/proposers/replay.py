@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from kernel_forge.common.errors import InputError
+from kernel_forge.common.reads import read_jsonl
 from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult
 from kernel_forge.proposers.schema import ProposalSchemaError, check_proposal, to_proposal
 
@@ -66,13 +67,7 @@ def load_proposals(path: str | Path) -> list[Proposal]:
         return out
     if not p.is_file():
         raise InputError(f"{p}: no such file or folder to replay")
-    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p}:{lineno}: not JSON ({exc.msg})") from None
+    for lineno, obj in read_jsonl(p, "replay file"):
         args = _args_from_record(obj) if isinstance(obj, dict) else None
         problem = check_proposal(args) if args is not None else "no proposal in this record"
         if problem:

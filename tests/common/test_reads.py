@@ -1,0 +1,80 @@
+"""kernel_forge.common.reads: the files a user gives kforge, read with errors that name the file
+and the line. Here: the one JSON Lines reader (archive exports, recorded answers to replay)."""
+from __future__ import annotations
+
+import pytest
+
+from kernel_forge.common.errors import InputError
+from kernel_forge.common.reads import read_jsonl
+
+
+def test_each_line_comes_back_with_its_line_number(tmp_path):
+    f = tmp_path / "a.jsonl"
+    f.write_text('{"a": 1}\n[2, 3]\n"four"\n')
+    assert read_jsonl(f, "test file") == [(1, {"a": 1}), (2, [2, 3]), (3, "four")]
+
+
+def test_blank_lines_are_skipped_but_still_counted(tmp_path):
+    f = tmp_path / "a.jsonl"
+    f.write_text('\n{"a": 1}\n   \n\n{"b": 2}\n')
+    assert read_jsonl(f, "test file") == [(2, {"a": 1}), (5, {"b": 2})]
+
+
+def test_a_trailing_newline_or_none_reads_the_same(tmp_path):
+    with_nl, without = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    with_nl.write_text('{"a": 1}\n{"b": 2}\n')
+    without.write_text('{"a": 1}\n{"b": 2}')
+    assert read_jsonl(with_nl, "test file") == read_jsonl(without, "test file") == [(1, {"a": 1}), (2, {"b": 2})]
+
+
+def test_windows_line_ends_are_read_as_line_ends(tmp_path):
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(b'{"a": 1}\r\n{"b": 2}\r\n')
+    assert read_jsonl(f, "test file") == [(1, {"a": 1}), (2, {"b": 2})]
+
+
+def test_a_line_separator_inside_a_string_does_not_end_the_line(tmp_path):
+    f = tmp_path / "a.jsonl"
+    f.write_text('{"source": "x\u2028y\x85z"}\n{"b": 2}\n', encoding="utf-8")
+    assert read_jsonl(f, "test file") == [(1, {"source": "x\u2028y\x85z"}), (2, {"b": 2})]
+
+
+def test_a_bad_line_names_the_file_the_line_and_the_column(tmp_path):
+    f = tmp_path / "a.jsonl"
+    f.write_text('{"a": 1}\n\n{not json\n{"c": 3}\n')
+    with pytest.raises(InputError) as err:
+        read_jsonl(f, "test file")
+    assert str(err.value) == (f"{f}:3: invalid JSON at column 2: "
+                              "Expecting property name enclosed in double quotes")
+
+
+def test_a_note_follows_the_reason(tmp_path):
+    f = tmp_path / "a.jsonl"
+    f.write_text("[1,\n")
+    with pytest.raises(InputError, match=r"a.jsonl:1: invalid JSON at column 4: .*; nothing was imported$"):
+        read_jsonl(f, "test file", note="nothing was imported")
+
+
+def test_a_non_finite_number_names_the_line_and_its_json_path(tmp_path):
+    f = tmp_path / "a.jsonl"
+    f.write_text('{"a": 1}\n{"cases": [{"us": 1.0}, {"us": Infinity}]}\n')
+    with pytest.raises(InputError) as err:
+        read_jsonl(f, "test file")
+    assert str(err.value).startswith(f"{f}:2: $.cases[1].us: Infinity is not a finite number")
+
+
+def test_text_already_read_is_parsed_and_the_path_only_names_it():
+    assert read_jsonl("<stdin>", "test input", text='{"a": 1}\n') == [(1, {"a": 1})]
+    with pytest.raises(InputError, match=r"^<stdin>:1: invalid JSON"):
+        read_jsonl("<stdin>", "test input", text="nope\n")
+
+
+def test_a_missing_file_is_named_with_what_it_is(tmp_path):
+    with pytest.raises(InputError, match=r"missing.jsonl: cannot read the replay file"):
+        read_jsonl(tmp_path / "missing.jsonl", "replay file")
+
+
+def test_an_empty_file_has_no_values(tmp_path):
+    f = tmp_path / "a.jsonl"
+    f.write_text("")
+    assert read_jsonl(f, "test file") == []
