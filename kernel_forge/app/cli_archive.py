@@ -174,7 +174,7 @@ def show_cmd(key, archive_path, as_json):
 @handle_errors
 def add_cmd(runs, archive_path, as_json):
     """Archive the passing kernels of run folders (idempotent; optimize does this at its end)."""
-    from kernel_forge.archive.store import archive_run
+    from kernel_forge.archive.harvest import archive_run
 
     reports = []
     with _NewArchive(archive_path) as arch:
@@ -230,10 +230,11 @@ def export_cmd(file, task, force, archive_path, as_json):
 def import_cmd(file, archive_path, as_json):
     """Add the kernels of a JSONL export; those already archived are skipped (by content hash).
     Every line is checked first; one bad line imports nothing."""
-    from kernel_forge.archive.store import add_entries, read_jsonl
+    from kernel_forge.archive.format import read_export
+    from kernel_forge.archive.store import add_entries
 
     text = sys.stdin.read() if file == "-" else None
-    entries = read_jsonl("<stdin>" if file == "-" else file, text)   # every line checked before the archive is opened
+    entries = read_export("<stdin>" if file == "-" else file, text)   # every line checked before the archive is opened
     with _NewArchive(archive_path) as arch:
         added, present = add_entries(arch, entries)
         where = arch.path

@@ -1,40 +1,35 @@
 """The kernel archive: every kernel that passed the gate, from every run, in one SQLite file.
 
-One row per kernel, task and GPU (:class:`Entry`): the task's name, description, signature and
-manifest hash (:meth:`Task.hash`), the source as it ran with its launch and defines, the score
-and per-case results with % of peak and the diagnosed bound, the GPU, driver and NVRTC, and the
-run and attempt it came from.  An FTS5 index over name, description, signature and source serves
-``kforge archive search`` and :func:`kernel_forge.search.retrieval.retrieve` (BM25).
+One row per kernel, task and GPU (an :class:`~kernel_forge.archive.format.Entry`: the task's name,
+description, signature and manifest hash, the source as it ran with its launch and defines, the
+score and per-case results, the GPU, and the run and attempt it came from).  An FTS5 index over
+name, description, signature and source serves ``kforge archive search`` and
+:func:`kernel_forge.search.retrieval.retrieve` (BM25).  This module opens the file, adds, lists,
+searches and prunes; the JSON Lines form of an entry is archive/format.py, and turning a run
+folder into entries (only passing kernels go in) is archive/harvest.py.
 
-Only passing kernels go in (:func:`archive_run` checks each attempt's evaluation and holdout
-record).  Writes are short ``BEGIN IMMEDIATE`` transactions on a WAL database with a busy
-timeout, so runs that share one archive (``--archive PATH``, on a local disk) do not corrupt it.
-A file that is not SQLite, or is SQLite without this module's tables or with a newer schema
-version, is refused with an :class:`~kernel_forge.common.errors.InputError` and never modified.
+Writes are short ``BEGIN IMMEDIATE`` transactions on a WAL database with a busy timeout, so runs
+that share one archive (``--archive PATH``, on a local disk) do not corrupt it.  A file that is
+not SQLite, or is SQLite without this module's tables or with a newer schema version, is refused
+with an :class:`~kernel_forge.common.errors.InputError` and never modified.
 
 Default place: ``KFORGE_ARCHIVE``, else ``$XDG_CACHE_HOME/kernel_forge/archive.sqlite`` (on
 Windows ``%LOCALAPPDATA%``, elsewhere ``~/.cache``), like the compile cache.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import sqlite3
-import time
-from collections import Counter
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
 
 from kernel_forge import __version__
-from kernel_forge.common import finite
+from kernel_forge.archive.format import SCHEMA_VERSION, Entry, entry_lines, read_export, write_export
 from kernel_forge.common.errors import EnvironmentProblem, InputError, KForgeError
-from kernel_forge.common.json_path import json_path
 
-#: the schema version this module writes (and the newest it reads)
-SCHEMA_VERSION = 1
 #: what ``archive_meta.format`` holds in a kernel_forge archive
 FORMAT = "kernel_forge-archive"
 BUSY_TIMEOUT_S = 30.0
@@ -94,64 +89,8 @@ BM25_WEIGHTS = (2.0, 4.0, 2.0, 1.0)
 BEST_FIRST = "(holdout = 'passed') DESC, score_us, id"
 
 
-@dataclass
-class Entry:
-    """One archived kernel: a kernel that passed the gate on one task and GPU."""
-
-    task_name: str                    #: the manifest's name
-    task_description: str             #: the manifest's description
-    task_signature: str               #: the kernel signature the task requires
-    task_hash: str                    #: Task.hash(): manifest, reference and baselines
-    source: str                       #: the kernel as it ran (its rendered kforge header included)
-    launch: dict | None               #: Launch.to_json() of its own header, None: the manifest's launch
-    defines: dict                     #: the -D values it was compiled with
-    label: str                        #: the proposal's label (a template's file name for the tuner)
-    proposer: str                     #: "initial", "tune", "replay" or the model proposer's name
-    score_us: float                   #: geometric mean of the performance-case medians
-    speedup_vs_initial: float | None  #: the run's initial kernel score / this score
-    speedup_vs_baselines: dict        #: baseline name -> baseline score / this score
-    cases: list                       #: per performance case: name, median_us, gbps, tflops, pct_peak_bw, pct_peak_flops, bound
-    bound: str                        #: the most common per-case bound of the diagnosis ("unknown" without one)
-    diagnosis: dict | None            #: Diagnosis.to_json() of this kernel, as diagnosis.diagnose gave it
-    holdout: str                      #: "passed" (holdout cases run with fresh values) | "not_run"
-    gpu_name: str                     #: the GPU's name from env.json ("" when unknown)
-    gpu_arch: str                     #: e.g. sm_90
-    driver: str                       #: the driver version from env.json
-    nvrtc: str                        #: the NVRTC version from env.json
-    run: str                          #: the run folder it came from
-    attempt: str                      #: the attempt id in that run (aNNNN)
-    kernel_forge: str = __version__   #: the kernel_forge version that ran it
-    added: str = ""                   #: when it entered this archive (UTC, ISO 8601)
-    content_hash: str = ""            #: sha256 of source, launch and defines (see content_hash())
-    id: int | None = None             #: the row id in this archive (not exported)
-
-    def __post_init__(self):
-        if not self.content_hash:
-            self.content_hash = content_hash(self.source, self.launch, self.defines)
-        if not self.added:
-            self.added = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-    def to_json(self, with_id: bool = False) -> dict:
-        d = asdict(self)
-        d["format_version"] = SCHEMA_VERSION
-        if not with_id:
-            d.pop("id")
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Entry":
-        return cls(**{k: v for k, v in d.items() if k in _FIELDS})
-
-
-_FIELDS = {f.name for f in fields(Entry)}
 _JSON_COLUMNS = ("launch", "defines", "speedup_vs_baselines", "cases", "diagnosis")
 _COLUMNS = [f.name for f in fields(Entry) if f.name != "id"]
-
-
-def content_hash(source: str, launch: dict | None, defines: dict) -> str:
-    """sha256 over a kernel's source, launch and defines: the same kernel hashes the same anywhere."""
-    blob = json.dumps([source, launch, defines], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def default_path() -> Path:
@@ -570,249 +509,23 @@ def integrity(archive: Archive) -> list[str]:
     return problems
 
 
-# -- export / import -----------------------------------------------------------------------------
-
-@lru_cache(maxsize=1)
-def entry_schema() -> dict:
-    from importlib import resources
-    return json.loads(resources.files("kernel_forge").joinpath("schemas/archive_entry.schema.json").read_text())
-
-
-def _validator():
-    import jsonschema
-    return jsonschema.Draft202012Validator(entry_schema())
-
-
-def _schema_problem(validator, obj) -> str | None:
-    import jsonschema
-    errors = list(validator.iter_errors(obj))
-    if not errors:
-        return None
-    err = jsonschema.exceptions.best_match(errors)
-    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return f"{json_path(*err.absolute_path)}: {err.message}{more}"
-
+# -- export / import (the lines: archive/format.py) -------------------------------------------
 
 def export_lines(archive: Archive, *, task: str | None = None) -> list[str]:
     """One JSON line per entry (schemas/archive_entry.schema.json), each checked against the schema."""
-    v = _validator()
-    out = []
-    for e in list_entries(archive, task=task):
-        d = e.to_json()
-        problem = _schema_problem(v, d)
-        if problem:
-            raise InputError(f"{archive.path}: archived kernel {e.id} does not fit the export schema: {problem}")
-        out.append(json.dumps(d, sort_keys=True, ensure_ascii=False))
-    return out
+    return entry_lines(list_entries(archive, task=task), where=archive.path)
 
 
 def export_jsonl(archive: Archive, file: str | Path, *, task: str | None = None, force: bool = False) -> int:
-    """Write the archive (or one task's entries) to ``file`` as JSONL, atomically, with the usual
-    mode (an export is for sharing); an existing ``file`` is refused unless ``force``.  Returns
-    the count."""
-    from kernel_forge.common.writes import write_file
-
+    """Write the archive (or one task's entries) to ``file`` as JSONL (:func:`write_export`);
+    returns the count."""
     lines = export_lines(archive, task=task)
-    write_file(Path(file), "".join(l + "\n" for l in lines).encode("utf-8"), private=False, overwrite=force,
-               force_hint="choose another file, or pass --force to replace it")
+    write_export(file, lines, force=force)
     return len(lines)
 
 
-def read_jsonl(file: str | Path, text: str | None = None) -> list[Entry]:
-    """Parse and check every line of an export (schema, content hash); the error names file and line."""
-    from kernel_forge.common.reads import read_jsonl
-
-    p = Path(file)
-    v = _validator()
-    entries = []
-    for lineno, obj in read_jsonl(p, "archive export", text=text, note="nothing was imported"):
-        problem = _schema_problem(v, obj)
-        if problem:
-            raise InputError(f"{p}:{lineno}: {problem}; nothing was imported",
-                             hint="lines come from kforge archive export (schema: "
-                                  "kernel_forge/schemas/archive_entry.schema.json)")
-        if obj["format_version"] > SCHEMA_VERSION:
-            raise InputError(f"{p}:{lineno}: written by a newer kernel_forge (format {obj['format_version']}); "
-                             "nothing was imported", hint="upgrade kernel_forge")
-        want = content_hash(obj["source"], obj["launch"], obj["defines"])
-        if obj["content_hash"] != want:
-            raise InputError(f"{p}:{lineno}: $.content_hash does not match the line's source, launch and defines "
-                             "(edited or damaged); nothing was imported")
-        entries.append(Entry.from_json(obj))
-    return entries
-
-
 def import_jsonl(archive: Archive, file: str | Path, text: str | None = None) -> tuple[int, int]:
-    """Import an export: every line is checked first, then all go in one transaction, skipping
-    kernels already archived (same content hash, task and GPU).  Returns (added, already present)."""
-    return add_entries(archive, read_jsonl(file, text))
-
-
-# -- from a run folder ---------------------------------------------------------------------------
-
-@dataclass
-class ArchiveReport:
-    """What :func:`archive_run` did with one run folder."""
-
-    run: str                                             #: the run folder
-    added: int = 0                                       #: kernels new to the archive
-    present: int = 0                                     #: passing kernels already archived (same hash, task, GPU)
-    excluded: dict = field(default_factory=dict)         #: why the other attempts stayed out: status/reason -> count
-    ids: list = field(default_factory=list)              #: content hashes of the passing attempts
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-def _read(run: Path, name: str, required: bool):
-    p = run / name
-    if not p.is_file():
-        if required:
-            raise InputError(f"{run}: not a kforge run folder (no {name})", hint="pass a folder like runs/run-007")
-        return None
-    try:
-        text = p.read_text(encoding="utf-8")
-        return finite.loads(text, str(p))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{p}: damaged JSON ({exc}); nothing was archived from this run") from None
-
-
-def _all_cases_passed(ev: dict | None) -> bool:
-    return bool(ev) and ev.get("passed") is True and all(c.get("passed") for c in ev.get("cases", []))
-
-
-def _exclusion(a: dict, bad_holdout: set[str]) -> str | None:
-    """Why attempt ``a`` (history.json) may not go in, or None when it passed everything."""
-    if a.get("status") != "passed":
-        return a.get("status") if a.get("status") == "pending" else (a.get("reason") or "failed")
-    if not _all_cases_passed(a.get("evaluation")) or a.get("score_us") is None:
-        return "failed_case"
-    hold = a.get("holdout")
-    if (hold is not None and not hold.get("passed")) or a.get("sha256") in bad_holdout:
-        return "holdout_failed"
-    return None
-
-
-def _holdout_state(a: dict) -> str:
-    if (a.get("holdout") or {}).get("passed"):
-        return "passed"
-    if any(c.get("role") == "holdout" for c in (a.get("evaluation") or {}).get("cases", [])):
-        return "passed"     # the initial kernel's own evaluation includes the holdout cases
-    return "not_run"
-
-
-def _cases(ev: dict, diag: dict | None) -> list[dict]:
-    bounds = {c["name"]: c.get("bound", "unknown") for c in (diag or {}).get("cases", [])}
-    out = []
-    for c in ev.get("cases", []):
-        if c.get("role") != "performance" or not c.get("timing"):
-            continue
-        out.append({"name": c["name"], "median_us": c["timing"]["median"], "gbps": c.get("gbps"),
-                    "tflops": c.get("tflops"), "pct_peak_bw": c.get("pct_peak_bw"),
-                    "pct_peak_flops": c.get("pct_peak_flops"), "bound": bounds.get(c["name"], "unknown")})
-    return out
-
-
-def _overall_bound(cases: list[dict]) -> str:
-    known = Counter(c["bound"] for c in cases if c.get("bound") and c["bound"] != "unknown")
-    return known.most_common(1)[0][0] if known else "unknown"
-
-
-def _load_task_for(meta: dict):
-    """The run's Task when its manifest still loads with the same hash, else None."""
-    from kernel_forge.model.task import load_task
-    try:
-        task = load_task(meta["manifest"])
-        return task if task.hash() == meta.get("hashes", {}).get("task") else None
-    except Exception:  # noqa: BLE001 - a moved or changed manifest: archive without a diagnosis
-        return None
-
-
-def _diagnose(task, ev: dict, initial: dict | None, baselines: dict, env: dict) -> dict | None:
-    if task is None:
-        return None
-    from kernel_forge.gate.diagnosis import diagnose
-    try:
-        return diagnose(task, ev, initial=initial, baselines=baselines, device=env.get("device"),
-                        calibration=env.get("calibration"), profile=None).to_json()
-    except Exception:  # noqa: BLE001 - a diagnosis is extra information, never a reason to lose a kernel
-        return None
-
-
-def entries_from_run(run_dir: str | Path, *, task=None) -> tuple[list[Entry], dict]:
-    """The passing attempts of a run folder as entries, and why the others were left out.
-    ``task`` (the run's :class:`Task`) gives each its diagnosis; without it the run's manifest is
-    loaded when it is still there unchanged."""
-    run = Path(run_dir)
-    meta = _read(run, "run.json", True)
-    manifest = _read(run, "manifest.json", True)
-    env = _read(run, "env.json", False) or {}
-    hist = _read(run, "history.json", False) or {}
-    attempts = hist.get("attempts", [])
-    if task is None:
-        task = _load_task_for(meta)
-    task_hash = meta.get("hashes", {}).get("task") or (task.hash() if task is not None else "")
-    if not task_hash:
-        raise InputError(f"{run / 'run.json'}: $.hashes.task missing; cannot tell which task this run is")
-    device = env.get("device") or {}
-    initial = next((a for a in attempts if a.get("proposer") == "initial" or a.get("baseline")), None)
-    initial_ev = initial.get("evaluation") if initial else None
-    baselines = hist.get("baselines", {}) or {}
-    bad_holdout = {a.get("sha256") for a in attempts if a.get("reason") == "holdout_failed"
-                   or ((a.get("holdout") or {}).get("passed") is False)} - {None, ""}
-    excluded: Counter = Counter()
-    out = []
-    for a in attempts:
-        why = _exclusion(a, bad_holdout)
-        if why:
-            excluded[why] += 1
-            continue
-        try:
-            source = (run / a["source_file"]).read_text(encoding="utf-8")
-        except (OSError, KeyError, UnicodeDecodeError):
-            excluded["source_missing"] += 1
-            continue
-        ev = a["evaluation"]
-        diag = _diagnose(task, ev, initial_ev, baselines, env)
-        cases = _cases(ev, diag)
-        score = a["score_us"]
-        init_score = initial.get("score_us") if initial else None
-        out.append(Entry(
-            task_name=manifest.get("name") or meta.get("task", ""),
-            task_description=manifest.get("description", "") or "",
-            task_signature=manifest.get("signature", ""), task_hash=task_hash,
-            source=source, launch=a.get("launch"), defines=a.get("defines") or {},
-            label=a.get("label", "") or "", proposer=a.get("proposer", "") or "",
-            score_us=score, speedup_vs_initial=(init_score / score if init_score and score else None),
-            speedup_vs_baselines={k: (b.get("score_us") / score if b.get("score_us") and score else None)
-                                  for k, b in baselines.items()},
-            cases=cases, bound=_overall_bound(cases), diagnosis=diag, holdout=_holdout_state(a),
-            gpu_name=str(device.get("name") or ""), gpu_arch=str(device.get("arch") or ""),
-            driver=str(device.get("driver_version") or ""), nvrtc=str(env.get("nvrtc") or ""),
-            run=str(run.resolve()), attempt=a.get("id", ""),
-            kernel_forge=hist.get("kernel_forge") or meta.get("kernel_forge") or __version__))
-    return out, dict(excluded)
-
-
-def archive_run(run_dir: str | Path, archive: Archive, *, task=None) -> ArchiveReport:
-    """Add every passing attempt of a finished or partial run folder (reads run.json,
-    manifest.json, env.json, history.json); idempotent: a second call adds nothing."""
-    entries, excluded = entries_from_run(run_dir, task=task)
-    added, present = add_entries(archive, entries) if entries else (0, 0)
-    return ArchiveReport(run=str(Path(run_dir)), added=added, present=present, excluded=excluded,
-                         ids=[e.content_hash for e in entries])
-
-
-def record_run(run_dir: str | Path, *, path: str | Path | None = None, task=None,
-               progress=lambda msg: None) -> ArchiveReport | None:
-    """:func:`archive_run` for the end of ``kforge optimize``: opens the archive at ``path``
-    (default :func:`default_path`), reports through ``progress``, and never raises for an
-    archive problem (a run's evidence matters more than its archiving): returns None then."""
-    try:
-        with open_archive(path) as arch:
-            rep = archive_run(run_dir, arch, task=task)
-            progress(f"[kforge] archive {arch.path}: {rep.added} kernel(s) added, {rep.present} already there")
-            return rep
-    except KForgeError as exc:
-        progress(f"[kforge] warning: the run was not archived: {exc}")
-        return None
+    """Import an export: every line is checked first (:func:`read_export`), then all go in one
+    transaction, skipping kernels already archived (same content hash, task and GPU).  Returns
+    (added, already present)."""
+    return add_entries(archive, read_export(file, text))

@@ -966,7 +966,7 @@ class Optimizer:
         summary = write_summary(self.state, self.task, self.run_dir, proposer=self.proposer.name,
                                 search=self.search_summary(), gate=self.gate)
         if (self.config.archive or "").lower() != "off" and self.state.stop_reason != "interrupted":
-            from kernel_forge.archive.store import record_run
+            from kernel_forge.archive.harvest import record_run
             record_run(self.run_dir.path, path=self.config.archive, task=self.task, progress=self.progress)
         self.progress(f"[kforge] stopped: {self.state.stop_reason}. "
                       f"Best {summary['best']['id'] if summary.get('best') else '-'}"

@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from kernel_forge.archive.store import Archive, Entry, best_of_task, similar_tasks
+from kernel_forge.archive.format import Entry
+from kernel_forge.archive.store import Archive, best_of_task, similar_tasks
 
 #: examples whose share of the character budget would be smaller than this are dropped instead
 MIN_EXAMPLE_CHARS = 400

@@ -1218,14 +1218,14 @@ def test_a_noise_bound_outside_zero_to_one_is_refused_before_anything_runs(value
 @pytest.mark.parametrize("reader, what", [
     ("archive", "archive export"), ("approvals", "approvals file"), ("config", "config")])
 def test_a_file_that_is_not_utf8_is_named_with_the_byte_where_it_stops(tmp_path, reader, what):
-    from kernel_forge.archive.store import read_jsonl
+    from kernel_forge.archive.format import read_export
     from kernel_forge.common.errors import InputError
     from kernel_forge.common.reads import read_json_file
     from kernel_forge.app.regression import load_approvals
 
     bad = tmp_path / "bad.json"
     bad.write_bytes(b'{"approved": ["\xff"]}\n')
-    read = {"archive": read_jsonl, "approvals": load_approvals,
+    read = {"archive": read_export, "approvals": load_approvals,
             "config": lambda p: read_json_file(p, "config")}[reader]
     with pytest.raises(InputError) as err:
         read(bad)

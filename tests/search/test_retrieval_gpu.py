@@ -1,0 +1,90 @@
+"""Archive and retrieval on a GPU: real runs through the real gate are archived with their
+device, and the next run is shown the first run's best and gates its setting first."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernel_forge.app.run_setup import ProposerConfig, start_run
+from kernel_forge.archive.harvest import archive_run
+from kernel_forge.archive.store import integrity, list_entries, open_archive
+from kernel_forge.gate.gate import GateOptions
+from kernel_forge.model.task import load_task
+from kernel_forge.search.loop import LoopConfig
+from kernel_forge.search.retrieval import best_settings, retrieve
+
+from archive_fakes import MANIFESTS, history
+from conftest import gpu_present  # noqa: F401  (used by skipif strings)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("not gpu_present()", reason="needs an NVIDIA GPU")
+def test_gpu_a_real_run_is_archived_with_its_device_and_retrieved(tmp_path):
+    """The tuner on vector_add through the real gate: every passing kernel goes in with the real
+    GPU, driver and NVRTC, and the run's best is what retrieval and the warm start give next."""
+    from kernel_forge.gate.gate import Gate
+
+    manifest = MANIFESTS / "vector_add.json"
+    task = load_task(manifest)
+    opts = GateOptions.quick(reps=20, warmup=3)
+    gate = Gate(task, opts)
+    try:
+        gate.ensure_gpu()
+        opt = start_run(manifest, LoopConfig(max_iterations=1, tune_budget=4), opts, ProposerConfig(),
+                        runs_dir=tmp_path / "runs", gate=gate)
+        opt.run()
+    finally:
+        gate.close()
+    env = json.loads((opt.run_dir.path / "env.json").read_text())
+    with open_archive(tmp_path / "a.sqlite") as a:
+        rep = archive_run(opt.run_dir.path, a, task=task)
+        hist = history(opt)
+        assert rep.added == sum(x["status"] == "passed" and (x.get("holdout") or {}).get("passed", True)
+                                for x in hist["attempts"])
+        e = list_entries(a)[0]
+        assert (e.gpu_name, e.driver, e.nvrtc) == (env["device"]["name"], env["device"]["driver_version"],
+                                                 str(env["nvrtc"] or ""))
+        best = json.loads((opt.run_dir.path / "summary.json").read_text())["best"]
+        got = retrieve(a, task, gpu=env["device"]["name"])
+        if best["proposer"] != "initial":
+            assert got[0].same_task and got[0].attempt == best["id"]
+            settings = best_settings(a, task, env["device"]["name"], label=best["label"])
+            assert settings[0]["defines"] == best["defines"]
+        assert integrity(a) == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("not gpu_present()", reason="needs an NVIDIA GPU")
+def test_gpu_a_second_run_shows_the_first_runs_best_and_gates_its_setting_first(tmp_path):
+    """Two tuner runs of vector_add through the real gate sharing one archive: the second's
+    retrieval.json holds the first's best, its prompt shows it, and the archived setting of each
+    template is the first of that template to be gated, with a rationale naming where it came from."""
+    from kernel_forge.gate.gate import Gate
+
+    manifest = MANIFESTS / "vector_add.json"
+    task = load_task(manifest)
+    db = tmp_path / "shared.sqlite"
+    opts = GateOptions.quick(reps=20, warmup=3)
+    runs = []
+    for name in ("first", "second"):
+        gate = Gate(task, opts)
+        try:
+            gate.ensure_gpu()
+            opt = start_run(manifest, LoopConfig(max_iterations=2, tune_budget=3, archive=str(db)), opts,
+                            ProposerConfig(), runs_dir=tmp_path / name, gate=gate)
+            opt.run()
+            opt.proposer.needs_prompt = True   # the tuner asks nothing; build what a model would be asked next
+            prompt = opt._prompt()
+        finally:
+            gate.close()
+        runs.append((opt, prompt))
+    (first, _), (second, prompt) = runs
+    got = json.loads((second.run_dir.path / "retrieval.json").read_text())
+    assert got["examples"] and got["examples"][0]["same_task"], got
+    assert "# Kernels from the archive" in prompt and "From an earlier run of this task" in prompt
+    hist = history(second)
+    for label, items in got["settings"].items():
+        tuned = [a for a in hist["attempts"] if a["label"] == label]
+        assert tuned[0]["defines"] == items[0]["defines"] and "archived setting" in tuned[0]["rationale"]
+    assert got["settings"], "the first run archived its tuned settings"
