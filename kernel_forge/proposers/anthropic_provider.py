@@ -36,16 +36,15 @@ proposer is built, so ``import kernel_forge`` does not load it.
 from __future__ import annotations
 
 import copy
-import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kernel_forge.common.errors import EnvironmentProblem, InputError
+from kernel_forge.common.errors import InputError
 from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.budget import Budget
 from kernel_forge.proposers.capabilities import Capabilities
-from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, CachePlan, ModelProposer, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
+from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, WITHOUT_TEMPERATURE, CachePlan, ModelProposer, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
 from kernel_forge.proposers.pricing import PriceTable
 from kernel_forge.proposers.retry import RetryPolicy
 from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
@@ -83,25 +82,19 @@ class AnthropicProposer(ModelProposer):
                              f"{', '.join(EFFORTS)}, got {reasoning_effort!r}")
         self.thinking_budget = int(thinking_budget) if thinking_budget else None
         self.thinking = thinking
-        extra = {"clock": clock} if clock is not None else {}
         super().__init__(model, api_key=api_key, base_url=base_url, max_tokens=max_tokens,
                          temperature=temperature, timeout=timeout, max_attempts=max_attempts,
                          prices=prices, sleep=sleep, retry=retry, parallel=parallel, stream=stream,
                          max_tokens_cap=max_tokens_cap, timeout_retries=timeout_retries,
                          reasoning_effort=reasoning_effort, answer_format=answer_format,
                          prompt_cache=prompt_cache, cache_ttl=cache_ttl, budget=budget,
-                         capabilities=capabilities, **extra)
+                         capabilities=capabilities, clock=clock)
         self._sdk = import_sdk("anthropic", "anthropic>=0.60")
         self._sdk_error = self._sdk.AnthropicError
-        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
-        if not key:
-            if base_url is None:
-                raise EnvironmentProblem(
-                    "no Anthropic API key: set ANTHROPIC_API_KEY or pass api_key",
-                    hint="export ANTHROPIC_API_KEY=sk-ant-...  (or use --base-url for a local "
-                         "Anthropic-compatible server that needs no key)")
-            key = "not-needed"
-        self._secrets = (key,)
+        key = self._api_key(api_key, "ANTHROPIC_API_KEY",
+                            missing="no Anthropic API key: set ANTHROPIC_API_KEY or pass api_key",
+                            hint="export ANTHROPIC_API_KEY=sk-ant-...  (or use --base-url for a local "
+                                 "Anthropic-compatible server that needs no key)")
         self._client = self._sdk.Anthropic(api_key=key, base_url=base_url, timeout=self._timeout(),
                                            max_retries=0)
         self._tool = {"name": TOOL_NAME, "description": TOOL_DESCRIPTION,
@@ -160,11 +153,6 @@ class AnthropicProposer(ModelProposer):
                                     f"{', '.join(caps.effort) or 'no effort'}: "
                                     + (f"{self.effort!r} sent" if self.effort else "none sent"))
         self._resolve_temperature()
-
-    @property
-    def thinks(self) -> bool:
-        """Thinking is on, so a forced ``tool_choice`` is only sent where the model allows it with thinking."""
-        return self.thinking_on
 
     # -- hooks ------------------------------------------------------------------------------
     def _initial_body(self, request: ProposalRequest, index: int, plan: CachePlan) -> dict:
@@ -311,10 +299,7 @@ class AnthropicProposer(ModelProposer):
     def _relaxations(self) -> list[Relaxation]:
         budget = self.thinking_budget or min(DEFAULT_THINKING_BUDGET, max(MIN_THINKING_BUDGET, self.max_tokens // 2))
         return [
-            Relaxation("temperature", sent=lambda b: "temperature" in b,
-                       named=lambda m: "temperature" in m,
-                       apply=lambda b: {k: v for k, v in b.items() if k != "temperature"},
-                       note="sent again without temperature"),
+            WITHOUT_TEMPERATURE,
             Relaxation("forced_tool_choice", sent=lambda b: b.get("tool_choice", {}).get("type") in ("tool", "any"),
                        named=lambda m: bool(re.search(r"tool_choice|forc\w* tool|tool use", m)),
                        apply=_auto_tool_choice,

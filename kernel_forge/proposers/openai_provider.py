@@ -34,21 +34,19 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kernel_forge.common.errors import EnvironmentProblem, InputError
+from kernel_forge.common.errors import InputError
 from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.budget import Budget
 from kernel_forge.proposers.capabilities import Capabilities
-from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, CachePlan, ModelProposer, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
+from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, WITHOUT_TEMPERATURE, CachePlan, ModelProposer, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
 from kernel_forge.proposers.pricing import PriceTable
 from kernel_forge.proposers.retry import RetryPolicy
 from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 
-NO_KEY = "not-needed"
 LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _ORDER = EFFORTS
@@ -79,14 +77,13 @@ class OpenAIProposer(ModelProposer):
             raise InputError(f"openai: max_tokens_field must be 'max_tokens' or 'max_completion_tokens', "
                              f"got {max_tokens_field!r}")
         self._field_override = max_tokens_field
-        extra = {"clock": clock} if clock is not None else {}
         super().__init__(model, api_key=api_key, base_url=base_url, max_tokens=max_tokens,
                          temperature=temperature, timeout=timeout, max_attempts=max_attempts,
                          prices=prices, sleep=sleep, retry=retry, parallel=parallel, stream=stream,
                          max_tokens_cap=max_tokens_cap, timeout_retries=timeout_retries,
                          reasoning_effort=reasoning_effort, answer_format=answer_format,
                          prompt_cache=prompt_cache, cache_ttl=cache_ttl, budget=budget,
-                         capabilities=capabilities, server=server, **extra)
+                         capabilities=capabilities, server=server, clock=clock)
         self.api = self.caps.api if self.caps.api in ("responses", "chat") else "chat"
         if self.api == "responses":
             self.max_tokens_field = "max_output_tokens"
@@ -95,15 +92,10 @@ class OpenAIProposer(ModelProposer):
                 self.caps.limit_field if self.caps.limit_field in LIMIT_FIELDS else "max_tokens")
         self._sdk = import_sdk("openai", "openai>=1.100")
         self._sdk_error = self._sdk.OpenAIError
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if not key:
-            if base_url is None:
-                raise EnvironmentProblem(
-                    "no OpenAI API key: set OPENAI_API_KEY or pass api_key",
-                    hint="export OPENAI_API_KEY=sk-...  (a local OpenAI-compatible server given "
-                         "with --base-url needs no key)")
-            key = NO_KEY
-        self._secrets = (key,) if key != NO_KEY else ()
+        key = self._api_key(api_key, "OPENAI_API_KEY",
+                            missing="no OpenAI API key: set OPENAI_API_KEY or pass api_key",
+                            hint="export OPENAI_API_KEY=sk-...  (a local OpenAI-compatible server given "
+                                 "with --base-url needs no key)")
         self._client = self._sdk.OpenAI(api_key=key, base_url=base_url, timeout=self._timeout(),
                                         max_retries=0)
         schema = proposal_schema()
@@ -416,10 +408,7 @@ class OpenAIProposer(ModelProposer):
     def _relaxations(self) -> list[Relaxation]:
         unsupported = re.compile(r"unsupported|not supported|does not support|unrecognized|unknown|instead")
         return [
-            Relaxation("temperature", sent=lambda b: "temperature" in b,
-                       named=lambda m: "temperature" in m,
-                       apply=lambda b: {k: v for k, v in b.items() if k != "temperature"},
-                       note="sent again without temperature"),
+            WITHOUT_TEMPERATURE,
             Relaxation("effort_value", sent=lambda b: _effort_of(b) is not None,
                        named=lambda m: bool(re.search(r"reasoning[._]effort", m)) and "supported values" in m,
                        apply=lambda b: b, adapt=_supported_effort,

@@ -41,6 +41,7 @@ import copy
 import dataclasses
 import hashlib
 import ipaddress
+import os
 import re
 import threading
 import time
@@ -76,6 +77,8 @@ DEFAULT_EFFORT = "high"
 TTL_SECONDS = {"5m": 300, "1h": 3600, "30m": 1800, "12h": 43200}
 ANSWER_FORMATS = ("fenced", "tool")
 CACHE_TTLS = ("auto", "short", "long")
+#: the API key sent to a server given with a base URL when none is set (local servers take any)
+NO_KEY = "not-needed"
 
 
 def is_local_url(base_url: str | None) -> bool:
@@ -129,6 +132,13 @@ class Relaxation:
     note: str                                       # what was done, for the call's error text
     learn: bool = True                              # remember it for later requests of the run
     adapt: Callable[[dict, str], dict] | None = None  # apply, given the error message (e.g. the values it lists)
+
+
+#: the relaxation both providers try first: a temperature the model does not take
+WITHOUT_TEMPERATURE = Relaxation("temperature", sent=lambda b: "temperature" in b,
+                                 named=lambda m: "temperature" in m,
+                                 apply=lambda b: {k: v for k, v in b.items() if k != "temperature"},
+                                 note="sent again without temperature")
 
 
 @dataclass
@@ -262,7 +272,7 @@ class ModelProposer:
                  timeout_retries: int = 2, reasoning_effort: str | None = None, answer_format: str = "fenced",
                  prompt_cache: bool = True, cache_ttl: str = "auto", budget: Budget | None = None,
                  capabilities: Capabilities | None = None, server: str = "auto",
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] | None = None):
         if not model or not isinstance(model, str):
             raise InputError(f"{self.provider}: a model name is required")
         if max_tokens is not None and max_tokens < 1:
@@ -312,7 +322,7 @@ class ModelProposer:
         self.relaxed: set[str] = set()
         self._relaxed_bodies: dict[str, Callable[[dict], dict]] = {}
         self._lock = threading.Lock()
-        self._clock = clock
+        self._clock = clock or time.monotonic
         self._last_propose: float | None = None
         #: seconds between the last two requests (an iteration's length): picks the cache lifetime
         self.interval: float | None = None
@@ -335,6 +345,18 @@ class ModelProposer:
             self.send_temperature = False
         else:
             self.send_temperature = self.temperature is not None
+
+    def _api_key(self, api_key: str | None, env: str, *, missing: str, hint: str) -> str:
+        """The key given, else ``$env``; with neither, :data:`NO_KEY` for a server given with a base
+        URL (it may need none) and an :class:`EnvironmentProblem` (``missing``, ``hint``) for the
+        provider's own.  A real key is kept to be scrubbed from what is recorded."""
+        key = api_key if api_key is not None else os.environ.get(env)
+        if not key:
+            if self.base_url is None:
+                raise EnvironmentProblem(missing, hint=hint)
+            key = NO_KEY
+        self._secrets = (key,) if key != NO_KEY else ()
+        return key
 
     def _timeout(self):
         """The SDK timeout: ``self.timeout`` for the request (between chunks when streamed), a
