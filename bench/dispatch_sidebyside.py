@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from kernel_forge.model.candidate import load_candidate  # noqa: E402
 from kernel_forge.model.dispatch import Branch, Rule  # noqa: E402
-from kernel_forge.gate.gate import Gate, GateOptions  # noqa: E402
+from kernel_forge.config.gate import GateOptions  # noqa: E402
+from kernel_forge.gate.gate import Gate  # noqa: E402
 from kernel_forge.model.task import load_task  # noqa: E402
 
 SMALL = {"BM": 32, "BN": 32, "BK": 32, "TM": 4, "TN": 4, "MINB": 1}     # a0007 of the s5 run: best on sq256, rect

@@ -28,7 +28,8 @@ def main() -> None:
 
     from kernel_forge.model.candidate import load_candidate
     from kernel_forge.gate.diagnosis import diagnose, directions
-    from kernel_forge.gate.gate import Gate, GateOptions
+    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.gate.gate import Gate
     from kernel_forge.patterns import by_name
     from kernel_forge.gate.profiler import METRICS, PIPE_METRICS, find_ncu, query_metrics
     from kernel_forge.model.task import load_task

@@ -33,7 +33,8 @@ def main() -> None:
     sys.path.insert(0, str(Path(args.package_root).resolve()))
     os.environ["KFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kforge-cold-")
     from kernel_forge.model.candidate import load_candidate, parse_candidate
-    from kernel_forge.gate.gate import Gate, GateOptions
+    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.gate.gate import Gate
     from kernel_forge.model.task import load_task
 
     names = [t for t in args.tasks.split(",") if t] or sorted(p.stem for p in (ROOT / "manifests").glob("*.json"))

@@ -32,7 +32,8 @@ def top(profile: cProfile.Profile, n: int = 22) -> str:
 
 def profile_task(name: str, report: list[str]) -> None:
     from kernel_forge.model.candidate import load_candidate
-    from kernel_forge.gate.gate import Gate, GateOptions
+    from kernel_forge.config.gate import GateOptions, TimingOptions
+    from kernel_forge.gate.gate import Gate
     from kernel_forge.gpu.runner import CaseRunner
     from kernel_forge.model.inputs import generate
     from kernel_forge.model.reference_process import run_python_reference
@@ -50,7 +51,7 @@ def profile_task(name: str, report: list[str]) -> None:
     runner = CaseRunner(task)
     launch = resolve_launch(spec.launch, case.vars, spec.defines)
     runner.load(Load(spec, [launch]))
-    plan = RunPlan(case=case.name, seed=0, launch=launch, time=True, warmup=3, reps=30)
+    plan = RunPlan(case=case.name, seed=0, launch=launch, time=True, timing=TimingOptions(warmup=3, reps=30))
     expected = run_python_reference(task, generate(task, case, 0))
     need = lambda n: Expected(n.case, n.seed, expected)   # noqa: E731
     runner.run(spec, plan, need=need)

@@ -76,7 +76,8 @@ def main() -> int:
     if args.list:
         return 0
 
-    from kernel_forge.gate.gate import Gate, GateOptions
+    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.gate.gate import Gate
 
     opts = GateOptions.quick() if args.quick else GateOptions()
     rec = record(tasks, lambda task: Gate(task, opts), Path(args.out) / "search-recording.json.gz",

@@ -47,7 +47,8 @@ sys.path.insert(0, str(ROOT))
 from kernel_forge.search import spaces as search  # noqa: E402
 from kernel_forge.model.candidate import Candidate, load_candidate, parse_candidate  # noqa: E402
 from kernel_forge.evidence.run_dir import RunDir  # noqa: E402
-from kernel_forge.search.loop import LoopConfig, Optimizer  # noqa: E402
+from kernel_forge.config.loop import LoopConfig  # noqa: E402
+from kernel_forge.search.loop import Optimizer  # noqa: E402
 from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult  # noqa: E402
 from kernel_forge.search.tuner import TuneProposer  # noqa: E402
 from kernel_forge.common.stats import geomean, summarize  # noqa: E402

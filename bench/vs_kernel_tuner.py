@@ -100,7 +100,8 @@ def summary(per_candidate_s: list[float]) -> dict:
 
 def run_kforge(manifest: Path, quick: bool, cache_root: Path, ahead: bool = False) -> dict:
     from kernel_forge.model.candidate import parse_candidate
-    from kernel_forge.gate.gate import Gate, GateOptions
+    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.gate.gate import Gate
     from kernel_forge.model.task import load_task
 
     mode = ("kforge-quick" if quick else "kforge-full") + ("-ahead" if ahead else "")

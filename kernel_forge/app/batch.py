@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kernel_forge.common.errors import EnvironmentProblem, InputError
 from kernel_forge.common.json_path import json_path
+from kernel_forge.config.build import InFile, Where
 from kernel_forge.evidence.run_dir import RunDir, atomic_write, numbered_dir
 from kernel_forge.common.writes import make_dirs
 
@@ -60,18 +61,23 @@ def _factory(spec: str | None):
     return getattr(importlib.import_module(mod), fn)
 
 
-def check_options(loop: dict, gate: dict, proposer: dict) -> None:
-    """The batch's options, as every run of it will take them (exit 2 before anything runs)."""
-    from kernel_forge.gate.gate import GateOptions
-    from kernel_forge.search.loop import LoopConfig
-    from kernel_forge.app.run_setup import ProposerConfig
+def build_options(loop: dict, gate: dict, proposer: dict, where: Where):
+    """(LoopConfig, GateOptions, ProposerConfig) of every run of the batch, through the one
+    validator (exit 2 before anything runs)."""
+    from kernel_forge.config.build import build
+    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.loop import LoopConfig
+    from kernel_forge.config.proposer import ProposerConfig
+
+    return build(LoopConfig, loop, where), build(GateOptions, gate, where), build(ProposerConfig, proposer, where)
+
+
+def check_options(loop: dict, gate: dict, proposer: dict, where: Where | None = None) -> None:
+    """The batch's options, as every run of it will take them (default: named ``batch options:
+    $.loop.NAME``, the place they take in batch.json)."""
     from kernel_forge.app.option_checks import check_settings
 
-    for cls, values in ((LoopConfig, loop), (GateOptions, gate), (ProposerConfig, proposer)):
-        try:
-            obj = cls(**values)
-        except TypeError as exc:
-            raise InputError(f"batch options: {exc}") from None
+    for obj in build_options(loop, gate, proposer, where or InFile("batch options")):
         check_settings(obj)
 
 
@@ -82,14 +88,12 @@ def latest_run(folder: str | Path) -> Path | None:
 
 def run_task(task: dict, loop: dict, gate: dict, proposer: dict, gate_factory: str | None = None) -> dict:
     """Optimise one task into its batch folder, resuming the run already there (a retry)."""
-    from kernel_forge.gate.gate import GateOptions
-    from kernel_forge.search.loop import LoopConfig
-    from kernel_forge.app.run_setup import ProposerConfig, resume_run, start_run
+    from kernel_forge.app.run_setup import resume_run, start_run
     from kernel_forge.model.task import load_task
 
     t = BatchTask(**task)
     factory = _factory(gate_factory)
-    gate_opts = GateOptions(**gate)
+    loop_cfg, gate_opts, prop = build_options(loop, gate, proposer, InFile(str(Path(t.folder).parent / "batch.json")))
     t0 = time.time()
     existing = latest_run(t.folder)
     own_gate = factory(load_task(t.manifest), gate_opts) if factory else None
@@ -98,8 +102,7 @@ def run_task(task: dict, loop: dict, gate: dict, proposer: dict, gate_factory: s
         resumed = True
     else:
         make_dirs(t.folder)
-        opt = start_run(t.manifest, LoopConfig(**loop), gate_opts, ProposerConfig(**proposer), runs_dir=t.folder,
-                        gate=own_gate)
+        opt = start_run(t.manifest, loop_cfg, gate_opts, prop, runs_dir=t.folder, gate=own_gate)
         resumed = False
     try:
         summary = opt.run()
@@ -134,6 +137,8 @@ def run_batch(manifests: list[str], *, runs_dir: str | Path = "runs", loop: dict
     else:
         record = read_record(resume)
         tasks = [BatchTask(**t) for t in record["tasks"]]
+        check_options(record.get("loop", {}), record.get("gate", {}), record.get("proposer", {}),
+                      InFile(str(Path(resume) / "batch.json")))
     if ray_address is not None:
         check_ray_address(ray_address)
     if ray_address is None and gate_factory is None:

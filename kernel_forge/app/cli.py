@@ -12,7 +12,7 @@ import click
 from kernel_forge import __version__
 from kernel_forge.common.errors import CaseFailed, InputError
 from kernel_forge.app import cli_archive, cli_batch, cli_run
-from kernel_forge.app.cli_common import echo_result, gate_options, handle_errors, make_gate_options, write_error_junit
+from kernel_forge.app.cli_common import echo_result, gate_options, gate_options_from, handle_errors, write_error_junit
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -53,10 +53,11 @@ def doctor(as_json):
 def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet, accept):
     """Check manifests without a GPU: schema, meaning, files, sizes, the kernels (static rules,
     signature, NVRTC), weak cases. Prints where each reference and data file resolves to."""
-    from kernel_forge.app.option_checks import check_value
     from kernel_forge.app.validate import validate_manifest
+    from kernel_forge.config.build import OnCommandLine, check_values
+    from kernel_forge.config.gate import GateOptions
 
-    check_value("arch", arch, str, where=f"--arch {arch!r}")
+    check_values(GateOptions, {"arch": arch}, OnCommandLine({("gate", "arch"): "--arch"}))   # the gate's own rule
     if not (gpu_memory > 0 and gpu_memory < float("inf")):
         raise InputError(f"--gpu-memory {gpu_memory}: must be a finite number above 0 (GiB)")
     if accept:
@@ -164,9 +165,9 @@ def compile_cmd(source, arch, defines, output, no_cache, mix):
 @click.option("--holdout/--no-holdout", default=True, show_default=True, help="Also run the holdout cases.")
 @click.option("--junit", "junit_out", type=click.Path(dir_okay=False),
               help="Write a JUnit XML report here: one test case per case.")
+@click.pass_context
 @handle_errors
-def eval_cmd(manifest, kernel, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize,
-             json_out, no_initial, no_baselines, holdout, junit_out):
+def eval_cmd(ctx, manifest, kernel, quick, json_out, no_initial, no_baselines, holdout, junit_out, **params):
     """Compile, run, verify and time KERNEL (default: the task's initial kernel) on every case."""
     from kernel_forge.app.evaluate import run_eval
     from kernel_forge.app.option_checks import check_output_path
@@ -175,7 +176,7 @@ def eval_cmd(manifest, kernel, warmup, reps, max_noise, no_flush, seed, quick, t
         if path and path != "-":
             check_output_path(path, option=option, kind=kind, inputs=[manifest, kernel])
     try:
-        options = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
+        options = gate_options_from(ctx, params, quick)
         result, table = run_eval(manifest, kernel, options, with_initial=not no_initial,
                                  with_baselines=not no_baselines, with_holdout=holdout,
                                  progress=lambda msg: click.echo(msg, err=True), gate_factory=_real_gate)
@@ -200,12 +201,9 @@ def _real_gate(task, options):
 # -- init --------------------------------------------------------------------------------------
 def _describe_options():
     from kernel_forge.app.cli_options import build_options
-    from kernel_forge.app.describe import DescribeConfig
+    from kernel_forge.config.describe import DescribeConfig
 
-    pinned = {("describe", "model"): ("--model",), ("describe", "base_url"): ("--base-url",),
-              ("describe", "replay"): ("--replay",), ("describe", "max_tokens"): ("--max-output-tokens",),
-              ("describe", "request_timeout_s"): ("--request-timeout",)}
-    return build_options([("describe", DescribeConfig)], pinned=pinned,
+    return build_options([("describe", DescribeConfig)],
                          reserved={"--from", "--signature", "--dir", "--force", "--describe", "--help", "-h"})
 
 
@@ -238,7 +236,8 @@ def init_cmd(ctx, name, from_file, signature, description, folder, force, **para
     if description is not None:
         if from_file is not None or signature is not None:
             raise InputError("--describe writes the whole task: give it without --from or --signature")
-        from kernel_forge.app.describe import DescribeConfig, describe_task
+        from kernel_forge.app.describe import describe_task
+        from kernel_forge.config.describe import DescribeConfig
 
         cfg = layered(DescribeConfig, typed)
         res = describe_task(name, description, folder, cfg, force=force, progress=lambda m: click.echo(m, err=True))

@@ -37,33 +37,38 @@ def handle_errors(fn):
     return wrapper
 
 
-# -- eval --------------------------------------------------------------------------------------
+# -- the gate's options (eval, replay, gate) -------------------------------------------------------
+#: what the gate commands do not offer: a pool of GPUs is a run's (``kforge gate`` has its own --devices)
+GATE_SKIP = {("gate", "devices")}
+#: the gate commands' own options: a setting never takes these names
+GATE_RESERVED = {"--quick", "--json", "--junit", "--devices", "--no-initial", "--no-baselines", "--holdout",
+                 "--no-holdout", "--help", "-h"}
+
+
+@functools.lru_cache(maxsize=1)
+def gate_command_options():
+    """The generated options of ``eval``, ``replay`` and ``gate``: every GateOptions field they use."""
+    from kernel_forge.app.cli_options import build_options
+    from kernel_forge.config.gate import GateOptions
+
+    return build_options([("gate", GateOptions)], reserved=GATE_RESERVED, skip=GATE_SKIP)
+
+
 def gate_options(f):
-    opts = [
-        click.option("--warmup", default=10, show_default=True, help="Untimed launches per performance case."),
-        click.option("--reps", default=100, show_default=True,
-                     help="Most timed launches per performance case (fewer once the median is tight: --max-noise)."),
-        click.option("--max-noise", default=0.005, show_default=True, type=click.FloatRange(0, 1),
-                     help="Stop timing a case once the median's 95 % confidence half-width is within this "
-                          "fraction of it (checked after 10, 20, 40... launches); 0: always --reps."),
-        click.option("--no-flush", is_flag=True, help="Keep the L2 warm between timed launches."),
-        click.option("--seed", default=0, show_default=True, help="Seed of the first input draw."),
-        click.option("--quick", is_flag=True, help="One input draw, no repeat-launch or post-timing checks."),
-        click.option("--timeout", default=10.0, show_default=True, help="Seconds allowed for one checked launch."),
-        click.option("--arch", default=None, help="Compile for this arch (default: the GPU's)."),
-        click.option("--sanitize", is_flag=True, help="Run compute-sanitizer (memcheck, racecheck) first."),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+    """The gate's options (generated from GateOptions) and ``--quick``."""
+    from kernel_forge.app.cli_options import apply_options
+
+    f = click.option("--quick", is_flag=True, help="One input draw, no repeat-launch or post-timing checks.")(f)
+    return apply_options(gate_command_options())(f)
 
 
-def make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize):
-    from kernel_forge.gate.gate import GateOptions
+def gate_options_from(ctx: click.Context, params: dict, quick: bool):
+    """The GateOptions a gate command was given: the defaults, ``--quick``, then what was typed (checked)."""
+    from kernel_forge.app.cli_options import given, layered
+    from kernel_forge.config.gate import QUICK, GateOptions
 
-    kw = dict(warmup=warmup, reps=reps, max_noise=max_noise, flush_l2=not no_flush, seed=seed,
-              launch_timeout_s=timeout, arch=arch, sanitize=sanitize)
-    return GateOptions.quick(**kw) if quick else GateOptions(**kw)
+    typed = given(ctx, gate_command_options(), params).get("gate", {})
+    return layered(GateOptions, QUICK if quick else {}, typed)
 
 
 def write_error_junit(path: str, command: str, exc: BaseException, subject: str) -> None:

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import click
 
-from kernel_forge.app.cli_common import echo_result, gate_options, handle_errors, make_gate_options
+from kernel_forge.app.cli_common import echo_result, gate_options, gate_options_from, handle_errors
 from kernel_forge.common.errors import InputError
 
 
@@ -15,56 +14,16 @@ def _echo(msg: str) -> None:
     click.echo(msg, err=True)
 
 
-def _sections():
-    """The option sections of ``optimize``, each a config file section and its dataclass."""
-    from kernel_forge.gate.gate import GateOptions
-    from kernel_forge.search.loop import LoopConfig
-    from kernel_forge.app.run_setup import ProposerConfig
-
-    return [("loop", LoopConfig), ("proposer", ProposerConfig), ("gate", GateOptions)]
-
-
-#: the option names of earlier releases (and the README): claimed first, so that a field added to
-#: another section never takes them; where they differ from the field names, they are kept as is
-PINNED = {
-    ("loop", "max_iterations"): ("--max-iterations",),
-    ("loop", "candidates"): ("--candidates",),
-    ("loop", "budget_usd"): ("--budget-usd",),
-    ("loop", "max_tokens"): ("--max-tokens",),
-    ("loop", "time_limit_s"): ("--time-limit",),
-    ("loop", "patience"): ("--patience",),
-    ("loop", "target_speedup"): ("--target-speedup",),
-    ("loop", "tune_budget"): ("--tune-budget",),
-    ("loop", "hints"): ("--hints",),
-    ("loop", "seed"): ("--loop-seed",),               # --seed is the gate's (input draws), as in eval
-    ("gate", "warmup"): ("--warmup",),
-    ("gate", "reps"): ("--reps",),
-    ("gate", "seed"): ("--seed",),
-    ("gate", "launch_timeout_s"): ("--timeout",),
-    ("gate", "flush_l2"): ("--flush/--no-flush",),
-    ("gate", "arch"): ("--arch",),
-    ("gate", "sanitize"): ("--sanitize/--no-sanitize",),
-    ("gate", "fresh_seeds"): ("--fresh-seed",),
-    ("gate", "device"): ("--cuda-device",),            # --device is left for a device description
-    ("proposer", "models"): ("--model",),
-    ("proposer", "base_url"): ("--base-url",),
-    ("proposer", "ensemble"): ("--ensemble",),
-    ("proposer", "replay"): ("--replay",),
-    ("proposer", "max_tokens"): ("--max-output-tokens",),   # --max-tokens is the loop's token budget
-    ("proposer", "max_tokens_cap"): ("--max-output-tokens-cap",),
-    ("proposer", "request_timeout_s"): ("--request-timeout",),
-}
 #: options of the command itself
 RESERVED = {"--config", "--resume", "--runs-dir", "--dry-run", "--device", "--quick", "--help", "-h"}
-#: ``--quick``: one input draw, no repeat-launch or post-timing checks (GateOptions.quick)
-QUICK = {"extra_draws": 0, "repeat_check": False, "check_after_timing": False}
 
 
 def optimize_options(sections=None):
     """The generated options of ``optimize`` (one per field of its sections' dataclasses)."""
     from kernel_forge.app.cli_options import build_options
+    from kernel_forge.config.sections import RUN_SECTIONS
 
-    return build_options(sections or _sections(), pinned=PINNED, reserved=RESERVED)
+    return build_options(sections or RUN_SECTIONS, reserved=RESERVED)
 
 
 def resolve_configs(ctx: click.Context, params: dict, cfg: dict, *, config_file: str | None = None,
@@ -72,8 +31,10 @@ def resolve_configs(ctx: click.Context, params: dict, cfg: dict, *, config_file:
     """Each section's dataclass: its defaults, then the --config file, then ``--quick``, then the
     values typed on the command line (which win)."""
     from kernel_forge.app.cli_options import given, layered
+    from kernel_forge.config.gate import QUICK
+    from kernel_forge.config.sections import RUN_SECTIONS
 
-    sections = sections or _sections()
+    sections = sections or RUN_SECTIONS
     typed = given(ctx, options or optimize_options(sections), params)
     presets = {"gate": QUICK} if quick else {}
     return {name: layered(cls, cfg.get(name, {}), presets.get(name, {}), typed.get(name, {}))
@@ -106,7 +67,8 @@ def _optimize_command(f):
 def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, device_file, **params):
     """Make MANIFEST's kernel faster: propose, gate, record, repeat. Evidence goes to runs/run-NNN/."""
     from kernel_forge.app.cli_options import given
-    from kernel_forge.app.run_setup import check_budget_prices, check_proposer, load_config_file, resume_run, start_run
+    from kernel_forge.app.run_setup import check_budget_prices, check_proposer, resume_run, start_run
+    from kernel_forge.config.file import load_config_file
 
     options = optimize_options()
     typed = given(ctx, options, params)          # checks every typed value, before anything runs
@@ -187,8 +149,9 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
 @gate_options
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True),
               help="Write the result and the claim's verdict as JSON to this file ('-' for stdout).")
+@click.pass_context
 @handle_errors
-def replay(request, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize, json_out):
+def replay(ctx, request, quick, json_out, **params):
     """Re-run a recorded best-case-NAME.json request (the best kernel on that case, same seeds)
     and say whether its recorded median still holds within the measured noise; exit 1 if not."""
     from kernel_forge.app.option_checks import check_output_path
@@ -196,7 +159,7 @@ def replay(request, warmup, reps, max_noise, no_flush, seed, quick, timeout, arc
 
     if json_out and json_out != "-":
         check_output_path(json_out, option="--json", kind="json", inputs=[request])
-    opts = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
+    opts = gate_options_from(ctx, params, quick)
     result, table = run_replay(request, opts, gate_factory=_real_gate)
     echo_result(result, table, json_out)
     if not result["ok"]:
@@ -235,16 +198,16 @@ def approve(run_path, approvals, copy_to, tolerance):
               help="Write a JUnit XML report here: a test case per approved kernel and case.")
 @click.option("--devices", default="", help="GPUs to spread the approved kernels over: 0,1 or all (default: GPU 0).")
 @gate_options
+@click.pass_context
 @handle_errors
-def gate_cmd(approvals, json_out, junit_out, devices, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize):
+def gate_cmd(ctx, approvals, json_out, junit_out, devices, quick, **params):
     """CI regression gate: re-run every approved kernel; exit 1 if one is wrong or slower."""
     from kernel_forge.app.option_checks import check_output_path
     for path, option, kind in ((json_out, "--json", "json"), (junit_out, "--junit", "junit")):
         if path:
             check_output_path(path, option=option, kind=kind, inputs=[approvals])
     try:
-        results = _gate_rows(approvals, devices, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch,
-                             sanitize)
+        results = _gate_rows(approvals, devices, gate_options_from(ctx, params, quick))
     except (Exception, KeyboardInterrupt) as exc:
         if junit_out:               # CI publishes the file either way: it says why the gate could not run
             from kernel_forge.app.cli_common import write_error_junit
@@ -263,10 +226,9 @@ def gate_cmd(approvals, json_out, junit_out, devices, warmup, reps, max_noise, n
         sys.exit(1)
 
 
-def _gate_rows(approvals, devices, warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize):
+def _gate_rows(approvals, devices, opts):
     from kernel_forge.app.regression import run_regression
 
-    opts = make_gate_options(warmup, reps, max_noise, no_flush, seed, quick, timeout, arch, sanitize)
     ids = None
     if devices:
         from kernel_forge.app.option_checks import check_devices

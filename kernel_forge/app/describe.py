@@ -36,11 +36,12 @@ import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Literal
 
 from kernel_forge import __version__
 from kernel_forge.common import writes
 from kernel_forge.common.errors import InputError, KForgeError, ManifestError
+from kernel_forge.config.describe import DescribeConfig
+from kernel_forge.config.sections import check_settings
 from kernel_forge.evidence.run_dir import atomic_write
 from kernel_forge.proposers.text import ProviderText, ReplayText, TextModel, record
 from kernel_forge.proposers.answer import fences
@@ -52,23 +53,6 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SPEC_KEYS = ("description", "signature", "args", "launch", "tolerance", "cost", "cases", "defaults",
              "nondeterministic", "hints")
 OURS = ("name", "reference", "initial", "baselines", "templates", "generated", "$schema")
-
-
-@dataclass
-class DescribeConfig:
-    """How ``kforge init --describe`` asks its model and checks the answers (every field is an option)."""
-
-    model: str | None = None           #: anthropic:MODEL or openai:MODEL that writes the task (key from ANTHROPIC_API_KEY / OPENAI_API_KEY)
-    base_url: str | None = None        #: the model's endpoint (http:// or https://): an OpenAI-compatible server, a gateway
-    replay: str | None = None          #: a folder of recorded answers (the NAME_describe folder of an earlier init) instead of a model
-    max_tokens: int | None = None      #: output tokens per answer, thinking included (default: the model's entry in the capability table)
-    budget_usd: float | None = None    #: most the model calls may cost; each is checked against its worst case before it is made
-    request_timeout_s: float = 300.0   #: seconds one model request may take (between chunks when streamed)
-    temperature: float | None = None   #: sampling temperature; sent only to models that take one (the capability table)
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None  #: OpenAI reasoning.effort / Anthropic output_config.effort (default: high, where the model takes an effort)
-    repairs: int = 1                   #: turns an unusable answer gets to be repaired, the reason quoted (0: none)
-    extra_shapes: int = 4              #: random shapes beside the task's cases on which the two witnesses must agree
-    initial: bool = False              #: also write the witness as the task's initial kernel NAME.cu (default: none; optimize translates the reference first)
 
 
 @dataclass
@@ -351,10 +335,6 @@ def make_model(cfg: DescribeConfig, description: str) -> TextModel:
         check_base_url(cfg.base_url)
         if not cfg.model:
             raise InputError("--base-url needs --model: the model the endpoint serves")
-    if cfg.max_tokens is not None and cfg.max_tokens < 1:
-        raise InputError(f"--max-output-tokens {cfg.max_tokens}: must be at least 1")
-    if cfg.budget_usd is not None and not cfg.budget_usd > 0:
-        raise InputError(f"--budget-usd {cfg.budget_usd:g}: must be above 0")
     if cfg.replay:
         return ReplayText(cfg.replay, description)
     if not cfg.model:
@@ -402,8 +382,7 @@ def describe_task(name: str, description: str, folder: str | Path = ".", cfg: De
     if existing and not force:
         raise InputError(f"{', '.join(map(str, existing))} already exist{'s' if len(existing) == 1 else ''}; "
                          "nothing was written", hint="pass --force to overwrite, or --dir for another folder")
-    if cfg.extra_shapes < 0 or cfg.repairs < 0:
-        raise InputError("--extra-shapes and --repairs cannot be negative")
+    check_settings(cfg)           # every value within its declared bounds, named by its option
     model = model or make_model(cfg, description)
     exchange = targets["exchange"]
     if exchange.exists() and force:

@@ -7,7 +7,8 @@ import time
 from kernel_forge.app import option_checks
 from kernel_forge.model.candidate import Candidate, load_candidate
 from kernel_forge.common.errors import InputError
-from kernel_forge.gate.gate import Gate, GateOptions
+from kernel_forge.config.gate import GateOptions
+from kernel_forge.gate.gate import Gate
 from kernel_forge.reports.evaluation_text import eval_json, eval_table
 from kernel_forge.model.task import load_task
 

@@ -86,6 +86,56 @@ def _plain(obj):
     return str(obj)
 
 
+#: the settings the tools take as named arguments, and the argument that names each in a message
+GATE_ARGUMENTS = {("gate", "warmup"): "warmup", ("gate", "reps"): "reps", ("gate", "seed"): "seed",
+                  ("gate", "launch_timeout_s"): "timeout", ("gate", "arch"): "arch"}
+OPTIMIZE_ARGUMENTS = {("loop", "max_iterations"): "max_iterations", ("loop", "candidates"): "candidates",
+                      ("loop", "time_limit_s"): "time_limit", ("loop", "tune_budget"): "tune_budget",
+                      ("loop", "budget_usd"): "budget_usd", ("loop", "patience"): "patience",
+                      ("loop", "hints"): "hints", ("proposer", "models"): "models",
+                      ("proposer", "base_url"): "base_url", ("proposer", "replay"): "replay"}
+#: how a value inside the ``settings`` argument is named: ``settings: $.gate.min_reps``
+SETTINGS = "settings"
+
+
+def where_of(arguments):
+    """Messages name a setting by its argument (``max_iterations``), else by its place in ``settings``."""
+    from kernel_forge.config.build import AsArguments, InFile
+
+    return AsArguments(arguments, InFile(SETTINGS))
+
+
+def sections_of(settings, allowed: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """The ``settings`` argument (sections as in a config file), each value checked."""
+    from kernel_forge.common.json_path import json_path
+    from kernel_forge.config.build import InFile
+    from kernel_forge.config.file import sections_from
+
+    if settings is None:
+        return {}
+    if not isinstance(settings, dict):
+        raise InputError(f"{SETTINGS}: expected an object like {{\"{allowed[0]}\": {{...}}}}, got {settings!r}")
+    for key in settings:
+        if key not in allowed:
+            raise InputError(f"{SETTINGS}: {json_path(key)}: unknown section (this tool takes {', '.join(allowed)})")
+    return sections_from(settings, InFile(SETTINGS))
+
+
+def settings_object(cls, named: dict[str, Any], arguments, given: dict[str, dict[str, Any]], *, quick: bool = False):
+    """``cls``'s defaults, then its section of ``given``, then ``--quick`` (the gate), then the named
+    arguments that were given; every value through the one validator."""
+    import dataclasses
+
+    from kernel_forge.config.build import build, section_of
+    from kernel_forge.config.gate import QUICK
+
+    section = section_of(cls)
+    base = dataclasses.replace(cls(), **{**given.get(section, {}), **(QUICK if quick and section == "gate" else {})})
+    values = {name: named[arg] for (s, name), arg in arguments.items()
+              if s == section and named.get(arg) is not None}
+    return build(cls, values, where_of(arguments), base=base)
+
+
 class Service:
     """The tools' work, as plain methods returning dicts (raising KForgeError on bad input)."""
 
@@ -100,14 +150,14 @@ class Service:
         self.on_new_run = lambda path: None  #: called with a new run's folder (the server lists it)
 
     # -- helpers ----------------------------------------------------------------------------
-    def _options(self, *, quick: bool, warmup: int, reps: int, seed: int, timeout: float, arch: str | None):
-        from kernel_forge.gate import preflight
+    def _options(self, named: dict[str, Any], settings, *, quick: bool = False):
+        """The GateOptions of eval_kernel and replay: the defaults, ``settings`` (its gate section),
+        ``quick``, then the named arguments; every value through the one validator."""
         from kernel_forge.app import option_checks
-        from kernel_forge.gate.gate import GateOptions
+        from kernel_forge.config.gate import GateOptions
 
-        kw = dict(warmup=warmup, reps=reps, seed=seed, launch_timeout_s=timeout, arch=arch)
-        opts = GateOptions.quick(**kw) if quick else GateOptions(**kw)
-        option_checks.check_settings(opts)
+        opts = settings_object(GateOptions, named, GATE_ARGUMENTS, sections_of(settings, ("gate",)), quick=quick)
+        option_checks.check_settings(opts, where_of(GATE_ARGUMENTS))
         return opts
 
     def _busy(self) -> str | None:
@@ -153,11 +203,10 @@ class Service:
                 "warnings": r.warnings}
 
     def eval_kernel(self, manifest: str, source: str | None = None, path: str | None = None, *,
-                    quick: bool = False, warmup: int = 10, reps: int = 100, seed: int = 0, timeout: float = 10.0,
-                    arch: str | None = None, holdout: bool = True, baselines: bool = True,
-                    initial: bool = True) -> dict:
+                    quick: bool = False, warmup: int | None = None, reps: int | None = None, seed: int | None = None,
+                    timeout: float | None = None, arch: str | None = None, holdout: bool = True,
+                    baselines: bool = True, initial: bool = True, settings: dict | None = None) -> dict:
         from kernel_forge.gate import preflight
-        from kernel_forge.app import option_checks
         from kernel_forge.model.candidate import load_candidate, parse_candidate
         from kernel_forge.gate.diagnosis import diagnose
         from kernel_forge.app.evaluate import run_eval
@@ -168,7 +217,8 @@ class Service:
         if source is not None and len(source) > MAX_SOURCE:
             raise InputError(f"source: {len(source)} characters, over the {MAX_SOURCE} a kernel file may have")
         self._refuse_while_running("eval_kernel")
-        opts = self._options(quick=quick, warmup=warmup, reps=reps, seed=seed, timeout=timeout, arch=arch)
+        opts = self._options(dict(warmup=warmup, reps=reps, seed=seed, timeout=timeout, arch=arch), settings,
+                             quick=quick)
         cand = parse_candidate(source, name="kernel.cu") if source is not None else load_candidate(path)
         try:
             result, _table = run_eval(manifest, None, opts, with_initial=initial, with_baselines=baselines,
@@ -208,31 +258,28 @@ class Service:
     def optimize(self, manifest: str, *, models: list[str] | None = None, base_url: str | None = None,
                  replay: str | None = None, max_iterations: int | None = None, candidates: int | None = None,
                  time_limit: float | None = None, tune_budget: int | None = None, budget_usd: float | None = None,
-                 patience: int | None = None, quick: bool = False, hints: str | None = None) -> dict:
-        from kernel_forge.gate import preflight
+                 patience: int | None = None, quick: bool = False, hints: str | None = None,
+                 settings: dict | None = None) -> dict:
         from kernel_forge.app import option_checks
-        from kernel_forge.gate.gate import GateOptions
-        from kernel_forge.search.loop import LoopConfig
-        from kernel_forge.app.run_setup import ProposerConfig, start_run
+        from kernel_forge.app.run_setup import start_run
+        from kernel_forge.config.gate import GateOptions
+        from kernel_forge.config.loop import LoopConfig
+        from kernel_forge.config.proposer import ProposerConfig
         from kernel_forge.model.task import load_task
 
-        params = dict(models=tuple(models or ()), base_url=base_url, max_iterations=max_iterations,
-                      candidates=candidates, time_limit=time_limit, tune_budget=tune_budget, budget_usd=budget_usd,
-                      patience=patience)
-        option_checks.check_optimize_params(params)
-        if replay and models:
+        named = dict(models=models, base_url=base_url, replay=replay, max_iterations=max_iterations,
+                     candidates=candidates, time_limit=time_limit, tune_budget=tune_budget, budget_usd=budget_usd,
+                     patience=patience, hints=hints)
+        given = sections_of(settings, ("loop", "gate", "proposer"))
+        loop, gate_opts, prop = (settings_object(cls, named, OPTIMIZE_ARGUMENTS, given, quick=quick)
+                                 for cls in (LoopConfig, GateOptions, ProposerConfig))
+        for obj in (loop, gate_opts, prop):
+            option_checks.check_settings(obj, where_of(OPTIMIZE_ARGUMENTS))
+        if prop.replay and prop.models:
             raise InputError("replay and models are exclusive: a run replays recorded proposals or asks models")
         busy = self._busy()
         if busy:
             raise InputError(f"an optimize run is already going in {busy}", hint="wait for it (run_status)")
-        loop = LoopConfig(**{k: v for k, v in dict(max_iterations=max_iterations, candidates=candidates,
-                                                   time_limit_s=time_limit, tune_budget=tune_budget,
-                                                   budget_usd=budget_usd, patience=patience,
-                                                   hints=hints).items() if v is not None})
-        gate_opts = GateOptions.quick() if quick else GateOptions()
-        prop = ProposerConfig(models=list(models or []), base_url=base_url, replay=replay)
-        for obj in (loop, gate_opts, prop):
-            option_checks.check_settings(obj)
         task = load_task(manifest)
         log: collections.deque = collections.deque(maxlen=200)
         gate = self.gate_factory(task, gate_opts)
@@ -303,12 +350,12 @@ class Service:
                 out["error"] = record["error"]
         return _plain(out)
 
-    def replay(self, request: str, *, warmup: int = 10, reps: int = 100, timeout: float = 10.0,
-               quick: bool = False) -> dict:
+    def replay(self, request: str, *, warmup: int | None = None, reps: int | None = None,
+               timeout: float | None = None, quick: bool = False, settings: dict | None = None) -> dict:
         from kernel_forge.app.replay_check import replay
 
         self._refuse_while_running("replay")
-        opts = self._options(quick=quick, warmup=warmup, reps=reps, seed=0, timeout=timeout, arch=None)
+        opts = self._options(dict(warmup=warmup, reps=reps, timeout=timeout), settings, quick=quick)
         result, _table = replay(request, opts, gate_factory=self.gate_factory)
         result["gate"] = self.gate_label
         return _plain(result)
@@ -399,25 +446,31 @@ def build_server(service: Service):
 
     @server.tool(structured_output=True)
     def eval_kernel(manifest: str, source: str | None = None, path: str | None = None, quick: bool = False,
-                    reps: int = 100, warmup: int = 10, seed: int = 0, timeout: float = 10.0,
-                    holdout: bool = True, baselines: bool = True, initial: bool = True) -> dict[str, Any]:
+                    reps: int | None = None, warmup: int | None = None, seed: int | None = None,
+                    timeout: float | None = None, holdout: bool = True, baselines: bool = True, initial: bool = True,
+                    settings: dict[str, Any] | None = None) -> dict[str, Any]:
         """Run one kernel (source text, or path of a .cu file) through the gate on every case of manifest:
         verdict and reason code, per-case median µs with its p20-p80 band, % of peak bandwidth/FLOP/s, the bound,
-        speedups vs the initial kernel and vendor baselines, and the compiler's resources (registers, spills)."""
+        speedups vs the initial kernel and vendor baselines, and the compiler's resources (registers, spills).
+        Unset numbers take kforge's defaults; settings: {"gate": {...}} holds any other gate setting, as in a
+        kforge optimize --config file."""
         return call(service.eval_kernel, manifest, source, path, quick=quick, reps=reps, warmup=warmup, seed=seed,
-                    timeout=timeout, holdout=holdout, baselines=baselines, initial=initial)
+                    timeout=timeout, holdout=holdout, baselines=baselines, initial=initial, settings=settings)
 
     @server.tool(structured_output=True)
     def optimize(manifest: str, models: list[str] | None = None, base_url: str | None = None,
                  replay: str | None = None, max_iterations: int | None = None, candidates: int | None = None,
                  time_limit: float | None = None, tune_budget: int | None = None, budget_usd: float | None = None,
-                 patience: int | None = None, quick: bool = False, hints: str | None = None) -> dict[str, Any]:
+                 patience: int | None = None, quick: bool = False, hints: str | None = None,
+                 settings: dict[str, Any] | None = None) -> dict[str, Any]:
         """Start `kforge optimize` on manifest in the background (no models: the built-in tuner; models like
         "anthropic:claude-sonnet-5-5" use the keys in the server's environment). Returns the run folder at once;
-        follow it with run_status."""
+        follow it with run_status. settings: {"loop": {...}, "gate": {...}, "proposer": {...}} holds any other
+        setting, as in a kforge optimize --config file (the named arguments win over it)."""
         return call(service.optimize, manifest, models=models, base_url=base_url, replay=replay,
                     max_iterations=max_iterations, candidates=candidates, time_limit=time_limit,
-                    tune_budget=tune_budget, budget_usd=budget_usd, patience=patience, quick=quick, hints=hints)
+                    tune_budget=tune_budget, budget_usd=budget_usd, patience=patience, quick=quick, hints=hints,
+                    settings=settings)
 
     @server.tool(structured_output=True)
     def run_status(run: str, wait_s: float = 0.0) -> dict[str, Any]:
@@ -426,10 +479,11 @@ def build_server(service: Service):
         return call(service.run_status, run, wait_s=wait_s)
 
     @server.tool(structured_output=True)
-    def replay(request: str, reps: int = 100, warmup: int = 10, quick: bool = False) -> dict[str, Any]:
+    def replay(request: str, reps: int | None = None, warmup: int | None = None, quick: bool = False,
+               settings: dict[str, Any] | None = None) -> dict[str, Any]:
         """Re-run a recorded best-case-NAME.json (the best kernel on that case, same seeds) and say whether its
-        recorded median holds within the measured noise band."""
-        return call(service.replay, request, reps=reps, warmup=warmup, quick=quick)
+        recorded median holds within the measured noise band. settings: {"gate": {...}}, as in a config file."""
+        return call(service.replay, request, reps=reps, warmup=warmup, quick=quick, settings=settings)
 
     def read(run: str, name: str) -> str:
         try:

@@ -1,162 +1,32 @@
-"""Checks of what a user typed or wrote, before anything runs: option values, a config file's
-types and ranges, the provider environment, the GPUs asked for and the output paths.  Every
-check raises an :class:`~kernel_forge.common.errors.InputError` that names the option, or the
-file and JSON path."""
+"""Checks of what a user typed or wrote that the settings declaration cannot say alone, before
+anything runs: the model specs and endpoint, the prices of a config file, the environment, the
+GPUs asked for, the kernels and the output paths.  (Types and bounds of every setting are the one
+validator's: :mod:`kernel_forge.config.build`.)  Every check raises an
+:class:`~kernel_forge.common.errors.InputError` that names the option, or the file and JSON path."""
 from __future__ import annotations
 
 import math
 import os
-import re
-import types
-import typing
-from dataclasses import fields
 from pathlib import Path
 from urllib.parse import urlparse
 
 from kernel_forge.common.errors import InputError
+from kernel_forge.common.json_path import json_path
+from kernel_forge.config.build import Where
+from kernel_forge.config.file import load_config_file
+from kernel_forge.config.gate import GateOptions, devices_syntax
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.config.sections import check_settings as config_check
 from kernel_forge.gate.preflight import check_kernel, check_sizes, compile_kernel
 from kernel_forge.model.candidate import Candidate
 from kernel_forge.model.limits import launch_limits
 from kernel_forge.model.task import Task
-
-def _positive(v) -> bool:
-    return v > 0
-
-
-def _at_least(n):
-    return lambda v: v >= n
-
-
-#: field -> (test, what it must be); None values mean "not set" and pass
-RULES: dict[str, tuple] = {
-    # LoopConfig
-    "max_iterations": (_at_least(1), "at least 1"),
-    "candidates": (_at_least(1), "at least 1"),
-    "search": (lambda v: v in ("greedy", "population", "anneal", "brute"), "greedy, population, anneal or brute"),
-    "roof_stop": (lambda v: 0 <= v <= 2, "in [0, 2] (a share of the roof; 0: never)"),
-    "tune_time_limit_s": (_at_least(0), "0 or more seconds (0: none)"),
-    "budget_usd": (_positive, "above 0"),
-    "max_tokens": (_at_least(1), "at least 1"),
-    "time_limit_s": (_positive, "above 0 seconds"),
-    "patience": (_at_least(1), "at least 1"),
-    "target_speedup": (_positive, "above 0"),
-    "tune_budget": (_at_least(1), "at least 1"),
-    "history_in_prompt": (_at_least(0), "0 or more"),
-    "failures_in_prompt": (_at_least(0), "0 or more"),
-    "crossover_every": (_at_least(0), "0 or more"),
-    "retime_rounds": (_at_least(1), "at least 1"),
-    "min_improvement": (lambda v: 0 <= v < 1, "in [0, 1)"),
-    # GateOptions
-    "warmup": (_at_least(0), "0 or more"),
-    "reps": (_at_least(1), "at least 1"),
-    "extra_draws": (_at_least(0), "0 or more"),
-    "launch_timeout_s": (_positive, "above 0 seconds"),
-    "timing_timeout_s": (_positive, "above 0 seconds"),
-    "device": (_at_least(0), "0 or more"),
-    "plausible_margin": (_at_least(1), "at least 1"),
-    "max_noise": (lambda v: 0 <= v <= 1, "in [0, 1] (a fraction of the median; 0: always --reps)"),
-    "arch": (lambda v: re.fullmatch(r"sm_\d+[af]?", v) is not None, "like sm_90"),
-    "compare": (lambda v: v in ("gpu", "cpu"), "gpu or cpu"),
-    "devices": (lambda v: devices_syntax(v) is not None, "GPU ordinals like 0,1 (each once) or all"),
-    # ProposerConfig
-    "temperature": (lambda v: 0 <= v <= 2, "in [0, 2]"),
-    "max_tokens_cap": (_at_least(1), "at least 1"),
-    "ensemble": (lambda v: v in ("round-robin", "parallel"), "round-robin or parallel"),
-}
-
-#: command-line spelling of the fields whose option name differs from the field's
-FLAGS = {"launch_timeout_s": "--timeout", "time_limit_s": "--time-limit", "models": "--model"}
-
-
-def devices_syntax(spec: str) -> list[int] | str | None:
-    """A ``--devices`` value read without a GPU: the ordinals, ``"all"``, ``[]`` for none given,
-    or None when it is not ordinals like ``0,1`` (each once) or ``all``."""
-    if not isinstance(spec, str):
-        return None
-    text = spec.strip().lower()
-    if text in ("", "all"):
-        return text or []
-    parts = [x.strip() for x in text.split(",")]
-    if not all(re.fullmatch(r"\d+", x) for x in parts):
-        return None
-    ids = [int(x) for x in parts]
-    return ids if len(set(ids)) == len(ids) else None
 
 
 def check_devices(spec: str, *, where: str = "--devices") -> None:
     """``--devices`` before the GPU probe: ordinals like ``0,1`` (each once) or ``all``."""
     if devices_syntax(spec) is None:
         raise InputError(f"{where} {spec!r}: give GPU ordinals like 0,1 (each once) or 'all'")
-
-
-def flag(name: str) -> str:
-    return FLAGS.get(name, "--" + name.replace("_", "-"))
-
-
-def _type_ok(value, hint) -> bool:
-    try:
-        return _type_matches(value, hint)
-    except TypeError:        # an annotation this checker does not know (Literal, a Protocol, ...)
-        return True
-
-
-def _type_matches(value, hint) -> bool:
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, h) for h in typing.get_args(hint))
-    if origin is typing.Literal:
-        return value in typing.get_args(hint)
-    if hint is type(None):
-        return value is None
-    if hint is typing.Any:
-        return True
-    if origin is not None:
-        if not isinstance(value, origin):
-            return False
-        args = typing.get_args(hint)
-        if origin in (list, tuple) and args and args[-1] is not Ellipsis:
-            return all(_type_ok(v, args[0]) for v in value)
-        return True
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if isinstance(hint, type):
-        return isinstance(value, hint)
-    return True
-
-
-def _type_name(hint) -> str:
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(h) for h in typing.get_args(hint))
-    if hint is type(None):
-        return "null"
-    names = {int: "a whole number", float: "a number", bool: "true or false", str: "text", list: "a list",
-             dict: "an object"}
-    return names.get(origin or hint, getattr(hint, "__name__", str(hint)))
-
-
-def check_value(name: str, value, hint=None, *, where: str) -> None:
-    """One setting: its type (when ``hint`` is given) and its range.  ``where`` names it in
-    the message (an option like ``--reps 0`` or a file and JSON path).  A number must be finite."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InputError(f"{where}: must be a finite number, got {value!r}")
-    if hint is not None and not _type_ok(value, hint):
-        raise InputError(f"{where}: expected {_type_name(hint)}, got {value!r}")
-    if value is None or name not in RULES:
-        return
-    if isinstance(value, bool) and name != "ensemble":
-        raise InputError(f"{where}: expected a number, got {value!r}")
-    test, must = RULES[name]
-    try:
-        ok = test(value)
-    except TypeError:
-        ok = False
-    if not ok:
-        raise InputError(f"{where}: must be {must}")
 
 
 #: what the timing environment variables may be (the GPU worker reads them; a typo must not pass silently)
@@ -198,17 +68,16 @@ def check_provider_environment(models, base_url=None) -> None:
             check_base_url(value, where=var)
 
 
-def check_settings(obj, *, where: str = "") -> None:
-    """Every field of a settings dataclass (LoopConfig, GateOptions, ProposerConfig)."""
-    hints = typing.get_type_hints(type(obj))
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        label = f"{where}{f.name}" if where else f"{flag(f.name)} {value!r}"
-        check_value(f.name, value, hints.get(f.name), where=label)
-    if type(obj).__name__ == "ProposerConfig":
-        check_proposer(getattr(obj, "models", []), getattr(obj, "base_url", None), where=where)
-        check_provider_environment(getattr(obj, "models", []), getattr(obj, "base_url", None))
-    if type(obj).__name__ == "GateOptions":
+def check_settings(obj, where: Where | None = None) -> None:
+    """Every field of a settings dataclass (LoopConfig, GateOptions, ProposerConfig) within its
+    declared bounds (named as ``where`` says; default: by its command-line option), and what the
+    declaration cannot say: the provider environment for a ProposerConfig, the timing environment
+    for a GateOptions."""
+    config_check(obj, where)
+    if isinstance(obj, ProposerConfig):
+        check_proposer(obj.models, obj.base_url)
+        check_provider_environment(obj.models, obj.base_url)
+    if isinstance(obj, GateOptions):
         check_environment(timing=True)
 
 
@@ -235,61 +104,29 @@ def check_proposer(models, base_url, *, where: str = "") -> None:
                              hint="e.g. --model openai:qwen2.5-coder:32b --base-url http://localhost:8000/v1")
 
 
-def _settings_classes() -> dict[str, type]:
-    from kernel_forge.gate.gate import GateOptions
-    from kernel_forge.search.loop import LoopConfig
-    from kernel_forge.app.run_setup import ProposerConfig
+def check_prices(prices, *, file: str) -> None:
+    """A config file's ``proposer.prices``: a malformed price names the file and the entry."""
+    if prices is None:
+        return
+    from kernel_forge.proposers.pricing import PriceTable
 
-    return {"loop": LoopConfig, "gate": GateOptions, "proposer": ProposerConfig}
-
-
-def check_config(data: dict, *, file: str) -> None:
-    """The values of an ``optimize --config`` file: each of the right type and range."""
-    for section, cls in _settings_classes().items():
-        sub = data.get(section) or {}
-        if not isinstance(sub, dict):
-            raise InputError(f"{file}: $.{section} must be an object")
-        hints = typing.get_type_hints(cls)
-        for key, value in sub.items():
-            if key in hints:
-                check_value(key, value, hints[key], where=f"{file}: $.{section}.{key}")
-        if section == "proposer":
-            check_proposer(sub.get("models", []), sub.get("base_url"), where=f"{file}: $.proposer.")
-    for key in ("manifest", "runs_dir"):
-        if key in data and not isinstance(data[key], str):
-            raise InputError(f"{file}: $.{key}: expected text, got {data[key]!r}")
-    prices = (data.get("proposer") or {}).get("prices")
-    if prices is not None:
-        from kernel_forge.proposers.pricing import PriceTable
-        if not isinstance(prices, dict):
-            raise InputError(f"{file}: $.proposer.prices: expected an object {{\"provider:model\": {{\"input\": X, "
-                             f"\"output\": Y}}}}, got {prices!r}")
-        PriceTable(prices, where=f"{file}: $.proposer.prices")     # a malformed price names the file and entry
-
-
-#: the optimize command's option names -> the settings field they fill
-_ALIASES = {"timeout": "launch_timeout_s", "time_limit": "time_limit_s"}
+    if not isinstance(prices, dict):
+        raise InputError(f"{file}: {json_path('proposer', 'prices')}: expected an object {{\"provider:model\": {{\"input\": X, "
+                         f"\"output\": Y}}}}, got {prices!r}")
+    PriceTable(prices, where=f"{file}: {json_path('proposer', 'prices')}")     # a malformed price names the file and entry
 
 
 def check_optimize_params(params: dict) -> None:
-    """The optimize command's option values (``click.get_current_context().params``) and its
-    ``--config`` file, before anything touches the GPU.  Unknown names are ignored, so the
-    check survives new options."""
+    """What the optimize command's option values (``click.get_current_context().params``, each
+    already checked by the one validator) and its ``--config`` file cannot say alone, before
+    anything touches the GPU: the model specs and endpoint, the prices, the environment."""
     params = {name.split("__", 1)[-1]: value for name, value in params.items()}   # section__field -> field
-    for name, value in params.items():
-        if value is None or value == () or name in ("models", "base_url"):
-            continue
-        field_name = _ALIASES.get(name, name)
-        if field_name in RULES:
-            flag = FLAGS.get(field_name, f"--{name.replace('_', '-')}")
-            check_value(field_name, value, None, where=f"{flag} {value!r}")
     models = list(params.get("models") or ())
     config_file = params.get("config_file")
     cfg = {}
     if config_file:
-        from kernel_forge.app.run_setup import load_config_file
         cfg = load_config_file(config_file)
-        check_config(cfg, file=str(config_file))
+        check_prices((cfg.get("proposer") or {}).get("prices"), file=str(config_file))
     base_url = params.get("base_url")
     if base_url is not None:
         check_base_url(base_url)

@@ -2,53 +2,24 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict
 from pathlib import Path
-from typing import Literal
 from urllib.parse import urlsplit
 
 from kernel_forge import __version__
 from kernel_forge.common.errors import InputError, InternalError
-from kernel_forge.common.json_path import json_path
 from kernel_forge.evidence.run_dir import RunDir, environment_fingerprint
-from kernel_forge.gate.gate import Gate, GateOptions
-from kernel_forge.search.loop import LoopConfig, Optimizer
+from kernel_forge.config.build import InFile, build
+from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.config.sections import command_line
+from kernel_forge.gate.gate import Gate
+from kernel_forge.search.loop import Optimizer
 from kernel_forge.proposers.base import ProposalRequest, ProposalResult
 from kernel_forge.model.task import Task, load_task
-
-
-@dataclass
-class ProposerConfig:
-    """Where proposals come from, and how models are asked. No model and no replay: the built-in
-    tuner.  Every field is a ``kforge optimize`` option and a ``proposer`` config key."""
-
-    models: list[str] = field(default_factory=list)  #: anthropic:MODEL or openai:MODEL; repeat for an ensemble
-    base_url: str | None = None                      #: the models' endpoint (http:// or https://): vLLM, Ollama, llama.cpp, a gateway
-    ensemble: Literal["round-robin", "parallel"] = "round-robin"  #: several models: one per iteration in turn, or all every iteration
-    replay: str | None = None                        #: replay proposals: a folder of .cu files or a JSONL of recorded answers
-    prices: dict = field(default_factory=dict)       #: price overrides {"provider:model": {"input": $, "output": $, "cache_read": $, "cache_write": $}} per million tokens
-    max_tokens: int | None = None                    #: output tokens per model request, thinking included (default: the model's entry: room to think plus a kernel, 32000 within its maximum)
-    max_tokens_cap: int | None = None                #: most output tokens the one retry of a cut-off answer may ask for (default: the model's maximum)
-    temperature: float | None = None                 #: sampling temperature; sent only to models that take one (the capability table), dropped for the run if the model rejects it
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None  #: OpenAI reasoning.effort / Anthropic output_config.effort (default: high, where the model takes an effort); stepped down to the highest level the model takes
-    thinking_budget: int | None = None               #: Anthropic extended thinking budget_tokens (>= 1024, manual thinking); a model with adaptive thinking only gets adaptive thinking
-    thinking: Literal["adaptive", "disabled"] | None = None  #: Anthropic thinking mode (default: on where the model has it: adaptive, else a budget); disabled is refused by models that always think
-    request_timeout_s: float = 120.0                 #: seconds one model request may take; when streamed, the longest silence between chunks
-    timeout_retries: int = 2                         #: further attempts after a model request timed out
-    max_attempts: int = 5                            #: HTTP attempts per model request on transient failures (429, 5xx, dropped connections)
-    stream: bool = True                              #: stream model answers, so that a long answer cannot outlast the timeout
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None  #: OpenAI-compatible servers (Chat Completions): the field for the output limit (default: the server's entry, max_tokens)
-    prompt_cache: bool = True                        #: cache the shared prompt prefix (Anthropic cache_control breakpoints, OpenAI prompt_cache_key)
-    cache_ttl: Literal["auto", "short", "long"] = "auto"  #: prompt-cache lifetime of the run's part of the prompt: short (5 min / 30 min), long (1 h / 12 h), or auto (long once an iteration takes longer than the short one)
-    answer_format: Literal["fenced", "tool"] = "fenced"  #: how a model answers: the kernel in a fenced code block (or search/replace edits) and a small JSON part, or a submit_kernel tool call
-    server: Literal["auto", "vllm", "llama.cpp", "ollama", "sglang"] = "auto"  #: the OpenAI-compatible server behind --base-url, for its capability entry (auto: a generic one)
-
-    @property
-    def kind(self) -> str:
-        return "replay" if self.replay else ("models" if self.models else "tune")
 
 
 #: ProposerConfig fields that only one provider's proposers take
@@ -233,40 +204,16 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def load_config_file(path: str | Path) -> dict:
-    from kernel_forge.common.reads import read_json_file
-
-    p = Path(path)
-    data = read_json_file(p, "config")
-    if not isinstance(data, dict):
-        raise InputError(f"{p}: a config is a JSON object")
-    known = {"manifest", "runs_dir"} | {f"loop.{f.name}" for f in fields(LoopConfig)} | \
-            {f"gate.{f.name}" for f in fields(GateOptions)} | {f"proposer.{f.name}" for f in fields(ProposerConfig)}
-    for section in ("loop", "gate", "proposer"):
-        sub = data.get(section, {})
-        if not isinstance(sub, dict):
-            raise InputError(f"{p}: $.{section} must be an object")
-        for k in sub:
-            if f"{section}.{k}" not in known:
-                raise InputError(f"{p}: {json_path(section, k)}: unknown setting",
-                                 hint="known: " + ", ".join(sorted(x for x in known if x.startswith(section + "."))))
-    for k in data:
-        if k not in ("loop", "gate", "proposer", "manifest", "runs_dir", "$comment"):
-            raise InputError(f"{p}: {json_path(k)}: unknown section (loop, gate, proposer, manifest, runs_dir)")
-    from kernel_forge.app.cli_options import from_file   # types and bounds of every value, naming its JSON path
-    for section, cls in (("loop", LoopConfig), ("gate", GateOptions), ("proposer", ProposerConfig)):
-        data[section] = from_file(section, cls, data.get(section, {}), str(p))
-    for k in ("manifest", "runs_dir"):
-        if k in data and not isinstance(data[k], str):
-            raise InputError(f"{p}: $.{k}: expected a string (a path), got {data[k]!r}")
-    return data
-
-
-def _build(cls, values: dict, where: str):
-    try:
-        return cls(**values)
-    except TypeError as exc:
-        raise InputError(f"{where}: {exc}") from None
+def _settings(run: RunDir, overrides: dict | None):
+    """(LoopConfig, GateOptions, ProposerConfig) of a recorded run: its run.json's sections through
+    the one validator (a hand-edited bad value is named by run.json's JSON path, in the words a
+    command line or config file gets), then the run's loop ``overrides`` (already checked)."""
+    meta = run.read_json("run.json", check=False)
+    if not isinstance(meta, dict) or not all(isinstance(meta.get(s), dict) for s in ("loop", "gate", "proposer")):
+        run.read_json("run.json")                # the schema names what is missing or not an object
+    where = InFile(str(run.path / "run.json"))
+    loop = build(LoopConfig, overrides or {}, command_line(), base=build(LoopConfig, meta["loop"], where))
+    return loop, build(GateOptions, meta["gate"], where), build(ProposerConfig, meta["proposer"], where)
 
 
 def make_gate(task: Task, gate_opts: GateOptions):
@@ -327,20 +274,19 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
 
 
 def _recorded_run(path: str | Path, overrides: dict | None):
-    """(RunDir, run.json, task, loop config) of a recorded run whose task has not changed since."""
+    """(RunDir, run.json, task, its settings) of a recorded run whose task has not changed since."""
     run = RunDir.open(path)
+    loop, gate_opts, prop = _settings(run, overrides)
     meta = run.read_json("run.json")
     task = load_task(meta["manifest"])
     if task.hash() != meta["hashes"]["task"]:
         raise InputError(f"{meta['manifest']} or its reference changed since {run.path.name} started; "
                          "a run cannot go on against a different task", hint="start a new run instead")
-    return run, meta, task, _build(LoopConfig, {**meta["loop"], **(overrides or {})}, "run.json $.loop")
+    return run, meta, task, (loop, gate_opts, prop)
 
 
 def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None = None, *, gate=None) -> Optimizer:
-    run, meta, task, loop = _recorded_run(path, overrides)
-    gate_opts = _build(GateOptions, meta["gate"], "run.json $.gate")
-    prop = _build(ProposerConfig, meta["proposer"], "run.json $.proposer")
+    run, meta, task, (loop, gate_opts, prop) = _recorded_run(path, overrides)
     check_budget_prices(prop, loop.budget_usd)
     hist = run.read_json("history.json", {}) or {}
     proposer = make_proposer(prop, task, hist.get("attempts", []),
@@ -371,7 +317,7 @@ def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[
     from kernel_forge.gate.recorded import RecordedGate
     from kernel_forge.search.retrieval import Retrieved
 
-    run, _meta, task, loop = _recorded_run(path, overrides)
+    run, _meta, task, (loop, _gate, _prop) = _recorded_run(path, overrides)
     opt = Optimizer(task, RecordedGate.from_run(run.path), _PromptOnly(), run, loop,
                     retrieved=Retrieved.from_json(run.read_json("retrieval.json")))
     if not opt.load_recorded() or opt.best is None:

@@ -17,12 +17,13 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from kernel_forge.common import static_rules
+from kernel_forge.config.gate import GateOptions
 from kernel_forge.model.candidate import Candidate
 from kernel_forge.common.child_process import stop_child
 from kernel_forge.gate.checks import Finding, LoadContext, RunContext, before_launch, failure_finding, judge, outputs_of
@@ -36,49 +37,6 @@ from kernel_forge.model.task import Case, Task
 from kernel_forge.model.verdict import CaseResult, Evaluation
 from kernel_forge.model.tolerance import compare
 from kernel_forge.model.worker_protocol import CALIBRATE, ERROR, EXIT, EXPECTED, FATAL, FIRST, LOAD, NEED, OK, PROGRESS, RUN, SAMPLE, Expected, Failure, KernelSpec, Load, ModuleFacts, Observation, Ready, ResolvedLaunch, Run, RunPlan, Sample, resolve_launch
-
-
-@dataclass
-class GateOptions:
-    """How strictly and how long the gate checks. The CLI and the loop fill this in."""
-
-    warmup: int = 10                 #: most untimed launches before timing each performance case
-    reps: int = 100                  #: most timed launches per performance case (every sample kept)
-    flush_l2: bool = True            #: flush the L2 before each timed launch (outside the window)
-    seed: int = 0                    #: seed of the first input draw of every case
-    extra_draws: int = 1             #: further draws with fresh seeds per case (catches memoisation)
-    repeat_check: bool = True        #: launch twice on the same inputs; outputs must agree
-    check_after_timing: bool = True  #: re-verify the outputs left by the timed launches
-    plausibility: bool = True        #: flag times faster than the GPU's bandwidth/FLOP rate allow
-    fail_fast: bool = False          #: stop at the first failing case
-    launch_timeout_s: float = 10.0   #: wall time allowed for one checked launch
-    timing_timeout_s: float = 120.0  #: wall time allowed for the timed launches of one case
-    arch: str | None = None          #: compile for this arch instead of the GPU's
-    device: int = 0                  #: CUDA device ordinal
-    sanitize: bool = False           #: run compute-sanitizer before accepting (see sanitizer.py)
-    plausible_margin: float = 1.25   #: allowed excess over measured bandwidth before "implausible"
-    fresh_seeds: list[int] = field(default_factory=list)  #: seeds of the extra draws (chosen if empty)
-    timing_budget_s: float = 0.25    #: GPU time the timed launches of a case may take: reps = budget / launch time, within [min_reps, reps]
-    min_reps: int = 10               #: fewest timed launches per performance case
-    max_noise: float = 0.005         #: stop a case's timed launches once the median's 95 % confidence half-width is within this fraction of it, checked after min_reps, 2*min_reps, 4*min_reps... (0: always reps)
-    warmup_budget_s: float = 0.025   #: GPU time the warm-up launches may take, within [min_warmup, warmup]
-    min_warmup: int = 2              #: fewest untimed launches before timing
-    compare: str = "gpu"             #: where outputs are compared: "gpu" (summaries and a sampled re-check) or "cpu" (all values sent back)
-    sample_size: int = 64            #: elements of every compared output re-checked here after each run
-    resident_bytes: int = 0          #: GPU memory the worker keeps inputs and expected outputs in (0: a quarter of the free memory, at most 16 GiB)
-    compile_threads: int = 2         #: NVRTC compiles running ahead of the gate (Gate.precompile)
-    devices: str = ""                #: GPUs that gate an iteration's candidates in parallel: "0,1" or "all" (default: --cuda-device alone)
-
-    @property
-    def strict(self) -> bool:
-        return self.extra_draws > 0 and self.repeat_check and self.check_after_timing
-
-    @classmethod
-    def quick(cls, **kw) -> "GateOptions":
-        """One draw, no repeat or post-timing checks: the plain harness of step 1."""
-        base = dict(extra_draws=0, repeat_check=False, check_after_timing=False)
-        base.update(kw)
-        return cls(**base)
 
 
 _START_LOCK = threading.Lock()
@@ -561,9 +519,7 @@ class Gate:
     def _plan(self, case: Case, seed: int, launch: ResolvedLaunch | None, timed: bool) -> RunPlan:
         o = self.options
         return RunPlan(case=case.name, seed=seed, launch=launch, check=True, repeat=o.repeat_check, time=timed,
-                       warmup=o.warmup, reps=o.reps, min_warmup=o.min_warmup, min_reps=o.min_reps, max_noise=o.max_noise,
-                       timing_budget_s=o.timing_budget_s, warmup_budget_s=o.warmup_budget_s,
-                       extra_warmup=self._rng.randrange(4), flush=o.flush_l2, after_timing=o.check_after_timing,
+                       timing=o.timing, extra_warmup=self._rng.randrange(4), after_timing=o.check_after_timing,
                        snap_fraction=self._rng.random(), compare=o.compare, keep=o.compare == "gpu")
 
     def _run_case(self, spec: KernelSpec, case: Case, timed: bool, res: CaseResult,

@@ -3,7 +3,7 @@
 A mistake that can be seen without a GPU must never cost a GPU probe, a worker start or a run
 folder: a kernel's static rules, entry point, signature and launch, an NVRTC compile where the
 arch is known, and whether each case's buffers fit the GPU and the host.  (Option values are
-checked in :mod:`kernel_forge.app.option_checks`.)  Every check raises an
+checked by the settings' one validator, :mod:`kernel_forge.config.build`.)  Every check raises an
 :class:`~kernel_forge.common.errors.InputError` (or a subclass) that names the option, the file and
 JSON path, or the kernel line.
 """

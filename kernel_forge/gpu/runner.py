@@ -709,7 +709,7 @@ class CaseRunner:
         stream = self.stream
         plan, obs, launch, bufs, stages = run.plan, run.obs, run.launch, run.bufs, run.stages
         out_arrays, estimate, run_key, mask_key = run.out_arrays, run.estimate, run.run_key, run.mask_key
-        flush = self.flusher() if plan.flush else None
+        flush = self.flusher() if plan.timing.flush_l2 else None
         keep = plan.after_timing      # keep the last and one chosen timed launch's outputs for checks
         prep = functools.partial(self._before_launch, run)   # outputs poisoned before every timed launch, in every mode
 
@@ -747,7 +747,7 @@ class CaseRunner:
             marker = functools.partial(flusher.mark, stream)
         obs.timing = bench(launch, stream, warmup=warmup, reps=reps, flush=flush, prepare=prep,
                            after=(snap_at, take_snapshot) if keep else None, clock=self.clock,
-                           warm=warm, marker=marker, min_reps=plan.min_reps, max_noise=plan.max_noise)
+                           warm=warm, marker=marker, min_reps=plan.timing.min_reps, max_noise=plan.timing.max_noise)
         driver.synchronize("timed launches")
         obs.warmup, obs.reps = warmup, len(obs.timing.samples_us)
         if keep:

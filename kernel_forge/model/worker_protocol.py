@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kernel_forge.config.gate import TimingOptions
 from kernel_forge.model.candidate import Launch
 from kernel_forge.common.stats import Timing
 from kernel_forge.model.tolerance import OutputCheck
@@ -149,15 +150,8 @@ class RunPlan:
     check: bool = True                 #: a checked launch first (pure outputs poisoned)
     repeat: bool = True                #: a second checked launch on the same inputs
     time: bool = False                 #: timed launches after the checks
-    warmup: int = 10                   #: most untimed launches before timing
-    reps: int = 100                    #: most timed launches
-    min_warmup: int = 2                #: fewest untimed launches
-    min_reps: int = 10                 #: fewest timed launches
-    max_noise: float = 0.005           #: stop timing once the median's 95 % confidence half-width is within this fraction (0: always reps)
-    timing_budget_s: float = 0.25      #: GPU time the timed launches of one case may take
-    warmup_budget_s: float = 0.025     #: GPU time the warm-up launches may take
+    timing: TimingOptions = field(default_factory=TimingOptions)  #: how the timed launches are made: the gate's options, whole
     extra_warmup: int = 0              #: added to the warm-up count (so launches cannot be counted)
-    flush: bool = True                 #: flush the L2 before every timed launch; else warm it
     after_timing: bool = True          #: keep the last and one chosen timed launch's outputs for the checks (outputs are poisoned before every timed launch either way)
     snap_fraction: float = 0.5         #: which timed launch's outputs are kept: int(fraction * reps)
     compare: str = "gpu"               #: "gpu": compare on the GPU; "cpu": send the stage outputs instead; "none"
@@ -268,16 +262,17 @@ class Ready:
 def timing_counts(estimate_s: float, overhead_s: float, plan: RunPlan) -> tuple[int, int]:
     """``(warmup, reps)`` for a case whose launch takes about ``estimate_s`` of GPU time plus
     ``overhead_s`` (flush, resets) per timed launch: as many as the budgets allow, within
-    ``[min, max]``; ``plan.reps`` and ``plan.warmup`` are the maxima."""
+    ``[min, max]``; ``plan.timing.reps`` and ``plan.timing.warmup`` are the maxima."""
+    t = plan.timing
     per = max(float(estimate_s), 0.0) + max(float(overhead_s), 0.0)
     per = max(per, 1e-6)
-    reps = int(plan.timing_budget_s / per)
-    warm = int(plan.warmup_budget_s / per)
-    reps = max(min(plan.reps, max(reps, plan.min_reps)), 1)
-    warmup = max(min(plan.warmup, max(warm, plan.min_warmup)), 0)
+    reps = int(t.timing_budget_s / per)
+    warm = int(t.warmup_budget_s / per)
+    reps = max(min(t.reps, max(reps, t.min_reps)), 1)
+    warmup = max(min(t.warmup, max(warm, t.min_warmup)), 0)
     return warmup, reps
 
 
 def first_batch(reps: int, plan: RunPlan) -> int:
     """How many timed launches always run (``timing.bench`` may stop after them)."""
-    return reps if plan.max_noise <= 0 else max(1, min(reps, plan.min_reps))
+    return reps if plan.timing.max_noise <= 0 else max(1, min(reps, plan.timing.min_reps))

@@ -15,9 +15,9 @@ import random
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Literal
 
 from kernel_forge import __version__
+from kernel_forge.config.loop import LoopConfig
 from kernel_forge.search import feedback, reflection, spaces as search, selection, strategies, translation
 from kernel_forge.model.candidate import Candidate, Launch, parse_candidate
 from kernel_forge.gate.diagnosis import diagnose, direction_items
@@ -40,41 +40,6 @@ NOT_GATED = ("duplicate", "launch_conflict", "bad_candidate")
 HISTORY_EVERY_S = 1.0
 #: --max-iterations when it is not given, for models and replays (the tuner has none)
 DEFAULT_ITERATIONS = 7
-
-
-@dataclass
-class LoopConfig:
-    """Stop rules and search settings of ``kforge optimize`` (every field is a CLI option)."""
-
-    max_iterations: int | None = None  #: iterations, each asking for `candidates` proposals (default: 7 with a model or a replay; none for the built-in tuner, which its time limit, exhaustion and --roof-stop end)
-    candidates: int = 4                #: model proposals per iteration (the tuner proposes every template with settings left)
-    search: Literal["greedy", "population", "anneal", "brute"] = "population"  #: search strategy for parents, directions and tunable settings (see README: Search)
-    roof_stop: float = 0.9             #: stop once the best reaches this share of the roof that applies (measured bandwidth or compute peak) on every performance case (0: never)
-    budget_usd: float | None = None    #: most the model calls may cost (USD): each is checked before it is made against its worst case
-    max_tokens: int | None = None      #: stop when input+output tokens reach this
-    time_limit_s: float | None = None  #: stop after this much wall time
-    tune_time_limit_s: float = 180.0   #: the built-in tuner's time limit when --time-limit is not given (0: none)
-    patience: int | None = None        #: stop after this many iterations without improvement
-    target_speedup: float | None = None  #: stop once best is this much faster than the initial kernel
-    tune_budget: int = 24              #: most settings gated per tuned proposal per iteration (the tuner: per template, shared by promise)
-    refine: bool = True                #: spend a tuned proposal's budget in rounds, each picked from what the rounds before measured (greedy: one step of neighbours of the best setting)
-    history_in_prompt: int = 5         #: earlier correct kernels shown to the model (distinct, best excluded)
-    failures_in_prompt: int = 3        #: recent failures summarised in the prompt
-    crossover_every: int = 3           #: greedy: every Nth iteration offers two parents to combine; population: one proposal per iteration is a crossover (0: never)
-    retime_rounds: int = 2             #: interleaved re-measurement rounds before the best changes
-    min_improvement: float = 0.01      #: the least relative gain that can move the best
-    hints: str = ""                    #: extra text for the model
-    seed: int = 0                      #: seed of the loop's own choices (sampling, crossover)
-    fix_turns: int = 1                 #: turns a failed proposal gets to be fixed in its slot (0: none)
-    profile: bool = True               #: profile the best and each new best for the prompt (ncu where it works); a proposer that reads no prompt (the built-in tuner) gets one profile, of the final best
-    history_chars: int = 16000         #: most characters of earlier kernels' source in one prompt
-    archive: str | None = None         #: kernel archive file (default: the user's cache; "off": none)
-    archive_examples: int = 3          #: kernels of similar earlier tasks shown from the archive
-    archive_chars: int = 6000          #: most characters of archived source in one prompt
-    dispatch: bool = True              #: settings per shape: once a tuned proposal's settings are gated, also gate the simplest dispatch rule over them that keeps every performance case within noise of its own best (dispatch_fit.py)
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 class StopRun(Exception):

@@ -28,9 +28,10 @@ from kernel_forge.gate import preflight
 from kernel_forge.common import writes
 from kernel_forge.app.cli import cli
 from kernel_forge.app.cli_common import handle_errors
-from kernel_forge.gate.gate import GateOptions
-from kernel_forge.search.loop import LoopConfig
-from kernel_forge.app.run_setup import ProposerConfig, start_run
+from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.app.run_setup import start_run
 from kernel_forge.model.task import load_task
 
 from fakes import ScriptedGate, vector_add, write_proposals
@@ -500,7 +501,8 @@ DESCRIPTION = ("Leaky ReLU over n float32 values: y[i] = x[i] where x[i] > 0, el
 def _described(tmp, recorded: str) -> Path:
     """A task written from recorded answers, its CUDA witness stood in for by NumPy (no GPU here)."""
     from kernel_forge.app.crosscheck import OutputsWitness
-    from kernel_forge.app.describe import DescribeConfig, describe_task
+    from kernel_forge.config.describe import DescribeConfig
+    from kernel_forge.app.describe import describe_task
 
     def witness(task, cand, case, inputs):
         x = inputs.buffers["x"]
@@ -1181,7 +1183,7 @@ def test_a_manifest_with_a_byte_order_mark_loads(kforge, tmp_path):
 def test_optimize_checks_come_before_the_gpu_and_leave_no_run_folder(kforge, tmp_path):
     m = make_task(tmp_path / "task")
     r = kforge("optimize", m, "--max-iterations", "0", "--runs-dir", tmp_path / "runs")
-    assert r.exit_code == 2 and "--max-iterations (loop.max_iterations): must be >= 1, got 0" in r.stderr
+    assert r.exit_code == 2 and "--max-iterations 0: must be at least 1, got 0" in r.stderr
     assert not (tmp_path / "runs").exists()
 
 
@@ -1206,7 +1208,7 @@ def test_a_long_history_is_checked_to_its_records_fields(kforge, tmp_path):
 @pytest.mark.parametrize("value", [-0.01, 1.5])
 def test_a_noise_bound_outside_zero_to_one_is_refused_before_anything_runs(value):
     from kernel_forge.common.errors import InputError
-    from kernel_forge.gate.gate import GateOptions
+    from kernel_forge.config.gate import GateOptions
     from kernel_forge.app.option_checks import check_settings
 
     with pytest.raises(InputError) as err:
@@ -1252,10 +1254,117 @@ def test_the_table_holds_every_finding_of_issue_20():
     assert len(BAD) >= 110
 
 
+# ------------------------------------------------------------------------------ one validator, every entry point
+
+@dataclass
+class Same:
+    """A bad value, and the words every entry point says about it after naming its place."""
+
+    section: str
+    name: str
+    option: str          #: the command-line option
+    typed: str           #: as typed on the command line
+    shown: str           #: as the command line's message shows it (click has converted it)
+    value: object        #: as written in a JSON file or given to MCP
+    body: str
+
+
+SAME = [
+    Same("loop", "max_iterations", "--max-iterations", "-1", "-1", -1, "must be at least 1, got -1"),
+    Same("loop", "max_iterations", "--max-iterations", "0", "0", 0, "must be at least 1, got 0"),
+    Same("gate", "reps", "--reps", "0", "0", 0, "must be at least 1, got 0"),
+    Same("gate", "max_noise", "--max-noise", "2", "2.0", 2, "must be in [0, 1], got 2.0"),
+    Same("proposer", "temperature", "--temperature", "3", "3.0", 3, "must be in [0, 2], got 3.0"),
+    Same("loop", "roof_stop", "--roof-stop", "3", "3.0", 3, "must be in [0, 2], got 3.0"),
+]
+
+
+def _refused(r) -> str:
+    assert r.exit_code == 2, f"exit {r.exit_code}:\n{r.output}{r.stderr}"
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
+    return r.stderr
+
+
+@pytest.mark.parametrize("bad", SAME, ids=[f"{b.option} {b.typed}" for b in SAME])
+def test_a_bad_value_gets_the_same_words_from_every_entry_point(bad: Same, kforge, tmp_path, monkeypatch):
+    """optimize, its --config file, batch (its options and its batch.json), MCP (a named argument
+    and the settings argument), resume (a hand-edited run.json) and, for the gate's settings, eval:
+    each names the place as it spells it, then says the same words, and nothing is left on disk."""
+    from kernel_forge.app.mcp_server import Service
+    from kernel_forge.common.errors import InputError
+
+    monkeypatch.chdir(tmp_path)
+    m = make_task(tmp_path / "task")
+    runs = tmp_path / "runs"
+    typed = f"{bad.option} {bad.shown}: {bad.body}"
+    said = {}
+
+    said["optimize"] = _refused(kforge("optimize", m, bad.option, bad.typed, "--runs-dir", runs))
+    assert typed in said["optimize"]
+
+    cfg = tmp_path / "opt.json"
+    cfg.write_text(json.dumps({"manifest": str(m), bad.section: {bad.name: bad.value}}))
+    said["config"] = _refused(kforge("optimize", "--config", cfg, "--runs-dir", runs))
+    assert f"{cfg}: $.{bad.section}.{bad.name}: {bad.body}" in said["config"]
+
+    said["batch"] = _refused(kforge("batch", m, bad.option, bad.typed, "--runs-dir", runs))
+    assert typed in said["batch"]
+
+    record = tmp_path / "batch-001" / "batch.json"
+    record.parent.mkdir()
+    record.write_text(json.dumps({"batch": "batch-001", "tasks": [], "results": {}, "loop": {}, "gate": {},
+                                  "proposer": {}, bad.section: {bad.name: bad.value}}))
+    said["batch --resume"] = _refused(kforge("batch", "--resume", record.parent))
+    assert f"{record}: $.{bad.section}.{bad.name}: {bad.body}" in said["batch --resume"]
+
+    service = Service(runs, gate_factory=lambda task, options: pytest.fail("no gate may be made"))
+    with pytest.raises(InputError) as err:
+        service.optimize(str(m), settings={bad.section: {bad.name: bad.value}})
+    assert str(err.value) == f"settings: $.{bad.section}.{bad.name}: {bad.body}" and err.value.exit_code == 2
+    named = {"max_iterations": service.optimize, "reps": lambda m, **kw: service.eval_kernel(m, path=str(m), **kw)}
+    if bad.name in named:
+        with pytest.raises(InputError) as err:
+            named[bad.name](str(m), **{bad.name: bad.value})
+        assert str(err.value) == f"{bad.name}: {bad.body}"
+
+    run = finished_run(tmp_path / "done", m)
+    meta = json.loads((run / "run.json").read_text())
+    meta[bad.section][bad.name] = bad.value
+    (run / "run.json").write_text(json.dumps(meta))
+    before = snapshot(run)
+    said["resume"] = _refused(kforge("optimize", "--resume", run))
+    assert f"{run / 'run.json'}: $.{bad.section}.{bad.name}: {bad.body}" in said["resume"]
+    assert snapshot(run) == before
+    if bad.section == "loop":          # a stop rule given again on resume
+        meta[bad.section][bad.name] = LoopConfig().to_json()[bad.name]
+        (run / "run.json").write_text(json.dumps(meta))
+        assert typed in _refused(kforge("optimize", "--resume", run, bad.option, bad.typed))
+    if bad.section == "gate":
+        assert typed in _refused(kforge("eval", m, bad.option, bad.typed))
+
+    assert not runs.exists()
+    bodies = {where: text.rstrip("\n").rsplit(": must be", 1)[1] for where, text in said.items()}
+    assert set(bodies.values()) == {bad.body.removeprefix("must be")}, bodies
+
+
+def test_batch_takes_every_optimize_option_and_refuses_the_same_values(kforge, tmp_path):
+    """Batch's options are generated from the same declaration as optimize's: --max-iterations -1
+    is a bad input (exit 2) before anything runs, as in optimize, not an environment error."""
+    from kernel_forge.app.cli_batch import batch_options
+    from kernel_forge.app.cli_run import optimize_options
+
+    assert {o.decls for o in batch_options()} == {o.decls for o in optimize_options()}
+    m = make_task(tmp_path / "task")
+    said = [_refused(kforge(cmd, m, "--max-iterations", "-1", "--runs-dir", tmp_path / "runs")) for cmd in
+            ("optimize", "batch")]
+    assert said[0] == said[1] == "kforge: error: --max-iterations -1: must be at least 1, got -1\n"
+    assert not (tmp_path / "runs").exists()
+
+
 def test_budget_usd_minus_one_and_zero_are_refused_in_the_same_words(kforge, tmp_path):
     m = make_task(tmp_path / "task")
     said = [kforge("optimize", m, "--budget-usd", v, "--runs-dir", tmp_path / "runs").stderr for v in ("-1", "0")]
-    assert [s.split(", got")[0] for s in said] == ["kforge: error: --budget-usd (loop.budget_usd): must be > 0"] * 2
+    assert said == [f"kforge: error: --budget-usd {v}: must be > 0, got {v}\n" for v in ("-1.0", "0.0")]
 
 
 def test_a_failed_batch_leaves_no_batch_folder(kforge, tmp_path):

@@ -307,3 +307,15 @@ def test_validate_checks_the_templates_signature(run, broken_manifest, tmp_path)
     r = run("validate", str(broken_manifest))
     assert r.exit_code == 2
     assert "$.templates[0]" in r.stderr and "parameter 4 (n)" in r.stderr
+
+
+def test_the_cli_and_the_settings_import_neither_numpy_the_gate_nor_the_loop():
+    """`kforge --help` builds every command's options from the settings declaration, so the
+    command modules and the declaration must stay light: start-up pays for what they import."""
+    heavy = {"numpy", "kernel_forge.gate.gate", "kernel_forge.search.loop"}
+    code = ("import sys, kernel_forge.app.cli, kernel_forge.config.sections, kernel_forge.config.file, "
+            "kernel_forge.config.schema; print(sorted(%r & set(sys.modules)))" % heavy)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]", f"imported at start-up: {p.stdout.strip()}"

@@ -1,5 +1,5 @@
 """``kforge optimize`` options generated from LoopConfig, ProposerConfig and GateOptions: names,
-help from ``#:`` comments, command line over --config over defaults, and bad values refused
+help from the declaration, command line over --config over defaults, and bad values refused
 before anything runs (no GPU, no network)."""
 from __future__ import annotations
 
@@ -15,11 +15,14 @@ from click.testing import CliRunner
 from kernel_forge.app.cli import cli
 from kernel_forge.app.cli_common import handle_errors
 from kernel_forge.app.cli_run import optimize_options, resolve_configs
-from kernel_forge.app.cli_options import apply_options, check_value, field_docs
+from kernel_forge.app.cli_options import apply_options
+from kernel_forge.config.build import OnCommandLine, check_value
+from kernel_forge.config.setting import Spec, fields_of, setting
 from kernel_forge.common.errors import InputError
-from kernel_forge.gate.gate import GateOptions
-from kernel_forge.search.loop import LoopConfig
-from kernel_forge.app.run_setup import ProposerConfig, load_config_file
+from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.config.file import load_config_file
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = str(ROOT / "manifests" / "vector_add.json")
@@ -30,10 +33,9 @@ SECTIONS = [("loop", LoopConfig), ("proposer", ProposerConfig), ("gate", GateOpt
 class LoopPlus(LoopConfig):
     """LoopConfig as another engineer might extend it."""
 
-    #: how many widgets to frob per iteration
-    widgets: int = 3
-    chatty: bool = False        #: say more about each attempt
-    settle_s: float = 1.5       #: seconds to settle
+    widgets: int = setting(3, min=1, help="how many widgets to frob per iteration")
+    chatty: bool = setting(False, help="say more about each attempt")
+    settle_s: float = setting(1.5, above=0, help="seconds to settle")
 
 
 def probe(sections=SECTIONS):
@@ -81,10 +83,11 @@ def test_every_field_that_a_command_line_can_carry_is_an_option():
     assert len(flags) == len(set(flags))                     # no two fields share a name
 
 
-def test_help_is_the_fields_comment():
+def test_help_is_the_declared_help():
     by = {(o.section, o.name): o for o in optimize_options()}
     assert by[("loop", "patience")].help.startswith("stop after this many iterations without improvement")
-    assert by[("gate", "warmup")].help.startswith(field_docs(GateOptions)["warmup"])
+    warmup = next(f for f in fields_of(GateOptions) if f.name == "warmup")
+    assert by[("gate", "warmup")].help == f"{warmup.spec.help} [default: 10]"
     assert by[("proposer", "thinking_budget")].help.startswith("Anthropic extended thinking budget_tokens")
     assert "[default: 120.0]" in by[("proposer", "request_timeout_s")].help
     assert "the model's entry" in by[("proposer", "max_tokens")].help     # no fixed default: the capability table
@@ -121,12 +124,14 @@ def test_a_field_added_to_a_dataclass_appears_as_an_option():
     assert (conf["loop"]["widgets"], conf["loop"]["chatty"], conf["loop"]["settle_s"]) == (5, True, 0.5)
     r = CliRunner().invoke(probe(sections), ["--help"])
     assert "--widgets INTEGER" in r.output and "how many widgets to frob" in r.output
+    r, _ = run_probe("--widgets", 0, sections=sections)           # its declared bound, checked
+    assert r.exit_code == 2 and "--widgets 0: must be at least 1, got 0" in r.stderr
 
 
 def test_a_clashing_new_field_gets_its_sections_name():
     @dataclass
     class LoopArch(LoopConfig):
-        arch: str = "auto"       #: which search architecture
+        arch: str = setting("auto", help="which search architecture")
 
     opts = optimize_options([("loop", LoopArch), ("proposer", ProposerConfig), ("gate", GateOptions)])
     names = {(o.section, o.name): o.decls for o in opts}
@@ -163,17 +168,17 @@ def test_defaults_without_anything_are_the_dataclass_defaults():
 
 @pytest.mark.parametrize("section, values, expected", [
     ("loop", {"max_iterations": "seven"}, "$.loop.max_iterations: expected an integer, got 'seven'"),
-    ("loop", {"candidates": 0}, "$.loop.candidates: must be >= 1, got 0"),
-    ("loop", {"crossover_every": -1}, "$.loop.crossover_every: must be >= 0, got -1"),
+    ("loop", {"candidates": 0}, "$.loop.candidates: must be at least 1, got 0"),
+    ("loop", {"crossover_every": -1}, "$.loop.crossover_every: must be at least 0, got -1"),
     ("loop", {"refine": "yes"}, "$.loop.refine: expected true or false"),
     ("gate", {"launch_timeout_s": "fast"}, "$.gate.launch_timeout_s: expected a number"),
     ("proposer", {"models": "openai:gpt-5"}, "$.proposer.models: expected a list"),
     ("proposer", {"models": ["gpt-5"]}, "$.proposer.models[0]"),
     ("proposer", {"ensemble": "random"}, "$.proposer.ensemble: must be one of 'round-robin', 'parallel'"),
-    ("proposer", {"max_tokens": 0}, "$.proposer.max_tokens: must be >= 1, got 0"),
+    ("proposer", {"max_tokens": 0}, "$.proposer.max_tokens: must be at least 1, got 0"),
     ("proposer", {"stream": None}, "$.proposer.stream: a value is required"),
     ("proposer", {"answer_format": "xml"}, "$.proposer.answer_format: must be one of 'fenced', 'tool'"),
-    ("proposer", {"thinking_budget": 100}, "$.proposer.thinking_budget: must be >= 1024, got 100"),
+    ("proposer", {"thinking_budget": 100}, "$.proposer.thinking_budget: must be at least 1024, got 100"),
 ])
 def test_bad_config_values_name_their_json_path(tmp_path, section, values, expected):
     p = tmp_path / "cfg.json"
@@ -184,15 +189,15 @@ def test_bad_config_values_name_their_json_path(tmp_path, section, values, expec
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["--candidates", "-1"], "--candidates (loop.candidates): must be >= 1, got -1"),
-    (["--patience", "0"], "--patience (loop.patience): must be >= 1"),
-    (["--budget-usd", "-2"], "--budget-usd (loop.budget_usd): must be > 0"),
-    (["--request-timeout", "0", "--model", "openai:gpt-5"], "--request-timeout (proposer.request_timeout_s): must be > 0"),
-    (["--model", "gpt-5"], "--model (proposer.models)[0]"),
+    (["--candidates", "-1"], "--candidates -1: must be at least 1, got -1"),
+    (["--patience", "0"], "--patience 0: must be at least 1"),
+    (["--budget-usd", "-2"], "--budget-usd -2.0: must be > 0"),
+    (["--request-timeout", "0", "--model", "openai:gpt-5"], "--request-timeout 0.0: must be > 0"),
+    (["--model", "gpt-5"], "--model 'gpt-5': must be anthropic:MODEL or openai:MODEL"),
     (["--base-url", "ftp://host/v1", "--model", "openai:m"], "is not an http:// or https:// URL"),
     (["--base-url", "localhost:8000", "--model", "openai:m"], "is not an http:// or https:// URL"),
     (["--base-url", "http://localhost:8000/v1"], "--base-url (proposer.base_url) needs --model"),
-    (["--thinking-budget", "512", "--model", "anthropic:claude-sonnet-4-5"], "must be >= 1024"),
+    (["--thinking-budget", "512", "--model", "anthropic:claude-sonnet-4-5"], "must be at least 1024"),
     (["--thinking-budget", "2048", "--model", "openai:gpt-5"], "applies to anthropic:MODEL models only"),
     (["--reasoning-effort", "minimal", "--model", "anthropic:claude-sonnet-4-5"], "Anthropic models take low"),
     (["--max-output-tokens", "9000", "--max-output-tokens-cap", "4000", "--model", "openai:gpt-5"],
@@ -214,14 +219,19 @@ def test_resume_takes_only_loop_options(kforge, tmp_path):
 
 
 def test_check_value_units():
-    assert check_value((1, 2), list[int], "--x") == [1, 2]
-    assert check_value(3, float, "--x") == 3.0 and isinstance(check_value(3, float, "--x"), float)
-    assert check_value(None, int | None, "--x") is None
+    where = OnCommandLine({("s", "x"): "--x"})
+
+    def check(value, kind, spec=Spec()):
+        return check_value(value, kind, spec, where, "s", "x")
+
+    assert check((1, 2), list[int]) == [1, 2]
+    assert check(3, float) == 3.0 and isinstance(check(3, float), float)
+    assert check(None, int | None) is None
     for bad, kind in ((True, int), (float("nan"), float), (1.5, int), ("1", float)):
         with pytest.raises(InputError, match="--x"):
-            check_value(bad, kind, "--x")
+            check(bad, kind)
     with pytest.raises(InputError, match="must be > 0"):
-        check_value(0.0, float, "--x", {"exclusiveMinimum": 0})
+        check(0.0, float, Spec(above=0))
 
 
 def test_malformed_price_overrides_are_refused_naming_the_entry(kforge, tmp_path):

@@ -20,14 +20,16 @@ from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
 from kernel_forge.app.crosscheck import CaseCheck, OutputsWitness, check_outputs, extra_cases, run_crosscheck
-from kernel_forge.app.describe import MAX_DESCRIPTION, DescribeConfig, check_description, describe_task, fenced, screen_reference
+from kernel_forge.config.describe import DescribeConfig
+from kernel_forge.app.describe import MAX_DESCRIPTION, check_description, describe_task, fenced, screen_reference
 from kernel_forge.common.errors import EnvironmentProblem, InputError
 from kernel_forge.evidence.run_dir import schema
-from kernel_forge.gate.gate import GateOptions
+from kernel_forge.config.gate import GateOptions
 from kernel_forge.app.generated import accept, check_usable
 from kernel_forge.model.generated import review
-from kernel_forge.search.loop import LoopConfig
-from kernel_forge.app.run_setup import ProposerConfig, start_run
+from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.app.run_setup import start_run
 from kernel_forge.model.task import load_task
 from kernel_forge.app.validate import validate_manifest
 

@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
-from kernel_forge.app.describe import DescribeConfig, describe_task
+from kernel_forge.config.describe import DescribeConfig
+from kernel_forge.app.describe import describe_task
 from kernel_forge.evidence.run_dir import RunDir, validate_file
 
 pytestmark = pytest.mark.gpu

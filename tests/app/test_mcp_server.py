@@ -18,9 +18,10 @@ import anyio  # noqa: E402
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-from kernel_forge.gate.gate import GateOptions  # noqa: E402
-from kernel_forge.search.loop import LoopConfig  # noqa: E402
-from kernel_forge.app.run_setup import ProposerConfig, start_run  # noqa: E402
+from kernel_forge.config.gate import GateOptions  # noqa: E402
+from kernel_forge.config.loop import LoopConfig  # noqa: E402
+from kernel_forge.config.proposer import ProposerConfig  # noqa: E402
+from kernel_forge.app.run_setup import start_run  # noqa: E402
 from kernel_forge.model.task import load_task  # noqa: E402
 
 from fakes import ScriptedGate, vector_add, write_proposals  # noqa: E402
@@ -124,7 +125,7 @@ def test_eval_kernel_verdicts_times_peak_bound_and_resources(tmp_path):
     s = ok(cublas_r)
     assert (s["passed"], s["reason"]) == (False, "static_rule") and "kernel.cu:1:" in s["message"]
     assert "needs the kernel as source (text) or path" in error_text(neither)
-    assert "--reps 0: must be at least 1" in error_text(zero_reps)
+    assert "reps: must be at least 1, got 0" in error_text(zero_reps)
 
 
 def _recorded_run(tmp_path: Path) -> Path:
@@ -193,7 +194,7 @@ def test_optimize_runs_in_the_background_status_resources_and_replay(tmp_path):
     assert report.startswith(f"# kforge run {name}: vector_add")
     assert by_name["run"] == started["run"] and by_name["gated"] == status["gated"]
     assert replayed["passed"] is True and replayed["claim"]["holds"] is True and replayed["ok"] is True
-    assert "--max-iterations -1: must be at least 1" in error_text(refused)
+    assert "max_iterations: must be at least 1, got -1" in error_text(refused)
     assert sorted(p.name for p in runs.iterdir()) == [name]             # the refused run made no folder
     assert "not a kforge run folder" in error_text(not_a_run)
     assert "read" not in escaped and "'passwd' is not a run name like run-007" in escaped[1]

@@ -9,10 +9,11 @@ from pathlib import Path
 from fakes import ScriptedGate, vector_add, write_proposals
 
 from kernel_forge.evidence.run_dir import validate_file
-from kernel_forge.gate.gate import GateOptions
+from kernel_forge.config.gate import GateOptions
 from kernel_forge.gate.pool import GatePool
-from kernel_forge.search.loop import LoopConfig
-from kernel_forge.app.run_setup import ProposerConfig, start_run
+from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.app.run_setup import start_run
 from kernel_forge.model.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]

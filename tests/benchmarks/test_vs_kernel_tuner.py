@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from kernel_forge.model.candidate import parse_candidate
-from kernel_forge.gate.gate import Gate, GateOptions
+from kernel_forge.config.gate import GateOptions
+from kernel_forge.gate.gate import Gate
 from kernel_forge.model.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,10 +26,12 @@ sys.path.insert(0, str(ROOT))
 
 from kernel_forge.model.candidate import Candidate, load_candidate, parse_candidate  # noqa: E402
 from kernel_forge.evidence.run_dir import RunDir  # noqa: E402
-from kernel_forge.gate.gate import GateOptions  # noqa: E402
-from kernel_forge.search.loop import LoopConfig, Optimizer
+from kernel_forge.config.gate import GateOptions  # noqa: E402
+from kernel_forge.config.loop import LoopConfig
+from kernel_forge.search.loop import Optimizer
 from kernel_forge.search.attempt import Attempt  # noqa: E402
-from kernel_forge.app.run_setup import ProposerConfig, harness_hash  # noqa: E402
+from kernel_forge.config.proposer import ProposerConfig  # noqa: E402
+from kernel_forge.app.run_setup import harness_hash  # noqa: E402
 from kernel_forge.gate.recorded import RecordedGate  # noqa: E402
 from kernel_forge.gpu.device_description import load, shipped  # noqa: E402
 from kernel_forge.common.errors import CompileError  # noqa: E402

@@ -16,9 +16,11 @@ from kernel_forge.app.cli import cli
 from kernel_forge.model.dispatch import Rule
 from kernel_forge.common.errors import InputError
 from kernel_forge.evidence.run_dir import RunDir
-from kernel_forge.gate.gate import Gate, GateOptions
-from kernel_forge.search.loop import LoopConfig
-from kernel_forge.app.run_setup import ProposerConfig, start_run
+from kernel_forge.config.gate import GateOptions
+from kernel_forge.gate.gate import Gate
+from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.app.run_setup import start_run
 from kernel_forge.app.regression import approve_run, run_regression
 from kernel_forge.model.task import load_task
 from kernel_forge.model.verdict import CaseResult

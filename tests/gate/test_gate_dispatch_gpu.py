@@ -8,7 +8,8 @@ import pytest
 
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.model.dispatch import Branch, Rule
-from kernel_forge.gate.gate import Gate, GateOptions
+from kernel_forge.config.gate import GateOptions
+from kernel_forge.gate.gate import Gate
 from kernel_forge.model.task import load_task
 
 from conftest import ROOT

@@ -14,7 +14,8 @@ import pytest
 
 import kernel_forge.gate.gate as gate_mod
 from kernel_forge.model.candidate import parse_candidate
-from kernel_forge.gate.gate import Gate, GateOptions
+from kernel_forge.config.gate import GateOptions
+from kernel_forge.gate.gate import Gate
 from kernel_forge.model.inputs import generate
 from kernel_forge.common.stats import summarize
 from kernel_forge.model.task import load_task
@@ -105,8 +106,8 @@ class FakeWorker:
         if plan.repeat:
             obs.stages.append(StageObservation(REPEAT, dict(first.fingerprints), same_as=FIRST))
         if plan.time:
-            obs.timing = summarize([20.0 + 0.01 * i for i in range(plan.reps)])
-            obs.reps, obs.warmup = plan.reps, plan.warmup
+            obs.timing = summarize([20.0 + 0.01 * i for i in range(plan.timing.reps)])
+            obs.reps, obs.warmup = plan.timing.reps, plan.timing.warmup
             if plan.after_timing:
                 obs.stages.append(StageObservation(AFTER_TIMING, dict(first.fingerprints), same_as=FIRST))
                 obs.stages.append(StageObservation(mid_timing(3), dict(first.fingerprints), same_as=FIRST,

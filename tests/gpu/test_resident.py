@@ -22,7 +22,8 @@ import fake_gpu
 import kernel_forge.gate.gate as gate_mod
 import kernel_forge.gpu.runner as runner_mod
 from kernel_forge.model.candidate import parse_candidate
-from kernel_forge.gate.gate import Gate, GateOptions
+from kernel_forge.config.gate import GateOptions
+from kernel_forge.gate.gate import Gate
 from kernel_forge.gpu import mask as mask_mod
 from kernel_forge.gpu.resident import ALIGN, PAGE, Block, block_layout, case_layout
 from kernel_forge.model.inputs import generate

@@ -12,6 +12,7 @@ from kernel_forge.common.errors import KForgeError
 from kernel_forge.model.resources import case_resources, limits
 from kernel_forge.model.task import Tolerance
 from kernel_forge.model.tolerance import compare
+from kernel_forge.config.gate import TimingOptions
 from kernel_forge.model.worker_protocol import FIRST, KernelSpec, ModuleFacts, Observation, ResolvedLaunch, Run, RunPlan, StageObservation, resolve_launch, timing_counts
 
 
@@ -22,17 +23,17 @@ from kernel_forge.model.worker_protocol import FIRST, KernelSpec, ModuleFacts, O
     (1.0, 10, 2),          # slower than the budget: the minimum still runs
 ])
 def test_timing_counts_follow_the_budget_within_min_and_max(estimate_s, reps, warmup):
-    plan = RunPlan(case="c", seed=0, reps=100, warmup=10, min_reps=10, min_warmup=2,
-                   timing_budget_s=0.25, warmup_budget_s=0.025)
+    plan = RunPlan(case="c", seed=0, timing=TimingOptions(reps=100, warmup=10, min_reps=10, min_warmup=2,
+                                                          timing_budget_s=0.25, warmup_budget_s=0.025))
     assert timing_counts(estimate_s, 0.0, plan) == (warmup, reps)
 
 
 def test_timing_counts_never_exceed_the_asked_maximum():
-    plan = RunPlan(case="c", seed=0, reps=5, warmup=1, min_reps=10, min_warmup=2)
+    plan = RunPlan(case="c", seed=0, timing=TimingOptions(reps=5, warmup=1, min_reps=10, min_warmup=2))
     assert timing_counts(1e-6, 1e-6, plan) == (1, 5)
-    assert timing_counts(0.0, 0.0, RunPlan(case="c", seed=0, warmup=0)) == (0, 100)
+    assert timing_counts(0.0, 0.0, RunPlan(case="c", seed=0, timing=TimingOptions(warmup=0))) == (0, 100)
     # overhead (flush, resets) counts against the budget too
-    plan = RunPlan(case="c", seed=0, reps=1000, warmup=10, timing_budget_s=0.25)
+    plan = RunPlan(case="c", seed=0, timing=TimingOptions(reps=1000, warmup=10, timing_budget_s=0.25))
     assert timing_counts(50e-6, 200e-6, plan)[1] == 1000 and timing_counts(1e-3, 4e-3, plan)[1] == 50
 
 

@@ -175,7 +175,8 @@ def test_a_manifest_with_an_unknown_kind_is_refused_with_its_json_path(tmp_path)
 # -- the tuner and retrieval ---------------------------------------------------------------------------
 
 def test_the_tuner_searches_the_patterns_of_a_task_that_lists_no_templates():
-    from kernel_forge.app.run_setup import ProposerConfig, make_proposer
+    from kernel_forge.config.proposer import ProposerConfig
+    from kernel_forge.app.run_setup import make_proposer
 
     t = dataclasses.replace(task_of("softmax_rows"), templates=())
     prop = make_proposer(ProposerConfig(), t)
@@ -235,7 +236,8 @@ def test_the_dry_run_prompt_carries_the_pattern_of_the_task_s_kind():
 @pytest.mark.gpu
 @pytest.mark.parametrize("pat", PATTERNS, ids=IDS)
 def test_every_pattern_passes_the_strict_gate_with_holdout(pat):
-    from kernel_forge.gate.gate import Gate, GateOptions
+    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.gate.gate import Gate
 
     task = task_of(pat.task)
     gate = Gate(task, GateOptions())

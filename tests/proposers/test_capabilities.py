@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
-from kernel_forge.app.run_setup import ProposerConfig
+from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.proposers import capabilities
 from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.budget import Budget

@@ -1034,7 +1034,8 @@ def test_local_urls():
 # ------------------------------------------------------------------------- configuration, installation
 
 def test_make_proposer_passes_every_model_setting(loopback):
-    from kernel_forge.app.run_setup import ProposerConfig, make_proposer
+    from kernel_forge.config.proposer import ProposerConfig
+    from kernel_forge.app.run_setup import make_proposer
     from kernel_forge.proposers.budget import Budget
 
     cfg = ProposerConfig(models=["anthropic:claude-haiku-4-5", "openai:qwen-test"], base_url=loopback.url,
@@ -1058,7 +1059,8 @@ def test_make_proposer_passes_every_model_setting(loopback):
 
 
 def test_budget_with_an_unpriced_model_is_refused_unless_the_config_prices_it():
-    from kernel_forge.app.run_setup import ProposerConfig, check_budget_prices
+    from kernel_forge.config.proposer import ProposerConfig
+    from kernel_forge.app.run_setup import check_budget_prices
 
     cfg = ProposerConfig(models=["openai:gpt-5", "openai:llama-3.1-70b"], base_url="http://localhost:8000/v1")
     with pytest.raises(InputError) as info:

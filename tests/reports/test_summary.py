@@ -7,9 +7,10 @@ from pathlib import Path
 import jsonschema
 
 from kernel_forge.evidence.run_dir import RunDir, schema
-from kernel_forge.gate.gate import GateOptions
-from kernel_forge.search.loop import LoopConfig
-from kernel_forge.app.run_setup import ProposerConfig, start_run
+from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.app.run_setup import start_run
 from kernel_forge.gate.profiler import save_profile
 from kernel_forge.reports.run_report import write_report
 from kernel_forge.model.task import load_task

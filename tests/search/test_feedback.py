@@ -19,7 +19,8 @@ from kernel_forge.app.cli import cli
 from kernel_forge.gate.diagnosis import Diagnosis
 from kernel_forge.common.errors import InputError
 from kernel_forge.gate.gatelike import GateLike
-from kernel_forge.app.run_setup import ProposerConfig, resume_run
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.app.run_setup import resume_run
 from kernel_forge.proposers.base import Proposal, ProposalResult
 from kernel_forge.gate.recorded import RecordedGate
 from kernel_forge.model.task import load_task
@@ -562,8 +563,8 @@ def test_gpu_replay_profiles_the_best_and_each_new_best(tmp_path, name, template
     """The real gate's profile of the initial best and of each new best lands in profiles/ (or says
     why not), and the seconds it took are in the history's state."""
     from kernel_forge.model.candidate import load_candidate
-    from kernel_forge.gate.gate import GateOptions
-    from kernel_forge.search.loop import LoopConfig
+    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.loop import LoopConfig
     from kernel_forge.app.run_setup import start_run
 
     root = Path(MANIFEST).parents[1]

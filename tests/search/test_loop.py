@@ -22,9 +22,11 @@ from click.testing import CliRunner
 from kernel_forge.app.cli import cli
 from kernel_forge.common.errors import InputError
 from kernel_forge.evidence.run_dir import RunDir, schema, validate_file
-from kernel_forge.gate.gate import GateOptions
-from kernel_forge.search.loop import LoopConfig
-from kernel_forge.app.run_setup import EnsembleProposer, ProposerConfig, load_config_file, resume_run, start_run
+from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.config.file import load_config_file
+from kernel_forge.app.run_setup import EnsembleProposer, resume_run, start_run
 from kernel_forge.proposers.models import make_model_proposer
 from kernel_forge.proposers.pricing import cost
 from kernel_forge.proposers.replay import ReplayProposer

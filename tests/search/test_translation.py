@@ -13,10 +13,11 @@ from click.testing import CliRunner
 from kernel_forge.app.cli import cli
 from kernel_forge.common.errors import InputError
 from kernel_forge.evidence.run_dir import RunDir, schema, validate_file
-from kernel_forge.gate.gate import GateOptions
+from kernel_forge.config.gate import GateOptions
 from kernel_forge.reports.heatmap import matrix
-from kernel_forge.search.loop import LoopConfig
-from kernel_forge.app.run_setup import ProposerConfig, first_prompt, resume_run, start_run
+from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.app.run_setup import first_prompt, resume_run, start_run
 from kernel_forge.model.task import load_task
 
 from fakes import ScriptedGate, ScriptedProposer, vector_add, write_proposals

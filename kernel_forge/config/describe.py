@@ -1,0 +1,39 @@
+"""The settings of ``kforge init --describe``: how it asks its model and checks the answers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kernel_forge.config.proposer import EFFORTS, MODEL_SPEC
+from kernel_forge.config.setting import setting
+
+
+@dataclass
+class DescribeConfig:
+    """How ``kforge init --describe`` asks its model and checks the answers (every field is an option)."""
+
+    SECTION: ClassVar[str] = "describe"
+
+    model: str | None = setting(None, pattern=MODEL_SPEC, must="anthropic:MODEL or openai:MODEL", flag="--model",
+                                help="anthropic:MODEL or openai:MODEL that writes the task (key from ANTHROPIC_API_KEY "
+                                     "/ OPENAI_API_KEY)")
+    base_url: str | None = setting(None, flag="--base-url", help="the model's endpoint (http:// or https://): an "
+                                                                 "OpenAI-compatible server, a gateway")
+    replay: str | None = setting(None, flag="--replay", help="a folder of recorded answers (the NAME_describe folder "
+                                                             "of an earlier init) instead of a model")
+    max_tokens: int | None = setting(None, min=1, flag="--max-output-tokens",
+                                     help="output tokens per answer, thinking included (default: the model's entry in "
+                                          "the capability table)")
+    budget_usd: float | None = setting(None, above=0, help="most the model calls may cost; each is checked against "
+                                                           "its worst case before it is made")
+    request_timeout_s: float = setting(300.0, above=0, flag="--request-timeout",
+                                       help="seconds one model request may take (between chunks when streamed)")
+    temperature: float | None = setting(None, min=0, max=2, help="sampling temperature; sent only to models that take "
+                                                                 "one (the capability table)")
+    reasoning_effort: EFFORTS | None = setting(None, help="OpenAI reasoning.effort / Anthropic output_config.effort "
+                                                          "(default: high, where the model takes an effort)")
+    repairs: int = setting(1, min=0, help="turns an unusable answer gets to be repaired, the reason quoted (0: none)")
+    extra_shapes: int = setting(4, min=0, help="random shapes beside the task's cases on which the two witnesses "
+                                               "must agree")
+    initial: bool = setting(False, help="also write the witness as the task's initial kernel NAME.cu (default: none; "
+                                        "optimize translates the reference first)")
