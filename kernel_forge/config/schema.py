@@ -68,7 +68,7 @@ def _sentence(text: str) -> str:
     if not text:
         return text
     text = text[0].upper() + text[1:]
-    return text if text.endswith((".", ")")) else text + "."
+    return text if text.endswith(".") else text + "."
 
 
 def property_of(section: str, f: Field) -> dict:

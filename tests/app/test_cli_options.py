@@ -213,6 +213,37 @@ def test_bad_options_are_refused_before_any_gpu_probe(kforge, tmp_path, args, ex
     assert not (tmp_path / "runs").exists()
 
 
+def test_the_gate_commands_offer_every_gate_setting_but_the_pool_of_gpus():
+    from kernel_forge.app.cli_common import gate_command_options
+
+    offered = {o.name for o in gate_command_options()}
+    assert offered == {f.name for f in dataclasses.fields(GateOptions)} - {"devices"}
+    for command in ("eval", "replay", "gate"):
+        r = CliRunner().invoke(cli, [command, "--help"])
+        assert "--max-noise FLOAT" in r.output and "--no-flush" in r.output and "--quick" in r.output, command
+
+
+def test_eval_takes_the_gate_options_as_typed_over_quick(monkeypatch, tmp_path):
+    from kernel_forge.app import evaluate
+
+    seen = {}
+
+    def no_gpu(task, options):
+        seen["options"] = options
+        raise InputError("stop here (test)")
+    monkeypatch.setattr(evaluate, "default_gate", no_gpu)
+    r = CliRunner().invoke(cli, ["eval", MANIFEST, "--quick", "--reps", "7", "--no-flush", "--extra-draws", "2",
+                                 "--max-noise", "0.01"])
+    assert r.exit_code == 2 and "stop here" in r.stderr
+    o = seen["options"]
+    assert (o.reps, o.flush_l2, o.extra_draws, o.repeat_check, o.max_noise, o.warmup) == (7, False, 2, False, 0.01, 10)
+
+
+def test_batch_resume_takes_no_options(kforge, tmp_path):
+    r = kforge("batch", "--resume", tmp_path, "--max-iterations", "3", "--quick")
+    assert r.exit_code == 2 and "(not --max-iterations, --quick)" in r.stderr
+
+
 def test_resume_takes_only_loop_options(kforge, tmp_path):
     r = kforge("optimize", "--resume", tmp_path, "--model", "openai:gpt-5", "--warmup", 3)
     assert r.exit_code == 2 and "not --model, --warmup" in r.stderr

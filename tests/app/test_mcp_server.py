@@ -164,7 +164,7 @@ def test_optimize_runs_in_the_background_status_resources_and_replay(tmp_path):
 
     async def script(s):
         started = ok(await s.call_tool("optimize", {"manifest": str(MANIFEST), "replay": str(props),
-                                                    "max_iterations": 2}))
+                                                    "max_iterations": 2, "settings": {"loop": {"roof_stop": 1.5}}}))
         status = ok(await s.call_tool("run_status", {"run": started["run"], "wait_s": 120}))
         name = Path(started["run"]).name
         listed = {str(r.uri) for r in (await s.list_resources()).resources}
@@ -173,6 +173,7 @@ def test_optimize_runs_in_the_background_status_resources_and_replay(tmp_path):
         by_name = ok(await s.call_tool("run_status", {"run": name}))
         replayed = ok(await s.call_tool("replay", {"request": str(Path(started["run"]) / "best-case-n16M.json")}))
         refused = await s.call_tool("optimize", {"manifest": str(MANIFEST), "max_iterations": -1})
+        refused_setting = await s.call_tool("optimize", {"manifest": str(MANIFEST), "settings": {"loop": {"roof_stop": 3}}})
         not_a_run = await s.call_tool("run_status", {"run": str(tmp_path)})
         escaped = []
         for uri in ("kforge://runs/..%2F..%2Fetc/summary", "kforge://runs/passwd/summary"):
@@ -181,9 +182,10 @@ def test_optimize_runs_in_the_background_status_resources_and_replay(tmp_path):
                 escaped.append("read")
             except Exception as exc:  # noqa: BLE001 - the SDK raises its MCPError
                 escaped.append(str(exc))
-        return started, status, name, listed, summary, report, by_name, replayed, refused, not_a_run, escaped
+        return (started, status, name, listed, summary, report, by_name, replayed, refused, refused_setting, not_a_run,
+                escaped)
 
-    (started, status, name, listed, summary, report, by_name, replayed, refused, not_a_run,
+    (started, status, name, listed, summary, report, by_name, replayed, refused, refused_setting, not_a_run,
      escaped) = talk(runs, script)
     assert started["status"] == "started" and Path(started["run"]).parent == runs and started["proposer"] == "replay"
     assert status["state"] == "finished" and status["stop_reason"].startswith(("proposer_exhausted", "max_iterations"))
@@ -195,6 +197,9 @@ def test_optimize_runs_in_the_background_status_resources_and_replay(tmp_path):
     assert by_name["run"] == started["run"] and by_name["gated"] == status["gated"]
     assert replayed["passed"] is True and replayed["claim"]["holds"] is True and replayed["ok"] is True
     assert "max_iterations: must be at least 1, got -1" in error_text(refused)
+    # any other setting through `settings`, as in a config file, checked by the same validator
+    assert json.loads((Path(started["run"]) / "run.json").read_text())["loop"]["roof_stop"] == 1.5
+    assert "settings: $.loop.roof_stop: must be in [0, 2], got 3.0" in error_text(refused_setting)
     assert sorted(p.name for p in runs.iterdir()) == [name]             # the refused run made no folder
     assert "not a kforge run folder" in error_text(not_a_run)
     assert "read" not in escaped and "'passwd' is not a run name like run-007" in escaped[1]
