@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kernel_forge.common.writes import write_text
 from kernel_forge.config.sections import RUN_SECTIONS
 from kernel_forge.config.setting import Field, fields_of, strip_optional
 
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if text != wanted:
-        path.write_text(wanted, encoding="utf-8")
+        write_text(path, wanted, private=False)
         print(f"wrote {path}")
     return 0
 
