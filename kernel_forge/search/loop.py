@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
 from kernel_forge import __version__
 from kernel_forge.config.loop import LoopConfig

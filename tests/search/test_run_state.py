@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 import kernel_forge.search.run_state as run_state_mod
-from kernel_forge.app.run_setup import ProposerConfig, resume_run, start_run
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.app.run_setup import resume_run, start_run
 from kernel_forge.evidence.run_dir import RunDir
-from kernel_forge.gate.gate import GateOptions
+from kernel_forge.config.gate import GateOptions
 from kernel_forge.model.task import load_task
 from kernel_forge.reports.summary import build_summary
 from kernel_forge.search.attempt import Attempt
-from kernel_forge.search.loop import LoopConfig
+from kernel_forge.config.loop import LoopConfig
 from kernel_forge.search.run_state import RunState
 
 from fakes import ScriptedGate, vector_add, write_proposals
