@@ -28,7 +28,7 @@ import numpy as np
 
 from typing import TYPE_CHECKING
 
-from kernel_forge.common.child_process import stop_child
+from kernel_forge.common.child_process import start_child, stop_child
 from kernel_forge.common.errors import InputError, ManifestError, ReferenceError_
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class ReferenceProcess:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=child_main, args=(child,), daemon=True, name="kforge-reference")
-        self.proc.start()
+        start_child(self.proc)            # a Ctrl-C during the start comes after it (the child ignores it)
         child.close()
         if not self.conn.poll(START_TIMEOUT_S):
             self.close(kill=True)
