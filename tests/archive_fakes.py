@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from kernel_forge.app.run_setup import ProposerConfig, start_run
+from kernel_forge.config.proposer import ProposerConfig
+from kernel_forge.app.run_setup import start_run
 from kernel_forge.archive.format import Entry
 from kernel_forge.archive.store import list_entries, open_archive
-from kernel_forge.gate.gate import GateOptions
+from kernel_forge.config.gate import GateOptions
 from kernel_forge.model.task import load_task
-from kernel_forge.search.loop import LoopConfig
+from kernel_forge.config.loop import LoopConfig
 
 from fakes import H200, ScriptedGate, write_proposals
 
