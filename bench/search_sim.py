@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 from kernel_forge.search import spaces as search  # noqa: E402
 from kernel_forge.model.candidate import Candidate, load_candidate, parse_candidate  # noqa: E402
 from kernel_forge.evidence.run_dir import RunDir  # noqa: E402
+from kernel_forge.gate.gatelike import InTurn  # noqa: E402
 from kernel_forge.config.loop import LoopConfig  # noqa: E402
 from kernel_forge.search.loop import Optimizer  # noqa: E402
 from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult  # noqa: E402
@@ -208,7 +209,7 @@ def impute(pool: Pool, k: int = 3, spread: float = 0.08) -> None:
 
 # ------------------------------------------------------------------------------ the gate
 
-class SimGate:
+class SimGate(InTurn):
     """A GateLike that answers from a :class:`Pool` (deterministic: the recorded medians)."""
 
     def __init__(self, pool: Pool, device: dict | None, calibration: dict | None):
@@ -264,10 +265,6 @@ class SimGate:
             self.gated += 1
         return self._evaluation(candidate, tuple(roles))
 
-    def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
-                      on_result=lambda i, ev: None):
-        from kernel_forge.gate.gatelike import evaluate_in_turn
-        return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
 
     def retime(self, candidates, rounds=2):
         return [self._evaluation(c, ("performance",)) for c in candidates]

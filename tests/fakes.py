@@ -30,6 +30,7 @@ from pathlib import Path
 
 from kernel_forge.model.candidate import Candidate
 from kernel_forge.common.errors import KForgeError
+from kernel_forge.gate.gatelike import InTurn
 from kernel_forge.gpu.driver import DeviceInfo
 from kernel_forge.proposers.base import Exhausted, ModelCall, Proposal, ProposalRequest, ProposalResult
 from kernel_forge.common.stats import geomean, summarize
@@ -51,7 +52,7 @@ H200 = DeviceInfo(ordinal=0, name="NVIDIA H200 (scripted)", cc=(9, 0), sms=132, 
                   max_smem_per_block_optin=232_448, driver_version="13.0")
 
 
-class ScriptedGate:
+class ScriptedGate(InTurn):
     """A gate whose verdicts come from ``// fake:`` comments (see the module docstring).
 
     ``interrupt`` = ``{"evaluate": 3}`` raises KeyboardInterrupt at the 3rd ``evaluate`` call
@@ -262,10 +263,6 @@ class ScriptedGate:
     def calibrate(self) -> dict:
         return self.calibration
 
-    def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
-                      on_result=lambda i, ev: None):
-        from kernel_forge.gate.gatelike import evaluate_in_turn
-        return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
 
     def precompile(self, candidates: list[Candidate]) -> None:
         self.calls.append(("precompile", tuple(c.name for c in candidates)))

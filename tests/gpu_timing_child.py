@@ -87,6 +87,7 @@ def matmul_launch(cp, driver, cubin, entry, stream, m=256, n=256, k=256):
     def launch():
         driver.launch(mod, ((n + 15) // 16, (m + 15) // 16, 1), (16, 16, 1), 0, stream.ptr, args)
     launch.keep = (mod, a, b, c, args)
+    cp.cuda.Device().synchronize()   # the inputs were drawn on the default stream, which `stream` does not wait for
     return launch, (a, b, c)
 
 
@@ -105,6 +106,7 @@ def scenario_clock():
     a = cp.random.standard_normal(n, dtype=cp.float32)
     b = cp.random.standard_normal(n, dtype=cp.float32)
     c = cp.empty(n, dtype=cp.float32)
+    cp.cuda.Device().synchronize()
     args = driver.PackedArgs([(a.data.ptr, driver.ctypes.c_void_p), (b.data.ptr, driver.ctypes.c_void_p),
                               (c.data.ptr, driver.ctypes.c_void_p), (n, driver.ctypes.c_int)])
     t = bench(lambda: driver.launch(mod, ((n + 255) // 256, 1, 1), (256, 1, 1), 0, stream.ptr, args), stream,
@@ -158,7 +160,8 @@ def scenario_state():
     stream = cp.cuda.Stream(non_blocking=True)
     mod = driver.Module(cubin, "stateful")
     state = ModuleState(mod, cubin)
-    res = cp.zeros(1, dtype=cp.float32)
+    with stream:
+        res = cp.zeros(1, dtype=cp.float32)
     args = driver.PackedArgs([(res.data.ptr, driver.ctypes.c_void_p)])
 
     def run():

@@ -26,6 +26,7 @@ from kernel_forge.common import static_rules
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.model.candidate import Candidate
 from kernel_forge.common.child_process import stop_child
+from kernel_forge.gate.gatelike import InTurn
 from kernel_forge.gate.checks import Finding, LoadContext, RunContext, before_launch, failure_finding, judge, outputs_of
 from kernel_forge.common.errors import CandidateError, CompileError, EnvironmentProblem, KForgeError, NoGPUError, ReferenceError_, SignatureError
 from kernel_forge.model.references import check_finite
@@ -162,7 +163,7 @@ def _add(cost: dict, key: str, seconds: float) -> None:
     cost[key] = cost.get(key, 0.0) + seconds
 
 
-class Gate:
+class Gate(InTurn):
     """Evaluates candidates for one task. Reuse one gate for many candidates (it keeps the
     worker while it is healthy and caches reference outputs per (case, seed))."""
 
@@ -641,11 +642,6 @@ class Gate:
             if cal.get("fp32_peak"):
                 res.pct_peak_flops = 100.0 * flops / secs / cal["fp32_peak"]
 
-    def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
-                      on_result=lambda i, ev: None):
-        """One candidate after another on this gate's GPU (see :class:`~kernel_forge.gate.pool.GatePool`)."""
-        from kernel_forge.gate.gatelike import evaluate_in_turn
-        return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
 
     def profile(self, candidate: Candidate, cases: list[str]) -> dict:
         """A profiler summary of ``candidate`` on ``cases`` (see :mod:`kernel_forge.gate.gatelike`)."""

@@ -26,7 +26,7 @@ class GateLike(Protocol):
                       on_result: Callable[[int, Evaluation], None] = lambda i, ev: None) -> list[Evaluation | None]:
         """Gate several candidates (in parallel where the gate has several GPUs); ``on_result(i, ev)``
         as each verdict arrives; ``should_stop`` is asked before each candidate starts, and the ones
-        not started come back as None.  One device: :func:`evaluate_in_turn`."""
+        not started come back as None.  One device: :class:`InTurn`."""
 
     def retime(self, candidates: list[Candidate], rounds: int = 2) -> list[Evaluation]:
         """Measure candidates side by side (interleaved rounds, samples pooled per case)."""
@@ -51,14 +51,17 @@ class GateLike(Protocol):
         """Release workers and devices."""
 
 
-def evaluate_in_turn(gate, candidates: Sequence[Candidate], *, roles=("correctness", "performance"),
-                     should_stop: Callable[[], bool] = lambda: False,
-                     on_result: Callable[[int, Evaluation], None] = lambda i, ev: None) -> list[Evaluation | None]:
-    """``evaluate_many`` for a gate with one device: one candidate after another."""
-    out: list[Evaluation | None] = [None] * len(candidates)
-    for i, cand in enumerate(candidates):
-        if should_stop():
-            break
-        out[i] = gate.evaluate(cand, roles=roles)
-        on_result(i, out[i])
-    return out
+class InTurn:
+    """``evaluate_many`` for a gate with one device: one candidate after another.  The real gate,
+    the recorded gate and the test and benchmark gates take it by inheriting from this class."""
+
+    def evaluate_many(self, candidates: Sequence[Candidate], *, roles=("correctness", "performance"),
+                      should_stop: Callable[[], bool] = lambda: False,
+                      on_result: Callable[[int, Evaluation], None] = lambda i, ev: None) -> list[Evaluation | None]:
+        out: list[Evaluation | None] = [None] * len(candidates)
+        for i, cand in enumerate(candidates):
+            if should_stop():
+                break
+            out[i] = self.evaluate(cand, roles=roles)
+            on_result(i, out[i])
+        return out

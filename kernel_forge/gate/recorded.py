@@ -13,12 +13,13 @@ from pathlib import Path
 
 from kernel_forge.model.candidate import Candidate
 from kernel_forge.common.errors import InputError
+from kernel_forge.gate.gatelike import InTurn
 from kernel_forge.model.verdict import Evaluation
 
 NO_PROFILE = "no profile of this kernel was recorded (a recorded gate has no GPU to profile on)"
 
 
-class RecordedGate:
+class RecordedGate(InTurn):
     def __init__(self, verdicts: dict[str, dict], *, device: dict | None = None, calibration: dict | None = None,
                  baselines: dict[str, dict] | None = None, holdout: dict[str, dict] | None = None,
                  profiles: dict[str, dict] | None = None):
@@ -88,10 +89,6 @@ class RecordedGate:
     def calibrate(self) -> dict | None:
         return self.calibration
 
-    def evaluate_many(self, candidates, *, roles=("correctness", "performance"), should_stop=lambda: False,
-                      on_result=lambda i, ev: None):
-        from kernel_forge.gate.gatelike import evaluate_in_turn
-        return evaluate_in_turn(self, candidates, roles=roles, should_stop=should_stop, on_result=on_result)
 
     def precompile(self, candidates: list[Candidate]) -> None:
         """Nothing to compile: every verdict is recorded."""

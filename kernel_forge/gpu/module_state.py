@@ -275,6 +275,7 @@ class ModuleState:
                 [(r.ptr, base + r.pristine, r.size, idx[r.label]) for r in self._writable]))
             self._snap_table = cupy.asarray(chunk_table(
                 [(base + r.pristine, r.ptr, r.size, idx[r.label]) for r in self._writable]))
+            cupy.cuda.Device().synchronize()   # uploaded on a stream the next one does not wait for
             stream = cupy.cuda.Stream(non_blocking=True)
             self._launch("kf_state_copy", self._snap_table, stream, "module global snapshot (kf_state_copy)")
             stream.synchronize()
@@ -288,6 +289,9 @@ class ModuleState:
             live = scratch + r.pristine if r.constant else r.ptr
             pairs.append((live, base + r.pristine, r.size, idx[r.label]))
         self._diff_table = cupy.asarray(chunk_table(pairs)) if pairs else None
+        # the tables went up on the current (legacy default) stream, which the gate's non-blocking
+        # streams do not wait for
+        cupy.cuda.Device().synchronize()
         self._image_key = new_key()
         stream = cupy.cuda.Stream(non_blocking=True)
         self._image_fp = fingerprint(self._buffer, self._image_key, stream) if self.ranges else 0

@@ -43,6 +43,7 @@ def run(spec: dict, status: dict) -> None:
         inputs = generate(task, case, int(spec.get("seed", 0)))
         dev = {a.name: cp.asarray(inputs.buffers[a.name]) for a in task.args if a.is_buffer}
         pristine = {a.name: dev[a.name].copy() for a in task.args if a.is_buffer and a.in_out}
+        cp.cuda.Device().synchronize()   # uploaded on the default stream, which `stream` does not wait for
         grid, block, smem = launch.resolve({**case.vars, **(spec.get("defines") or {})})
         if smem > info.max_smem_per_block:
             mod.set_max_dynamic_smem(smem)

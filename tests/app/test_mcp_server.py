@@ -224,7 +224,7 @@ def test_eval_a_real_kernel_through_the_mcp_client(tmp_path):
     perf = [c for c in r["cases"] if c["role"] == "performance"]
     assert perf and all(c["median_us"] > 0 and c["p20_us"] <= c["median_us"] <= c["p80_us"] for c in perf)
     assert all(c["pct_peak_bw"] and 1 < c["pct_peak_bw"] < 125 for c in perf)
-    assert r["compile"]["resources"].get("registers", 0) > 0 and r["device"]
+    assert r["compile"]["resources"].get("registers", 0) > 0 and r["device"], {**r["compile"], "log": r["compile"]["log"][-600:]}
 
 
 def test_every_tool_refuses_unknown_arguments_naming_the_known_ones(tmp_path):

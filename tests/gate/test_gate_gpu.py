@@ -155,7 +155,8 @@ def test_poison_memsets_write_the_poison_value_of_every_type():
 
     stream = cupy.cuda.Stream(non_blocking=True)
     for dtype in BY_NAME.values():
-        arr = cupy.zeros(1001, dtype=dtype.numpy)
+        with stream:   # zeroed on the stream the memset follows (a non-blocking stream skips the default one)
+            arr = cupy.zeros(1001, dtype=dtype.numpy)
         width, pattern = poison_memset(dtype)
         memset(arr, width, pattern, stream.ptr)
         stream.synchronize()

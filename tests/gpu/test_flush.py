@@ -130,7 +130,8 @@ def test_the_worker_flushes_with_one_kernel_that_keeps_step_and_evicts():
     stream.synchronize()
     assert int(f._arrived.get()[0]) == f._target       # every block of every launch met the others
     # cold after it, as after the two-kernel flush: reading 16 MB takes as long after either
-    data = cp.ones(4 << 20, dtype=cp.float32)
+    with stream:
+        data = cp.ones(4 << 20, dtype=cp.float32)
     times = {}
     for kind in ("once", "split"):
         samples = []
