@@ -126,6 +126,16 @@ def recovery() -> dict:
     return out
 
 
+def _median_wall_s(fn, rounds: int) -> float:
+    """The median wall time of ``rounds`` calls of ``fn`` (seconds)."""
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
 def verify_speed(n: int = 1 << 26, rounds: int = 3) -> dict:
     """CPU time of the gate's output checks on one large output (medians of ``rounds``)."""
     import numpy as np
@@ -139,13 +149,7 @@ def verify_speed(n: int = 1 << 26, rounds: int = 3) -> dict:
     actual = expected.astype(np.float32)
     tol = task.tolerance_for(arg)
 
-    def median_s(fn) -> float:
-        times = []
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return sorted(times)[len(times) // 2]
+    median_s = lambda fn: _median_wall_s(fn, rounds)   # noqa: E731
 
     one = median_s(lambda: compare(arg.name, actual, expected, arg.param.dtype, tol, chunk=1 << 62))
     pieces = median_s(lambda: compare(arg.name, actual, expected, arg.param.dtype, tol))
@@ -180,13 +184,7 @@ def reference_cost(rounds: int = 3) -> dict:
     from kernel_forge.model.reference_process import reference_outputs
     from kernel_forge.model.task import load_task
 
-    def median_s(fn) -> float:
-        times = []
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return sorted(times)[len(times) // 2]
+    median_s = lambda fn: _median_wall_s(fn, rounds)   # noqa: E731
 
     vec = load_task(ROOT / "manifests" / "vector_add.json")
     reference_process.shutdown()

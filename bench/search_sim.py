@@ -89,11 +89,38 @@ def _tunable(cand: Candidate, defines: dict) -> dict:
     return {k: defines[k] for k in cand.tunables if k in defines}
 
 
-def load_recording(path: Path, tasks: list[str] | None = None) -> tuple[dict[str, Pool], dict]:
+def _read_recording(path: Path) -> dict:
     with (gzip.open(path, "rt", encoding="utf-8") if str(path).endswith(".gz") else open(path)) as f:
         rec = json.load(f)
     if rec.get("format") != "kforge-search-recording/1":
         raise SystemExit(f"{path}: not a kforge search recording (format {rec.get('format')!r})")
+    return rec
+
+
+def _settings_recorded(entry: dict) -> int:
+    return sum(len((t or {}).get("results") or []) for t in (entry.get("templates") or {}).values())
+
+
+def merge_recordings(paths: list[Path]) -> dict:
+    """One recording from several of the same device (a recording cut by its time limit, then one of
+    the tasks it did not reach): each task from the recording that holds most of its settings."""
+    recs = [_read_recording(p) for p in paths]
+    # the device's identity, not what was measured on it (its clock offset differs call to call)
+    devices = {json.dumps({k: v for k, v in (r.get("device") or {}).items() if k not in ("clock_offset",)},
+                          sort_keys=True) for r in recs}
+    if len(devices) > 1:
+        raise SystemExit("the recordings come from different devices; simulate them one at a time: "
+                         + ", ".join(str(p) for p in paths))
+    merged = dict(recs[0], tasks={})
+    for rec in recs:
+        for name, entry in rec["tasks"].items():
+            if name not in merged["tasks"] or _settings_recorded(entry) > _settings_recorded(merged["tasks"][name]):
+                merged["tasks"][name] = entry
+    return merged
+
+
+def load_recording(paths: list[Path], tasks: list[str] | None = None) -> tuple[dict[str, Pool], dict]:
+    rec = merge_recordings(paths)
     pools = {}
     for name, entry in rec["tasks"].items():
         if tasks and name not in tasks:
@@ -125,8 +152,10 @@ def load_recording(path: Path, tasks: list[str] | None = None) -> tuple[dict[str
                 pool.recorded += 1
         impute(pool)
         pools[name] = pool
-    return pools, {"device": rec.get("device"), "calibration": rec.get("calibration"), "source": str(path),
-                   "complete": rec.get("complete"), "created": rec.get("created")}
+    return pools, {"device": rec.get("device"), "calibration": rec.get("calibration"),
+                   "source": " + ".join(str(p) for p in paths),
+                   "complete": bool(pools) and all(p.imputed == 0 for p in pools.values()),
+                   "created": rec.get("created")}
 
 
 def load_runs(root: Path, tasks: list[str] | None = None) -> tuple[dict[str, Pool], dict]:
@@ -506,7 +535,9 @@ def summarise(rows: list[dict], budgets: list[int], cap: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--recording", type=Path, help="search-recording.json(.gz) from bench/search_record.py")
+    ap.add_argument("--recording", type=Path, action="append",
+                    help="search-recording.json(.gz) from bench/search_record.py; give it again to merge "
+                         "recordings of one device (each task from the one that holds most of its settings)")
     ap.add_argument("--runs", type=Path, help="a folder of tuner runs (history.json) instead; missing settings imputed")
     ap.add_argument("--evidence", action="store_true",
                     help="the tuner runs committed under bench/evidence (their .tgz files, extracted here) instead")

@@ -39,13 +39,7 @@ def _plots(run_dir, summary: dict, attempts: list[dict]) -> list[str]:
         ax.set_xlabel("attempt")
         ax.set_ylabel("score: geomean of medians (µs, log)")
         ax.set_title(f"{summary['task']}: progress")
-        ax.legend()
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110)
-        plt.close(fig)
-        run_dir.write_bytes("progress.png", buf.getvalue())
-        made.append("progress.png")
+        made.append(_save(fig, ax, run_dir, "progress.png"))
     # 2. per-case latency: initial vs best vs baselines, side by side
     best = summary.get("best") or {}
     rows = best.get("per_case") or []
@@ -65,14 +59,21 @@ def _plots(run_dir, summary: dict, attempts: list[dict]) -> list[str]:
         ax.set_yscale("log")
         ax.set_ylabel("median latency (µs, log)")
         ax.set_title(f"{summary['task']}: per case")
-        ax.legend()
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110)
-        plt.close(fig)
-        run_dir.write_bytes("cases.png", buf.getvalue())
-        made.append("cases.png")
+        made.append(_save(fig, ax, run_dir, "cases.png"))
     return made
+
+
+def _save(fig, ax, run_dir, name: str) -> str:
+    """Lay out ``fig`` with its legend and write it into the run as ``name``; returns ``name``."""
+    import matplotlib.pyplot as plt
+
+    ax.legend()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    run_dir.write_bytes(name, buf.getvalue())
+    return name
 
 
 def _slower_text(best: dict) -> str:

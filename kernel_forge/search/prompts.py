@@ -472,7 +472,7 @@ def _retrieved_section(task: Task, retrieved) -> str:
         speedup = _get(r, "speedup_vs_initial", "speedup")
         bound = _get(r, "bound", default="") or ""
         note = "" if same else (_get(r, "description", "note", "rationale", default="") or "")
-        head = (f"## From an earlier run of this task" if same else f"## From task {name}") \
+        head = ("## From an earlier run of this task" if same else f"## From task {name}") \
             + (f": {_us(score)} µs" if isinstance(score, (int, float)) else "") \
             + (f", x{speedup:.2f} vs its initial kernel" if isinstance(speedup, (int, float)) else "") \
             + (f", {bound}-bound" if bound and bound != "unknown" else "")
@@ -515,16 +515,19 @@ def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None
                     _retrieved_section(task, retrieved)):
         if section:
             parts.append(section)
-    if hints:
-        parts.append("# Hints\n" + hints)
-    if direction:
-        parts.append(f"# Direction for this proposal\n{direction}")
-    job = ("# Your job\nSubmit the repaired kernel: correct on every size, and as fast as its idea allows."
+    job = ("Submit the repaired kernel: correct on every size, and as fast as its idea allows."
            if fix is not None else
-           "# Your job\nSubmit one kernel that is correct on every size and faster than the current best. "
+           "Submit one kernel that is correct on every size and faster than the current best. "
            "Say in the rationale what you changed, which limit it addresses, and what speedup you expect.")
-    parts.append(job)
-    return static, "\n\n".join(parts)
+    return static, "\n\n".join(parts + closing_sections(hints, direction, job))
+
+
+def closing_sections(hints: str, direction: str, job: str) -> list[str]:
+    """The sections every proposal prompt ends with: the user's hints, this proposal's direction
+    (each only when given) and the job."""
+    return ((["# Hints\n" + hints] if hints else [])
+            + ([f"# Direction for this proposal\n{direction}"] if direction else [])
+            + ["# Your job\n" + job])
 
 
 def build_prompt(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None,
@@ -546,7 +549,7 @@ def render_prompt(system: str, static: str, dynamic: str | list[str]) -> str:
     out = ["<!-- kforge prompt: system, user static prefix (cached), user dynamic part(s) -->",
            "## system", system.rstrip(), "", "## user: static prefix", static.rstrip()]
     for i, d in enumerate(dyn, 1):
-        out += ["", f"## user: dynamic part" + (f" (proposal {i} of {len(dyn)})" if len(dyn) > 1 else ""), d.rstrip()]
+        out += ["", "## user: dynamic part" + (f" (proposal {i} of {len(dyn)})" if len(dyn) > 1 else ""), d.rstrip()]
     return "\n".join(out) + "\n"
 
 

@@ -55,6 +55,11 @@ DEFAULT = "population"
 LIST_LIMIT = 50_000
 
 
+#: which record of a setting tried more than once the space keeps: a verdict over a wait, a wait
+#: over a refusal (a duplicate proposed after its setting was gated must not undo the verdict)
+_RANK = {"ruled_out": 0, "pending": 1, "failed": 2, "passed": 2}
+
+
 def _key(d: dict) -> tuple:
     return tuple(sorted(d.items()))
 
@@ -94,6 +99,8 @@ class Space:
         k = _key(defines)
         if k not in self.trials:
             self.order.append(k)
+        elif _RANK[self.trials[k].status] > _RANK[status]:
+            return      # a later duplicate or refused copy of a setting keeps the setting's verdict
         self.trials[k] = Trial(dict(defines), attempt, score, status)
 
     def tried(self, d: dict) -> bool:

@@ -79,7 +79,7 @@ def prompt_parts(task: "Task", *, reference_source: str, device: dict | None, ca
     """(static prefix, dynamic part) of a translation prompt.  The static prefix is the one every
     prompt of the run shares (task, device, reference); ``failures`` and ``fix`` are
     :class:`~kernel_forge.search.prompts.PromptAttempt` s of earlier translations."""
-    from kernel_forge.search.prompts import _failures_section, _fix_section, static_prefix
+    from kernel_forge.search.prompts import _failures_section, _fix_section, closing_sections, static_prefix
 
     static = static_prefix(task, reference_source=reference_source, device=device, calibration=calibration)
     known = {a.id: a.source for a in [*failures, *([fix] if fix else [])]}
@@ -89,15 +89,10 @@ def prompt_parts(task: "Task", *, reference_source: str, device: dict | None, ca
                     _fix_section(task, fix, known) if fix is not None else ""):
         if section:
             parts.append(section)
-    if hints:
-        parts.append("# Hints\n" + hints)
-    if direction:
-        parts.append(f"# Direction for this proposal\n{direction}")
-    parts.append("# Your job\n" + ("Submit the repaired translation: the complete corrected file."
-                                   if fix is not None else
-                                   "Submit one complete .cu file: the translation. Say in the rationale how "
-                                   "it maps the reference's loops onto threads."))
-    return static, "\n\n".join(parts)
+    job = ("Submit the repaired translation: the complete corrected file." if fix is not None else
+           "Submit one complete .cu file: the translation. Say in the rationale how it maps the "
+           "reference's loops onto threads.")
+    return static, "\n\n".join(parts + closing_sections(hints, direction, job))
 
 
 def request(opt, slots: list["Slot"], iteration: int) -> "ProposalRequest":

@@ -66,12 +66,45 @@ def test_a_task_the_recording_was_cut_before_is_left_out_of_the_simulation(recor
     path = tmp_path / "partial.json.gz"
     with gzip.open(path, "wt") as f:
         json.dump(rec, f)
-    pools, _ = search_sim.load_recording(path)
+    pools, _ = search_sim.load_recording([path])
     assert list(pools) == ["whole"] and pools["whole"].recorded == 75
 
 
+def test_recordings_of_one_device_merge_each_task_from_the_one_that_holds_it(recording, tmp_path):
+    """A recording cut by its time limit, then a second one of the tasks it did not reach (the H200
+    recordings of s8 and s9): the simulation takes each task from the recording holding most of it."""
+    with gzip.open(recording, "rt") as f:
+        rec = json.load(f)
+    cut = json.loads(json.dumps(rec))
+    for t in cut["tasks"]["matmul_f32"]["templates"].values():
+        t["results"], t["complete"] = t["results"][:3], False
+    cut["complete"] = False
+    paths = []
+    for name, r in (("cut", cut), ("whole", rec)):
+        paths.append(tmp_path / f"{name}.json.gz")
+        with gzip.open(paths[-1], "wt") as f:
+            json.dump(r, f)
+    for order in (paths, paths[::-1]):
+        pools, env = search_sim.load_recording(order)
+        assert pools["matmul_f32"].recorded == 75 and pools["matmul_f32"].imputed == 0 and env["complete"] is True
+    pools, env = search_sim.load_recording(paths[:1])
+    assert pools["matmul_f32"].recorded == 6 and pools["matmul_f32"].imputed > 0 and env["complete"] is False
+    other = json.loads(json.dumps(rec))
+    rec["device"] = {"name": "NVIDIA H200", "sms": 132, "clock_offset": {"offset_us": 0.84}}
+    other["device"] = dict(rec["device"], clock_offset={"offset_us": 0.91})     # measured again: the same device
+    for name, r in (("whole", rec), ("again", other)):
+        with gzip.open(tmp_path / f"{name}.json.gz", "wt") as f:
+            json.dump(r, f)
+    assert search_sim.load_recording([tmp_path / "whole.json.gz", tmp_path / "again.json.gz"])[0]
+    other["device"] = {"name": "another GPU", "sms": 132}
+    with gzip.open(tmp_path / "other.json.gz", "wt") as f:
+        json.dump(other, f)
+    with pytest.raises(SystemExit, match="different devices"):
+        search_sim.load_recording([paths[0], tmp_path / "other.json.gz"])
+
+
 def test_the_simulator_replays_the_recording_through_the_real_loop(recording, tmp_path):
-    pools, env = search_sim.load_recording(recording)
+    pools, env = search_sim.load_recording([recording])
     pool = pools["matmul_f32"]
     assert pool.recorded == 75 and pool.imputed == 0 and pool.best() == pytest.approx(50.0)
     env["device"], env["calibration"] = None, None
@@ -84,7 +117,7 @@ def test_the_simulator_replays_the_recording_through_the_real_loop(recording, tm
 
 
 def test_the_simulated_model_writes_settings_into_its_kernels(recording):
-    pools, _ = search_sim.load_recording(recording)
+    pools, _ = search_sim.load_recording([recording])
     prop = search_sim.SimProposer(pools["matmul_f32"], 0)
     src = prop._source("matmul_f32_regblock.cu", OPT)
     assert search_sim.sim_kernel(src) == ("matmul_f32_regblock.cu", OPT)
@@ -96,7 +129,7 @@ def test_the_simulated_model_writes_settings_into_its_kernels(recording):
 
 
 def test_the_table_names_every_strategy_and_the_plot_is_drawn(recording, tmp_path):
-    pools, env = search_sim.load_recording(recording)
+    pools, env = search_sim.load_recording([recording])
     pool = pools["matmul_f32"]
     results = {"source": str(recording), "complete": True, "seeds": 2, "within": 0.05, "rows": [],
                "tasks": {"matmul_f32": {"settings": 75, "recorded": 75, "imputed": 0, "pool_best_us": 50.0,

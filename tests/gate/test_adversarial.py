@@ -115,7 +115,12 @@ TWINS: dict[str, Twin] = {
     "memo_fullhash_matmul_f32": Twin(),
     "memo_multislot_matmul_f32": Twin(control=("large",)),        # 4 MB of slots, large's C is 64 MB
     "memo_hidden_names_matmul_f32": Twin(),
-    "memo_sampled_vector_add": Twin(control=("n64M",)),            # n64M is over its 64 MB cache
+    # n64M is over its 64 MB cache, so it is the control.  The pair's gap is code generation and
+    # placement, and it is not the same on both cases: on the H200 n16M/n64M read 0.928/0.881 in
+    # round 7 and 0.875/0.933 in s9 (--quick), 0.94-1.05 once the control is divided out.  A hit
+    # moves 8 bytes an element where a miss (the twin's every launch) moves 16, a ratio near 0.5,
+    # so a 15 % band still tells a served cache from the two builds' own difference
+    "memo_sampled_vector_add": Twin(control=("n64M",), noise=0.15),
     "memo_sampled_softmax_rows": Twin(),
     "memo_sampled_reduce_sum": Twin(),
     # state in the device heap, outside module memory: a static rule may refuse it

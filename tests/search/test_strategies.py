@@ -84,6 +84,22 @@ def test_a_setting_ruled_out_counts_as_tried_but_not_as_gated():
     assert sp.counts()["ruled_out"] == 1 and sp.counts()["gated"] == sp.count - 1
 
 
+def test_a_later_duplicate_of_a_gated_setting_keeps_its_verdict():
+    """The H200 make-optimize run (s9) tallied 119 gated settings where its history held 122: a
+    setting gated, then proposed again and refused as a duplicate, was overwritten as ruled out."""
+    sp = space(TILED)
+    first, second, third = sp.untried()[:3]
+    sp.add(first, "a0001", 50.0, "passed")
+    sp.add(first, "a0009", None, "ruled_out")          # the duplicate comes after the verdict
+    sp.add(second, "a0002", None, "pending")
+    sp.add(second, "a0010", None, "ruled_out")
+    sp.add(third, "a0003", None, "pending")
+    sp.add(third, "a0011", 70.0, "failed")             # a resumed wait gets its verdict
+    c = sp.counts()
+    assert (c["gated"], c["passed"], c["failed"], c["pending"], c["ruled_out"]) == (2, 1, 1, 1, 0)
+    assert c["best"] == "a0001" and sp.remaining() == sp.count - 3
+
+
 def test_neighbours_are_valid_and_one_tunable_away():
     sp = space()
     d = dict(load_candidate(REGBLOCK).defines)
