@@ -102,6 +102,38 @@ def test_make_optimize_on_matmul_keeps_searching_past_the_first_sample(tmp_path)
     assert all(a["proposer"] == "tune" for i, a in firsts.items() if i > 0)
 
 
+class ShapeLandscapeGate(LandscapeGate):
+    """As LandscapeGate, but the large case has its own regblock optimum (128x128 tiles, BK=16, 8x8
+    per thread) as on the H200, so the tuner fits a dispatch rule over the settings it gated."""
+
+    times_each_case = True
+    LARGE = {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1}
+
+    def time_us(self, cand, case=None):
+        if case == "large" and "TM" in cand.defines and "WM" not in cand.defines:
+            vals = load_candidate(ROOT / "manifests" / "templates" / "matmul_f32_regblock.cu").tunables
+            d = cand.defines
+            dist = sum(abs(sorted(vals[n]).index(d[n]) - sorted(vals[n]).index(self.LARGE[n])) for n in self.LARGE)
+            return 40.0 * (1 + 0.3 * dist)
+        return super().time_us(cand)
+
+
+def test_the_summary_counts_each_gated_setting_once_and_a_dispatch_rule_as_no_setting(tmp_path):
+    """The H200 make-optimize run's summary tallied 100 gated settings where its history held 103
+    tuned attempts: three were dispatch rules (label "...+dispatch"), gated whole, not settings."""
+    task = load_task(MATMUL)
+    opt = tuner_run(tmp_path, MATMUL, gate=ShapeLandscapeGate(task), tune_time_limit_s=0, max_iterations=3)
+    summary = opt.run()
+    hist = read(opt.run_dir, "history.json")["attempts"]
+    rules = [a for a in hist if a.get("dispatch")]
+    assert rules and all(a["label"].endswith("+dispatch") for a in rules)
+    settings = {(a["label"], tuple(sorted(a["defines"].items())))
+                for a in hist if a["proposer"] == "tune" and a["evaluation"] and not a.get("dispatch")}
+    spaces = summary["search"]["spaces"]
+    assert sum(s["gated"] for s in spaces) == len(settings)
+    assert {s["label"] for s in spaces} == {lbl for lbl, _ in settings}
+
+
 def test_the_tuner_stops_at_its_limits_before_exhaustion_and_says_where_the_search_stands(tmp_path):
     opt = tuner_run(tmp_path, max_iterations=1, tune_budget=4)
     summary = opt.run()
