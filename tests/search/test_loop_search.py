@@ -134,6 +134,24 @@ def test_the_summary_counts_each_gated_setting_once_and_a_dispatch_rule_as_no_se
     assert {s["label"] for s in spaces} == {lbl for lbl, _ in settings}
 
 
+def test_on_the_h200_make_optimize_run_the_summary_tally_is_the_historys():
+    """The same identity on the committed H200 run (make optimize on matmul_f32, every default):
+    its tuned attempts are its settings plus its dispatch rules, and summary.json counts the settings."""
+    import io
+    import json
+    import tarfile
+
+    tgz = ROOT / "bench" / "evidence" / "h200-2026-12-03-s9" / "matmul-defaults" / "round7-tune.tgz"
+    with tarfile.open(tgz) as tar:
+        read_json = lambda name: json.load(io.TextIOWrapper(tar.extractfile(f"./runs-matmul_f32/run-001/{name}")))  # noqa: E731
+        hist, summary = read_json("history.json")["attempts"], read_json("summary.json")
+    tuned = [a for a in hist if a["proposer"] == "tune" and a["evaluation"]]
+    rules = [a for a in tuned if a.get("dispatch")]
+    settings = {(a["label"], tuple(sorted(a["defines"].items()))) for a in tuned if not a.get("dispatch")}
+    assert rules and len(settings) == len(tuned) - len(rules)
+    assert sum(s["gated"] + s["ruled_out"] for s in summary["search"]["spaces"]) == len(settings)
+
+
 def test_the_tuner_stops_at_its_limits_before_exhaustion_and_says_where_the_search_stands(tmp_path):
     opt = tuner_run(tmp_path, max_iterations=1, tune_budget=4)
     summary = opt.run()
