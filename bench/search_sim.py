@@ -294,7 +294,6 @@ class SimGate(InTurn):
             self.gated += 1
         return self._evaluation(candidate, tuple(roles))
 
-
     def retime(self, candidates, rounds=2):
         return [self._evaluation(c, ("performance",)) for c in candidates]
 

@@ -267,7 +267,6 @@ class ScriptedGate(InTurn):
     def calibrate(self) -> dict:
         return self.calibration
 
-
     def precompile(self, candidates: list[Candidate]) -> None:
         self.calls.append(("precompile", tuple(c.name for c in candidates)))
 

@@ -642,7 +642,6 @@ class Gate(InTurn):
             if cal.get("fp32_peak"):
                 res.pct_peak_flops = 100.0 * flops / secs / cal["fp32_peak"]
 
-
     def profile(self, candidate: Candidate, cases: list[str]) -> dict:
         """A profiler summary of ``candidate`` on ``cases`` (see :mod:`kernel_forge.gate.gatelike`)."""
         if candidate.dispatch is not None:   # each case profiled with the setting its rule picks

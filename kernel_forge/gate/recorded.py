@@ -89,7 +89,6 @@ class RecordedGate(InTurn):
     def calibrate(self) -> dict | None:
         return self.calibration
 
-
     def precompile(self, candidates: list[Candidate]) -> None:
         """Nothing to compile: every verdict is recorded."""
         self.calls.append(("precompile", tuple(c.name for c in candidates)))
