@@ -233,6 +233,11 @@ def test_corpus_is_complete():
         assert p.name in readme, f"{p.name} is missing from tests/adversarial/README.md"
 
 
+#: the rows allowed a band of 10 % or more, each below this bound: a flag kept between launches
+#: would make memo_flag over 10x faster, a served cache memo_sampled_vector_add about 2x
+WIDE_BANDS = {"memo_flag_vector_add": 0.3, "memo_sampled_vector_add": 0.2}
+
+
 def test_every_twinned_file_is_in_the_table_and_every_row_is_a_file():
     stems = set(IDS)
     assert set(TWINS) <= stems, f"TWINS rows without a corpus file: {sorted(set(TWINS) - stems)}"
@@ -248,7 +253,7 @@ def test_every_twinned_file_is_in_the_table_and_every_row_is_a_file():
         assert e.expect == "passed" or "passed" in row.also or not row.also, stem
         assert any(TWIN_DEFINE in n for n in e.notes), f"{stem}.cu: say in a note what its twin is"
         # a wide band only where a kept state would be unmistakable (the row says why)
-        assert row.flush and 0 < row.noise < (0.3 if stem == "memo_flag_vector_add" else 0.1), (stem, row)
+        assert row.flush and 0 < row.noise < WIDE_BANDS.get(stem, 0.1), (stem, row)
         assert set(row.control) <= {c.name for c in task_of(e.task).cases if c.role == "performance"}, (stem, row)
 
 
