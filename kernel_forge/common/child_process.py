@@ -30,6 +30,9 @@ def start_child(proc) -> None:
             signal.signal(signal.SIGINT, previous)
     if held and callable(previous):
         previous(signal.SIGINT, None)                    # the default handler raises KeyboardInterrupt
+    elif held and previous == signal.SIG_DFL:
+        signal.raise_signal(signal.SIGINT)               # what the Ctrl-C would have done: end the process
+    # SIG_IGN (a process started in the background by a shell without job control): it stays ignored
 
 
 def stop_child(proc, conn, goodbye, *, kill: bool = False, wait_s: float = 5.0) -> None:
