@@ -149,10 +149,8 @@ def verify_speed(n: int = 1 << 26, rounds: int = 3) -> dict:
     actual = expected.astype(np.float32)
     tol = task.tolerance_for(arg)
 
-    median_s = lambda fn: _median_wall_s(fn, rounds)   # noqa: E731
-
-    one = median_s(lambda: compare(arg.name, actual, expected, arg.param.dtype, tol, chunk=1 << 62))
-    pieces = median_s(lambda: compare(arg.name, actual, expected, arg.param.dtype, tol))
+    one = _median_wall_s(lambda: compare(arg.name, actual, expected, arg.param.dtype, tol, chunk=1 << 62), rounds)
+    pieces = _median_wall_s(lambda: compare(arg.name, actual, expected, arg.param.dtype, tol), rounds)
     # what the gate itself does on the CPU for one timed draw now: the checks over the worker's
     # observation (its summaries of the GPU comparison) and the re-check of 64 sampled elements
     from kernel_forge.gate.checks import RunContext, judge
@@ -169,7 +167,7 @@ def verify_speed(n: int = 1 << 26, rounds: int = 3) -> dict:
     ctx = RunContext(task, draw=0, seed=0, expected={arg.name: expected}, shapes={arg.name: (n,)},
                      sample_indices={FIRST: {arg.name: idx}}, sample=SampleValues({FIRST: {arg.name: actual[idx]}}))
     assert judge(obs, ctx) is None
-    draw = median_s(lambda: judge(obs, ctx))
+    draw = _median_wall_s(lambda: judge(obs, ctx), rounds)
     return {"elements": n, "threads": os.cpu_count(), "one_piece_s": one, "pieces_s": pieces,
             "x_pieces": one / pieces, "timed_draw_s": draw, "four_full_checks_s": 4 * one,
             "x_timed_draw": 4 * one / draw}
@@ -184,22 +182,20 @@ def reference_cost(rounds: int = 3) -> dict:
     from kernel_forge.model.reference_process import reference_outputs
     from kernel_forge.model.task import load_task
 
-    median_s = lambda fn: _median_wall_s(fn, rounds)   # noqa: E731
-
     vec = load_task(ROOT / "manifests" / "vector_add.json")
     reference_process.shutdown()
     tiny = vec.case("tiny")
     t0 = time.perf_counter()
     reference_outputs(vec, tiny, 0)
     first = time.perf_counter() - t0
-    warm = median_s(lambda: reference_outputs(vec, tiny, 0))
+    warm = _median_wall_s(lambda: reference_outputs(vec, tiny, 0), rounds)
     rows = []
     for manifest, names in (("vector_add", ("tiny", "odd", "n16M")), ("matmul_f32", ("odd", "sq256", "rect"))):
         task = vec if manifest == "vector_add" else load_task(ROOT / "manifests" / f"{manifest}.json")
         for name in names:
             case = task.case(name)
-            here = median_s(lambda: compute_reference(task, generate(task, case, 0)))
-            child = median_s(lambda: reference_outputs(task, case, 0))
+            here = _median_wall_s(lambda: compute_reference(task, generate(task, case, 0)), rounds)
+            child = _median_wall_s(lambda: reference_outputs(task, case, 0), rounds)
             out_bytes = sum(v.nbytes for v in reference_outputs(task, case, 0).values())
             rows.append({"task": manifest, "case": name, "in_process_ms": here * 1e3, "child_ms": child * 1e3,
                          "overhead_ms": (child - here) * 1e3, "output_bytes": out_bytes})

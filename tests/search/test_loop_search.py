@@ -102,6 +102,12 @@ def test_make_optimize_on_matmul_keeps_searching_past_the_first_sample(tmp_path)
     assert all(a["proposer"] == "tune" for i, a in firsts.items() if i > 0)
 
 
+def tuned_settings(hist: list[dict]) -> set[tuple]:
+    """(template, setting) of every tuned attempt gated, a dispatch rule left out (no setting)."""
+    return {(a["label"], tuple(sorted(a["defines"].items())))
+            for a in hist if a["proposer"] == "tune" and a["evaluation"] and not a.get("dispatch")}
+
+
 class ShapeLandscapeGate(LandscapeGate):
     """As LandscapeGate, but the large case has its own regblock optimum (128x128 tiles, BK=16, 8x8
     per thread) as on the H200, so the tuner fits a dispatch rule over the settings it gated."""
@@ -127,8 +133,7 @@ def test_the_summary_counts_each_gated_setting_once_and_a_dispatch_rule_as_no_se
     hist = read(opt.run_dir, "history.json")["attempts"]
     rules = [a for a in hist if a.get("dispatch")]
     assert rules and all(a["label"].endswith("+dispatch") for a in rules)
-    settings = {(a["label"], tuple(sorted(a["defines"].items())))
-                for a in hist if a["proposer"] == "tune" and a["evaluation"] and not a.get("dispatch")}
+    settings = tuned_settings(hist)
     spaces = summary["search"]["spaces"]
     assert sum(s["gated"] for s in spaces) == len(settings)
     assert {s["label"] for s in spaces} == {lbl for lbl, _ in settings}
@@ -147,7 +152,7 @@ def test_on_the_h200_make_optimize_run_the_summary_tally_is_the_historys():
         hist, summary = read_json("history.json")["attempts"], read_json("summary.json")
     tuned = [a for a in hist if a["proposer"] == "tune" and a["evaluation"]]
     rules = [a for a in tuned if a.get("dispatch")]
-    settings = {(a["label"], tuple(sorted(a["defines"].items()))) for a in tuned if not a.get("dispatch")}
+    settings = tuned_settings(hist)
     assert rules and len(settings) == len(tuned) - len(rules)
     assert sum(s["gated"] + s["ruled_out"] for s in summary["search"]["spaces"]) == len(settings)
 

@@ -85,8 +85,8 @@ def test_a_setting_ruled_out_counts_as_tried_but_not_as_gated():
 
 
 def test_a_later_duplicate_of_a_gated_setting_keeps_its_verdict():
-    """The H200 make-optimize run (s9) tallied 119 gated settings where its history held 122: a
-    setting gated, then proposed again and refused as a duplicate, was overwritten as ruled out."""
+    """A setting gated, then proposed again and refused as a duplicate, was overwritten as ruled
+    out (found while chasing the H200 run's tally, whose cause was its dispatch rules)."""
     sp = space(TILED)
     first, second, third = sp.untried()[:3]
     sp.add(first, "a0001", 50.0, "passed")
