@@ -6,6 +6,7 @@ as a fallback.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -97,9 +98,21 @@ def cache_dir() -> Path:
     return Path(base) / "kernel_forge" / "cubin"
 
 
+@functools.cache
+def serves_from_driver_cache() -> bool:
+    """NVRTC 12.9 and later may serve a CUBIN from the CUDA driver's compute cache without running
+    ptxas, and then its log has no ``-v`` report: no registers, spills or shared memory for the
+    diagnosis and the occupancy.  Where that can happen every compile passes ``--no-cache``; our own
+    cache (keyed on source, options and NVRTC version) keeps the log with the CUBIN."""
+    major, minor = (int(x) for x in nvrtc_version().split("."))
+    return (major, minor) >= (12, 9)
+
+
 def build_options(arch: str, defines: dict | None = None, extra: tuple[str, ...] = (),
                   lineinfo: bool = True) -> tuple[str, ...]:
     opts = [f"--gpu-architecture={arch}", "--std=c++17", "--ptxas-options=-v"]
+    if serves_from_driver_cache():
+        opts.append("--no-cache")
     if lineinfo:
         opts.append("-lineinfo")
     for k, v in sorted((defines or {}).items()):
@@ -154,9 +167,11 @@ def compile_source(source: str, *, arch: str, defines: dict | None = None,
         try:
             meta = json.loads(meta_path.read_text())
             cubin = cubin_path.read_bytes()
-            return CompileResult(cubin, meta["log"], arch, options, version,
-                                 time.perf_counter() - t0, True, meta.get("resources", {}))
-        except (OSError, ValueError, KeyError):
+            if "registers" in meta.get("resources", {}):
+                return CompileResult(cubin, meta["log"], arch, options, version,
+                                     time.perf_counter() - t0, True, meta["resources"])
+            # else an entry without ptxas's report (written by a release without --no-cache): compile again
+        except (OSError, ValueError, KeyError, AttributeError):
             pass  # a damaged cache entry: compile again
 
     t0 = time.perf_counter()

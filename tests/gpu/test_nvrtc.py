@@ -189,10 +189,39 @@ def test_bundled_kernels_compile_for_sm_90(path):
 def test_build_options():
     opts = build_options("sm_90", {"B": 2, "A": 1.5}, ("-DEXTRA",), lineinfo=False)
     assert opts[:3] == ("--gpu-architecture=sm_90", "--std=c++17", "--ptxas-options=-v")
+    rest = [o for o in opts[3:] if o != "--no-cache"]
     assert "-lineinfo" not in opts
-    assert opts[3:6] == ("-DA=1.5", "-DB=2", "-DEXTRA")
-    assert all(o.startswith("--include-path=") for o in opts[6:])
+    assert rest[:3] == ["-DA=1.5", "-DB=2", "-DEXTRA"]
+    assert all(o.startswith("--include-path=") for o in rest[3:])
     assert "-lineinfo" in build_options("sm_80")
+
+
+def test_nvrtc_is_told_not_to_serve_from_the_drivers_cache_where_it_could():
+    """From 12.9 NVRTC may take a CUBIN from the driver's compute cache, skipping ptxas and its
+    ``-v`` report (found on the H200: a cache hit there gave ``resources == {}``)."""
+    major, minor = (int(x) for x in nvrtc_version().split("."))
+    assert ("--no-cache" in build_options("sm_90")) == ((major, minor) >= (12, 9))
+
+
+def test_a_cached_entry_without_ptxas_figures_is_compiled_again(fresh_cache):
+    """An entry whose log has no ptxas report (written when NVRTC served from the driver's cache)
+    would hide registers and spills from every later evaluation: it is replaced, not served."""
+    first = compile_source(VECTOR_ADD, arch="sm_90")
+    (meta,) = fresh_cache.glob("*.json")
+    meta.write_text(json.dumps({"log": "", "resources": {}}))
+    again = compile_source(VECTOR_ADD, arch="sm_90")
+    assert again.cached is False and again.resources == first.resources and again.resources["registers"] > 0
+    assert json.loads(meta.read_text())["resources"] == first.resources
+    assert compile_source(VECTOR_ADD, arch="sm_90").cached is True
+
+
+@pytest.mark.gpu
+def test_every_compile_reports_its_registers_with_the_driver_loaded(fresh_cache):
+    """With a driver present NVRTC can use its compute cache: the second of two identical
+    compiles (ours not cached) must still carry ptxas's report."""
+    source = VECTOR_ADD + f"\n// {fresh_cache}\n"          # new to the driver's cache on this machine
+    runs = [compile_source(source, arch="sm_90", use_cache=False) for _ in range(3)]
+    assert all(r.resources.get("registers", 0) > 0 for r in runs), [r.log for r in runs]
 
 
 def test_parse_resources():
