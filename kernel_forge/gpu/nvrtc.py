@@ -170,7 +170,8 @@ def compile_source(source: str, *, arch: str, defines: dict | None = None,
             if "registers" in meta.get("resources", {}):
                 return CompileResult(cubin, meta["log"], arch, options, version,
                                      time.perf_counter() - t0, True, meta["resources"])
-            # else an entry without ptxas's report (written by a release without --no-cache): compile again
+            # else an entry without ptxas's report (a cache directory copied or shared from elsewhere;
+            # entries made without --no-cache have keys of their own): as good as damaged, compile again
         except (OSError, ValueError, KeyError, AttributeError):
             pass  # a damaged cache entry: compile again
 

@@ -204,8 +204,9 @@ def test_nvrtc_is_told_not_to_serve_from_the_drivers_cache_where_it_could():
 
 
 def test_a_cached_entry_without_ptxas_figures_is_compiled_again(fresh_cache):
-    """An entry whose log has no ptxas report (written when NVRTC served from the driver's cache)
-    would hide registers and spills from every later evaluation: it is replaced, not served."""
+    """An entry whose log has no ptxas report would hide registers and spills from every later
+    evaluation: it is replaced, not served.  (The entries NVRTC's driver cache emptied were made
+    without --no-cache, under other keys; this guards the key the compile uses now.)"""
     first = compile_source(VECTOR_ADD, arch="sm_90")
     (meta,) = fresh_cache.glob("*.json")
     meta.write_text(json.dumps({"log": "", "resources": {}}))
