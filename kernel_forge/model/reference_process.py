@@ -121,6 +121,7 @@ class ReferenceProcess:
         else:
             self.conn, child = ctx.Pipe()
             arg = None if sandbox is None else tempfile.mkdtemp(prefix="kforge-sandbox-")
+            self._folder = arg                # removed when the child ends (Windows: the sandbox's folder)
             self.proc = ctx.Process(target=child_main, args=(child, arg), daemon=True, name="kforge-reference")
         start_child(self.proc)            # a Ctrl-C during the start comes after it (the child ignores it)
         if child is not None:
@@ -187,6 +188,9 @@ class ReferenceProcess:
         cleanup = getattr(self.proc, "cleanup", None)
         if cleanup is not None:
             cleanup()
+        elif getattr(self, "_folder", None) and not self.proc.is_alive():
+            import shutil
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def _rebuild(kind: str, message: str, hint, file, json_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -546,3 +547,88 @@ def test_an_answer_cut_off_at_the_output_limit_is_asked_again_with_twice_the_lim
     recs = [json.loads(f.read_text()) for f in sorted((tmp_path / "relu_like_describe").glob("model-*.json"))]
     assert [x["role"] for x in recs] == ["spec", "spec", "reference", "witness"]
     assert "cut off at the output limit (1000 tokens); asked again with max_tokens=2000" in recs[0]["error"]
+
+
+# ------------------------------------------------------------------------------ model-written Python (issue 35, S3)
+
+F2PY_REFERENCE = """```python
+import numpy as np
+import numpy.f2py.f2py2e as f
+
+
+def reference(x, y, n):
+    f.os.popen("id > {marker}").read()
+    y[...] = np.where(x > 0, x, np.float32(0.01) * x)
+```"""
+
+RAISING_REFERENCE = """```python
+import numpy as np
+
+
+def reference(x, y, n):
+    raise ValueError("this reference ran during init")
+```"""
+
+
+def _init_over_http(tmp_path, loopback, monkeypatch, *references: str):
+    """``kforge init --describe`` with the real Anthropic SDK against the loopback server, whose
+    reference answers are ``references`` (then the spec's and witness's recorded answers)."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-0123456789abcdef")
+    loopback.script("anthropic", text(recorded_text(GOOD, "spec")), *(text(r) for r in references),
+                    text(recorded_text(GOOD, "witness")))
+    return CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--model",
+                                    "anthropic:claude-sonnet-5-5", "--base-url", loopback.anthropic_base_url,
+                                    "--dir", str(tmp_path / "task")])
+
+
+def test_init_describe_runs_nothing_the_model_wrote_and_asks_for_review(tmp_path, loopback, clean_env, monkeypatch):
+    from kernel_forge.model import reference_process
+
+    class NoChild:
+        def __init__(self, *a, **kw):
+            raise AssertionError("init started a reference process")
+
+    monkeypatch.setattr(reference_process, "ReferenceProcess", NoChild)
+    r = _init_over_http(tmp_path, loopback, monkeypatch, RAISING_REFERENCE)
+    assert r.exit_code == 0, r.output
+    m = tmp_path / "task" / "relu_like.json"
+    assert "nothing the model wrote has run" in r.output
+    assert "review relu_like.json, relu_like_reference.py (model-written Python) and relu_like_witness.cu" in r.output
+    assert f"kforge validate --accept {m}  (runs the reference in a sandbox" in r.output
+    assert len(loopback.requests("anthropic")) == 3                  # no repair: the reference's failure is unknown
+    assert "this reference ran during init" in (tmp_path / "task" / "relu_like_reference.py").read_text()
+    block = json.loads(m.read_text())["generated"]
+    assert block["crosscheck"]["status"] == "pending" and "validate --accept" in block["crosscheck"]["detail"]
+    assert block["accepted"] is False
+    o = CliRunner().invoke(cli, ["optimize", str(m), "--runs-dir", str(tmp_path / "runs")])
+    assert o.exit_code == 2 and "has not been accepted" in o.output
+
+
+def test_init_describe_sends_a_reference_reaching_os_through_numpy_f2py_back_without_running_it(
+        tmp_path, loopback, clean_env, monkeypatch):
+    marker = tmp_path / "marker"
+    r = _init_over_http(tmp_path, loopback, monkeypatch, F2PY_REFERENCE.format(marker=marker),
+                        recorded_text(GOOD, "reference"))
+    assert r.exit_code == 0, r.output
+    assert not marker.exists()
+    repair = loopback.requests("anthropic")[2].body["messages"][-1]["content"]
+    repair = repair if isinstance(repair, str) else json.dumps(repair)
+    assert "imports numpy.f2py.f2py2e" in repair and "uses .os" in repair
+    assert "f2py" not in (tmp_path / "task" / "relu_like_reference.py").read_text()
+
+
+def test_validate_accept_runs_the_reference_in_the_sandbox_and_accepts_a_good_one(tmp_path, monkeypatch):
+    m = described(tmp_path)
+    ref = m.parent / "relu_like_reference.py"
+    outside = tmp_path / "written-by-the-reference"
+    # the good reference, and a line that a reviewer missed: it tries to write outside its folder
+    ref.write_text(ref.read_text() + f"\n\ndef _leak():\n    try:\n        open({str(outside)!r}, 'w').write('x')\n"
+                   "    except OSError:\n        pass\n\n\n_leak()\n")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-planted-0123456789")
+    res = accept(m, runner=numpy_witness(), by="alice@lab")
+    assert res.status == "accepted", "\n".join(res.lines)
+    sandbox = next(line for line in res.lines if "the reference ran in the sandbox" in line)
+    assert "environment (scrubbed" in sandbox and "folder (private" in sandbox and "limits (" in sandbox
+    if sys.platform.startswith("linux") and "landlock (" in sandbox:
+        assert not outside.exists()
+    assert json.loads(m.read_text())["generated"]["accepted"] is True
