@@ -27,12 +27,14 @@ wrote runs in the plain child.
 from __future__ import annotations
 
 import atexit
+import json
+import math
 import multiprocessing as mp
 import os
 import signal
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -53,6 +55,8 @@ CHUNK = 1 << 26
 KEEP_IDLE = 4
 #: seconds allowed to start a child (spawn, import NumPy and kernel_forge)
 START_TIMEOUT_S = 60.0
+#: bytes of the longest message a sandboxed child may send (other than its outputs' bytes)
+MAX_MESSAGE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,8 @@ def child_main(conn, layers=None) -> None:
     if isinstance(layers, str):
         from kernel_forge.model.reference_sandbox import confine_here
         layers = confine_here(layers)
-    conn.send(("ready", layers))
+    send = conn.send if layers is None else lambda msg: conn.send_bytes(_encode(msg))
+    send(("ready", None if layers is None else [asdict(x) for x in layers]))
     while True:
         try:
             msg = conn.recv()
@@ -92,11 +97,11 @@ def child_main(conn, layers=None) -> None:
             known = isinstance(exc, (ReferenceError_, ManifestError, InputError))
             message = getattr(exc, "message", str(exc)) if known else \
                 f"the reference process failed on case {case_name!r}: {type(exc).__name__}: {exc}"
-            conn.send(("error", (type(exc).__name__ if known else "other", message, getattr(exc, "hint", None),
-                                 getattr(exc, "file", None), getattr(exc, "json_path", "$"))))
+            send(("error", (type(exc).__name__ if known else "other", message, getattr(exc, "hint", None),
+                            getattr(exc, "file", None), getattr(exc, "json_path", "$"))))
             continue
         arrays = {k: np.ascontiguousarray(v) for k, v in outputs.items()}
-        conn.send(("ok", [_Out(k, a.shape, a.dtype.str) for k, a in arrays.items()]))
+        send(("ok", [_Out(k, a.shape, a.dtype.str) for k, a in arrays.items()]))
         for a in arrays.values():
             flat = a.reshape(-1).view(np.uint8)
             for lo in range(0, flat.size, CHUNK):
@@ -130,10 +135,29 @@ class ReferenceProcess:
             self.close(kill=True)
             raise ReferenceError_(f"the reference process did not start within {START_TIMEOUT_S:.0f} s")
         try:
-            _ready, self.layers = self.conn.recv()
-        except (EOFError, OSError):
+            _ready, layers = self._recv()
+            if layers is not None:
+                from kernel_forge.common.sandbox import Layer
+                self.layers = [Layer(str(x["name"]), bool(x["active"]), str(x["detail"])) for x in layers]
+        except (EOFError, OSError, ValueError, KeyError, TypeError):
             self.close(kill=True)
             raise ReferenceError_(f"the reference process ended while starting (exit code {self.proc.exitcode})") from None
+
+    def _recv(self):
+        """The child's next message: unpickled from a plain child; from a sandboxed one, JSON only
+        (a pickle from code in the sandbox would run code here), at most :data:`MAX_MESSAGE` bytes."""
+        if self.key is None:
+            return self.conn.recv()
+        kind, body = json.loads(self.conn.recv_bytes(MAX_MESSAGE))
+        if kind == "ok":
+            body = [_Out(str(name), tuple(int(d) for d in shape), str(dtype)) for name, shape, dtype in body]
+        elif kind == "error":
+            body = [None if x is None else str(x) for x in body]
+            if len(body) != 5:
+                raise ValueError(f"an error message of {len(body)} fields")
+        elif kind != "ready":
+            raise ValueError(f"a message {str(kind)[:40]!r}")
+        return kind, body
 
     @property
     def alive(self) -> bool:
@@ -152,7 +176,13 @@ class ReferenceProcess:
                                        "\"time_limit_s\": SECONDS} in the manifest")
         idle = False          # whether the child is back waiting for the next request
         try:
-            kind, body = self.conn.recv()
+            try:
+                kind, body = self._recv()
+                if self.key is not None and kind == "ok":
+                    _check_outputs(task, inputs, body, what)
+            except (ValueError, TypeError) as exc:        # not JSON, or not kforge's messages
+                raise ReferenceError_(f"{what}: the sandboxed reference process sent a message that is not kforge's "
+                                      f"({type(exc).__name__}: {str(exc)[:200]}); it was stopped") from None
             if kind == "error":
                 idle = True
                 exc = _rebuild(*body)
@@ -191,6 +221,28 @@ class ReferenceProcess:
         elif getattr(self, "_folder", None) and not self.proc.is_alive():
             import shutil
             shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _encode(msg) -> bytes:
+    """A sandboxed child's message as JSON (its ``_Out`` records as lists)."""
+    kind, body = msg
+    if kind == "ok":
+        body = [[o.name, list(o.shape), o.dtype] for o in body]
+    return json.dumps([kind, body]).encode()
+
+
+def _check_outputs(task, inputs, outs: list[_Out], what: str) -> None:
+    """What a sandboxed child says it will send must be the task's outputs, of their sizes, in a
+    plain numeric dtype, before the parent allocates anything for them."""
+    want = {a.name: math.prod(task.shape(a, inputs.case)) for a in task.outputs}
+    names = [o.name for o in outs]
+    if sorted(names) != sorted(want):
+        raise ReferenceError_(f"{what}: the sandboxed reference process sent outputs {names}, not {sorted(want)}")
+    for o in outs:
+        dt = np.dtype(o.dtype)                      # TypeError for what is not a dtype
+        if dt.hasobject or dt.kind not in "biufc" or math.prod(o.shape) != want[o.name]:
+            raise ReferenceError_(f"{what}: the sandboxed reference process sent {o.name} as {o.dtype} {list(o.shape)}; "
+                                  f"{want[o.name]} numeric values were expected")
 
 
 def _rebuild(kind: str, message: str, hint, file, json_path):

@@ -203,3 +203,25 @@ def test_each_linux_layer_holds_here_or_says_why_not(layers):
         assert detail, name
         if not holds:
             assert "errno" in detail or "not" in detail or "no " in detail, detail
+
+
+def test_a_generated_reference_cannot_run_code_in_kforge_through_a_pickle_on_its_pipe(tmp_path):
+    """The sandboxed child's messages are JSON: a pickle it writes to its own end of the pipe is
+    refused, never unpickled in kforge's process (where it would run outside the sandbox)."""
+    marker = tmp_path / "marker"
+    source = f"""
+import json, pickle
+from multiprocessing.connection import Connection
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("touch {marker}",))
+fd = json.loads(sys.argv[2])["fd"] if len(sys.argv) > 2 else None
+if fd is not None:
+    Connection(fd).send_bytes(pickle.dumps(("ok", Evil())))
+    import time
+    time.sleep(5)
+y[...] = 1
+"""
+    err = run(probe(tmp_path, source))
+    assert isinstance(err, ReferenceError_) and "not kforge's" in err.message
+    assert not marker.exists()
