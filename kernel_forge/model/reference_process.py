@@ -27,14 +27,12 @@ wrote runs in the plain child.
 from __future__ import annotations
 
 import atexit
-import json
-import math
 import multiprocessing as mp
 import os
 import signal
 import tempfile
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -55,8 +53,6 @@ CHUNK = 1 << 26
 KEEP_IDLE = 4
 #: seconds allowed to start a child (spawn, import NumPy and kernel_forge)
 START_TIMEOUT_S = 60.0
-#: bytes of the longest message a sandboxed child may send (other than its outputs' bytes)
-MAX_MESSAGE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -79,8 +75,12 @@ def child_main(conn, layers=None) -> None:
     if isinstance(layers, str):
         from kernel_forge.model.reference_sandbox import confine_here
         layers = confine_here(layers)
-    send = conn.send if layers is None else lambda msg: conn.send_bytes(_encode(msg))
-    send(("ready", None if layers is None else [asdict(x) for x in layers]))
+    if layers is None:
+        send = conn.send
+    else:
+        from kernel_forge.model.reference_sandbox import encode
+        send = lambda msg: conn.send_bytes(encode(*msg))  # noqa: E731
+    send(("ready", layers))
     while True:
         try:
             msg = conn.recv()
@@ -135,29 +135,19 @@ class ReferenceProcess:
             self.close(kill=True)
             raise ReferenceError_(f"the reference process did not start within {START_TIMEOUT_S:.0f} s")
         try:
-            _ready, layers = self._recv()
-            if layers is not None:
-                from kernel_forge.common.sandbox import Layer
-                self.layers = [Layer(str(x["name"]), bool(x["active"]), str(x["detail"])) for x in layers]
+            _ready, self.layers = self._recv()
         except (EOFError, OSError, ValueError, KeyError, TypeError):
             self.close(kill=True)
             raise ReferenceError_(f"the reference process ended while starting (exit code {self.proc.exitcode})") from None
 
     def _recv(self):
         """The child's next message: unpickled from a plain child; from a sandboxed one, JSON only
-        (a pickle from code in the sandbox would run code here), at most :data:`MAX_MESSAGE` bytes."""
+        (a pickle from code in the sandbox would run code here)."""
         if self.key is None:
             return self.conn.recv()
-        kind, body = json.loads(self.conn.recv_bytes(MAX_MESSAGE))
-        if kind == "ok":
-            body = [_Out(str(name), tuple(int(d) for d in shape), str(dtype)) for name, shape, dtype in body]
-        elif kind == "error":
-            body = [None if x is None else str(x) for x in body]
-            if len(body) != 5:
-                raise ValueError(f"an error message of {len(body)} fields")
-        elif kind != "ready":
-            raise ValueError(f"a message {str(kind)[:40]!r}")
-        return kind, body
+        from kernel_forge.model.reference_sandbox import MAX_MESSAGE, decode
+        kind, body = decode(self.conn.recv_bytes(MAX_MESSAGE))
+        return kind, [_Out(*o) for o in body] if kind == "ok" else body
 
     @property
     def alive(self) -> bool:
@@ -179,7 +169,8 @@ class ReferenceProcess:
             try:
                 kind, body = self._recv()
                 if self.key is not None and kind == "ok":
-                    _check_outputs(task, inputs, body, what)
+                    from kernel_forge.model.reference_sandbox import check_outputs
+                    check_outputs(task, inputs, [(o.name, o.shape, o.dtype) for o in body], what)
             except (ValueError, TypeError) as exc:        # not JSON, or not kforge's messages
                 raise ReferenceError_(f"{what}: the sandboxed reference process sent a message that is not kforge's "
                                       f"({type(exc).__name__}: {str(exc)[:200]}); it was stopped") from None
@@ -221,28 +212,6 @@ class ReferenceProcess:
         elif getattr(self, "_folder", None) and not self.proc.is_alive():
             import shutil
             shutil.rmtree(self._folder, ignore_errors=True)
-
-
-def _encode(msg) -> bytes:
-    """A sandboxed child's message as JSON (its ``_Out`` records as lists)."""
-    kind, body = msg
-    if kind == "ok":
-        body = [[o.name, list(o.shape), o.dtype] for o in body]
-    return json.dumps([kind, body]).encode()
-
-
-def _check_outputs(task, inputs, outs: list[_Out], what: str) -> None:
-    """What a sandboxed child says it will send must be the task's outputs, of their sizes, in a
-    plain numeric dtype, before the parent allocates anything for them."""
-    want = {a.name: math.prod(task.shape(a, inputs.case)) for a in task.outputs}
-    names = [o.name for o in outs]
-    if sorted(names) != sorted(want):
-        raise ReferenceError_(f"{what}: the sandboxed reference process sent outputs {names}, not {sorted(want)}")
-    for o in outs:
-        dt = np.dtype(o.dtype)                      # TypeError for what is not a dtype
-        if dt.hasobject or dt.kind not in "biufc" or math.prod(o.shape) != want[o.name]:
-            raise ReferenceError_(f"{what}: the sandboxed reference process sent {o.name} as {o.dtype} {list(o.shape)}; "
-                                  f"{want[o.name]} numeric values were expected")
 
 
 def _rebuild(kind: str, message: str, hint, file, json_path):

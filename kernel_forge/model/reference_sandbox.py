@@ -11,10 +11,15 @@ thread), imports NumPy and what the reference process needs, then closes the fil
 ``ready`` message.  On Windows the child is started as every reference process is, and scrubs
 its environment and changes to its private folder first (the report says only those hold).
 The private folder is removed when the child ends.
+
+The child's messages to kforge are JSON (:func:`encode`, :func:`decode`), never a pickle: code in
+the sandbox can write to its end of the pipe, and a pickle would run code in kforge's process.
+The outputs it announces are checked (:func:`check_outputs`) before kforge allocates them.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import socket
@@ -24,7 +29,11 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from kernel_forge.common.errors import ReferenceError_
 from kernel_forge.common.sandbox import Layer, Limits, confine, enter_namespaces, scrubbed_env
+
+#: bytes of the longest message a sandboxed child may send (other than its outputs' bytes)
+MAX_MESSAGE = 1 << 20
 
 #: what the fresh interpreter runs: the parent's import path (without its working folder), :func:`child`, then
 #: the reference process's loop
@@ -125,3 +134,43 @@ def confine_here(folder: str) -> list[Layer]:
     return [Layer("environment", True, "scrubbed to an allow-list after the start"),
             Layer("folder", True, f"private: {folder}"),
             Layer("limits, namespaces, landlock, seccomp", False, f"not on {sys.platform}")]
+
+
+# ------------------------------------------------------------------------------ the messages
+
+def encode(kind: str, body) -> bytes:
+    """A sandboxed child's message as JSON: ``ready`` (its layers), ``error`` (five fields),
+    ``ok`` (records with ``name``, ``shape``, ``dtype``)."""
+    if kind == "ready":
+        body = [[x.name, x.active, x.detail] for x in body]
+    elif kind == "ok":
+        body = [[o.name, list(o.shape), o.dtype] for o in body]
+    return json.dumps([kind, body]).encode()
+
+
+def decode(data: bytes):
+    """(kind, body) of a sandboxed child's message; ValueError or TypeError for anything else."""
+    kind, body = json.loads(data)
+    if kind == "ready":
+        return kind, [Layer(str(name), bool(active), str(detail)) for name, active, detail in body]
+    if kind == "ok":
+        return kind, [(str(name), tuple(int(d) for d in shape), str(dtype)) for name, shape, dtype in body]
+    if kind == "error" and isinstance(body, list) and len(body) == 5:
+        return kind, [None if x is None else str(x) for x in body]
+    raise ValueError(f"not a message of the reference process: {str(kind)[:40]!r}")
+
+
+def check_outputs(task, inputs, outs: list[tuple], what: str) -> None:
+    """What a sandboxed child says it will send, as (name, shape, dtype), must be the task's
+    outputs, of their sizes, in a plain numeric dtype, before kforge allocates anything for them."""
+    import numpy as np
+
+    want = {a.name: math.prod(task.shape(a, inputs.case)) for a in task.outputs}
+    names = [name for name, _, _ in outs]
+    if sorted(names) != sorted(want):
+        raise ReferenceError_(f"{what}: the sandboxed reference process sent outputs {names}, not {sorted(want)}")
+    for name, shape, dtype in outs:
+        dt = np.dtype(dtype)                      # TypeError for what is not a dtype
+        if dt.hasobject or dt.kind not in "biufc" or math.prod(shape) != want[name]:
+            raise ReferenceError_(f"{what}: the sandboxed reference process sent {name} as {dtype} {list(shape)}; "
+                                  f"{want[name]} numeric values were expected")

@@ -225,3 +225,23 @@ y[...] = 1
     err = run(probe(tmp_path, source))
     assert isinstance(err, ReferenceError_) and "not kforge's" in err.message
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("announced", [[["y", [1 << 40], "<f4"]], [["y", [4], "|O"]], [["z", [4], "<f4"]]],
+                         ids=["a-terabyte", "python-objects", "another-output"])
+def test_outputs_a_generated_reference_announces_on_its_pipe_are_checked_before_anything_is_allocated(
+        tmp_path, announced):
+    source = f"""
+import json
+from multiprocessing.connection import Connection
+fd = json.loads(sys.argv[2])["fd"] if len(sys.argv) > 2 else None
+if fd is not None:
+    Connection(fd).send_bytes(json.dumps(["ok", {announced!r}]).encode())
+    import time
+    time.sleep(5)
+y[...] = 1
+"""
+    err = run(probe(tmp_path, source))
+    assert isinstance(err, ReferenceError_), err
+    assert "the sandboxed reference process sent" in err.message and ("numeric values" in err.message
+                                                                       or "not ['y']" in err.message)
