@@ -20,6 +20,7 @@ apply, and the report says so.
 from __future__ import annotations
 
 import os
+import signal
 import site
 import sys
 import sysconfig
@@ -107,6 +108,8 @@ def set_limits(limits: Limits) -> Layer:
               ("RLIMIT_NPROC", limits.processes, f"{limits.processes} new processes"
                + (" (not enforced for root)" if hasattr(os, "geteuid") and os.geteuid() == 0 else ""))]
     done, off = [], []
+    if hasattr(signal, "SIGXFSZ"):     # a write past the file-size limit fails (EFBIG) instead of killing the process:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # its inherited stderr may be a log already past the limit
     for name, value, words in wanted:
         kind = getattr(resource, name, None)
         if kind is None:

@@ -245,3 +245,21 @@ y[...] = 1
     assert isinstance(err, ReferenceError_), err
     assert "the sandboxed reference process sent" in err.message and ("numeric values" in err.message
                                                                        or "not ['y']" in err.message)
+
+
+def test_a_generated_reference_writing_past_the_file_size_limit_in_its_own_folder_gets_an_error(tmp_path):
+    """Its private folder takes files up to the limit; one byte more is an error (EFBIG), not a kill."""
+    size = Limits().file_size
+    source = f"""
+with open("big", "wb") as f:
+    f.write(bytes({size}))
+y[0] = os.path.getsize("big") == {size}
+try:
+    with open("big", "ab") as f:
+        f.write(b"x")
+    y[1] = 0
+except OSError as exc:
+    y[1] = exc.errno == 27
+y[2:] = 1
+"""
+    assert run(probe(tmp_path, source)).tolist() == [1, 1, 1, 1]
