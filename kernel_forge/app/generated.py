@@ -95,6 +95,9 @@ def accept(manifest: str | Path, *, runner=None, extra_shapes: int | None = None
         b = r.block
         return Acceptance(path, "already", [f"already accepted by {b.get('accepted_by')} at {b.get('accepted_at')}"])
     report = validate_manifest(path, reference=True)      # a model-written reference: in the sandbox
+    from kernel_forge.app.validate import sandbox_notes
+    for note in sandbox_notes(task):
+        progress(f"[kforge] {note}")
     if report.warnings:
         raise InputError(f"{path}: a generated task is accepted only without weak-case warnings:\n"
                          + "\n".join(f"  warning: {w}" for w in report.warnings),
@@ -125,7 +128,6 @@ def accept(manifest: str | Path, *, runner=None, extra_shapes: int | None = None
                      (json.dumps({"when": block["accepted_at"], **check.to_json()}, indent=2) + "\n").encode(),
                      private=False)
     atomic_write(path, (json.dumps(data, indent=2) + "\n").encode(), private=False)
-    from kernel_forge.app.validate import sandbox_notes
     lines = check.lines() + sandbox_notes(task) + [f"accepted by {block['accepted_by']} at {block['accepted_at']}"
                              + (f" (edited since it was generated: {', '.join(r.edited)})" if r.edited else "")]
     return Acceptance(path, "accepted", lines)

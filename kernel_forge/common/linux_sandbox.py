@@ -126,7 +126,7 @@ def landlock(read: list[str], write: list[str]) -> str:
             raise _fail("landlock_restrict_self")
     finally:
         os.close(fd)
-    return f"Landlock ABI {abi}" + (", no TCP" if net else "") + (", scoped signals" if scoped else "")
+    return f"ABI {abi}" + (", no TCP" if net else "") + (", no signal out" if scoped else "")
 
 
 def _add_rule(libc, ruleset: int, path: str, rights: int, file_rights: int) -> None:
@@ -179,4 +179,4 @@ def seccomp_filter() -> str:
         raise _fail("prctl(NO_NEW_PRIVS)")
     if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fbuf), 0, 0) != 0:
         raise _fail("seccomp")
-    return "seccomp: no exec, fork, socket, ptrace"
+    return "no exec, fork, socket, ptrace, io_uring"
