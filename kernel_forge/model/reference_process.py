@@ -128,7 +128,11 @@ class ReferenceProcess:
             arg = None if sandbox is None else tempfile.mkdtemp(prefix="kforge-sandbox-")
             self._folder = arg                # removed when the child ends (Windows: the sandbox's folder)
             self.proc = ctx.Process(target=child_main, args=(child, arg), daemon=True, name="kforge-reference")
-        start_child(self.proc)            # a Ctrl-C during the start comes after it (the child ignores it)
+        try:
+            start_child(self.proc)        # a Ctrl-C during the start comes after it (the child ignores it)
+        except OSError as exc:            # no interpreter to start, no process left, no file descriptor
+            self.close(kill=True)
+            raise ReferenceError_(f"the reference process could not be started: {exc}") from None
         if child is not None:
             child.close()
         if not self.conn.poll(START_TIMEOUT_S):

@@ -263,3 +263,14 @@ except OSError as exc:
 y[2:] = 1
 """
     assert run(probe(tmp_path, source)).tolist() == [1, 1, 1, 1]
+
+
+def test_a_sandboxed_child_that_cannot_start_is_a_reference_error_and_leaves_no_folder(tmp_path, monkeypatch):
+    import tempfile
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))           # where the private folder would be made
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    err = run(probe(tmp_path / "task", "y[...] = 1"))
+    assert isinstance(err, ReferenceError_) and "could not be started" in err.message and "no-python" in err.message
+    assert list(temp.iterdir()) == []
