@@ -65,15 +65,27 @@ def unshare_namespaces() -> str:
     libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
     flags = CLONE_NEWNET | CLONE_NEWNS
-    if libc.unshare(CLONE_NEWUSER | flags) == 0:
+    if _unshare(libc, CLONE_NEWUSER | flags):
         _map_ids(uid, gid)
         kinds = "user+network+mount"
-    elif libc.unshare(flags) == 0:               # root where user namespaces are refused
+    elif _unshare(libc, flags):                  # root where user namespaces are refused
         kinds = "network+mount"
     else:
         raise _fail("unshare")
     libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None)      # nothing mounted here reaches the host
     return kinds
+
+
+def _unshare(libc, flags: int) -> bool:
+    """``os.unshare`` (Python 3.12+), else the libc call; False (errno set) where refused."""
+    if hasattr(os, "unshare"):
+        try:
+            os.unshare(flags)
+            return True
+        except OSError as exc:
+            ctypes.set_errno(exc.errno or 0)
+            return False
+    return libc.unshare(flags) == 0
 
 
 def _map_ids(uid: int, gid: int) -> None:
