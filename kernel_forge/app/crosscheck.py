@@ -294,7 +294,8 @@ class OutputsWitness:
 def derived_manifest(task: Task, cases: list[Case], folder: Path) -> Path:
     """A copy of ``task``'s manifest in ``folder`` whose cases are ``cases``, every one a correctness
     case (plus one performance case that the cross-check never runs, as a manifest needs one);
-    paths point back at the task's files."""
+    paths point back at the task's files; the ``generated`` block is kept, so that the reference
+    runs sandboxed as the task's does."""
     data = json.loads(json.dumps(task.raw))
     base = task.path.parent
 
@@ -311,8 +312,8 @@ def derived_manifest(task: Task, cases: list[Case], folder: Path) -> Path:
         data["reference"] = {"python": f"{rel(file)}:{fn}"}
     else:
         data["reference"] = {"cuda": rel(ref["cuda"])}
-    for k in ("baselines", "initial", "templates", "generated", "$schema"):
-        data.pop(k, None)
+    for k in ("baselines", "initial", "templates", "$schema"):
+        data.pop(k, None)           # "generated" stays: a model-written reference runs in the sandbox there too
     for spec in data["args"].values():
         if isinstance(spec, dict) and isinstance(spec.get("init"), dict) and "path" in spec["init"]:
             spec["init"]["path"] = rel(spec["init"]["path"])

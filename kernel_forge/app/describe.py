@@ -9,20 +9,22 @@ Three separate conversations, each seeing only what it needs:
 3. **witness** -- from the description and the spec: a naive CUDA kernel.  It never sees the
    reference, nor the reference the witness.
 
-Every answer is checked here -- the spec against the manifest's schema and meaning (and the sizes
-against memory); the reference by a screen of what it imports and calls
-(:func:`screen_reference`; a screen, not a sandbox) and a run on the smallest case; the witness
-by the static rules, its entry point and signature, and NVRTC where available -- and an answer
-that cannot be used goes back once with the reason (``repairs``).  Then the weak-case lint runs
-on the cases and the two witnesses are compared on fresh random inputs over every case and extra
-random shapes (:mod:`kernel_forge.app.crosscheck`: through the gate on a GPU, pending without one).
-A disagreement is never sent back to the model: that would let one witness copy the other.
+Every answer is checked here without running anything the model wrote -- the spec against the
+manifest's schema and meaning (and the sizes against memory); the reference by a screen of what
+it imports and calls (:func:`screen_reference`; a screen, not a sandbox); the witness by the static
+rules, its entry point and signature, and NVRTC where available -- and an answer that cannot be
+used goes back once with the reason (``repairs``).  The weak-case lint looks at the inputs only
+(the outputs' lint needs the reference to run).
 
 Written as ordinary files a user reads and edits: ``NAME.json`` (its ``generated`` block says
-what was generated and checked, ``accepted: false``), ``NAME_reference.py``, ``NAME_witness.cu``
-(also ``NAME.cu`` as the initial kernel with ``initial``) and ``NAME_describe/`` (every model call
-as ``model-NNN.json`` and the cross-check's record; ``--replay`` reads this folder back).
-``kforge optimize`` refuses the task until it is accepted (:mod:`kernel_forge.app.generated`).
+what was generated and checked, the cross-check ``pending``, ``accepted: false``),
+``NAME_reference.py``, ``NAME_witness.cu`` (also ``NAME.cu`` as the initial kernel with
+``initial``) and ``NAME_describe/`` (every model call as ``model-NNN.json``; ``--replay`` reads
+this folder back).  Then the user reviews them: the reference is model-written Python and runs
+only under ``kforge validate --accept`` (:mod:`kernel_forge.app.generated`), in the sandbox
+(:mod:`kernel_forge.model.reference_sandbox`), where the weak-case lint and the cross-check of the
+two witnesses (:mod:`kernel_forge.app.crosscheck`) run.  ``kforge optimize`` refuses the task
+until then.
 """
 from __future__ import annotations
 
@@ -53,21 +55,18 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SPEC_KEYS = ("description", "signature", "args", "launch", "tolerance", "cost", "cases", "defaults",
              "nondeterministic", "hints")
 OURS = ("name", "reference", "initial", "baselines", "templates", "generated", "$schema")
+#: the cross-check's detail until ``kforge validate --accept`` runs it
+NOT_RUN = ("not run: the reference is model-written Python, run only by kforge validate --accept (in a sandbox), "
+           "after your review; the CUDA witness needs a GPU")
 
 
 @dataclass
 class DescribeResult:
     manifest: Path
     written: list[Path] = field(default_factory=list)
-    crosscheck: object | None = None                  #: crosscheck.CrossCheck
-    lint: list[str] = field(default_factory=list)      #: weak-case warnings
+    lint: list[str] = field(default_factory=list)      #: weak-case warnings on the inputs
     lines: list[str] = field(default_factory=list)     #: what happened, in words
     next_steps: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """The witnesses did not disagree (agreed, or pending where no GPU could run them)."""
-        return getattr(self.crosscheck, "status", "") in ("agreed", "pending")
 
 
 def _prompt(name: str) -> string.Template:
@@ -89,18 +88,20 @@ def fenced(text: str, langs: tuple[str, ...]) -> str | None:
     return None
 
 
-_ALLOWED_IMPORTS = {"numpy", "math"}
+_ALLOWED_IMPORTS = {"numpy", "math", "numpy.linalg", "numpy.fft"}
 _FORBIDDEN_CALLS = {"open", "exec", "eval", "compile", "__import__", "input", "breakpoint", "globals", "locals",
                     "vars", "getattr", "setattr", "delattr", "memoryview", "exit", "quit", "help"}
 _FORBIDDEN_ATTRS = {"load", "save", "savez", "savez_compressed", "savetxt", "loadtxt", "genfromtxt", "fromfile",
-                    "tofile", "memmap", "ctypeslib", "ctypes", "lib", "testing", "distutils", "f2py", "system"}
+                    "fromregex", "tofile", "dump", "dumps", "memmap", "DataSource", "ctypeslib", "ctypes", "lib",
+                    "testing", "distutils", "f2py", "system", "popen", "os", "sys", "builtins"}
 
 
 def screen_reference(source: str, params: list[str]) -> list[str]:
-    """Problems of a generated reference before it is run: it must parse, define
-    ``reference(<params>)`` with the kernel's parameter names, import only numpy and math, and
-    not reach files, the system or Python's internals.  A screen for a model's answer, not a
-    sandbox: the user reviews the file before accepting the task."""
+    """Problems of a generated reference, found without running it: it must parse, define
+    ``reference(<params>)`` with the kernel's parameter names, import only numpy (its linalg
+    and fft) and math, and not reach files, the system or Python's internals.  A screen for a
+    model's answer, not a sandbox: the user reviews the file, and it runs only under ``kforge
+    validate --accept``, in the sandbox."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
@@ -117,12 +118,16 @@ def screen_reference(source: str, params: list[str]) -> list[str]:
     for node in ast.walk(tree):
         where = f"line {getattr(node, 'lineno', '?')}"
         if isinstance(node, ast.Import):
-            bad = [a.name for a in node.names if a.name.split(".")[0] not in _ALLOWED_IMPORTS]
+            bad = [a.name for a in node.names if a.name not in _ALLOWED_IMPORTS]
             if bad:
-                problems.append(f"{where}: imports {', '.join(bad)} (only numpy and math)")
+                problems.append(f"{where}: imports {', '.join(bad)} (only numpy, numpy.linalg, numpy.fft and math)")
         elif isinstance(node, ast.ImportFrom):
-            if (node.module or "").split(".")[0] not in _ALLOWED_IMPORTS or node.level:
-                problems.append(f"{where}: imports from {node.module or '.'} (only numpy and math)")
+            if (node.module or "") not in _ALLOWED_IMPORTS or node.level:
+                problems.append(f"{where}: imports from {node.module or '.'} (only numpy, numpy.linalg, numpy.fft "
+                                "and math)")
+            bad = [a.name for a in node.names if a.name in _FORBIDDEN_ATTRS or a.name.startswith("_")]
+            if bad:
+                problems.append(f"{where}: imports {', '.join(bad)} from {node.module}")
         elif isinstance(node, ast.Name) and node.id in _FORBIDDEN_CALLS:
             problems.append(f"{where}: uses {node.id}()")
         elif isinstance(node, ast.Attribute) and (node.attr.startswith("__") or node.attr in _FORBIDDEN_ATTRS):
@@ -264,23 +269,14 @@ class Session:
         return _prompt("describe_reference").safe_substitute(task=_task_brief(task), params=params, outputs=outs)
 
     def check_reference(self, task, text: str):
-        from kernel_forge.common.errors import ReferenceError_
-        from kernel_forge.model.inputs import generate
-        from kernel_forge.model.reference_process import run_python_reference
-        from kernel_forge.model.weak_cases import case_size
-
+        """The screen only: nothing the model wrote runs here (it runs, sandboxed, under
+        ``kforge validate --accept``)."""
         source = fenced(text, ("python", "py", "python3"))
         if source is None:
             return None, "it holds no ```python block"
         problems = screen_reference(source, list(task.signature.names))
         if problems:
             return None, "; ".join(problems)
-        writes.write_text(self.stage / f"{self.name}_reference.py", source)
-        smallest = min(task.cases, key=lambda c: case_size(task, c))
-        try:
-            run_python_reference(task, generate(task, smallest, 1))
-        except ReferenceError_ as exc:
-            return None, f"on case {smallest.name} ({smallest.vars}) it fails: {exc.message}"
         return source, None
 
     # -- 3. the witness -------------------------------------------------------------------
@@ -364,12 +360,12 @@ def _targets(name: str, folder: Path, cfg: DescribeConfig) -> dict[str, Path]:
 
 
 def describe_task(name: str, description: str, folder: str | Path = ".", cfg: DescribeConfig | None = None, *,
-                  force: bool = False, model: TextModel | None = None, runner=None,
+                  force: bool = False, model: TextModel | None = None,
                   progress=lambda msg: None) -> DescribeResult:
     """Write a task from ``description`` (see the module docstring).  Every input is checked before
     the first model call; the model's calls are recorded as they happen; the task's files are
-    written only once every answer is usable.  ``model`` and ``runner`` replace the configured
-    model and the gate that runs the CUDA witness (tests)."""
+    written only once every answer is usable; nothing the model wrote is run.  ``model``
+    replaces the configured model (tests)."""
     cfg = cfg or DescribeConfig()
     if not NAME.match(name or ""):
         raise InputError(f"{name!r} is not a task name: a C identifier (letters, digits, _), the kernel's name")
@@ -392,7 +388,7 @@ def describe_task(name: str, description: str, folder: str | Path = ".", cfg: De
         raise InputError(f"{exchange}: already exists", hint="pass --force to replace it")
     writes.make_dirs(exchange)
     try:
-        return _describe(name, description, out, cfg, targets, model, runner, progress)
+        return _describe(name, description, out, cfg, targets, model, progress)
     except BaseException:
         if exchange.is_dir() and not any(exchange.iterdir()):
             exchange.rmdir()            # nothing was asked: nothing is left behind
@@ -402,8 +398,7 @@ def describe_task(name: str, description: str, folder: str | Path = ".", cfg: De
 
 
 def _describe(name: str, description: str, out: Path, cfg: DescribeConfig, targets: dict[str, Path],
-              model: TextModel, runner, progress) -> DescribeResult:
-    from kernel_forge.app.crosscheck import GateWitness, run_crosscheck
+              model: TextModel, progress) -> DescribeResult:
     from kernel_forge.model.task import load_task
     from kernel_forge.app.validate import validate_manifest
 
@@ -413,6 +408,7 @@ def _describe(name: str, description: str, out: Path, cfg: DescribeConfig, targe
         manifest = s.converse("spec", s.spec_prompt(), s.check_spec)
         task = load_task(Path(tmp) / f"{name}.json")
         reference = s.converse("reference", s.reference_prompt(task), lambda t: s.check_reference(task, t))
+        writes.write_text(Path(tmp) / targets["reference"].name, reference)
         witness = s.converse("witness", s.witness_prompt(task), lambda t: s.check_witness(task, t))
         writes.write_text(Path(tmp) / f"{name}_witness.cu", witness)
         files = {targets["reference"].name: reference, targets["witness"].name: witness}
@@ -423,30 +419,24 @@ def _describe(name: str, description: str, out: Path, cfg: DescribeConfig, targe
         block = {"tool": f"kforge init --describe ({__version__})", "model": s.model_name,
                  "replayed_from": s.replayed_from, "description": description, "prompt_sha256": s.prompts.hexdigest(),
                  "created": _now(), "exchange": exchange.name, "files": {}, "witness": targets["witness"].name,
-                 "crosscheck": {"status": "pending", "detail": "not run yet"}, "lint": [], "accepted": False,
-                 "accepted_by": None, "accepted_at": None}
+                 "crosscheck": {"status": "pending", "detail": NOT_RUN, "extra_shapes": cfg.extra_shapes},
+                 "lint": [], "accepted": False, "accepted_by": None, "accepted_at": None}
         stage_manifest = Path(tmp) / f"{name}.json"
         writes.write_text(stage_manifest, json.dumps({**manifest, "generated": block}, indent=2))
-        report = validate_manifest(stage_manifest)
+        report = validate_manifest(stage_manifest, reference=False)     # the witness compiled; the reference not run
         block["lint"] = list(report.warnings)
-        task = load_task(stage_manifest)
-        check = run_crosscheck(task, Path(tmp) / targets["witness"].name, runner or GateWitness(),
-                               extra=cfg.extra_shapes, progress=progress)
-        block["crosscheck"] = check.block()
     # every answer is usable: write the task's files, then its manifest with the hashes of what was written
     from kernel_forge.model.generated import file_hashes
-    result = DescribeResult(targets["manifest"], crosscheck=check, lint=list(block["lint"]))
+    result = DescribeResult(targets["manifest"], lint=list(block["lint"]))
     for fname, text in files.items():
         atomic_write(out / fname, text.encode(), private=False)
         result.written.append(out / fname)
     data = {**manifest, "generated": block}
     block["files"] = file_hashes(targets["manifest"], data, list(files))
-    atomic_write(exchange / "crosscheck.json", (json.dumps(check.to_json(), indent=2, default=str) + "\n").encode(),
-                 private=False)
     atomic_write(targets["manifest"], (json.dumps(data, indent=2) + "\n").encode(), private=False)
     result.written.insert(0, targets["manifest"])
     result.written.append(exchange)
-    _explain(result, name, block, check)
+    _explain(result, name, block)
     return result
 
 
@@ -455,22 +445,16 @@ def _now() -> str:
     return now()
 
 
-def _explain(result: DescribeResult, name: str, block: dict, check) -> None:
+def _explain(result: DescribeResult, name: str, block: dict) -> None:
     m = result.manifest
     result.lines = [f"written by {block['model']}" + (f" (replayed from {block['replayed_from']})"
                                                       if block.get("replayed_from") else ""),
-                    *check.lines()]
+                    "nothing the model wrote has run: its reference runs only when you accept the task, in a sandbox"]
     result.lines += [f"weak case: {w}" for w in result.lint]
-    if check.status in ("disagreed", "failed"):
-        result.next_steps = [f"read the values above: fix {name}_reference.py or {name}_witness.cu, whichever is "
-                             f"wrong, then: kforge validate --accept {m}"]
-    elif check.status == "pending":
-        result.next_steps = [f"review {m.name}, {name}_reference.py and {name}_witness.cu",
-                             f"on a machine with a GPU: kforge validate --accept {m}  (runs the cross-check, "
-                             "then records that you accepted the task)"]
-    else:
-        result.next_steps = [f"review {m.name}, {name}_reference.py and {name}_witness.cu",
-                             f"kforge validate --accept {m}  (re-runs every check, records that you accepted it)"]
+    result.next_steps = [f"review {m.name}, {name}_reference.py (model-written Python) and {name}_witness.cu",
+                         f"on a machine with a GPU: kforge validate --accept {m}  (runs the reference in a sandbox, "
+                         "the weak-case lint and the cross-check of the reference against the CUDA witness, then "
+                         "records that you accepted the task)"]
     if result.lint:
         result.next_steps.insert(1, "make the weak cases stronger (a task is accepted only without weak-case warnings)")
     result.next_steps.append(f"then: kforge optimize {m} --model ...  (refused until the task is accepted)")

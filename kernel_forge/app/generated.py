@@ -94,7 +94,10 @@ def accept(manifest: str | Path, *, runner=None, extra_shapes: int | None = None
     if r.accepted and not r.edited:
         b = r.block
         return Acceptance(path, "already", [f"already accepted by {b.get('accepted_by')} at {b.get('accepted_at')}"])
-    report = validate_manifest(path)
+    report = validate_manifest(path, reference=True)      # a model-written reference: in the sandbox
+    from kernel_forge.app.validate import sandbox_notes
+    for note in sandbox_notes(task):
+        progress(f"[kforge] {note}")
     if report.warnings:
         raise InputError(f"{path}: a generated task is accepted only without weak-case warnings:\n"
                          + "\n".join(f"  warning: {w}" for w in report.warnings),
@@ -103,8 +106,9 @@ def accept(manifest: str | Path, *, runner=None, extra_shapes: int | None = None
     witness = generated_witness(task)
     if witness is None:
         raise InputError(f"{path}: $.generated.witness: the task names no CUDA witness to cross-check against")
-    check = run_crosscheck(task, witness, runner or GateWitness(),
-                           extra=EXTRA_SHAPES if extra_shapes is None else extra_shapes, progress=progress)
+    if extra_shapes is None:
+        extra_shapes = (r.block.get("crosscheck") or {}).get("extra_shapes", EXTRA_SHAPES)
+    check = run_crosscheck(task, witness, runner or GateWitness(), extra=extra_shapes, progress=progress)
     if check.status == "pending":
         raise EnvironmentProblem(f"{path}: not accepted: {check.detail}; the two witnesses must agree first",
                                  hint=f"run kforge validate --accept {path} on a machine with an NVIDIA GPU")
@@ -124,6 +128,6 @@ def accept(manifest: str | Path, *, runner=None, extra_shapes: int | None = None
                      (json.dumps({"when": block["accepted_at"], **check.to_json()}, indent=2) + "\n").encode(),
                      private=False)
     atomic_write(path, (json.dumps(data, indent=2) + "\n").encode(), private=False)
-    lines = check.lines() + [f"accepted by {block['accepted_by']} at {block['accepted_at']}"
+    lines = check.lines() + sandbox_notes(task) + [f"accepted by {block['accepted_by']} at {block['accepted_at']}"
                              + (f" (edited since it was generated: {', '.join(r.edited)})" if r.edited else "")]
     return Acceptance(path, "accepted", lines)

@@ -124,10 +124,12 @@ def _kernel(task: Task, path: Path, jp: str, arch: str | None, report: Validatio
 
 def validate_manifest(path, *, deep: bool = False, arch: str | None = preflight.DEFAULT_ARCH,
                       compile: bool = True, gpu_memory: int | None = preflight.DEFAULT_GPU_MEMORY,
-                      host_memory: int | None = None) -> Validation:
+                      host_memory: int | None = None, reference: bool | None = None) -> Validation:
     """Validate one manifest; raise an InputError (naming the file and JSON path) at the first
     problem.  ``arch`` None or ``compile`` False skips NVRTC (the report says so), as does a
-    machine without NVRTC."""
+    machine without NVRTC.  ``reference``: whether the reference runs (the weak-case lint of the
+    outputs); None: unless the task is model-written and not reviewed yet (accepted or edited).
+    A model-written reference runs in the sandbox."""
     task = load_task(path)
     report = Validation(task, resolved=resolved_files(task))
     preflight.check_sizes(task, gpu_bytes=gpu_memory, host_bytes=host_memory,
@@ -156,15 +158,35 @@ def validate_manifest(path, *, deep: bool = False, arch: str | None = preflight.
     except EnvironmentProblem as exc:
         report.compiled, report.not_compiled = [], exc.message
     skipped: list = []
+    run = reference if reference is not None else not _unreviewed(task)
     try:
         report.warnings += weak_case_warnings(task, max_elements=(1 << 62) if deep else QUICK_ELEMENTS,
                                               fits=lambda c: preflight.fits_host(task, c, host_memory),
-                                              skipped=skipped)
+                                              skipped=skipped, run_reference=run)
     except ReferenceError_ as exc:     # the reference is the manifest's: say which file and where
         raise ReferenceError_(f"{task.path}: $.reference: {exc.message}", hint=exc.hint) from None
     report.skipped = [(c.name, why) for c, why in skipped]
-    report.notes += generated_notes(task)
+    if not run and task.generated is not None:
+        report.notes.append(f"reference not run: {task.reference.path.name} is model-written and not reviewed yet; "
+                            f"kforge validate --accept {task.path} runs it, in a sandbox")
+    report.notes += generated_notes(task) + sandbox_notes(task)
     return report
+
+
+def _unreviewed(task: Task) -> bool:
+    from kernel_forge.model.generated import review
+
+    r = review(task)
+    return r is not None and not r.usable
+
+
+def sandbox_notes(task: Task) -> list[str]:
+    """Which layers of the sandbox held where a model-written reference ran in this process."""
+    from kernel_forge.common.sandbox import summary
+    from kernel_forge.model.reference_process import sandbox_layers
+
+    layers = sandbox_layers(task)
+    return [f"the reference ran in the {summary(layers)}"] if layers else []
 
 
 def generated_notes(task: Task) -> list[str]:

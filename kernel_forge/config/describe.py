@@ -32,8 +32,9 @@ class DescribeConfig:
                                                                  "one (the capability table)")
     reasoning_effort: EFFORTS | None = setting(None, help="OpenAI reasoning.effort / Anthropic output_config.effort "
                                                           "(default: high, where the model takes an effort)")
-    repairs: int = setting(1, min=0, help="turns an unusable answer gets to be repaired, the reason quoted (0: none)")
+    repairs: int = setting(1, min=0, help="turns an unusable answer gets to be repaired, the reason quoted (0: none; "
+                                          "only checks that run nothing the model wrote: schema, screen, NVRTC)")
     extra_shapes: int = setting(4, min=0, help="random shapes beside the task's cases on which the two witnesses "
-                                               "must agree")
+                                               "must agree (recorded; kforge validate --accept draws them)")
     initial: bool = setting(False, help="also write the witness as the task's initial kernel NAME.cu (default: none; "
                                         "optimize translates the reference first)")

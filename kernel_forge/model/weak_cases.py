@@ -119,14 +119,15 @@ def output_warnings(task: Task, case: Case, seed: int = 1) -> list[str]:
 
 
 def weak_case_warnings(task: Task, *, max_elements: int = 1 << 24, seed: int = 1,
-                       fits=lambda case: True, skipped: list | None = None) -> list[str]:
+                       fits=lambda case: True, skipped: list | None = None, run_reference: bool = True) -> list[str]:
     """Every weak-case warning of ``task``.  The reference runs on the cases with at most
     ``max_elements`` buffer elements for which ``fits(case)`` holds; the others are appended to
-    ``skipped`` (when given) as (case, reason)."""
+    ``skipped`` (when given) as (case, reason).  ``run_reference`` False: the inputs' warnings
+    only (nothing runs)."""
     warnings: list[str] = []
     for case in task.cases:
         warnings += input_warnings(task, case)
-        if task.reference.kind != "python":
+        if task.reference.kind != "python" or not run_reference:
             continue
         n = case_size(task, case)
         if n > max_elements:

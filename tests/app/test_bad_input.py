@@ -499,18 +499,26 @@ DESCRIPTION = ("Leaky ReLU over n float32 values: y[i] = x[i] where x[i] > 0, el
 
 
 def _described(tmp, recorded: str) -> Path:
-    """A task written from recorded answers, its CUDA witness stood in for by NumPy (no GPU here)."""
-    from kernel_forge.app.crosscheck import OutputsWitness
+    """A task written from recorded answers; the off-by-one one with the disagreement of its two
+    witnesses recorded in its block (as kforge before Step 14b did at init), the CUDA witness
+    stood in for by NumPy (no GPU here)."""
+    from kernel_forge.app.crosscheck import OutputsWitness, run_crosscheck
     from kernel_forge.config.describe import DescribeConfig
     from kernel_forge.app.describe import describe_task
+    from kernel_forge.model.task import load_task
 
     def witness(task, cand, case, inputs):
         x = inputs.buffers["x"]
         return {"y": np.where(x > 0, x, np.float32(0.01) * x).astype(np.float32)}
 
-    res = describe_task("relu_like", DESCRIPTION, tmp / "task", DescribeConfig(replay=str(DESCRIBED / recorded)),
-                        runner=OutputsWitness(witness, name="numpy"))
-    return res.manifest
+    m = describe_task("relu_like", DESCRIPTION, tmp / "task", DescribeConfig(replay=str(DESCRIBED / recorded))).manifest
+    if recorded.endswith("off_by_one"):
+        data = json.loads(m.read_text())
+        check = run_crosscheck(load_task(m), m.parent / "relu_like_witness.cu", OutputsWitness(witness, name="numpy"),
+                               extra=0, seed=1)
+        data["generated"]["crosscheck"] = check.block()
+        m.write_text(json.dumps(data, indent=2))
+    return m
 
 
 def _generated_not_accepted(tmp):

@@ -1,16 +1,18 @@
 """``kforge init --describe``: a task written by a model, and nothing of it trusted until checked (CPU).
 
 The model's answers come from the recorded exchanges in tests/data/describe/ (``--replay``) or
-from the real Anthropic/OpenAI SDKs talking to the loopback server; the CUDA witness runs built
-for the host with g++ (tests/host_witness.py; those tests skip without a C++ compiler), or not at
-all (no GPU here: the cross-check is pending).  tests/app/test_describe_gpu.py runs the witness
-through the real gate.
+from the real Anthropic/OpenAI SDKs talking to the loopback server.  ``init`` runs nothing the
+model wrote; ``accept`` (``kforge validate --accept``) runs the reference in the sandbox and the
+cross-check, with the CUDA witness built for the host with g++ (tests/host_witness.py; those
+tests skip without a C++ compiler), stood in for by NumPy, or not at all (no GPU here: the
+cross-check is pending).  tests/app/test_describe_gpu.py runs the witness through the real gate.
 """
 from __future__ import annotations
 
 import json
 import random
 import shutil
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -65,53 +67,70 @@ def numpy_witness(shift: int = 0):
     return OutputsWitness(run, name="numpy stand-in")
 
 
-def described(tmp_path: Path, folder: Path = GOOD, runner=None, **cfg) -> Path:
+def described(tmp_path: Path, folder: Path = GOOD, **cfg) -> Path:
     """A task from recorded answers in tmp_path/task; returns its manifest."""
-    res = describe_task("relu_like", DESCRIPTION, tmp_path / "task", DescribeConfig(replay=str(folder), **cfg),
-                        runner=runner or numpy_witness())
-    return res.manifest
+    return describe_task("relu_like", DESCRIPTION, tmp_path / "task", DescribeConfig(replay=str(folder), **cfg)).manifest
+
+
+def record_disagreement(m: Path, runner) -> None:
+    """Write the cross-check into the manifest's block as kforge before Step 14b did at init (a
+    recorded disagreement is still honoured)."""
+    data = json.loads(m.read_text())
+    check = run_crosscheck(load_task(m), m.parent / "relu_like_witness.cu", runner, extra=0, seed=3)
+    data["generated"]["crosscheck"] = check.block()
+    m.write_text(json.dumps(data, indent=2))
 
 
 # ------------------------------------------------------------------------------ the done criteria
 
 @needs_cxx
-def test_recorded_answers_write_a_task_that_validates_and_whose_witnesses_agree(tmp_path):
-    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(GOOD)), runner=HostWitness())
-    assert res.ok and res.crosscheck.status == "agreed", "\n".join(res.lines)
+def test_recorded_answers_write_a_task_that_validates_and_whose_witnesses_agree_once_accepted(tmp_path):
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(GOOD)))
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["relu_like.json", "relu_like_describe", "relu_like_reference.py", "relu_like_witness.cu"]
     report = validate_manifest(tmp_path / "relu_like.json")
     assert report.warnings == [] and report.task.initial is None
-    assert any("NOT accepted" in n for n in report.notes)
-    checked = [c.case for c in res.crosscheck.cases]
-    assert checked[:5] == ["one", "prime", "ragged", "n16M", "hidden"] and len(checked) == 9   # + 4 random shapes
-    assert all(c.status == "agreed" for c in res.crosscheck.cases)
+    assert any("NOT accepted" in n for n in report.notes) and any("reference not run" in n for n in report.notes)
     block = json.loads((tmp_path / "relu_like.json").read_text())["generated"]
-    assert block["accepted"] is False and block["crosscheck"]["status"] == "agreed"
+    assert block["accepted"] is False and block["crosscheck"]["status"] == "pending"
+    assert block["crosscheck"]["extra_shapes"] == 4
     assert block["model"] == "anthropic:claude-sonnet-5-5" and block["replayed_from"] == str(GOOD)
     assert sorted(block["files"]) == ["relu_like.json", "relu_like_reference.py", "relu_like_witness.cu"]
-    # the exchange is kept beside the task: three calls and the cross-check's record
+    # the exchange is kept beside the task: three calls
     ex = sorted(p.name for p in (tmp_path / "relu_like_describe").iterdir())
-    assert ex == ["crosscheck.json", "model-001.json", "model-002.json", "model-003.json"]
+    assert ex == ["model-001.json", "model-002.json", "model-003.json"]
+    # accepting runs the cross-check on every case and the four random shapes init recorded
+    acc = accept(res.manifest, runner=HostWitness(), by="alice@lab")
+    assert acc.status == "accepted", "\n".join(acc.lines)
+    check = json.loads((tmp_path / "relu_like_describe" / "crosscheck-accept.json").read_text())
+    checked = [c["case"] for c in check["cases"]]
+    assert checked[:5] == ["one", "prime", "ragged", "n16M", "hidden"] and len(checked) == 9   # + 4 random shapes
+    assert all(c["status"] == "agreed" for c in check["cases"])
     for f in (tmp_path / "relu_like_describe").glob("model-*.json"):
         jsonschema.validate(json.loads(f.read_text()), schema("describe_call.schema.json"))
 
 
 @needs_cxx
 def test_the_planted_off_by_one_reference_is_caught_with_both_values_shown(tmp_path):
-    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(WRONG)), runner=HostWitness())
-    assert not res.ok and res.crosscheck.status == "disagreed"
-    text = "\n".join(res.lines)
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(WRONG)))
+    before = res.manifest.read_bytes()
+    with pytest.raises(InputError, match="weak-case warnings") as err:      # the lint runs first, sandboxed
+        accept(res.manifest, runner=HostWitness())
+    assert "case one: output y is all zeros" in err.value.message
+    assert res.manifest.read_bytes() == before                  # a refused acceptance writes nothing
+    check = run_crosscheck(load_task(res.manifest), tmp_path / "relu_like_witness.cu", HostWitness(), seed=7)
+    assert check.status == "disagreed"
+    text = "\n".join(check.lines())
     # every shape disagrees on its last element: where, the reference's value and the witness's
-    for c in res.crosscheck.cases:
+    for c in check.cases:
         n = c.vars["n"]
         assert c.status == "disagreed" and c.outputs[0]["mismatches"] == 1
         first = c.outputs[0]["first"][0]
         assert first["index"] == [n - 1] and first["reference"] == 0.0 and first["witness"] != 0.0
         assert f"y[{n - 1}]: reference 0.0, CUDA witness {first['witness']!r}" in text
-    block = json.loads((tmp_path / "relu_like.json").read_text())["generated"]
-    assert block["crosscheck"]["status"] == "disagreed" and block["crosscheck"]["disagreements"]
-    # the recorded disagreement stops optimize, with both values, before any GPU or run folder
+    # a disagreement recorded in the block (as an earlier kforge did) stops optimize, with both values, before any
+    # GPU or run folder
+    record_disagreement(res.manifest, HostWitness())
     with pytest.raises(InputError) as err:
         start_run(tmp_path / "relu_like.json", LoopConfig(archive="off"), GateOptions(), ProposerConfig(),
                   runs_dir=tmp_path / "runs")
@@ -121,12 +140,13 @@ def test_the_planted_off_by_one_reference_is_caught_with_both_values_shown(tmp_p
 
 def test_the_cross_check_catches_an_off_by_one_without_a_compiler(tmp_path):
     """The comparison is pure: a NumPy stand-in for the witness shows it on any machine."""
-    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(WRONG)), runner=numpy_witness())
-    assert res.crosscheck.status == "disagreed"
-    assert all(c.outputs[0]["first"][0]["reference"] == 0.0 for c in res.crosscheck.cases)
-    good = describe_task("relu_like", DESCRIPTION, tmp_path / "good", DescribeConfig(replay=str(GOOD)),
-                         runner=numpy_witness())
-    assert good.crosscheck.status == "agreed"
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(WRONG)))
+    wrong = run_crosscheck(load_task(res.manifest), tmp_path / "relu_like_witness.cu", numpy_witness())
+    assert wrong.status == "disagreed"
+    assert all(c.outputs[0]["first"][0]["reference"] == 0.0 for c in wrong.cases)
+    good = describe_task("relu_like", DESCRIPTION, tmp_path / "good", DescribeConfig(replay=str(GOOD)))
+    agreed = run_crosscheck(load_task(good.manifest), tmp_path / "good" / "relu_like_witness.cu", numpy_witness())
+    assert agreed.status == "agreed"
     rolled = run_crosscheck(load_task(good.manifest), tmp_path / "good" / "relu_like_witness.cu",
                             numpy_witness(shift=1), extra=0, seed=5)
     assert rolled.status == "disagreed" and [c.case for c in rolled.cases if c.status == "agreed"] == ["one"]
@@ -168,20 +188,21 @@ def test_extra_shapes_start_at_one_then_draw_odd_primes_that_fit(tmp_path):
     assert extra_cases(task, 0) == []
 
 
-def test_init_describe_with_recorded_answers_on_the_command_line_leaves_the_cross_check_pending_here(tmp_path):
-    """No GPU here: the witness cannot run, so the task is written, marked pending and refused by
-    optimize until it is accepted on a machine with a GPU."""
+def test_init_describe_with_recorded_answers_on_the_command_line_leaves_the_cross_check_pending(tmp_path):
+    """init runs nothing the model wrote: the task is written, marked pending and refused by
+    optimize until it is accepted, which needs a GPU for the witness."""
     out = tmp_path / "t"
     r = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--replay", str(GOOD),
                                  "--dir", str(out)])
     assert r.exit_code == 0, r.output
-    assert f"wrote {out / 'relu_like.json'}" in r.output and "pending" in r.output
-    assert "kforge validate --accept" in r.output
+    assert f"wrote {out / 'relu_like.json'}" in r.output and "nothing the model wrote has run" in r.output
+    assert f"kforge validate --accept {out / 'relu_like.json'}" in r.output
     block = json.loads((out / "relu_like.json").read_text())["generated"]
     assert block["crosscheck"]["status"] == "pending" and block["accepted"] is False
     assert "GPU" in block["crosscheck"]["detail"]
     v = CliRunner().invoke(cli, ["validate", "--no-compile", str(out / "relu_like.json")])
     assert v.exit_code == 0 and "NOT accepted" in v.output and "no initial kernel" in v.output
+    assert "reference not run: relu_like_reference.py is model-written" in v.output
     o = CliRunner().invoke(cli, ["optimize", str(out / "relu_like.json"), "--runs-dir", str(tmp_path / "runs")])
     assert o.exit_code == 2 and "has not been accepted" in o.output and "validate --accept" in o.output
     assert not (tmp_path / "runs").exists()
@@ -279,8 +300,8 @@ def test_an_unusable_answer_goes_back_once_with_the_reason(tmp_path):
     answers["reference"].insert(0, "```python\nimport os\ndef reference(x, y, n):\n    y[...] = x\n```")
     answers["witness"].insert(0, '```cuda\nextern "C" __global__ void relu_like(const float* x, float* y)\n{}\n```')
     model = Scripted(answers)
-    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(), model=model, runner=numpy_witness())
-    assert res.crosscheck.status == "agreed"
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(), model=model)
+    assert res.manifest.is_file()
     roles = [r for r, _ in model.asked]
     assert roles == ["spec", "spec", "reference", "reference", "witness", "witness"]
     repairs = {r: m[-1]["content"] for r, m in model.asked if len(m) > 1}
@@ -305,13 +326,13 @@ def test_a_spec_without_a_case_of_every_role_is_sent_back(tmp_path):
     answers = good_answers()
     answers["spec"].insert(0, "```json\n" + json.dumps(spec) + "\n```")
     model = Scripted(answers)
-    describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(), model=model, runner=numpy_witness())
+    describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(), model=model)
     assert "no holdout case" in model.asked[1][1][-1]["content"]
 
 
 def test_the_reference_and_the_witness_are_asked_apart_and_never_see_each_other(tmp_path):
     model = Scripted(good_answers())
-    describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(), model=model, runner=numpy_witness())
+    describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(), model=model)
     asked = {role: "\n".join(m["content"] for m in msgs) for role, msgs in model.asked}
     assert "np.where" not in asked["witness"] and "def reference" not in asked["witness"]
     assert "y[i] = v > 0.0f" not in asked["reference"] and "__global__ void relu_like(const float* x, float* y, int n)\n{" \
@@ -322,8 +343,7 @@ def test_the_reference_and_the_witness_are_asked_apart_and_never_see_each_other(
 
 
 def test_initial_writes_the_witness_as_the_initial_kernel(tmp_path):
-    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(GOOD), initial=True),
-                        runner=numpy_witness())
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(GOOD), initial=True))
     task = load_task(res.manifest)
     assert task.initial == (tmp_path / "relu_like.cu").resolve()
     assert task.initial.read_text() == (tmp_path / "relu_like_witness.cu").read_text()
@@ -367,10 +387,8 @@ def test_init_describe_asks_each_provider_without_tools_in_requests_built_from_t
         assert x["error"] is None and x["plan"]["answer_format"] == "text" and x["input_tokens"] > 0
         assert (x["cost_usd"] > 0) == (spec != "openai:qwen2.5-coder:32b")        # priced from the table
     # the recorded exchange replays to the same task
-    again = describe_task("relu_like", DESCRIPTION, tmp_path / "again",
-                          DescribeConfig(replay=str(tmp_path / "relu_like_describe")), runner=numpy_witness())
+    describe_task("relu_like", DESCRIPTION, tmp_path / "again", DescribeConfig(replay=str(tmp_path / "relu_like_describe")))
     assert (tmp_path / "again" / "relu_like_reference.py").read_text() == (tmp_path / "relu_like_reference.py").read_text()
-    assert again.crosscheck.status == "agreed"
 
 
 def test_a_budget_that_cannot_hold_one_call_refuses_it_before_it_is_made_with_the_figures(tmp_path, loopback,
@@ -408,7 +426,7 @@ def test_an_unreachable_model_is_an_environment_problem(tmp_path, clean_env):
 
 @needs_cxx
 def test_accept_reruns_the_checks_and_records_who_accepted(tmp_path):
-    m = described(tmp_path, runner=HostWitness())
+    m = described(tmp_path)
     with pytest.raises(InputError, match="has not been accepted"):
         check_usable(load_task(m))
     res = accept(m, runner=HostWitness(), by="alice@lab")
@@ -472,6 +490,7 @@ def test_an_edited_task_counts_as_reviewed_unless_its_witnesses_disagreed(tmp_pa
     assert "taken as reviewed" in notes[0] and "validate --accept" in notes[0]
     assert r.evidence()["review"] == "edited"
     wrong = described(tmp_path / "w", WRONG)
+    record_disagreement(wrong, numpy_witness())
     (wrong.parent / "relu_like_witness.cu").write_text("// edited\n" + (wrong.parent / "relu_like_witness.cu").read_text())
     with pytest.raises(InputError, match="the cross-check must run again"):
         check_usable(load_task(wrong))
@@ -521,10 +540,95 @@ def test_an_answer_cut_off_at_the_output_limit_is_asked_again_with_twice_the_lim
     answers = [recorded_text(GOOD, r) for r in ("spec", "reference", "witness")]
     loopback.script("anthropic", text(answers[0]).truncated(), *(text(a) for a in answers))
     cfg = DescribeConfig(model="anthropic:claude-sonnet-5-5", base_url=loopback.anthropic_base_url, max_tokens=1000)
-    res = describe_task("relu_like", DESCRIPTION, tmp_path, cfg, runner=numpy_witness())
-    assert res.crosscheck.status == "agreed"
+    res = describe_task("relu_like", DESCRIPTION, tmp_path, cfg)
+    assert res.manifest.is_file()
     limits = [r.body["max_tokens"] for r in loopback.requests("anthropic")]
     assert limits == [1000, 2000, 1000, 1000]
     recs = [json.loads(f.read_text()) for f in sorted((tmp_path / "relu_like_describe").glob("model-*.json"))]
     assert [x["role"] for x in recs] == ["spec", "spec", "reference", "witness"]
     assert "cut off at the output limit (1000 tokens); asked again with max_tokens=2000" in recs[0]["error"]
+
+
+# ------------------------------------------------------------------------------ model-written Python (issue 35, S3)
+
+F2PY_REFERENCE = """```python
+import numpy as np
+import numpy.f2py.f2py2e as f
+
+
+def reference(x, y, n):
+    f.os.popen("id > {marker}").read()
+    y[...] = np.where(x > 0, x, np.float32(0.01) * x)
+```"""
+
+RAISING_REFERENCE = """```python
+import numpy as np
+
+
+def reference(x, y, n):
+    raise ValueError("this reference ran during init")
+```"""
+
+
+def _init_over_http(tmp_path, loopback, monkeypatch, *references: str):
+    """``kforge init --describe`` with the real Anthropic SDK against the loopback server, whose
+    reference answers are ``references`` (then the spec's and witness's recorded answers)."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-0123456789abcdef")
+    loopback.script("anthropic", text(recorded_text(GOOD, "spec")), *(text(r) for r in references),
+                    text(recorded_text(GOOD, "witness")))
+    return CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--model",
+                                    "anthropic:claude-sonnet-5-5", "--base-url", loopback.anthropic_base_url,
+                                    "--dir", str(tmp_path / "task")])
+
+
+def test_init_describe_runs_nothing_the_model_wrote_and_asks_for_review(tmp_path, loopback, clean_env, monkeypatch):
+    from kernel_forge.model import reference_process
+
+    class NoChild:
+        def __init__(self, *a, **kw):
+            raise AssertionError("init started a reference process")
+
+    monkeypatch.setattr(reference_process, "ReferenceProcess", NoChild)
+    r = _init_over_http(tmp_path, loopback, monkeypatch, RAISING_REFERENCE)
+    assert r.exit_code == 0, r.output
+    m = tmp_path / "task" / "relu_like.json"
+    assert "nothing the model wrote has run" in r.output
+    assert "review relu_like.json, relu_like_reference.py (model-written Python) and relu_like_witness.cu" in r.output
+    assert f"kforge validate --accept {m}  (runs the reference in a sandbox" in r.output
+    assert len(loopback.requests("anthropic")) == 3                  # no repair: the reference's failure is unknown
+    assert "this reference ran during init" in (tmp_path / "task" / "relu_like_reference.py").read_text()
+    block = json.loads(m.read_text())["generated"]
+    assert block["crosscheck"]["status"] == "pending" and "validate --accept" in block["crosscheck"]["detail"]
+    assert block["accepted"] is False
+    o = CliRunner().invoke(cli, ["optimize", str(m), "--runs-dir", str(tmp_path / "runs")])
+    assert o.exit_code == 2 and "has not been accepted" in o.output
+
+
+def test_init_describe_sends_a_reference_reaching_os_through_numpy_f2py_back_without_running_it(
+        tmp_path, loopback, clean_env, monkeypatch):
+    marker = tmp_path / "marker"
+    r = _init_over_http(tmp_path, loopback, monkeypatch, F2PY_REFERENCE.format(marker=marker),
+                        recorded_text(GOOD, "reference"))
+    assert r.exit_code == 0, r.output
+    assert not marker.exists()
+    repair = loopback.requests("anthropic")[2].body["messages"][-1]["content"]
+    repair = repair if isinstance(repair, str) else json.dumps(repair)
+    assert "imports numpy.f2py.f2py2e" in repair and "uses .os" in repair
+    assert "f2py" not in (tmp_path / "task" / "relu_like_reference.py").read_text()
+
+
+def test_validate_accept_runs_the_reference_in_the_sandbox_and_accepts_a_good_one(tmp_path, monkeypatch):
+    m = described(tmp_path)
+    ref = m.parent / "relu_like_reference.py"
+    outside = tmp_path / "written-by-the-reference"
+    # the good reference, and a line that a reviewer missed: it tries to write outside its folder
+    ref.write_text(ref.read_text() + f"\n\ndef _leak():\n    try:\n        open({str(outside)!r}, 'w').write('x')\n"
+                   "    except OSError:\n        pass\n\n\n_leak()\n")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-planted-0123456789")
+    res = accept(m, runner=numpy_witness(), by="alice@lab")
+    assert res.status == "accepted", "\n".join(res.lines)
+    sandbox = next(line for line in res.lines if "the reference ran in the sandbox" in line)
+    assert "environment (scrubbed" in sandbox and "folder (private" in sandbox and "limits (" in sandbox
+    if sys.platform.startswith("linux") and "landlock (" in sandbox:
+        assert not outside.exists()
+    assert json.loads(m.read_text())["generated"]["accepted"] is True

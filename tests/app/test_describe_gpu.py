@@ -68,25 +68,39 @@ extern "C" __global__ void relu_like(const float* x, float* y, int n)
 
 
 def test_the_witness_runs_through_the_real_gate_and_agrees_with_the_reference(tmp_path):
+    """init runs nothing; validate --accept runs the reference in the sandbox and the witness
+    through the real gate on every case and four random shapes, two draws each."""
     res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(DATA / "relu_like")))
     print("\n" + "\n".join(res.lines))
-    assert res.crosscheck.status == "agreed" and res.crosscheck.runner == "gate"
-    assert len(res.crosscheck.cases) == 9 and all(len(c.seeds) == 2 for c in res.crosscheck.cases)   # two draws
     r = CliRunner().invoke(cli, ["validate", "--accept", str(res.manifest)])
+    print(r.output)
     assert r.exit_code == 0 and "accepted by" in r.output, r.output
+    assert "the reference ran in the sandbox" in r.output and "agree on all 9 shapes" in r.output
+    check = json.loads((tmp_path / "relu_like_describe" / "crosscheck-accept.json").read_text())
+    assert check["status"] == "agreed" and check["runner"] == "gate"
+    assert len(check["cases"]) == 9 and all(len(c["seeds"]) == 2 for c in check["cases"])       # two draws
     assert json.loads(res.manifest.read_text())["generated"]["accepted"] is True
 
 
 def test_the_real_gate_catches_the_planted_off_by_one_with_both_values(tmp_path):
+    from kernel_forge.app.crosscheck import GateWitness, run_crosscheck
+    from kernel_forge.model.reference_process import sandbox_layers
+    from kernel_forge.model.task import load_task
+
     res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(DATA / "relu_like_off_by_one")))
-    text = "\n".join(res.lines)
+    task = load_task(res.manifest)
+    check = run_crosscheck(task, tmp_path / "relu_like_witness.cu", GateWitness())
+    text = "\n".join(check.lines())
     print("\n" + text)
-    assert res.crosscheck.status == "disagreed"
-    for c in res.crosscheck.cases:
+    assert check.status == "disagreed"
+    for c in check.cases:
         n = c.vars["n"]
         first = c.outputs[0]["first"][0]
         assert c.status == "disagreed" and first["index"] == [n - 1] and first["reference"] == 0.0
         assert f"y[{n - 1}]: reference 0.0, CUDA witness" in text
+    assert sandbox_layers(task)                 # the gate's expected values came from the sandboxed reference
+    r = CliRunner().invoke(cli, ["validate", "--accept", str(res.manifest)])
+    assert r.exit_code == 2 and "case one: output y is all zeros" in r.output     # the lint refuses it first
 
 
 def test_a_task_without_an_initial_kernel_takes_its_first_passing_translation_as_baseline(tmp_path):

@@ -34,6 +34,14 @@ ALLOWED = {
                                                     "files go through the helper; the results are written whole)",
     ("disasm.py", "tempfile.TemporaryDirectory"): "a private folder for the CUBIN nvdisasm reads, removed when it "
                                                   "returns (the file goes through the helper)",
+    ("reference_sandbox.py", "tempfile.mkdtemp"): "the sandboxed reference child's private folder, its only writable "
+                                                  "place, removed when the child ends (SandboxedChild.cleanup)",
+    ("reference_process.py", "tempfile.mkdtemp"): "the same private folder for the sandboxed child on Windows, where "
+                                                  "it is started by multiprocessing",
+    ("linux_sandbox.py", "os.open"): "an O_PATH descriptor of a folder Landlock's rule names (opens nothing for "
+                                     "reading or writing)",
+    ("linux_sandbox.py", "open(..., 'w')"): "the sandboxed child's own /proc/self/uid_map and gid_map (not a file "
+                                            "on disk)",
 }
 
 _MODULE_CALLS = {

@@ -114,7 +114,7 @@ def record(folder: str, reference: str) -> None:
             out.mkdir()
             for f in sorted((Path(tmp) / "relu_like_describe").glob("model-*.json")):
                 shutil.copy(f, out / f.name)
-            print(folder, res.crosscheck.status)
+            print(folder, "written:", ", ".join(p.name for p in res.written))
     finally:
         server.stop()
 
