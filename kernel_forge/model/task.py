@@ -351,6 +351,11 @@ def _build(data: dict, path: Path) -> Task:
         names.add(c["name"])
         v = dict(defaults)
         v.update(c.get("vars", {}))
+        for k in v:
+            problem = expressions.variable_problem(k)
+            if problem:
+                raise _err(f"case variable {k!r} {problem}; rename it (and the argument that names it)", file,
+                           json_path("cases", i, "vars", k) if k in c.get("vars", {}) else json_path("defaults", k))
         v = {k: (int(x) if isinstance(x, float) and x.is_integer() and not isinstance(x, bool) else x)
              for k, x in v.items()}
         cases.append(Case(c["name"], c["role"], v, i))
