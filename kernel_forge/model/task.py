@@ -15,7 +15,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from kernel_forge.common import expressions, finite
+from kernel_forge.common import expressions, finite, reads
 from kernel_forge.model.candidate import Launch
 from kernel_forge.common.errors import ExpressionError, ManifestError, SignatureError
 from kernel_forge.common.json_path import json_path
@@ -208,6 +208,9 @@ def load_task(path: str | Path) -> Task:
         raise ManifestError(f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at line {line} "
                             f"(offset {exc.start})", file=file,
                             hint="save the manifest as UTF-8 (JSON files must be UTF-8)") from None
+    problem = reads.nesting_problem(text)
+    if problem:
+        raise ManifestError(problem, file=file)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
