@@ -124,10 +124,14 @@ def _kernel(task: Task, path: Path, jp: str, arch: str | None, report: Validatio
 
 def validate_manifest(path, *, deep: bool = False, arch: str | None = preflight.DEFAULT_ARCH,
                       compile: bool = True, gpu_memory: int | None = preflight.DEFAULT_GPU_MEMORY,
-                      host_memory: int | None = None) -> Validation:
+                      host_memory: int | None = None, arch_where: str = "--arch") -> Validation:
     """Validate one manifest; raise an InputError (naming the file and JSON path) at the first
     problem.  ``arch`` None or ``compile`` False skips NVRTC (the report says so), as does a
-    machine without NVRTC."""
+    machine without NVRTC; a bad ``arch`` is refused first, named as ``arch_where`` says."""
+    from kernel_forge.config.gate import check_arch
+
+    if arch is not None:
+        check_arch(arch, where=arch_where)
     task = load_task(path)
     report = Validation(task, resolved=resolved_files(task))
     preflight.check_sizes(task, gpu_bytes=gpu_memory, host_bytes=host_memory,

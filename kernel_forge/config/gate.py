@@ -32,6 +32,17 @@ def devices_syntax(spec: str) -> list[int] | str | None:
     return ids if len(set(ids)) == len(ids) else None
 
 
+def check_arch(arch, *, where: str = "--arch") -> None:
+    """An arch before anything uses it, by the gate's own rule (``--arch`` of optimize, eval,
+    validate and compile, the ``arch`` of MCP's tools): every entry point refuses a bad one in the
+    same words, naming its place as ``where`` spells it (an option with its value, or a tool's
+    argument name)."""
+    from kernel_forge.config.build import AsArguments, OnCommandLine, check_values
+
+    line = OnCommandLine({("gate", "arch"): where})
+    check_values(GateOptions, {"arch": arch}, line if where.startswith("-") else AsArguments({("gate", "arch"): where}, line))
+
+
 @dataclass
 class TimingOptions:
     """How the timed launches of a performance case are made (the worker follows these)."""
