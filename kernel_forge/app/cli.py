@@ -137,8 +137,10 @@ def compile_cmd(source, arch, defines, output, no_cache, mix):
         arch = gpu_arch()
     # a dispatch rule (settings per shape): every line's setting is compiled, the default's last
     settings = [(d, "")]
-    if cand.dispatch is not None:
-        settings = [({**b.defines, **given}, f" (dispatch line {b.line}: {b.condition})") for b in cand.dispatch.branches]
+    if cand.dispatch is not None:      # each distinct setting once, named by its first line
+        from kernel_forge.gate.preflight import distinct_settings
+        settings = [({**b.defines, **given}, f" (dispatch line {b.line}: {b.condition})")
+                    for b in distinct_settings(cand.dispatch)]
     for d, what in settings:
         res = compile_source(cand.source, arch=arch, defines=d, use_cache=not no_cache,
                              file_label=Path(source).name)
