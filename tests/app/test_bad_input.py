@@ -922,6 +922,12 @@ def _deep_history(tmp):
     return ["report", str(run)], [str(run / "history.json"), "nested more than 100 levels deep"]
 
 
+def _deep_history_dry_run(tmp):
+    run = finished_run(tmp, _m(tmp))
+    (run / "history.json").write_text(DEEP)
+    return ["optimize", "--resume", str(run), "--dry-run"], [str(run / "history.json"), "nested more than 100 levels deep"]
+
+
 def _deep_archive_line(tmp):
     bad = tmp / "deep.jsonl"
     bad.write_text("\n" + DEEP + "\n")
@@ -1002,6 +1008,8 @@ ISSUE33_ROWS = [
     Bad("replay: a request nested 100,000 deep", _deep_replay_request, found="exit 4, RecursionError"),
     Bad("report: a history.json nested 100,000 deep", _deep_history, found="exit 4, RecursionError"),
     Bad("archive import: a line nested 100,000 deep", _deep_archive_line, found="exit 4, RecursionError"),
+    Bad("optimize --resume --dry-run: a history.json nested 100,000 deep", _deep_history_dry_run,
+        found="exit 4, RecursionError (the recorded gate read it with json.loads)"),
     # 4. integers too large for SQLite
     Bad("archive prune --keep 10^23", _archive_cmd("prune", "--keep", BIG, words=["--keep", BIG]),
         found="exit 4, OverflowError"),
