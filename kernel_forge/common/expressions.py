@@ -79,9 +79,10 @@ def _depth(tree: ast.AST) -> int:
 #: the AST nodes the evaluator handles, besides its operator tables (every other node is refused)
 _NODES = (ast.Expression, ast.Load, ast.Constant, ast.Name, ast.BinOp, ast.UnaryOp, ast.Compare,
           ast.BoolOp, ast.IfExp, ast.Call)
-#: every operator the evaluator handles, in the words a message shows
-_OPERATORS = {**_BINOPS, **_CMPOPS, **_UNOPS, ast.And: "and", ast.Or: "or"}
-_CMP_WORDS = {ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not", ast.MatMult: "@"}
+#: every operator the evaluator handles (its tables; ``and``/``or`` short-circuit in _eval itself)
+_OPERATORS = {**_BINOPS, **_CMPOPS, **_UNOPS, ast.And: None, ast.Or: None}
+#: operators Python has and the evaluator does not, as a message spells them
+_REFUSED_WORDS = {ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not", ast.MatMult: "@"}
 
 
 def admitted(node_type: type) -> bool:
@@ -103,7 +104,7 @@ def _check(tree: ast.AST, expression: str) -> None:
                [node.op] if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp)) else [])
         for op in ops:
             if not admitted(type(op)):
-                word = _CMP_WORDS.get(type(op), type(op).__name__)
+                word = _REFUSED_WORDS.get(type(op), type(op).__name__)
                 raise ExpressionError(f"operator {word!r} is not allowed (comparisons: == != < <= > >=)"
                                       if isinstance(op, ast.cmpop) else f"operator {word!r} is not allowed",
                                       expression=expression, column=node.col_offset)
