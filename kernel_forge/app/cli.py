@@ -55,10 +55,9 @@ def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet, accep
     """Check manifests without a GPU: schema, meaning, files, sizes, the kernels (static rules,
     signature, NVRTC), weak cases. Prints where each reference and data file resolves to."""
     from kernel_forge.app.validate import validate_manifest
-    from kernel_forge.config.build import OnCommandLine, check_values
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate import check_arch
 
-    check_values(GateOptions, {"arch": arch}, OnCommandLine({("gate", "arch"): "--arch"}))   # the gate's own rule
+    check_arch(arch)   # the gate's own rule
     if not (gpu_memory > 0 and gpu_memory < float("inf")):
         raise InputError(f"--gpu-memory {gpu_memory}: must be a finite number above 0 (GiB)")
     if accept:
@@ -119,7 +118,10 @@ def compile_cmd(source, arch, defines, output, no_cache, mix):
     from kernel_forge.gpu.nvrtc import compile_source
     from kernel_forge.gate.preflight import check_static
     from kernel_forge.app.option_checks import check_output_path
+    from kernel_forge.config.gate import check_arch
 
+    if arch is not None:
+        check_arch(arch)
     if output:
         check_output_path(output, option="-o", kind="cubin", inputs=[source])
     cand = load_candidate(source)
@@ -136,8 +138,10 @@ def compile_cmd(source, arch, defines, output, no_cache, mix):
         arch = gpu_arch()
     # a dispatch rule (settings per shape): every line's setting is compiled, the default's last
     settings = [(d, "")]
-    if cand.dispatch is not None:
-        settings = [({**b.defines, **given}, f" (dispatch line {b.line}: {b.condition})") for b in cand.dispatch.branches]
+    if cand.dispatch is not None:      # each distinct setting once, named by its first line
+        from kernel_forge.gate.preflight import distinct_settings
+        settings = [({**b.defines, **given}, f" (dispatch line {b.line}: {b.condition})")
+                    for b in distinct_settings(cand.dispatch)]
     for d, what in settings:
         res = compile_source(cand.source, arch=arch, defines=d, use_cache=not no_cache,
                              file_label=Path(source).name)

@@ -10,6 +10,10 @@ import click
 from kernel_forge.app.cli_common import handle_errors
 
 
+#: the most rows an option may name: SQLite's largest integer (a larger one cannot reach it)
+MAX_ROWS = 2**63 - 1
+
+
 def _archive_option(f):
     return click.option("--archive", "archive_path", type=click.Path(dir_okay=False), default=None,
                         help="The archive file (default: KFORGE_ARCHIVE, else the user's cache directory).")(f)
@@ -95,7 +99,7 @@ def archive_group():
 @archive_group.command("list")
 @click.option("--task", help="Only this task (name or manifest hash).")
 @click.option("--gpu", help="Only kernels measured on this GPU (its name).")
-@click.option("--limit", type=int, help="At most this many rows.")
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_ROWS), help="At most this many rows.")
 @_archive_option
 @_json_option
 @handle_errors
@@ -119,7 +123,8 @@ def list_cmd(task, gpu, limit, archive_path, as_json):
 
 @archive_group.command("search")
 @click.argument("query")
-@click.option("--limit", default=20, show_default=True, help="At most this many rows.")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1, max=MAX_ROWS),
+              help="At most this many rows.")
 @click.option("--gpu", help="Only kernels measured on this GPU (its name).")
 @_archive_option
 @_json_option
@@ -245,7 +250,7 @@ def import_cmd(file, archive_path, as_json):
 
 
 @archive_group.command("prune")
-@click.option("--keep", type=click.IntRange(min=0), required=True, help="Kernels kept per task and GPU (the best).")
+@click.option("--keep", type=click.IntRange(min=0, max=MAX_ROWS), required=True, help="Kernels kept per task and GPU (the best).")
 @_archive_option
 @_json_option
 @handle_errors

@@ -75,13 +75,20 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
     if dry_run:
         from kernel_forge.app.run_setup import first_prompt_parts, next_prompt_parts
         if resume:     # the next iteration's prompt of a recorded run (its best's profile, the ledger)
-            if manifest or device_file:
-                raise InputError("--dry-run --resume RUN takes the run's own manifest and device; give neither")
+            if manifest or device_file or config_file:
+                raise InputError("--dry-run --resume RUN takes the run's own manifest, device and config; give none "
+                                 "of them")
             system, static, dynamic = next_prompt_parts(resume, typed.get("loop", {}))
-        elif not manifest:
-            raise InputError("--dry-run needs a MANIFEST (the first prompt) or --resume RUN (the next one)")
-        else:
-            system, static, dynamic = first_prompt_parts(manifest, typed.get("loop", {}).get("hints", ""), device_file)
+        else:          # the config is read and checked as a real run reads it, and its hints are shown
+            from kernel_forge.app.option_checks import check_optimize_params
+            check_optimize_params(click.get_current_context().params)
+            cfg = load_config_file(config_file) if config_file else {}
+            manifest = manifest or cfg.get("manifest")
+            if not manifest:
+                raise InputError("--dry-run needs a MANIFEST (or \"manifest\" in --config) for the first prompt, or "
+                                 "--resume RUN for the next one")
+            loop = resolve_configs(ctx, params, cfg, config_file=config_file, quick=quick, options=options)["loop"]
+            system, static, dynamic = first_prompt_parts(manifest, loop.hints, device_file)
         click.echo(f"=== system prompt ===\n{system}\n=== user prompt: static prefix (the same for every call; "
                    f"cached) ===\n{static}\n=== user prompt: dynamic part ===\n{dynamic}")
         return

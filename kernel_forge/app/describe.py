@@ -42,6 +42,7 @@ from pathlib import Path
 from kernel_forge import __version__
 from kernel_forge.common import writes
 from kernel_forge.common.errors import InputError, KForgeError, ManifestError
+from kernel_forge.common.reads import nesting_problem
 from kernel_forge.config.describe import DescribeConfig
 from kernel_forge.config.sections import check_settings
 from kernel_forge.evidence.run_dir import atomic_write
@@ -231,6 +232,9 @@ class Session:
             block = text
         if block is None:
             return None, "it holds no ```json block"
+        deep = nesting_problem(block)
+        if deep:
+            return None, f"the {deep}"
         try:
             spec = json.loads(block)
         except json.JSONDecodeError as exc:

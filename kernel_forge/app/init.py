@@ -16,6 +16,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernel_forge.common import expressions
 from kernel_forge.common.errors import InputError, KForgeError, SignatureError
 from kernel_forge.common.json_path import json_path
 from kernel_forge.common.writes import write_files
@@ -49,13 +50,19 @@ def _ascii(name: str) -> str:
     return plain if NAME.match(plain or "") else "_" + plain
 
 
-def check_name(name: str, what: str, where: str) -> None:
+def check_name(name: str, what: str, where: str, *, variable: bool = False) -> None:
     """Refuse a name the manifest schema (or a Python reference) could not take, before anything
-    is written; a non-ASCII name gets its ASCII spelling as the suggestion."""
+    is written; a non-ASCII name gets its ASCII spelling as the suggestion.  A ``variable`` (a
+    scalar parameter: a case variable of the manifest) must also be one that the manifest's
+    expressions can use: the check ``kforge validate`` makes of every case variable."""
     if not NAME.match(name):
         raise InputError(f"{where}: {what} {name!r} is not a plain ASCII identifier ([A-Za-z_][A-Za-z0-9_]*, the "
                          "manifest schema's rule); nothing was written",
                          hint=f"rename it, e.g. {_ascii(name)!r}" + (" (in the kernel too)" if what != "the task name" else ""))
+    problem = expressions.variable_problem(name) if variable else None
+    if problem:
+        raise InputError(f"{where}: {what} {name!r} {problem}, so it cannot be a case variable of the manifest; "
+                         "nothing was written", hint=f"rename it in the kernel, e.g. {name.lower() + '_'!r}")
 
 
 def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, Path | None]:
@@ -70,7 +77,7 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
         if sig.name != name:
             raise InputError(f"--signature declares {sig.name!r}, not {name!r}: the task's name is its kernel's name")
         for p in sig.params:
-            check_name(p.name, "the parameter", "--signature")
+            check_name(p.name, "the parameter", "--signature", variable=not p.pointer)
         return sig, None, None
     src_path = Path(from_file)
     try:
@@ -88,7 +95,7 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
     except SignatureError as exc:
         raise InputError(f"--from {src_path}: the signature of {name} is not supported: {exc}") from None
     for p in sig.params:
-        check_name(p.name, "the parameter", f"--from {src_path}")
+        check_name(p.name, "the parameter", f"--from {src_path}", variable=not p.pointer)
     return sig, source, src_path
 
 

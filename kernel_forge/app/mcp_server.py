@@ -192,7 +192,7 @@ class Service:
     def validate_manifest(self, manifest: str, deep: bool = False, arch: str | None = "sm_90") -> dict:
         from kernel_forge.app.validate import validate_manifest
 
-        r = validate_manifest(manifest, deep=deep, arch=arch)
+        r = validate_manifest(manifest, deep=deep, arch=arch, arch_where="arch")
         t = r.task
         return {"ok": True, "task": t.name, "manifest": str(t.path),
                 "cases": [{"name": c.name, "role": c.role, "vars": c.vars} for c in t.cases],

@@ -9,7 +9,6 @@ a claim that does not hold, is exit 1 in the CLI.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from kernel_forge.app import option_checks
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.common.errors import InputError, ManifestError
 from kernel_forge.common.json_path import json_path
+from kernel_forge.common.reads import loads
 from kernel_forge.evidence.run_dir import read_evidence, schema
 from kernel_forge.common.stats import Timing
 from kernel_forge.model.task import load_task
@@ -48,13 +48,13 @@ def recorded_band(request_path: Path, req: dict) -> tuple[float, float] | None:
     if not hist.is_file():
         return None
     try:
-        data = json.loads(hist.read_text(encoding="utf-8"))
+        data = loads(hist.read_text(encoding="utf-8"), str(hist))
         for a in data.get("attempts", []):
             if a.get("id") == req["attempt"]:
                 for c in (a.get("evaluation") or {}).get("cases", []):
                     if c.get("name") == req["case"] and c.get("timing"):
                         return float(c["timing"]["p20"]), float(c["timing"]["p80"])
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, InputError):
         return None
     return None
 

@@ -124,12 +124,18 @@ def _kernel(task: Task, path: Path, jp: str, arch: str | None, report: Validatio
 
 def validate_manifest(path, *, deep: bool = False, arch: str | None = preflight.DEFAULT_ARCH,
                       compile: bool = True, gpu_memory: int | None = preflight.DEFAULT_GPU_MEMORY,
-                      host_memory: int | None = None, reference: bool | None = None) -> Validation:
+                      host_memory: int | None = None, reference: bool | None = None,
+                      arch_where: str = "--arch") -> Validation:
     """Validate one manifest; raise an InputError (naming the file and JSON path) at the first
     problem.  ``arch`` None or ``compile`` False skips NVRTC (the report says so), as does a
-    machine without NVRTC.  ``reference``: whether the reference runs (the weak-case lint of the
-    outputs); None: unless the task is model-written and not reviewed yet (accepted or edited).
-    A model-written reference runs in the sandbox."""
+    machine without NVRTC; a bad ``arch`` is refused first, named as ``arch_where`` says.
+    ``reference``: whether the reference runs (the weak-case lint of the outputs); None: unless
+    the task is model-written and not reviewed yet (accepted or edited).  A model-written
+    reference runs in the sandbox."""
+    from kernel_forge.config.gate import check_arch
+
+    if arch is not None:
+        check_arch(arch, where=arch_where)
     task = load_task(path)
     report = Validation(task, resolved=resolved_files(task))
     preflight.check_sizes(task, gpu_bytes=gpu_memory, host_bytes=host_memory,

@@ -15,7 +15,7 @@ from pathlib import Path
 from kernel_forge import __version__
 from kernel_forge.archive.format import Entry
 from kernel_forge.archive.store import Archive, add_entries, open_archive
-from kernel_forge.common import finite
+from kernel_forge.common import reads
 from kernel_forge.common.errors import InputError, KForgeError
 
 
@@ -41,7 +41,7 @@ def _read(run: Path, name: str, required: bool):
         return None
     try:
         text = p.read_text(encoding="utf-8")
-        return finite.loads(text, str(p))
+        return reads.loads(text, str(p))
     except (OSError, ValueError) as exc:
         raise InputError(f"{p}: damaged JSON ({exc}); nothing was archived from this run") from None
 

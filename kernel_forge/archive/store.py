@@ -340,9 +340,16 @@ def add_entries(archive: Archive, entries: list[Entry]) -> tuple[int, int]:
     return archive.write("adding kernels", go)
 
 
+#: SQLite's largest integer: an id (or any integer) beyond it cannot be looked up
+SQLITE_MAX_INT = 2**63 - 1
+
+
 def get_entry(archive: Archive, key: str | int) -> Entry:
     """An entry by row id, or by a prefix (6+ characters) of its content hash."""
     text = str(key).strip()
+    if text.isdigit() and int(text) > SQLITE_MAX_INT:
+        raise InputError(f"ID {text}: no archive id is that large (ids are at most {SQLITE_MAX_INT})",
+                         hint="kforge archive list shows the ids")
     if text.isdigit():
         rows = archive.query("SELECT * FROM kernels WHERE id = ?", (int(text),))
     elif re.fullmatch(r"[0-9a-fA-F]{6,64}", text):

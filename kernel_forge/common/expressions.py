@@ -76,6 +76,53 @@ def _depth(tree: ast.AST) -> int:
     return deepest
 
 
+#: the AST nodes the evaluator handles, besides its operator tables (every other node is refused)
+_NODES = (ast.Expression, ast.Load, ast.Constant, ast.Name, ast.BinOp, ast.UnaryOp, ast.Compare,
+          ast.BoolOp, ast.IfExp, ast.Call)
+#: every operator the evaluator handles (its tables; ``and``/``or`` short-circuit in _eval itself)
+_OPERATORS = {**_BINOPS, **_CMPOPS, **_UNOPS, ast.And: None, ast.Or: None}
+#: operators Python has and the evaluator does not, as a message spells them
+_REFUSED_WORDS = {ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not", ast.MatMult: "@"}
+
+
+def admitted(node_type: type) -> bool:
+    """Whether the whitelist lets an AST node of this type through: exactly the node types and
+    operators :func:`_eval` handles (one table for both, so that nothing passes the check and
+    then fails in the evaluator)."""
+    return node_type in _NODES or node_type in _OPERATORS
+
+
+def _check(tree: ast.AST, expression: str) -> None:
+    for node in ast.walk(tree):
+        kind = type(node)
+        if isinstance(node, (ast.operator, ast.cmpop, ast.unaryop, ast.boolop)):
+            continue                     # judged with the node that holds them, which has a column
+        if not admitted(kind):
+            raise ExpressionError(f"{kind.__name__} is not allowed", expression=expression,
+                                  column=getattr(node, "col_offset", None))
+        ops = (node.ops if isinstance(node, ast.Compare) else
+               [node.op] if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp)) else [])
+        for op in ops:
+            if not admitted(type(op)):
+                word = _REFUSED_WORDS.get(type(op), type(op).__name__)
+                raise ExpressionError(f"operator {word!r} is not allowed (comparisons: == != < <= > >=)"
+                                      if isinstance(op, ast.cmpop) else f"operator {word!r} is not allowed",
+                                      expression=expression, column=node.col_offset)
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                raise ExpressionError("only numbers are allowed as constants",
+                                      expression=expression, column=node.col_offset)
+        if isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+                name = getattr(node.func, "id", type(node.func).__name__)
+                raise ExpressionError(
+                    f"unknown function {name!r} (allowed: {', '.join(sorted(FUNCTIONS))})",
+                    expression=expression, column=node.col_offset)
+            if node.keywords:
+                raise ExpressionError("keyword arguments are not allowed",
+                                      expression=expression, column=node.col_offset)
+
+
 @lru_cache(maxsize=4096)
 def parse(expression: str) -> ast.Expression:
     """Parse and whitelist-check an expression; raise :class:`ExpressionError` if refused."""
@@ -94,34 +141,25 @@ def parse(expression: str) -> ast.Expression:
     if _depth(tree) > MAX_DEPTH:
         raise ExpressionError(f"nested more than {MAX_DEPTH} levels deep (simplify it)",
                               expression=expression if len(expression) <= 80 else expression[:77] + "...")
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Expression, ast.Load, ast.operator, ast.cmpop, ast.unaryop,
-                             ast.boolop)):
-            continue
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
-                raise ExpressionError("only numbers are allowed as constants",
-                                      expression=expression, column=node.col_offset)
-            continue
-        if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp,
-                             ast.Name)):
-            if isinstance(node, ast.BinOp) and type(node.op) not in _BINOPS:
-                raise ExpressionError("operator not allowed", expression=expression,
-                                      column=node.col_offset)
-            continue
-        if isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
-                name = getattr(node.func, "id", type(node.func).__name__)
-                raise ExpressionError(
-                    f"unknown function {name!r} (allowed: {', '.join(sorted(FUNCTIONS))})",
-                    expression=expression, column=node.col_offset)
-            if node.keywords:
-                raise ExpressionError("keyword arguments are not allowed",
-                                      expression=expression, column=node.col_offset)
-            continue
-        raise ExpressionError(f"{type(node).__name__} is not allowed",
-                              expression=expression, column=getattr(node, "col_offset", None))
+    _check(tree, expression)
     return tree
+
+
+def variable_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a variable of an expression (a case variable, a scalar argument),
+    or None when it can: it must read as that one name (``None``, ``True`` and ``False`` read as
+    constants, ``lambda`` as a keyword)."""
+    try:
+        tree = ast.parse(name, mode="eval") if isinstance(name, str) and name.strip() == name else None
+    except SyntaxError:
+        tree = None
+    if tree is None:
+        return "is not a name an expression can use (a Python keyword or not an identifier)"
+    if isinstance(tree.body, ast.Constant):
+        return f"reads as the constant {tree.body.value!r} in an expression, not as a variable"
+    if not isinstance(tree.body, ast.Name) or tree.body.id != name:
+        return "is not a name an expression can use (a Python keyword or not an identifier)"
+    return None
 
 
 def names(expression: str | Number) -> set[str]:

@@ -2,11 +2,11 @@
 
 Python's ``json`` reads ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON, but accepted) and turns
 ``1e999`` into infinity, and no JSON Schema keyword can refuse them, so every JSON file kforge reads
-goes through :func:`loads`, which refuses a non-finite number naming the JSON path where it sits.
+goes through :func:`kernel_forge.common.reads.loads`, which refuses a non-finite number (:func:`check`)
+naming the JSON path where it sits.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 
@@ -56,12 +56,4 @@ def check(value, where: str, *, text: str | None = None) -> None:
         raise InputError(f"{where}: {path}: {describe(v)} {WHY}")
 
 
-def loads(text: str, where: str):
-    """``json.loads(text)``, refusing non-finite numbers (``where`` names the file in the message;
-    a syntax error is left to the caller, as :class:`json.JSONDecodeError`)."""
-    value = json.loads(text)
-    check(value, where, text=text)
-    return value
-
-
-__all__ = ["loads", "check", "first_nonfinite"]
+__all__ = ["check", "first_nonfinite"]

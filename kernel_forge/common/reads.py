@@ -3,10 +3,48 @@ file, and the line (and column) of a syntax error."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from kernel_forge.common import finite
 from kernel_forge.common.errors import InputError
+
+
+#: the deepest nesting of arrays and objects kforge reads: its own files nest fewer than 10 levels,
+#: and Python's json (and the schema check after it) recurse, so 100,000 levels would overflow the
+#: stack (a RecursionError, exit 4) instead of being refused
+MAX_JSON_DEPTH = 100
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def nesting_problem(text: str) -> str | None:
+    """Why ``text`` is nested too deeply to read (with the line where it goes past
+    :data:`MAX_JSON_DEPTH`), or None; brackets inside strings do not count."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return None
+    depth = 0
+    for m in _TOKENS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                line = text.count("\n", 0, m.start()) + 1
+                return f"JSON nested more than {MAX_JSON_DEPTH} levels deep at line {line}"
+        elif c in "]}":
+            depth -= 1
+    return None
+
+
+def loads(text: str, where: str):
+    """The one way kforge reads JSON a user or a file gave: nesting deeper than
+    :data:`MAX_JSON_DEPTH` and non-finite numbers are refused, naming ``where`` (the file); a
+    syntax error is left to the caller, as :class:`json.JSONDecodeError`, to word."""
+    problem = nesting_problem(text)
+    if problem:
+        raise InputError(f"{where}: {problem}")
+    value = json.loads(text)
+    finite.check(value, where, text=text)
+    return value
 
 
 def read_text_file(path: str | Path, what: str) -> str:
@@ -27,7 +65,7 @@ def read_json_file(path: str | Path, what: str):
     p = Path(path)
     text = read_text_file(p, what)
     try:
-        return finite.loads(text, str(p))
+        return loads(text, str(p))
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
 
@@ -51,6 +89,9 @@ def read_jsonl(path: str | Path, what: str, *, text: str | None = None,
         line = line.removesuffix("\r")
         if not line.strip():
             continue
+        problem = nesting_problem(line)
+        if problem:
+            raise InputError(f"{p}:{lineno}: {problem.replace(' at line 1', '')}{tail}")
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:

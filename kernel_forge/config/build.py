@@ -135,12 +135,12 @@ def check_value(value: Any, annotation: Any, spec: Spec, where: Where, section: 
 
 
 def _check_number(value: float, spec: Spec, here: str) -> None:
-    words = bound_words(spec)
-    if words is None:
-        return
-    if ((spec.min is not None and value < spec.min) or (spec.above is not None and value <= spec.above)
-            or (spec.max is not None and value > spec.max) or (spec.below is not None and value >= spec.below)):
-        raise _refuse(here, words, value)
+    """Within the declared bounds; the message names the bound that was crossed ("at least 1",
+    "at most 1000000"), since every number has a ceiling and most ceilings only stop typos."""
+    if (spec.min is not None and value < spec.min) or (spec.above is not None and value <= spec.above):
+        raise _refuse(here, bound_words(Spec(min=spec.min, above=spec.above)), value)
+    if (spec.max is not None and value > spec.max) or (spec.below is not None and value >= spec.below):
+        raise _refuse(here, bound_words(Spec(max=spec.max, below=spec.below)), value)
 
 
 def _check_valid(value: Any, spec: Spec, here: str) -> None:

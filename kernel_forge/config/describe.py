@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from kernel_forge.config.proposer import EFFORTS, MODEL_SPEC
-from kernel_forge.config.setting import setting
+from kernel_forge.config.setting import DAY_S, MAX_TOKENS, setting
 
 
 @dataclass
@@ -21,20 +21,20 @@ class DescribeConfig:
                                                                  "OpenAI-compatible server, a gateway")
     replay: str | None = setting(None, flag="--replay", help="a folder of recorded answers (the NAME_describe folder "
                                                              "of an earlier init) instead of a model")
-    max_tokens: int | None = setting(None, min=1, flag="--max-output-tokens",
+    max_tokens: int | None = setting(None, min=1, max=MAX_TOKENS, flag="--max-output-tokens",
                                      help="output tokens per answer, thinking included (default: the model's entry in "
                                           "the capability table)")
-    budget_usd: float | None = setting(None, above=0, help="most the model calls may cost; each is checked against "
+    budget_usd: float | None = setting(None, above=0, max=10**9, help="most the model calls may cost; each is checked against "
                                                            "its worst case before it is made")
-    request_timeout_s: float = setting(300.0, above=0, flag="--request-timeout",
+    request_timeout_s: float = setting(300.0, above=0, max=DAY_S, flag="--request-timeout",
                                        help="seconds one model request may take (between chunks when streamed)")
     temperature: float | None = setting(None, min=0, max=2, help="sampling temperature; sent only to models that take "
                                                                  "one (the capability table)")
     reasoning_effort: EFFORTS | None = setting(None, help="OpenAI reasoning.effort / Anthropic output_config.effort "
                                                           "(default: high, where the model takes an effort)")
-    repairs: int = setting(1, min=0, help="turns an unusable answer gets to be repaired, the reason quoted (0: none; "
-                                          "only checks that run nothing the model wrote: schema, screen, NVRTC)")
-    extra_shapes: int = setting(4, min=0, help="random shapes beside the task's cases on which the two witnesses "
-                                               "must agree (recorded; kforge validate --accept draws them)")
+    repairs: int = setting(1, min=0, max=100, help="turns an unusable answer gets to be repaired, the reason quoted (0: none; "
+                                                   "only checks that run nothing the model wrote: schema, screen, NVRTC)")
+    extra_shapes: int = setting(4, min=0, max=10**4, help="random shapes beside the task's cases on which the two witnesses "
+                                                          "must agree (recorded; kforge validate --accept draws them)")
     initial: bool = setting(False, help="also write the witness as the task's initial kernel NAME.cu (default: none; "
                                         "optimize translates the reference first)")

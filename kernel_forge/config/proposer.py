@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from kernel_forge.config.setting import setting
+from kernel_forge.config.setting import DAY_S, MAX_TOKENS, setting
 
 #: a model spec as every entry point accepts it (the provider checks the rest)
 MODEL_SPEC = r"^(anthropic|openai):.+$"
@@ -38,11 +38,11 @@ class ProposerConfig:
                            help="price overrides {\"provider:model\": {\"input\": $, \"output\": $, \"cache_read\": $, "
                                 "\"cache_write\": $}} per million tokens")
     max_tokens: int | None = setting(
-        None, min=1, flag="--max-output-tokens",
+        None, min=1, max=MAX_TOKENS, flag="--max-output-tokens",
         help="output tokens per model request, thinking included (default: the model's entry: room to think plus a "
              "kernel, 32000 within its maximum)")
     max_tokens_cap: int | None = setting(
-        None, min=1, flag="--max-output-tokens-cap",
+        None, min=1, max=MAX_TOKENS, flag="--max-output-tokens-cap",
         help="most output tokens the one retry of a cut-off answer may ask for (default: the model's maximum)")
     temperature: float | None = setting(
         None, min=0, max=2,
@@ -52,17 +52,17 @@ class ProposerConfig:
         None, help="OpenAI reasoning.effort / Anthropic output_config.effort (default: high, where the model takes "
                    "an effort); stepped down to the highest level the model takes")
     thinking_budget: int | None = setting(
-        None, min=1024,
+        None, min=1024, max=MAX_TOKENS,
         help="Anthropic extended thinking budget_tokens (>= 1024, manual thinking); a model with adaptive thinking "
              "only gets adaptive thinking")
     thinking: Literal["adaptive", "disabled"] | None = setting(
         None, help="Anthropic thinking mode (default: on where the model has it: adaptive, else a budget); disabled "
                    "is refused by models that always think")
     request_timeout_s: float = setting(
-        120.0, above=0, flag="--request-timeout",
+        120.0, above=0, max=DAY_S, flag="--request-timeout",
         help="seconds one model request may take; when streamed, the longest silence between chunks")
-    timeout_retries: int = setting(2, min=0, help="further attempts after a model request timed out")
-    max_attempts: int = setting(5, min=1, help="HTTP attempts per model request on transient failures (429, 5xx, "
+    timeout_retries: int = setting(2, min=0, max=100, help="further attempts after a model request timed out")
+    max_attempts: int = setting(5, min=1, max=100, help="HTTP attempts per model request on transient failures (429, 5xx, "
                                                "dropped connections)")
     stream: bool = setting(True, help="stream model answers, so that a long answer cannot outlast the timeout")
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = setting(

@@ -14,6 +14,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+#: ceilings every numeric setting declares (a value beyond its ``max`` is a typo or an attack, and
+#: would reach SQLite, NumPy or a timer as an overflow): wall-clock times (seconds)
+DAY_S = 86400.0
+YEAR_S = 365 * DAY_S
+#: launches per case; iterations, budgets and other counts; seeds; tokens per request
+MAX_LAUNCHES = 10**6
+MAX_COUNT = 10**6
+MAX_SEED = 2**32 - 1
+MAX_TOKENS = 10**7
+
 #: the key of a field's metadata that holds its Spec
 SPEC = "kforge.setting"
 _NONE = type(None)
@@ -95,7 +105,7 @@ def is_bool(annotation: Any) -> bool:
 
 
 def _num(x: float) -> str:
-    return f"{x:g}"
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def bound_words(spec: Spec) -> str | None:

@@ -29,7 +29,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from kernel_forge.common import finite
+from kernel_forge.common import finite, reads
 from kernel_forge.common.errors import InputError, InternalError
 from kernel_forge.common.json_path import json_path
 from kernel_forge.common.writes import DIR_MODE, FILE_MODE, WriteFailed, write_file  # noqa: F401  (FILE_MODE: re-exported)
@@ -247,7 +247,7 @@ def read_evidence(path: str | Path, *, check: bool = True, what: str = "evidence
     p = Path(path)
     text = read_text_file(p, what)
     try:
-        data = finite.loads(text, str(p))
+        data = reads.loads(text, str(p))
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: damaged JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                          hint="restore the file (or start a new run); kforge never half-writes one") from None

@@ -164,6 +164,19 @@ def check_task_kernels(task: Task, limits: dict | None = None) -> None:
             raise ManifestError(exc.message, file=str(task.path), json_path=jp, hint=exc.hint) from None
 
 
+def distinct_settings(rule) -> list:
+    """The branches of a dispatch rule with a setting no earlier branch has, in order, the
+    default's setting last: each is compiled once, however many lines share it."""
+    seen, out = set(), []
+    default = rule.branches[-1]
+    key = lambda b: tuple(sorted(b.defines.items()))  # noqa: E731
+    for b in rule.branches[:-1]:
+        if key(b) not in seen and key(b) != key(default):
+            seen.add(key(b))
+            out.append(b)
+    return out + [default]
+
+
 def compile_kernel(cand: Candidate, arch: str, *, file: str | None = None, defines: dict | None = None):
     """Static rules, then NVRTC for ``arch``: the CompileResult.  Nothing reaches NVRTC that
     the static rules refuse (an include of an absolute or parent-relative path, say)."""
@@ -173,7 +186,7 @@ def compile_kernel(cand: Candidate, arch: str, *, file: str | None = None, defin
     check_static(cand.source, file=file)
     if defines is None and cand.dispatch is not None:     # a dispatch rule: every setting compiles
         result = None
-        for branch in cand.dispatch.branches:           # the default last: its result is returned
+        for branch in distinct_settings(cand.dispatch):      # the default's last: its result is returned
             try:
                 result = compile_source(cand.source, arch=arch, defines=dict(sorted(branch.defines.items())),
                                         file_label=Path(file).name)

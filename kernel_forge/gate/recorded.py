@@ -8,11 +8,11 @@ has no verdict for is an error; one it has no profile for gets ``{"available": F
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from kernel_forge.model.candidate import Candidate
 from kernel_forge.common.errors import InputError
+from kernel_forge.common.reads import read_json_file
 from kernel_forge.gate.gatelike import InTurn
 from kernel_forge.model.verdict import Evaluation
 
@@ -34,8 +34,8 @@ class RecordedGate(InTurn):
     @classmethod
     def from_run(cls, run_path: str | Path) -> "RecordedGate":
         p = Path(run_path)
-        hist = json.loads((p / "history.json").read_text())
-        env = json.loads((p / "env.json").read_text()) if (p / "env.json").is_file() else {}
+        hist = read_json_file(p / "history.json", "history")
+        env = read_json_file(p / "env.json", "environment record") if (p / "env.json").is_file() else {}
         verdicts, holdout, profiles = {}, {}, {}
         for a in hist["attempts"]:
             if a.get("evaluation") and a.get("sha256"):
@@ -43,7 +43,7 @@ class RecordedGate(InTurn):
             if a.get("holdout") and a.get("sha256"):
                 holdout[a["sha256"]] = a["holdout"]
             if a.get("profile") and a.get("sha256") and (p / a["profile"]).is_file():
-                recorded = json.loads((p / a["profile"]).read_text())
+                recorded = read_json_file(p / a["profile"], "profile")
                 profiles[a["sha256"]] = {k: v for k, v in recorded.items() if k not in ("attempt", "wall_seconds")}
         return cls(verdicts, device=env.get("device"), calibration=env.get("calibration"),
                    baselines=hist.get("baselines", {}), holdout=holdout, profiles=profiles)

@@ -5,7 +5,7 @@ on the H200 it was 0.86 µs longer than Nsight Compute's ``gpu__time_duration`` 
 launch (bench/evidence/h200-2026-12-01-s5/probe/FINDINGS.md), whatever the kernel's length or
 block count.  That share is subtracted from every timed launch.  It is measured here, when the
 worker starts, with self-timing spin kernels (each block reads ``%globaltimer`` when it starts
-and when it ends, as bench/probe_round5.py's offset section did):
+and when it ends, as bench/evidence/h200-2026-12-01-s5/probe/probe_round5.py's offset section did):
 
 - ``R`` = record duration − the kernel's own span (first block's start to last block's end),
   measured with records on, for single-wave grids (1 block and one block per SM) of 0, 5 and

@@ -39,7 +39,7 @@ from kernel_forge.gpu.clock_offset import KNOWN_US
 HARNESS_PREFIX = "kf_"   #: kernels whose names start with this are the harness's own
 
 #: GPU model -> µs a KERNEL record spans beyond ncu's gpu__time_duration of the same launch
-#: (H200: bench/probe_round5.py --sections offset, against PROBE_NCU_SPIN=1 ... --sections ncu);
+#: (H200: bench/evidence/h200-2026-12-01-s5/probe/probe_round5.py --sections offset, against PROBE_NCU_SPIN=1 ... --sections ncu);
 #: a cross-check only: the offset is measured (clock_offset.py)
 LAUNCH_OFFSET_US = KNOWN_US
 

@@ -141,10 +141,18 @@ def error_lines(log: str) -> list[tuple[int, str]]:
     return [(int(m.group(1)), m.group(3)) for m in _ERROR_LINE.finditer(log) if m.group(2) == "error"]
 
 
+@functools.lru_cache(maxsize=16)
+def source_digest(source: str) -> str:
+    """sha256 of a kernel's source, made once per source: the settings of one kernel (a dispatch
+    rule's lines, a tuner's settings) are compiled from the same text, and hashing it again for
+    each made compiling N settings of an N-line rule take time growing as N squared."""
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _cache_key(source: str, options: tuple[str, ...], version: str) -> str:
     portable = [o for o in options if not o.startswith("--include-path=")]
     h = hashlib.sha256()
-    h.update(json.dumps([source, portable, version]).encode())
+    h.update(json.dumps([source_digest(source), portable, version]).encode())
     return h.hexdigest()
 
 

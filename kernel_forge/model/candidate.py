@@ -375,6 +375,9 @@ def _number(text: str, *, file: str, line: int) -> int | float:
     value = _expr(text, file=file, line=line)
     if isinstance(value, str):
         raise CandidateError(f"tunable values must be numbers, got {text!r}", file=file, line=line)
+    if not math.isfinite(value):
+        raise CandidateError(f"tunable values must be finite numbers, got {text!r} ({value})", file=file, line=line,
+                             hint="-D NAME=inf or nan would reach the compiler; give a whole or a finite number")
     return value
 
 
@@ -410,6 +413,10 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
         elif t := _TUNE.match(text):
             values = tuple(_number(p, file=name, line=lineno)
                            for p in _split_list(t.group(2), file=name, line=lineno))
+            twice = sorted({repr(v) for i, v in enumerate(values) if v in values[:i]})
+            if twice:
+                raise CandidateError(f"tune {t.group(1)} lists {', '.join(twice)} more than once", file=name,
+                                     line=lineno, hint="give each value once (the tuner would gate it twice)")
             tunables[t.group(1)] = values
         elif d := _DEFINE.match(text):
             defines[d.group(1)] = _number(d.group(2), file=name, line=lineno)

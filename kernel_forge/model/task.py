@@ -15,7 +15,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from kernel_forge.common import expressions, finite
+from kernel_forge.common import expressions, finite, reads
 from kernel_forge.model.candidate import Launch
 from kernel_forge.common.errors import ExpressionError, ManifestError, SignatureError
 from kernel_forge.common.json_path import json_path
@@ -208,6 +208,9 @@ def load_task(path: str | Path) -> Task:
         raise ManifestError(f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at line {line} "
                             f"(offset {exc.start})", file=file,
                             hint="save the manifest as UTF-8 (JSON files must be UTF-8)") from None
+    problem = reads.nesting_problem(text)
+    if problem:
+        raise ManifestError(problem, file=file)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -351,6 +354,11 @@ def _build(data: dict, path: Path) -> Task:
         names.add(c["name"])
         v = dict(defaults)
         v.update(c.get("vars", {}))
+        for k in v:
+            problem = expressions.variable_problem(k)
+            if problem:
+                raise _err(f"case variable {k!r} {problem}; rename it (and the argument that names it)", file,
+                           json_path("cases", i, "vars", k) if k in c.get("vars", {}) else json_path("defaults", k))
         v = {k: (int(x) if isinstance(x, float) and x.is_integer() and not isinstance(x, bool) else x)
              for k, x in v.items()}
         cases.append(Case(c["name"], c["role"], v, i))

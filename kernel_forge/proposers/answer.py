@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 from kernel_forge.common.json_path import json_path
+from kernel_forge.common.reads import nesting_problem
 
 _FENCE = re.compile(r"^```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 CODE_LANGS = {"cuda", "cu", "cpp", "c++", "cxx", "c", ""}
@@ -130,6 +131,9 @@ def read_answer(text: str, parent: str | None = None) -> Answer:
                               "of SEARCH/REPLACE edits")
     extra: dict = {}
     if jsons:
+        deep = nesting_problem(jsons[-1][1])
+        if deep:
+            return Answer(problem=f"the ```json block is {deep.replace('JSON ', '', 1)}", form=form)
         try:
             extra = json.loads(jsons[-1][1])
         except ValueError as exc:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kernel_forge.common.errors import InputError
+from kernel_forge.common.reads import nesting_problem
 from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.budget import Budget
 from kernel_forge.proposers.capabilities import Capabilities
@@ -323,6 +324,9 @@ class OpenAIProposer(ModelProposer):
         raw = call.arguments if self.api == "responses" else call.function.arguments
         if isinstance(raw, dict):             # some compatible servers send an object
             return True, raw, None
+        deep = nesting_problem(raw) if isinstance(raw, str) else None
+        if deep:
+            return True, None, f"the arguments are {deep.replace('JSON ', '', 1)}"
         try:
             return True, json.loads(raw or ""), None
         except (TypeError, ValueError) as exc:

@@ -7,7 +7,8 @@ counts 0.
 """
 from __future__ import annotations
 
-import json
+from kernel_forge.common.errors import InputError
+from kernel_forge.common.reads import loads
 from pathlib import Path
 
 FIELDS = ("calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
@@ -19,8 +20,8 @@ def _calls(run_dir) -> list[dict]:
     out = []
     for f in sorted(path.glob("model-*.json")):
         try:
-            out.append(json.loads(f.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
+            out.append(loads(f.read_text(encoding="utf-8"), str(f)))
+        except (OSError, ValueError, InputError):
             continue                 # a damaged file is reported by the evidence checks, not here
     return out
 

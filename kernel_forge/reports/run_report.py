@@ -120,12 +120,14 @@ def _profile_lines(run_dir, attempts: list[dict]) -> list[str]:
 
     order = {a["id"]: i for i, a in enumerate(attempts)}
     bests = {a["id"] for a in attempts if a.get("best")}
-    import json
+    from kernel_forge.common.errors import InputError
+    from kernel_forge.common.reads import loads
+
     profs = []
     for f in sorted(folder.glob("a*.json")):
         try:
-            profs.append((f.stem, json.loads(f.read_text())))
-        except (OSError, ValueError):
+            profs.append((f.stem, loads(f.read_text(), str(f))))
+        except (OSError, ValueError, InputError):     # damaged or too deep: reported by the evidence checks
             continue
     if not profs:
         return []

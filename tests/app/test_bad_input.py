@@ -873,6 +873,183 @@ def _nonfinite_flag_not_boolean(tmp):
     return ["validate", "--no-compile", str(m)], [str(m), "$.nonfinite_outputs", "'yes' is not of type 'boolean'"]
 
 
+# -- issue 33: twelve more ways in --------------------------------------------------------------
+
+def _validate_edit(change, *words, flags=("--no-compile",)):
+    def make(tmp):
+        m = edit(_m(tmp), change)
+        return ["validate", *flags, str(m)], [str(m), *words]
+    return make
+
+
+def _header(header, command="eval"):
+    """A kernel file carrying ``header`` above vector_add, run through ``command``."""
+    def make(tmp):
+        m, k = _kernel(tmp, header)
+        args = {"eval": ["eval", str(m), str(k)], "compile": ["compile", str(k), "--arch", "sm_90"]}[command]
+        return args, [f"{k}:"]
+    return make
+
+
+def _header_says(header, line, words, command="eval"):
+    def make(tmp):
+        args, place = _header(header, command)(tmp)
+        return args, [f"{place[0]}{line}:", *words]
+    return make
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _deep_manifest(command):
+    def make(tmp):
+        m = _m(tmp)
+        m.write_text(DEEP)
+        args = {"validate": ["validate", str(m)], "dry-run": ["optimize", str(m), "--dry-run"]}[command]
+        return args, [str(m), "nested more than 100 levels deep", "line 1"]
+    return make
+
+
+def _deep_config(tmp):
+    m = _m(tmp)
+    cfg = tmp / "opt.json"
+    cfg.write_text('{"manifest": "%s", "loop": %s}' % (m, DEEP))
+    return (["optimize", "--config", str(cfg), "--runs-dir", str(tmp / "runs")],
+            [str(cfg), "nested more than 100 levels deep"])
+
+
+def _deep_replay_request(tmp):
+    req = tmp / "best-case-x.json"
+    req.write_text('{"manifest": "m.json",\n "kernel": %s}' % DEEP)
+    return ["replay", str(req)], [str(req), "nested more than 100 levels deep at line 2"]
+
+
+def _deep_history(tmp):
+    run = finished_run(tmp, _m(tmp))
+    (run / "history.json").write_text(DEEP)
+    return ["report", str(run)], [str(run / "history.json"), "nested more than 100 levels deep"]
+
+
+def _deep_history_dry_run(tmp):
+    run = finished_run(tmp, _m(tmp))
+    (run / "history.json").write_text(DEEP)
+    return ["optimize", "--resume", str(run), "--dry-run"], [str(run / "history.json"), "nested more than 100 levels deep"]
+
+
+def _deep_archive_line(tmp):
+    bad = tmp / "deep.jsonl"
+    bad.write_text("\n" + DEEP + "\n")
+    return (["archive", "import", str(bad), "--archive", str(tmp / "new.sqlite")],
+            [f"{bad}:2:", "nested more than 100 levels deep", "nothing was imported"])
+
+
+def _an_archive(tmp) -> Path:
+    from archive_fakes import entry
+    from kernel_forge.archive.store import add_entries, open_archive
+
+    db = tmp / "a.sqlite"
+    with open_archive(db, create=True) as arch:
+        add_entries(arch, [entry("vector_add", 400.0)])
+    return db
+
+
+def _archive_cmd(*args, words):
+    def make(tmp):
+        db = _an_archive(tmp)
+        return ["archive", *args, "--archive", str(db)], list(words)
+    return make
+
+
+def _archive_import_huge_score(tmp):
+    from archive_fakes import entry
+    from kernel_forge.archive.format import entry_lines
+
+    line = json.loads(entry_lines([entry("vector_add", 400.0)], where="test")[0])
+    line["score_us"] = 10**30                    # an integer: SQLite cannot hold it
+    bad = tmp / "huge.jsonl"
+    bad.write_text(json.dumps(line) + "\n")
+    return (["archive", "import", str(bad), "--archive", str(tmp / "new.sqlite")],
+            [f"{bad}:1:", "$.score_us", "maximum", "nothing was imported"])
+
+
+def _dry_run_config(text_or_path):
+    def make(tmp):
+        m = _m(tmp)
+        if text_or_path.startswith("/"):
+            cfg = Path(text_or_path)
+        else:
+            cfg = tmp / "opt.json"
+            cfg.write_text(text_or_path)
+        return ["optimize", str(m), "--dry-run", "--config", str(cfg)], [str(cfg)]
+    return make
+
+
+def _init_scalar(name):
+    def make(tmp):
+        return (["init", "k", "--dir", str(tmp / "t"), "--signature",
+                 f'extern "C" __global__ void k(float* y, int {name})'],
+                ["--signature", f"the parameter {name!r}", "case variable", "nothing was written"])
+    return make
+
+
+BIG = "100000000000000000000000"      # 10^23
+ISSUE33_ROWS = [
+    # 1. in, is, not in, is not: passed the whitelist, then KeyError: <class 'ast.In'> (exit 4)
+    Bad('grid "... if n in 2 else ..."', _validate_edit(lambda d: d["launch"].update(grid=["cdiv(n, 256) if n in 2 else 1"]),
+                                                       "$.launch", "operator 'in' is not allowed"), found="exit 4, KeyError"),
+    Bad('shape "n if n is not 0 else 1"', _validate_edit(lambda d: d["args"]["a"].update(shape=["n if n is not 0 else 1"]),
+                                                         "$.args.a.shape", "operator 'is not' is not allowed"),
+        found="exit 4, KeyError"),
+    Bad('cost "n * (n not in 3)"', _validate_edit(lambda d: d["cost"].update(flops="n * (n not in 3)"), "$.cost.flops",
+                                                  "operator 'not in' is not allowed"), found="exit 4, KeyError"),
+    Bad("a kernel header constraint B is 64", _header_says(
+        "// kforge: grid = [cdiv(n, B)]\n// kforge: block = [B]\n// kforge: tune B = [64, 128]\n"
+        "// kforge: constraint B is 64\n", 4, ["operator 'is' is not allowed"]), found="exit 4, KeyError"),
+    Bad("a kernel header dispatch n in 5 -> B=128", _header_says(
+        "// kforge: grid = [cdiv(n, B)]\n// kforge: block = [B]\n// kforge: tune B = [128, 256]\n"
+        "// kforge: dispatch n in 5 -> B=128\n// kforge: dispatch default -> B=256\n", 4,
+        ["operator 'in' is not allowed"]), found="exit 4, KeyError"),
+    # 3. 100,000 nested brackets: RecursionError (exit 4)
+    Bad("validate: a manifest nested 100,000 deep", _deep_manifest("validate"), found="exit 4, RecursionError"),
+    Bad("optimize --dry-run: a manifest nested 100,000 deep", _deep_manifest("dry-run"), found="exit 4, RecursionError"),
+    Bad("a config file nested 100,000 deep", _deep_config, found="exit 4, RecursionError"),
+    Bad("replay: a request nested 100,000 deep", _deep_replay_request, found="exit 4, RecursionError"),
+    Bad("report: a history.json nested 100,000 deep", _deep_history, found="exit 4, RecursionError"),
+    Bad("archive import: a line nested 100,000 deep", _deep_archive_line, found="exit 4, RecursionError"),
+    Bad("optimize --resume --dry-run: a history.json nested 100,000 deep", _deep_history_dry_run,
+        found="exit 4, RecursionError (the recorded gate read it with json.loads)"),
+    # 4. integers too large for SQLite
+    Bad("archive prune --keep 10^23", _archive_cmd("prune", "--keep", BIG, words=["--keep", BIG]),
+        found="exit 4, OverflowError"),
+    Bad("archive show 10^23", _archive_cmd("show", BIG, words=[f"ID {BIG}", "no archive id is that large"]),
+        found="exit 4, OverflowError"),
+    Bad("archive list --limit 10^23", _archive_cmd("list", "--limit", BIG, words=["--limit", BIG]),
+        found="exit 2 blaming the archive: 'datatype mismatch'"),
+    Bad("archive list --limit -1", _archive_cmd("list", "--limit", "-1", words=["--limit", "-1"]),
+        found="exit 0: no limit"),
+    Bad("archive import of a score_us of 10^30", _archive_import_huge_score, found="exit 4, OverflowError"),
+    # 5. optimize --dry-run read no --config
+    Bad("optimize --dry-run --config /etc/passwd", _dry_run_config("/etc/passwd"), found="exit 0"),
+    Bad("optimize --dry-run --config with a bad setting", _dry_run_config('{"loop": {"max_iterations": "many"}}'),
+        found="exit 0"),
+    # 6. non-finite and duplicate tunables
+    Bad("a kernel header tune X = [1e999, nan]", _header_says(
+        "// kforge: grid = [cdiv(n, 256)]\n// kforge: block = [256]\n// kforge: tune X = [1e999, nan]\n", 3,
+        ["'1e999'", "finite"]), found="validated; -DX=inf reached NVRTC"),
+    Bad("a kernel header tune B = [128, 256, 128]", _header_says(
+        "// kforge: grid = [cdiv(n, B)]\n// kforge: block = [B]\n// kforge: tune B = [128, 256, 128]\n", 3,
+        ["tune B lists 128 more than once"]), found="accepted"),
+    # 7. init wrote a task its own validator refused
+    Bad("init with a scalar parameter named None", _init_scalar("None"), found="wrote a task validate refused"),
+    Bad("init with a scalar parameter named True", _init_scalar("True"), found="wrote a task validate refused"),
+    Bad("init with a scalar parameter named False", _init_scalar("False"), found="wrote a task validate refused"),
+    # 10. numbers past any sense, before the GPU probe
+    *[Bad(f"--{o} 10^23", _args("optimize", "{m}", f"--{o}", BIG, "--runs-dir", "runs",
+                                [f"--{o} {BIG}: must be at most"]), found="exit 3 at the GPU probe")
+      for o in ("reps", "seed", "candidates", "tune-budget")],
+]
+
+
 BAD = [
     # the issue's list
     Bad("approve with a damaged approvals file", _approve_damaged_approvals),
@@ -1023,6 +1200,7 @@ BAD = [
         found="accepted: no bound on a checked launch"),
     Bad("eval --max-noise nan", _args("eval", "{m}", "--max-noise", "nan", ["--max-noise nan", "finite"]),
         found="'must be in [0, 1]' for a NaN"),
+    *ISSUE33_ROWS,
 ]
 
 
@@ -1213,15 +1391,15 @@ def test_a_long_history_is_checked_to_its_records_fields(kforge, tmp_path):
     assert f"{run / 'history.json'}: $.attempts[{n}].status" in r.stderr
 
 
-@pytest.mark.parametrize("value", [-0.01, 1.5])
-def test_a_noise_bound_outside_zero_to_one_is_refused_before_anything_runs(value):
+@pytest.mark.parametrize("value, bound", [(-0.01, "at least 0"), (1.5, "at most 1")])
+def test_a_noise_bound_outside_zero_to_one_is_refused_before_anything_runs(value, bound):
     from kernel_forge.common.errors import InputError
     from kernel_forge.config.gate import GateOptions
     from kernel_forge.app.option_checks import check_settings
 
     with pytest.raises(InputError) as err:
         check_settings(GateOptions(max_noise=value))
-    assert f"--max-noise {value!r}: must be in [0, 1]" in str(err.value)
+    assert f"--max-noise {value!r}: must be {bound}" in str(err.value)
     check_settings(GateOptions(max_noise=0.0))          # 0: every timed launch is made
 
 
@@ -1281,9 +1459,9 @@ SAME = [
     Same("loop", "max_iterations", "--max-iterations", "-1", "-1", -1, "must be at least 1, got -1"),
     Same("loop", "max_iterations", "--max-iterations", "0", "0", 0, "must be at least 1, got 0"),
     Same("gate", "reps", "--reps", "0", "0", 0, "must be at least 1, got 0"),
-    Same("gate", "max_noise", "--max-noise", "2", "2.0", 2, "must be in [0, 1], got 2.0"),
-    Same("proposer", "temperature", "--temperature", "3", "3.0", 3, "must be in [0, 2], got 3.0"),
-    Same("loop", "roof_stop", "--roof-stop", "3", "3.0", 3, "must be in [0, 2], got 3.0"),
+    Same("gate", "max_noise", "--max-noise", "2", "2.0", 2, "must be at most 1, got 2.0"),
+    Same("proposer", "temperature", "--temperature", "3", "3.0", 3, "must be at most 2, got 3.0"),
+    Same("loop", "roof_stop", "--roof-stop", "3", "3.0", 3, "must be at most 2, got 3.0"),
 ]
 
 
@@ -1581,3 +1759,56 @@ def test_an_interrupt_wrapped_by_python_is_still_an_interrupt():
     with pytest.raises(SystemExit) as out:
         command()
     assert out.value.code == 130
+
+
+# ------------------------------------------------------------------------------ issue 33, beside the table
+
+def test_the_table_holds_every_class_of_issue_33_but_the_npy_one():
+    names = {b.name for b in BAD}
+    for row in ('grid "... if n in 2 else ..."', 'shape "n if n is not 0 else 1"', 'cost "n * (n not in 3)"',
+                "a kernel header constraint B is 64", "a kernel header dispatch n in 5 -> B=128",
+                "validate: a manifest nested 100,000 deep", "optimize --dry-run: a manifest nested 100,000 deep",
+                "a config file nested 100,000 deep", "replay: a request nested 100,000 deep",
+                "report: a history.json nested 100,000 deep", "archive import: a line nested 100,000 deep",
+                "archive prune --keep 10^23", "archive show 10^23", "archive list --limit 10^23",
+                "archive list --limit -1", "archive import of a score_us of 10^30",
+                "optimize --dry-run --config /etc/passwd", "a kernel header tune X = [1e999, nan]",
+                "a kernel header tune B = [128, 256, 128]", "init with a scalar parameter named None",
+                "init with a scalar parameter named True", "init with a scalar parameter named False",
+                "--reps 10^23", "--seed 10^23", "--candidates 10^23", "--tune-budget 10^23"):
+        assert row in names, row
+    assert len(ISSUE33_ROWS) >= 26 and all(b.found for b in ISSUE33_ROWS)
+
+
+def test_dry_run_shows_the_hints_of_its_config_and_the_command_line_wins(kforge, tmp_path):
+    """--dry-run read no --config: its hints were missing from the printed prompt."""
+    m = make_task(tmp_path / "task")
+    cfg = tmp_path / "opt.json"
+    cfg.write_text(json.dumps({"manifest": str(m), "loop": {"hints": "stage the tile in shared memory"}}))
+    r = kforge("optimize", "--dry-run", "--config", cfg)
+    assert r.exit_code == 0, r.stderr
+    assert "# Hints\nstage the tile in shared memory" in r.stdout
+    r = kforge("optimize", m, "--dry-run", "--config", cfg, "--hints", "use float4 loads")
+    assert r.exit_code == 0 and "use float4 loads" in r.stdout and "stage the tile" not in r.stdout
+
+
+def test_every_entry_point_that_takes_an_arch_refuses_a_bad_one_in_the_same_words(kforge, tmp_path):
+    from kernel_forge.app.mcp_server import Service
+    from kernel_forge.common.errors import InputError
+
+    m = make_task(tmp_path / "task")
+    bad = "sm_90 --include=/etc/passwd"
+    body = f"must be like sm_90, got {bad!r}"
+    said = {cmd: _refused(kforge(*args)) for cmd, args in {
+        "validate": ("validate", m, "--arch", bad), "compile": ("compile", m.parent / "vector_add.cu", "--arch", bad),
+        "eval": ("eval", m, "--arch", bad), "optimize": ("optimize", m, "--arch", bad, "--runs-dir", tmp_path / "runs"),
+        "batch": ("batch", m, "--arch", bad, "--runs-dir", tmp_path / "runs")}.items()}
+    for cmd, text in said.items():
+        assert f"--arch {bad!r}: {body}" in text, (cmd, text)
+    service = Service(tmp_path / "runs", gate_factory=lambda task, options: pytest.fail("no gate may be made"))
+    for tool in (lambda: service.validate_manifest(str(m), arch=bad),
+                 lambda: service.eval_kernel(str(m), path=str(m.parent / "vector_add.cu"), arch=bad)):
+        with pytest.raises(InputError) as err:
+            tool()
+        assert str(err.value) == f"arch: {body}" and err.value.exit_code == 2
+    assert not (tmp_path / "runs").exists()

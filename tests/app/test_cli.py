@@ -171,7 +171,7 @@ def test_compile_bad_define_syntax(run, define):
 def test_compile_bad_arch(run):
     r = run("compile", "manifests/vector_add.cu", "--arch", "compute_90")
     assert r.exit_code == 2
-    assert "arch must look like sm_90 (got 'compute_90')" in r.stderr
+    assert "--arch 'compute_90': must be like sm_90, got 'compute_90'" in r.stderr     # the gate's own rule
 
 
 def test_compile_missing_file(run, tmp_path):

@@ -199,7 +199,7 @@ def test_optimize_runs_in_the_background_status_resources_and_replay(tmp_path):
     assert "max_iterations: must be at least 1, got -1" in error_text(refused)
     # any other setting through `settings`, as in a config file, checked by the same validator
     assert json.loads((Path(started["run"]) / "run.json").read_text())["loop"]["roof_stop"] == 1.5
-    assert "settings: $.loop.roof_stop: must be in [0, 2], got 3.0" in error_text(refused_setting)
+    assert "settings: $.loop.roof_stop: must be at most 2, got 3.0" in error_text(refused_setting)
     assert sorted(p.name for p in runs.iterdir()) == [name]             # the refused run made no folder
     assert "not a kforge run folder" in error_text(not_a_run)
     assert "read" not in escaped and "'passwd' is not a run name like run-007" in escaped[1]
@@ -267,3 +267,28 @@ def test_a_test_gate_module_that_does_not_import_is_exit_2(tmp_path):
     r = CliRunner().invoke(cli, ["mcp", "--runs-dir", str(tmp_path / "runs")],
                            env={"KFORGE_MCP_TEST_GATE": "python:nosuchmod:X"})
     assert r.exit_code == 2 and "KFORGE_MCP_TEST_GATE=python:nosuchmod:X: cannot import 'nosuchmod'" in r.stderr
+
+
+def test_validate_manifest_refuses_a_bad_arch_and_a_membership_test_as_input_errors(tmp_path):
+    """Issue 33: ``arch`` "sm_90 --include=/etc/passwd" was an internal AttributeError, and ``n in
+    2`` in a grid an internal KeyError; both are bad input (exit code 2), named by their place."""
+    data = json.loads(MANIFEST.read_text())
+    data["launch"]["grid"] = ["cdiv(n, 256) if n in 2 else 1"]
+    for key in ("reference", "baselines", "initial", "templates"):
+        data.pop(key, None)
+    data["reference"] = {"python": str(ROOT / "references" / "vector_add.py") + ":reference"}
+    member = tmp_path / "member.json"
+    member.write_text(json.dumps(data))
+
+    async def script(s):
+        arch = await s.call_tool("validate_manifest", {"manifest": "manifests/vector_add.json",
+                                                       "arch": "sm_90 --include=/etc/passwd"})
+        inside = await s.call_tool("validate_manifest", {"manifest": str(member)})
+        return arch, inside
+
+    arch, inside = talk(tmp_path / "runs", script)
+    said = error_text(arch)
+    assert "exit code 2 in the CLI" in said and "arch: must be like sm_90, got 'sm_90 --include=/etc/passwd'" in said
+    said = error_text(inside)
+    assert "exit code 2 in the CLI" in said and f"{member}: $.launch" in said and "operator 'in' is not allowed" in said
+    assert "internal error" not in said

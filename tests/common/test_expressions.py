@@ -2,6 +2,7 @@
 constraints.  CPU only."""
 from __future__ import annotations
 
+import ast
 import time
 
 import pytest
@@ -160,7 +161,11 @@ def test_evaluate_int_rejects_fractions_and_names_what():
     ("(1, 2)", "Tuple is not allowed", 0),
     ("[1]", "List is not allowed", 0),
     ("f'{n}'", "JoinedStr is not allowed", 0),
-    ("n @ m", "operator not allowed", 0),
+    ("n @ m", "operator '@' is not allowed", 0),
+    ("n in m", "operator 'in' is not allowed", 0),           # passed the whitelist, then KeyError in the evaluator
+    ("n not in m", "operator 'not in' is not allowed", 0),
+    ("n is m", "operator 'is' is not allowed", 0),
+    ("1 + (n is not m)", "operator 'is not' is not allowed", 5),
     ("__import__('os')", "unknown function '__import__'", 0),
     ("open('x')", "unknown function 'open'", 0),
     ("n + eval('1')", "unknown function 'eval'", 4),
@@ -300,3 +305,47 @@ def test_caret_aligned_with_leading_whitespace():
     lines = str(ei.value).splitlines()
     expr_line, caret_line = lines[-2], lines[-1]
     assert expr_line[caret_line.index("^")] == "a"
+
+
+#: an expression using each AST class the whitelist admits
+ADMITTED_SAMPLES = {
+    ast.Expression: "n", ast.Load: "n", ast.Name: "n", ast.Constant: "1", ast.BinOp: "n + 1",
+    ast.UnaryOp: "-n", ast.Compare: "n < 4", ast.BoolOp: "n and 2", ast.IfExp: "1 if n else 2",
+    ast.Call: "cdiv(n, 2)",
+    ast.Add: "n + 1", ast.Sub: "n - 1", ast.Mult: "n * 2", ast.Div: "n / 2", ast.FloorDiv: "n // 2",
+    ast.Mod: "n % 2", ast.Pow: "n ** 2", ast.LShift: "n << 1", ast.RShift: "n >> 1", ast.BitAnd: "n & 1",
+    ast.BitOr: "n | 4", ast.BitXor: "n ^ 1", ast.Eq: "n == 3", ast.NotEq: "n != 3", ast.Lt: "n < 3",
+    ast.LtE: "n <= 3", ast.Gt: "n > 3", ast.GtE: "n >= 3", ast.USub: "-n", ast.UAdd: "+n", ast.Not: "not n",
+    ast.Invert: "~n", ast.And: "n and 1", ast.Or: "n or 1",
+}
+#: an expression using each operator the whitelist refuses
+REFUSED_OPERATORS = {ast.MatMult: "n @ n", ast.In: "n in n", ast.NotIn: "n not in n", ast.Is: "n is n",
+                     ast.IsNot: "n is not n"}
+
+
+def test_every_node_the_whitelist_admits_is_one_the_evaluator_handles():
+    """Walks every AST class Python has: those the whitelist admits each evaluate to a number
+    (none passes the check to fail in the evaluator, as ``in`` did: KeyError, exit 4), and every
+    operator it does not admit is refused by parse with its own words."""
+    classes = {c for c in vars(ast).values() if isinstance(c, type) and issubclass(c, ast.AST)}
+    admitted = {c for c in classes if E.admitted(c)}
+    assert admitted == set(ADMITTED_SAMPLES), "a class the whitelist admits needs a sample (and a case in _eval)"
+    for cls, text in ADMITTED_SAMPLES.items():
+        assert any(type(node) is cls for node in ast.walk(E.parse(text))), (cls, text)
+        value = E.evaluate(text, {"n": 3})
+        assert isinstance(value, (int, float)), (text, value)
+    operators = {c for c in classes if issubclass(c, (ast.operator, ast.cmpop, ast.unaryop, ast.boolop))
+                 and c not in (ast.operator, ast.cmpop, ast.unaryop, ast.boolop)}
+    assert operators - admitted == set(REFUSED_OPERATORS)
+    for cls, text in REFUSED_OPERATORS.items():
+        with pytest.raises(ExpressionError, match="is not allowed"):
+            E.parse(text)
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("n", None), ("n_2", None), ("BLOCK", None), ("None", "reads as the constant None"),
+    ("True", "reads as the constant True"), ("False", "reads as the constant False"),
+    ("lambda", "Python keyword"), ("n m", "not an identifier"), (" n", "not an identifier")])
+def test_a_variable_name_is_one_an_expression_reads_as_that_name(name, problem):
+    said = E.variable_problem(name)
+    assert (said is None) if problem is None else (problem in said)

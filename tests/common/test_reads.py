@@ -78,3 +78,25 @@ def test_an_empty_file_has_no_values(tmp_path):
     f = tmp_path / "a.jsonl"
     f.write_text("")
     assert read_jsonl(f, "test file") == []
+
+
+def test_json_nested_past_the_limit_is_refused_naming_the_file_and_line_and_brackets_in_strings_do_not_count():
+    from kernel_forge.common.reads import MAX_JSON_DEPTH, loads
+
+    deep_enough = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    assert loads(deep_enough, "f.json") == eval(deep_enough)
+    in_text = '{"source": "' + "[{" * 100_000 + '", "x": [1]}'
+    assert loads(in_text, "f.json")["x"] == [1]
+    with pytest.raises(InputError) as err:
+        loads('{\n"a":\n' + "[" * 100_000 + "]" * 100_000 + "}", "f.json")
+    assert str(err.value) == f"f.json: JSON nested more than {MAX_JSON_DEPTH} levels deep at line 3"
+    with pytest.raises(InputError, match="f.json: .*NaN is not a finite number"):
+        loads('{"a": NaN}', "f.json")
+
+
+def test_a_jsonl_line_nested_past_the_limit_names_its_line(tmp_path):
+    p = tmp_path / "x.jsonl"
+    p.write_text('{"a": 1}\n' + "[" * 200 + "]" * 200 + "\n")
+    with pytest.raises(InputError) as err:
+        read_jsonl(p, "archive export", note="nothing was imported")
+    assert str(err.value) == f"{p}:2: JSON nested more than 100 levels deep; nothing was imported"

@@ -28,7 +28,7 @@ def test_the_shipped_example_loads_with_every_section_checked():
     ({"loops": {}}, "$.loops: unknown section"),
     ({"gate": []}, "$.gate must be an object"),
     ({"gate": {"wramup": 3}}, "$.gate.wramup: unknown setting"),
-    ({"gate": {"max_noise": 2}}, "$.gate.max_noise: must be in [0, 1], got 2.0"),
+    ({"gate": {"max_noise": 2}}, "$.gate.max_noise: must be at most 1, got 2.0"),
     ({"manifest": 3}, "$.manifest: expected a string (a path), got 3"),
 ])
 def test_a_bad_file_is_named_with_the_place_and_what_is_wrong(tmp_path, data, words):

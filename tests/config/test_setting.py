@@ -64,3 +64,33 @@ def test_quick_is_one_draw_without_repeat_or_post_timing_checks():
     q = GateOptions.quick(reps=5)
     assert (q.extra_draws, q.repeat_check, q.check_after_timing, q.reps) == (0, False, False, 5) and not q.strict
     assert GateOptions().strict and LoopConfig().to_json()["roof_stop"] == 0.9
+
+
+def test_every_numeric_setting_declares_a_ceiling():
+    """Issue 33: --reps, --seed, --candidates and --tune-budget at 10^23 got past every check to
+    the GPU probe.  Every int or float setting (of a list too) of every section declares a max (or
+    a below), so a value past any sense is refused by the one validator, and its words name the
+    bound that was crossed."""
+    import typing
+
+    import pytest
+
+    from kernel_forge.common.errors import InputError
+    from kernel_forge.config.build import OnCommandLine, check_value
+    from kernel_forge.config.describe import DescribeConfig
+    from kernel_forge.config.sections import RUN_SECTIONS
+    from kernel_forge.config.setting import fields_of, strip_optional
+
+    numeric = 0
+    for section, cls in [*RUN_SECTIONS, ("describe", DescribeConfig)]:
+        for f in fields_of(cls):
+            inner, _ = strip_optional(f.annotation)
+            if typing.get_origin(inner) in (list, tuple):
+                inner = typing.get_args(inner)[0]
+            if inner not in (int, float):
+                continue
+            numeric += 1
+            assert f.spec.max is not None or f.spec.below is not None, f"{section}.{f.name} has no ceiling"
+            with pytest.raises(InputError, match=r": must be (at most|<) "):
+                check_value(10**23, inner, f.spec, OnCommandLine({}), section, f.name)
+    assert numeric >= 40

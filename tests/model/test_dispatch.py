@@ -223,3 +223,56 @@ def test_a_kernel_without_a_rule_is_unchanged(tmp_path):
     cand = load_candidate(ROOT / "manifests/templates/vector_add_vec4.cu")
     assert cand.dispatch is None and "dispatch" not in cand.render()
     assert variants([cand]) == [cand]
+
+
+def _many_lines(count: int) -> str:
+    """vector_add with a rule of ``count`` lines (and a default) over two settings."""
+    head = ["// kforge: grid = [cdiv(n, B)]", "// kforge: block = [B]", "// kforge: tune B = [128, 256]"]
+    head += [f"// kforge: dispatch n == {i} -> B=128" for i in range(count)] + ["// kforge: dispatch default -> B=256"]
+    return "\n".join(head) + "\n" + (ROOT / "manifests" / "vector_add.cu").read_text()
+
+
+def test_a_rule_of_20000_lines_compiles_each_distinct_setting_once(monkeypatch):
+    """Issue 33: 20,000 dispatch lines took 43 s to compile, each line's setting compiled (and
+    the whole source hashed) again: time grew as the square of the count."""
+    from kernel_forge.gpu import nvrtc
+
+    calls = []
+    monkeypatch.setattr(nvrtc, "compile_source", lambda source, *, arch, defines, file_label: calls.append(defines) or "res")
+    cand = parse_candidate(_many_lines(20_000), name="k.cu")
+    assert len(cand.dispatch.branches) == 20_001
+    assert preflight.compile_kernel(cand, "sm_90", file="k.cu") == "res"
+    assert calls == [{"B": 128}, {"B": 256}]                # the default's setting last: its result is returned
+    assert [b.line for b in preflight.distinct_settings(cand.dispatch)] == [4, 20_004]
+
+
+def test_the_compile_cache_key_hashes_a_source_once_however_many_settings(monkeypatch):
+    """The bytes hashed for N settings of one source grow with N times the settings, not N times the
+    source (an operation count, not a time)."""
+    import hashlib as real
+
+    from kernel_forge.gpu import nvrtc
+
+    hashed = [0]
+
+    class Counting:
+        def __init__(self, data=b""):
+            self.h = real.sha256(data)
+            hashed[0] += len(data)
+
+        def update(self, data):
+            hashed[0] += len(data)
+            self.h.update(data)
+
+        def hexdigest(self):
+            return self.h.hexdigest()
+
+    class Hashlib:
+        sha256 = Counting
+
+    monkeypatch.setattr(nvrtc, "hashlib", Hashlib)
+    nvrtc.source_digest.cache_clear()
+    source = _many_lines(5_000)
+    keys = {nvrtc._cache_key(source, (f"-DB={b}", f"-DX={i}"), "13.0") for i in range(1000) for b in (128, 256)}
+    assert len(keys) == 2000
+    assert hashed[0] < 2 * len(source) + 2000 * 1000, hashed[0]      # was 2000 * len(source): 600 MB

@@ -14,8 +14,8 @@ stage_a() {
 }
 stage_b() {
   timeout 45 python3 bench/gate_cost.py --out "$R/cost" > "$R/gate_cost.log" 2>&1; echo "cost rc=$?"
-  timeout 140 python3 bench/gate_per_task.py --out "$R" --label before --package-root .prev --per-template 1 > "$R/per_task_before.log" 2>&1; echo "before rc=$?"
-  timeout 90 python3 bench/gate_per_task.py --out "$R" --label after --per-template 1 > "$R/per_task_after.log" 2>&1; echo "after rc=$?"
+  timeout 140 python3 bench/evidence/h200-2026-12-01-s5/gate_per_task.py --out "$R" --label before --package-root .prev --per-template 1 > "$R/per_task_before.log" 2>&1; echo "before rc=$?"
+  timeout 90 python3 bench/evidence/h200-2026-12-01-s5/gate_per_task.py --out "$R" --label after --per-template 1 > "$R/per_task_after.log" 2>&1; echo "after rc=$?"
   timeout 90 python3 -m kernel_forge optimize manifests/matmul_f32.json --time-limit 60 --devices all --runs-dir "$R/opt" --archive off > "$R/optimize.log" 2>&1; echo "optimize rc=$?"
   for i in 1 2; do timeout 45 python3 -m kernel_forge optimize manifests/softmax_rows.json --time-limit 20 --runs-dir "$R/arch$i" --archive "$R/archive.sqlite" > "$R/archive$i.log" 2>&1; echo "archive run $i rc=$?"; done
   KFORGE_EVIDENCE_OUT=$R/prompt timeout 75 python3 -m pytest -q -s -p no:cacheprovider tests/search/test_prompts_gpu.py > "$R/prompt.log" 2>&1; echo "prompt rc=$?"

@@ -5,8 +5,8 @@ every one a cold compile (a fresh compile cache), through one full gate (default
 `kforge optimize` uses them).  The first evaluation (it starts the worker) is reported apart.
 Run it once per package version, on the same machine, to compare before and after:
 
-    python bench/gate_per_task.py --out OUT --label after
-    python bench/gate_per_task.py --out OUT --label before --package-root .prev   # an older checkout
+    python bench/evidence/h200-2026-12-01-s5/gate_per_task.py --out OUT --label after
+    python bench/evidence/h200-2026-12-01-s5/gate_per_task.py --out OUT --label before --package-root .prev   # an older checkout
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]     # the repository (this script sits beside its evidence)
 
 
 def main() -> None:

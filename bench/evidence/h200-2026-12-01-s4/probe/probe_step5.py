@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[4]     # the repository (this script sits beside its evidence)
 sys.path.insert(0, str(ROOT))
 
 SRC = r"""

@@ -9,7 +9,7 @@
   ncu    the same kernels under ncu: gpu__time_duration and the SM clock it saw, cache control
          all and none
 
-    python bench/probe_round5.py --out DIR [--sections cost,clock,ncu]
+    python bench/evidence/h200-2026-12-01-s5/probe/probe_round5.py --out DIR [--sections cost,clock,ncu]
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[4]     # the repository (this script sits beside its evidence)
 sys.path.insert(0, str(ROOT))
 
 EXTRA = r"""

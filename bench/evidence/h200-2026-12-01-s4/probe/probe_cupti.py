@@ -2,7 +2,7 @@
 import json, sys, time
 from pathlib import Path
 import numpy as np
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))   # the repository (this script sits beside its evidence)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cupti import cupti
 counts = {}
