@@ -703,14 +703,16 @@ class CaseRunner:
     def _time(self, run: _CaseRun) -> None:
         """The timed launches (:func:`~kernel_forge.gpu.timing.bench`): their count from the first
         checked launch's GPU time (without one, a launch measured here) and the cost around each
-        (resets, flush), measured once; with ``plan.after_timing`` the outputs of the last timed
-        launch and of one chosen timed launch become two more stages of the run."""
+        (resets, flush), measured once.  What the last timed launch left becomes a stage of the
+        run in every mode (--quick too: fingerprinted, and compared on the GPU and sampled like the
+        first launch unless it is the first launch's bits); with ``plan.after_timing`` the outputs
+        of one chosen timed launch become one more."""
         cp = self.cupy
         stream = self.stream
         plan, obs, launch, bufs, stages = run.plan, run.obs, run.launch, run.bufs, run.stages
         out_arrays, estimate, run_key, mask_key = run.out_arrays, run.estimate, run.run_key, run.mask_key
         flush = self.flusher() if plan.timing.flush_l2 else None
-        keep = plan.after_timing      # keep the last and one chosen timed launch's outputs for checks
+        keep = plan.after_timing      # keep one chosen timed launch's outputs for checks (the last's: always)
         prep = functools.partial(self._before_launch, run)   # outputs poisoned before every timed launch, in every mode
 
         # the cost around each timed launch (resets, flush), measured once, and the launch's own
@@ -750,12 +752,14 @@ class CaseRunner:
                            warm=warm, marker=marker, min_reps=plan.timing.min_reps, max_noise=plan.timing.max_noise)
         driver.synchronize("timed launches")
         obs.warmup, obs.reps = warmup, len(obs.timing.samples_us)
+        # the last timed launch's outputs, in every mode: one fingerprint pass, and one GPU comparison
+        # only where they are not bit for bit an earlier stage's (invariant 8)
+        add_fps = self._fps(out_arrays, run_key)
+        same = next((s.stage for s, _ in stages if s.fingerprints == add_fps), None)
+        stages.append((StageObservation(stage=AFTER_TIMING, fingerprints=add_fps, same_as=same),
+                       {} if same else dict(out_arrays)))
         if keep:
             obs.snap_at = snap_at
-            add_fps = self._fps(out_arrays, run_key)
-            same = next((s.stage for s, _ in stages if s.fingerprints == add_fps), None)
-            stages.append((StageObservation(stage=AFTER_TIMING, fingerprints=add_fps, same_as=same),
-                           {} if same else dict(out_arrays)))
             later = self._fps(snapshot.arrays, run_key, masked_with=mask_key)
             same = next((s.stage for s, _ in stages if s.fingerprints == snapshot.fingerprints), None)
             stage = StageObservation(stage=mid_timing(snap_at), fingerprints=dict(snapshot.fingerprints), same_as=same,

@@ -152,7 +152,7 @@ class RunPlan:
     time: bool = False                 #: timed launches after the checks
     timing: TimingOptions = field(default_factory=TimingOptions)  #: how the timed launches are made: the gate's options, whole
     extra_warmup: int = 0              #: added to the warm-up count (so launches cannot be counted)
-    after_timing: bool = True          #: keep the last and one chosen timed launch's outputs for the checks (outputs are poisoned before every timed launch either way)
+    after_timing: bool = True          #: also keep one chosen timed launch's outputs for the checks (the last timed launch's are checked in every mode; outputs are poisoned before every timed launch either way)
     snap_fraction: float = 0.5         #: which timed launch's outputs are kept: int(fraction * reps)
     compare: str = "gpu"               #: "gpu": compare on the GPU; "cpu": send the stage outputs instead; "none"
     keep: bool = True                  #: keep the stage outputs on the GPU for a Sample request
