@@ -8,7 +8,7 @@ is not in the module is declared ``.extern .func NAME`` (NVRTC lowers ``malloc``
 ``__cuda_syscall_aligned_malloc``, ``printf`` to ``vprintf``, a device-side launch to
 ``cudaGetParameterBuffer*`` and ``cudaLaunchDevice*``), and every timer read is a special register
 (``%clock``, ``%clock64``, ``%globaltimer``, ``%globaltimer_lo``/``_hi``), whether from inline
-assembly or ``clock64()``.  ``-lineinfo`` (always on, :func:`kernel_forge.gpu.nvrtc.build_options`)
+assembly or ``clock64()``; a ``__managed__`` variable is ``.global .attribute(.managed)``.  ``-lineinfo`` (always on, :func:`kernel_forge.gpu.nvrtc.build_options`)
 gives ``.loc`` lines, so a finding names the kernel line where the PTX says which.
 
 Honest kernels declare no external function but ``__assertfail`` (``assert``); CUB, cooperative
@@ -39,6 +39,11 @@ CALLS: list[tuple[str, re.Pattern, str]] = [
 ]
 #: a function outside the module that no rule above names
 OTHER_CALL = ("external_call", "calls {name}, a function outside the module (the compiled code declares it .extern)")
+
+#: a ``__managed__`` variable: memory outside the module image that the gate does not restore
+_MANAGED = re.compile(r"^\s*\.global\s+\.attribute\s*\(\s*\.managed\s*\)[^;]*?([A-Za-z_$][\w$]*)\s*(?:\[[^\]]*\])*\s*(?:=[^;]*)?;", re.M)
+MANAGED_MESSAGE = ("declares managed memory ({name} is __managed__ in the compiled code): state outside the module "
+                   "image survives launches")
 
 #: special registers that read a clock (the gate's own timers)
 TIMER = re.compile(r"%(clock64|clock|globaltimer_lo|globaltimer_hi|globaltimer)\b")
@@ -93,7 +98,7 @@ def _first_use_lines(ptx: str, names: set[str], file_label: str) -> dict[str, in
                 elif m.group(3) in program:
                     line = int(m.group(4))
             continue
-        if not stripped or stripped.startswith((".extern", "//", ".file")):
+        if not stripped or stripped.startswith((".extern", "//", ".file", ".global")):
             continue
         for n, pat in patterns.items():
             if n not in found and pat.search(stripped):
@@ -105,11 +110,14 @@ def _first_use_lines(ptx: str, names: set[str], file_label: str) -> dict[str, in
 
 def check(ptx: str, *, file_label: str = "kernel.cu") -> list[Finding]:
     """The findings of the compiled-code rules on ``ptx`` (NVRTC's, compiled with ``-lineinfo`` from a
-    program named ``file_label``): external calls other than :data:`ALLOWED`, and timer reads."""
+    program named ``file_label``): external calls other than :data:`ALLOWED`, managed variables and
+    timer reads."""
     calls = [n for n in externals(ptx) if n not in ALLOWED]
     timers = sorted({f"%{m}" for m in TIMER.findall(ptx)})
-    lines = _first_use_lines(ptx, set(calls) | set(timers), file_label) if calls or timers else {}
-    findings = []
+    managed = list(dict.fromkeys(_MANAGED.findall(ptx)))
+    names = set(calls) | set(timers) | set(managed)
+    lines = _first_use_lines(ptx, names, file_label) if names else {}
+    findings = [Finding("managed_memory", lines.get(name), name, MANAGED_MESSAGE.format(name=name)) for name in managed]
     for name in calls:
         rule, message = next(((r, msg) for r, pat, msg in CALLS if pat.match(name)), OTHER_CALL)
         findings.append(Finding(rule, lines.get(name), name, message.format(name=name)))

@@ -43,6 +43,9 @@ SPELLINGS = {
         HEAD + ENTRY + BODY + "    unsigned long long t;\n"
         + '    asm volatile("mov.u64 %0, %%global" "timer;" : "=l"(t));\n    if (t == 7) c[0] = 0.0f;\n}\n',
         "timer", 8),
+    "managed memory declared through a macro": (
+        HEAD + "#define MANAGED __mana##ged__\n__device__ MANAGED unsigned int g_key;\n" + ENTRY + BODY
+        + "    if (i == 0) g_key = n;\n}\n", "managed_memory", 9),
     "printf": (HEAD + ENTRY + BODY + '    if (i == 0) printf("%d\\n", n);\n}\n', "device_printf", 7),
 }
 
