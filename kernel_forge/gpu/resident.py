@@ -136,6 +136,18 @@ class Block:
         return cp.ndarray(n, dtype=np.dtype(dtype), memptr=ptr).reshape(shape)
 
 
+def free_room(slots: list[Slot], size: int) -> list[tuple[int, int]]:
+    """``(offset, nbytes)`` of every run of a block's bytes that no slot covers, in order."""
+    out, at = [], 0
+    for slot in sorted(slots, key=lambda s: s.offset):
+        if slot.offset > at:
+            out.append((at, slot.offset - at))
+        at = max(at, slot.offset + max(int(slot.nbytes), 0))
+    if size > at:
+        out.append((at, size - at))
+    return out
+
+
 def _malloc(size: int):
     """``cupy.cuda.Memory(size)``; when the GPU is full, CuPy's pool gives back what it caches
     and it is tried once more."""
@@ -172,6 +184,10 @@ class CaseBuffers:
     slots: dict[tuple[str, str], Slot] = field(default_factory=dict)   #: (kind, name) -> where in the block
 
     expected_outside: set[str] = field(default_factory=set)     #: outputs whose expected values did not fit the block
+    #: the block's bytes no buffer uses (the padding between slots, the room after the last one up to
+    #: the whole page), zeroed at upload: name -> a byte array over them.  Memory a kernel reaches by
+    #: address that outlives its launch: fingerprinted with ``fingerprints`` and after every run
+    free: dict[str, object] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
@@ -195,7 +211,9 @@ class CaseBuffers:
 
     def held(self, name: str):
         """A buffer the fingerprints at upload are of."""
-        return self.const[name] if name in self.const else self.initial[name]
+        if name in self.const:
+            return self.const[name]
+        return self.initial[name] if name in self.initial else self.free[name]
 
 
 def reset(task: Task, bufs: CaseBuffers, stream_ptr: int, *, poison: bool) -> None:

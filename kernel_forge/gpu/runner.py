@@ -27,7 +27,7 @@ from kernel_forge.gpu import driver, kernel_clock, mask
 from kernel_forge.gpu.fingerprint import fingerprint_many, new_key
 from kernel_forge.gpu.flush import L2Flusher
 from kernel_forge.gpu.module_state import HarnessFault, ModuleState
-from kernel_forge.gpu.resident import Block, CaseBuffers, Resident, case_layout, reset
+from kernel_forge.gpu.resident import Block, CaseBuffers, Resident, case_layout, free_room, memset, reset
 from kernel_forge.gpu.timing import bench
 from kernel_forge.gpu.scrubbed_pool import ScrubbedPool
 
@@ -381,7 +381,12 @@ class CaseRunner:
                     init.set(values, stream=self.stream)
                     bufs.initial[arg.name] = init
                     bufs.work[arg.name] = dev
-        bufs.fingerprints = self._fps({**bufs.const, **bufs.initial}, bufs.key)
+            if not block.separate:       # the bytes no buffer uses: zeroed, and watched like the inputs
+                for offset, nbytes in free_room(slots, block.size):
+                    room = block.array(offset, (nbytes,), np.uint8)
+                    memset(room, 1, 0, self.stream.ptr)
+                    bufs.free[f"free room at +{offset}"] = room
+        bufs.fingerprints = self._fps({**bufs.const, **bufs.initial, **bufs.free}, bufs.key)
         self.resident.put(bufs)
         return bufs
 
@@ -602,11 +607,13 @@ class CaseRunner:
                 self._kept[stage.stage] = arrays
         self._kept_key = run.mask_key
         obs.stages = [s for s, _ in run.stages]
-        # held copies: a const input or an initial value that changed is uploaded again next time
-        if bufs.initial:
-            now = self._fps(bufs.initial, bufs.key)
-            obs.initial_fingerprints = {n: (bufs.fingerprints[n], fp) for n, fp in now.items()}
-        if any(a != b for a, b in obs.initial_fingerprints.values()) or any(
+        # held copies: a const input or an initial value that changed is uploaded again next time;
+        # so is a block whose free room was written (memory reached by address, kept between launches)
+        if bufs.initial or bufs.free:
+            now = self._fps({**bufs.initial, **bufs.free}, bufs.key)
+            obs.initial_fingerprints = {n: (bufs.fingerprints[n], fp) for n, fp in now.items() if n in bufs.initial}
+            obs.free_room_fingerprints = {n: (bufs.fingerprints[n], fp) for n, fp in now.items() if n in bufs.free}
+        if any(a != b for a, b in (*obs.initial_fingerprints.values(), *obs.free_room_fingerprints.values())) or any(
                 obs.input_fingerprints[n] != fp for fps in obs.inputs_after.values() for n, fp in fps.items()):
             self.resident.drop(bufs.case, bufs.seed)
         run.lap("fingerprints")

@@ -213,6 +213,8 @@ class Observation:
     expected_fingerprints: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: initial values of in/out buffers on the GPU: (fingerprint at upload, after this run)
     initial_fingerprints: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: the bytes of the case's block that no buffer uses (zeroed at upload): (fingerprint then, after this run)
+    free_room_fingerprints: dict[str, tuple[int, int]] = field(default_factory=dict)
     globals_changed: dict[str, list[str]] = field(default_factory=dict)  #: stage -> module globals the launch changed
     constants_changed: dict[str, list[str]] = field(default_factory=dict)  #: stage -> __constant__ variables whose bytes changed
     state_image_changed: bool = False  #: the load-time image the globals are restored from was written to

@@ -357,3 +357,38 @@ def test_under_quick_a_nondeterministic_but_right_last_launch_is_compared_and_pa
     ev = quick(gate).evaluate(CAND, roles=("performance",))
     assert ev.passed, ev.message
     assert compared == ["c", "c"]                    # the first launch, and the last timed one
+
+
+@pytest.mark.parametrize("mode", ["full", "quick"])
+def test_a_cache_kept_in_the_unused_room_of_its_block_is_tampered(gate, mode):
+    """Issue 31, memory reached by address arithmetic: the case's block is whole 2 MiB pages, so
+    past its buffers lies room that nothing restores between launches.  A kernel that keeps its
+    answer there, keyed on its inputs, and serves it (correct outputs, and on a GPU a copy is
+    cheaper than the work) is refused: the room is zeroed at upload and fingerprinted after every run."""
+    from kernel_forge.gpu.resident import PAGE
+
+    def stash(a, b, c, n):
+        room = fake_gpu.MEM.resolve(c.ctypes.data + 8 * n, 4 * (n + 3)).view(np.float32)   # past the expected values
+        key = np.array([n, a[0], b[-1]], dtype=np.float32)
+        if np.array_equal(room[:3], key):
+            c[:] = room[3:]                       # served: right, and no arithmetic
+        else:
+            c[:] = a + b
+            room[:3], room[3:] = key, c
+    kernel_fn(stash)
+    assert 8 * 4096 + 4 * (4096 + 3) + 3 * 4 * 4096 < PAGE        # the perf case's block has room for it
+    g = quick(gate) if mode == "quick" else gate
+    ev = g.evaluate(CAND, roles=("performance",))
+    assert ev.reason == "tampered" and "unused bytes of the case's memory block" in ev.message, ev.message
+    kernel_fn(honest)
+    assert g.evaluate(CAND, roles=("performance",)).passed       # the block is drawn afresh: clean again
+
+
+def test_an_honest_kernel_leaves_the_unused_room_of_its_block_as_it_was_zeroed(gate):
+    kernel_fn(honest)
+    assert gate.evaluate(CAND).passed
+    runner = InProcessWorker.instances[0].runner
+    for bufs in runner.resident.entries.values():
+        assert bufs.free and all(not np.asarray(room.a).any() for room in bufs.free.values())
+        covered = sum(int(room.nbytes) for room in bufs.free.values()) + sum(s.nbytes for s in bufs.slots.values())
+        assert covered == bufs.block.size
