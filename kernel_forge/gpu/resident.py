@@ -39,15 +39,16 @@ from kernel_forge.gpu import driver
 from kernel_forge.gpu.module_state import harness_call
 
 
-def memset(array, width: int, pattern: int, stream_ptr: int) -> None:
-    """Fill ``array`` with a ``width``-byte ``pattern`` (cuMemsetD8/D16/D32Async)."""
+def memset(array, width: int, pattern: int, stream_ptr: int, what: str = "poisoning an output") -> None:
+    """Fill ``array`` with a ``width``-byte ``pattern`` (cuMemsetD8/D16/D32Async); ``what`` names it
+    in the message of a failure."""
     drv = driver._driver()
     n = int(array.nbytes) // width
     if not n:
         return
     name = {1: "cuMemsetD8Async", 2: "cuMemsetD16Async", 4: "cuMemsetD32Async"}[width]
     harness_call(getattr(drv, name)(int(array.data.ptr), int(pattern), n, drv.CUstream(stream_ptr)),
-                 f"{name}(poisoning an output)")
+                 f"{name}({what})")
 
 
 def copy(dst, src, stream_ptr: int) -> None:

@@ -384,7 +384,7 @@ class CaseRunner:
             if not block.separate:       # the bytes no buffer uses: zeroed, and watched like the inputs
                 for offset, nbytes in free_room(slots, block.size):
                     room = block.array(offset, (nbytes,), np.uint8)
-                    memset(room, 1, 0, self.stream.ptr)
+                    memset(room, 1, 0, self.stream.ptr, "zeroing the unused room of a case's block")
                     bufs.free[f"free room at +{offset}"] = room
         bufs.fingerprints = self._fps({**bufs.const, **bufs.initial, **bufs.free}, bufs.key)
         self.resident.put(bufs)
