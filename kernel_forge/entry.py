@@ -4,8 +4,8 @@ being imported) ends with "kforge: interrupted" and exit 130, never a traceback 
 
 Three moments, one outcome (issue 31):
 
-* **Before** :func:`main` **runs** (the rest of the caller's line, the call itself): this module's
-  first statements put :func:`_on_sigint` in place of Python's handler, and until ``main`` starts it
+* **Before** :func:`main` **runs** (the rest of the caller's line, the call itself): once this module's
+  functions are defined, :func:`_on_sigint` takes the place of Python's handler, and until ``main`` starts it
   says "kforge: interrupted" and ends the process with 130 at once (nothing has started that would
   need stopping).  A KeyboardInterrupt there used to end in a traceback.
 * **While** ``main`` **runs**: the handler raises KeyboardInterrupt, as Python's does, and ``main``
@@ -17,11 +17,14 @@ Three moments, one outcome (issue 31):
 
 What no Python code can reach: the first milliseconds of the process, before the interpreter has
 installed its handler (the signal's default action ends it, as it would any program), and the
-import of ``kernel_forge/__init__.py`` (one line) and of this module up to its handler.
+import of ``kernel_forge/__init__.py`` (one line) and of this module up to its handler (a
+KeyboardInterrupt there is Python's: a traceback).
 """
 from __future__ import annotations
 
+import os          # os and sys are loaded at the interpreter's start, signal is one small module
 import signal
+import sys
 
 #: "loaded" until main starts, "running" while it runs
 _state = "loaded"
@@ -42,12 +45,6 @@ def _install() -> None:
             signal.signal(signal.SIGINT, _on_sigint)
     except (AttributeError, ValueError):   # no SIGINT, or imported outside the main thread
         pass
-
-
-_install()
-
-import os  # noqa: E402 - after the handler: every moment from here on is covered
-import sys  # noqa: E402
 
 
 def _interrupted() -> int:
@@ -135,6 +132,8 @@ def main(argv=None) -> None:
         raise
     _finish(code)
 
+
+_install()         # as soon as what it calls is defined: from here on, every moment is covered
 
 if __name__ == "__main__":
     main()
