@@ -7,7 +7,7 @@ is not in the module is declared ``.extern .func NAME`` (NVRTC lowers ``malloc``
 ``malloc``, ``free``/``delete`` to ``free``, ``__nv_aligned_device_malloc`` to
 ``__cuda_syscall_aligned_malloc``, ``printf`` to ``vprintf``, a device-side launch to
 ``cudaGetParameterBuffer*`` and ``cudaLaunchDevice*``), and every timer read is a special register
-(``%clock``, ``%clock64``, ``%globaltimer``, ``%globaltimer_lo``/``_hi``), whether from inline
+(``%clock``, ``%clock_hi``, ``%clock64``, ``%globaltimer``, ``%globaltimer_lo``/``_hi``), whether from inline
 assembly or ``clock64()``; a ``__managed__`` variable is ``.global .attribute(.managed)``.  ``-lineinfo`` (always on, :func:`kernel_forge.gpu.nvrtc.build_options`)
 gives ``.loc`` lines, so a finding names the kernel line where the PTX says which.
 
@@ -46,7 +46,7 @@ MANAGED_MESSAGE = ("declares managed memory ({name} is __managed__ in the compil
                    "image survives launches")
 
 #: special registers that read a clock (the gate's own timers)
-TIMER = re.compile(r"%(clock64|clock|globaltimer_lo|globaltimer_hi|globaltimer)\b")
+TIMER = re.compile(r"%(clock64|clock_hi|clock|globaltimer_lo|globaltimer_hi|globaltimer)\b")
 TIMER_MESSAGE = "reads a GPU timer ({name} in the compiled code)"
 
 _EXTERN = re.compile(r"^\s*\.extern\s+\.func\s*(?:\([^)]*\)\s*)?([A-Za-z_$][\w$]*)", re.M)

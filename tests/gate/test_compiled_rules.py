@@ -175,3 +175,11 @@ def test_an_unknown_external_function_is_refused_and_one_without_a_program_line_
     (f,) = compiled_rules.check(ptx, file_label="k.cu")
     assert (f.rule, f.line, f.name) == ("external_call", None, "mystery") and str(f).startswith("calls mystery")
     assert compiled_rules.check(ptx.replace("mystery", "__assertfail"), file_label="k.cu") == []
+
+
+@pytest.mark.parametrize("reg", ["%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"])
+def test_every_timer_register_is_found_and_no_compiler_register_is(reg):
+    ptx = (".visible .entry k()\n{\n\t.reg .b64 %rd<4>;\n\t.loc\t1 5 3\n\tmov.u64 \t%rd1, %clockwise_rd2;\n"
+           f"\t.loc\t1 6 3\n\tmov.u64 \t%rd2, {reg};\n\tret;\n}}\n\t.file\t1 \"k.cu\"\n")
+    (f,) = compiled_rules.check(ptx, file_label="k.cu")
+    assert (f.rule, f.line, f.name) == ("timer", 6, reg)
