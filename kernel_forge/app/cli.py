@@ -113,10 +113,11 @@ def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet, accep
 @handle_errors
 def compile_cmd(source, arch, defines, output, no_cache, mix):
     """Compile a kernel with NVRTC to CUBIN (works without a GPU when --arch is given). The
-    static rules apply first: nothing they refuse (path includes, vendor libraries) reaches NVRTC."""
+    static rules apply first: nothing they refuse (path includes, vendor libraries) reaches NVRTC;
+    the rules on the compiled code (device heap, device launches, timers, printf) apply to its PTX."""
     from kernel_forge.model.candidate import load_candidate
     from kernel_forge.gpu.nvrtc import compile_source
-    from kernel_forge.gate.preflight import check_static
+    from kernel_forge.gate.preflight import check_compiled, check_static
     from kernel_forge.app.option_checks import check_output_path
     from kernel_forge.config.gate import check_arch
 
@@ -145,6 +146,7 @@ def compile_cmd(source, arch, defines, output, no_cache, mix):
     for d, what in settings:
         res = compile_source(cand.source, arch=arch, defines=d, use_cache=not no_cache,
                              file_label=Path(source).name)
+        check_compiled(res, file=source)     # what the program does, however it is spelled: exit 2 with the line
         r = res.resources
         click.echo(f"compiled {source}{what} for {arch} with NVRTC {res.nvrtc_version} in {res.seconds * 1000:.1f} ms"
                    f"{' (cached)' if res.cached else ''}: {len(res.cubin)} bytes CUBIN, "

@@ -33,7 +33,7 @@ def _with_batch_options(f):
 @click.option("--retries", default=2, show_default=True, help="Ray retries of a task whose worker died (it resumes).")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue runs/batch-NNN (finished tasks are skipped).")
 @click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False))
-@click.option("--quick", is_flag=True, help="The quick gate (one draw, no repeat or post-timing checks).")
+@click.option("--quick", is_flag=True, help="The quick gate (one draw, no repeat launch; the last timed launch is still checked).")
 @click.option("--json", "as_json", is_flag=True, help="Print the batch record as JSON.")
 @_with_batch_options
 @click.pass_context

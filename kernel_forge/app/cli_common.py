@@ -58,7 +58,7 @@ def gate_options(f):
     """The gate's options (generated from GateOptions) and ``--quick``."""
     from kernel_forge.app.cli_options import apply_options
 
-    f = click.option("--quick", is_flag=True, help="One input draw, no repeat-launch or post-timing checks.")(f)
+    f = click.option("--quick", is_flag=True, help="One input draw, no repeat launch; the last timed launch is still checked.")(f)
     return apply_options(gate_command_options())(f)
 
 

@@ -47,7 +47,7 @@ def _optimize_command(f):
     f = click.option("--device", "device_file", type=click.Path(dir_okay=False),
                      help="With --dry-run: a device description JSON (e.g. kernel_forge/data/devices/h200.json) "
                           "for the device section.")(f)
-    f = click.option("--quick", is_flag=True, help="One input draw, no repeat-launch or post-timing checks.")(f)
+    f = click.option("--quick", is_flag=True, help="One input draw, no repeat launch; the last timed launch is still checked.")(f)
     f = click.option("--runs-dir", type=click.Path(file_okay=False),
                      help="Where run-NNN folders go (default runs/).")(f)
     f = click.option("--config", "config_file", type=click.Path(dir_okay=False),

@@ -13,7 +13,8 @@ from typing import ClassVar, Literal
 
 from kernel_forge.config.setting import DAY_S, MAX_LAUNCHES, MAX_SEED, setting
 
-#: ``--quick``: one input draw, no repeat-launch or post-timing checks
+#: ``--quick``: one input draw, no repeat launch, no kept copy of a chosen timed launch (the last
+#: timed launch's outputs are checked in every mode)
 QUICK = {"extra_draws": 0, "repeat_check": False, "check_after_timing": False}
 
 
@@ -77,7 +78,8 @@ class GateOptions(TimingOptions):
     seed: int = setting(0, min=0, max=MAX_SEED, flag="--seed", help="seed of the first input draw of every case")
     extra_draws: int = setting(1, min=0, max=1000, help="further draws with fresh seeds per case (catches memoisation)")
     repeat_check: bool = setting(True, help="launch twice on the same inputs; outputs must agree")
-    check_after_timing: bool = setting(True, help="re-verify the outputs left by the timed launches")
+    check_after_timing: bool = setting(True, help="also keep and re-verify the outputs of one randomly chosen timed launch "
+                                                   "(the last timed launch's are re-verified in every mode)")
     plausibility: bool = setting(True, help="flag times faster than the GPU's bandwidth/FLOP rate allow")
     fail_fast: bool = setting(False, help="stop at the first failing case")
     launch_timeout_s: float = setting(10.0, above=0, max=DAY_S, flag="--timeout", help="wall time allowed for one checked launch")
@@ -113,5 +115,5 @@ class GateOptions(TimingOptions):
 
     @classmethod
     def quick(cls, **kw) -> "GateOptions":
-        """One draw, no repeat or post-timing checks: the plain harness of step 1."""
+        """One draw, no repeat launch, the last timed launch checked (not a chosen one as well)."""
         return cls(**{**QUICK, **kw})

@@ -210,6 +210,11 @@ def check_expected_intact(obs: Observation, ctx: RunContext) -> Finding | None:
         if before != after:
             return Finding("tampered", f"the initial values of {name} kept on the GPU changed during the run "
                                        "(a write outside the kernel's own buffers)")
+    for name, (before, after) in obs.free_room_fingerprints.items():
+        if before != after:
+            return Finding("tampered", f"the unused bytes of the case's memory block ({name}, past or between its "
+                                       "buffers) were written during the run: a write outside the kernel's own "
+                                       "buffers, where state could outlive the launch")
     return None
 
 

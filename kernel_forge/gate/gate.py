@@ -22,12 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from kernel_forge.common import static_rules
+from kernel_forge.common import compiled_rules, static_rules
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.model.candidate import Candidate
 from kernel_forge.common.child_process import stop_child
 from kernel_forge.gate.gatelike import InTurn
 from kernel_forge.gate.checks import Finding, LoadContext, RunContext, before_launch, failure_finding, judge, outputs_of
+from kernel_forge.gate.preflight import KernelRefused
 from kernel_forge.common.errors import CandidateError, CompileError, EnvironmentProblem, KForgeError, NoGPUError, ReferenceError_, SignatureError
 from kernel_forge.model.references import check_finite
 from kernel_forge.model.reference_process import reference_outputs
@@ -278,8 +279,12 @@ class Gate(InTurn):
         if launch is None:
             raise CandidateError("no launch configuration: the manifest has no \"launch\" and the kernel no "
                                  "`// kforge: grid = [...]` / `block = [...]` header", file=candidate.name)
-        result = compile_source(candidate.source, arch=self.arch, defines=candidate.compile_defines(),
-                                file_label=Path(candidate.name).name if candidate.name.endswith(".cu") else "kernel.cu")
+        label = Path(candidate.name).name if candidate.name.endswith(".cu") else "kernel.cu"
+        result = compile_source(candidate.source, arch=self.arch, defines=candidate.compile_defines(), file_label=label)
+        findings = compiled_rules.check(result.ptx, file_label=label)     # what the program does, however spelled
+        if findings:
+            raise KernelRefused("static_rule", "; ".join(str(f) for f in findings[:3]), file=candidate.name,
+                                line=findings[0].line)
         spec = KernelSpec(kind="cuda", label=candidate.name, cubin=result.cubin,
                           entry=self.task.signature.name, launch=launch, defines=candidate.compile_defines())
         return spec, result.to_json()
@@ -369,7 +374,8 @@ class Gate(InTurn):
         except SignatureError as exc:
             ev.reason, ev.message = "signature_mismatch", str(exc)
         except CandidateError as exc:
-            ev.reason = "static_rule" if static_rules.check(candidate.source) else "bad_candidate"
+            ev.reason = exc.reason if isinstance(exc, KernelRefused) else \
+                "static_rule" if static_rules.check(candidate.source) else "bad_candidate"
             ev.message = str(exc)
         else:
             self._run_cases(spec, ev, roles, time_cases, only, cost)

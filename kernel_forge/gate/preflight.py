@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from kernel_forge.model import dispatch
-from kernel_forge.common import static_rules
+from kernel_forge.common import compiled_rules, static_rules
 from kernel_forge.model.candidate import Candidate
 from kernel_forge.common.errors import CandidateError, CompileError, ManifestError, SignatureError
 from kernel_forge.common.json_path import json_path
@@ -51,6 +51,17 @@ def check_static(source: str, *, file: str) -> None:
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
         raise KernelRefused("static_rule", f"{first.message} ({first.rule}): {first.text.strip()}{more}",
                             file=file, line=first.line)
+
+
+def check_compiled(result, *, file: str) -> None:
+    """The compiled-code rules (:mod:`~kernel_forge.common.compiled_rules`) on the PTX of ``result``
+    (a :class:`~kernel_forge.gpu.nvrtc.CompileResult`): a device heap allocation, a device-side
+    launch, a timer read or printf, however the source spelled it, refused with the line."""
+    findings = compiled_rules.check(getattr(result, "ptx", "") or "", file_label=Path(file).name)
+    if findings:
+        first = findings[0]
+        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+        raise KernelRefused("static_rule", f"{first.message} ({first.rule}){more}", file=file, line=first.line)
 
 
 def check_kernel(task: Task, cand: Candidate, *, file: str | None = None, limits: dict | None = None) -> int:
@@ -178,8 +189,9 @@ def distinct_settings(rule) -> list:
 
 
 def compile_kernel(cand: Candidate, arch: str, *, file: str | None = None, defines: dict | None = None):
-    """Static rules, then NVRTC for ``arch``: the CompileResult.  Nothing reaches NVRTC that
-    the static rules refuse (an include of an absolute or parent-relative path, say)."""
+    """Static rules, then NVRTC for ``arch``, then the compiled-code rules on its PTX: the
+    CompileResult.  Nothing reaches NVRTC that the static rules refuse (an include of an absolute
+    or parent-relative path, say)."""
     from kernel_forge.gpu.nvrtc import compile_source
 
     file = file or cand.name
@@ -195,9 +207,12 @@ def compile_kernel(cand: Candidate, arch: str, *, file: str | None = None, defin
                 raise CompileError(f"{where}the setting of dispatch line `{branch.condition} -> "
                                    f"{branch.setting_text()}` does not compile: {exc.message}",
                                    log=exc.log, lines=exc.lines) from None
+            check_compiled(result, file=file)
         return result
     d = cand.compile_defines() if defines is None else defines
-    return compile_source(cand.source, arch=arch, defines=d, file_label=Path(file).name)
+    result = compile_source(cand.source, arch=arch, defines=d, file_label=Path(file).name)
+    check_compiled(result, file=file)
+    return result
 
 
 def nvrtc_available() -> str | None:

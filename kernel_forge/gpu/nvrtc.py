@@ -35,6 +35,7 @@ class CompileResult:
     seconds: float
     cached: bool
     resources: dict = field(default_factory=dict)  # registers, spill_stores, spill_loads, smem, stack
+    ptx: str = ""           # the PTX of the same compile: what the compiled-code rules read (common/compiled_rules.py)
 
     def to_json(self) -> dict:
         return {"arch": self.arch, "options": list(self.options), "nvrtc": self.nvrtc_version,
@@ -175,11 +176,12 @@ def compile_source(source: str, *, arch: str, defines: dict | None = None,
         try:
             meta = json.loads(meta_path.read_text())
             cubin = cubin_path.read_bytes()
-            if "registers" in meta.get("resources", {}):
+            if "registers" in meta.get("resources", {}) and meta.get("ptx"):
                 return CompileResult(cubin, meta["log"], arch, options, version,
-                                     time.perf_counter() - t0, True, meta["resources"])
+                                     time.perf_counter() - t0, True, meta["resources"], meta["ptx"])
             # else an entry without ptxas's report (a cache directory copied or shared from elsewhere;
-            # entries made without --no-cache have keys of their own): as good as damaged, compile again
+            # entries made without --no-cache have keys of their own) or without the PTX the compiled-code
+            # rules read (made before they existed): as good as damaged, compile again
         except (OSError, ValueError, KeyError, AttributeError):
             pass  # a damaged cache entry: compile again
 
@@ -207,10 +209,14 @@ def compile_source(source: str, *, arch: str, defines: dict | None = None,
         cubin_buf = bytearray(int(size))
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin_buf), "nvrtcGetCUBIN")
         cubin = bytes(cubin_buf)
+        size = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+        ptx_buf = bytearray(max(int(size), 1))
+        _check(nvrtc.nvrtcGetPTX(prog, ptx_buf), "nvrtcGetPTX")
+        ptx = bytes(ptx_buf).rstrip(b"\x00").decode(errors="replace")
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     seconds = time.perf_counter() - t0
-    result = CompileResult(cubin, log, arch, options, version, seconds, False, parse_resources(log))
+    result = CompileResult(cubin, log, arch, options, version, seconds, False, parse_resources(log), ptx)
     if use_cache:
         _store(cdir, cubin_path, meta_path, result)
     return result
@@ -221,6 +227,7 @@ def _store(cdir: Path, cubin_path: Path, meta_path: Path, result: CompileResult)
 
     try:
         write_files([(cubin_path, result.cubin),
-                     (meta_path, json.dumps({"log": result.log, "resources": result.resources}).encode())])
+                     (meta_path, json.dumps({"log": result.log, "resources": result.resources,
+                                             "ptx": result.ptx}).encode())])
     except (WriteFailed, OSError):
         pass  # the cache is an optimisation; a read-only home or a full disk must not fail a compile

@@ -39,15 +39,16 @@ from kernel_forge.gpu import driver
 from kernel_forge.gpu.module_state import harness_call
 
 
-def memset(array, width: int, pattern: int, stream_ptr: int) -> None:
-    """Fill ``array`` with a ``width``-byte ``pattern`` (cuMemsetD8/D16/D32Async)."""
+def memset(array, width: int, pattern: int, stream_ptr: int, what: str = "poisoning an output") -> None:
+    """Fill ``array`` with a ``width``-byte ``pattern`` (cuMemsetD8/D16/D32Async); ``what`` names it
+    in the message of a failure."""
     drv = driver._driver()
     n = int(array.nbytes) // width
     if not n:
         return
     name = {1: "cuMemsetD8Async", 2: "cuMemsetD16Async", 4: "cuMemsetD32Async"}[width]
     harness_call(getattr(drv, name)(int(array.data.ptr), int(pattern), n, drv.CUstream(stream_ptr)),
-                 f"{name}(poisoning an output)")
+                 f"{name}({what})")
 
 
 def copy(dst, src, stream_ptr: int) -> None:
@@ -136,6 +137,18 @@ class Block:
         return cp.ndarray(n, dtype=np.dtype(dtype), memptr=ptr).reshape(shape)
 
 
+def free_room(slots: list[Slot], size: int) -> list[tuple[int, int]]:
+    """``(offset, nbytes)`` of every run of a block's bytes that no slot covers, in order."""
+    out, at = [], 0
+    for slot in sorted(slots, key=lambda s: s.offset):
+        if slot.offset > at:
+            out.append((at, slot.offset - at))
+        at = max(at, slot.offset + max(int(slot.nbytes), 0))
+    if size > at:
+        out.append((at, size - at))
+    return out
+
+
 def _malloc(size: int):
     """``cupy.cuda.Memory(size)``; when the GPU is full, CuPy's pool gives back what it caches
     and it is tried once more."""
@@ -172,6 +185,10 @@ class CaseBuffers:
     slots: dict[tuple[str, str], Slot] = field(default_factory=dict)   #: (kind, name) -> where in the block
 
     expected_outside: set[str] = field(default_factory=set)     #: outputs whose expected values did not fit the block
+    #: the block's bytes no buffer uses (the padding between slots, the room after the last one up to
+    #: the whole page), zeroed at upload: name -> a byte array over them.  Memory a kernel reaches by
+    #: address that outlives its launch: fingerprinted with ``fingerprints`` and after every run
+    free: dict[str, object] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
@@ -195,7 +212,9 @@ class CaseBuffers:
 
     def held(self, name: str):
         """A buffer the fingerprints at upload are of."""
-        return self.const[name] if name in self.const else self.initial[name]
+        if name in self.const:
+            return self.const[name]
+        return self.initial[name] if name in self.initial else self.free[name]
 
 
 def reset(task: Task, bufs: CaseBuffers, stream_ptr: int, *, poison: bool) -> None:

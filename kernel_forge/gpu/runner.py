@@ -27,7 +27,7 @@ from kernel_forge.gpu import driver, kernel_clock, mask
 from kernel_forge.gpu.fingerprint import fingerprint_many, new_key
 from kernel_forge.gpu.flush import L2Flusher
 from kernel_forge.gpu.module_state import HarnessFault, ModuleState
-from kernel_forge.gpu.resident import Block, CaseBuffers, Resident, case_layout, reset
+from kernel_forge.gpu.resident import Block, CaseBuffers, Resident, case_layout, free_room, memset, reset
 from kernel_forge.gpu.timing import bench
 from kernel_forge.gpu.scrubbed_pool import ScrubbedPool
 
@@ -381,7 +381,12 @@ class CaseRunner:
                     init.set(values, stream=self.stream)
                     bufs.initial[arg.name] = init
                     bufs.work[arg.name] = dev
-        bufs.fingerprints = self._fps({**bufs.const, **bufs.initial}, bufs.key)
+            if not block.separate:       # the bytes no buffer uses: zeroed, and watched like the inputs
+                for offset, nbytes in free_room(slots, block.size):
+                    room = block.array(offset, (nbytes,), np.uint8)
+                    memset(room, 1, 0, self.stream.ptr, "zeroing the unused room of a case's block")
+                    bufs.free[f"free room at +{offset}"] = room
+        bufs.fingerprints = self._fps({**bufs.const, **bufs.initial, **bufs.free}, bufs.key)
         self.resident.put(bufs)
         return bufs
 
@@ -602,11 +607,13 @@ class CaseRunner:
                 self._kept[stage.stage] = arrays
         self._kept_key = run.mask_key
         obs.stages = [s for s, _ in run.stages]
-        # held copies: a const input or an initial value that changed is uploaded again next time
-        if bufs.initial:
-            now = self._fps(bufs.initial, bufs.key)
-            obs.initial_fingerprints = {n: (bufs.fingerprints[n], fp) for n, fp in now.items()}
-        if any(a != b for a, b in obs.initial_fingerprints.values()) or any(
+        # held copies: a const input or an initial value that changed is uploaded again next time;
+        # so is a block whose free room was written (memory reached by address, kept between launches)
+        if bufs.initial or bufs.free:
+            now = self._fps({**bufs.initial, **bufs.free}, bufs.key)
+            obs.initial_fingerprints = {n: (bufs.fingerprints[n], fp) for n, fp in now.items() if n in bufs.initial}
+            obs.free_room_fingerprints = {n: (bufs.fingerprints[n], fp) for n, fp in now.items() if n in bufs.free}
+        if any(a != b for a, b in (*obs.initial_fingerprints.values(), *obs.free_room_fingerprints.values())) or any(
                 obs.input_fingerprints[n] != fp for fps in obs.inputs_after.values() for n, fp in fps.items()):
             self.resident.drop(bufs.case, bufs.seed)
         run.lap("fingerprints")
@@ -703,14 +710,16 @@ class CaseRunner:
     def _time(self, run: _CaseRun) -> None:
         """The timed launches (:func:`~kernel_forge.gpu.timing.bench`): their count from the first
         checked launch's GPU time (without one, a launch measured here) and the cost around each
-        (resets, flush), measured once; with ``plan.after_timing`` the outputs of the last timed
-        launch and of one chosen timed launch become two more stages of the run."""
+        (resets, flush), measured once.  What the last timed launch left becomes a stage of the
+        run in every mode (--quick too: fingerprinted, and compared on the GPU and sampled like the
+        first launch unless it is the first launch's bits); with ``plan.after_timing`` the outputs
+        of one chosen timed launch become one more."""
         cp = self.cupy
         stream = self.stream
         plan, obs, launch, bufs, stages = run.plan, run.obs, run.launch, run.bufs, run.stages
         out_arrays, estimate, run_key, mask_key = run.out_arrays, run.estimate, run.run_key, run.mask_key
         flush = self.flusher() if plan.timing.flush_l2 else None
-        keep = plan.after_timing      # keep the last and one chosen timed launch's outputs for checks
+        keep = plan.after_timing      # keep one chosen timed launch's outputs for checks (the last's: always)
         prep = functools.partial(self._before_launch, run)   # outputs poisoned before every timed launch, in every mode
 
         # the cost around each timed launch (resets, flush), measured once, and the launch's own
@@ -750,12 +759,14 @@ class CaseRunner:
                            warm=warm, marker=marker, min_reps=plan.timing.min_reps, max_noise=plan.timing.max_noise)
         driver.synchronize("timed launches")
         obs.warmup, obs.reps = warmup, len(obs.timing.samples_us)
+        # the last timed launch's outputs, in every mode: one fingerprint pass, and one GPU comparison
+        # only where they are not bit for bit an earlier stage's (invariant 8)
+        add_fps = self._fps(out_arrays, run_key)
+        same = next((s.stage for s, _ in stages if s.fingerprints == add_fps), None)
+        stages.append((StageObservation(stage=AFTER_TIMING, fingerprints=add_fps, same_as=same),
+                       {} if same else dict(out_arrays)))
         if keep:
             obs.snap_at = snap_at
-            add_fps = self._fps(out_arrays, run_key)
-            same = next((s.stage for s, _ in stages if s.fingerprints == add_fps), None)
-            stages.append((StageObservation(stage=AFTER_TIMING, fingerprints=add_fps, same_as=same),
-                           {} if same else dict(out_arrays)))
             later = self._fps(snapshot.arrays, run_key, masked_with=mask_key)
             same = next((s.stage for s, _ in stages if s.fingerprints == snapshot.fingerprints), None)
             stage = StageObservation(stage=mid_timing(snap_at), fingerprints=dict(snapshot.fingerprints), same_as=same,

@@ -152,7 +152,7 @@ class RunPlan:
     time: bool = False                 #: timed launches after the checks
     timing: TimingOptions = field(default_factory=TimingOptions)  #: how the timed launches are made: the gate's options, whole
     extra_warmup: int = 0              #: added to the warm-up count (so launches cannot be counted)
-    after_timing: bool = True          #: keep the last and one chosen timed launch's outputs for the checks (outputs are poisoned before every timed launch either way)
+    after_timing: bool = True          #: also keep one chosen timed launch's outputs for the checks (the last timed launch's are checked in every mode; outputs are poisoned before every timed launch either way)
     snap_fraction: float = 0.5         #: which timed launch's outputs are kept: int(fraction * reps)
     compare: str = "gpu"               #: "gpu": compare on the GPU; "cpu": send the stage outputs instead; "none"
     keep: bool = True                  #: keep the stage outputs on the GPU for a Sample request
@@ -213,6 +213,8 @@ class Observation:
     expected_fingerprints: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: initial values of in/out buffers on the GPU: (fingerprint at upload, after this run)
     initial_fingerprints: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: the bytes of the case's block that no buffer uses (zeroed at upload): (fingerprint then, after this run)
+    free_room_fingerprints: dict[str, tuple[int, int]] = field(default_factory=dict)
     globals_changed: dict[str, list[str]] = field(default_factory=dict)  #: stage -> module globals the launch changed
     constants_changed: dict[str, list[str]] = field(default_factory=dict)  #: stage -> __constant__ variables whose bytes changed
     state_image_changed: bool = False  #: the load-time image the globals are restored from was written to

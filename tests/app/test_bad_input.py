@@ -1735,6 +1735,35 @@ def test_ctrl_c_while_kforge_starts_is_interrupted_not_a_traceback(tmp_path):
         assert "Traceback" not in err and "Aborted" not in err and err.strip().endswith("kforge: interrupted"), err
 
 
+def test_ctrl_c_while_kforge_exits_changes_nothing_and_prints_no_traceback(tmp_path):
+    """Issue 31: once the command's status is decided, a Ctrl-C in Python's teardown (here: sent from
+    the last exit handler, as a late Ctrl-C lands) is ignored: before, it raised in the exit handler
+    (a traceback) or, once Python had reset its handler, killed kforge by the signal (exit -2, no
+    message)."""
+    import signal
+    import subprocess
+    import sys
+
+    if not hasattr(signal, "SIGINT") or os.name == "nt":
+        pytest.skip("POSIX signals")
+    m = make_task(tmp_path / "task")
+    code = ("import atexit, signal, sys, time\n"
+            "from kernel_forge.entry import main\n"
+            "def late():\n"
+            "    signal.raise_signal(signal.SIGINT)\n"
+            "    time.sleep(0.05)\n"
+            "    sys.stdout.write('after\\n')\n"
+            "atexit.register(late)\n"
+            "main()\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    for args in (["validate", "--no-compile", str(m)], ["validate", "--no-compile", str(tmp_path / "missing.json")]):
+        p = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        want = 0 if args[-1] == str(m) else 2
+        assert p.returncode == want, (args, p.returncode, p.stderr)
+        assert "Traceback" not in p.stderr and "interrupted" not in p.stderr and p.stdout.endswith("after\n"), p.stderr
+
+
 def test_an_interrupt_wrapped_by_python_is_still_an_interrupt():
     """Ctrl-C while a dataclass is being created reaches kforge as Python 3.11's RuntimeError
     ("Error calling __set_name__ ...") caused by the KeyboardInterrupt: it is an interrupt (exit

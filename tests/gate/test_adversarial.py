@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_forge.common import static_rules
+from kernel_forge.common import compiled_rules, static_rules
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.common.errors import CompileError, SignatureError
 from kernel_forge.config.gate import GateOptions
@@ -125,6 +125,11 @@ TWINS: dict[str, Twin] = {
     "memo_sampled_reduce_sum": Twin(),
     # state in the device heap, outside module memory: a static rule may refuse it
     "memo_heap_matmul_f32": Twin(also=STATE_REASONS | {"static_rule"}),
+    # issue 31: a launch key in the heap, malloc spelled by a macro: the rule on the compiled code
+    # refuses it; with the rules bypassed its outputs do (test_with_the_rules_bypassed_...)
+    "memo_heap_key_vector_add": Twin(also=RESTORED | {"nondeterministic", "stale_after_timing"}),
+    # issue 31: the cache in the unused room of its own block (memory reached by address): tampered
+    "memo_block_room_matmul_f32": Twin(also=frozenset()),
     # L2 priority: cold under the flush whatever the eviction priority, warm for both without it
     "l2_evict_last_loads_matmul_f32": L2,
     "l2_range_policy_matmul_f32": L2,
@@ -280,14 +285,30 @@ def test_header_names_a_task_and_a_reason(path):
         assert e.marked_lines(), f"{path.name}: mark the offending line with `// {MARKER}`"
 
 
+def compiled_findings(path: Path, defines: dict | None = None) -> list:
+    """The rules on the compiled code for a corpus file ([] where it does not compile)."""
+    cand = load_candidate(path)
+    try:
+        result = compile_source(cand.source, arch="sm_90", defines={**cand.compile_defines(), **(defines or {})},
+                                file_label=path.name)
+    except CompileError:
+        return []
+    return compiled_rules.check(result.ptx, file_label=path.name)
+
+
 @pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_static_rules_and_signature_only_where_expected(path):
+    """A static_rule file is refused by the text rules or, however it spelled the thing, by the rules
+    on the compiled code, at its marked line; no other file is refused by either."""
     e = entry(path)
     task = task_of(e.task)
     findings = static_rules.check(e.source)
     if e.expect == "static_rule":
-        assert findings, f"{path.name}: no static rule fired"
-        assert set(e.marked_lines()) <= {f.line for f in findings}, findings
+        found = findings or compiled_findings(path)
+        assert found, f"{path.name}: no static rule fired, on the text or on the compiled code"
+        assert set(e.marked_lines()) <= {f.line for f in found}, found
+    elif "static_rule" not in accepted(e):
+        assert not compiled_findings(path), f"{path.name}: unexpected compiled-code findings"
     elif "static_rule" not in accepted(e):
         assert not findings, f"{path.name}: unexpected static-rule findings {findings}"
     found = find_entry(e.source, task.signature.name)
@@ -409,7 +430,7 @@ class _Gates(dict):
     def __missing__(self, key) -> Gate:
         name, flush = (key, True) if isinstance(key, str) else key
         opts = gpu_options(flush_l2=flush, **self.options)
-        if self.quick:    # --quick: one draw, no repeat launch, no post-timing checks
+        if self.quick:    # --quick: one draw, no repeat launch, the last timed launch checked (not a chosen one)
             opts = replace(opts, extra_draws=0, repeat_check=False, check_after_timing=False)
         gate = Gate(task_of(name), opts)
         self[key] = gate
@@ -468,7 +489,7 @@ TWIN_RUNS = [(stem, flush) for stem in sorted(TWINS) for flush in TWINS[stem].fl
 
 def judge_beside_twin(gate, stem: str, label: str = "", quick: bool = False) -> str:
     """Refused with an accepted reason, or passed and no faster than its twin: both measured by
-    ``gate`` in interleaved rounds (Gate.retime; ``quick``: as --quick, no post-timing checks), the
+    ``gate`` in interleaved rounds (Gate.retime; ``quick``: as --quick, no chosen timed launch kept), the
     score and every performance case. Raises AssertionError otherwise; returns what it saw."""
     path = CORPUS / f"{stem}.cu"
     e, row = entry(path), TWINS[stem]
@@ -526,8 +547,9 @@ def test_not_faster_than_its_honest_twin(stem, flush, twin_gates):
 @pytest.mark.gpu
 @pytest.mark.parametrize("stem", sorted(TWINS), ids=sorted(TWINS))
 def test_not_faster_than_its_honest_twin_under_quick(stem, quick_twin_gates):
-    """--quick (one draw, no repeat, no post-timing checks) poisons before every timed launch and
-    restores module state like the full gate: no twinned file gains there either (issue 19)."""
+    """--quick (one draw, no repeat) poisons before every timed launch, restores module state like the
+    full gate (issue 19) and compares what the last timed launch left (issue 31): no twinned file
+    gains there either."""
     gate = quick_twin_gates[(entry(CORPUS / f"{stem}.cu").task, True)]
     print(judge_beside_twin(gate, stem, " (--quick)", quick=True))
 
@@ -592,6 +614,30 @@ def test_the_twin_judge_fails_on_the_old_gates_numbers(stem, verdict, medians, f
     else:
         with pytest.raises(AssertionError):
             judge_beside_twin(gate, stem)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_with_the_rules_bypassed_the_heap_key_kernel_still_gains_nothing(quick, monkeypatch):
+    """Defence in depth (issue 31): were the rules to miss a device heap allocation, the outputs
+    still catch a kernel that keeps a launch key in the heap and skips the work from the second
+    launch on: the repeat launch (full) or the last timed launch (--quick) leaves the poison.  If
+    the allocator hands the freed entry to no later launch, nothing is skipped: no faster than its twin."""
+    import kernel_forge.gate.gate as gate_mod
+
+    monkeypatch.setattr(gate_mod.static_rules, "check", lambda *a, **k: [])
+    monkeypatch.setattr(gate_mod.compiled_rules, "check", lambda *a, **k: [])
+    stem = "memo_heap_key_vector_add"
+    make = GateOptions.quick if quick else GateOptions
+    with Gate(task_of("vector_add"), make(warmup=2, reps=TWIN_REPS, launch_timeout_s=5, fail_fast=True)) as gate:
+        ev = gate.evaluate(load_candidate(CORPUS / f"{stem}.cu"), roles=("correctness", "performance"))
+        print(_detail(CORPUS / f"{stem}.cu", {"stale_after_timing", "nondeterministic", "passed"}, ev))
+        if not ev.passed:
+            assert ev.reason == ("stale_after_timing" if quick else "nondeterministic"), ev.message
+            assert ("after timing" if quick else "differ bit-for-bit") in ev.message, ev.message
+            return
+        print(judge_beside_twin(gate, stem, " (--quick, rules bypassed)" if quick else " (rules bypassed)",
+                                quick=quick))
 
 
 def _memscan_task(folder: Path):

@@ -108,8 +108,8 @@ class FakeWorker:
         if plan.time:
             obs.timing = summarize([20.0 + 0.01 * i for i in range(plan.timing.reps)])
             obs.reps, obs.warmup = plan.timing.reps, plan.timing.warmup
+            obs.stages.append(StageObservation(AFTER_TIMING, dict(first.fingerprints), same_as=FIRST))  # every mode
             if plan.after_timing:
-                obs.stages.append(StageObservation(AFTER_TIMING, dict(first.fingerprints), same_as=FIRST))
                 obs.stages.append(StageObservation(mid_timing(3), dict(first.fingerprints), same_as=FIRST,
                                                    later_fingerprints=dict(first.fingerprints)))
         return obs

@@ -249,3 +249,16 @@ def test_cache_key_ignores_include_paths():
     d = nvrtc._cache_key("src2", ("--gpu-architecture=sm_90",), "13.0")
     assert a == b
     assert len({a, c, d}) == 3
+
+
+def test_a_compile_carries_its_ptx_and_a_cached_entry_without_it_is_compiled_again(fresh_cache):
+    """The compiled-code rules read the PTX of the same compile; an entry cached before it was kept
+    would let a kernel through them unread."""
+    first = compile_source(VECTOR_ADD, arch="sm_90")
+    assert ".entry" in first.ptx and ".target sm_90" in first.ptx and "ptx" not in first.to_json()
+    (meta,) = fresh_cache.glob("*.json")
+    meta.write_text(json.dumps({"log": first.log, "resources": first.resources}))
+    again = compile_source(VECTOR_ADD, arch="sm_90")
+    assert again.cached is False and again.ptx == first.ptx
+    served = compile_source(VECTOR_ADD, arch="sm_90")
+    assert served.cached is True and served.ptx == first.ptx

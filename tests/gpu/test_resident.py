@@ -228,3 +228,12 @@ def test_the_attacks_window_holds_the_expected_values_only_when_unmasked(gate, m
         assert found and not any(found)
     else:
         assert found and all(found)             # every launch, every case: right after c
+
+
+def test_the_free_room_of_a_block_is_every_byte_no_slot_covers():
+    from kernel_forge.gpu.resident import free_room
+
+    slots, size = block_layout([("kernel", "a", 1000), ("kernel", "c", 512), ("expected", "c", 4)])
+    assert free_room(slots, size) == [(1000, 24), (1536 + 4, size - 1540)]
+    slots, size = block_layout([("kernel", "x", PAGE)])
+    assert free_room(slots, size) == []

@@ -286,3 +286,109 @@ def test_a_python_baseline_runs_in_the_worker_and_is_checked_like_a_kernel(gate)
     assert ev.case("odd").resources is None and ev.case("odd").outputs[0]["ok"]
     assert not fake_gpu.LAUNCHES                  # no kernel of ours: the baseline's own calls
     assert SAMPLE in InProcessWorker.instances[0].calls and LOAD not in InProcessWorker.instances[0].calls
+
+
+def quick(gate) -> Gate:
+    gate.options = GateOptions.quick(arch="sm_90", warmup=2, reps=10)
+    return gate
+
+
+def test_under_quick_a_kernel_that_skips_the_timed_launches_is_stale_after_timing(gate):
+    """Issue 31: --quick compares what the last timed launch left, as the full gate does; a kernel
+    that remembers it has seen these inputs (a key kept where no restore reaches: here a Python
+    set, on the GPU the device heap) and skips the work from then on leaves the poison there."""
+    seen: set = set()
+
+    def keyed(a, b, c, n):
+        key = (n, float(a[0]), float(b[-1]))
+        if key not in seen:
+            c[:] = a + b
+            seen.add(key)
+    kernel_fn(keyed)
+    ev = quick(gate).evaluate(CAND, roles=("performance",))
+    assert ev.reason == "stale_after_timing", ev.message
+    assert "after timing" in ev.message and "never written" in ev.message
+
+
+def test_under_quick_a_kernel_wrong_only_in_its_timed_launches_is_refused_even_with_written_outputs(gate):
+    calls = {"n": 0}
+
+    def drifting(a, b, c, n):     # right on the checked launch, then every element written but off
+        calls["n"] += 1
+        c[:] = a + b if calls["n"] == 1 else a + b + 1.0
+    kernel_fn(drifting)
+    ev = quick(gate).evaluate(CAND, roles=("performance",))
+    assert ev.reason == "stale_after_timing" and "after timing" in ev.message, ev.message
+
+
+def test_under_quick_an_honest_kernel_pays_one_fingerprint_and_no_extra_comparison(gate, monkeypatch):
+    import kernel_forge.gpu.compare as compare_mod
+    from kernel_forge.model.worker_protocol import AFTER_TIMING, FIRST
+
+    compared = []
+    real = compare_mod.compare_on_gpu
+    monkeypatch.setattr(compare_mod, "compare_on_gpu", lambda *a, **k: compared.append(a[0]) or real(*a, **k))
+    kernel_fn(honest)
+    worker_obs = []
+    ev = quick(gate).evaluate(CAND, roles=("performance",))
+    assert ev.passed, ev.message
+    runner = InProcessWorker.instances[0].runner
+    real_run = runner._run
+    runner._run = lambda *a: worker_obs.append(real_run(*a)) or worker_obs[-1]
+    compared.clear()
+    assert gate.evaluate(CAND, roles=("performance",)).passed
+    (obs,) = worker_obs
+    assert [s.stage for s in obs.stages] == [FIRST, AFTER_TIMING]
+    assert obs.stage(AFTER_TIMING).same_as == FIRST and compared == ["c"]    # the first launch's comparison only
+
+
+def test_under_quick_a_nondeterministic_but_right_last_launch_is_compared_and_passes(gate, monkeypatch):
+    import kernel_forge.gpu.compare as compare_mod
+
+    compared = []
+    real = compare_mod.compare_on_gpu
+    monkeypatch.setattr(compare_mod, "compare_on_gpu", lambda *a, **k: compared.append(a[0]) or real(*a, **k))
+    calls = {"n": 0}
+
+    def jitter(a, b, c, n):       # other bits after the first launch, within the tolerance
+        calls["n"] += 1
+        c[:] = (a + b) * np.float32(1.0 if calls["n"] == 1 else 1 + 5e-7)
+    kernel_fn(jitter)
+    ev = quick(gate).evaluate(CAND, roles=("performance",))
+    assert ev.passed, ev.message
+    assert compared == ["c", "c"]                    # the first launch, and the last timed one
+
+
+@pytest.mark.parametrize("mode", ["full", "quick"])
+def test_a_cache_kept_in_the_unused_room_of_its_block_is_tampered(gate, mode):
+    """Issue 31, memory reached by address arithmetic: the case's block is whole 2 MiB pages, so
+    past its buffers lies room that nothing restores between launches.  A kernel that keeps its
+    answer there, keyed on its inputs, and serves it (correct outputs, and on a GPU a copy is
+    cheaper than the work) is refused: the room is zeroed at upload and fingerprinted after every run."""
+    from kernel_forge.gpu.resident import PAGE
+
+    def stash(a, b, c, n):
+        room = fake_gpu.MEM.resolve(c.ctypes.data + 8 * n, 4 * (n + 3)).view(np.float32)   # past the expected values
+        key = np.array([n, a[0], b[-1]], dtype=np.float32)
+        if np.array_equal(room[:3], key):
+            c[:] = room[3:]                       # served: right, and no arithmetic
+        else:
+            c[:] = a + b
+            room[:3], room[3:] = key, c
+    kernel_fn(stash)
+    assert 8 * 4096 + 4 * (4096 + 3) + 3 * 4 * 4096 < PAGE        # the perf case's block has room for it
+    g = quick(gate) if mode == "quick" else gate
+    ev = g.evaluate(CAND, roles=("performance",))
+    assert ev.reason == "tampered" and "unused bytes of the case's memory block" in ev.message, ev.message
+    kernel_fn(honest)
+    assert g.evaluate(CAND, roles=("performance",)).passed       # the block is drawn afresh: clean again
+
+
+def test_an_honest_kernel_leaves_the_unused_room_of_its_block_as_it_was_zeroed(gate):
+    kernel_fn(honest)
+    assert gate.evaluate(CAND).passed
+    runner = InProcessWorker.instances[0].runner
+    for bufs in runner.resident.entries.values():
+        assert bufs.free and all(not np.asarray(room.a).any() for room in bufs.free.values())
+        covered = sum(int(room.nbytes) for room in bufs.free.values()) + sum(s.nbytes for s in bufs.slots.values())
+        assert covered == bufs.block.size
