@@ -3,7 +3,7 @@
 One iteration is four calls in :meth:`Optimizer.run`: :meth:`~Optimizer._ask` (the prompt, one
 direction per proposal, de-duplication before any GPU time), :meth:`~Optimizer._gate_batch`
 (gate what is pending, refine tuned groups: :mod:`kernel_forge.search.spaces`),
-:func:`selection.maybe_move_best` (side-by-side re-timing, noise band, holdout:
+:func:`selection.maybe_move_best` (side-by-side re-timing, case by case, holdout:
 :mod:`kernel_forge.search.selection`) and :meth:`~Optimizer._record` (best.cu, profile, counters).  Stop
 rules are :class:`StopRun` exceptions.  Everything goes through
 :class:`~kernel_forge.evidence.run_dir.RunDir` as it happens and the summary is written in ``finally``,
