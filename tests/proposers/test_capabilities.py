@@ -208,7 +208,8 @@ def test_the_long_cache_lifetime_once_an_iteration_outlasts_the_short_one(loopba
     def ttl_of(body: dict):
         if provider == "anthropic":
             return body["messages"][0]["content"][0]["cache_control"].get("ttl")
-        return (body.get("prompt_cache_options") or {}).get("ttl")
+        assert "prompt_cache_options" not in body         # the lifetime rides on the run's part's breakpoint
+        return body["input"][0]["content"][0]["prompt_cache_breakpoint"].get("ttl")
 
     p.propose(shared_request(2, 1))                   # the first iteration: the default lifetime
     clock.t += 60
@@ -220,6 +221,8 @@ def test_the_long_cache_lifetime_once_an_iteration_outlasts_the_short_one(loopba
     assert loopback.rejected == []                    # a 1 h breakpoint before a 5 min one is valid
     if provider == "anthropic":                       # the shared part keeps the 5-minute default
         assert "ttl" not in bodies[-1]["messages"][0]["content"][1]["cache_control"]
+    else:                                             # ... and the 30-minute one
+        assert bodies[-1]["input"][0]["content"][1]["prompt_cache_breakpoint"] == {"mode": "explicit"}
 
 
 def test_a_budget_below_one_worst_case_call_is_refused_before_any_call(tmp_path, loopback, monkeypatch):
@@ -287,38 +290,33 @@ def test_an_effort_the_model_does_not_list_is_stepped_to_one_it_does(loopback, k
     assert got == sent and loopback.rejected == []
 
 
-def test_the_loopback_rejects_what_the_provider_documents(loopback):
-    """The loopback is the test's measure: a request the table says is wrong gets the provider's 400."""
+def test_the_loopback_rejects_what_the_provider_documents_for_every_model(loopback):
+    """The loopback's own rules are the providers' rules for every model; none comes from models.json."""
     import anthropic
     import openai
 
     a = anthropic.Anthropic(api_key="k", base_url=loopback.url, max_retries=0, timeout=10)
+    many = [{"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}} for i in range(5)]
     cases = [
-        (dict(model="claude-opus-5-5", max_tokens=1000, thinking={"type": "disabled"}), "thinking.type.disabled"),
-        (dict(model="claude-opus-4-7", max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 2000}),
-         "thinking.type.enabled"),
-        (dict(model="claude-haiku-4-5", max_tokens=4000, thinking={"type": "adaptive"}), "thinking.type.adaptive"),
-        (dict(model="claude-sonnet-5-5", max_tokens=1000, tools=[{"name": "t", "input_schema": {"type": "object"}}],
-              tool_choice={"type": "tool", "name": "t"}), 'type "tool" and "any" are not supported'),
-        (dict(model="claude-haiku-4-5", max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 2000},
-              tools=[{"name": "t", "input_schema": {"type": "object"}}], tool_choice={"type": "any"}),
-         "Thinking may not be enabled when tool_choice forces tool use"),
-        (dict(model="claude-opus-5-5", max_tokens=1000, extra_body={"temperature": 0.5}), "`temperature` is deprecated"),
-        (dict(model="claude-opus-4-6", max_tokens=1000, extra_body={"output_config": {"effort": "xhigh"}}),
-         "output_config.effort"),
-        (dict(model="claude-sonnet-5-5", max_tokens=200_000), "maximum allowed number of output tokens"),
+        (dict(model="claude-opus-4-5", max_tokens=2000, thinking={"type": "enabled", "budget_tokens": 2000}),
+         "`max_tokens` must be greater than `thinking.budget_tokens`"),
+        (dict(model="claude-opus-4-5", max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 512}),
+         "greater than or equal to 1024"),
+        (dict(model="claude-opus-5-5", max_tokens=1000, messages=[{"role": "user", "content": many}]),
+         "A maximum of 4 blocks with cache_control"),
+        (dict(model="claude-opus-5-5", max_tokens=1000, messages=[{"role": "user", "content": [
+            {"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": "b", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}]),
+         "must not come after"),
     ]
     for kw, words in cases:
+        kw.setdefault("messages", [{"role": "user", "content": "hi"}])
         with pytest.raises(anthropic.BadRequestError) as info:
-            a.messages.create(messages=[{"role": "user", "content": "hi"}], **kw)
+            a.messages.create(**kw)
         assert words in str(info.value), (kw, str(info.value))
         assert info.value.body["type"] == "error" and info.value.body["error"]["type"] == "invalid_request_error"
     o = openai.OpenAI(api_key="k", base_url=loopback.openai_base_url, max_retries=0)
     for kw, words, param in [
-        (dict(model="gpt-6.2-sol", reasoning={"effort": "none"}), "does not support 'none'", "reasoning.effort"),
-        (dict(model="gpt-4.1", reasoning={"effort": "high"}), "'reasoning.effort' is not supported", "reasoning.effort"),
-        (dict(model="gpt-6-sol", reasoning={"effort": "high"}, temperature=0.2), "'temperature' is not supported",
-         "temperature"),
         (dict(model="gpt-6-sol", store=False, input=[{"type": "reasoning", "id": "rs_1", "summary": []},
                                                      {"role": "user", "content": "again"}]),
          "Items are not persisted when `store` is set to false", "input"),
@@ -328,7 +326,37 @@ def test_the_loopback_rejects_what_the_provider_documents(loopback):
         with pytest.raises(openai.BadRequestError) as info:
             o.responses.create(**kw)
         assert words in str(info.value) and info.value.body["param"] == param
-    assert len(loopback.rejected) == len(cases) + 5 and loopback.unscripted == []
+    assert len(loopback.rejected) == len(cases) + 2 and loopback.unscripted == [] and loopback.invalid == []
+
+
+def test_the_loopback_rejects_a_field_or_value_the_installed_sdk_does_not_define(loopback):
+    import anthropic
+    import openai
+
+    loopback.expect_invalid = True
+    a = anthropic.Anthropic(api_key="k", base_url=loopback.url, max_retries=0, timeout=10)
+    hi = [{"role": "user", "content": "hi"}]
+    for kw, words in [
+        (dict(extra_body={"output_config": {"effort": "ultra"}}), "$.output_config.effort: 'ultra' is not one of"),
+        (dict(extra_body={"thinking": {"type": "sometimes"}}), "'sometimes' is not one of"),
+        (dict(extra_body={"reasoning_budget": 5}), "has no field 'reasoning_budget'"),
+    ]:
+        with pytest.raises(anthropic.BadRequestError) as info:
+            a.messages.create(model="claude-opus-5-5", max_tokens=1000, messages=hi, **kw)
+        assert words in str(info.value), str(info.value)
+    o = openai.OpenAI(api_key="k", base_url=loopback.openai_base_url, max_retries=0)
+    for call, words in [
+        (lambda: o.responses.create(model="gpt-6-sol", input="hi", extra_body={"reasoning": {"effort": "ultra"}}),
+         "$.reasoning.effort: 'ultra' is not one of"),
+        (lambda: o.responses.create(model="gpt-6-sol", input="hi", extra_body={"max_tokens": 100}),
+         "has no field 'max_tokens'"),
+        (lambda: o.chat.completions.create(model="m", messages=hi, extra_body={"max_output_tokens": 100}),
+         "has no field 'max_output_tokens'"),
+    ]:
+        with pytest.raises(openai.BadRequestError) as info:
+            call()
+        assert words in str(info.value), str(info.value)
+    assert len(loopback.invalid) == 6 and loopback.unscripted == []
 
 
 def test_an_unlisted_model_learns_a_rejected_parameter_once_for_the_whole_fan_out(loopback):

@@ -861,13 +861,38 @@ def test_openai_model_rejecting_max_tokens_gets_max_completion_tokens(loopback):
 def test_timeouts_are_counted_and_retried_a_bounded_number_of_times(loopback, provider, stream):
     sleeps = Sleeps()
     loopback.script(provider, *[tool(GOOD).slow(1.0)] * 3, tool(GOOD))
-    result = make(provider, loopback, timeout=0.3, timeout_retries=1, sleep=sleeps, stream=stream).propose(REQUEST)
+    # 8 output tokens: a whole answer waited for at once is given no longer than the 0.3 s either
+    result = make(provider, loopback, timeout=0.3, timeout_retries=1, sleep=sleeps, stream=stream,
+                  max_tokens=8).propose(REQUEST)
 
     assert result.proposals == [] and result.unreachable is False
     (call,) = result.calls
     assert (call.attempts, call.timeouts) == (2, 2) and len(sleeps) == 1
     assert call.error.startswith("timeout") and "timed out 2 time(s) at 0.3 s" in call.error
     assert len(loopback.requests(provider)) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_whole_answer_of_32k_tokens_is_given_the_time_it_takes_not_the_120_s_timeout(loopback, provider):
+    """Issue 34: the non-streaming path waited 120 s for answers of 32,000 tokens or more."""
+    loopback.script(provider, tool(GOOD))
+    p = make(provider, loopback, timeout=120, stream=False, max_tokens=32_000)
+    sent = []
+    resource = p._client.messages if provider == "anthropic" else (
+        p._client.responses if p.api == "responses" else p._client.chat.completions)
+    create = resource.create
+
+    def spy(*args, **kw):
+        sent.append(kw.get("timeout"))
+        return create(*args, **kw)
+
+    resource.create = spy
+    assert p.propose(REQUEST).errors == []
+    (timeout,) = sent
+    seconds = timeout.read if hasattr(timeout, "read") else timeout
+    assert seconds >= 32_000 * 3600 / 128_000 == 900            # the SDK's own reckoning: an hour per 128k
+    # a streamed answer keeps the timeout between chunks
+    assert p._request_timeout({"stream": True, "max_tokens": 32_000}).read == 120
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
