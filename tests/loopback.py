@@ -65,7 +65,7 @@ from typing import Any
 
 import pytest
 
-from sdk_types import check_request
+from sdk_types import check_request, warm
 
 ANTHROPIC = "/v1/messages"
 OPENAI = "/v1/chat/completions"
@@ -701,6 +701,7 @@ class Loopback:
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> "Loopback":
+        warm()                                  # the SDK types resolved once, before any request waits on it
         owner = self
 
         class Handler(BaseHTTPRequestHandler):

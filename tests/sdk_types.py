@@ -60,12 +60,40 @@ def check_request(route: str, body) -> list[str]:
     return problems(checked, request_type(route, bool(body.get("stream"))), "$")
 
 
+@functools.lru_cache(maxsize=1)
+def warm() -> int:
+    """Resolve every type reachable from the request types once (the loopback calls this as it
+    starts, so no request of a test with a short timeout waits for it).  Returns how many."""
+    seen: set = set()
+
+    def visit(tp) -> None:
+        tp = _strip(tp)
+        try:
+            if tp in seen:
+                return
+            seen.add(tp)
+        except TypeError:                   # an unhashable alias: walk it, do not remember it
+            pass
+        if _is_typeddict(tp):
+            for sub in _fields(tp)[0].values():
+                visit(sub)
+            return
+        for arg in typing_extensions.get_args(tp):
+            if not isinstance(arg, (str, int, bool, type(Ellipsis))) and arg is not None:
+                visit(arg)
+
+    for route in ROUTES:
+        for streaming in (False, True):
+            visit(request_type(route, streaming))
+    return len(seen)
+
+
 # ------------------------------------------------------------------------------- the walk
 
 _NONE = type(None)
-_REQUIRED = {typing_extensions.Required, typing_extensions.NotRequired}
-if hasattr(typing, "Required"):
-    _REQUIRED |= {typing.Required, typing.NotRequired}
+_YES = {typing_extensions.Required, getattr(typing, "Required", None)} - {None}
+_NO = {typing_extensions.NotRequired, getattr(typing, "NotRequired", None)} - {None}
+_REQUIRED = _YES | _NO
 _READONLY = {getattr(typing_extensions, "ReadOnly", None), getattr(typing, "ReadOnly", None)} - {None}
 _LITERAL = {typing.Literal, typing_extensions.Literal}
 _SEQUENCES = {list, tuple, collections.abc.Iterable, collections.abc.Sequence, collections.abc.Collection,
@@ -79,8 +107,31 @@ def _is_typeddict(tp) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _fields(td) -> tuple[dict, frozenset]:
+    """(field -> type, required fields) of a TypedDict.  Required-ness is read from the resolved
+    hints, not ``__required_keys__``: the SDKs' modules use ``from __future__ import annotations``,
+    and with string annotations ``Required[...]`` is invisible to that attribute (it is empty)."""
     hints = typing_extensions.get_type_hints(td, include_extras=True)
-    return {k: _strip(v) for k, v in hints.items()}, frozenset(td.__required_keys__)
+    total: dict[str, bool] = {}
+
+    def declare(klass) -> None:                 # each field takes the totality of the class declaring it
+        bases = [b for b in getattr(klass, "__orig_bases__", ()) if _is_typeddict(b)]
+        for b in bases:
+            declare(b)
+        inherited = {k for b in bases for k in b.__annotations__}
+        for k in klass.__annotations__:
+            if k not in inherited:
+                total[k] = getattr(klass, "__total__", True)
+
+    declare(td)
+    required = set()
+    for k, hint in hints.items():
+        marks = set()
+        while typing_extensions.get_origin(hint) in _REQUIRED | _READONLY:
+            marks.add(typing_extensions.get_origin(hint))
+            hint = typing_extensions.get_args(hint)[0]
+        if marks & _YES or (not marks & _NO and total.get(k, True)):
+            required.add(k)
+    return {k: _strip(v) for k, v in hints.items()}, frozenset(required)
 
 
 def _strip(tp):

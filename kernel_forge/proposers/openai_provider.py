@@ -370,10 +370,12 @@ class OpenAIProposer(ModelProposer):
                     data["encrypted_content"] = item.encrypted_content
                 new["input"].append(data)
             elif kind == "message":
-                parts = [{"type": "output_text", "text": getattr(p, "text", "") or ""}
-                         for p in (getattr(item, "content", None) or []) if getattr(p, "type", None) == "output_text"]
+                # an assistant turn as the SDK's EasyInputMessageParam takes it: its text as a string
+                # (output_text parts are only defined on a whole output message, with its id and status)
+                parts = [getattr(p, "text", "") or "" for p in (getattr(item, "content", None) or [])
+                         if getattr(p, "type", None) == "output_text"]
                 if parts:
-                    new["input"].append({"role": "assistant", "content": parts})
+                    new["input"].append({"role": "assistant", "content": "\n".join(parts)})
             elif kind == "function_call" and call_id is None:
                 call_id = getattr(item, "call_id", None) or "call_0"
                 new["input"].append({"type": "function_call", "call_id": call_id,
@@ -421,9 +423,9 @@ class OpenAIProposer(ModelProposer):
         if self.api == "responses":
             if system:
                 new["instructions"] = system
-            new["input"] = [{"role": m["role"], "content": [
-                {"type": "input_text" if m["role"] == "user" else "output_text", "text": m["content"]}]}
-                for m in messages]
+            new["input"] = [{"role": m["role"], "content": [{"type": "input_text", "text": m["content"]}]}
+                            if m["role"] == "user" else {"role": m["role"], "content": m["content"]}
+                            for m in messages]
         else:
             new["messages"] = ([{"role": "system", "content": system}] if system else []) + [
                 {"role": m["role"], "content": m["content"]} for m in messages]

@@ -135,6 +135,8 @@ def shared_request(n: int, iteration: int) -> ProposalRequest:
 @pytest.mark.parametrize("key", ["anthropic:claude-opus-5-5", "anthropic:claude-haiku-4-5", "openai:gpt-6.2-sol",
                                  "openai:gpt-5.5"])
 def test_n_minus_one_of_each_fan_out_read_the_cache(key):
+    from loopback import _openai_breakpoints, openai_breakpoint_cache, tokens_of
+
     provider = key.split(":")[0]
     server = Loopback(start_delay=0.3).start()       # a response starts 0.3 s after its request arrives
     try:
@@ -158,6 +160,10 @@ def test_n_minus_one_of_each_fan_out_read_the_cache(key):
                 for c in readers:            # the others read all of it and write nothing
                     assert c.cache_write_tokens == 0
                     assert c.cache_read_tokens == first.cache_read_tokens + first.cache_write_tokens
+            elif openai_breakpoint_cache(key.split(":")[1]):
+                # gpt-5.6 and later: exactly the prefix up to the shared sections' breakpoint
+                shared = tokens_of(_openai_breakpoints(server.received[before].body)[1][0])
+                assert [c.cache_read_tokens for c in readers] == [shared] * 3
             else:
                 shared = first.cache_read_tokens + first.cache_write_tokens
                 for c in readers:            # the shared prefix, in 128-token steps
@@ -388,8 +394,8 @@ def test_the_repair_turn_keeps_the_reasoning_with_store_false(loopback):
     # the first answer's reasoning goes back with its encrypted content (store: false keeps nothing)
     assert reasoning and reasoning[0]["encrypted_content"] == answer[0]["encrypted_content"]
     assert repair["store"] is False and "previous_response_id" not in repair
-    assert repair["input"][-2] == {"role": "assistant", "content": [
-        {"type": "output_text", "text": "I would tile it, but here is no code."}]}
+    # the assistant's turn in a form the SDK's request type defines (EasyInputMessageParam)
+    assert repair["input"][-2] == {"role": "assistant", "content": "I would tile it, but here is no code."}
     assert "could not be used" in repair["input"][-1]["content"][0]["text"]
     assert repair["input"][0] == first["input"][0]            # the same conversation, one turn longer
 
@@ -438,3 +444,92 @@ def json_dumps(obj) -> str:
     import json
 
     return json.dumps(obj)
+
+
+# -- GPT-5.6 and later: the cache is matched exactly at breakpoints (issue 34) -------------------
+
+def run_fan_outs(server: Loopback, p, iterations=(1, 2, 3), n: int = 4) -> list[tuple[list, list]]:
+    """(calls, bodies) of each iteration of ``n`` proposals."""
+    out = []
+    for iteration in iterations:
+        server.script("openai", *[tool({"source": vector_add(f"pass {i}"), "rationale": "r"}, output_tokens=900)
+                                  for i in range(n)])
+        before = len(server.received)
+        result = p.propose(shared_request(n, iteration))
+        assert result.errors == [] and server.rejected == [], [r.message for r in server.rejected]
+        out.append((result.calls, [r.body for r in server.received[before:]]))
+    return out
+
+
+def test_three_iterations_of_four_candidates_on_gpt_5_6_read_the_cache_on_n_minus_one_at_the_breakpoints():
+    from loopback import _openai_breakpoints, openai_breakpoint_cache, tokens_of
+
+    assert openai_breakpoint_cache("gpt-5.6-sol") and not openai_breakpoint_cache("gpt-5.5")
+    server = Loopback(start_delay=0.3).start()
+    try:
+        p = proposer_for("openai:gpt-5.6-sol", server)
+        for iteration, (calls, bodies) in enumerate(run_fan_outs(server, p), start=1):
+            for b in bodies:                 # the run's part and the shared sections each end at a breakpoint
+                assert [part.get("prompt_cache_breakpoint") for part in b["input"][0]["content"]] == [
+                    {"mode": "explicit"}, {"mode": "explicit"}, None]
+            static, shared, _implicit = (tokens_of(t) for t, _ in _openai_breakpoints(bodies[0]))
+            first, others = calls[0], calls[1:]
+            # the first reads the run's part written the iteration before, and writes the rest
+            assert first.cache_read_tokens == (static if iteration > 1 else 0)
+            assert first.cache_write_tokens > 0
+            # the other three read exactly the shared prefix, at its breakpoint, not rounded to 128 tokens
+            assert [c.cache_read_tokens for c in others] == [shared] * 3
+            assert all(c.input_tokens - c.cache_read_tokens - c.cache_write_tokens < 50 for c in others)
+    finally:
+        server.stop()
+
+
+def test_without_breakpoints_a_gpt_5_6_fan_out_reads_nothing_and_writes_every_request_whole():
+    """The issue's inference, under the documented rule: the implicit breakpoint alone (the end of
+    each prompt) is never shared by the proposals of a fan-out."""
+    server = Loopback(start_delay=0.3).start()
+    try:
+        p = proposer_for("openai:gpt-5.6-sol", server)
+        plain = p._input_parts
+        p._input_parts = lambda plan, index: [{k: v for k, v in part.items() if k != "prompt_cache_breakpoint"}
+                                              for part in plain(plan, index)]
+        ((calls, bodies),) = run_fan_outs(server, p, iterations=(1,))
+        assert all("prompt_cache_breakpoint" not in part for b in bodies for part in b["input"][0]["content"])
+        assert [c.cache_read_tokens for c in calls] == [0] * 4
+        assert all(c.cache_write_tokens == c.input_tokens for c in calls)
+    finally:
+        server.stop()
+
+
+def long_static_short_alone(lines: int = 200) -> ProposalRequest:
+    """A run's part under 4,096 tokens alone, over it with the shared sections."""
+    static = "# Task: saxpy\n" + "The reference and the device, described at length.\n" * lines
+    common = "# Current best: a0001\n" + "kernel source line of the current best\n" * 400
+    prompts = [f"{common}\n\n# Direction for this proposal\ndirection {i}" for i in range(2)]
+    return ProposalRequest(system="You write CUDA kernels.", prompt=prompts[0], n=2, iteration=1,
+                           static_prefix=static, prompts=prompts, directions=["d0", "d1"])
+
+
+@pytest.mark.parametrize("key, minimum", [("anthropic:claude-opus-4-6", 4096), ("openai:gpt-5.6-sol", 1024)])
+def test_the_run_s_part_gets_no_breakpoint_of_its_own_where_it_is_under_the_minimum_alone(loopback, key, minimum):
+    """Issue 34: the minimum was checked against the whole shared prefix, so the run's part's (1 h)
+    breakpoint could sit below it, cache nothing, and still be reported as on."""
+    provider = key.split(":")[0]
+    lines = 200 if provider == "anthropic" else 20
+    loopback.script(provider, *[tool({"source": vector_add("pass 1"), "rationale": "r"}) for _ in range(2)])
+    p = proposer_for(key, loopback, cache_ttl="long")
+    result = p.propose(long_static_short_alone(lines))
+    assert result.errors == [] and loopback.rejected == []
+    plan = result.calls[0].plan["cache"]
+    assert plan["on"] is True and plan["static_on"] is False and plan["static_tokens_estimate"] < minimum
+    assert "under the minimum" in plan["reason"] and plan["static_ttl"] is None
+    body = loopback.requests(provider)[0].body
+    if provider == "anthropic":
+        static_block, shared_block = body["messages"][0]["content"][:2]
+        assert "cache_control" not in static_block and shared_block["cache_control"] == {"type": "ephemeral"}
+    else:
+        static_part, shared_part = body["input"][0]["content"][:2]
+        assert "prompt_cache_breakpoint" not in static_part
+        assert shared_part["prompt_cache_breakpoint"] == {"mode": "explicit"}
+    # the shared prefix, which clears the minimum, is still read by the second proposal
+    assert result.calls[1].cache_read_tokens > 0

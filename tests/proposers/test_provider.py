@@ -1135,3 +1135,37 @@ def test_a_stream_the_sdk_cannot_assemble_is_a_recorded_failure(loopback, provid
     assert result.proposals == [] and loopback.pending(provider) == 1        # not retried
     (call,) = result.calls
     assert call.error.startswith("the streamed answer could not be assembled") and call.response is None
+
+
+# ------------------------------------------------------------------------- limits (issue 34)
+
+def test_a_local_server_s_truncation_retry_leaves_its_prompt_room_in_the_context(loopback):
+    """The retry doubled the output limit up to 32,768: a local server's whole default context."""
+    from kernel_forge.proposers.budget import estimate_tokens
+
+    loopback.script("chat", tool(GOOD, output_tokens=20_000), tool(GOOD, output_tokens=1_000))
+    p = make_model_proposer("openai:served-model", base_url=loopback.openai_base_url, api_key="k", timeout=5,
+                            server="vllm", prices={"openai:served-model": [0.1, 0.2]}, max_tokens=16_384)
+    assert p.caps.context == 32_768 and p.max_tokens_cap == 65_536
+    result = p.propose(REQUEST)
+    first, retry_ = (r.body for r in loopback.requests("chat"))
+    assert first["max_tokens"] == 16_384 and "asked again with max_tokens=" in result.calls[0].error
+    assert 16_384 < retry_["max_tokens"] <= 32_768 - estimate_tokens(retry_) < 32_768
+
+
+@pytest.mark.filterwarnings("ignore:Using Claude with")
+def test_the_thinking_budget_fallback_stays_within_the_model_s_maximum(loopback):
+    """The fallback from adaptive thinking to a budget set max_tokens = budget x 2 uncapped."""
+    from kernel_forge.proposers import capabilities
+    from kernel_forge.proposers.anthropic_provider import AnthropicProposer
+
+    caps = dataclasses.replace(capabilities.entries()["anthropic:claude-opus-4-6"], max_output=1_500)
+    loopback.script("anthropic", error(400, '"thinking.type.adaptive" is not supported for this model. Use '
+                                            '"thinking.type.enabled" with budget_tokens.'), tool(GOOD))
+    p = AnthropicProposer("claude-opus-4-6", base_url=loopback.anthropic_base_url, api_key=ANTHROPIC_KEY,
+                          timeout=5, max_tokens=1_000, capabilities=caps, prices=TEST_PRICES, sleep=Sleeps())
+    result = p.propose(REQUEST)
+    first, relaxed = (r.body for r in loopback.requests("anthropic"))
+    assert first["thinking"] == {"type": "adaptive"} and relaxed["thinking"]["type"] == "enabled"
+    assert relaxed["thinking"]["budget_tokens"] < relaxed["max_tokens"] <= 1_500
+    assert result.errors == []
