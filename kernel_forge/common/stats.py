@@ -134,8 +134,13 @@ def median_uncertainty(timing: Timing) -> float:
       pooled samples alone would read as spread, not as a shifted median.
 
     Not the spread of the samples: a case timed 100 times with a wide p20-p80 band can still have a
-    tight median.  ``inf`` below 5 samples (nothing can be said)."""
-    u = median_noise(timing.samples_us)
+    tight median.  Below 5 samples (``--reps`` under 3), where the interval is not defined, half
+    the whole range of the samples stands in for it."""
+    s = timing.samples_us
+    if len(s) < 5:
+        u = (max(s) - min(s)) / (2 * timing.median) if timing.median > 0 else 0.0
+    else:
+        u = median_noise(s)
     rm = [m for m in (timing.round_medians or ()) if m > 0]
     if len(rm) >= 2 and timing.median > 0:
         u = max(u, (max(rm) - min(rm)) / (2 * timing.median))

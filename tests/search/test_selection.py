@@ -242,3 +242,8 @@ def test_an_attempt_faster_on_one_case_but_not_on_its_gated_score_is_still_a_con
     one_case = gated("a0001", 60.5, {"small": 8.3, "large": 3300.0})
     neither = gated("a0002", 61.0, {"small": 8.1, "large": 3480.0})
     assert selection.contenders([neither, one_case], best, 2) == [one_case]
+
+
+def test_a_case_timed_fewer_than_five_times_has_half_its_range_as_the_uncertainty_not_infinity():
+    few = summarize([100.0, 101.0, 99.0, 100.5], round_medians=[100.0, 100.5])
+    assert median_uncertainty(few) == pytest.approx(1.0 / 100.25)
