@@ -691,8 +691,12 @@ class Optimizer:
         if new_best is not None:
             self.state.best = new_best
             r = new_best.retimed or {}
+            cases = r.get("cases") or {}
+            faster = ", ".join(f"{n} x{cases[n]['ratio']:.3f} ±{cases[n]['band']:.1%}"
+                               for n in r.get("faster", []) if n in cases)
             self.progress(f"[kforge]   new best {new_best.id}: {r.get('candidate_us', 0):.2f} µs vs "
-                          f"{r.get('best_us', 0):.2f} µs side by side (x{self.state.speedup():.2f} vs initial)")
+                          f"{r.get('best_us', 0):.2f} µs side by side (x{self.state.speedup():.2f} vs initial)"
+                          + (f"; faster on {faster}" if faster else ""))
         improved = new_best is not None or any(a.best for a in batch)   # a resumed batch may have moved it
         if improved:
             self._write_best()
