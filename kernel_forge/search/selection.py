@@ -90,8 +90,8 @@ def compare(best_ev: Evaluation, new_ev: Evaluation, min_improvement: float) -> 
     A case is faster when its ratio is below ``1 - band``, slower when above ``1 + band``."""
     out = Comparison()
     for case in best_ev.cases:
-        mine = case.timing
-        theirs = new_ev.case(case.name).timing if any(c.name == case.name for c in new_ev.cases) else None
+        mine, other = case.timing, new_ev.case(case.name)
+        theirs = other.timing if other is not None else None
         if mine is None or theirs is None or mine.median <= 0:
             continue
         band = max(median_uncertainty(mine) + median_uncertainty(theirs), min_improvement)
