@@ -1108,6 +1108,28 @@ def test_anthropic_and_openai_are_core_dependencies():
         {"anthropic", "openai"}                                  # the old extra still installs
 
 
+def test_the_sdk_bounds_are_the_releases_the_request_bodies_are_checked_against():
+    """pyproject.toml, the proposers' install hints and the installed SDKs agree (issue 34: the
+    bounds were anthropic>=0.60 and openai>=1.100, far below anything tested)."""
+    import importlib.metadata
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    from kernel_forge.proposers import anthropic_provider, openai_provider
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]
+    deps = {Requirement(d).name: Requirement(d) for d in project["dependencies"]}
+    for module, name in ((anthropic_provider, "anthropic"), (openai_provider, "openai")):
+        req = deps[name]
+        assert Requirement(module.SDK_REQUIREMENT) == req
+        assert importlib.metadata.version(name) in req.specifier                  # the one tested here
+        assert req.specifier.contains(".".join(importlib.metadata.version(name).split(".")[:2]) + ".0")
+        lowest = next(s.version for s in req.specifier if s.operator == ">=")
+        assert not req.specifier.contains("1.0") and tuple(map(int, lowest.split("."))) >= (2, 17)
+
+
 def _sse(events) -> str:
     return "".join((f"event: {name}\n" if name else "") + f"data: {json.dumps(data) if not isinstance(data, str) else data}\n\n"
                    for name, data in events)
