@@ -248,7 +248,8 @@ class ScriptedGate(InTurn):
             ev = self._evaluate(c, ("performance",))
             for case in ev.cases:   # pooled samples of `rounds` interleaved passes
                 if case.timing is not None:
-                    case.timing = summarize(list(case.timing.samples_us) * rounds, flushed=True)
+                    case.timing = summarize(list(case.timing.samples_us) * rounds, flushed=True,
+                                            round_medians=[case.timing.median] * rounds)
             out.append(ev)
         return out
 

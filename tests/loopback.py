@@ -4,17 +4,18 @@
 * OpenAI Responses: ``POST /v1/responses``
 * OpenAI Chat Completions: ``POST /v1/chat/completions`` (what OpenAI-compatible servers speak)
 
-**It checks every request against the model's entry in the capability table**
-(``kernel_forge/data/models.json``) before it answers, and rejects what the provider documents
-as rejected, with the provider's own HTTP 400 body: a forced ``tool_choice`` on a model that does
-not allow it (or not with thinking on), ``thinking.type`` values the model does not take, a
-``temperature`` where none is accepted, an effort value the model does not list, ``budget_tokens``
-not below ``max_tokens``, an output limit above the model's maximum, more than four cache
-breakpoints or a long-lived breakpoint after a short-lived one, a reasoning item sent back
-without its encrypted content under ``store: false``, a ``previous_response_id`` that was never
-stored.  A field the table marks ``unverified`` is not enforced.  Rejected requests are listed in
-:attr:`Loopback.rejected` (each one is a 400 round trip a proposer should not have made) and do
-not use up a scripted reply.
+**Every request body is checked against the installed SDK's own request type**
+(``anthropic.types.MessageCreateParams*``, ``openai.types.responses.ResponseCreateParams*``,
+``openai.types.chat.CompletionCreateParams*``, strictly: tests/sdk_types.py): a field or value the
+SDK does not define gets an HTTP 400 and is listed in :attr:`Loopback.invalid`, and the
+:func:`loopback` fixture fails the test that sent it.  Then the rules the providers document for
+every model alike get the provider's own 400 body: ``budget_tokens`` below 1,024 or not below
+``max_tokens``, more than four cache breakpoints or a long-lived breakpoint after a short-lived
+one, a reasoning item sent back without its encrypted content under ``store: false``, a
+``previous_response_id`` that was never stored.  **Nothing is decided from kforge's capability
+table** (``kernel_forge/data/models.json``): what each listed model takes is asserted per model by
+the tests.  Rejected requests are listed in :attr:`Loopback.rejected` (each one is a 400 round
+trip a proposer should not have made) and do not use up a scripted reply.
 
 **Usage is the provider's own**: Anthropic ``input_tokens`` (uncached), ``cache_read_input_tokens``,
 ``cache_creation_input_tokens`` with ``cache_creation.ephemeral_5m/1h_input_tokens``,
@@ -24,10 +25,14 @@ not use up a scripted reply.
 totals.  Input tokens are counted from the request (a character is a quarter of a token) unless a
 reply gives them.
 
-**The prompt cache is simulated from prefixes**: Anthropic caches the prefix up to each
-``cache_control`` breakpoint that clears the model's minimum, with its lifetime (5 min or 1 h,
-refreshed on a read); OpenAI caches each prompt and matches the longest common prefix in
-128-token steps from 1,024 tokens, per ``prompt_cache_key``.  A cache entry becomes readable when
+**The prompt cache follows each provider's documented rule**: Anthropic caches the prefix up to
+each ``cache_control`` breakpoint that clears the model's minimum (:data:`ANTHROPIC_CACHE_MINIMUM`,
+kept here, not read from the table), with its lifetime (5 min or 1 h, refreshed on a read);
+OpenAI's models before GPT-5.6 cache each prompt and match the longest common prefix in 128-token
+steps from 1,024 tokens, per ``prompt_cache_key``; GPT-5.6 and later cache exactly at breakpoints
+(``prompt_cache_breakpoint`` on content parts, and one implicit breakpoint, here the end of the
+prompt), read the longest cached breakpoint prefix and write up to four breakpoints, each at its
+lifetime (the SDK 3.60 docstrings of ``PromptCacheOptions`` and ``PromptCacheBreakpoint``).  A cache entry becomes readable when
 the response that wrote it *starts* (``start_delay`` seconds after it arrives), so requests sent
 all at once each write the cache, and requests sent after the first has started read it.
 ``advance(seconds)`` moves the cache's clock (to let entries expire).
@@ -60,7 +65,7 @@ from typing import Any
 
 import pytest
 
-from kernel_forge.proposers import capabilities as capabilities_module
+from sdk_types import check_request, warm
 
 ANTHROPIC = "/v1/messages"
 OPENAI = "/v1/chat/completions"
@@ -182,22 +187,45 @@ def tokens_of(text: str) -> int:
     return int(len(text) / CHARS_PER_TOKEN)
 
 
-def _caps(provider: str, model: str, path: str):
-    """The table entry of a model (None: not listed, nothing is enforced)."""
-    entries = capabilities_module.entries()
-    key = capabilities_module.lookup_key(provider, model or "", entries)
-    return entries.get(key) if key else None
+#: Anthropic's minimum cacheable prompt per model (a breakpoint below it caches nothing), from the
+#: provider's prompt-caching pages and the reports the capability table cites under
+#: ``claude-cache-min``; kept here, apart from kernel_forge/data/models.json, so that a wrong
+#: ``min_cache_tokens`` there shows up as a cache that is not read.  Longest prefix wins.
+ANTHROPIC_CACHE_MINIMUM = (
+    ("claude-opus-4-5", 4096), ("claude-opus-4-6", 4096), ("claude-opus-4-7", 4096), ("claude-haiku-4-5", 4096),
+    ("claude-sonnet-4", 1024), ("claude-opus-4-8", 1024), ("claude-sonnet-5-5", 512), ("claude-sonnet-5", 1024),
+    ("claude-opus-5", 512), ("claude-haiku-5", 512), ("claude-fable-5", 512), ("claude-mythos-5", 512),
+)
+#: a Claude model not listed above
+ANTHROPIC_CACHE_MINIMUM_DEFAULT = 1024
+#: OpenAI's minimum cached prompt (prompt-caching guide: prompts of 1,024 tokens or more)
+OPENAI_CACHE_MINIMUM = 1024
 
 
-def _enforced(caps, name: str) -> bool:
-    return caps is not None and caps.is_verified(name)
+def anthropic_cache_minimum(model: str) -> int:
+    model = (model or "").lower()
+    found = [(len(k), v) for k, v in ANTHROPIC_CACHE_MINIMUM if model.startswith(k)]
+    return max(found)[1] if found else ANTHROPIC_CACHE_MINIMUM_DEFAULT
+
+
+def openai_breakpoint_cache(model: str) -> bool:
+    """Whether ``model`` caches at breakpoints (gpt-5.6 and later, by the SDK's PromptCacheOptions
+    docstring) rather than on the longest common prefix."""
+    import re
+
+    m = re.match(r"gpt-(\d+)(?:\.(\d+))?", (model or "").lower())
+    return m is not None and (int(m.group(1)), int(m.group(2) or 0)) >= (5, 6)
 
 
 # ---------------------------------------------------------------------------- request checks
+#
+# First every body is checked against the installed SDK's own request type (tests/sdk_types.py):
+# a field or value the API does not define is a 400.  Then the rules the providers document for
+# every model alike.  Nothing here reads kforge's capability table: what one model accepts is
+# asserted by the tests, per model (tests/proposers/test_table_bodies.py).
 
 def _check_anthropic(req: dict) -> str | None:
-    """The 400 message Anthropic documents for this request, or None."""
-    caps = _caps("anthropic", req.get("model"), ANTHROPIC)
+    """The 400 message Anthropic documents for this request (any model), or None."""
     breakpoints = _anthropic_breakpoints(req)
     if len(breakpoints) > 4:
         return f"A maximum of 4 blocks with cache_control may be provided. Found {len(breakpoints)}."
@@ -206,45 +234,13 @@ def _check_anthropic(req: dict) -> str | None:
         return ("a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block: "
                 "cache entries with a longer TTL must appear before shorter ones")
     thinking = req.get("thinking") or {}
-    kind = thinking.get("type")
     limit = req.get("max_tokens") or 0
-    if kind == "enabled" and (thinking.get("budget_tokens") or 0) >= limit:
-        return "`max_tokens` must be greater than `thinking.budget_tokens`."
-    if caps is None:
-        return None
-    modes = set(caps.thinking_modes)
-    thinks = kind in ("enabled", "adaptive") or (kind is None and "always" in modes)
-    if _enforced(caps, "max_output") and _enforced(caps, "limits") and limit > caps.max_output:
-        return f"max_tokens: {limit} > {caps.max_output}, which is the maximum allowed number of output tokens for {req.get('model')}"
-    if _enforced(caps, "thinking_modes"):
-        if kind == "enabled" and "budget" not in modes:
-            return ('"thinking.type.enabled" is not supported for this model. Use "thinking.type.adaptive" and '
-                    '"output_config.effort" to control thinking behavior.')
-        if kind == "adaptive" and not ({"adaptive", "always"} & modes):
-            return '"thinking.type.adaptive" is not supported for this model. Use "thinking.type.enabled" with budget_tokens.'
-        if kind in ("disabled", "between_tools") and _enforced(caps, "thinking_off") and (
-                "always" in modes or caps.thinking_off != kind):
-            return (f'"thinking.type.{kind}" is not supported for this model.'
-                    + (' Use "thinking.type.between_tools" to turn off up-front thinking.'
-                       if caps.thinking_off == "between_tools" else ""))
-    effort = (req.get("output_config") or {}).get("effort")
-    if effort is not None and _enforced(caps, "effort"):
-        if not caps.effort:
-            return "output_config.effort: effort is not supported for this model."
-        if effort not in caps.effort:
-            return (f"output_config.effort: '{effort}' is not supported for this model. Supported values: "
-                    + ", ".join(caps.effort))
-    if "temperature" in req and _enforced(caps, "temperature"):
-        if caps.temperature == "never":
-            return "`temperature` is deprecated for this model."
-        if caps.temperature == "without_thinking" and thinks and req["temperature"] != 1:
-            return "`temperature` may only be set to 1 when thinking is enabled."
-    choice = (req.get("tool_choice") or {}).get("type")
-    if choice in ("tool", "any") and _enforced(caps, "forced_tool_choice"):
-        if caps.forced_tool_choice == "never":
-            return 'tool_choice: type "tool" and "any" are not supported for this model.'
-        if caps.forced_tool_choice == "without_thinking" and thinks:
-            return "Thinking may not be enabled when tool_choice forces tool use."
+    if thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens") or 0
+        if budget < 1024:
+            return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        if budget >= limit:
+            return "`max_tokens` must be greater than `thinking.budget_tokens`."
     return None
 
 
@@ -259,31 +255,6 @@ def _check_responses(req: dict, stored: set[str]) -> tuple[str, str | None, str]
                 return (f"Item with id '{item.get('id')}' not found. Items are not persisted when `store` is set to "
                         "false. Try again with `store` set to true, or remove this item from your input.",
                         "input", None)
-    caps = _caps("openai", req.get("model"), RESPONSES)
-    if caps is None:
-        return None
-    effort = (req.get("reasoning") or {}).get("effort")
-    if effort is not None and _enforced(caps, "effort"):
-        if not caps.effort:
-            return ("Unsupported parameter: 'reasoning.effort' is not supported with this model.",
-                    "reasoning.effort", "unsupported_parameter")
-        if effort not in caps.effort:
-            values = [f"'{e}'" for e in caps.effort]
-            listed = ", ".join(values[:-1]) + f", and {values[-1]}" if len(values) > 1 else values[0]
-            return (f"Unsupported value: 'reasoning.effort' does not support '{effort}' with this model. "
-                    f"Supported values are: {listed}.", "reasoning.effort", "unsupported_value")
-    thinking = effort not in (None, "none") or (effort is None and "always" in caps.thinking_modes)
-    if "temperature" in req and _enforced(caps, "temperature") and not caps.accepts_temperature(thinking):
-        return ("Unsupported parameter: 'temperature' is not supported with this model.", "temperature",
-                "unsupported_parameter")
-    limit = req.get("max_output_tokens")
-    if limit is not None and _enforced(caps, "limits") and limit > caps.max_output:
-        return (f"Invalid 'max_output_tokens': integer above maximum value. Expected a value <= {caps.max_output}, "
-                f"but got {limit} instead.", "max_output_tokens", "integer_above_max_value")
-    choice = req.get("tool_choice")
-    if isinstance(choice, dict) and _enforced(caps, "forced_tool_choice") and not caps.forced_tool_ok(thinking):
-        return ("Unsupported value: 'tool_choice' does not support forcing a function with this model.",
-                "tool_choice", "unsupported_value")
     return None
 
 
@@ -353,22 +324,46 @@ def _anthropic_breakpoints(req: dict) -> list[dict]:
     return out
 
 
-def _openai_flat(req: dict) -> str:
-    parts = [req.get("instructions") or ""]
-    for item in req.get("input") or []:
+def _responses_segments(req: dict) -> list[tuple[str, dict | None]]:
+    """A Responses request in cache order (tools, instructions, input) as (text, the content
+    part's ``prompt_cache_breakpoint``)."""
+    out: list[tuple[str, dict | None]] = [(json.dumps(t, sort_keys=True), None) for t in req.get("tools") or []]
+    out.append((req.get("instructions") or "", None))
+    for item in req.get("input") or [] if isinstance(req.get("input"), list) else [req.get("input") or ""]:
         if isinstance(item, str):
-            parts.append(item)
+            out.append((item, None))
             continue
         content = item.get("content")
         if isinstance(content, list):
-            parts += [c.get("text", "") if isinstance(c, dict) else str(c) for c in content]
+            out += [(c.get("text", ""), c.get("prompt_cache_breakpoint")) if isinstance(c, dict) else (str(c), None)
+                    for c in content]
         elif isinstance(content, str):
-            parts.append(content)
+            out.append((content, None))
         else:
-            parts.append(json.dumps(item, sort_keys=True))
-    for t in req.get("tools") or []:
-        parts.insert(0, json.dumps(t, sort_keys=True))
-    return "\x1e".join(parts)
+            out.append((json.dumps(item, sort_keys=True), None))
+    return out
+
+
+def _openai_flat(req: dict) -> str:
+    return "\x1e".join(t for t, _ in _responses_segments(req))
+
+
+def _openai_breakpoints(req: dict) -> list[tuple[str, str | None]]:
+    """The prefixes a gpt-5.6+ request caches at, in order: each explicit ``prompt_cache_breakpoint``
+    (the exact end of its content part) and, unless ``prompt_cache_options.mode`` is ``explicit``,
+    the one implicit breakpoint (taken here as the end of the whole prompt, the only place the
+    docs leave certain), as (prefix text, ttl or None for the request's)."""
+    segs = _responses_segments(req)
+    out, acc = [], []
+    for text, bp in segs:
+        acc.append(text)
+        if isinstance(bp, dict):
+            out.append(("\x1e".join(acc), bp.get("ttl")))
+    mode = (req.get("prompt_cache_options") or {}).get("mode", "implicit")
+    explicit = out[-80:]                      # matching considers the latest 80 breakpoints
+    if mode != "explicit":
+        explicit.append(("\x1e".join(acc), None))
+    return explicit
 
 
 # ---------------------------------------------------------------------------- rendering
@@ -650,6 +645,10 @@ class Loopback:
         self.received: list[Received] = []
         self.unscripted: list[Received] = []
         self.rejected: list[Rejected] = []
+        #: requests the installed SDK's request types do not allow (also in ``rejected``); the
+        #: fixture fails a test that leaves any, unless it sets ``expect_invalid``
+        self.invalid: list[Rejected] = []
+        self.expect_invalid = False
         #: seconds from a request's arrival to its response's start (when the cache it writes becomes readable)
         self.start_delay = start_delay
         self._offset = 0.0
@@ -702,6 +701,7 @@ class Loopback:
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> "Loopback":
+        warm()                                  # the SDK types resolved once, before any request waits on it
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -733,6 +733,22 @@ class Loopback:
             self._thread.join(timeout=5)
 
     # -- the provider's side ----------------------------------------------------------------
+    def _invalid(self, path: str, req) -> tuple[int, dict] | None:
+        """A 400 for a body the installed SDK's request type does not allow (tests/sdk_types.py)."""
+        route = {ANTHROPIC: "anthropic", RESPONSES: "responses", OPENAI: "chat"}[path]
+        found = check_request(route, req)
+        if not found:
+            return None
+        message = f"loopback: the request is not a valid {route} request for the installed SDK: " + "; ".join(found)
+        model = str(req.get("model")) if isinstance(req, dict) else "?"
+        with self._lock:
+            self.invalid.append(Rejected(path, model, message, req))
+            self.rejected.append(Rejected(path, model, message, req))
+        if path == ANTHROPIC:
+            return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": message},
+                         "request_id": f"req_loop_{next(_ids)}"}
+        return 400, {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
+
     def _reject(self, path: str, req: dict) -> tuple[int, dict] | None:
         if path == ANTHROPIC:
             message = _check_anthropic(req)
@@ -757,8 +773,7 @@ class Loopback:
     def _simulate(self, path: str, req: dict) -> tuple[dict, list]:
         """Token counts of a request against the cache, and the entries it writes once it starts."""
         if path == ANTHROPIC:
-            caps = _caps("anthropic", req.get("model"), path)
-            minimum = caps.min_cache_tokens if caps is not None and caps.min_cache_tokens else 1024
+            minimum = anthropic_cache_minimum(req.get("model"))
             bps = _anthropic_breakpoints(req)
             total = tokens_of("".join(t for t, _ in _anthropic_segments(req)))
             read_upto, writes = 0, []
@@ -786,26 +801,57 @@ class Loopback:
         total = tokens_of(flat)
         if path == OPENAI and self.local_chat:
             return {"total": total, "read": 0, "write": 0}, []
-        caps = _caps("openai", req.get("model"), path)
         key = f"{req.get('model')}\0{req.get('prompt_cache_key')}"
+        ttl = (req.get("prompt_cache_options") or {}).get("ttl") or "30m"
+        if path == RESPONSES and openai_breakpoint_cache(req.get("model")):
+            return self._simulate_breakpoints(req, key, total, ttl)
         read = 0
         with self.cache.lock:
             for e in self._openai_prompts.get(key, []):
                 if e["available"] <= self.now() < e["expires"]:
                     lcp = os.path.commonprefix([e["text"], flat])
                     tokens = tokens_of(lcp)
-                    tokens = (tokens // 128) * 128 if tokens >= 1024 else 0
+                    tokens = (tokens // 128) * 128 if tokens >= OPENAI_CACHE_MINIMUM else 0
                     if tokens > read:
                         read = tokens
                         e["expires"] = self.now() + e["ttl"]
-        cacheable = total >= 1024
+        cacheable = total >= OPENAI_CACHE_MINIMUM
         written = max(0, total - read) if cacheable else 0
-        ttl = (req.get("prompt_cache_options") or {}).get("ttl") or "30m"
         long = ttl == "12h"
-        ttl_details = caps is not None and len(caps.cache_ttls) >= 2
         sim = {"total": total, "read": read, "write": written, "write_short": 0 if long else written,
-               "write_long": written if long else 0, "ttl_details": ttl_details}
+               "write_long": written if long else 0, "ttl_details": False}
         return sim, ([("openai", (key, flat, TTL[ttl]))] if cacheable else [])
+
+    def _simulate_breakpoints(self, req: dict, key: str, total: int, ttl: str) -> tuple[dict, list]:
+        """GPT-5.6 and later (the openai SDK 3.60 docstrings of ``PromptCacheOptions`` and
+        ``PromptCacheBreakpoint``): a prefix is cached exactly at a breakpoint, not rounded to a token
+        block; a request reads the longest of its breakpoints' prefixes that is cached, and writes
+        up to four of its breakpoints (the implicit one and the latest three explicit ones, or the
+        latest four explicit ones in ``explicit`` mode), from 1,024 tokens."""
+        bps = _openai_breakpoints(req)
+        explicit_mode = (req.get("prompt_cache_options") or {}).get("mode") == "explicit"
+        read = 0
+        with self.cache.lock:
+            now = self.now()
+            for text, _ in bps:
+                e = self._openai_prompts.get(key + "\0bp\0" + hashlib.sha256(text.encode()).hexdigest())
+                if e and e[0]["available"] <= now < e[0]["expires"] and tokens_of(text) > read:
+                    read = tokens_of(text)
+                    e[0]["expires"] = now + e[0]["ttl"]
+        writable = bps[-4:] if explicit_mode else [b for b in bps[:-1]][-3:] + bps[-1:]
+        writes, spans, last = [], {"short": 0, "long": 0}, read
+        for text, own_ttl in sorted(writable, key=lambda b: len(b[0])):
+            tokens = tokens_of(text)
+            if tokens < OPENAI_CACHE_MINIMUM or tokens <= read:
+                continue
+            life = own_ttl or ttl
+            writes.append(("openai-bp", (key + "\0bp\0" + hashlib.sha256(text.encode()).hexdigest(), TTL[life])))
+            if tokens > last:                 # the tokens up to each breakpoint are written at its lifetime
+                spans["long" if life == "12h" else "short"] += tokens - last
+                last = tokens
+        sim = {"total": total, "read": read, "write": spans["short"] + spans["long"], "write_short": spans["short"],
+               "write_long": spans["long"], "ttl_details": True}
+        return sim, writes
 
     def _commit(self, writes: list) -> None:
         """The response has started: what it wrote to the cache is readable from now on."""
@@ -813,6 +859,14 @@ class Loopback:
             for kind, w in writes:
                 if kind == "anthropic":
                     self.cache.put(w[0], w[1])
+                elif kind == "openai-bp":
+                    k, ttl = w
+                    now = self.now()
+                    old = self._openai_prompts.get(k)
+                    if old and old[0]["available"] <= now < old[0]["expires"]:
+                        old[0]["expires"] = max(old[0]["expires"], now + ttl)
+                    else:
+                        self._openai_prompts[k] = [{"available": now, "expires": now + ttl, "ttl": ttl}]
                 else:
                     key, flat, ttl = w
                     now = self.now()
@@ -839,7 +893,9 @@ class Loopback:
         request = body if isinstance(body, dict) else {}
         with self._lock:
             self.received.append(rec)
-        rejected = self._reject(path, request) if path in (ANTHROPIC, RESPONSES) else None
+        rejected = None
+        if path in (ANTHROPIC, RESPONSES, OPENAI) and h.command == "POST":
+            rejected = self._invalid(path, body) or self._reject(path, request)
         reply = None
         if rejected is None:
             with self._lock:
@@ -941,6 +997,9 @@ def loopback():
         yield server
     finally:
         server.stop()
+    if not server.expect_invalid:
+        assert server.invalid == [], "requests the installed SDK does not allow:\n" + "\n".join(
+            r.message for r in server.invalid)
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ class Timing:
     events: dict | None = None      # the CUDA-event estimate of the same launches, kept side by side
                                     # when ``method`` is not "events": {"median", "p10", "p90", "cv", "samples_us"}
     clock_offset_us: float | None = None   # method "cupti": the launch offset taken off every sample
+    round_medians: tuple[float, ...] | None = None   # side by side: the median of each interleaved round
 
     @property
     def spread(self) -> float:
@@ -47,6 +48,8 @@ class Timing:
         d["method"] = self.method
         if self.clock_offset_us is not None:
             d["clock_offset_us"] = round(self.clock_offset_us, 4)
+        if self.round_medians is not None:
+            d["round_medians"] = [round(m, 4) for m in self.round_medians]
         if self.events is not None:
             ev = dict(self.events)
             if not with_samples:
@@ -61,12 +64,13 @@ class Timing:
         samples = tuple(d.get("samples_us") or [d["median"]])
         t = summarize(samples, flushed=d.get("flushed", True), graph_us=d.get("graph_us"),
                       method=d.get("method", "events"), events=d.get("events"),
-                      clock_offset_us=d.get("clock_offset_us"))
+                      clock_offset_us=d.get("clock_offset_us"), round_medians=d.get("round_medians"))
         return t
 
 
 def summarize(samples_us, *, flushed: bool = True, graph_us: float | None = None, method: str = "events",
-              events: dict | None = None, clock_offset_us: float | None = None) -> Timing:
+              events: dict | None = None, clock_offset_us: float | None = None,
+              round_medians=None) -> Timing:
     s = np.asarray([float(x) for x in samples_us], dtype=np.float64)
     if s.size == 0:
         raise ValueError("no timing samples")
@@ -79,7 +83,8 @@ def summarize(samples_us, *, flushed: bool = True, graph_us: float | None = None
                   min=float(s.min()), max=float(s.max()), p10=float(p[0]), p20=float(p[1]),
                   p80=float(p[3]), p90=float(p[4]), cv=(std / mean if mean > 0 else 0.0),
                   flushed=flushed, graph_us=graph_us, method=method, events=events,
-                  clock_offset_us=clock_offset_us)
+                  clock_offset_us=clock_offset_us,
+                  round_medians=(tuple(float(m) for m in round_medians) if round_medians is not None else None))
 
 
 def geomean(values) -> float:
@@ -116,3 +121,27 @@ def median_noise(samples) -> float:
     k = min(int(round(1 + n / 2 + half)), n)
     med = float(np.median(s))
     return float(s[k - 1] - s[j - 1]) / (2 * med) if med > 0 else 0.0
+
+
+def median_uncertainty(timing: Timing) -> float:
+    """Relative half-width of the uncertainty of ``timing``'s median, from a side-by-side
+    re-measurement: the wider of
+
+    * the distribution-free 95 % confidence interval of the median over the pooled samples
+      (:func:`median_noise`: order statistics, nothing assumed about the distribution), and
+    * half the range of the per-round medians (``round_medians``: the interleaved rounds of
+      ``Gate.retime``), which catches a drift between rounds (clocks, another process) that the
+      pooled samples alone would read as spread, not as a shifted median.
+
+    Not the spread of the samples: a case timed 100 times with a wide p20-p80 band can still have a
+    tight median.  Below 5 samples (``--reps`` under 3), where the interval is not defined, half
+    the whole range of the samples stands in for it."""
+    s = timing.samples_us
+    if len(s) < 5:
+        u = (max(s) - min(s)) / (2 * timing.median) if timing.median > 0 else 0.0
+    else:
+        u = median_noise(s)
+    rm = [m for m in (timing.round_medians or ()) if m > 0]
+    if len(rm) >= 2 and timing.median > 0:
+        u = max(u, (max(rm) - min(rm)) / (2 * timing.median))
+    return u

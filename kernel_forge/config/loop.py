@@ -50,7 +50,8 @@ class LoopConfig:
                                         "proposal per iteration is a crossover (0: never)")
     retime_rounds: int = setting(2, min=1, max=1000, help="interleaved re-measurement rounds before the best changes")
     min_improvement: float = setting(0.01, min=0, below=1,
-                                     help="the least relative gain that can move the best (0.01: 1 % faster)")
+                                     help="the least relative gain, on one case, that can move the best, and the least "
+                                          "band of every case (0.01: 1 %)")
     hints: str = setting("", flag="--hints", help="extra text for the model")
     seed: int = setting(0, min=0, max=MAX_SEED, flag="--loop-seed",
                         help="seed of the loop's own choices (sampling, crossover); --seed is the gate's input draws")

@@ -402,7 +402,7 @@ class Gate(InTurn):
                check_after_timing: bool = True) -> list[Evaluation]:
         """Measure candidates side by side: ``rounds`` interleaved passes over the performance
         cases (outputs still verified, the timed ones too unless ``check_after_timing`` is off, as
-        under --quick), samples pooled per case."""
+        under --quick), samples pooled per case, each round's median kept (``round_medians``)."""
         saved = self.options
         quick = replace(saved, extra_draws=0, repeat_check=False, check_after_timing=check_after_timing,
                         fresh_seeds=[], fail_fast=False, sanitize=False)
@@ -664,14 +664,16 @@ class Gate(InTurn):
 
 
 def _pooled(first, timings, samples):
-    """One Timing of pooled samples, keeping the method and the pooled event estimate."""
+    """One Timing of pooled samples, keeping the method, the pooled event estimate and each
+    round's median (``round_medians``: what :func:`~kernel_forge.common.stats.median_uncertainty`
+    reads, with the pooled samples, as the uncertainty of the median)."""
     events = None
     if first.events is not None and all(t.events and t.events.get("samples_us") for t in timings):
         ev_samples = [s for t in timings for s in t.events["samples_us"]]
         e = summarize(ev_samples)
         events = {"median": e.median, "p10": e.p10, "p90": e.p90, "cv": e.cv, "samples_us": list(e.samples_us)}
     return summarize(samples, flushed=first.flushed, method=first.method, events=events or first.events,
-                     clock_offset_us=first.clock_offset_us)
+                     clock_offset_us=first.clock_offset_us, round_medians=[t.median for t in timings])
 
 
 def _rounded(cost: dict) -> dict:

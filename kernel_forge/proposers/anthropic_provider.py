@@ -19,13 +19,16 @@ The answer is text: the kernel in a fenced block (or search/replace edits) and a
 (never on Fable 5.1 / Opus 5.5 / Sonnet 5.5; on older models only without thinking).
 
 Prompt caching: the system prompt and ``request.static_prefix`` end at one ``cache_control``
-breakpoint (1-hour lifetime when an iteration takes longer than 5 minutes), the sections every
-proposal of the request shares at a second one (5 minutes), then each proposal's own part.
+breakpoint (1-hour lifetime when an iteration takes longer than 5 minutes) where that part alone
+clears the model's minimum cacheable prompt (below it a breakpoint caches nothing, so none is
+placed), the sections every proposal of the request shares at a second one (5 minutes), then
+each proposal's own part.  A non-streamed answer gets a timeout as long as its ``max_tokens``
+takes (:meth:`~.provider.ModelProposer._request_timeout`).
 
 Usage: ``input_tokens`` (uncached), ``cache_read_input_tokens``, ``cache_creation_input_tokens``
 with ``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``,
 ``output_tokens`` and, where the API returns it, ``output_tokens_details.thinking_tokens`` (the
-anthropic SDK 2.16 ``Usage`` type; ``reasoning_reported`` is False on an answer without it).
+anthropic SDK 2.17 ``Usage`` type; ``reasoning_reported`` is False on an answer without it).
 
 A malformed answer gets one repair turn: the assistant's turn is replayed -- thinking and
 redacted-thinking blocks unchanged, with their signatures, as the API requires -- then a user
@@ -49,6 +52,8 @@ from kernel_forge.proposers.pricing import PriceTable
 from kernel_forge.proposers.retry import RetryPolicy
 from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 
+#: the anthropic SDK releases kforge is tested with (pyproject.toml says the same)
+SDK_REQUIREMENT = "anthropic>=2.17,<3"
 THINKING_MODES = ("adaptive", "disabled")
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 MIN_THINKING_BUDGET = 1024          # the API's minimum budget_tokens
@@ -89,7 +94,7 @@ class AnthropicProposer(ModelProposer):
                          reasoning_effort=reasoning_effort, answer_format=answer_format,
                          prompt_cache=prompt_cache, cache_ttl=cache_ttl, budget=budget,
                          capabilities=capabilities, clock=clock)
-        self._sdk = import_sdk("anthropic", "anthropic>=0.60")
+        self._sdk = import_sdk("anthropic", SDK_REQUIREMENT)
         self._sdk_error = self._sdk.AnthropicError
         key = self._api_key(api_key, "ANTHROPIC_API_KEY",
                             missing="no Anthropic API key: set ANTHROPIC_API_KEY or pass api_key",
@@ -161,10 +166,13 @@ class AnthropicProposer(ModelProposer):
                 return {}
             return {"cache_control": {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}}
 
+        def static_cache() -> dict:      # the run's part: a breakpoint only where it clears the minimum alone
+            return cache(plan.static_ttl) if plan.static_on else {}
+
         rest = plan.rest(index)
         blocks: list[dict] = []
         if plan.static:
-            blocks.append({"type": "text", "text": plan.static, **cache(plan.static_ttl)})
+            blocks.append({"type": "text", "text": plan.static, **static_cache()})
         if plan.common:
             blocks.append({"type": "text", "text": plan.common, **cache()})
         content: Any = blocks + [{"type": "text", "text": rest}] if blocks else rest
@@ -173,7 +181,7 @@ class AnthropicProposer(ModelProposer):
         system = self.system_text(request.system)
         if system:
             # with no static prefix, the system prompt is the run's part: the breakpoint goes there
-            body["system"] = [{"type": "text", "text": system, **(cache(plan.static_ttl) if not plan.static else {})}]
+            body["system"] = [{"type": "text", "text": system, **(static_cache() if not plan.static else {})}]
         if self.answer_format == "tool":
             forced = self.caps.forced_tool_ok(self.thinking_on)
             choice = {"type": "tool", "name": TOOL_NAME} if forced else {"type": "auto"}
@@ -204,7 +212,8 @@ class AnthropicProposer(ModelProposer):
                     raise
                 except ASSEMBLY_ERRORS as exc:
                     raise StreamAssemblyError(f"{type(exc).__name__}: {exc}") from exc
-        message = self._client.messages.create(**kwargs, extra_body=extra or None)
+        message = self._client.messages.create(**kwargs, extra_body=extra or None,
+                                               timeout=self._request_timeout(body))
         on_start()
         return message
 
@@ -311,7 +320,7 @@ class AnthropicProposer(ModelProposer):
                        note="sent again with adaptive thinking instead of a thinking budget"),
             Relaxation("adaptive_thinking", sent=lambda b: b.get("thinking", {}).get("type") == "adaptive",
                        named=lambda m: "adaptive" in m and "thinking" in m,
-                       apply=lambda b: _budget_thinking(b, budget),
+                       apply=lambda b: _budget_thinking(b, budget, self.caps.max_output),
                        note="sent again with a thinking budget instead of adaptive thinking"),
             Relaxation("thinking_off", sent=lambda b: b.get("thinking", {}).get("type") in ("disabled", "between_tools"),
                        named=lambda m: "thinking" in m and ("disabled" in m or "between_tools" in m),
@@ -338,13 +347,17 @@ def _adaptive_thinking(body: dict) -> dict:
     return new
 
 
-def _budget_thinking(body: dict, budget: int) -> dict:
+def _budget_thinking(body: dict, budget: int, max_output: int) -> dict:
+    """``body`` with a thinking budget instead of adaptive thinking: the budget below the output
+    limit; a limit with no room for the least budget is raised to twice it, never above the
+    model's maximum (``max_output``)."""
     new = copy.deepcopy(body)
-    limit = _int(new.get("max_tokens"))
-    budget = max(MIN_THINKING_BUDGET, min(budget, limit - 1)) if limit > MIN_THINKING_BUDGET else MIN_THINKING_BUDGET
+    limit = _int(new.get("max_tokens")) or max_output
+    if limit <= MIN_THINKING_BUDGET:
+        limit = min(2 * MIN_THINKING_BUDGET, max_output)
+    budget = max(MIN_THINKING_BUDGET, min(budget, limit - 1))
     new["thinking"] = {"type": "enabled", "budget_tokens": budget}
-    if new.get("max_tokens", 0) <= budget:
-        new["max_tokens"] = budget * 2
+    new["max_tokens"] = limit
     if "tool_choice" in new:
         new["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
     return new

@@ -12,7 +12,10 @@ the proposal's own part: the prefix OpenAI caches), ``max_output_tokens`` (think
 stepped down to the highest level the model takes; some models otherwise default to ``none``),
 ``store: false`` with ``include: ["reasoning.encrypted_content"]``, and ``prompt_cache_key`` (the
 same for every request of the run, so they reach the same cache); ``prompt_cache_options.ttl``
-12 h on models that have it when an iteration takes longer than 30 minutes.  A temperature is
+12 h on models that have it when an iteration takes longer than 30 minutes.  GPT-5.6 and later
+cache exactly at ``prompt_cache_breakpoint``s (the openai SDK 3.60 docstrings of
+``PromptCacheOptions`` and ``PromptCacheBreakpoint``): there the run's part and the shared sections
+each end at an explicit breakpoint (:meth:`OpenAIProposer._input_parts`).  A temperature is
 sent only where the model takes one (with reasoning off).
 
 The repair turn keeps the reasoning: the answer's output items -- reasoning items with their
@@ -48,6 +51,8 @@ from kernel_forge.proposers.pricing import PriceTable
 from kernel_forge.proposers.retry import RetryPolicy
 from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 
+#: the openai SDK releases kforge is tested with (pyproject.toml says the same)
+SDK_REQUIREMENT = "openai>=3.60,<4"
 LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _ORDER = EFFORTS
@@ -91,7 +96,7 @@ class OpenAIProposer(ModelProposer):
         else:
             self.max_tokens_field = max_tokens_field or (
                 self.caps.limit_field if self.caps.limit_field in LIMIT_FIELDS else "max_tokens")
-        self._sdk = import_sdk("openai", "openai>=1.100")
+        self._sdk = import_sdk("openai", SDK_REQUIREMENT)
         self._sdk_error = self._sdk.OpenAIError
         key = self._api_key(api_key, "OPENAI_API_KEY",
                             missing="no OpenAI API key: set OPENAI_API_KEY or pass api_key",
@@ -135,10 +140,9 @@ class OpenAIProposer(ModelProposer):
         return (self._responses_body if self.api == "responses" else self._chat_body)(request, index, plan)
 
     def _responses_body(self, request: ProposalRequest, index: int, plan: CachePlan) -> dict:
-        parts = [p for p in (plan.static, plan.common, plan.rest(index)) if p]
         body: dict[str, Any] = {
             "model": self.model,
-            "input": [{"role": "user", "content": [{"type": "input_text", "text": p} for p in parts]}],
+            "input": [{"role": "user", "content": self._input_parts(plan, index)}],
             "max_output_tokens": self.max_tokens,
             "store": False,
         }
@@ -149,9 +153,9 @@ class OpenAIProposer(ModelProposer):
             body["reasoning"] = {"effort": self.effort}
             if self.effort != "none":
                 body["include"] = ["reasoning.encrypted_content"]
-        if self.caps.cache == "automatic" and self.prompt_cache:
+        if self.caps.cache in ("automatic", "breakpoints") and self.prompt_cache:
             body["prompt_cache_key"] = plan.key
-            if plan.static_ttl:
+            if plan.static_ttl and self.caps.cache != "breakpoints":   # there: on the run's part's breakpoint only
                 body["prompt_cache_options"] = {"ttl": plan.static_ttl}
         if self.answer_format == "tool":
             forced = self.caps.forced_tool_ok(self.thinking_on)
@@ -163,6 +167,26 @@ class OpenAIProposer(ModelProposer):
         if self.stream:
             body["stream"] = True
         return body
+
+    def _input_parts(self, plan: CachePlan, index: int) -> list[dict]:
+        """The user message's text parts: the run's part, the shared sections, the proposal's own.
+        On a model that caches at explicit breakpoints (table ``cache: breakpoints``, gpt-5.6 and
+        later: the SDK's ``PromptCacheOptions`` / ``PromptCacheBreakpoint`` docs), the run's part
+        ends at one (with the long lifetime when asked, and only where it clears the minimum on its
+        own) and the shared sections at another (the default 30 minutes: only the run's part is
+        worth the long lifetime's dearer write), so the other proposals of a fan-out, and the next
+        iteration, match those prefixes exactly; the implicit breakpoint stays on."""
+        marks = self.caps.cache == "breakpoints" and plan.on
+        out = []
+        for text, mark, ttl in ((plan.static, plan.static_on, plan.static_ttl), (plan.common, True, None),
+                                (plan.rest(index), False, None)):
+            if not text:
+                continue
+            part: dict[str, Any] = {"type": "input_text", "text": text}
+            if marks and mark:
+                part["prompt_cache_breakpoint"] = {"mode": "explicit", **({"ttl": ttl} if ttl else {})}
+            out.append(part)
+        return out
 
     def _chat_body(self, request: ProposalRequest, index: int, plan: CachePlan) -> dict:
         messages: list[dict] = []
@@ -195,7 +219,7 @@ class OpenAIProposer(ModelProposer):
         kwargs = copy.deepcopy(body)
         if not kwargs.get("stream"):
             kwargs.pop("stream", None)
-            response = self._client.responses.create(**kwargs)
+            response = self._client.responses.create(**kwargs, timeout=self._request_timeout(body))
             on_start()
             return response
         final, events = None, 0
@@ -221,7 +245,7 @@ class OpenAIProposer(ModelProposer):
     def _send_chat(self, body: dict, on_start: Callable[[], None]) -> Any:
         kwargs = copy.deepcopy(body)
         if not kwargs.get("stream"):
-            response = self._client.chat.completions.create(**kwargs)
+            response = self._client.chat.completions.create(**kwargs, timeout=self._request_timeout(body))
             on_start()
             return response
         from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -350,10 +374,12 @@ class OpenAIProposer(ModelProposer):
                     data["encrypted_content"] = item.encrypted_content
                 new["input"].append(data)
             elif kind == "message":
-                parts = [{"type": "output_text", "text": getattr(p, "text", "") or ""}
-                         for p in (getattr(item, "content", None) or []) if getattr(p, "type", None) == "output_text"]
+                # an assistant turn as the SDK's EasyInputMessageParam takes it: its text as a string
+                # (output_text parts are only defined on a whole output message, with its id and status)
+                parts = [getattr(p, "text", "") or "" for p in (getattr(item, "content", None) or [])
+                         if getattr(p, "type", None) == "output_text"]
                 if parts:
-                    new["input"].append({"role": "assistant", "content": parts})
+                    new["input"].append({"role": "assistant", "content": "\n".join(parts)})
             elif kind == "function_call" and call_id is None:
                 call_id = getattr(item, "call_id", None) or "call_0"
                 new["input"].append({"type": "function_call", "call_id": call_id,
@@ -401,9 +427,9 @@ class OpenAIProposer(ModelProposer):
         if self.api == "responses":
             if system:
                 new["instructions"] = system
-            new["input"] = [{"role": m["role"], "content": [
-                {"type": "input_text" if m["role"] == "user" else "output_text", "text": m["content"]}]}
-                for m in messages]
+            new["input"] = [{"role": m["role"], "content": [{"type": "input_text", "text": m["content"]}]}
+                            if m["role"] == "user" else {"role": m["role"], "content": m["content"]}
+                            for m in messages]
         else:
             new["messages"] = ([{"role": "system", "content": system}] if system else []) + [
                 {"role": m["role"], "content": m["content"]} for m in messages]

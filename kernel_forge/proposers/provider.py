@@ -68,6 +68,9 @@ from kernel_forge.common.scrub import scrub
 LOCAL_CONNECT_ATTEMPTS = 2
 #: seconds allowed to open a connection (the request timeout bounds the rest)
 CONNECT_TIMEOUT = 10.0
+#: a non-streamed answer's time per output token: the anthropic SDK's estimate (an hour for
+#: 128,000 tokens, _base_client._calculate_nonstreaming_timeout), used for both providers
+NONSTREAMING_SECONDS_PER_TOKEN = 3600 / 128_000
 #: characters per token when sizing a prompt prefix against a cache minimum (a rough mean for
 #: the mix of prose and code in kforge prompts; the table's minimums are in the provider's tokens)
 PREFIX_CHARS_PER_TOKEN = 3.5
@@ -154,6 +157,10 @@ class CachePlan:
     min_tokens: int | None
     static_ttl: str | None             # the lifetime asked for the run's part (None: the default)
     key: str                           # OpenAI prompt_cache_key
+    static_tokens: int = 0             # estimate of system + static alone, in tokens
+    #: the run's part is long enough to be cached on its own: its breakpoint is placed (a breakpoint
+    #: under the model's minimum caches nothing, so none is placed, and the evidence says so)
+    static_on: bool = False
 
     def rest(self, index: int) -> str:
         return self.rests[index] if index < len(self.rests) else (self.rests[0] if self.rests else "")
@@ -161,7 +168,8 @@ class CachePlan:
     def to_json(self) -> dict:
         return {"on": self.on, "reason": self.reason, "prefix_tokens_estimate": self.prefix_tokens,
                 "min_tokens": self.min_tokens, "static_ttl": self.static_ttl,
-                "shared_chars": len(self.static) + len(self.common)}
+                "shared_chars": len(self.static) + len(self.common),
+                "static_tokens_estimate": self.static_tokens, "static_on": self.static_on}
 
 
 def split_common(prompts: list[str]) -> tuple[str, list[str]]:
@@ -366,6 +374,24 @@ class ModelProposer:
             return self.timeout
         return make(self.timeout, connect=min(self.timeout, CONNECT_TIMEOUT))
 
+    def _output_room(self, body: dict) -> int:
+        """The most output tokens ``body`` may ask for: the model's context less its input (an
+        over-estimate), so a longer answer never asks for the whole context (a local server's
+        32,768 tokens, say) and leaves its own prompt no room."""
+        return max(1, self.caps.context - estimate_tokens(body))
+
+    def _request_timeout(self, body: dict):
+        """The timeout of one request: a streamed answer keeps the client's (``self.timeout``
+        between chunks); a whole answer waited for at once gets as long as ``max_tokens`` takes at
+        the Anthropic SDK's own reckoning (an hour per 128,000 output tokens, so 15 minutes for
+        32,000), never less than ``self.timeout``."""
+        if body.get("stream"):
+            return self._timeout()
+        limit = _int(body.get(self._limit_field(body))) or self.max_tokens
+        seconds = max(self.timeout, NONSTREAMING_SECONDS_PER_TOKEN * limit)
+        make = getattr(self._sdk, "Timeout", None)
+        return make(seconds, connect=min(seconds, CONNECT_TIMEOUT)) if make is not None else seconds
+
     # -- hooks ------------------------------------------------------------------------------
     def _initial_body(self, request: ProposalRequest, index: int, plan: CachePlan) -> dict: raise NotImplementedError
     def _send(self, body: dict, on_start: Callable[[], None]) -> Any: raise NotImplementedError
@@ -409,6 +435,7 @@ class ModelProposer:
         system = self.system_text(request.system)
         chars = len(system) + len(request.static_prefix) + len(common)
         tokens = int(chars / PREFIX_CHARS_PER_TOKEN)
+        static_tokens = int((len(system) + len(request.static_prefix)) / PREFIX_CHARS_PER_TOKEN)
         minimum = self.caps.min_cache_tokens
         key = "kforge-" + hashlib.sha256((self.name + "\0" + system + "\0" + request.static_prefix)
                                          .encode("utf-8")).hexdigest()[:24]
@@ -421,9 +448,15 @@ class ModelProposer:
                                  f"cacheable prompt of {minimum}")
         else:
             on, reason = True, f"the shared prefix is about {tokens} tokens (minimum {minimum})"
+        # the run's part has a breakpoint of its own only where it clears the minimum by itself
+        static_on = on and static_tokens >= (minimum or 0)
+        if on and not static_on:
+            reason += (f"; the run's part alone is about {static_tokens} tokens, under the minimum: no breakpoint "
+                       "of its own (the shared prefix's breakpoint caches it within each iteration)")
         return CachePlan(on=on, reason=reason, static=request.static_prefix, common=common, rests=rests,
-                         prefix_tokens=tokens, min_tokens=minimum, static_ttl=self._static_ttl() if on else None,
-                         key=key)
+                         prefix_tokens=tokens, min_tokens=minimum,
+                         static_ttl=self._static_ttl() if static_on else None, key=key,
+                         static_tokens=static_tokens, static_on=static_on)
 
     def _static_ttl(self) -> str | None:
         """The cache lifetime for the run's part of the prompt: the long one when asked, or (auto)
@@ -560,15 +593,17 @@ class ModelProposer:
                 return response, body
             key = self._limit_field(body)
             limit = _int(body.get(key)) or self.max_tokens
-            at_cap = limit >= self.max_tokens_cap
+            at_cap = limit >= self.max_tokens_cap or self._output_room(body) <= limit
             if "truncation" in used or (at_cap and not shorter):
                 again = "again" if "truncation" in used else "the cap"
                 call.error = f"truncated: the answer was cut off at the output limit ({limit} tokens) {again}"
                 out.error = scrub(f"{where}: {call.error.removeprefix('truncated: ')}", self._secrets)
                 return None
             used.add("truncation")
+            room = self._output_room(body)
+            at_cap = at_cap or room <= limit
             if not at_cap:
-                new_limit = min(self.max_tokens_cap, 2 * limit)
+                new_limit = min(self.max_tokens_cap, 2 * limit, room)
                 call.error = (f"truncated: the answer was cut off at the output limit ({limit} tokens); "
                               f"asked again with {key}={new_limit}")
                 body = copy.deepcopy(body)

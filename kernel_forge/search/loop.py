@@ -3,7 +3,7 @@
 One iteration is four calls in :meth:`Optimizer.run`: :meth:`~Optimizer._ask` (the prompt, one
 direction per proposal, de-duplication before any GPU time), :meth:`~Optimizer._gate_batch`
 (gate what is pending, refine tuned groups: :mod:`kernel_forge.search.spaces`),
-:func:`selection.maybe_move_best` (side-by-side re-timing, noise band, holdout:
+:func:`selection.maybe_move_best` (side-by-side re-timing, case by case, holdout:
 :mod:`kernel_forge.search.selection`) and :meth:`~Optimizer._record` (best.cu, profile, counters).  Stop
 rules are :class:`StopRun` exceptions.  Everything goes through
 :class:`~kernel_forge.evidence.run_dir.RunDir` as it happens and the summary is written in ``finally``,
@@ -691,8 +691,12 @@ class Optimizer:
         if new_best is not None:
             self.state.best = new_best
             r = new_best.retimed or {}
+            cases = r.get("cases") or {}
+            faster = ", ".join(f"{n} x{cases[n]['ratio']:.3f} ±{cases[n]['band']:.1%}"
+                               for n in r.get("faster", []) if n in cases)
             self.progress(f"[kforge]   new best {new_best.id}: {r.get('candidate_us', 0):.2f} µs vs "
-                          f"{r.get('best_us', 0):.2f} µs side by side (x{self.state.speedup():.2f} vs initial)")
+                          f"{r.get('best_us', 0):.2f} µs side by side (x{self.state.speedup():.2f} vs initial)"
+                          + (f"; faster on {faster}" if faster else ""))
         improved = new_best is not None or any(a.best for a in batch)   # a resumed batch may have moved it
         if improved:
             self._write_best()

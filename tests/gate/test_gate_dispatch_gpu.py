@@ -58,3 +58,23 @@ def test_side_by_side_retiming_of_a_rule_keeps_each_case_on_its_setting():
         (ev,) = gate.retime([cand], rounds=2)
     assert ev.passed, ev.message
     assert {c.name: c.variant["branch"] for c in ev.cases} == {"sq256": 1, "rect": 1, "large": 0}
+
+
+def test_a_rule_that_only_speeds_up_4096_cubed_moves_the_best_case_by_case_side_by_side():
+    """Issue 30's a0108 on the GPU: the rule runs the small cases with the very setting of the best,
+    so only the large case can differ; its gain must move the best, whatever the 8 µs cases' spread."""
+    from kernel_forge.common.stats import median_uncertainty
+    from kernel_forge.search.selection import compare
+
+    task = load_task(ROOT / "manifests" / "matmul_f32.json")
+    template = load_candidate(ROOT / "manifests" / "templates" / "matmul_f32_regblock.cu")
+    one_setting = replace(template, name="small-everywhere.cu", defines=dict(SMALL))
+    with Gate(task, GateOptions()) as gate:
+        best_ev, rule_ev = gate.retime([one_setting, regblock_rule()], rounds=2)
+    assert best_ev.passed and rule_ev.passed, (best_ev.message, rule_ev.message)
+    for ev in (best_ev, rule_ev):
+        for c in ev.cases:
+            assert len(c.timing.round_medians) == 2 and median_uncertainty(c.timing) < 0.05, c.name
+    cmp = compare(best_ev, rule_ev, 0.01)
+    assert cmp.faster == ["large"] and cmp.slower == [], cmp.describe()
+    assert cmp.moves

@@ -135,6 +135,8 @@ def shared_request(n: int, iteration: int) -> ProposalRequest:
 @pytest.mark.parametrize("key", ["anthropic:claude-opus-5-5", "anthropic:claude-haiku-4-5", "openai:gpt-6.2-sol",
                                  "openai:gpt-5.5"])
 def test_n_minus_one_of_each_fan_out_read_the_cache(key):
+    from loopback import _openai_breakpoints, openai_breakpoint_cache, tokens_of
+
     provider = key.split(":")[0]
     server = Loopback(start_delay=0.3).start()       # a response starts 0.3 s after its request arrives
     try:
@@ -158,6 +160,10 @@ def test_n_minus_one_of_each_fan_out_read_the_cache(key):
                 for c in readers:            # the others read all of it and write nothing
                     assert c.cache_write_tokens == 0
                     assert c.cache_read_tokens == first.cache_read_tokens + first.cache_write_tokens
+            elif openai_breakpoint_cache(key.split(":")[1]):
+                # gpt-5.6 and later: exactly the prefix up to the shared sections' breakpoint
+                shared = tokens_of(_openai_breakpoints(server.received[before].body)[1][0])
+                assert [c.cache_read_tokens for c in readers] == [shared] * 3
             else:
                 shared = first.cache_read_tokens + first.cache_write_tokens
                 for c in readers:            # the shared prefix, in 128-token steps
@@ -208,7 +214,8 @@ def test_the_long_cache_lifetime_once_an_iteration_outlasts_the_short_one(loopba
     def ttl_of(body: dict):
         if provider == "anthropic":
             return body["messages"][0]["content"][0]["cache_control"].get("ttl")
-        return (body.get("prompt_cache_options") or {}).get("ttl")
+        assert "prompt_cache_options" not in body         # the lifetime rides on the run's part's breakpoint
+        return body["input"][0]["content"][0]["prompt_cache_breakpoint"].get("ttl")
 
     p.propose(shared_request(2, 1))                   # the first iteration: the default lifetime
     clock.t += 60
@@ -220,6 +227,8 @@ def test_the_long_cache_lifetime_once_an_iteration_outlasts_the_short_one(loopba
     assert loopback.rejected == []                    # a 1 h breakpoint before a 5 min one is valid
     if provider == "anthropic":                       # the shared part keeps the 5-minute default
         assert "ttl" not in bodies[-1]["messages"][0]["content"][1]["cache_control"]
+    else:                                             # ... and the 30-minute one
+        assert bodies[-1]["input"][0]["content"][1]["prompt_cache_breakpoint"] == {"mode": "explicit"}
 
 
 def test_a_budget_below_one_worst_case_call_is_refused_before_any_call(tmp_path, loopback, monkeypatch):
@@ -287,38 +296,33 @@ def test_an_effort_the_model_does_not_list_is_stepped_to_one_it_does(loopback, k
     assert got == sent and loopback.rejected == []
 
 
-def test_the_loopback_rejects_what_the_provider_documents(loopback):
-    """The loopback is the test's measure: a request the table says is wrong gets the provider's 400."""
+def test_the_loopback_rejects_what_the_provider_documents_for_every_model(loopback):
+    """The loopback's own rules are the providers' rules for every model; none comes from models.json."""
     import anthropic
     import openai
 
     a = anthropic.Anthropic(api_key="k", base_url=loopback.url, max_retries=0, timeout=10)
+    many = [{"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}} for i in range(5)]
     cases = [
-        (dict(model="claude-opus-5-5", max_tokens=1000, thinking={"type": "disabled"}), "thinking.type.disabled"),
-        (dict(model="claude-opus-4-7", max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 2000}),
-         "thinking.type.enabled"),
-        (dict(model="claude-haiku-4-5", max_tokens=4000, thinking={"type": "adaptive"}), "thinking.type.adaptive"),
-        (dict(model="claude-sonnet-5-5", max_tokens=1000, tools=[{"name": "t", "input_schema": {"type": "object"}}],
-              tool_choice={"type": "tool", "name": "t"}), 'type "tool" and "any" are not supported'),
-        (dict(model="claude-haiku-4-5", max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 2000},
-              tools=[{"name": "t", "input_schema": {"type": "object"}}], tool_choice={"type": "any"}),
-         "Thinking may not be enabled when tool_choice forces tool use"),
-        (dict(model="claude-opus-5-5", max_tokens=1000, extra_body={"temperature": 0.5}), "`temperature` is deprecated"),
-        (dict(model="claude-opus-4-6", max_tokens=1000, extra_body={"output_config": {"effort": "xhigh"}}),
-         "output_config.effort"),
-        (dict(model="claude-sonnet-5-5", max_tokens=200_000), "maximum allowed number of output tokens"),
+        (dict(model="claude-opus-4-5", max_tokens=2000, thinking={"type": "enabled", "budget_tokens": 2000}),
+         "`max_tokens` must be greater than `thinking.budget_tokens`"),
+        (dict(model="claude-opus-4-5", max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 512}),
+         "greater than or equal to 1024"),
+        (dict(model="claude-opus-5-5", max_tokens=1000, messages=[{"role": "user", "content": many}]),
+         "A maximum of 4 blocks with cache_control"),
+        (dict(model="claude-opus-5-5", max_tokens=1000, messages=[{"role": "user", "content": [
+            {"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": "b", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}]),
+         "must not come after"),
     ]
     for kw, words in cases:
+        kw.setdefault("messages", [{"role": "user", "content": "hi"}])
         with pytest.raises(anthropic.BadRequestError) as info:
-            a.messages.create(messages=[{"role": "user", "content": "hi"}], **kw)
+            a.messages.create(**kw)
         assert words in str(info.value), (kw, str(info.value))
         assert info.value.body["type"] == "error" and info.value.body["error"]["type"] == "invalid_request_error"
     o = openai.OpenAI(api_key="k", base_url=loopback.openai_base_url, max_retries=0)
     for kw, words, param in [
-        (dict(model="gpt-6.2-sol", reasoning={"effort": "none"}), "does not support 'none'", "reasoning.effort"),
-        (dict(model="gpt-4.1", reasoning={"effort": "high"}), "'reasoning.effort' is not supported", "reasoning.effort"),
-        (dict(model="gpt-6-sol", reasoning={"effort": "high"}, temperature=0.2), "'temperature' is not supported",
-         "temperature"),
         (dict(model="gpt-6-sol", store=False, input=[{"type": "reasoning", "id": "rs_1", "summary": []},
                                                      {"role": "user", "content": "again"}]),
          "Items are not persisted when `store` is set to false", "input"),
@@ -328,7 +332,37 @@ def test_the_loopback_rejects_what_the_provider_documents(loopback):
         with pytest.raises(openai.BadRequestError) as info:
             o.responses.create(**kw)
         assert words in str(info.value) and info.value.body["param"] == param
-    assert len(loopback.rejected) == len(cases) + 5 and loopback.unscripted == []
+    assert len(loopback.rejected) == len(cases) + 2 and loopback.unscripted == [] and loopback.invalid == []
+
+
+def test_the_loopback_rejects_a_field_or_value_the_installed_sdk_does_not_define(loopback):
+    import anthropic
+    import openai
+
+    loopback.expect_invalid = True
+    a = anthropic.Anthropic(api_key="k", base_url=loopback.url, max_retries=0, timeout=10)
+    hi = [{"role": "user", "content": "hi"}]
+    for kw, words in [
+        (dict(extra_body={"output_config": {"effort": "ultra"}}), "$.output_config.effort: 'ultra' is not one of"),
+        (dict(extra_body={"thinking": {"type": "sometimes"}}), "'sometimes' is not one of"),
+        (dict(extra_body={"reasoning_budget": 5}), "has no field 'reasoning_budget'"),
+    ]:
+        with pytest.raises(anthropic.BadRequestError) as info:
+            a.messages.create(model="claude-opus-5-5", max_tokens=1000, messages=hi, **kw)
+        assert words in str(info.value), str(info.value)
+    o = openai.OpenAI(api_key="k", base_url=loopback.openai_base_url, max_retries=0)
+    for call, words in [
+        (lambda: o.responses.create(model="gpt-6-sol", input="hi", extra_body={"reasoning": {"effort": "ultra"}}),
+         "$.reasoning.effort: 'ultra' is not one of"),
+        (lambda: o.responses.create(model="gpt-6-sol", input="hi", extra_body={"max_tokens": 100}),
+         "has no field 'max_tokens'"),
+        (lambda: o.chat.completions.create(model="m", messages=hi, extra_body={"max_output_tokens": 100}),
+         "has no field 'max_output_tokens'"),
+    ]:
+        with pytest.raises(openai.BadRequestError) as info:
+            call()
+        assert words in str(info.value), str(info.value)
+    assert len(loopback.invalid) == 6 and loopback.unscripted == []
 
 
 def test_an_unlisted_model_learns_a_rejected_parameter_once_for_the_whole_fan_out(loopback):
@@ -360,8 +394,8 @@ def test_the_repair_turn_keeps_the_reasoning_with_store_false(loopback):
     # the first answer's reasoning goes back with its encrypted content (store: false keeps nothing)
     assert reasoning and reasoning[0]["encrypted_content"] == answer[0]["encrypted_content"]
     assert repair["store"] is False and "previous_response_id" not in repair
-    assert repair["input"][-2] == {"role": "assistant", "content": [
-        {"type": "output_text", "text": "I would tile it, but here is no code."}]}
+    # the assistant's turn in a form the SDK's request type defines (EasyInputMessageParam)
+    assert repair["input"][-2] == {"role": "assistant", "content": "I would tile it, but here is no code."}
     assert "could not be used" in repair["input"][-1]["content"][0]["text"]
     assert repair["input"][0] == first["input"][0]            # the same conversation, one turn longer
 
@@ -410,3 +444,92 @@ def json_dumps(obj) -> str:
     import json
 
     return json.dumps(obj)
+
+
+# -- GPT-5.6 and later: the cache is matched exactly at breakpoints (issue 34) -------------------
+
+def run_fan_outs(server: Loopback, p, iterations=(1, 2, 3), n: int = 4) -> list[tuple[list, list]]:
+    """(calls, bodies) of each iteration of ``n`` proposals."""
+    out = []
+    for iteration in iterations:
+        server.script("openai", *[tool({"source": vector_add(f"pass {i}"), "rationale": "r"}, output_tokens=900)
+                                  for i in range(n)])
+        before = len(server.received)
+        result = p.propose(shared_request(n, iteration))
+        assert result.errors == [] and server.rejected == [], [r.message for r in server.rejected]
+        out.append((result.calls, [r.body for r in server.received[before:]]))
+    return out
+
+
+def test_three_iterations_of_four_candidates_on_gpt_5_6_read_the_cache_on_n_minus_one_at_the_breakpoints():
+    from loopback import _openai_breakpoints, openai_breakpoint_cache, tokens_of
+
+    assert openai_breakpoint_cache("gpt-5.6-sol") and not openai_breakpoint_cache("gpt-5.5")
+    server = Loopback(start_delay=0.3).start()
+    try:
+        p = proposer_for("openai:gpt-5.6-sol", server)
+        for iteration, (calls, bodies) in enumerate(run_fan_outs(server, p), start=1):
+            for b in bodies:                 # the run's part and the shared sections each end at a breakpoint
+                assert [part.get("prompt_cache_breakpoint") for part in b["input"][0]["content"]] == [
+                    {"mode": "explicit"}, {"mode": "explicit"}, None]
+            static, shared, _implicit = (tokens_of(t) for t, _ in _openai_breakpoints(bodies[0]))
+            first, others = calls[0], calls[1:]
+            # the first reads the run's part written the iteration before, and writes the rest
+            assert first.cache_read_tokens == (static if iteration > 1 else 0)
+            assert first.cache_write_tokens > 0
+            # the other three read exactly the shared prefix, at its breakpoint, not rounded to 128 tokens
+            assert [c.cache_read_tokens for c in others] == [shared] * 3
+            assert all(c.input_tokens - c.cache_read_tokens - c.cache_write_tokens < 50 for c in others)
+    finally:
+        server.stop()
+
+
+def test_without_breakpoints_a_gpt_5_6_fan_out_reads_nothing_and_writes_every_request_whole():
+    """The issue's inference, under the documented rule: the implicit breakpoint alone (the end of
+    each prompt) is never shared by the proposals of a fan-out."""
+    server = Loopback(start_delay=0.3).start()
+    try:
+        p = proposer_for("openai:gpt-5.6-sol", server)
+        plain = p._input_parts
+        p._input_parts = lambda plan, index: [{k: v for k, v in part.items() if k != "prompt_cache_breakpoint"}
+                                              for part in plain(plan, index)]
+        ((calls, bodies),) = run_fan_outs(server, p, iterations=(1,))
+        assert all("prompt_cache_breakpoint" not in part for b in bodies for part in b["input"][0]["content"])
+        assert [c.cache_read_tokens for c in calls] == [0] * 4
+        assert all(c.cache_write_tokens == c.input_tokens for c in calls)
+    finally:
+        server.stop()
+
+
+def long_static_short_alone(lines: int = 200) -> ProposalRequest:
+    """A run's part under 4,096 tokens alone, over it with the shared sections."""
+    static = "# Task: saxpy\n" + "The reference and the device, described at length.\n" * lines
+    common = "# Current best: a0001\n" + "kernel source line of the current best\n" * 400
+    prompts = [f"{common}\n\n# Direction for this proposal\ndirection {i}" for i in range(2)]
+    return ProposalRequest(system="You write CUDA kernels.", prompt=prompts[0], n=2, iteration=1,
+                           static_prefix=static, prompts=prompts, directions=["d0", "d1"])
+
+
+@pytest.mark.parametrize("key, minimum", [("anthropic:claude-opus-4-6", 4096), ("openai:gpt-5.6-sol", 1024)])
+def test_the_run_s_part_gets_no_breakpoint_of_its_own_where_it_is_under_the_minimum_alone(loopback, key, minimum):
+    """Issue 34: the minimum was checked against the whole shared prefix, so the run's part's (1 h)
+    breakpoint could sit below it, cache nothing, and still be reported as on."""
+    provider = key.split(":")[0]
+    lines = 200 if provider == "anthropic" else 20
+    loopback.script(provider, *[tool({"source": vector_add("pass 1"), "rationale": "r"}) for _ in range(2)])
+    p = proposer_for(key, loopback, cache_ttl="long")
+    result = p.propose(long_static_short_alone(lines))
+    assert result.errors == [] and loopback.rejected == []
+    plan = result.calls[0].plan["cache"]
+    assert plan["on"] is True and plan["static_on"] is False and plan["static_tokens_estimate"] < minimum
+    assert "under the minimum" in plan["reason"] and plan["static_ttl"] is None
+    body = loopback.requests(provider)[0].body
+    if provider == "anthropic":
+        static_block, shared_block = body["messages"][0]["content"][:2]
+        assert "cache_control" not in static_block and shared_block["cache_control"] == {"type": "ephemeral"}
+    else:
+        static_part, shared_part = body["input"][0]["content"][:2]
+        assert "prompt_cache_breakpoint" not in static_part
+        assert shared_part["prompt_cache_breakpoint"] == {"mode": "explicit"}
+    # the shared prefix, which clears the minimum, is still read by the second proposal
+    assert result.calls[1].cache_read_tokens > 0

@@ -861,13 +861,38 @@ def test_openai_model_rejecting_max_tokens_gets_max_completion_tokens(loopback):
 def test_timeouts_are_counted_and_retried_a_bounded_number_of_times(loopback, provider, stream):
     sleeps = Sleeps()
     loopback.script(provider, *[tool(GOOD).slow(1.0)] * 3, tool(GOOD))
-    result = make(provider, loopback, timeout=0.3, timeout_retries=1, sleep=sleeps, stream=stream).propose(REQUEST)
+    # 8 output tokens: a whole answer waited for at once is given no longer than the 0.3 s either
+    result = make(provider, loopback, timeout=0.3, timeout_retries=1, sleep=sleeps, stream=stream,
+                  max_tokens=8).propose(REQUEST)
 
     assert result.proposals == [] and result.unreachable is False
     (call,) = result.calls
     assert (call.attempts, call.timeouts) == (2, 2) and len(sleeps) == 1
     assert call.error.startswith("timeout") and "timed out 2 time(s) at 0.3 s" in call.error
     assert len(loopback.requests(provider)) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_whole_answer_of_32k_tokens_is_given_the_time_it_takes_not_the_120_s_timeout(loopback, provider):
+    """Issue 34: the non-streaming path waited 120 s for answers of 32,000 tokens or more."""
+    loopback.script(provider, tool(GOOD))
+    p = make(provider, loopback, timeout=120, stream=False, max_tokens=32_000)
+    sent = []
+    resource = p._client.messages if provider == "anthropic" else (
+        p._client.responses if p.api == "responses" else p._client.chat.completions)
+    create = resource.create
+
+    def spy(*args, **kw):
+        sent.append(kw.get("timeout"))
+        return create(*args, **kw)
+
+    resource.create = spy
+    assert p.propose(REQUEST).errors == []
+    (timeout,) = sent
+    seconds = timeout.read if hasattr(timeout, "read") else timeout
+    assert seconds >= 32_000 * 3600 / 128_000 == 900            # the SDK's own reckoning: an hour per 128k
+    # a streamed answer keeps the timeout between chunks
+    assert p._request_timeout({"stream": True, "max_tokens": 32_000}).read == 120
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -1083,6 +1108,28 @@ def test_anthropic_and_openai_are_core_dependencies():
         {"anthropic", "openai"}                                  # the old extra still installs
 
 
+def test_the_sdk_bounds_are_the_releases_the_request_bodies_are_checked_against():
+    """pyproject.toml, the proposers' install hints and the installed SDKs agree (issue 34: the
+    bounds were anthropic>=0.60 and openai>=1.100, far below anything tested)."""
+    import importlib.metadata
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    from kernel_forge.proposers import anthropic_provider, openai_provider
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]
+    deps = {Requirement(d).name: Requirement(d) for d in project["dependencies"]}
+    for module, name in ((anthropic_provider, "anthropic"), (openai_provider, "openai")):
+        req = deps[name]
+        assert Requirement(module.SDK_REQUIREMENT) == req
+        assert importlib.metadata.version(name) in req.specifier                  # the one tested here
+        assert req.specifier.contains(".".join(importlib.metadata.version(name).split(".")[:2]) + ".0")
+        lowest = next(s.version for s in req.specifier if s.operator == ">=")
+        assert not req.specifier.contains("1.0") and tuple(map(int, lowest.split("."))) >= (2, 17)
+
+
 def _sse(events) -> str:
     return "".join((f"event: {name}\n" if name else "") + f"data: {json.dumps(data) if not isinstance(data, str) else data}\n\n"
                    for name, data in events)
@@ -1110,3 +1157,37 @@ def test_a_stream_the_sdk_cannot_assemble_is_a_recorded_failure(loopback, provid
     assert result.proposals == [] and loopback.pending(provider) == 1        # not retried
     (call,) = result.calls
     assert call.error.startswith("the streamed answer could not be assembled") and call.response is None
+
+
+# ------------------------------------------------------------------------- limits (issue 34)
+
+def test_a_local_server_s_truncation_retry_leaves_its_prompt_room_in_the_context(loopback):
+    """The retry doubled the output limit up to 32,768: a local server's whole default context."""
+    from kernel_forge.proposers.budget import estimate_tokens
+
+    loopback.script("chat", tool(GOOD, output_tokens=20_000), tool(GOOD, output_tokens=1_000))
+    p = make_model_proposer("openai:served-model", base_url=loopback.openai_base_url, api_key="k", timeout=5,
+                            server="vllm", prices={"openai:served-model": [0.1, 0.2]}, max_tokens=16_384)
+    assert p.caps.context == 32_768 and p.max_tokens_cap == 65_536
+    result = p.propose(REQUEST)
+    first, retry_ = (r.body for r in loopback.requests("chat"))
+    assert first["max_tokens"] == 16_384 and "asked again with max_tokens=" in result.calls[0].error
+    assert 16_384 < retry_["max_tokens"] <= 32_768 - estimate_tokens(retry_) < 32_768
+
+
+@pytest.mark.filterwarnings("ignore:Using Claude with")
+def test_the_thinking_budget_fallback_stays_within_the_model_s_maximum(loopback):
+    """The fallback from adaptive thinking to a budget set max_tokens = budget x 2 uncapped."""
+    from kernel_forge.proposers import capabilities
+    from kernel_forge.proposers.anthropic_provider import AnthropicProposer
+
+    caps = dataclasses.replace(capabilities.entries()["anthropic:claude-opus-4-6"], max_output=1_500)
+    loopback.script("anthropic", error(400, '"thinking.type.adaptive" is not supported for this model. Use '
+                                            '"thinking.type.enabled" with budget_tokens.'), tool(GOOD))
+    p = AnthropicProposer("claude-opus-4-6", base_url=loopback.anthropic_base_url, api_key=ANTHROPIC_KEY,
+                          timeout=5, max_tokens=1_000, capabilities=caps, prices=TEST_PRICES, sleep=Sleeps())
+    result = p.propose(REQUEST)
+    first, relaxed = (r.body for r in loopback.requests("anthropic"))
+    assert first["thinking"] == {"type": "adaptive"} and relaxed["thinking"]["type"] == "enabled"
+    assert relaxed["thinking"]["budget_tokens"] < relaxed["max_tokens"] <= 1_500
+    assert result.errors == []

@@ -796,3 +796,19 @@ def test_cli_report_redraws_a_finished_run(kforge, tmp_path):
     assert (run / "progress.png").read_bytes()[:4] == b"\x89PNG"
     r = kforge("report", tmp_path)
     assert r.exit_code == 2 and "not a kforge run folder" in r.stderr
+
+
+def test_a_new_best_records_each_case_s_ratio_and_band_and_says_where_it_was_faster(tmp_path):
+    opt = new_run(tmp_path, {"01_faster.cu": vector_add("pass 400")}, max_iterations=3)
+    lines = []
+    opt.progress = lines.append
+    summary = opt.run()
+    (faster,) = attempts_by_label(read(opt.run_dir, "history.json"))["01_faster.cu"]
+    r = faster["retimed"]
+    assert faster["best"] and r["rule"] == "case by case" and r["slower"] == [] and r["faster"]
+    for name in r["faster"]:
+        assert r["cases"][name]["ratio"] < 1 - r["cases"][name]["band"]
+    assert summary["best"]["retimed"]["cases"] == r["cases"]
+    (moved,) = [line for line in lines if "new best" in line]
+    assert "; faster on " + r["faster"][0] + " x" in moved
+    validate_all(opt.run_dir)
