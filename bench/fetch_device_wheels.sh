@@ -22,7 +22,7 @@ WHEELS=(
   jsonschema==4.26.0 referencing==0.37.0 rpds-py==2026.9.1 jsonschema-specifications==2025.9.1
   # the LLM proposers and what they need beyond the image (the 2026 SDKs use httpx2/httpcore2, with
   # truststore for certificates, instead of the image's httpx/httpcore; distro is no longer needed)
-  anthropic==2.15.0 openai==3.57.0 jiter==0.19.0 docstring-parser==0.18.0 opentelemetry-api==1.45.2
+  anthropic==2.17.0 openai==3.60.0 jiter==0.19.0 docstring-parser==0.18.0 opentelemetry-api==1.45.2
   httpx2==2.16.2 httpcore2==2.16.2 truststore==0.10.5 sniffio==1.3.1
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
   # on the image, but maybe older than needed: pydantic 2.14 needs typing-extensions >= 4.16,
