@@ -10,9 +10,10 @@ gives it to NVRTC as an in-memory header named :data:`NAME` and pre-includes it
 * Every macro is guarded (``#ifndef``); a kernel that defines one itself after the prelude
   keeps its own definition: the prelude silences NVRTC's warning 47 ("incompatible redefinition
   of macro") for that, and only that.
-* The fixed-width integer types are typedefs of the types ``<stdint.h>`` uses on the host (LP64:
-  ``int64_t`` is ``long``; Windows: ``long long``), so a kernel that also declares them the same
-  way compiles (C++ allows a typedef to be repeated).
+* The fixed-width integer types are the very types CUDA's own ``<cuda/std/cstdint>`` declares
+  under NVRTC (``int64_t`` is ``signed long long``), so a kernel that includes a CUDA header
+  declaring them too (cooperative groups, CUB) compiles: C++ allows a typedef to be repeated
+  with the same type.
 * The ``CUDART_*`` constants of ``math_constants.h`` are there too (kernels written for nvcc
   often include it; with the prelude the include is not needed, and its absence no error).
 
@@ -59,14 +60,10 @@ _MACROS = (
     ("CUDART_SQRT_2", "1.4142135623730951e+0"), ("CUDART_LN2", "6.9314718055994529e-1"),
 )
 
-_TYPES = """#if defined(__LP64__)
-typedef long int64_t; typedef unsigned long uint64_t; typedef long intptr_t; typedef unsigned long uintptr_t;
-#else
-typedef long long int64_t; typedef unsigned long long uint64_t; typedef long long intptr_t;
-typedef unsigned long long uintptr_t;
-#endif
-typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
-typedef int int32_t; typedef unsigned int uint32_t;
+_TYPES = """typedef signed char int8_t; typedef signed short int16_t; typedef signed int int32_t;
+typedef signed long long int64_t; typedef unsigned char uint8_t; typedef unsigned short uint16_t;
+typedef unsigned int uint32_t; typedef unsigned long long uint64_t;
+typedef int64_t intptr_t; typedef uint64_t uintptr_t; typedef int64_t intmax_t; typedef uint64_t uintmax_t;
 """
 
 

@@ -75,3 +75,21 @@ def test_the_prelude_guards_every_macro_and_its_name_changes_with_its_text():
     import hashlib
     assert hashlib.sha256(prelude.PRELUDE.encode()).hexdigest()[:12] in prelude.NAME
     assert prelude.hint_for("no such error") is None
+
+
+def test_a_kernel_that_includes_cooperative_groups_gets_the_same_integer_types_from_both():
+    """CUDA's <cuda/std/cstdint> declares int64_t and the others under NVRTC; the prelude's must be
+    the very same types, or every kernel including cooperative groups fails to compile."""
+    src = """#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void k(long long* x, int n)
+{
+    cg::thread_block cta = cg::this_thread_block();
+    int64_t v = (int64_t)n * INT32_MAX;
+    uint64_t u = UINT64_MAX;
+    cg::sync(cta);
+    if (threadIdx.x == 0) x[0] = v + (long long)(u & 1);
+}
+"""
+    res = compile_(src)
+    assert "error" not in res.log.lower()
