@@ -190,6 +190,12 @@ class Optimizer:
         if hist:
             self.state = RunState.from_json(hist, started=self.state.started)
             for a in self.state.attempts:
+                if a.proposer == "initial" and a.status == "pending" and a is not self.state.initial:
+                    # an earlier release recorded every setting of an initial kernel's tune lines
+                    # as pending attempts that nothing ever gated (the run stalled on them)
+                    a.status, a.reason = "failed", "duplicate"
+                    a.message = "a further setting of the initial kernel recorded by an earlier release; " \
+                                "the tuner searches the initial kernel's settings itself"
                 self._remember(a)
         return bool(hist)
 

@@ -178,3 +178,30 @@ def test_derived_settings_compile_with_nvrtc(setting):
     d = derive((BLUR / "naive.cu").read_text(), Launch(("cdiv(w, 16)", "cdiv(h, 16)"), (16, 16)))
     res = compile_source(parse_candidate(d.source).source, arch="sm_90", defines=setting, file_label="own.cu")
     assert "warning" not in res.log.lower()
+
+
+def test_a_run_recorded_with_the_old_stall_resumes_and_searches(tmp_path):
+    """Runs of the release before hold the initial kernel's further settings as pending "initial"
+    attempts that nothing gates; resumed, they are ruled out and the tuner searches."""
+    from kernel_forge.app.run_setup import resume_run
+
+    manifest = blur_task(tmp_path, "tuned.cu")
+    task = load_task(manifest)
+    opt = start_run(manifest, LoopConfig(archive="off", dispatch=False, roof_stop=0, max_iterations=1), GateOptions(),
+                    ProposerConfig(), runs_dir=tmp_path / "runs", gate=BlurGate(task))
+    opt.run()
+    path = opt.run_dir.path / "history.json"
+    hist = json.loads(path.read_text())
+    first = hist["attempts"][0]
+    stray = dict(first, id="a9999", status="pending", reason="", score_us=None, evaluation=None,
+                 defines={"BX": 8, "BY": 8, "RY": 1}, best=False, baseline=False)
+    (opt.run_dir.path / "attempts" / "a9999.cu").write_text((opt.run_dir.path / first["source_file"]).read_text())
+    stray["source_file"] = "attempts/a9999.cu"
+    hist["attempts"].insert(1, stray)
+    path.write_text(json.dumps(hist))
+    resumed = resume_run(opt.run_dir.path, overrides={"max_iterations": 5, "time_limit_s": 30},   # the stall: time_limit
+                         gate=BlurGate(task))
+    summary = resumed.run()
+    assert summary["stop_reason"].startswith("proposer_exhausted: every setting")
+    after = {a["id"]: a for a in json.loads(path.read_text())["attempts"]}
+    assert after["a9999"]["status"] == "failed" and after["a9999"]["reason"] == "duplicate"
