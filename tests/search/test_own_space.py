@@ -205,3 +205,13 @@ def test_a_run_recorded_with_the_old_stall_resumes_and_searches(tmp_path):
     assert summary["stop_reason"].startswith("proposer_exhausted: every setting")
     after = {a["id"]: a for a in json.loads(path.read_text())["attempts"]}
     assert after["a9999"]["status"] == "failed" and after["a9999"]["reason"] == "duplicate"
+
+
+ALL_MANIFESTS = sorted((ROOT / "manifests").glob("*.json")) + sorted((ROOT / "bench" / "wild").glob("*/*.json"))
+
+
+@pytest.mark.parametrize("manifest", ALL_MANIFESTS, ids=lambda p: p.stem)
+def test_no_bundled_or_corpus_kernel_gets_zero_settings(manifest):
+    line = render(estimate(LoopConfig(), ProposerConfig(), load_task(manifest)))[0]
+    assert "nothing to search" not in line and "at most 0 settings" not in line
+    assert re.search(r"gates at most [1-9]\d* settings \(every setting of \S", line), line
