@@ -90,9 +90,11 @@ def _block_axes(code: str, launch: Launch) -> list[tuple[int, int, str]]:
     return out
 
 
-def derive(source: str, launch: Launch | None, *, name: str = "kernel.cu") -> Derived | None:
+def derive(source: str, launch: Launch | None, *, name: str = "kernel.cu", own_defines: dict | None = None
+           ) -> Derived | None:
     """The kernel with its tunables made explicit, or None when nothing of it is safe to tune
-    (``launch``: the kernel's own header launch or the manifest's)."""
+    (``launch``: the kernel's own header launch or the manifest's; ``own_defines``: its own
+    ``// kforge: define`` values, kept)."""
     code = strip_comments(source)
     lines = source.splitlines()
     tunables: dict[str, tuple[int, ...]] = {}
@@ -167,7 +169,8 @@ def derive(source: str, launch: Launch | None, *, name: str = "kernel.cu") -> De
     if not tunables:
         return None
     body = "\n".join(macro_lines + [joined]) + ("\n" if source.endswith("\n") else "")
-    cand = Candidate(source=body, name=name, launch=new_launch, tunables=tunables, defines=defines,
+    cand = Candidate(source=body, name=name, launch=new_launch, tunables=tunables,
+                     defines={**(own_defines or {}), **defines},
                      constraints=tuple(constraints))
     return Derived(source=cand.render(), tunables=tunables, what=what)
 

@@ -70,7 +70,7 @@ def own_templates(task, listed: list) -> list[TunerTemplate]:
                               origin="own tune lines", path=Path(initial))]
     if listed:
         return []
-    derived = derive(cand.source, cand.launch or task.launch, name=Path(initial).name)
+    derived = derive(cand.source, cand.launch or task.launch, name=Path(initial).name, own_defines=cand.defines)
     if derived is None:
         return []
     return [TunerTemplate(name=f"{Path(initial).stem}.own-space.cu", text=derived.source, origin="derived",

@@ -215,3 +215,20 @@ def test_no_bundled_or_corpus_kernel_gets_zero_settings(manifest):
     line = render(estimate(LoopConfig(), ProposerConfig(), load_task(manifest)))[0]
     assert "nothing to search" not in line and "at most 0 settings" not in line
     assert re.search(r"gates at most [1-9]\d* settings \(every setting of \S", line), line
+
+
+def test_the_kernels_own_defines_and_header_launch_are_kept_in_its_derived_space():
+    src = """// kforge: grid = [cdiv(n, 128)]
+// kforge: block = [128]
+// kforge: define SCALE = 3
+extern "C" __global__ void scale(float* x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= SCALE;
+}
+"""
+    cand = parse_candidate(src)
+    d = derive(cand.source, cand.launch, own_defines=cand.defines)
+    got = parse_candidate(d.source)
+    assert got.defines["SCALE"] == 3 and got.defines["KF_BX"] == 128 and "SCALE" not in got.tunables
+    assert got.launch.grid == ("cdiv(n, KF_BX)",) and got.launch.block == ("KF_BX",)
