@@ -66,7 +66,9 @@ def own_templates(task, listed: list) -> list[TunerTemplate]:
     except (KForgeError, OSError):
         return []
     if cand.tunables:
-        return [TunerTemplate(name=Path(initial).name, text=Path(initial).read_text(encoding="utf-8"),
+        taken = {t.name if isinstance(t, TunerTemplate) else Path(t).name for t in listed}
+        name = Path(initial).name if Path(initial).name not in taken else f"{Path(initial).stem}.initial.cu"
+        return [TunerTemplate(name=name, text=Path(initial).read_text(encoding="utf-8"),
                               origin="own tune lines", path=Path(initial))]
     if listed:
         return []

@@ -232,3 +232,14 @@ extern "C" __global__ void scale(float* x, int n)
     got = parse_candidate(d.source)
     assert got.defines["SCALE"] == 3 and got.defines["KF_BX"] == 128 and "SCALE" not in got.tunables
     assert got.launch.grid == ("cdiv(n, KF_BX)",) and got.launch.block == ("KF_BX",)
+
+
+def test_the_initial_kernels_tune_lines_get_a_label_of_their_own_beside_a_template_of_the_same_file_name(tmp_path):
+    manifest = blur_task(tmp_path, "tuned.cu")
+    (tmp_path / "other").mkdir()
+    shutil.copy(BLUR / "tuned.cu", tmp_path / "other" / "tuned.cu")
+    data = json.loads(manifest.read_text())
+    data["templates"] = ["other/tuned.cu"]
+    manifest.write_text(json.dumps(data))
+    names = [t.name for t in make_proposer(ProposerConfig(), load_task(manifest)).templates]
+    assert names == ["tuned.cu", "tuned.initial.cu"]
