@@ -24,6 +24,17 @@ harness found (kforge: the n16M median of the best candidate; Kernel Tuner: its 
 backend that fails) its rows say why and the rest still runs.
 
     PYTHONPATH=$PWD:/tmp/site python bench/vs_kernel_tuner.py --out $OUT/vs_kernel_tuner.json
+
+``--case stencil`` (issue 29): a user's kernel with its own tune lines, no ``templates`` entry.
+The 3x3 blur of bench/wild/blur3x3/tuned.cu (``(const float* x, float* y, int h, int w)``, BX x
+BY threads each computing RY rows, 54 valid settings) on 4096 x 4096: kforge's model-free
+``optimize`` (the library's start_run, in this process: defaults but --roof-stop 0, no dispatch
+rule, no archive, no profile, so that it gates every setting and only that) against Kernel
+Tuner's brute force over the same 54 settings (tune_kernel, answer checked, grid_div_y = BY*RY).
+The figure of merit is the wall time to gate every valid setting; the goal is kforge <= 2x
+Kernel Tuner's.
+
+    PYTHONPATH=$PWD:/tmp/site python bench/vs_kernel_tuner.py --case stencil --out $OUT/vs_kt_stencil.json
 """
 from __future__ import annotations
 
@@ -191,6 +202,135 @@ def run_kernel_tuner(lang: str, iterations: int) -> dict:
     return row
 
 
+# ------------------------------------------------------------------------------ the 2-D stencil
+
+STENCIL = ROOT / "bench" / "wild" / "blur3x3"
+STENCIL_H = STENCIL_W = 4096
+STENCIL_SETTINGS = 54
+
+
+def stencil_manifest(directory: Path) -> Path:
+    """bench/wild/blur3x3's manifest with tuned.cu (its own tune lines) as the initial kernel and no
+    templates entry, every path absolute."""
+    data = json.loads((STENCIL / "blur3x3.json").read_text())
+    data.pop("$schema", None)
+    data.pop("launch", None)                   # tuned.cu's header carries its launch
+    data["initial"] = str(STENCIL / "tuned.cu")
+    data["reference"] = {"python": str(STENCIL / "reference.py") + ":reference"}
+    data["cases"] = [c for c in data["cases"] if c["role"] != "performance"] + [
+        {"name": "hd4k", "role": "performance", "vars": {"h": STENCIL_H, "w": STENCIL_W}}]
+    path = directory / "blur3x3_tuned.json"
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+def run_kforge_stencil(manifest: Path, cache_root: Path) -> dict:
+    """kforge's model-free optimize over the kernel's own 54 settings: wall time and what it gated."""
+    from kernel_forge.app.run_setup import start_run
+    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.loop import LoopConfig
+    from kernel_forge.config.proposer import ProposerConfig
+
+    os.environ["KFORGE_CACHE_DIR"] = str(cache_root / "kforge-stencil")
+    loop = LoopConfig(archive="off", roof_stop=0, dispatch=False, profile=False, tune_time_limit_s=0,
+                      time_limit_s=900)
+    lines: list[str] = []
+    t0 = time.perf_counter()
+    opt = start_run(manifest, loop, GateOptions(), ProposerConfig(), runs_dir=cache_root / "runs",
+                    progress=lambda m: (lines.append(m), print(m, flush=True)))
+    summary = opt.run()
+    wall = time.perf_counter() - t0
+    hist = json.loads((opt.run_dir.path / "history.json").read_text())["attempts"]
+    gated = {tuple(sorted(a["defines"].items())) for a in hist
+             if a["proposer"] in ("initial", "tune") and a.get("evaluation")}
+    passed = [a for a in hist if a["proposer"] in ("initial", "tune") and a["status"] == "passed" and a.get("score_us")]
+    best = min(passed, key=lambda a: a["score_us"]) if passed else None
+    row = {"harness": "kforge optimize (model-free, own tune lines)", "wall_s": wall, "settings_gated": len(gated),
+           "iterations": summary.get("iterations"), "stop_reason": summary.get("stop_reason"),
+           "run": str(opt.run_dir.path), "iteration_lines": [x for x in lines if "] iteration " in x]}
+    if best:
+        row["best_us"], row["best_setting"] = best["score_us"], best["defines"]
+    return row
+
+
+def run_kernel_tuner_stencil(lang: str, iterations: int) -> dict:
+    """Kernel Tuner's brute force over the same 54 settings, answer checked."""
+    import numpy as np
+    from kernel_tuner import tune_kernel
+
+    src = "\n".join(l for l in (STENCIL / "tuned.cu").read_text().splitlines() if "kforge:" not in l)
+    rng = np.random.default_rng(0)
+    h, w = STENCIL_H, STENCIL_W
+    x = rng.standard_normal((h, w)).astype(np.float32)
+    p = np.pad(x.astype(np.float64), 1, mode="edge")
+    want = (sum(p[i:i + h, j:j + w] for i in range(3) for j in range(3)) / 9.0).astype(np.float32)
+    y = np.zeros_like(x)
+    params = {"BX": [8, 16, 32, 64, 128], "BY": [1, 2, 4, 8, 16], "RY": [1, 2, 4]}
+    t0 = time.perf_counter()
+    results, env = tune_kernel("blur3x3", src, (w, h), [x, y, np.int32(h), np.int32(w)], params,
+                               grid_div_x=["BX"], grid_div_y=["BY", "RY"], block_size_names=["BX", "BY", "BZ"],
+                               restrictions=["BX*BY>=64", "BX*BY<=1024"], answer=[None, want, None, None],
+                               atol=1e-5, lang=lang, iterations=iterations, quiet=True, cache=None)
+    wall = time.perf_counter() - t0
+    timed = [r for r in results if isinstance(r.get("time"), (int, float))]
+    row = {"harness": f"Kernel Tuner brute force ({lang})", "lang": lang, "wall_s": wall,
+           "settings_gated": len(results), "device": env.get("device_name"),
+           "kernel_tuner_version": env.get("kernel_tuner_version")}
+    if timed:
+        best = min(timed, key=lambda r: r["time"])
+        row["best_us"], row["best_setting"] = best["time"] * 1000.0, {k: best[k] for k in params}
+    return row
+
+
+def stencil_table(rows: list[dict]) -> str:
+    kt = next((r["wall_s"] for r in rows if r.get("lang") == "nvcuda" and "wall_s" in r), None)
+    out = ["| harness | settings gated (of 54) | wall time (s) | this ÷ Kernel Tuner (CUDA) | best time found | at |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "skipped" in r:
+            out.append(f"| {r['harness']} | skipped: {r['skipped']} | | | | |")
+            continue
+        ratio = f"{r['wall_s'] / kt:.2f}" if kt else "-"
+        best = f"{r['best_us']:.1f} µs" if r.get("best_us") else "-"
+        out.append(f"| {r['harness']} | {r['settings_gated']} | {r['wall_s']:.1f} | {ratio} | {best} "
+                   f"| {r.get('best_setting', '-')} |")
+    return "\n".join(out + ["", "- goal (issue 29): kforge gates every valid setting in at most 2x Kernel Tuner's "
+                              "brute-force wall time; Kernel Tuner's best: its mean of `iterations` launches, "
+                              "no L2 flush; kforge's: the median, L2 flushed"])
+
+
+def main_stencil(args, cache_root: Path) -> int:
+    rows: list[dict] = []
+    report = {"benchmark": {"case": "stencil", "kernel": "bench/wild/blur3x3/tuned.cu", "h": STENCIL_H,
+                            "w": STENCIL_W, "settings": STENCIL_SETTINGS, "kt_iterations": args.kt_iterations},
+              "python": platform.python_version(), "rows": rows}
+    started = time.perf_counter()
+    if args.only != "kforge":
+        try:
+            import kernel_tuner  # noqa: F401
+        except ImportError as exc:
+            rows.append({"harness": "Kernel Tuner brute force (nvcuda)",
+                         "skipped": f"kernel_tuner is not installed ({exc})"})
+        else:
+            print("[vs-kt] Kernel Tuner brute force over the stencil ...", flush=True)
+            try:
+                rows.append(run_kernel_tuner_stencil("nvcuda", args.kt_iterations))
+            except Exception as exc:  # noqa: BLE001 - one side failing must not lose the other
+                rows.append({"harness": "Kernel Tuner brute force (nvcuda)",
+                             "skipped": f"failed: {type(exc).__name__}: {exc}".splitlines()[0],
+                             "traceback": traceback.format_exc()})
+    if args.only != "kernel_tuner":
+        print("[vs-kt] kforge optimize over the stencil's own tune lines ...", flush=True)
+        rows.append(run_kforge_stencil(stencil_manifest(cache_root), cache_root))
+    report["wall_s"] = time.perf_counter() - started
+    report["table"] = stencil_table(rows)
+    print(report["table"])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1, default=str))
+    print(f"[vs-kt] wrote {args.out} ({report['wall_s']:.0f} s)")
+    return 0
+
+
 def table(rows: list[dict]) -> str:
     kt = next((r["per_candidate_ms"]["median"] for r in rows
                if r.get("lang") == "nvcuda" and "per_candidate_ms" in r), None)
@@ -221,11 +361,16 @@ def main(argv=None) -> int:
     ap.add_argument("--kt-iterations", type=int, default=7,
                     help="Kernel Tuner's timed launches per configuration (its default: 7)")
     ap.add_argument("--only", choices=("kforge", "kernel_tuner"), help="run one side only")
+    ap.add_argument("--case", choices=("vector_add", "stencil"), default="vector_add",
+                    help="vector_add: 10 block sizes, per candidate; stencil: a 3x3 blur's own 54 settings, "
+                         "the wall time to gate them all (issue 29)")
     args = ap.parse_args(argv)
 
     cache_root = Path(tempfile.mkdtemp(prefix="kforge-vs-kt-"))
     # CuPy's own kernel cache: fresh too (it is read when cupy first compiles, in this process)
     os.environ["CUPY_CACHE_DIR"] = str(cache_root / "cupy")
+    if args.case == "stencil":
+        return main_stencil(args, cache_root)
     rows: list[dict] = []
     report = {"benchmark": {"task": "vector_add", "n_perf": N_PERF, "n_correctness": N_ODD,
                             "block_sizes": list(BLOCKS), "kt_iterations": args.kt_iterations},

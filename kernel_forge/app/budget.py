@@ -41,6 +41,7 @@ class Budget:
     time_source: str = ""
     budget_usd: float | None = None
     max_tokens: int | None = None
+    searched: list = field(default_factory=list)   # tune: (label, origin, settings, what) of each kernel searched
 
 
 def _prompt_chars(loop, task=None) -> int:
@@ -66,16 +67,19 @@ def estimate(loop, prop, task=None) -> Budget:
     elif prop.kind == "tune" and loop.tune_time_limit_s:
         b.time_limit_s, b.time_source = loop.tune_time_limit_s, "the tuner's default, --tune-time-limit"
     if prop.kind == "tune":
-        b.settings_cap = (iterations * loop.tune_budget * max(1, len(getattr(task, "templates", ()) or ()))
-                          if iterations else None)
+        searched = []
         if task is not None:
-            from kernel_forge.model.candidate import load_candidate
+            from kernel_forge.app.run_setup import tuner_search
             from kernel_forge.common.errors import KForgeError
+            from kernel_forge.search.tuner import TunerTemplate
 
             try:
-                b.settings = sum(int(load_candidate(t).count_configurations()) for t in task.templates)
-            except KForgeError:
+                searched = [TunerTemplate.of(t) for t in tuner_search(task)]
+                b.searched = [(t.name, t.origin, t.settings(), t.what) for t in searched]
+                b.settings = sum(n for _, _, n, _ in b.searched)
+            except (KForgeError, OSError):
                 b.settings = None
+        b.settings_cap = (iterations * loop.tune_budget * max(1, len(searched)) if iterations else None)
         return b
     if prop.kind != "models":
         return b
@@ -117,15 +121,30 @@ def _tok(n: int) -> str:
     return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else str(n)
 
 
+def _searched(item) -> str:
+    label, origin, n, what = item
+    if origin == "own tune lines":
+        return f"{label}'s own tune lines ({n})"
+    if origin == "derived":
+        return f"{label} derived from the initial kernel: {what} ({n})"
+    return f"{label} ({n})"
+
+
 def render(b: Budget) -> list[str]:
     """The budget as the lines ``kforge optimize`` prints before it starts."""
     time = (f"time: at most {b.time_limit_s:g} s ({b.time_source})" if b.time_limit_s is not None
             else "time: no limit (--time-limit S sets one)")
     if b.kind == "tune":
+        if b.settings == 0 or (b.settings is not None and not b.searched):
+            return [f"[kforge] budget: the built-in tuner has nothing to search (no template, no expert pattern of "
+                    f"this signature, no tune lines in the initial kernel and nothing in it safe to tune); {time}"]
+        names = "; ".join(_searched(s) for s in b.searched)
         have = f"{b.settings} settings in the task's templates" if b.settings is not None else "its templates' settings"
+        if b.searched:
+            have = f"{b.settings} settings: {names}"
         if b.settings_cap is None:
-            most = f"{b.settings} settings (every setting of its templates)" if b.settings is not None else \
-                "every setting of its templates"
+            most = (f"{b.settings} settings (every setting of {names or 'its templates'})" if b.settings is not None
+                    else "every setting of its templates")
             return [f"[kforge] budget: the built-in tuner gates at most {most}, no model calls, $0; {time}"]
         return [f"[kforge] budget: the built-in tuner gates at most {min(b.settings_cap, b.settings or b.settings_cap)} "
                 f"settings ({have}; {b.iterations} iterations x --tune-budget per template), no model calls, $0; {time}"]

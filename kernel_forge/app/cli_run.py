@@ -116,9 +116,9 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
         check_proposer(prop)
         check_budget_prices(prop, loop.budget_usd)
         if prop.kind == "tune":
-            _echo("[kforge] no model configured: using the built-in tuner over the task's templates. "
-                  "To use an LLM: --model anthropic:claude-sonnet-5-5 (ANTHROPIC_API_KEY) or --model openai:gpt-6.2-sol "
-                  "(OPENAI_API_KEY), or --base-url for a local OpenAI-compatible server.")
+            _echo("[kforge] no model configured: using the built-in tuner (the task's templates and its own kernel: "
+                  "the budget line names them). To use an LLM: --model anthropic:claude-sonnet-5-5 (ANTHROPIC_API_KEY) "
+                  "or --model openai:gpt-6.2-sol (OPENAI_API_KEY), or --base-url for a local OpenAI-compatible server.")
         from kernel_forge.app.budget import estimate, render
         from kernel_forge.model.task import load_task
         for line in render(estimate(loop, prop, load_task(manifest))):   # what it may spend, before it starts

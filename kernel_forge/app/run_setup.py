@@ -169,12 +169,21 @@ def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = 
                                        **model_options(cfg)) for m in cfg.models]
         return EnsembleProposer(members, cfg.ensemble)
     from kernel_forge.search.tuner import TuneProposer
+    done = len({a.get("label") for a in history if a.get("proposer") == "tune"})
+    return TuneProposer(tuner_search(task), skip=done)
+
+
+def tuner_search(task) -> list:
+    """Everything the built-in tuner searches on ``task``: its templates (else the expert patterns
+    that carry its exact signature), then the user's own kernel (its tune lines, or a space
+    derived from it: :func:`kernel_forge.search.tuner.own_templates`)."""
+    from kernel_forge.search.tuner import own_templates
+
     templates = list(getattr(task, "templates", ()) or ())
     if not templates:
         from kernel_forge.patterns import tuner_templates
         templates = tuner_templates(task)      # the expert patterns that carry this task's exact signature
-    done = len({a.get("label") for a in history if a.get("proposer") == "tune"})
-    return TuneProposer(templates, skip=done)
+    return templates + own_templates(task, templates)
 
 
 def baseline_kind(task: Task, prop: ProposerConfig) -> str:

@@ -79,10 +79,10 @@ class CandidateError(InputError):
 class CompileError(InputError):
     """NVRTC rejected the source. ``log`` is NVRTC's full log; ``lines`` the kernel lines named."""
 
-    def __init__(self, message: str, *, log: str = "", lines: tuple[int, ...] = ()):
+    def __init__(self, message: str, *, log: str = "", lines: tuple[int, ...] = (), hint: str | None = None):
         self.log = log
         self.lines = lines
-        super().__init__(message)
+        super().__init__(message, hint=hint)
 
 
 class ReferenceError_(InputError):

@@ -76,7 +76,10 @@ def ptx(source: str, *, arch: str, defines: dict | None = None, file_label: str 
 
     nvrtc = _nvrtc()
     options = build_options(arch, defines)
-    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), file_label.encode(), 0, [], []), "nvrtcCreateProgram")
+    from kernel_forge.gpu import prelude
+
+    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), file_label.encode(), *prelude.headers()),
+                  "nvrtcCreateProgram")
     try:
         err, = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:

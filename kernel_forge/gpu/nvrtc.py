@@ -111,7 +111,9 @@ def serves_from_driver_cache() -> bool:
 
 def build_options(arch: str, defines: dict | None = None, extra: tuple[str, ...] = (),
                   lineinfo: bool = True) -> tuple[str, ...]:
-    opts = [f"--gpu-architecture={arch}", "--std=c++17", "--ptxas-options=-v"]
+    from kernel_forge.gpu import prelude
+
+    opts = [f"--gpu-architecture={arch}", "--std=c++17", "--ptxas-options=-v", prelude.OPTION]
     if serves_from_driver_cache():
         opts.append("--no-cache")
     if lineinfo:
@@ -186,7 +188,9 @@ def compile_source(source: str, *, arch: str, defines: dict | None = None,
             pass  # a damaged cache entry: compile again
 
     t0 = time.perf_counter()
-    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), file_label.encode(), 0, [], []),
+    from kernel_forge.gpu import prelude
+
+    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), file_label.encode(), *prelude.headers()),
                   "nvrtcCreateProgram")
     try:
         err, = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
@@ -204,7 +208,7 @@ def compile_source(source: str, *, arch: str, defines: dict | None = None,
             if lines and 0 < lines[0][0] <= len(src_lines):
                 shown = f"\n    {lines[0][0]:4d} | {src_lines[lines[0][0] - 1]}"
             raise CompileError(f"{file_label}: NVRTC could not compile it: {first}{shown}",
-                               log=log, lines=tuple(n for n, _ in lines))
+                               log=log, lines=tuple(n for n, _ in lines), hint=prelude.hint_for(log))
         size = _check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
         cubin_buf = bytearray(int(size))
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin_buf), "nvrtcGetCUBIN")

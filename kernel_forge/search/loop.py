@@ -190,6 +190,12 @@ class Optimizer:
         if hist:
             self.state = RunState.from_json(hist, started=self.state.started)
             for a in self.state.attempts:
+                if a.proposer == "initial" and a.status == "pending" and a is not self.state.initial:
+                    # an earlier release recorded every setting of an initial kernel's tune lines
+                    # as pending attempts that nothing ever gated (the run stalled on them)
+                    a.status, a.reason = "failed", "duplicate"
+                    a.message = "a further setting of the initial kernel recorded by an earlier release; " \
+                                "the tuner searches the initial kernel's settings itself"
                 self._remember(a)
         return bool(hist)
 
@@ -488,10 +494,15 @@ class Optimizer:
             out.append(a)
         else:
             exclude = self._tried(cand)
-            # archived settings of this template measured on this GPU go first, then the search's own
-            warm = [d for d in self.retrieved.configs_for(cand, p.label) if tuple(sorted(d.items())) not in exclude
-                    and cand.dispatch is None]     # a dispatch rule is gated whole, as written
-            picked = [(d, "archived") for d in warm] + self._first_settings(p, cand, warm, exclude)
+            warm: list[dict] = []
+            if p.proposer == "initial":      # the kernel as the user wrote it: its declared setting only
+                picked = [(dict(cand.defines), "")]     # (its tune lines are the tuner's to search)
+            else:
+                # archived settings of this template measured on this GPU go first, then the search's own
+                warm = [d for d in self.retrieved.configs_for(cand, p.label)
+                        if tuple(sorted(d.items())) not in exclude
+                        and cand.dispatch is None]     # a dispatch rule is gated whole, as written
+                picked = [(d, "archived") for d in warm] + self._first_settings(p, cand, warm, exclude)
             if not picked:
                 out.append(self._duplicate(p, slot, cand))
             for d, why in picked:

@@ -114,3 +114,30 @@ def test_the_wheel_list_pins_one_version_of_each_project_the_device_lacks():
     # the image has these; carrying them would put a second version beside the image's
     for on_image in ("attrs", "numpy", "scipy", "pandas", "scikit_learn", "click", "certifi", "nvidia_cuda_cupti"):
         assert on_image not in names, on_image
+
+
+def test_the_stencil_case_searches_the_blurs_own_54_settings_with_no_templates_entry(bench, tmp_path):
+    task = load_task(bench.stencil_manifest(tmp_path))
+    assert task.templates == () and task.initial.name == "tuned.cu" and task.launch is None
+    from kernel_forge.model.candidate import load_candidate
+    cand = load_candidate(task.initial)
+    assert len(cand.configurations()) == bench.STENCIL_SETTINGS == 54
+    perf = [c for c in task.cases if c.role == "performance"]
+    assert [(c.vars["h"], c.vars["w"]) for c in perf] == [(4096, 4096)]
+    # Kernel Tuner's side covers the same settings: its restrictions and grid divisors agree
+    import itertools
+    kt = [dict(zip(("BX", "BY", "RY"), v)) for v in itertools.product([8, 16, 32, 64, 128], [1, 2, 4, 8, 16], [1, 2, 4])
+          if 64 <= v[0] * v[1] <= 1024]
+    assert sorted(map(lambda d: sorted(d.items()), kt)) == sorted(sorted(d.items()) for d in cand.configurations())
+    for d in cand.configurations():
+        grid, block, _ = cand.with_defines(d).launch.resolve({"h": 4096, "w": 4096, **d})
+        assert grid[:2] == (-(-4096 // d["BX"]), -(-4096 // (d["BY"] * d["RY"]))) and block[:2] == (d["BX"], d["BY"])
+
+
+def test_without_kernel_tuner_the_stencil_row_says_why(bench, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "kernel_tuner", None)
+    out = tmp_path / "st.json"
+    assert bench.main(["--case", "stencil", "--only", "kernel_tuner", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["rows"][0]["skipped"].startswith("kernel_tuner is not installed")
+    assert report["benchmark"]["settings"] == 54 and "2x Kernel Tuner" in report["table"]

@@ -189,7 +189,8 @@ def test_bundled_kernels_compile_for_sm_90(path):
 def test_build_options():
     opts = build_options("sm_90", {"B": 2, "A": 1.5}, ("-DEXTRA",), lineinfo=False)
     assert opts[:3] == ("--gpu-architecture=sm_90", "--std=c++17", "--ptxas-options=-v")
-    rest = [o for o in opts[3:] if o != "--no-cache"]
+    assert opts[3].startswith("--pre-include=kforge_prelude_")       # nvcc's implicit names (gpu/prelude.py)
+    rest = [o for o in opts[4:] if o != "--no-cache"]
     assert "-lineinfo" not in opts
     assert rest[:3] == ["-DA=1.5", "-DB=2", "-DEXTRA"]
     assert all(o.startswith("--include-path=") for o in rest[3:])

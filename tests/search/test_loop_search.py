@@ -320,7 +320,9 @@ def test_the_budget_names_a_model_without_a_price_and_the_tuners_settings():
     t = estimate(LoopConfig(), ProposerConfig(), task)
     n = sum(valid_settings(task).values())
     assert n > 68 + 7 and (t.settings, t.time_limit_s, t.settings_cap) == (n, 180.0, None)
-    assert f"gates at most {n} settings (every setting of its templates)" in render(t)[0]
+    assert f"gates at most {n} settings (every setting of gemm_simt_warptile.cu (276); " in render(t)[0]
+    for name, count in valid_settings(task).items():          # the budget line names what is searched
+        assert f"{name} ({count})" in render(t)[0]
     capped = estimate(LoopConfig(max_iterations=2), ProposerConfig(), task)
     assert f"gates at most {min(n, 2 * 24 * 3)} settings ({n} settings" in render(capped)[0]
     assert "at most 180 s" in render(t)[0]
