@@ -85,10 +85,11 @@ def find_elementwise(probe) -> Iterator[Match]:
     for x in full:                                               # fused chains with a row-broadcast bias
         rest = [r for r in full if r != x]
         splits = [(r, c) for r, c in dims(probe, n) if r > 1 and c > 1] or [(1, n)]
+        first = True                                             # act(x) + res: on the first split only
         for rows, cols in splits:
             vecs = [b for b in probe.inputs_of(cols) if b not in (x, y)] if rows > 1 else []
             for act in FUNCTIONS:
-                for b in [None, *vecs]:
+                for b in ([None] if first else []) + vecs:
                     pre = probe.values[x].reshape(rows, cols) + (probe.values[b][None, :] if b else 0.0)
                     a = _f(act, pre).reshape(-1)
                     for r in [None, *rest]:
@@ -101,6 +102,5 @@ def find_elementwise(probe) -> Iterator[Match]:
                             if b:
                                 binding["cols"] = param_for(probe, cols)
                             yield Match("elementwise", binding, {"form": form, "act": act})
-            if not vecs:
-                break
+            first = False
     return
