@@ -151,9 +151,97 @@ def _row_softmax(w: _Writer) -> str:
     return f"kf_row_softmax({x}, {y}, {w.size('rows')}, (int){w.size('cols')})"
 
 
+def _elementwise(w: _Writer) -> str:
+    from kernel_forge.kinds.maps import BINARY, FUNCTIONS
+
+    p = w.match.params
+    form = p.get("form", "map")
+    y, x = w.buffer("y"), w.buffer("x")
+    z = w.buffer("z", required=False)
+    bias = w.buffer("bias", required=False)
+    res = w.buffer("res", required=False)
+    act = FUNCTIONS[p.get("act", "identity")][1]
+    if form == "binary":
+        body = f"const float a = xv, b = zv;\n    return {BINARY[p['op']][1]};"
+    elif form == "scale":
+        body = "return alpha * xv;"
+    elif form == "axpy":
+        body = "return fmaf(alpha, xv, zv);"
+    else:
+        body = (f"float v = xv{' + bv' if bias != 'nullptr' else ''};\n    v = {act};\n"
+                f"    return v{' + rv' if res != 'nullptr' else ''};")
+    w.slots["OP"] = ("__device__ __forceinline__ float kf_op(float xv, float zv, float bv, float rv, float alpha)\n"
+                     f"{{\n    {body}\n}}")
+    w.slots["N"] = w.launch_size("n")
+    w.defines.update(KF_HAS_Z=int(z != "nullptr"), KF_HAS_BIAS=int(bias != "nullptr"), KF_HAS_RES=int(res != "nullptr"))
+    cols = w.size("cols") if bias != "nullptr" else "1LL"
+    alpha = f"(float)({w.role('alpha')})" if w.role("alpha") else "1.0f"
+    return f"kf_elementwise({x}, {z}, {bias}, {res}, {y}, {w.size('n')}, {cols}, {alpha})"
+
+
+def _stencil2d(w: _Writer) -> str:
+    p = w.match.params
+    x, y = w.buffer("x"), w.buffer("y")
+    taps = w.buffer("taps", required=False)
+    k = int(p.get("k", 3))
+    w.defines.update(KF_K=k, KF_EDGE_CLAMP=int(p.get("edge") == "clamp"), KF_TAPS_CONST=int(taps == "nullptr"))
+    if taps == "nullptr":
+        values = p.get("taps")
+        if not values or len(values) != k * k:
+            raise Unbindable(f"a stencil without a taps parameter needs {k * k} taps in its params")
+        w.defines["KF_TAPS"] = ", ".join(f"{float(v)!r}f" for v in values)
+    w.slots.update(ROWS=w.launch_size("rows"), COLS=w.launch_size("cols"))
+    return f"kf_stencil2d({x}, {taps}, {y}, (int){w.size('rows')}, (int){w.size('cols')})"
+
+
+def _gather(w: _Writer) -> str:
+    y, idx, table = w.buffer("y"), w.buffer("index"), w.buffer("table")
+    if w.types["index"] not in ("int", "long long", "unsigned", "unsigned long long") or w.types["table"] in (
+            "int", "long long", "unsigned", "unsigned long long"):
+        raise Unbindable("a gather needs integer indices and a floating-point table")
+    w.slots["ROWS"] = w.launch_size("rows")
+    return f"kf_gather({idx}, {table}, {y}, {w.size('rows')}, {w.size('cols')})"
+
+
+def _scan(w: _Writer) -> str:
+    if w.match.params.get("per_row"):
+        raise Unbindable("per-row prefix sums have no bound pattern yet")
+    x, y = w.buffer("x"), w.buffer("y")
+    if not all(w.types[r] in _CTYPES.values() for r in ("x", "y")):
+        raise Unbindable("the bound prefix sum adds floating-point values")
+    w.defines["KF_EXCLUSIVE"] = int(bool(w.match.params.get("exclusive")))
+    w.slots["N"] = w.launch_size("n")
+    return f"kf_scan({x}, {y}, {w.size('n')})"
+
+
+def _reduce_op(w: _Writer) -> None:
+    op = w.match.params.get("op", "sum")
+    w.defines.update(KF_OP_MAX=int(op == "max"), KF_OP_MIN=int(op == "min"), KF_OP_MEAN=int(op == "mean"))
+
+
+def _column_reduction(w: _Writer) -> str:
+    x, y = w.buffer("x"), w.buffer("y")
+    _reduce_op(w)
+    w.slots["COLS"] = w.launch_size("cols")
+    return f"kf_column_reduction({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+
+
+def _row_reduction(w: _Writer) -> str:
+    x, y = w.buffer("x"), w.buffer("y")
+    _reduce_op(w)
+    w.slots["ROWS"] = w.launch_size("rows")
+    return f"kf_row_reduction({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+
+
 _WRITERS = {
     "row_norm": ("row_norm.cu", _row_norm),
     "row_softmax": ("row_softmax.cu", _row_softmax),
+    "elementwise": ("elementwise.cu", _elementwise),
+    "stencil2d": ("stencil2d.cu", _stencil2d),
+    "gather": ("gather.cu", _gather),
+    "scan": ("scan.cu", _scan),
+    "column_reduction": ("column_reduction.cu", _column_reduction),
+    "row_reduction": ("row_reduction.cu", _row_reduction),
 }
 
 
