@@ -174,7 +174,9 @@ def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = 
         from kernel_forge.patterns import tuner_templates
         templates = tuner_templates(task)      # the expert patterns that carry this task's exact signature
     done = len({a.get("label") for a in history if a.get("proposer") == "tune"})
-    return TuneProposer(templates, skip=done)
+    from kernel_forge.search.bound import bound_templates
+    bound = bound_templates(task, templates)     # the task's kind's patterns, written for its own signature
+    return TuneProposer(templates, skip=done, bound=bound.templates)
 
 
 def baseline_kind(task: Task, prop: ProposerConfig) -> str:

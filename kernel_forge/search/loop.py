@@ -834,7 +834,8 @@ class Optimizer:
         best = self.state.best
         plan = dict(directions=dirs, parents=[(s.parent or best).id if (s.parent or best) else "" for s in slots],
                     techniques=[s.technique for s in slots], seconds=[s.second.id if s.second else None for s in slots],
-                    spent=self._spent() if self._is_tuner() else [])
+                    spent=self._spent() if self._is_tuner() else [],
+                    passed=sorted({a.label for a in self.state.attempts if a.status == "passed"}) if self._is_tuner() else [])
         if not self.proposer.needs_prompt:
             return ProposalRequest(system="", prompt="", n=len(slots), iteration=iteration, **plan)
         if translation.translating(self.state):
