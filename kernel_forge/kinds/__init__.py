@@ -106,6 +106,23 @@ def _agrees(m: Match, want: dict) -> bool:
     return True
 
 
+def _tried(finder, probe):
+    """The finder's matches; a hypothesis the probe's values break (shapes, overflow, a singular
+    fit) ends that finder, never identification."""
+    import numpy as np
+
+    it = finder(probe)
+    while True:
+        try:
+            with np.errstate(all="ignore"):
+                m = next(it)
+        except StopIteration:
+            return
+        except (ValueError, ArithmeticError, IndexError, TypeError, KeyError, MemoryError, np.linalg.LinAlgError):
+            return
+        yield m
+
+
 def identify(task, seed: int = 1234) -> Identified:
     """The task's kind (see the module docstring).  Raises :class:`KindMismatch` when the manifest
     states a kind the reference does not bear out; a reference that fails raises as it does for
@@ -122,7 +139,7 @@ def identify(task, seed: int = 1234) -> Identified:
     for kinds, finder in FINDERS:
         if want is not None and want["name"] not in kinds:
             continue
-        for m in finder(probe):
+        for m in _tried(finder, probe):
             if want is None:
                 return Identified(m, f"case {probe.inputs.case.name}", time.monotonic() - t0)
             if _agrees(m, want):

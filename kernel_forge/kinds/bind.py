@@ -233,7 +233,26 @@ def _row_reduction(w: _Writer) -> str:
     return f"kf_row_reduction({x}, {y}, {w.size('rows')}, {w.size('cols')})"
 
 
+def _transpose(w: _Writer) -> str:
+    x, y = w.buffer("x"), w.buffer("y")
+    if w.types["x"] != w.types["y"]:
+        raise Unbindable("the bound transpose copies values as stored: x and y need one storage type")
+    w.slots.update(ROWS=w.launch_size("rows"), COLS=w.launch_size("cols"))
+    return f"kf_transpose({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+
+
+def _reduction(w: _Writer) -> str:
+    x, y = w.buffer("x"), w.buffer("y")
+    if not all(w.types[r] in _CTYPES.values() for r in ("x", "y")):
+        raise Unbindable("the bound reduction combines floating-point values")
+    _reduce_op(w)
+    w.slots["N"] = w.launch_size("n")
+    return f"kf_reduction({x}, {y}, {w.size('n')})"
+
+
 _WRITERS = {
+    "transpose": ("transpose.cu", _transpose),
+    "reduction": ("reduction.cu", _reduction),
     "row_norm": ("row_norm.cu", _row_norm),
     "row_softmax": ("row_softmax.cu", _row_softmax),
     "elementwise": ("elementwise.cu", _elementwise),

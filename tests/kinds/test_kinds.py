@@ -52,6 +52,8 @@ PUBLIC = {
     "exclusive_scan": ("scan", {"x": "in", "y": "out", "n": "n"}, {"exclusive": True, "per_row": False}),
     "bias_backward": ("column_reduction", {"x": "dout", "y": "dbias", "rows": "B*T", "cols": "OC"}, {"op": "sum"}),
     "log_softmax_bf16": ("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"log": True}),
+    "transpose_coalesced": ("transpose", {"x": "idata", "y": "odata", "rows": "height", "cols": "width"}, {}),
+    "reduce_max": ("reduction", {"x": "in", "y": "out", "n": "n"}, {"op": "max", "axis": None}),
 }
 
 
@@ -147,7 +149,7 @@ def test_validate_prints_the_kind_and_refuses_a_wrong_stated_kind_naming_its_jso
 # -- bound patterns ---------------------------------------------------------------------------------
 
 BINDABLE = ["llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16", "bias_gelu_residual",
-            "exclusive_scan", "bias_backward", "log_softmax_bf16"]
+            "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced", "reduce_max"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -63,6 +63,8 @@ TASKS = {
                                        [{"rows": 3, "cols": 4}, {"rows": 40, "cols": 256}]),
     DATA / "exclusive_scan.json": ({"BLOCK": 128, "ITEMS": 8}, [{"n": 1}, {"n": 4099}, {"n": 100000}]),
     DATA / "bias_backward.json": ({"BX": 64, "BY": 4, "SPLIT": 1}, [{"B": 1, "T": 1, "OC": 5}, {"B": 4, "T": 333, "OC": 70}]),
+    DATA / "transpose_coalesced.json": ({"BR": 32, "TY": 4}, [{"width": 1, "height": 1}, {"width": 64, "height": 130}]),
+    DATA / "reduce_max.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 1}, {"n": 5}, {"n": 70001}]),
     ROOT / "manifests" / "vector_add.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
     ROOT / "manifests" / "layernorm.json": ({"WPR": 4, "RPB": 1, "ITEMS": 2, "STREAM": 1},
                                             [{"rows": 2, "cols": 3000}, {"rows": 9, "cols": 1024}]),
