@@ -250,7 +250,23 @@ def _reduction(w: _Writer) -> str:
     return f"kf_reduction({x}, {y}, {w.size('n')})"
 
 
+def _gemm(w: _Writer) -> str:
+    p = w.match.params
+    a, b, c = w.buffer("a"), w.buffer("b"), w.buffer("c")
+    bias = w.buffer("bias", required=False)
+    if any(w.types[r] != "float" for r in ("a", "b", "c")) or (bias != "nullptr" and w.types["bias"] != "float"):
+        raise Unbindable("the bound gemm is float32 (SIMT FFMA)")
+    w.slots.update(M=w.launch_size("m"), N=w.launch_size("n"))
+    w.defines.update(KF_HAS_BETA=int(bool(w.role("beta"))), KF_HAS_BIAS=int(bias != "nullptr"),
+                     KF_TRANS_A=int(bool(p.get("trans_a"))), KF_TRANS_B=int(bool(p.get("trans_b"))))
+    alpha = f"(float)({w.role('alpha')})" if w.role("alpha") else "1.0f"
+    beta = f"(float)({w.role('beta')})" if w.role("beta") else "0.0f"
+    return (f"kf_gemm({a}, {b}, {c}, (int){w.size('m')}, (int){w.size('n')}, (int){w.size('k')}, {alpha}, {beta}, "
+            f"{bias})")
+
+
 _WRITERS = {
+    "gemm": ("gemm.cu", _gemm),
     "transpose": ("transpose.cu", _transpose),
     "reduction": ("reduction.cu", _reduction),
     "row_norm": ("row_norm.cu", _row_norm),

@@ -16,12 +16,14 @@ def find_gemm(probe) -> Iterator[Match]:
     if len(outs) != 1 or len(probe.buffers(output=True)) != 1:
         return
     c = outs[0]
-    ints = probe.int_scalars()
+    ints = list(probe.int_scalars().items())
+    atoms = ints + [(f"{a}*{b}", va * vb) for (a, va), (b, vb) in itertools.combinations(ints, 2)]
     floats = list(probe.float_scalars().items())
     mats = [a for a in probe.inputs_of() if a != c]
     got = probe.outputs[c]
-    for (mn, m), (nn, n), (kn, k) in itertools.permutations(ints.items(), 3):
-        if m * n != probe.sizes[c] or k < 2:
+    for (mn, m), (nn, n), (kn, k) in itertools.permutations(atoms, 3):
+        used = [*mn.split("*"), *nn.split("*"), *kn.split("*")]
+        if len(set(used)) != len(used) or m * n != probe.sizes[c] or k < 2:
             continue
         for a, b in itertools.permutations(mats, 2):
             if probe.sizes[a] != m * k or probe.sizes[b] != k * n:

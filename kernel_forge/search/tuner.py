@@ -62,11 +62,11 @@ class TuneProposer:
             raise Exhausted(f"every setting of every template the task declares ({len(self.templates)}) "
                             + (f"and of the bound patterns that passed their gate ({len(self.bound)}) " if self.bound else "")
                             + "was gated or ruled out")
-        out = list(bound)
+        out = []                 # the task's own templates first, then the bound patterns
         for path in left:
             text = path.read_text(encoding="utf-8")
             cand = parse_candidate(text, name=path.name)
             out.append(Proposal(source=text, rationale=f"tuning template {path.name} over "
                                 f"{', '.join(sorted(cand.tunables)) or 'no tunables'}",
                                 proposer="tune", label=path.name))
-        return ProposalResult(proposals=out)
+        return ProposalResult(proposals=out + bound)

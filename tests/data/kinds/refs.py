@@ -77,3 +77,10 @@ def transpose_coalesced(odata, idata, width, height):
 
 def reduce_max(in_, out, n):
     out[...] = np.max(in_.astype(np.float64))
+
+
+def matmul_forward(out, inp, weight, bias, B, T, C, OC):
+    """llm.c matmul_forward: out (B*T, OC) = inp (B*T, C) @ weight (OC, C)^T + bias."""
+    x = inp.reshape(B * T, C).astype(np.float64)
+    w = weight.reshape(OC, C).astype(np.float64)
+    out[...] = (x @ w.T + bias).reshape(out.shape)
