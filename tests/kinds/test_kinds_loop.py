@@ -54,3 +54,31 @@ def test_a_model_run_gates_the_bound_pattern_first_and_offers_it_as_second_paren
     assert request.seconds == [bound[0].id]
     assert "already adapted to its signature" in request.full_prompt(0)
     assert f"{bound[0].id} passed the gate at" in request.full_prompt(0)
+
+
+def _tuner_run(tmp_path, monkeypatch, iterations=3):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = ROOT / "tests" / "data" / "kinds" / "llmc_softmax.json"
+    task = load_task(path)
+    opt = start_run(path, LoopConfig(archive="off", candidates=1, max_iterations=iterations, tune_budget=3,
+                                     refine=False), GateOptions(), ProposerConfig(), runs_dir=tmp_path / "runs",
+                    gate=ScriptedGate(task))
+    opt.run()
+    return [a for a in opt.state.attempts if a.proposer == "tune"]
+
+
+def test_without_a_model_the_tuner_gates_the_bound_pattern_then_searches_its_settings(tmp_path, monkeypatch):
+    tuned = _tuner_run(tmp_path, monkeypatch)
+    gate, rest = tuned[0], tuned[1:]
+    assert gate.label == "gate:bound_row_softmax.cu" and gate.status == "passed" and gate.iteration == 1
+    assert rest and {a.label for a in rest} == {"bound_row_softmax.cu"} and all(a.iteration > 1 for a in rest)
+    assert all(set(a.defines) == {"WPR", "RPB", "ITEMS", "STREAM"} for a in rest)
+
+
+def test_a_binding_that_fails_the_gate_is_dropped_with_its_verdict(tmp_path, monkeypatch):
+    import kernel_forge.search.tuner as tuner
+
+    real = tuner.gate_source
+    monkeypatch.setattr(tuner, "gate_source", lambda s: real(s) + '// fake: mismatch 100\n#define FAKE_SCRIPT "bad"\n')
+    tuned = _tuner_run(tmp_path, monkeypatch)
+    assert [(a.label, a.status, a.reason) for a in tuned] == [("gate:bound_row_softmax.cu", "failed", "mismatch")]
