@@ -95,6 +95,8 @@ def test_a_reference_of_no_known_kind_is_nothing_matched_not_an_error():
 def _copy(tmp_path, name, edit=None, ref=None) -> Path:
     data = json.loads((DATA / f"{name}.json").read_text())
     shutil.copy(DATA / "refs.py", tmp_path / "refs.py")
+    for cu in DATA.glob("*.cu"):
+        shutil.copy(cu, tmp_path / cu.name)
     if ref is not None:
         (tmp_path / "refs.py").write_text((DATA / "refs.py").read_text() + "\n\n" + ref)
     if edit:
