@@ -69,12 +69,16 @@ def estimate(loop, prop, task=None) -> Budget:
     if prop.kind == "tune":
         searched = []
         if task is not None:
-            from kernel_forge.app.run_setup import tuner_search
+            from kernel_forge.app.run_setup import listed_templates, tuner_search
             from kernel_forge.common.errors import KForgeError
+            from kernel_forge.search.bound import bound_templates
             from kernel_forge.search.tuner import TunerTemplate
 
             try:
-                searched = [TunerTemplate.of(t) for t in tuner_search(task)]
+                bound = bound_templates(task, listed_templates(task)).templates
+                searched = [TunerTemplate.of(t) for t in tuner_search(task, bound)]
+                searched += [TunerTemplate(name=p.name, text=p.read_text(encoding="utf-8"), origin="bound", path=p)
+                             for p in bound]
                 b.searched = [(t.name, t.origin, t.settings(), t.what) for t in searched]
                 b.settings = sum(n for _, _, n, _ in b.searched)
             except (KForgeError, OSError):
@@ -127,6 +131,8 @@ def _searched(item) -> str:
         return f"{label}'s own tune lines ({n})"
     if origin == "derived":
         return f"{label} derived from the initial kernel: {what} ({n})"
+    if origin == "bound":
+        return f"{label} bound to the task's signature, gated at its default first ({n})"
     return f"{label} ({n})"
 
 

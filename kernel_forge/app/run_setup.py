@@ -168,22 +168,31 @@ def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = 
         members = [make_model_proposer(m, base_url=cfg.base_url, prices=cfg.prices or None, budget=budget,
                                        **model_options(cfg)) for m in cfg.models]
         return EnsembleProposer(members, cfg.ensemble)
+    from kernel_forge.search.bound import bound_templates
     from kernel_forge.search.tuner import TuneProposer
     done = len({a.get("label") for a in history if a.get("proposer") == "tune"})
-    return TuneProposer(tuner_search(task), skip=done)
+    bound = bound_templates(task, listed_templates(task))   # the task's kind's patterns, written for its own signature
+    return TuneProposer(tuner_search(task, bound.templates), skip=done, bound=bound.templates)
 
 
-def tuner_search(task) -> list:
-    """Everything the built-in tuner searches on ``task``: its templates (else the expert patterns
-    that carry its exact signature), then the user's own kernel (its tune lines, or a space
-    derived from it: :func:`kernel_forge.search.tuner.own_templates`)."""
-    from kernel_forge.search.tuner import own_templates
-
+def listed_templates(task) -> list:
+    """The task's templates, else the expert patterns that carry its exact signature."""
     templates = list(getattr(task, "templates", ()) or ())
     if not templates:
         from kernel_forge.patterns import tuner_templates
-        templates = tuner_templates(task)      # the expert patterns that carry this task's exact signature
-    return templates + own_templates(task, templates)
+        templates = tuner_templates(task)
+    return templates
+
+
+def tuner_search(task, bound: list | None = None) -> list:
+    """What the built-in tuner searches on ``task`` besides its bound patterns (``bound``, from
+    :func:`kernel_forge.search.bound.bound_templates`): its templates (else the expert patterns that
+    carry its exact signature), then the user's own kernel (its tune lines; or a space derived from
+    it when nothing else fits: :func:`kernel_forge.search.tuner.own_templates`)."""
+    from kernel_forge.search.tuner import own_templates
+
+    templates = listed_templates(task)
+    return templates + own_templates(task, templates + list(bound or ()))
 
 
 def baseline_kind(task: Task, prop: ProposerConfig) -> str:

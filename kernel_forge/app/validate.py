@@ -47,6 +47,7 @@ class Validation:
     not_compiled: str = ""                                #: why the kernels were not compiled
     skipped: list[tuple[str, str]] = field(default_factory=list)    #: (case, why its reference was not run)
     notes: list[str] = field(default_factory=list)        #: facts worth a line (no initial kernel, a generated task)
+    kind: str = ""                                        #: the kind line: what the reference computes, and the binding
 
     def lines(self) -> list[str]:
         """What ``kforge validate`` prints under a manifest's ok line."""
@@ -64,7 +65,7 @@ class Validation:
             by_reason.setdefault(why, []).append(case)
         for why, cases in by_reason.items():
             out.append(f"reference not run on {', '.join(cases)}: {why}")
-        return out + self.notes
+        return out + ([self.kind] if self.kind else []) + self.notes
 
     def __iter__(self):        # ``task, warnings = validate_manifest(...)`` keeps working
         return iter((self.task, self.warnings))
@@ -175,6 +176,8 @@ def validate_manifest(path, *, deep: bool = False, arch: str | None = preflight.
     if not run and task.generated is not None:
         report.notes.append(f"reference not run: {task.reference.path.name} is model-written and not reviewed yet; "
                             f"kforge validate --accept {task.path} runs it, in a sandbox")
+    else:
+        report.kind = kind_line(task)
     report.notes += generated_notes(task) + sandbox_notes(task)
     return report
 
@@ -193,6 +196,31 @@ def sandbox_notes(task: Task) -> list[str]:
 
     layers = sandbox_layers(task)
     return [f"the reference ran in the {summary(layers)}"] if layers else []
+
+
+def kind_line(task: Task) -> str:
+    """What the reference computes (``kernel_forge.kinds``): the kind, the binding and the
+    parameters, or that nothing matched.  A kind the manifest states and the reference does not
+    bear out is a ManifestError naming ``$.kind``."""
+    from kernel_forge.kinds import KindMismatch, identify
+    from kernel_forge.kinds.bind import Unbindable, instantiate
+
+    try:
+        found = identify(task)
+    except KindMismatch as exc:
+        raise ManifestError(str(exc), file=str(task.path), json_path="$.kind",
+                            hint="correct the kind, its binding or its params, or leave them out to have them read "
+                                 "from the reference") from None
+    except ReferenceError_ as exc:
+        raise ReferenceError_(f"{task.path}: $.reference: {exc.message}", hint=exc.hint) from None
+    line = found.line()
+    if found.match is not None:
+        try:
+            bound = instantiate(task, found.match)
+            line += "; bound patterns: " + ", ".join(b.label for b in bound)
+        except Unbindable as exc:
+            line += f"; no bound pattern ({exc})"
+    return line
 
 
 def generated_notes(task: Task) -> list[str]:

@@ -29,6 +29,11 @@ KINDS = {
     "histogram": "counts of values into bins (scattered integer atomics)",
     "elementwise": "the same independent map on every element (activation functions, axpy, adds)",
     "reduction": "many values into one (or a few): sums, norms, dot products",
+    "row_reduction": "a sum / max / mean of each row",
+    "column_reduction": "a sum / max / mean of each column (a bias gradient)",
+    "scan": "a prefix sum (inclusive or exclusive)",
+    "gather": "rows of a table picked by integer indices (an embedding lookup)",
+    "stencil2d": "a K x K stencil or small convolution over a 2-D image",
     "other": "none of the kinds above",
 }
 
@@ -119,6 +124,8 @@ def _structure(task) -> Kind | None:
 def classify(task) -> Kind:
     """The kind of operation ``task`` is (see the module docstring)."""
     stated = (getattr(task, "raw", None) or {}).get("kind")
+    if isinstance(stated, dict):
+        stated = stated.get("name")
     if stated:
         return Kind(stated, "manifest", f'the manifest says "kind": "{stated}"')
     name = (task.name or "").replace("_", " ") + " " + (task.name or "")

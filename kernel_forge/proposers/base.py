@@ -78,6 +78,8 @@ class ProposalRequest:
     seconds: list[str | None] = field(default_factory=list)
     #: labels whose every setting was gated or ruled out: the built-in tuner proposes those templates no more
     spent: list[str] = field(default_factory=list)
+    #: labels with a passing attempt: the built-in tuner searches a bound pattern once its gate attempt passed
+    passed: list[str] = field(default_factory=list)
 
     def prompt_for(self, index: int) -> str:
         """The dynamic user prompt of proposal ``index`` (0-based)."""

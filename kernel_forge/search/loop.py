@@ -175,6 +175,8 @@ class Optimizer:
                           "attempts recorded")
         if self.task.initial is not None and (self.state.initial is None or self.state.initial.status != "passed"):
             self._evaluate_initial()
+        if not self._is_tuner() and self.proposer.name != "replay" and self.state.best is not None:
+            self._evaluate_bound()           # with a model: the bound pattern, gated, for the prompt
         if not self.state.baselines:
             for name in self.task.baselines:
                 self.progress(f"[kforge] timing vendor baseline {name}")
@@ -217,6 +219,37 @@ class Optimizer:
                               hint="fix the initial kernel or the manifest first: kforge eval MANIFEST")
         a.best = a.baseline = True
         self.state.best = a
+        self._write_history()
+
+    def _bound(self) -> Attempt | None:
+        """The passing attempt of the task's bound pattern (a model run gates it at the start)."""
+        return next((a for a in self.state.attempts if a.proposer == "bound" and a.status == "passed"), None)
+
+    def _evaluate_bound(self) -> None:
+        """With a model: gate the pattern of the task's kind bound to its signature once, at its
+        default setting (:mod:`kernel_forge.search.bound`); the prompt shows it with its time and
+        offers it as a second parent, and it becomes the best if it is faster."""
+        from kernel_forge.search.bound import bound_templates, gate_label, gate_source
+
+        if any(a.proposer == "bound" for a in self.state.attempts):
+            return
+        found = bound_templates(self.task, self.task.templates)
+        for note in found.notes:
+            self.progress(f"[kforge] {note}")
+        batch = []
+        for path in found.templates:
+            prop = Proposal(source=gate_source(path.read_text(encoding="utf-8")), proposer="bound",
+                            label=gate_label(path), rationale=f"the {found.match.kind} pattern bound to this "
+                            "task's signature, at its default setting")
+            for a in self._record_proposal(prop, Slot()):
+                if a.status == "pending":
+                    self._gate_attempt(a)
+                batch.append(a)
+        new = selection.maybe_move_best(self.gate, self.state.best, batch, self.rules, candidate=self._candidate,
+                                        save=self._write_history) if batch else None
+        if new is not None:
+            new.best, self.state.best = True, new
+            self._write_best()
         self._write_history()
 
     def _settle(self, batch: list[Attempt]) -> Attempt | None:
@@ -298,6 +331,11 @@ class Optimizer:
             return slots + [Slot(direction=d) for d in translation.directions(n - len(fixes))]
         for p in self.strategy.plan(self._plan_context(iteration), n - len(fixes)):
             slots.append(Slot(direction=p.direction, parent=p.parent, second=p.second, technique=p.technique))
+        bound = self._bound()                 # the bound pattern as a second parent, once an iteration
+        if bound is not None and bound is not self.state.best and not any(s.second for s in slots):
+            s = next((s for s in slots if s.fix is None and (s.parent or self.state.best) is not bound), None)
+            if s is not None:
+                s.second, s.technique = bound, s.technique or "crossover"
         return slots
 
     def _plan_context(self, iteration: int) -> strategies.PlanContext:
@@ -849,7 +887,8 @@ class Optimizer:
         best = self.state.best
         plan = dict(directions=dirs, parents=[(s.parent or best).id if (s.parent or best) else "" for s in slots],
                     techniques=[s.technique for s in slots], seconds=[s.second.id if s.second else None for s in slots],
-                    spent=self._spent() if self._is_tuner() else [])
+                    spent=self._spent() if self._is_tuner() else [],
+                    passed=sorted({a.label for a in self.state.attempts if a.status == "passed"}) if self._is_tuner() else [])
         if not self.proposer.needs_prompt:
             return ProposalRequest(system="", prompt="", n=len(slots), iteration=iteration, **plan)
         if translation.translating(self.state):
@@ -867,7 +906,8 @@ class Optimizer:
                       device=self.gate.device_info(), calibration=self.gate.calibrate(),
                       best=self._prompt_attempt(self.state.best, profile=True), hints=c.hints,
                       n_history=c.history_in_prompt,
-                      diagnosis=self._diagnosis(), retrieved=tuple(self.retrieved.examples), ledger=ledger)
+                      diagnosis=self._diagnosis(), retrieved=tuple(self.retrieved.examples), ledger=ledger,
+                      bound=self._prompt_attempt(self._bound()) if self._bound() else None)
         history = [self._prompt_attempt(a) for a in shown.history]
         shared_cross = tuple(map(self._prompt_attempt, shown.crossover)) if shown.crossover else None
         static, prompts = "", []

@@ -449,6 +449,18 @@ def _crossover_section(crossover: tuple[PromptAttempt, PromptAttempt], shown: di
     return "\n".join(parts)
 
 
+def _bound_section(bound: PromptAttempt, shown: dict[str, str]) -> str:
+    """The expert pattern of the task's kind written for this task's own signature, with the time it
+    passed the gate at (its source once: by reference where another section shows it)."""
+    head = (f"# The expert pattern for this task's kind, already adapted to its signature\n"
+            f"{bound.id} passed the gate at {_us(bound.score_us)} µs (per case {_per_case(bound)}), at its default "
+            "setting (its launch and settings are in its // kforge: lines).  Start from it, or take its technique "
+            "into the current best.")
+    if bound.id in shown:
+        return f"{head}  Its source is {shown[bound.id]}."
+    return f"{head}\n{_fence(clip_kernel(bound.source, PATTERN_CHARS))}"
+
+
 def _retrieved_section(task: Task, retrieved) -> str:
     """Archive examples (``retrieval.Example`` or any object/dict with ``task_name``/``task``,
     ``source``, ``score_us``, optionally ``speedup_vs_initial``, ``bound``, ``description``,
@@ -492,14 +504,15 @@ def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None
                        hints: str = "", crossover: tuple[PromptAttempt, PromptAttempt] | None = None,
                        n_history: int = 5, diagnosis=None, fix: PromptAttempt | None = None,
                        direction: str = "", retrieved: tuple = (), ledger: str = "",
-                       start: str = "") -> tuple[str, str]:
+                       start: str = "", bound: PromptAttempt | None = None) -> tuple[str, str]:
     """The user prompt as (static prefix, dynamic rest): the prefix (task, device, reference) is the
     same for every call of a run; ``diagnosis`` is a :class:`~kernel_forge.gate.diagnosis.Diagnosis` of
     the best, ``fix`` a failed attempt to repair, ``direction`` this proposal's direction and
     ``retrieved`` archive examples (:class:`kernel_forge.search.retrieval.Example`, or any object or
     dict with ``task_name``, ``source`` and ``score_us``); ``ledger`` and ``start`` are sections
     rendered by :mod:`kernel_forge.search.reflection` (the attempt ledger with what to avoid and try; the
-    parent this proposal starts from when the search strategy picked one other than the best)."""
+    parent this proposal starts from when the search strategy picked one other than the best); ``bound``
+    the gated attempt of the task's kind's pattern bound to its signature (:mod:`kernel_forge.search.bound`)."""
     static = static_prefix(task, reference_source=reference_source, device=device, calibration=calibration)
     known = {a.id: a.source for a in [best, *history, *failures, *(crossover or ()), *([fix] if fix else [])]}
     parts = [_best_section(task, best, diagnosis, device)]
@@ -512,6 +525,7 @@ def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None
                     ledger,
                     _fix_section(task, fix, known) if fix is not None else "",
                     _crossover_section(crossover, shown) if crossover else "",
+                    _bound_section(bound, shown | _crossed(crossover)) if bound is not None else "",
                     _retrieved_section(task, retrieved)):
         if section:
             parts.append(section)
@@ -528,6 +542,10 @@ def closing_sections(hints: str, direction: str, job: str) -> list[str]:
     return ((["# Hints\n" + hints] if hints else [])
             + ([f"# Direction for this proposal\n{direction}"] if direction else [])
             + ["# Your job\n" + job])
+
+
+def _crossed(crossover) -> dict[str, str]:
+    return {x.id: "under Combine the strengths of these two correct kernels" for x in crossover or ()}
 
 
 def build_prompt(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None,

@@ -13,6 +13,11 @@ The user's kernel is always searched (:func:`own_templates`): an initial kernel'
 lines are a template of their own, with no ``templates`` entry needed; an initial kernel with no
 ``tune`` lines, on a task no template or pattern fits, is searched through a space derived from
 its source (:mod:`kernel_forge.search.own_space`).
+
+Bound patterns (:mod:`kernel_forge.search.bound`: the task's kind's patterns written for its own
+signature) are proposed after a gate: first each one's default setting alone (label
+``gate:NAME``), then, once that attempt passed (``ProposalRequest.passed``), the template with
+its tunables.  A bound pattern whose gate attempt failed is not proposed again.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from pathlib import Path
 
 from kernel_forge.common.errors import KForgeError
 from kernel_forge.model.candidate import load_candidate, parse_candidate
+from kernel_forge.search.bound import gate_label, gate_source
 from kernel_forge.search.spaces import configurations_to_try, neighbours  # noqa: F401  (re-exported)
 from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult
 
@@ -32,7 +38,7 @@ class TunerTemplate:
 
     name: str
     text: str
-    origin: str = "template"         #: template | own tune lines | derived
+    origin: str = "template"         #: template | own tune lines | derived | bound (budget only)
     what: str = ""                   #: what is searched, in words (derived spaces)
     path: Path | None = None
 
@@ -85,21 +91,41 @@ class TuneProposer:
     name = "tune"
     needs_prompt = False        #: proposes the task's templates whatever the prompt says
 
-    def __init__(self, templates: list, skip: int = 0):
+    def __init__(self, templates: list, skip: int = 0, bound: list[Path] = ()):
         self.templates = [TunerTemplate.of(t) for t in templates]
+        self.bound = [Path(t) for t in bound]
         self.skip = skip         # kept for callers of earlier releases; the loop's records decide now
 
+    def _bound_proposals(self, spent: set, passed: set) -> list[Proposal]:
+        out = []
+        for path in self.bound:
+            if path.name in spent:
+                continue
+            text = path.read_text(encoding="utf-8")
+            gate = gate_label(path)
+            if gate in passed:
+                cand = parse_candidate(text, name=path.name)
+                out.append(Proposal(source=text, rationale=f"tuning bound pattern {path.name} (its default setting "
+                                    f"passed the gate) over {', '.join(sorted(cand.tunables)) or 'no tunables'}",
+                                    proposer="tune", label=path.name))
+            elif gate not in spent:          # not gated yet; a gated one that failed is dropped
+                out.append(Proposal(source=gate_source(text), rationale=f"gating bound pattern {path.name} at its "
+                                    "default setting before searching its settings", proposer="tune", label=gate))
+        return out
+
     def propose(self, request: ProposalRequest) -> ProposalResult:
-        if not self.templates:
+        if not self.templates and not self.bound:
             raise Exhausted("nothing to search: the task lists no templates, no expert pattern carries its "
-                            "signature, and its initial kernel has no tune lines and nothing the tuner can "
-                            "safely tune (add // kforge: tune lines to it)")
+                            "signature or its kind, and its initial kernel has no tune lines and nothing the "
+                            "tuner can safely tune (add // kforge: tune lines to it)")
         spent = set(request.spent)
         left = [p for p in self.templates if p.name not in spent]
-        if not left:
+        bound = self._bound_proposals(spent, set(getattr(request, "passed", ()) or ()))
+        if not left and not bound:
             raise Exhausted(f"every setting of every template the task declares ({len(self.templates)}) "
-                            "was gated or ruled out")
-        out = []
+                            + (f"and of the bound patterns that passed their gate ({len(self.bound)}) " if self.bound else "")
+                            + "was gated or ruled out")
+        out = []                 # the task's own templates and kernel first, then the bound patterns
         for t in left:
             cand = parse_candidate(t.text, name=t.name)
             what = {"own tune lines": "the initial kernel's own tune lines",
@@ -107,4 +133,4 @@ class TuneProposer:
             out.append(Proposal(source=t.text, rationale=f"tuning {what} {t.name} over "
                                 f"{', '.join(sorted(cand.tunables)) or 'no tunables'}",
                                 proposer="tune", label=t.name))
-        return ProposalResult(proposals=out)
+        return ProposalResult(proposals=out + bound)

@@ -1,0 +1,154 @@
+"""The kind of operation a task is, read from its reference: which kind, which kernel parameter
+plays which part (the binding), and the kind's parameters (epsilon, function, edge mode ...).
+
+:func:`identify` runs the task's reference once on its smallest case (in the reference process:
+:mod:`kernel_forge.kinds.probe`) and tests one hypothesis after another, in :data:`FINDERS` order,
+with NumPy on the probe's values: the first that reproduces every output is the task's kind.  A
+manifest may state the kind (``"kind": "row_norm"`` or ``"kind": {"name": ..., "binding": {...},
+"params": {...}}``): that skips the guess, and is still checked against the reference -- a
+stated kind the reference does not bear out is an error naming ``$.kind``.
+
+The binding is what :mod:`kernel_forge.kinds.bind` instantiates the kind's patterns with.
+Identification never runs user code in kforge's own process and never fails on a reference that
+does something else: nothing matched is an answer (None), not an error.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from kernel_forge.kinds.linalg import find_gemm, find_histogram
+from kernel_forge.kinds.maps import find_elementwise
+from kernel_forge.kinds.match import Match
+from kernel_forge.kinds.rows import find_reductions, find_row_norm, find_row_softmax, find_scan
+from kernel_forge.kinds.spatial import find_gather, find_stencil, find_transpose
+
+#: (kinds a finder can name, finder), most specific first
+FINDERS: tuple[tuple[tuple[str, ...], Callable], ...] = (
+    (("gemm",), find_gemm),
+    (("row_norm",), find_row_norm),
+    (("row_softmax",), find_row_softmax),
+    (("reduction", "row_reduction", "column_reduction"), find_reductions),
+    (("scan",), find_scan),
+    (("transpose",), find_transpose),
+    (("gather",), find_gather),
+    (("histogram",), find_histogram),
+    (("elementwise",), find_elementwise),
+    (("stencil2d",), find_stencil),
+)
+
+#: every kind identification can name, with one line each
+KINDS = {
+    "gemm": "a matrix product C = alpha * op(A) @ op(B) + beta * C (+ bias)",
+    "row_norm": "layer or RMS norm of each row, affine or not, with mean / rstd / variance outputs",
+    "row_softmax": "softmax or log-softmax of each row",
+    "reduction": "sum / max / min / mean of all values",
+    "row_reduction": "sum / max / min / mean of each row",
+    "column_reduction": "sum / max / min / mean of each column (a bias gradient)",
+    "scan": "inclusive or exclusive prefix sum (of the whole array or of each row)",
+    "transpose": "a matrix with its axes swapped",
+    "gather": "rows of a table picked by integer indices (an embedding lookup)",
+    "histogram": "counts of integer values into bins",
+    "elementwise": "a map of every element, or a fused chain: act(x + bias) + residual, alpha * x + z ...",
+    "stencil2d": "a K x K stencil or small convolution over a 2-D image (clamped or zero edges)",
+}
+
+
+@dataclass(frozen=True)
+class Identified:
+    """What :func:`identify` found: the match (None: nothing matched) and why."""
+
+    match: Match | None
+    why: str                 #: one phrase: what was probed, or why nothing was
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        """What ``kforge validate`` prints."""
+        if self.match is None:
+            return f"kind: nothing matched ({self.why})"
+        how = "stated by the manifest, checked against the reference" if self.match.source == "manifest" \
+            else "read from the reference"
+        return f"kind: {self.match.describe()}  ({how}, {self.seconds:.2f} s)"
+
+
+class KindMismatch(Exception):
+    """The manifest states a kind the reference does not bear out."""
+
+
+def stated(task) -> dict | None:
+    """The manifest's ``kind`` as ``{"name", "binding", "params"}`` (None when it states none, or
+    states one identification does not know: the classifier's kinds such as ``other``)."""
+    raw = (getattr(task, "raw", None) or {}).get("kind")
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    if not isinstance(raw, dict) or raw.get("name") not in KINDS:
+        return None
+    return {"name": raw["name"], "binding": dict(raw.get("binding") or {}), "params": dict(raw.get("params") or {})}
+
+
+def _agrees(m: Match, want: dict) -> bool:
+    if m.kind != want["name"]:
+        return False
+    for role, name in want["binding"].items():
+        if m.binding.get(role) != name:
+            return False
+    for key, value in want["params"].items():
+        have = m.params.get(key)
+        if isinstance(value, (int, float)) and isinstance(have, (int, float)) and not isinstance(value, bool):
+            if abs(have - value) > 1e-6 * max(abs(value), 1e-30) + 1e-30 and key != "eps":
+                return False
+        elif key == "taps" and isinstance(value, list) and isinstance(have, list):
+            if len(value) != len(have) or any(abs(a - b) > 1e-4 for a, b in zip(value, have)):
+                return False
+        elif have != value:
+            return False
+    return True
+
+
+def _tried(finder, probe):
+    """The finder's matches; a hypothesis the probe's values break (shapes, overflow, a singular
+    fit) ends that finder, never identification."""
+    import numpy as np
+
+    it = finder(probe)
+    while True:
+        try:
+            with np.errstate(all="ignore"):
+                m = next(it)
+        except StopIteration:
+            return
+        except (ValueError, ArithmeticError, IndexError, TypeError, KeyError, MemoryError, np.linalg.LinAlgError):
+            return
+        yield m
+
+
+def identify(task, seed: int = 1234) -> Identified:
+    """The task's kind (see the module docstring).  Raises :class:`KindMismatch` when the manifest
+    states a kind the reference does not bear out; a reference that fails raises as it does for
+    ``validate`` (a ReferenceError_)."""
+    from kernel_forge.kinds.probe import take
+
+    t0 = time.monotonic()
+    want = stated(task)
+    if getattr(task.reference, "kind", "python") != "python":
+        return Identified(None, "the reference is a CUDA kernel, not a Python callable")
+    probe = take(task, seed)
+    if probe is None:
+        return Identified(None, "no case is small enough to probe")
+    for kinds, finder in FINDERS:
+        if want is not None and want["name"] not in kinds:
+            continue
+        for m in _tried(finder, probe):
+            if want is None:
+                return Identified(m, f"case {probe.inputs.case.name}", time.monotonic() - t0)
+            if _agrees(m, want):
+                m = Match(m.kind, m.binding, {**m.params, **want["params"]}, source="manifest")
+                return Identified(m, f"case {probe.inputs.case.name}", time.monotonic() - t0)
+    if want is not None:
+        raise KindMismatch(f"the manifest states kind {want['name']}"
+                           + (f" with binding {want['binding']}" if want["binding"] else "")
+                           + (f" and params {want['params']}" if want["params"] else "")
+                           + f", but the reference does not compute that on case {probe.inputs.case.name}")
+    return Identified(None, f"no kind's hypothesis reproduces the reference's outputs on case "
+                            f"{probe.inputs.case.name}", time.monotonic() - t0)

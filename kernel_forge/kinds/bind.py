@@ -1,0 +1,295 @@
+"""Patterns bound to the task's signature: a kind's template (``kinds/templates/KIND.cu``, written
+against role names) instantiated with the task's entry name, its parameters as written, the
+storage type of each bound buffer (float, __half, __nv_bfloat16), the optional parts the binding
+has (weight, bias, mean / rstd outputs, residual ...), the kind's parameters (epsilon, function,
+taps, edge mode) and a launch written in the manifest's own size expressions.
+
+The result is one complete ``.cu`` per bound pattern: the template's body, then an entry point
+with the task's exact signature that calls the body with the bound arguments.  It carries its
+own launch and tunables (``// kforge:`` lines), so the tuner searches it like any template; the
+tuner gates it first (:mod:`kernel_forge.search.tuner`).
+
+:func:`instantiate` raises :class:`Unbindable` (with the reason) when a binding cannot be written:
+a size that no kernel parameter carries, a storage type the pattern does not read, a kind with no
+bound pattern yet.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernel_forge.kinds.match import Match
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+_CTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
+
+
+class Unbindable(Exception):
+    """A match the bound patterns cannot be instantiated for (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    pattern: str       #: the template's name (its kind's pattern)
+    label: str         #: the file name the tuner records it under
+    source: str        #: the complete .cu
+    match: Match
+
+
+class _Writer:
+    """The pieces one instantiation is assembled from."""
+
+    def __init__(self, task, match: Match):
+        self.task, self.match = task, match
+        self.types: dict[str, str] = {}
+        self.defines: dict[str, str] = {}
+        self.slots: dict[str, str] = {}
+        self.headers: set[str] = set()
+
+    # -- roles -----------------------------------------------------------------------------
+    def role(self, role: str) -> str | None:
+        return self.match.binding.get(role)
+
+    def buffer(self, role: str, *, required: bool = True, default_type: str = "float") -> str:
+        """The argument passed for a buffer role (its parameter, or nullptr), its type declared."""
+        name = self.role(role)
+        if name is None:
+            if required:
+                raise Unbindable(f"the binding has no {role}")
+            self.types[role] = default_type
+            return "nullptr"
+        dt = self.task.arg(name).param.dtype
+        ctype = _CTYPES.get(dt.name) if dt.is_float else {"int32": "int", "int64": "long long", "uint32": "unsigned",
+                                                           "uint64": "unsigned long long"}.get(dt.name)
+        if ctype is None:
+            raise Unbindable(f"{name} is {dt.name}; the bound patterns read float32, float16, bfloat16 and 32/64-bit integers")
+        if ctype == "__half":
+            self.headers.add("#include <cuda_fp16.h>\n#define KF_HALF 1")
+        if ctype == "__nv_bfloat16":
+            self.headers.add("#include <cuda_bf16.h>\n#define KF_BF16 1")
+        self.types[role] = ctype
+        return name
+
+    def size(self, role: str) -> str:
+        """A size role as a C expression over the kernel's parameters (``B*T`` -> a product)."""
+        names = self._names(role)
+        return "(" + " * ".join(f"(long long)({n})" for n in names) + ")"
+
+    def launch_size(self, role: str) -> str:
+        """A size role in the manifest's expressions, for the ``// kforge:`` launch lines."""
+        parts = []
+        for n in self._names(role):
+            value = self.task.arg(n).value
+            if value is None:
+                raise Unbindable(f"the size {n} has no value expression in the manifest")
+            parts.append(f"({value})")
+        return " * ".join(parts)
+
+    def _names(self, role: str) -> list[str]:
+        expr = self.role(role)
+        if not expr:
+            raise Unbindable(f"no kernel parameter carries the {role} (a size the kernel must be given)")
+        return expr.split("*")
+
+    def scalar(self, role: str, param: str, default: float) -> str:
+        """A float role: its parameter, else the kind's parameter as a literal."""
+        name = self.role(role)
+        if name:
+            return f"(float)({name})"
+        value = float(self.match.params.get(param, default))
+        return f"{value!r}f" if "e" in repr(value) or "." in repr(value) else f"{value!r}.0f"
+
+    # -- the file ----------------------------------------------------------------------------
+    def source(self, template: str, call: str, what: str) -> str:
+        body = (TEMPLATES / template).read_text(encoding="utf-8")
+        for k, v in self.slots.items():
+            body = body.replace(f"@@{k}@@", v)
+        left = re.findall(r"@@\w+@@", body)
+        if left:                     # pragma: no cover - a template and its writer disagree
+            raise Unbindable(f"template {template} has unfilled slots {left}")
+        sig = self.task.signature
+        params = ", ".join(p.text for p in sig.params)
+        head = [f"// {sig.name} -- bound pattern {Path(template).stem} for {what}, written by kforge for this",
+                "// task's own signature (kernel_forge/kinds)."]
+        types = [f"typedef {c} kf_{r}_t;" for r, c in sorted(self.types.items())]
+        defs = [f"#define {k} {v}" for k, v in sorted(self.defines.items())]
+        io = (TEMPLATES / "_io.cuh").read_text(encoding="utf-8")
+        entry = (f'extern "C" __global__ void __launch_bounds__(KF_THREADS)\n{sig.name}({params})\n{{\n'
+                 f"    {call};\n}}\n")
+        return "\n".join([*head, *sorted(self.headers), *types, *defs, io, body, entry])
+
+
+# ------------------------------------------------------------------------------ per kind
+
+def _row_norm(w: _Writer) -> str:
+    m = w.match
+    x, y = w.buffer("x"), w.buffer("y")
+    wt = w.buffer("weight", required=False)
+    bs = w.buffer("bias", required=False)
+    stats = {r: w.buffer(r, required=False) for r in ("mean", "rstd", "var")}
+    st = {w.types[r] for r, n in stats.items() if n != "nullptr"}
+    if len(st) > 1:
+        raise Unbindable("the statistics outputs have different types")
+    for r in ("mean", "rstd", "var"):
+        w.types.pop(r)
+    w.types["s"] = st.pop() if st else "float"
+    w.slots["ROWS"] = w.launch_size("rows")
+    w.defines.update(KF_RMS=int(m.params.get("norm") == "rms"), KF_HAS_W=int(wt != "nullptr"),
+                     KF_HAS_B=int(bs != "nullptr"), KF_MEAN=int(stats["mean"] != "nullptr"),
+                     KF_RSTD=int(stats["rstd"] != "nullptr"), KF_VAR=int(stats["var"] != "nullptr"))
+    eps = w.scalar("eps", "eps", 1e-5)
+    return (f"kf_row_norm({x}, {wt}, {bs}, {y}, {stats['mean']}, {stats['rstd']}, {stats['var']}, "
+            f"{w.size('rows')}, (int){w.size('cols')}, {eps})")
+
+
+def _row_softmax(w: _Writer) -> str:
+    x, y = w.buffer("x"), w.buffer("y")
+    w.slots["ROWS"] = w.launch_size("rows")
+    w.defines["KF_LOG"] = int(bool(w.match.params.get("log")))
+    return f"kf_row_softmax({x}, {y}, {w.size('rows')}, (int){w.size('cols')})"
+
+
+def _elementwise(w: _Writer) -> str:
+    from kernel_forge.kinds.maps import BINARY, FUNCTIONS
+
+    p = w.match.params
+    form = p.get("form", "map")
+    y, x = w.buffer("y"), w.buffer("x")
+    z = w.buffer("z", required=False)
+    bias = w.buffer("bias", required=False)
+    res = w.buffer("res", required=False)
+    act = FUNCTIONS[p.get("act", "identity")][1]
+    if form == "binary":
+        body = f"const float a = xv, b = zv;\n    return {BINARY[p['op']][1]};"
+    elif form == "scale":
+        body = "return alpha * xv;"
+    elif form == "axpy":
+        body = "return fmaf(alpha, xv, zv);"
+    else:
+        body = (f"float v = xv{' + bv' if bias != 'nullptr' else ''};\n    v = {act};\n"
+                f"    return v{' + rv' if res != 'nullptr' else ''};")
+    w.slots["OP"] = ("__device__ __forceinline__ float kf_op(float xv, float zv, float bv, float rv, float alpha)\n"
+                     f"{{\n    {body}\n}}")
+    w.slots["N"] = w.launch_size("n")
+    w.defines.update(KF_HAS_Z=int(z != "nullptr"), KF_HAS_BIAS=int(bias != "nullptr"), KF_HAS_RES=int(res != "nullptr"))
+    cols = w.size("cols") if bias != "nullptr" else "1LL"
+    alpha = f"(float)({w.role('alpha')})" if w.role("alpha") else "1.0f"
+    return f"kf_elementwise({x}, {z}, {bias}, {res}, {y}, {w.size('n')}, {cols}, {alpha})"
+
+
+def _stencil2d(w: _Writer) -> str:
+    p = w.match.params
+    x, y = w.buffer("x"), w.buffer("y")
+    taps = w.buffer("taps", required=False)
+    k = int(p.get("k", 3))
+    w.defines.update(KF_K=k, KF_EDGE_CLAMP=int(p.get("edge") == "clamp"), KF_TAPS_CONST=int(taps == "nullptr"))
+    if taps == "nullptr":
+        values = p.get("taps")
+        if not values or len(values) != k * k:
+            raise Unbindable(f"a stencil without a taps parameter needs {k * k} taps in its params")
+        w.defines["KF_TAPS"] = ", ".join(f"{float(v)!r}f" for v in values)
+    w.slots.update(ROWS=w.launch_size("rows"), COLS=w.launch_size("cols"))
+    return f"kf_stencil2d({x}, {taps}, {y}, (int){w.size('rows')}, (int){w.size('cols')})"
+
+
+def _gather(w: _Writer) -> str:
+    y, idx, table = w.buffer("y"), w.buffer("index"), w.buffer("table")
+    if w.types["index"] not in ("int", "long long", "unsigned", "unsigned long long") or w.types["table"] in (
+            "int", "long long", "unsigned", "unsigned long long"):
+        raise Unbindable("a gather needs integer indices and a floating-point table")
+    w.slots["ROWS"] = w.launch_size("rows")
+    return f"kf_gather({idx}, {table}, {y}, {w.size('rows')}, {w.size('cols')})"
+
+
+def _scan(w: _Writer) -> str:
+    if w.match.params.get("per_row"):
+        raise Unbindable("per-row prefix sums have no bound pattern yet")
+    x, y = w.buffer("x"), w.buffer("y")
+    if not all(w.types[r] in _CTYPES.values() for r in ("x", "y")):
+        raise Unbindable("the bound prefix sum adds floating-point values")
+    w.defines["KF_EXCLUSIVE"] = int(bool(w.match.params.get("exclusive")))
+    w.slots["N"] = w.launch_size("n")
+    return f"kf_scan({x}, {y}, {w.size('n')})"
+
+
+def _reduce_op(w: _Writer) -> None:
+    op = w.match.params.get("op", "sum")
+    w.defines.update(KF_OP_MAX=int(op == "max"), KF_OP_MIN=int(op == "min"), KF_OP_MEAN=int(op == "mean"))
+
+
+def _column_reduction(w: _Writer) -> str:
+    x, y = w.buffer("x"), w.buffer("y")
+    _reduce_op(w)
+    w.slots["COLS"] = w.launch_size("cols")
+    return f"kf_column_reduction({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+
+
+def _row_reduction(w: _Writer) -> str:
+    x, y = w.buffer("x"), w.buffer("y")
+    _reduce_op(w)
+    w.slots["ROWS"] = w.launch_size("rows")
+    return f"kf_row_reduction({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+
+
+def _transpose(w: _Writer) -> str:
+    x, y = w.buffer("x"), w.buffer("y")
+    if w.types["x"] != w.types["y"]:
+        raise Unbindable("the bound transpose copies values as stored: x and y need one storage type")
+    w.slots.update(ROWS=w.launch_size("rows"), COLS=w.launch_size("cols"))
+    return f"kf_transpose({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+
+
+def _reduction(w: _Writer) -> str:
+    x, y = w.buffer("x"), w.buffer("y")
+    if not all(w.types[r] in _CTYPES.values() for r in ("x", "y")):
+        raise Unbindable("the bound reduction combines floating-point values")
+    _reduce_op(w)
+    w.slots["N"] = w.launch_size("n")
+    return f"kf_reduction({x}, {y}, {w.size('n')})"
+
+
+def _gemm(w: _Writer) -> str:
+    p = w.match.params
+    a, b, c = w.buffer("a"), w.buffer("b"), w.buffer("c")
+    bias = w.buffer("bias", required=False)
+    if any(w.types[r] != "float" for r in ("a", "b", "c")) or (bias != "nullptr" and w.types["bias"] != "float"):
+        raise Unbindable("the bound gemm is float32 (SIMT FFMA)")
+    w.slots.update(M=w.launch_size("m"), N=w.launch_size("n"))
+    w.defines.update(KF_HAS_BETA=int(bool(w.role("beta"))), KF_HAS_BIAS=int(bias != "nullptr"),
+                     KF_TRANS_A=int(bool(p.get("trans_a"))), KF_TRANS_B=int(bool(p.get("trans_b"))))
+    alpha = f"(float)({w.role('alpha')})" if w.role("alpha") else "1.0f"
+    beta = f"(float)({w.role('beta')})" if w.role("beta") else "0.0f"
+    return (f"kf_gemm({a}, {b}, {c}, (int){w.size('m')}, (int){w.size('n')}, (int){w.size('k')}, {alpha}, {beta}, "
+            f"{bias})")
+
+
+_WRITERS = {
+    "gemm": ("gemm.cu", _gemm),
+    "transpose": ("transpose.cu", _transpose),
+    "reduction": ("reduction.cu", _reduction),
+    "row_norm": ("row_norm.cu", _row_norm),
+    "row_softmax": ("row_softmax.cu", _row_softmax),
+    "elementwise": ("elementwise.cu", _elementwise),
+    "stencil2d": ("stencil2d.cu", _stencil2d),
+    "gather": ("gather.cu", _gather),
+    "scan": ("scan.cu", _scan),
+    "column_reduction": ("column_reduction.cu", _column_reduction),
+    "row_reduction": ("row_reduction.cu", _row_reduction),
+}
+
+
+def kinds_with_patterns() -> tuple[str, ...]:
+    return tuple(_WRITERS)
+
+
+def instantiate(task, match: Match) -> list[Bound]:
+    """The bound patterns of ``match``'s kind for ``task`` (see the module docstring)."""
+    if match.kind not in _WRITERS:
+        raise Unbindable(f"no bound pattern for kind {match.kind} yet")
+    template, write = _WRITERS[match.kind]
+    w = _Writer(task, match)
+    call = write(w)
+    stem = Path(template).stem
+    return [Bound(stem, f"bound_{stem}.cu", w.source(template, call, match.describe()), match)]

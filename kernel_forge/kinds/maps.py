@@ -1,0 +1,117 @@
+"""Elementwise maps and fused elementwise chains: ``y = act(x)``, ``y = x OP z``, ``y = alpha*x (+ z)``,
+and ``y = act(x + bias[col]) + res`` with a bias broadcast along the rows (bias, activation,
+residual), with ``act`` from :data:`FUNCTIONS`."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from typing import Iterator
+
+from kernel_forge.kinds.match import Match, close, dims, param_for
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+#: values a hypothesis is first tried on (all of them only when those match): identification stays fast
+SAMPLE = 8192
+
+
+def _gelu_erf(v):
+    return 0.5 * v * (1.0 + _erf(v / math.sqrt(2.0)).astype(np.float64))
+
+
+#: name -> (NumPy on float64, CUDA on a float ``v``)
+FUNCTIONS = {
+    "identity": (lambda v: v, "v"),
+    "relu": (lambda v: np.maximum(v, 0.0), "fmaxf(v, 0.0f)"),
+    "gelu_tanh": (lambda v: 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3))),
+                  "0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)))"),
+    "gelu_erf": (_gelu_erf, "0.5f * v * (1.0f + erff(v * 0.7071067811865476f))"),
+    "silu": (lambda v: v / (1.0 + np.exp(-v)), "v / (1.0f + __expf(-v))"),
+    "sigmoid": (lambda v: 1.0 / (1.0 + np.exp(-v)), "1.0f / (1.0f + __expf(-v))"),
+    "tanh": (np.tanh, "tanhf(v)"),
+    "exp": (np.exp, "expf(v)"),
+    "softplus": (lambda v: np.logaddexp(0.0, v), "(v > 20.0f ? v : log1pf(expf(v)))"),
+    "leaky_relu": (lambda v: np.where(v > 0, v, 0.01 * v), "(v > 0.0f ? v : 0.01f * v)"),
+    "square": (lambda v: v * v, "v * v"),
+    "abs": (np.abs, "fabsf(v)"),
+    "neg": (lambda v: -v, "-v"),
+}
+
+#: name -> (NumPy, CUDA on floats ``a`` and ``b``)
+BINARY = {
+    "add": (np.add, "a + b"), "sub": (np.subtract, "a - b"), "mul": (np.multiply, "a * b"),
+    "div": (np.divide, "a / b"), "max": (np.maximum, "fmaxf(a, b)"), "min": (np.minimum, "fminf(a, b)"),
+}
+
+
+def _f(name, v):
+    with np.errstate(all="ignore"):
+        return FUNCTIONS[name][0](v)
+
+
+def find_elementwise(probe) -> Iterator[Match]:
+    outs = probe.buffers(output=True)
+    if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
+        return
+    y = outs[0]
+    n = probe.sizes[y]
+    got = probe.outputs[y]
+    full = [x for x in probe.inputs_of(n)]
+    n_name = param_for(probe, n)
+    base = {"y": y, "n": n_name}
+    alphas = list(probe.float_scalars().items())
+
+    vals = probe.values
+
+    def holds(pred_of, step: int = 1) -> bool:
+        """Whether the prediction holds: on the first SAMPLE values (a multiple of ``step``), then on all."""
+        k = min(n, max(step, SAMPLE // step * step))
+        with np.errstate(all="ignore"):
+            if not close(got[:k], np.asarray(pred_of(k), dtype=np.float64)):
+                return False
+            return k == n or close(got, np.asarray(pred_of(n), dtype=np.float64))
+
+    for x in full:                                               # y = act(x)
+        for act in FUNCTIONS:
+            if not (act == "identity" and x == y) and holds(lambda k: _f(act, vals[x][:k])):
+                yield Match("elementwise", {**base, "x": x}, {"form": "map", "act": act})
+    for x in full:                                               # y = x OP z
+        for z in full:
+            if z == x:
+                continue
+            for op, (fn, _) in BINARY.items():
+                if holds(lambda k: fn(vals[x][:k], vals[z][:k])):
+                    yield Match("elementwise", {**base, "x": x, "z": z}, {"form": "binary", "op": op})
+    for a, av in alphas:                                         # y = alpha * x (+ z)
+        for x in full:
+            if holds(lambda k: av * vals[x][:k]):
+                yield Match("elementwise", {**base, "x": x, "alpha": a}, {"form": "scale"})
+            for z in full:
+                if z != x and holds(lambda k: av * vals[x][:k] + vals[z][:k]):
+                    yield Match("elementwise", {**base, "x": x, "z": z, "alpha": a}, {"form": "axpy"})
+    for x in full:                                               # fused chains with a row-broadcast bias
+        rest = [r for r in full if r != x]
+        splits = [(r, c) for r, c in dims(probe, n) if r > 1 and c > 1] or [(1, n)]
+        first = True                                             # act(x) + res: on the first split only
+        for rows, cols in splits:
+            vecs = [b for b in probe.inputs_of(cols) if b not in (x, y)] if rows > 1 else []
+            for act in FUNCTIONS:
+                for b in ([None] if first else []) + vecs:
+                    for r in [None, *rest]:
+                        if b is None and r is None:
+                            continue
+
+                        def pred(k, b=b, r=r):
+                            pre = vals[x][:k].reshape(-1, cols) + (vals[b][None, :] if b else 0.0)
+                            return _f(act, pre).reshape(-1) + (vals[r][:k] if r else 0.0)
+
+                        if holds(pred, cols):
+                            form = ("bias_" if b else "") + "act" + ("_res" if r else "")
+                            binding = {**base, "x": x, "bias": b, "res": r}
+                            if b:
+                                binding["cols"] = param_for(probe, cols)
+                            yield Match("elementwise", binding, {"form": form, "act": act})
+            first = False
+    return

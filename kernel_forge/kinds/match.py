@@ -1,0 +1,79 @@
+"""The record of an identified operation, and the comparisons every kind's test uses."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Match:
+    """One kind's hypothesis that held: ``binding`` maps each role of the kind (input, output,
+    weight, rows, ...) to the kernel parameter that plays it; ``params`` holds what is not a
+    parameter (epsilon, function, axis, edge mode ...)."""
+
+    kind: str
+    binding: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    source: str = "reference"          #: "reference" (guessed and checked) or "manifest" (stated, checked)
+
+    def describe(self) -> str:
+        bind = ", ".join(f"{role}={name}" for role, name in self.binding.items() if name is not None)
+        par = ", ".join(f"{k}={_short(v)}" for k, v in self.params.items())
+        return f"{self.kind} ({bind}" + (f"; {par}" if par else "") + ")"
+
+    def to_json(self) -> dict:
+        return {"name": self.kind, "binding": dict(self.binding), "params": dict(self.params)}
+
+
+def _short(v) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, (list, tuple)) and len(v) > 6:
+        return "[" + ", ".join(_short(x) for x in v[:6]) + ", ...]"
+    return str(v)
+
+
+def close(got: np.ndarray, want: np.ndarray, rtol: float = 2e-3) -> bool:
+    """Whether the reference's output ``got`` is ``want`` to within ``rtol`` of the output's scale
+    (references compute in float32 or float64; bf16 outputs are compared as float32 values)."""
+    got = np.asarray(got, dtype=np.float64).reshape(-1)
+    want = np.asarray(want, dtype=np.float64).reshape(-1)
+    if got.shape != want.shape or not np.all(np.isfinite(want)):
+        return False
+    scale = max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-30)
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(np.abs(got - want) <= rtol * np.abs(want) + rtol * 1e-2 * scale + 1e-30))
+
+
+def dims(probe, size: int) -> list[tuple[int, int]]:
+    """(rows, cols) splits of a buffer of ``size`` values: cols an integer scalar's value that
+    divides it, or the last axis of a 2-D buffer of that size; rows > 1 first."""
+    out: list[tuple[int, int]] = []
+    for c in probe.int_scalars().values():
+        if 1 <= c <= size and size % c == 0 and (size // c, c) not in out:
+            out.append((size // c, c))
+    for a in probe.task.args:
+        if a.is_buffer and probe.sizes[a.name] == size and len(a.shape) >= 2:
+            shape = probe.task.shape(a, probe.inputs.case)
+            rc = (size // shape[-1], shape[-1])
+            if rc not in out:
+                out.append(rc)
+    return sorted(out, key=lambda rc: (rc[0] == 1 or rc[1] == 1,))
+
+
+def param_for(probe, value: int, avoid: tuple = ()) -> str | None:
+    """The integer scalar holding ``value`` (the first one not in ``avoid``), else a product of
+    two or three of them (``"B*T"``), else None."""
+    names = [n for n in probe.params_of(value) if n not in avoid]
+    if names:
+        return names[0]
+    ints = [(n, v) for n, v in probe.int_scalars().items() if n not in avoid and v > 1]
+    for i, (a, va) in enumerate(ints):
+        for j, (b, vb) in enumerate(ints[i + 1:], i + 1):
+            if va * vb == value:
+                return f"{a}*{b}"
+            for c, vc in ints[j + 1:]:
+                if va * vb * vc == value:
+                    return f"{a}*{b}*{c}"
+    return None

@@ -1,0 +1,125 @@
+"""What the reference does on one small case: its inputs and outputs as float64 values.
+
+:func:`take` draws the inputs of the task's smallest case (one where the integer scalars differ
+from each other when there is one, so that rows and columns cannot be mistaken for each other),
+runs the reference in the reference process (the user's code never runs in kforge's own process)
+and keeps everything as flat float64 arrays.  :meth:`Probe.rerun` runs the reference again on
+changed inputs (the row norms use it to read the epsilon on rows of tiny variance).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernel_forge.common.dtypes import from_float
+from kernel_forge.model.inputs import CaseInputs, generate, host_values
+
+#: a case with more buffer elements than this is not probed (identification stays fast)
+MAX_ELEMENTS = 1 << 22
+
+
+@dataclass
+class Probe:
+    task: object
+    inputs: CaseInputs
+    values: dict[str, np.ndarray]            #: every buffer's initial values, flat float64 (outputs: NaN)
+    scalars: dict[str, float]                #: every scalar's value
+    outputs: dict[str, np.ndarray]           #: the reference's outputs, flat float64
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    def arg(self, name: str):
+        return self.task.arg(name)
+
+    # -- who is who --------------------------------------------------------------------------
+    def buffers(self, *, output: bool | None = None, floating: bool | None = None) -> list[str]:
+        out = []
+        for a in self.task.args:
+            if not a.is_buffer:
+                continue
+            if output is not None and bool(a.output) != output:
+                continue
+            if floating is not None and a.param.dtype.is_float != floating:
+                continue
+            out.append(a.name)
+        return out
+
+    def inputs_of(self, size: int | None = None, *, floating: bool | None = True) -> list[str]:
+        """Buffers holding input values (pure inputs, and outputs that start from values)."""
+        return [a.name for a in self.task.args if a.is_buffer and (not a.output or a.init is not None)
+                and (size is None or self.sizes[a.name] == size)
+                and (floating is None or a.param.dtype.is_float == floating)]
+
+    def int_scalars(self) -> dict[str, int]:
+        return {a.name: int(self.scalars[a.name]) for a in self.task.args
+                if not a.is_buffer and a.param.dtype.kind in ("int", "uint")}
+
+    def float_scalars(self) -> dict[str, float]:
+        return {a.name: float(self.scalars[a.name]) for a in self.task.args
+                if not a.is_buffer and a.param.dtype.is_float}
+
+    def params_of(self, value: int) -> list[str]:
+        """Integer scalars equal to ``value``, in signature order."""
+        return [n for n, v in self.int_scalars().items() if v == value]
+
+    def rerun(self, changes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The reference's outputs on these inputs with ``changes`` (name -> values) applied."""
+        from kernel_forge.model.reference_process import run_reference
+
+        bufs = dict(self.inputs.buffers)
+        for name, vals in changes.items():
+            dt = self.arg(name).param.dtype
+            arr = np.asarray(vals, dtype=np.float64).reshape(bufs[name].shape)
+            bufs[name] = from_float(arr.astype(np.float32), dt) if dt.name == "bfloat16" else arr.astype(dt.numpy)
+        new = CaseInputs(case=self.inputs.case, seed=self.inputs.seed, buffers=bufs, scalars=self.inputs.scalars)
+        out = run_reference(self.task, new.case.name, new.seed, new)
+        return {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in out.items()}
+
+
+def pick_case(task):
+    """The case to probe: the smallest, preferring one whose integer scalars are all different and
+    above 1 (a size of 1 hides which axis is which)."""
+    def elements(case):
+        try:
+            return sum(int(np.prod(task.shape(a, case))) for a in task.args if a.is_buffer)
+        except Exception:  # noqa: BLE001 - a case whose shapes do not evaluate is not probed
+            return None
+
+    def ints(case):
+        vals = []
+        for a in task.args:
+            if not a.is_buffer and a.param.dtype.kind in ("int", "uint"):
+                try:
+                    vals.append(int(task.scalar(a, case)))
+                except Exception:  # noqa: BLE001
+                    pass
+        return vals
+
+    sized = [(c, elements(c)) for c in task.cases]
+    sized = [(c, n) for c, n in sized if n is not None and n <= MAX_ELEMENTS]
+    if not sized:
+        return None
+    return min(sized, key=lambda cn: (len(set(ints(cn[0]))) < len(ints(cn[0])), any(v <= 1 for v in ints(cn[0])),
+                                      cn[1]))[0]
+
+
+def take(task, seed: int = 1234) -> Probe | None:
+    """The probe of ``task`` (None when no case is small enough)."""
+    from kernel_forge.model.reference_process import run_reference
+
+    case = pick_case(task)
+    if case is None:
+        return None
+    inputs = generate(task, case, seed)
+    out = run_reference(task, case.name, seed, inputs)
+    values, sizes = {}, {}
+    for a in task.args:
+        if a.is_buffer:
+            arr = inputs.buffers[a.name]
+            sizes[a.name] = int(arr.size)
+            if a.output and a.init is None:
+                values[a.name] = np.full(arr.size, np.nan)
+            else:
+                values[a.name] = np.asarray(host_values(a, arr), dtype=np.float64).reshape(-1)
+    outputs = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in out.items()}
+    return Probe(task=task, inputs=inputs, values=values, scalars=dict(inputs.scalars), outputs=outputs, sizes=sizes)

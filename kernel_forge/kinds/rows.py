@@ -1,0 +1,203 @@
+"""Hypotheses over the rows of a matrix: row norms, row softmax, reductions along an axis, column
+reductions and prefix sums.  Each ``find_*`` returns the matches that hold on a probe."""
+from __future__ import annotations
+
+import numpy as np
+
+from typing import Iterator
+
+from kernel_forge.kinds.match import Match, close, dims, param_for
+
+#: epsilons tried in this order when the signature has none (then read off tiny-variance rows)
+EPSILONS = (1e-5, 1e-6, 1e-12, 1e-8, 1e-3, 1e-4, 1e-7, 1e-9, 1e-10, 0.0)
+
+
+def _pairs(probe):
+    """(x, y, rows, cols) for every float output y and float input x of the same size."""
+    for y in probe.buffers(output=True, floating=True):
+        size = probe.sizes[y]
+        for x in probe.inputs_of(size):
+            if x == y and not probe.arg(y).in_out:
+                continue
+            for rows, cols in dims(probe, size):
+                if cols > 1:
+                    yield x, y, rows, cols
+
+
+def _scalars(probe, rows: int, cols: int) -> dict:
+    r = param_for(probe, rows)
+    return {"rows": r, "cols": param_for(probe, cols, avoid=(r,))}
+
+
+# ----------------------------------------------------------------------------- row norms
+
+def _norm(v: np.ndarray, rms: bool, eps: float):
+    if rms:
+        ms = np.mean(v * v, axis=1, keepdims=True)
+        rstd = 1.0 / np.sqrt(ms + eps)
+        return v * rstd, np.zeros_like(ms), rstd, ms
+    mean = v.mean(axis=1, keepdims=True)
+    var = np.mean((v - mean) ** 2, axis=1, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + eps)
+    return (v - mean) * rstd, mean, rstd, var
+
+
+def find_row_norm(probe) -> Iterator[Match]:
+    eps_params = list(probe.float_scalars().items())
+    for x, y, rows, cols in _pairs(probe):
+        v = probe.values[x].reshape(rows, cols)
+        extras = [o for o in probe.buffers(output=True, floating=True) if o != y]
+        if any(probe.sizes[o] != rows for o in extras):
+            continue
+        vecs = [n for n in probe.inputs_of(cols) if n not in (x, y)]
+        got = probe.outputs[y].reshape(rows, cols)
+        for rms in (False, True):
+            for eps_name, eps in [*eps_params, *((None, e) for e in EPSILONS)]:
+                z, mean, rstd, var = _norm(v, rms, eps)
+                hit = _affine(z, got, vecs, probe)
+                if hit is None:
+                    continue
+                roles = _stats(probe, extras, mean, rstd, var, rms)
+                if roles is None:
+                    continue
+                w, b = hit
+                binding = {"x": x, "y": y, "weight": w, "bias": b, **roles, **_scalars(probe, rows, cols),
+                           "eps": eps_name}
+                params = {"norm": "rms" if rms else "layer"}
+                if eps_name is None:
+                    params["eps"] = _read_eps(probe, x, y, binding, rms, eps, cols)
+                yield Match("row_norm", binding, params)
+                break
+
+
+def _affine(z, got, vecs, probe):
+    """(weight, bias) names (None: absent) with got == z * weight + bias, or None."""
+    for w in [None, *vecs]:
+        zw = z * (probe.values[w][None, :] if w else 1.0)
+        for b in [None, *vecs]:
+            if b is not None and b == w:
+                continue
+            pred = zw + (probe.values[b][None, :] if b else 0.0)
+            if close(got, pred):
+                return w, b
+    return None
+
+
+def _stats(probe, extras, mean, rstd, var, rms):
+    roles = {"mean": None, "rstd": None, "var": None}
+    for o in extras:
+        got = probe.outputs[o]
+        for role, want in (("mean", mean), ("rstd", rstd), ("var", var)):
+            if rms and role == "mean":
+                continue
+            if roles[role] is None and close(got, want.reshape(-1)):
+                roles[role] = o
+                break
+        else:
+            return None
+    return roles
+
+
+def _read_eps(probe, x, y, binding, rms, guess, cols) -> float:
+    """The epsilon, read off rows scaled to a variance near the epsilons tried (the guess when
+    the reference cannot be run again)."""
+    from kernel_forge.common.errors import KForgeError
+
+    v = probe.values[x]
+    scaled = (v - v.mean()) * 1e-3
+    try:
+        out = probe.rerun({x: scaled})
+    except (KForgeError, ValueError):
+        return guess
+    vs = scaled.reshape(-1, cols)
+    yv = out[y].reshape(-1, cols)
+    best, err = guess, None
+    for eps in EPSILONS:
+        z, *_ = _norm(vs, rms, eps)
+        if binding["weight"]:
+            z = z * probe.values[binding["weight"]][None, :]
+        if binding["bias"]:
+            z = z + probe.values[binding["bias"]][None, :]
+        e = float(np.max(np.abs(z - yv)))
+        if err is None or e < err:
+            best, err = eps, e
+    return best
+
+
+# ----------------------------------------------------------------------------- softmax
+
+def find_row_softmax(probe) -> Iterator[Match]:
+    for x, y, rows, cols in _pairs(probe):
+        if len(probe.buffers(output=True)) != 1:
+            continue
+        v = probe.values[x].reshape(rows, cols)
+        m = v - v.max(axis=1, keepdims=True)
+        lse = np.log(np.exp(m).sum(axis=1, keepdims=True))
+        for log, pred in ((False, np.exp(m - lse)), (True, m - lse)):
+            if close(probe.outputs[y], pred.reshape(-1)):
+                yield Match("row_softmax", {"x": x, "y": y, **_scalars(probe, rows, cols)},
+                              {"log": log})
+    return
+
+
+# ----------------------------------------------------------------------------- reductions
+
+_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "mean": np.mean}
+
+
+def find_reductions(probe) -> Iterator[Match]:
+    """Row reductions (out[r] = op over a row), column reductions (out[c] = op over a column:
+    a bias gradient) and whole reductions (one value)."""
+    outs = probe.buffers(output=True, floating=True)
+    if len(probe.buffers(output=True)) != 1 or len(outs) != 1:
+        return
+    y = outs[0]
+    n_out = probe.sizes[y]
+    got = probe.outputs[y]
+    for x in probe.inputs_of():
+        size = probe.sizes[x]
+        if size <= n_out:
+            continue
+        v = probe.values[x]
+        if n_out == 1:
+            for op, fn in _REDUCE.items():
+                if close(got, np.array([fn(v)]), rtol=5e-3):
+                    yield Match("reduction", {"x": x, "y": y, "n": param_for(probe, size)}, {"op": op, "axis": None})
+            continue
+        for rows, cols in dims(probe, size):
+            m = v.reshape(rows, cols)
+            for axis, kind, n in ((1, "row_reduction", rows), (0, "column_reduction", cols)):
+                if n != n_out:
+                    continue
+                for op, fn in _REDUCE.items():
+                    if close(got, fn(m, axis=axis), rtol=5e-3):
+                        yield Match(kind, {"x": x, "y": y, **_scalars(probe, rows, cols)}, {"op": op})
+    return
+
+
+# ----------------------------------------------------------------------------- prefix sums
+
+def find_scan(probe) -> Iterator[Match]:
+    outs = probe.buffers(output=True, floating=None)
+    if len(outs) != 1:
+        return
+    y = outs[0]
+    size = probe.sizes[y]
+    got = probe.outputs[y]
+    for x in probe.inputs_of(size, floating=None):
+        if x == y and not probe.arg(y).in_out:
+            continue
+        v = probe.values[x]
+        splits = [(1, size)] + [rc for rc in dims(probe, size) if rc[0] > 1 and rc[1] > 1]
+        for rows, cols in splits:
+            inc = np.cumsum(v.reshape(rows, cols), axis=1)
+            exc = inc - v.reshape(rows, cols)
+            for exclusive, pred in ((False, inc), (True, exc)):
+                if close(got, pred.reshape(-1), rtol=5e-3) and not close(got, v):
+                    binding = {"x": x, "y": y}
+                    if rows == 1:
+                        binding["n"] = param_for(probe, size)
+                    else:
+                        binding.update(_scalars(probe, rows, cols))
+                    yield Match("scan", binding, {"exclusive": exclusive, "per_row": rows > 1})
+    return

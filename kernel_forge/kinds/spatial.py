@@ -1,0 +1,106 @@
+"""Hypotheses that move data: 2-D stencils and small convolutions (K x K taps, edge modes), transposes,
+and gathers (embedding lookups with integer indices)."""
+from __future__ import annotations
+
+import numpy as np
+
+from typing import Iterator
+
+from kernel_forge.kinds.match import Match, close, dims, param_for
+
+#: how a stencil reads outside the image: clamp to the edge, or read zero
+EDGES = ("clamp", "zero")
+#: pixels of the top band a stencil is fitted on
+BAND = 1 << 16
+
+
+def _shifted(img: np.ndarray, k: int, edge: str) -> np.ndarray:
+    """(h*w, k*k): column dy*k+dx holds img[i+dy-r, j+dx-r] under the edge mode."""
+    r = k // 2
+    padded = np.pad(img, r, mode="edge" if edge == "clamp" else "constant")
+    h, w = img.shape
+    return np.stack([padded[dy:dy + h, dx:dx + w].reshape(-1) for dy in range(k) for dx in range(k)], axis=1)
+
+
+def find_stencil(probe) -> Iterator[Match]:
+    outs = probe.buffers(output=True)
+    if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
+        return
+    y = outs[0]
+    size = probe.sizes[y]
+    got = probe.outputs[y]
+    for x in probe.inputs_of(size):
+        if x == y:
+            continue
+        for h, w in dims(probe, size):
+            if h < 3 or w < 3:
+                continue
+            img = probe.values[x].reshape(h, w)
+            for k in (3, 5):
+                if h < k or w < k:
+                    continue
+                band = min(h, max(k, BAND // w))         # the top rows only: edges on three sides are real
+                want = got[:band * w]
+                weights = [wb for wb in probe.inputs_of(k * k) if wb not in (x, y)]
+                for edge in EDGES:
+                    a = _shifted(img[:min(h, band + k // 2)], k, edge)[:band * w]
+                    for wb in weights:                 # the taps are a parameter
+                        if close(want, a @ probe.values[wb]):
+                            yield _match(probe, x, y, h, w, k, edge, taps=wb)
+                    if weights:
+                        continue
+                    taps, *_ = np.linalg.lstsq(a, want, rcond=None)
+                    taps = np.where(np.abs(taps) < 1e-7, 0.0, taps)
+                    if close(want, a @ taps) and np.count_nonzero(taps) > 1:
+                        yield _match(probe, x, y, h, w, k, edge, values=[float(t) for t in taps])
+    return
+
+
+def _match(probe, x, y, h, w, k, edge, taps=None, values=None) -> Match:
+    rows = param_for(probe, h)
+    binding = {"x": x, "y": y, "taps": taps, "rows": rows, "cols": param_for(probe, w, avoid=(rows,))}
+    params = {"k": k, "edge": edge}
+    if values is not None:
+        params["taps"] = [round(v, 7) for v in values]
+    return Match("stencil2d", binding, params)
+
+
+def find_transpose(probe) -> Iterator[Match]:
+    outs = probe.buffers(output=True)
+    if len(outs) != 1:
+        return
+    y = outs[0]
+    size = probe.sizes[y]
+    for x in probe.inputs_of(size, floating=None):
+        if x == y:
+            continue
+        for rows, cols in dims(probe, size):
+            if rows > 1 and cols > 1 and close(probe.outputs[y], probe.values[x].reshape(rows, cols).T.reshape(-1)):
+                r = param_for(probe, rows)
+                yield Match("transpose", {"x": x, "y": y, "rows": r, "cols": param_for(probe, cols, avoid=(r,))}, {})
+    return
+
+
+def find_gather(probe) -> Iterator[Match]:
+    outs = probe.buffers(output=True)
+    if len(outs) != 1:
+        return
+    y = outs[0]
+    got = probe.outputs[y]
+    for idx in probe.inputs_of(floating=False):
+        n = probe.sizes[idx]
+        if n == 0 or probe.sizes[y] % n:
+            continue
+        dim = probe.sizes[y] // n
+        ids = probe.values[idx].astype(np.int64)
+        for table in probe.inputs_of(floating=None):
+            if table in (idx, y) or probe.sizes[table] % dim:
+                continue
+            vocab = probe.sizes[table] // dim
+            if ids.min() < 0 or ids.max() >= vocab:
+                continue
+            if close(got, probe.values[table].reshape(vocab, dim)[ids].reshape(-1)):
+                rows = param_for(probe, n)
+                yield Match("gather", {"y": y, "index": idx, "table": table, "rows": rows,
+                                         "cols": param_for(probe, dim, avoid=(rows,))}, {})
+    return

@@ -1,0 +1,53 @@
+// kforge kinds: loads and stores of one value or of 4 consecutive values, as float, for each
+// storage type a bound pattern may meet (float; __half and __nv_bfloat16 when included).
+// 4-wide accesses need the address aligned to 4 elements (callers check).  LDS4 is the
+// streaming (evict-first) variant for data read once.
+__device__ __forceinline__ float kf_ld(const float* p) { return *p; }
+__device__ __forceinline__ void kf_st(float* p, float v) { *p = v; }
+__device__ __forceinline__ float4 kf_ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 kf_lds4(const float* p) { return __ldcs(reinterpret_cast<const float4*>(p)); }
+__device__ __forceinline__ void kf_st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ __forceinline__ void kf_sts4(float* p, float4 v) { __stcs(reinterpret_cast<float4*>(p), v); }
+#ifdef KF_HALF
+__device__ __forceinline__ float kf_ld(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ void kf_st(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ float4 kf_unpack(uint2 u, const __half*)
+{
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ uint2 kf_pack(float4 v, __half*)
+{
+    __half2 a = __floats2half2_rn(v.x, v.y), b = __floats2half2_rn(v.z, v.w);
+    return make_uint2(*reinterpret_cast<unsigned*>(&a), *reinterpret_cast<unsigned*>(&b));
+}
+#endif
+#ifdef KF_BF16
+__device__ __forceinline__ float kf_ld(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void kf_st(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ float4 kf_unpack(uint2 u, const __nv_bfloat16*)
+{
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ uint2 kf_pack(float4 v, __nv_bfloat16*)
+{
+    __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+    return make_uint2(*reinterpret_cast<unsigned*>(&a), *reinterpret_cast<unsigned*>(&b));
+}
+#endif
+#if defined(KF_HALF) || defined(KF_BF16)
+template <typename T> __device__ __forceinline__ float4 kf_ld4(const T* p)
+{ return kf_unpack(*reinterpret_cast<const uint2*>(p), p); }
+template <typename T> __device__ __forceinline__ float4 kf_lds4(const T* p)
+{ return kf_unpack(__ldcs(reinterpret_cast<const uint2*>(p)), p); }
+template <typename T> __device__ __forceinline__ void kf_st4(T* p, float4 v)
+{ *reinterpret_cast<uint2*>(p) = kf_pack(v, p); }
+template <typename T> __device__ __forceinline__ void kf_sts4(T* p, float4 v)
+{ __stcs(reinterpret_cast<uint2*>(p), kf_pack(v, p)); }
+#endif
+// whether p is aligned for 4-wide accesses
+template <typename T> __device__ __forceinline__ bool kf_aligned4(const T* p)
+{ return p == nullptr || (reinterpret_cast<unsigned long long>(p) % (4 * sizeof(T))) == 0; }

@@ -1,0 +1,89 @@
+// kforge: grid = [cdiv(@@COLS@@, BX), SPLIT, 1]
+// kforge: block = [BX, BY, 1]
+// kforge: tune BX = [32, 64, 128]
+// kforge: tune BY = [8, 4, 16, 32]
+// kforge: tune SPLIT = [16, 8, 32, 4, 1, 64]
+// kforge: constraint BX * BY <= 1024 and BX * BY >= 128
+// Bound pattern column_reduction (a bias gradient): out[c] = op over the rows of x[:, c].  A block
+// owns BX columns and one of SPLIT slices of the rows; BY threads per column walk the slice (the
+// BX threads of a row read consecutive columns: coalesced), the BY partials are combined in
+// shared memory, and each block writes one partial per column to a module-global scratch array.
+// The last block of a column strip (threadfence + an atomic count, reset by that block) combines
+// the SPLIT partials in slice order: deterministic, no float atomics.  When SPLIT * cols does
+// not fit the scratch, slice 0 walks every row alone.
+#ifndef BX
+#define BX 32
+#endif
+#ifndef BY
+#define BY 8
+#endif
+#ifndef SPLIT
+#define SPLIT 16
+#endif
+#define KF_THREADS (BX * BY)
+#define KF_MAX_PARTIALS (1 << 20)
+#define KF_MAX_STRIPS (1 << 16)
+
+__device__ float kf_col_partials[KF_MAX_PARTIALS];
+__device__ unsigned int kf_col_count[KF_MAX_STRIPS];
+
+__device__ __forceinline__ float kf_combine_op(float a, float b)
+{
+#if KF_OP_MAX
+    return fmaxf(a, b);
+#elif KF_OP_MIN
+    return fminf(a, b);
+#else
+    return a + b;
+#endif
+}
+
+__device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
+                                                    long long rows, long long cols)
+{
+    __shared__ float red[BY][BX + 1];
+    __shared__ bool last;
+    const float init = KF_OP_MAX ? -__int_as_float(0x7f800000) : (KF_OP_MIN ? __int_as_float(0x7f800000) : 0.0f);
+    const long long col = (long long)blockIdx.x * BX + threadIdx.x;
+    const bool split = (long long)gridDim.y * cols <= KF_MAX_PARTIALS && gridDim.x <= KF_MAX_STRIPS;
+    long long lo = 0, hi = rows;
+    if (split) {
+        const long long per = (rows + gridDim.y - 1) / gridDim.y;
+        lo = min(rows, per * blockIdx.y);
+        hi = min(rows, lo + per);
+    } else if (blockIdx.y != 0) {
+        return;
+    }
+    float acc = init;
+    if (col < cols) {
+        for (long long r = lo + threadIdx.y; r < hi; r += BY) acc = kf_combine_op(acc, kf_ld(x + r * cols + col));
+    }
+    red[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0) {
+        float a = red[0][threadIdx.x];
+#pragma unroll
+        for (int k = 1; k < BY; ++k) a = kf_combine_op(a, red[k][threadIdx.x]);
+        acc = a;
+        if (!split) {
+            if (col < cols) kf_st(y + col, KF_OP_MEAN ? acc / (float)rows : acc);
+        } else if (col < cols) {
+            kf_col_partials[(long long)blockIdx.y * cols + col] = acc;
+        }
+    }
+    if (!split) return;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        last = atomicAdd(&kf_col_count[blockIdx.x], 1u) == gridDim.y - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (threadIdx.y == 0 && col < cols) {
+        float a = init;
+        for (unsigned s = 0; s < gridDim.y; ++s) a = kf_combine_op(a, *((volatile float*)&kf_col_partials[(long long)s * cols + col]));
+        kf_st(y + col, KF_OP_MEAN ? a / (float)rows : a);
+    }
+    if (threadIdx.x == 0 && threadIdx.y == 0) kf_col_count[blockIdx.x] = 0u;
+}

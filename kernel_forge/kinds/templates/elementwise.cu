@@ -1,0 +1,62 @@
+// kforge: grid = [max(1, cdiv(@@N@@, 4 * BLOCK * VPT)), 1, 1]
+// kforge: block = [BLOCK, 1, 1]
+// kforge: tune BLOCK = [256, 128, 512, 1024]
+// kforge: tune VPT = [4, 2, 1, 8]
+// kforge: tune STREAM = [1, 0]
+// kforge: constraint BLOCK * VPT <= 4096
+// Bound pattern elementwise (from elementwise_vec): each block owns 4 * BLOCK * VPT consecutive
+// elements; a thread loads VPT groups of 4 (16 bytes for float) of every full-size operand, all
+// before any store, then applies kf_op and stores; a bias of `cols` values is broadcast along
+// the rows (its 4 values read together when cols % 4 == 0).  The last, partial tile and
+// unaligned buffers take the one-value-at-a-time path.  No __restrict__: y may be an input too.
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+#ifndef VPT
+#define VPT 4
+#endif
+#ifndef STREAM
+#define STREAM 1
+#endif
+#define KF_THREADS BLOCK
+
+@@OP@@
+
+__device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z, const kf_bias_t* bias,
+                                               const kf_res_t* res, kf_y_t* y, long long n, long long cols,
+                                               float alpha)
+{
+    const long long tile = (long long)blockIdx.x * (4LL * BLOCK * VPT);
+    const bool vec = kf_aligned4(x) && kf_aligned4(z) && kf_aligned4(bias) && kf_aligned4(res) && kf_aligned4(y)
+                     && (!KF_HAS_BIAS || cols % 4 == 0);
+    if (vec && tile + 4LL * BLOCK * VPT <= n) {
+        float4 xv[VPT], zv[VPT], bv[VPT], rv[VPT];
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) {
+            const long long j = tile + 4LL * (threadIdx.x + (long long)i * BLOCK);
+            xv[i] = STREAM ? kf_lds4(x + j) : kf_ld4(x + j);
+            zv[i] = KF_HAS_Z ? (STREAM ? kf_lds4(z + j) : kf_ld4(z + j)) : make_float4(0.f, 0.f, 0.f, 0.f);
+            rv[i] = KF_HAS_RES ? (STREAM ? kf_lds4(res + j) : kf_ld4(res + j)) : make_float4(0.f, 0.f, 0.f, 0.f);
+            bv[i] = KF_HAS_BIAS ? kf_ld4(bias + j % cols) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) {
+            const long long j = tile + 4LL * (threadIdx.x + (long long)i * BLOCK);
+            float4 o;
+            o.x = kf_op(xv[i].x, zv[i].x, bv[i].x, rv[i].x, alpha);
+            o.y = kf_op(xv[i].y, zv[i].y, bv[i].y, rv[i].y, alpha);
+            o.z = kf_op(xv[i].z, zv[i].z, bv[i].z, rv[i].z, alpha);
+            o.w = kf_op(xv[i].w, zv[i].w, bv[i].w, rv[i].w, alpha);
+            if (STREAM) kf_sts4(y + j, o); else kf_st4(y + j, o);
+        }
+    } else {
+        const long long end = min(n, tile + 4LL * BLOCK * VPT);
+        for (long long j = tile + threadIdx.x; j < end; j += BLOCK) {
+            const float xv = kf_ld(x + j);
+            const float zv = KF_HAS_Z ? kf_ld(z + j) : 0.0f;
+            const float rv = KF_HAS_RES ? kf_ld(res + j) : 0.0f;
+            const float bv = KF_HAS_BIAS ? kf_ld(bias + j % cols) : 0.0f;
+            kf_st(y + j, kf_op(xv, zv, bv, rv, alpha));
+        }
+    }
+}

@@ -1,0 +1,98 @@
+// kforge: grid = [max(1, min(132 * BPS, cdiv(@@N@@, 4 * BLOCK * ACC))), 1, 1]
+// kforge: block = [BLOCK, 1, 1]
+// kforge: tune BLOCK = [256, 512, 1024, 128]
+// kforge: tune ACC = [4, 2, 8]
+// kforge: tune BPS = [4, 2, 8]
+// kforge: constraint BLOCK * BPS <= 2048
+// Bound pattern reduction (from reduce_lastblock): a persistent grid; each thread folds 4 values
+// per access into ACC independent accumulators, the block combines them (warp shuffles, then the
+// warps), writes one partial to a module-global array, and the last block to finish (threadfence
+// + an atomic ticket, reset by that block) combines the partials in block order and writes y[0]:
+// deterministic, no float atomics.
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+#ifndef ACC
+#define ACC 4
+#endif
+#ifndef BPS
+#define BPS 4
+#endif
+#define KF_THREADS BLOCK
+#define KF_MAX_BLOCKS 4096
+
+__device__ float kf_red_partials[KF_MAX_BLOCKS];
+__device__ unsigned int kf_red_ticket;
+
+__device__ __forceinline__ float kf_combine_op(float a, float b)
+{
+#if KF_OP_MAX
+    return fmaxf(a, b);
+#elif KF_OP_MIN
+    return fminf(a, b);
+#else
+    return a + b;
+#endif
+}
+
+__device__ __forceinline__ float kf_block_combine(float v, float* red)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = kf_combine_op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float r = red[0];
+#pragma unroll
+    for (int k = 1; k < BLOCK / 32; ++k) r = kf_combine_op(r, red[k]);
+    __syncthreads();
+    return r;
+}
+
+__device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y, long long n)
+{
+    __shared__ float red[BLOCK / 32];
+    __shared__ bool last;
+    const float init = KF_OP_MAX ? -__int_as_float(0x7f800000) : (KF_OP_MIN ? __int_as_float(0x7f800000) : 0.0f);
+    float acc[ACC];
+#pragma unroll
+    for (int k = 0; k < ACC; ++k) acc[k] = init;
+    const long long stride = 4LL * BLOCK * ACC * gridDim.x;
+    long long done = 0;
+    if (kf_aligned4(x)) {
+        const long long full = n / 4 * 4;
+        for (long long base = 4LL * ((long long)blockIdx.x * BLOCK * ACC + threadIdx.x); base < full; base += stride) {
+#pragma unroll
+            for (int k = 0; k < ACC; ++k) {
+                const long long j = base + 4LL * k * BLOCK;
+                if (j < full) {
+                    const float4 q = kf_lds4(x + j);
+                    acc[k] = kf_combine_op(acc[k], kf_combine_op(kf_combine_op(q.x, q.y), kf_combine_op(q.z, q.w)));
+                }
+            }
+        }
+        done = full;
+    }
+    for (long long j = done + (long long)blockIdx.x * BLOCK + threadIdx.x; j < n; j += (long long)BLOCK * gridDim.x) {
+        acc[0] = kf_combine_op(acc[0], kf_ld(x + j));
+    }
+    float v = acc[0];
+#pragma unroll
+    for (int k = 1; k < ACC; ++k) v = kf_combine_op(v, acc[k]);
+    v = kf_block_combine(v, red);
+    if (gridDim.x > KF_MAX_BLOCKS) return;          // the launch caps the grid far below this
+    if (threadIdx.x == 0) {
+        kf_red_partials[blockIdx.x] = v;
+        __threadfence();
+        last = atomicAdd(&kf_red_ticket, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    float p = init;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += BLOCK) p = kf_combine_op(p, *((volatile float*)&kf_red_partials[b]));
+    p = kf_block_combine(p, red);
+    if (threadIdx.x == 0) {
+        kf_st(y, KF_OP_MEAN ? p / (float)(n > 0 ? n : 1) : p);
+        kf_red_ticket = 0u;
+    }
+}

@@ -1,0 +1,63 @@
+// kforge: grid = [cdiv(@@ROWS@@, RPB), 1, 1]
+// kforge: block = [32 * WPR * RPB, 1, 1]
+// kforge: tune WPR = [1, 2, 4, 8]
+// kforge: tune RPB = [4, 1, 2, 8]
+// kforge: constraint 32 * WPR * RPB <= 1024 and 32 * WPR * RPB >= 64
+// Bound pattern row_reduction: WPR warps own a row, RPB rows per block; 4 values per access when
+// cols % 4 == 0 and the buffer is aligned (evict-first: x is read once), warp shuffles, then the
+// row's warps through shared memory in a fixed order.
+#ifndef WPR
+#define WPR 1
+#endif
+#ifndef RPB
+#define RPB 4
+#endif
+#define KF_THREADS (32 * WPR * RPB)
+#define TPR (32 * WPR)
+
+__device__ __forceinline__ float kf_combine_op(float a, float b)
+{
+#if KF_OP_MAX
+    return fmaxf(a, b);
+#elif KF_OP_MIN
+    return fminf(a, b);
+#else
+    return a + b;
+#endif
+}
+
+__device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
+                                                 long long rows, long long cols)
+{
+#if WPR > 1
+    __shared__ float part[RPB][WPR];
+#endif
+    const float init = KF_OP_MAX ? -__int_as_float(0x7f800000) : (KF_OP_MIN ? __int_as_float(0x7f800000) : 0.0f);
+    const int sub = threadIdx.x / TPR;
+    const int t = threadIdx.x % TPR;
+    const long long row = (long long)blockIdx.x * RPB + sub;
+    const bool valid = row < rows;
+    const kf_x_t* __restrict__ xr = x + (valid ? row : 0) * cols;
+    const long long ncols = valid ? cols : 0;
+    float a0 = init, a1 = init;
+    if (cols % 4 == 0 && kf_aligned4(x)) {
+        for (long long j = 4LL * t; j < ncols; j += 4LL * TPR) {
+            const float4 q = kf_lds4(xr + j);
+            a0 = kf_combine_op(a0, kf_combine_op(q.x, q.y));
+            a1 = kf_combine_op(a1, kf_combine_op(q.z, q.w));
+        }
+    } else {
+        for (long long j = t; j < ncols; j += TPR) a0 = kf_combine_op(a0, kf_ld(xr + j));
+    }
+    float a = kf_combine_op(a0, a1);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) a = kf_combine_op(a, __shfl_xor_sync(0xffffffffu, a, o));
+#if WPR > 1
+    if ((threadIdx.x & 31) == 0) part[sub][t >> 5] = a;
+    __syncthreads();
+    a = part[sub][0];
+#pragma unroll
+    for (int k = 1; k < WPR; ++k) a = kf_combine_op(a, part[sub][k]);
+#endif
+    if (valid && t == 0) kf_st(y + row, KF_OP_MEAN ? a / (float)cols : a);
+}

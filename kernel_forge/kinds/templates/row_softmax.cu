@@ -1,0 +1,174 @@
+// kforge: grid = [cdiv(@@ROWS@@, RPB), 1, 1]
+// kforge: block = [32 * WPR * RPB, 1, 1]
+// kforge: tune WPR = [1, 2, 4, 8, 16, 32]
+// kforge: tune RPB = [4, 1, 2, 8]
+// kforge: tune ITEMS = [8, 4, 2, 1, 16]
+// kforge: tune STREAM = [1, 0]
+// kforge: constraint 32 * WPR * RPB <= 1024 and 32 * WPR * RPB >= 64
+// kforge: constraint ITEMS * WPR * RPB <= 256 and (ITEMS < 16 or 32 * WPR * RPB <= 256)
+// Bound pattern row_softmax (from rowsoftmax_online): WPR warps own a row, RPB rows per block, the
+// row in registers (ITEMS groups of 4 values per thread), per-thread (max, sum of exp) pairs
+// combined with the online-softmax rule across the warp (shuffles) and the row's warps (shared
+// memory, fixed order); one read and one write per element.  KF_LOG: y = x - max - log(sum).
+// Rows longer than the registers hold are streamed twice.
+#ifndef WPR
+#define WPR 1
+#endif
+#ifndef RPB
+#define RPB 4
+#endif
+#ifndef ITEMS
+#define ITEMS 8
+#endif
+#ifndef STREAM
+#define STREAM 1
+#endif
+#define KF_THREADS (32 * WPR * RPB)
+#define TPR (32 * WPR)
+#define VPT (4 * ITEMS)
+#define CHUNK (TPR * VPT)
+#define KF_NEG_INF __int_as_float(0xff800000)
+
+__device__ __forceinline__ void kf_combine(float& m, float& s, float om, float os)
+{
+    const float nm = fmaxf(m, om);
+    const float a = (m == KF_NEG_INF) ? 0.0f : s * expf(m - nm);
+    const float b = (om == KF_NEG_INF) ? 0.0f : os * expf(om - nm);
+    m = nm;
+    s = a + b;
+}
+
+__device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
+                                               long long rows, int cols)
+{
+#if WPR > 1
+    __shared__ float part_m[RPB][WPR];
+    __shared__ float part_s[RPB][WPR];
+#endif
+    const int sub = threadIdx.x / TPR;
+    const int t = threadIdx.x % TPR;
+    const long long row = (long long)blockIdx.x * RPB + sub;
+    const bool valid = row < rows;
+    const int ncols = valid ? cols : 0;
+    const long long off = (valid ? row : 0) * (long long)cols;
+    const kf_x_t* __restrict__ xr = x + off;
+    kf_y_t* __restrict__ yr = y + off;
+    const bool vec = (cols & 3) == 0 && kf_aligned4(x) && kf_aligned4(y);
+
+    float v[VPT];
+    auto load = [&](int base) {
+        if (vec) {
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) {
+                const int j = base + 4 * (t + i * TPR);
+                float4 q = make_float4(KF_NEG_INF, KF_NEG_INF, KF_NEG_INF, KF_NEG_INF);
+                if (j < ncols) q = STREAM ? kf_lds4(xr + j) : kf_ld4(xr + j);
+                v[4 * i + 0] = q.x;
+                v[4 * i + 1] = q.y;
+                v[4 * i + 2] = q.z;
+                v[4 * i + 3] = q.w;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < VPT; ++i) {
+                const int j = base + t + i * TPR;
+                v[i] = (j < ncols) ? kf_ld(xr + j) : KF_NEG_INF;
+            }
+        }
+    };
+    auto store = [&](int base) {
+        if (vec) {
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) {
+                const int j = base + 4 * (t + i * TPR);
+                const float4 o = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+                if (j < ncols) {
+                    if (STREAM) kf_sts4(yr + j, o); else kf_st4(yr + j, o);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < VPT; ++i) {
+                const int j = base + t + i * TPR;
+                if (j < ncols) kf_st(yr + j, v[i]);
+            }
+        }
+    };
+    // (m, s) of the values in v; without KF_LOG they become exp(v - m)
+    auto local = [&](float& m, float& s) {
+        m = KF_NEG_INF;
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) m = fmaxf(m, v[i]);
+        s = 0.0f;
+        if (m != KF_NEG_INF) {
+#pragma unroll
+            for (int i = 0; i < VPT; ++i) {
+                const float e = expf(v[i] - m);
+#if !KF_LOG
+                v[i] = e;
+#endif
+                s += e;
+            }
+        }
+    };
+    auto row_pair = [&](float& m, float& s) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, m, o);
+            const float os = __shfl_xor_sync(0xffffffffu, s, o);
+            if ((threadIdx.x & o) == 0) {
+                kf_combine(m, s, om, os);
+            } else {
+                float mm = om, ss = os;
+                kf_combine(mm, ss, m, s);
+                m = mm;
+                s = ss;
+            }
+        }
+#if WPR > 1
+        if ((threadIdx.x & 31) == 0) {
+            part_m[sub][t >> 5] = m;
+            part_s[sub][t >> 5] = s;
+        }
+        __syncthreads();
+        m = part_m[sub][0];
+        s = part_s[sub][0];
+#pragma unroll
+        for (int k = 1; k < WPR; ++k) kf_combine(m, s, part_m[sub][k], part_s[sub][k]);
+#endif
+    };
+
+    if (cols <= CHUNK) {
+        load(0);
+        float m, s;
+        local(m, s);
+        float M = m, S = s;
+        row_pair(M, S);
+#if KF_LOG
+        const float shift = M + logf(S);
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) v[i] -= shift;
+#else
+        const float scale = (m == KF_NEG_INF) ? 0.0f : expf(m - M) / S;
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) v[i] *= scale;
+#endif
+        store(0);
+    } else {
+        float M = KF_NEG_INF, S = 0.0f;
+        for (int base = 0; base < cols; base += CHUNK) {
+            load(base);
+            float m, s;
+            local(m, s);
+            kf_combine(M, S, m, s);
+        }
+        row_pair(M, S);
+        const float inv = 1.0f / S, shift = M + logf(S);
+        for (int base = 0; base < cols; base += CHUNK) {
+            load(base);
+#pragma unroll
+            for (int i = 0; i < VPT; ++i) v[i] = KF_LOG ? v[i] - shift : expf(v[i] - M) * inv;
+            store(base);
+        }
+    }
+}

@@ -1,0 +1,93 @@
+// kforge: grid = [max(1, cdiv(@@N@@, BLOCK * ITEMS)), 1, 1]
+// kforge: block = [BLOCK, 1, 1]
+// kforge: tune BLOCK = [256, 512, 128, 1024]
+// kforge: tune ITEMS = [8, 16, 4]
+// kforge: constraint BLOCK * ITEMS >= 1024
+// Bound pattern scan: a single-pass prefix sum with decoupled look-back.  Blocks take tiles of
+// BLOCK * ITEMS values in the order they start (an atomic ticket, so a tile never waits on one
+// that has not started); each thread scans its ITEMS consecutive values, the block scans the
+// thread totals (warp shuffles, then the warp totals), and thread 0 publishes the tile's total
+// (flag 1), walks back over earlier tiles' totals until one has published its inclusive prefix
+// (flag 2), and publishes its own.  Flag and value travel in one 64-bit word, so no fence is
+// needed between them.  The flags are module globals, zero at every launch (the gate restores
+// module globals before each launch); at most KF_MAX_TILES tiles (n <= 2^17 * BLOCK * ITEMS).
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+#ifndef ITEMS
+#define ITEMS 8
+#endif
+#define KF_THREADS BLOCK
+#define KF_MAX_TILES (1 << 17)
+
+__device__ unsigned long long kf_tile_state[KF_MAX_TILES];
+__device__ unsigned int kf_tile_ticket;
+
+__device__ __forceinline__ unsigned long long kf_pack_state(unsigned flag, float v)
+{
+    return ((unsigned long long)flag << 32) | (unsigned long long)__float_as_uint(v);
+}
+
+__device__ __forceinline__ void kf_scan(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y, long long n)
+{
+    __shared__ float warp_tot[BLOCK / 32];
+    __shared__ float tile_prefix;
+    __shared__ unsigned int tile_id;
+    if (threadIdx.x == 0) tile_id = atomicAdd(&kf_tile_ticket, 1u);
+    __syncthreads();
+    const unsigned tile = tile_id;
+    if (tile >= KF_MAX_TILES) return;
+    const long long base = (long long)tile * (BLOCK * ITEMS) + (long long)threadIdx.x * ITEMS;
+    float v[ITEMS];
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) v[i] = (base + i < n) ? kf_ld(x + base + i) : 0.0f;
+    float run = 0.0f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        run += v[i];
+        v[i] = KF_EXCLUSIVE ? run - v[i] : run;
+    }
+    // exclusive scan of the thread totals over the block
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float inc = run;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const float u = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += u;
+    }
+    if (lane == 31) warp_tot[warp] = inc;
+    __syncthreads();
+    float before = 0.0f, total = 0.0f;
+#pragma unroll
+    for (int k = 0; k < BLOCK / 32; ++k) {
+        const float t = warp_tot[k];
+        before += (k < warp) ? t : 0.0f;
+        total += t;
+    }
+    before += inc - run;
+    if (threadIdx.x == 0) {
+        float prefix = 0.0f;
+        if (tile == 0) {
+            atomicExch(&kf_tile_state[0], kf_pack_state(2u, total));
+        } else {
+            atomicExch(&kf_tile_state[tile], kf_pack_state(1u, total));
+            long long p = (long long)tile - 1;
+            while (p >= 0) {
+                const unsigned long long s = *((volatile unsigned long long*)&kf_tile_state[p]);
+                const unsigned flag = (unsigned)(s >> 32);
+                if (flag == 0u) continue;
+                prefix += __uint_as_float((unsigned)(s & 0xffffffffu));
+                if (flag == 2u) break;
+                --p;
+            }
+            atomicExch(&kf_tile_state[tile], kf_pack_state(2u, prefix + total));
+        }
+        tile_prefix = prefix;
+    }
+    __syncthreads();
+    const float add = tile_prefix + before;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        if (base + i < n) kf_st(y + base + i, v[i] + add);
+    }
+}

@@ -1,0 +1,75 @@
+// kforge: grid = [cdiv(@@COLS@@, BX), cdiv(@@ROWS@@, BY * RY), 1]
+// kforge: block = [BX, BY, 1]
+// kforge: tune BX = [32, 64, 128, 16]
+// kforge: tune BY = [4, 8, 2, 1, 16]
+// kforge: tune RY = [4, 2, 8, 1]
+// kforge: constraint BX * BY <= 1024 and BX * BY >= 64
+// Bound pattern stencil2d: a K x K stencil, each thread computes RY consecutive rows of one
+// column.  It walks the RY + K - 1 input rows its outputs need once, reading K neighbours per
+// row (the warp's neighbours come from L1), and adds each into every output row whose window
+// holds it (the row offsets are compile-time constants after unrolling); taps are constants or
+// loaded once into registers.  Edges: KF_EDGE_CLAMP reads the nearest pixel, otherwise zero.
+#ifndef BX
+#define BX 32
+#endif
+#ifndef BY
+#define BY 4
+#endif
+#ifndef RY
+#define RY 4
+#endif
+#define KF_THREADS (BX * BY)
+#define KF_R (KF_K / 2)
+
+__device__ __forceinline__ void kf_stencil2d(const kf_x_t* __restrict__ x, const kf_taps_t* __restrict__ taps,
+                                             kf_y_t* __restrict__ y, int h, int w)
+{
+    float tp[KF_K * KF_K];
+#if KF_TAPS_CONST
+    {
+        const float c[KF_K * KF_K] = {KF_TAPS};
+#pragma unroll
+        for (int i = 0; i < KF_K * KF_K; ++i) tp[i] = c[i];
+    }
+#else
+#pragma unroll
+    for (int i = 0; i < KF_K * KF_K; ++i) tp[i] = kf_ld(taps + i);
+#endif
+    const int col = blockIdx.x * BX + threadIdx.x;
+    const int r0 = (blockIdx.y * BY + threadIdx.y) * RY;
+    if (col >= w || r0 >= h) return;
+    float acc[RY];
+#pragma unroll
+    for (int o = 0; o < RY; ++o) acc[o] = 0.0f;
+#pragma unroll
+    for (int q = 0; q < RY + KF_K - 1; ++q) {
+        int ir = r0 + q - KF_R;
+        float v[KF_K];
+#if KF_EDGE_CLAMP
+        ir = min(max(ir, 0), h - 1);
+        const long long base = (long long)ir * w;
+#pragma unroll
+        for (int d = 0; d < KF_K; ++d) v[d] = kf_ld(x + base + min(max(col + d - KF_R, 0), w - 1));
+#else
+        const bool rin = ir >= 0 && ir < h;
+        const long long base = (long long)(rin ? ir : 0) * w;
+#pragma unroll
+        for (int d = 0; d < KF_K; ++d) {
+            const int c = col + d - KF_R;
+            v[d] = (rin && c >= 0 && c < w) ? kf_ld(x + base + c) : 0.0f;
+        }
+#endif
+#pragma unroll
+        for (int o = 0; o < RY; ++o) {
+            const int dy = q - o;
+            if (dy >= 0 && dy < KF_K) {
+#pragma unroll
+                for (int d = 0; d < KF_K; ++d) acc[o] = fmaf(tp[dy * KF_K + d], v[d], acc[o]);
+            }
+        }
+    }
+#pragma unroll
+    for (int o = 0; o < RY; ++o) {
+        if (r0 + o < h) kf_st(y + (long long)(r0 + o) * w + col, acc[o]);
+    }
+}

@@ -1,0 +1,86 @@
+"""References for the kinds tests: public signatures (llm.c, an image blur, an embedding lookup)
+and the new kinds, each written the way its project computes it."""
+import math
+
+import numpy as np
+
+
+def layernorm_forward(out, mean, rstd, inp, weight, bias, N, C):
+    x = inp.reshape(N, C).astype(np.float64)
+    m = x.mean(axis=1)
+    v = ((x - m[:, None]) ** 2).mean(axis=1)
+    s = 1.0 / np.sqrt(v + 1e-5)
+    out[...] = (((x - m[:, None]) * s[:, None]) * weight + bias).reshape(out.shape)
+    mean[...] = m
+    rstd[...] = s
+
+
+def softmax_forward(out, inp, N, C):
+    x = inp.reshape(N, C).astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    out[...] = (e / e.sum(axis=1, keepdims=True)).reshape(out.shape)
+
+
+def blur3x3(x, y, h, w):
+    img = np.pad(x.reshape(h, w).astype(np.float64), 1, mode="edge")
+    k = np.array([[1, 2, 1], [2, 4, 2], [1, 2, 1]]) / 16.0
+    acc = sum(k[dy, dx] * img[dy:dy + h, dx:dx + w] for dy in range(3) for dx in range(3))
+    y[...] = acc.reshape(y.shape)
+
+
+def conv5x5(img, filt, out, H, W):
+    p = np.pad(img.reshape(H, W).astype(np.float64), 2)
+    f = filt.reshape(5, 5)
+    out[...] = sum(f[i, j] * p[i:i + H, j:j + W] for i in range(5) for j in range(5)).reshape(out.shape)
+
+
+def embedding(out, idx, table, n, dim):
+    out[...] = table.reshape(-1, dim)[idx[:n]].reshape(out.shape)
+
+
+def rmsnorm_f16(out, inp, weight, rows, dim, eps):
+    x = inp.reshape(rows, dim).astype(np.float64)
+    r = 1.0 / np.sqrt((x * x).mean(axis=1, keepdims=True) + eps)
+    out[...] = (x * r * weight.astype(np.float64)).reshape(out.shape)
+
+
+def bias_gelu_residual(out, x, bias, res, rows, cols):
+    v = x.reshape(rows, cols).astype(np.float64) + bias
+    g = 0.5 * v * (1.0 + np.vectorize(math.erf)(v / math.sqrt(2.0)))
+    out[...] = (g.reshape(-1) + res.reshape(-1)).reshape(out.shape)
+
+
+def exclusive_scan(in_, out, n):
+    c = np.cumsum(in_.astype(np.float64))
+    out[...] = c - in_.reshape(-1)
+
+
+def bias_backward(dbias, dout, B, T, OC):
+    dbias[...] = dout.reshape(B * T, OC).astype(np.float64).sum(axis=0)
+
+
+def log_softmax_bf16(x, y, rows, cols):
+    v = x.reshape(rows, cols).astype(np.float64)
+    m = v - v.max(axis=1, keepdims=True)
+    y[...] = (m - np.log(np.exp(m).sum(axis=1, keepdims=True))).reshape(y.shape)
+
+
+def sort_rows(x, y, n):
+    """No known kind: a sort."""
+    y[...] = np.sort(x)
+
+
+def transpose_coalesced(odata, idata, width, height):
+    """CUDA samples' transposeCoalesced: idata is height x width, odata width x height."""
+    odata[...] = idata.reshape(height, width).T.reshape(odata.shape)
+
+
+def reduce_max(in_, out, n):
+    out[...] = np.max(in_.astype(np.float64))
+
+
+def matmul_forward(out, inp, weight, bias, B, T, C, OC):
+    """llm.c matmul_forward: out (B*T, OC) = inp (B*T, C) @ weight (OC, C)^T + bias."""
+    x = inp.reshape(B * T, C).astype(np.float64)
+    w = weight.reshape(OC, C).astype(np.float64)
+    out[...] = (x @ w.T + bias).reshape(out.shape)

@@ -1,0 +1,241 @@
+"""kernel_forge/kinds: the operation read from the reference (kind, binding, parameters) for the
+bundled tasks and for public signatures (tests/data/kinds), nothing matched for an operation of no
+known kind, a stated kind checked, and the bound patterns instantiated for the task's own
+signature, compiled with NVRTC for every storage type the kind allows.  Their gate runs on a GPU:
+test_kinds_bound_gpu.py."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from kernel_forge.kinds import KindMismatch, identify
+from kernel_forge.kinds.bind import Unbindable, instantiate
+from kernel_forge.model.task import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+DATA = ROOT / "tests" / "data" / "kinds"
+
+#: bundled task -> (kind, roles that must be bound as given, params that must hold)
+BUNDLED = {
+    "vector_add": ("elementwise", {"x": "a", "z": "b", "y": "c", "n": "n"}, {"form": "binary", "op": "add"}),
+    "gelu_bf16": ("elementwise", {"x": "x", "y": "y"}, {"form": "map", "act": "gelu_tanh"}),
+    "layernorm": ("row_norm", {"x": "x", "y": "y", "weight": "gamma", "bias": "beta", "rows": "rows", "cols": "cols",
+                               "eps": "eps"}, {"norm": "layer"}),
+    "softmax_rows": ("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"log": False}),
+    "reduce_sum": ("reduction", {"x": "x", "y": "out", "n": "n"}, {"op": "sum"}),
+    "transpose": ("transpose", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {}),
+    "histogram": ("histogram", {"x": "x", "bins": "bins", "n": "n", "nbins": "nbins"}, {"index": "ignore"}),
+    "matmul_f32": ("gemm", {"a": "a", "b": "b", "c": "c", "m": "m", "n": "n", "k": "k"},
+                   {"trans_a": False, "trans_b": False}),
+}
+
+#: public signatures and the new kinds (tests/data/kinds/NAME.json) -> (kind, roles, params)
+PUBLIC = {
+    "llmc_layernorm": ("row_norm", {"x": "inp", "y": "out", "weight": "weight", "bias": "bias", "mean": "mean",
+                                    "rstd": "rstd", "rows": "N", "cols": "C", "eps": None},
+                       {"norm": "layer", "eps": 1e-5}),
+    "llmc_softmax": ("row_softmax", {"x": "inp", "y": "out", "rows": "N", "cols": "C"}, {"log": False}),
+    "blur3x3": ("stencil2d", {"x": "x", "y": "y", "rows": "h", "cols": "w", "taps": None},
+                {"k": 3, "edge": "clamp", "taps": [1 / 16, 2 / 16, 1 / 16, 2 / 16, 4 / 16, 2 / 16, 1 / 16, 2 / 16, 1 / 16]}),
+    "conv5x5": ("stencil2d", {"x": "img", "y": "out", "taps": "filt", "rows": "H", "cols": "W"}, {"k": 5, "edge": "zero"}),
+    "embedding": ("gather", {"y": "out", "index": "idx", "table": "table", "rows": "n", "cols": "dim"}, {}),
+    "rmsnorm_f16": ("row_norm", {"x": "inp", "y": "out", "weight": "weight", "bias": None, "eps": "eps",
+                                 "rows": "rows", "cols": "dim"}, {"norm": "rms"}),
+    "bias_gelu_residual": ("elementwise", {"x": "x", "bias": "bias", "res": "res", "y": "out", "cols": "cols",
+                                           "n": "rows*cols"}, {"form": "bias_act_res", "act": "gelu_erf"}),
+    "exclusive_scan": ("scan", {"x": "in", "y": "out", "n": "n"}, {"exclusive": True, "per_row": False}),
+    "bias_backward": ("column_reduction", {"x": "dout", "y": "dbias", "rows": "B*T", "cols": "OC"}, {"op": "sum"}),
+    "log_softmax_bf16": ("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"log": True}),
+    "transpose_coalesced": ("transpose", {"x": "idata", "y": "odata", "rows": "height", "cols": "width"}, {}),
+    "reduce_max": ("reduction", {"x": "in", "y": "out", "n": "n"}, {"op": "max", "axis": None}),
+    "matmul_forward": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
+                                "alpha": None, "beta": None}, {"trans_a": False, "trans_b": True}),
+}
+
+
+def _check(found, kind, roles, params):
+    m = found.match
+    assert m is not None, found.why
+    assert m.kind == kind, m.describe()
+    for role, name in roles.items():
+        assert m.binding.get(role) == name, (role, m.describe())
+    for key, value in params.items():
+        got = m.params.get(key)
+        if isinstance(value, list):
+            assert got == pytest.approx(value, abs=1e-6), key
+        else:
+            assert got == value, (key, m.describe())
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED))
+def test_every_bundled_task_is_identified_with_its_kind_and_binding(name):
+    _check(identify(load_task(MANIFESTS / f"{name}.json")), *BUNDLED[name])
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_public_signatures_and_the_new_kinds_are_identified_with_their_binding(name):
+    t0 = time.monotonic()
+    found = identify(load_task(DATA / f"{name}.json"))
+    _check(found, *PUBLIC[name])
+    assert time.monotonic() - t0 < 5.0          # < ~1 s once the reference process is up; a cold start is slower
+
+
+def test_a_reference_of_no_known_kind_is_nothing_matched_not_an_error():
+    found = identify(load_task(DATA / "sort_rows.json"))
+    assert found.match is None and "no kind" in found.why
+    assert found.line().startswith("kind: nothing matched")
+
+
+def _copy(tmp_path, name, edit=None, ref=None) -> Path:
+    data = json.loads((DATA / f"{name}.json").read_text())
+    shutil.copy(DATA / "refs.py", tmp_path / "refs.py")
+    for cu in DATA.glob("*.cu"):
+        shutil.copy(cu, tmp_path / cu.name)
+    if ref is not None:
+        (tmp_path / "refs.py").write_text((DATA / "refs.py").read_text() + "\n\n" + ref)
+    if edit:
+        edit(data)
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_reference_that_writes_something_else_leaves_every_hypothesis_unmatched(tmp_path):
+    ref = ("def noisy(out, inp, N, C):\n    import numpy as np\n"
+           "    out[...] = np.random.default_rng(3).standard_normal(out.shape)\n")
+    path = _copy(tmp_path, "llmc_softmax", lambda d: d.update(reference={"python": "refs.py:noisy"}), ref)
+    assert identify(load_task(path)).match is None
+
+
+def test_the_epsilon_is_read_off_the_reference_when_no_parameter_carries_it(tmp_path):
+    ref = ("def ln6(out, mean, rstd, inp, weight, bias, N, C):\n    import numpy as np\n"
+           "    x = inp.reshape(N, C).astype(np.float64); m = x.mean(1); v = x.var(1); s = 1 / np.sqrt(v + 1e-6)\n"
+           "    out[...] = ((x - m[:, None]) * s[:, None] * weight + bias).reshape(out.shape); mean[...] = m; rstd[...] = s\n")
+    path = _copy(tmp_path, "llmc_layernorm", lambda d: d.update(reference={"python": "refs.py:ln6"}), ref)
+    assert identify(load_task(path)).match.params["eps"] == 1e-6
+
+
+def test_a_stated_kind_skips_the_guess_and_is_still_checked(tmp_path):
+    path = _copy(tmp_path, "llmc_softmax", lambda d: d.update(kind={"name": "row_softmax", "binding": {"x": "inp"}}))
+    found = identify(load_task(path))
+    assert found.match.source == "manifest" and found.match.binding["y"] == "out"
+    assert "stated by the manifest" in found.line()
+    wrong = _copy(tmp_path, "llmc_softmax", lambda d: d.update(kind={"name": "row_softmax", "params": {"log": True}}))
+    with pytest.raises(KindMismatch, match="row_softmax"):
+        identify(load_task(wrong))
+    plain = _copy(tmp_path, "llmc_softmax", lambda d: d.update(kind="row_norm"))
+    with pytest.raises(KindMismatch):
+        identify(load_task(plain))
+
+
+def test_validate_prints_the_kind_and_refuses_a_wrong_stated_kind_naming_its_json_path(tmp_path):
+    from click.testing import CliRunner
+
+    from kernel_forge.app.cli import cli
+
+    res = CliRunner().invoke(cli, ["validate", "--no-compile", str(DATA / "llmc_layernorm.json")])
+    assert res.exit_code == 0, res.output
+    assert "kind: row_norm (x=inp, y=out, weight=weight, bias=bias, mean=mean, rstd=rstd, rows=N, cols=C" in res.output
+    assert "bound patterns: bound_row_norm.cu" in res.output
+    res = CliRunner().invoke(cli, ["validate", "--no-compile", str(DATA / "sort_rows.json")])
+    assert res.exit_code == 0 and "kind: nothing matched" in res.output
+    wrong = _copy(tmp_path, "llmc_softmax", lambda d: d.update(kind="gather"))
+    res = CliRunner().invoke(cli, ["validate", "--no-compile", str(wrong)])
+    assert res.exit_code == 2 and "$.kind" in res.output and "Traceback" not in res.output
+
+
+# -- bound patterns ---------------------------------------------------------------------------------
+
+BINDABLE = ["llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16", "bias_gelu_residual",
+            "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced", "reduce_max", "matmul_forward"]
+_TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
+
+
+def _retyped(tmp_path, name: str, ctype: str) -> Path:
+    """The manifest with every float buffer of the signature stored as ``ctype``."""
+    def edit(d):
+        d["signature"] = re.sub(r"\b(float|__half|__nv_bfloat16)\s*\*", ctype + "*", d["signature"])
+        d["tolerance"] = {"atol": 3e-2, "rtol": 3e-2}
+    return _copy(tmp_path, name, edit)
+
+
+def _compiled(task, bound):
+    from kernel_forge.gate import preflight
+    from kernel_forge.model.candidate import parse_candidate
+    from kernel_forge.model.signature import check_matches, find_entry
+    from kernel_forge.search.bound import gate_source
+
+    cand = parse_candidate(bound.source, name=bound.label)
+    sig, _ = find_entry(bound.source, task.signature.name)
+    check_matches(task.signature, sig)
+    assert [p.text for p in sig.params] == [p.text for p in task.signature.params]
+    preflight.check_kernel(task, cand, file=bound.label)         # static rules, launch on every case
+    why = preflight.nvrtc_available()
+    if why:
+        pytest.skip(why)
+    return preflight.compile_kernel(parse_candidate(gate_source(bound.source), name=bound.label), "sm_90",
+                                    file=bound.label)
+
+
+@pytest.mark.parametrize("name", BINDABLE)
+def test_every_bound_pattern_is_a_complete_kernel_with_the_task_s_own_signature_and_compiles(name):
+    task = load_task(DATA / f"{name}.json")
+    [bound] = instantiate(task, identify(task).match)
+    res = _compiled(task, bound)
+    assert res.resources.get("spill_stores", 0) == 0
+
+
+@pytest.mark.parametrize("storage", sorted(_TYPES))
+@pytest.mark.parametrize("name", ["llmc_layernorm", "llmc_softmax", "bias_gelu_residual", "blur3x3", "embedding"])
+def test_bound_patterns_compile_for_fp32_fp16_and_bf16_storage(tmp_path, name, storage):
+    task = load_task(_retyped(tmp_path, name, _TYPES[storage]))
+    found = identify(task)
+    assert found.match is not None, found.why
+    [bound] = instantiate(task, found.match)
+    assert (f"typedef {_TYPES[storage]} kf_y_t;" in bound.source)
+    _compiled(task, bound)
+
+
+def test_kinds_without_a_bound_pattern_say_why():
+    task = load_task(MANIFESTS / "histogram.json")
+    with pytest.raises(Unbindable, match="histogram"):
+        instantiate(task, identify(task).match)
+
+
+def test_the_tuner_gates_a_bound_pattern_at_its_default_setting_before_searching_its_settings(tmp_path):
+    from kernel_forge.model.candidate import parse_candidate
+    from kernel_forge.proposers.base import Exhausted, ProposalRequest
+    from kernel_forge.search.bound import bound_templates, gate_label
+    from kernel_forge.search.tuner import TuneProposer
+
+    task = load_task(DATA / "llmc_layernorm.json")
+    found = bound_templates(task, [], where=tmp_path)
+    [path] = found.templates
+    assert any(n.startswith("kind: row_norm") for n in found.notes)
+    tuner = TuneProposer([], bound=found.templates)
+    [first] = tuner.propose(ProposalRequest(system="", prompt="")).proposals
+    pinned = parse_candidate(first.source, name="x")
+    assert first.label == gate_label(path) and not pinned.tunables and pinned.defines == {
+        "WPR": 1, "RPB": 4, "ITEMS": 8, "STREAM": 1}
+    # it passed: the template with its tunables comes next
+    [second] = tuner.propose(ProposalRequest(system="", prompt="", spent=[first.label], passed=[first.label])).proposals
+    assert second.label == path.name and parse_candidate(second.source, name="y").tunables
+    # it failed: the binding is dropped, and with nothing else left the tuner is done
+    with pytest.raises(Exhausted):
+        tuner.propose(ProposalRequest(system="", prompt="", spent=[first.label]))
+
+
+def test_a_task_whose_templates_hold_its_kind_s_pattern_gets_no_bound_copy(tmp_path):
+    from kernel_forge.search.bound import bound_templates
+
+    task = load_task(MANIFESTS / "layernorm.json")
+    found = bound_templates(task, task.templates, where=tmp_path)
+    assert found.templates == [] and any("not needed" in n for n in found.notes)
+    none = bound_templates(load_task(DATA / "sort_rows.json"), [], where=tmp_path)
+    assert none.templates == [] and none.match is None

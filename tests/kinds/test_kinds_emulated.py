@@ -1,0 +1,97 @@
+"""Bound patterns run on the host: the CUDA emulation of tests/search/test_tuner_templates.py (one OS
+thread per CUDA thread, AddressSanitizer on exact-size buffers) runs each bound pattern on its
+task's correctness and holdout cases and on sizes that reach its other paths, at its default
+setting (what the tuner gates first) and at a second setting, and compares with the reference
+under the task's tolerance.  float and bfloat16 storage (the emulation has no __half)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import test_tuner_templates as emu
+from kernel_forge.kinds import identify
+from kernel_forge.kinds.bind import instantiate
+from kernel_forge.model.candidate import parse_candidate
+from kernel_forge.model.task import Case, load_task
+from kernel_forge.search.bound import gate_source
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "kinds"
+
+#: what the bound patterns use beyond the templates' emulation
+EXTRA = r'''
+using std::min;
+using std::max;
+template <class T> T __shfl_up_sync(unsigned int, T v, int delta, int = 32)
+{
+    const int t = emu_tid(), w = t / 32, l = t % 32;
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    emu_warp_slot[w][l] = bits;
+    emu_warp_bar[w]->arrive_and_wait();
+    if (l >= delta) bits = emu_warp_slot[w][l - delta];
+    emu_warp_bar[w]->arrive_and_wait();
+    T r;
+    std::memcpy(&r, &bits, sizeof(T));
+    return r;
+}
+inline unsigned long long atomicExch(unsigned long long* p, unsigned long long v)
+{
+    std::lock_guard<std::mutex> g(emu_atomic_mu);
+    unsigned long long old = *p;
+    *p = v;
+    return old;
+}
+inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
+inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
+struct alignas(8) uint2 { unsigned int x, y; };
+inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
+'''
+
+#: task file -> (a second setting, extra cases that reach other paths)
+TASKS = {
+    DATA / "llmc_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0},
+                                   [{"N": 5, "C": 1000}, {"N": 7, "C": 36}, {"N": 3, "C": 5}]),
+    DATA / "llmc_softmax.json": ({"WPR": 2, "RPB": 2, "ITEMS": 1, "STREAM": 0}, [{"N": 3, "C": 1500}, {"N": 5, "C": 64}]),
+    DATA / "log_softmax_bf16.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 1},
+                                     [{"rows": 3, "cols": 600}, {"rows": 2, "cols": 7}]),
+    DATA / "blur3x3.json": ({"BX": 16, "BY": 4, "RY": 8}, [{"h": 3, "w": 3}, {"h": 40, "w": 17}]),
+    DATA / "conv5x5.json": ({"BX": 32, "BY": 2, "RY": 1}, [{"H": 5, "W": 6}, {"H": 33, "W": 40}]),
+    DATA / "embedding.json": ({"TPR": 32, "RPB": 2}, [{"n": 9, "dim": 33}, {"n": 4, "dim": 512}]),
+    DATA / "bias_gelu_residual.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0},
+                                       [{"rows": 3, "cols": 4}, {"rows": 40, "cols": 256}]),
+    DATA / "exclusive_scan.json": ({"BLOCK": 128, "ITEMS": 8}, [{"n": 1}, {"n": 4099}, {"n": 100000}]),
+    DATA / "bias_backward.json": ({"BX": 64, "BY": 4, "SPLIT": 1}, [{"B": 1, "T": 1, "OC": 5}, {"B": 4, "T": 333, "OC": 70}]),
+    DATA / "transpose_coalesced.json": ({"BR": 32, "TY": 4}, [{"width": 1, "height": 1}, {"width": 64, "height": 130}]),
+    DATA / "reduce_max.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 1}, {"n": 5}, {"n": 70001}]),
+    DATA / "matmul_forward.json": ({"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "MINB": 1},
+                                   [{"B": 1, "T": 3, "C": 7, "OC": 5}, {"B": 2, "T": 40, "C": 64, "OC": 132}]),
+    ROOT / "manifests" / "matmul_f32.json": ({"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "TM": 4, "TN": 8,
+                                              "MINB": 1}, [{"m": 67, "n": 36, "k": 44}]),
+    ROOT / "manifests" / "vector_add.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
+    ROOT / "manifests" / "layernorm.json": ({"WPR": 4, "RPB": 1, "ITEMS": 2, "STREAM": 1},
+                                            [{"rows": 2, "cols": 3000}, {"rows": 9, "cols": 1024}]),
+}
+IDS = [p.stem for p in TASKS]
+
+
+@pytest.mark.parametrize("path", list(TASKS), ids=IDS)
+def test_the_bound_pattern_matches_the_reference_under_emulation(path, tmp_path, monkeypatch):
+    if emu._host_compiler() is None:
+        pytest.skip("no C++20 host compiler with <barrier> for the emulation")
+    monkeypatch.setattr(emu, "EMU_TEMPLATE_EXTRA", emu.EMU_TEMPLATE_EXTRA + EXTRA)
+    task = load_task(path)
+    [bound] = instantiate(task, identify(task).match)
+    cand = parse_candidate(gate_source(bound.source), name=bound.label)
+    second, sizes = TASKS[path]
+    cases = [c for c in task.cases if c.role != "performance"]
+    cases += [Case(f"emu{i}", "correctness", v, 1000 + i) for i, v in enumerate(sizes)]
+    problems = []
+    for i, setting in enumerate((dict(cand.defines), {**cand.defines, **second})):
+        pinned = cand.with_defines(setting)
+        work = tmp_path / f"s{i}"
+        exe = emu._emu_build(task, pinned, setting, work)
+        for case in cases if i == 0 else cases[-len(sizes):]:
+            problems += emu._emu_run(task, pinned, setting, exe, case, work)
+    assert not problems, "\n".join(problems[:6])
