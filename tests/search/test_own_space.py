@@ -29,10 +29,22 @@ ROOT = Path(__file__).resolve().parents[2]
 BLUR = ROOT / "bench" / "wild" / "blur3x3"
 
 
-def blur_task(tmp_path: Path, initial: str = "naive.cu", templates: list[str] | None = None) -> Path:
-    """The corpus blur's manifest in ``tmp_path`` with ``initial`` (and ``templates``)."""
+def blur_task(tmp_path: Path, initial: str = "naive.cu", templates: list[str] | None = None,
+              of_no_kind: bool = False) -> Path:
+    """The corpus blur's manifest in ``tmp_path`` with ``initial`` (and ``templates``).
+    ``of_no_kind``: the blur made a 3x3 maximum (a dilation), an operation of no kind
+    kernel_forge.kinds knows, so no bound pattern fits and the kernel's own source is searched."""
     for f in ("reference.py", "naive.cu", "tuned.cu"):
         shutil.copy(BLUR / f, tmp_path / f)
+    if of_no_kind:
+        ref = (tmp_path / "reference.py").read_text()
+        ref = ref.replace("s = sum(p[i:i + h, j:j + w] for i in range(3) for j in range(3))",
+                          "s = np.maximum.reduce([p[i:i + h, j:j + w] for i in range(3) for j in range(3)])")
+        (tmp_path / "reference.py").write_text(ref.replace("(s * np.float32(1.0 / 9.0))", "s"))
+        for f in ("naive.cu", "tuned.cu"):
+            src = (tmp_path / f).read_text().replace("float s = 0.0f;", "float s = -INFINITY;")
+            src = re.sub(r"s \+= (x\[[^;]*\]);", r"s = fmaxf(s, \1);", src)
+            (tmp_path / f).write_text(src.replace("s * (1.0f / 9.0f)", "s"))
     data = json.loads((BLUR / "blur3x3.json").read_text())
     data.pop("$schema")
     data["initial"] = initial
@@ -70,9 +82,10 @@ def run(manifest: Path, tmp_path: Path, gate_cls=BlurGate, **loop):
 
 
 def gated_tuned(hist) -> list[tuple]:
-    """The settings gated: the initial kernel's (its declared one) and the tuner's."""
+    """The settings gated: the initial kernel's (its declared one) and the tuner's (the bound
+    patterns of the blur's kind left out)."""
     return [tuple(sorted(a["defines"].items())) for a in hist if a["proposer"] in ("tune", "initial")
-            and a["evaluation"]]
+            and a["evaluation"] and not a["label"].startswith(("gate:", "bound_"))]
 
 
 # ------------------------------------------------------------------------------ own tune lines
@@ -94,16 +107,25 @@ def test_an_initial_kernels_own_tune_lines_are_all_gated_in_a_few_large_batches(
 
 
 def test_the_budget_line_names_the_initial_kernels_own_tune_lines(tmp_path):
-    task = load_task(blur_task(tmp_path, "tuned.cu"))
+    task = load_task(blur_task(tmp_path, "tuned.cu", of_no_kind=True))
     line = render(estimate(LoopConfig(), ProposerConfig(), task))[0]
     assert "gates at most 54 settings (every setting of tuned.cu's own tune lines (54))" in line
     assert [t.name for t in make_proposer(ProposerConfig(), task).templates] == ["tuned.cu"]
 
 
+def test_the_budget_line_names_the_bound_pattern_of_the_blurs_kind_beside_its_own_tune_lines(tmp_path):
+    task = load_task(blur_task(tmp_path, "tuned.cu"))
+    line = render(estimate(LoopConfig(), ProposerConfig(), task))[0]
+    assert "tuned.cu's own tune lines (54)" in line
+    assert "bound_stencil2d.cu bound to the task's signature, gated at its default first" in line
+    tuner = make_proposer(ProposerConfig(), task)
+    assert [t.name for t in tuner.templates] == ["tuned.cu"] and [p.name for p in tuner.bound] == ["bound_stencil2d.cu"]
+
+
 # ------------------------------------------------------------------------------ derived space
 
 def test_a_kernel_with_no_tune_lines_is_searched_over_a_space_derived_from_its_source(tmp_path):
-    task = load_task(blur_task(tmp_path))
+    task = load_task(blur_task(tmp_path, of_no_kind=True))
     line = render(estimate(LoopConfig(), ProposerConfig(), task))[0]
     assert "at most 0 settings" not in line and "naive.own-space.cu derived from the initial kernel" in line
     assert "block x (KF_BX" in line and "unroll factor of 2 #pragma unroll loops" in line
