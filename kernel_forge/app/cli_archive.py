@@ -200,11 +200,12 @@ def add_cmd(runs, archive_path, as_json):
 def export_cmd(file, task, force, archive_path, as_json):
     """Write the archive as JSONL (one entry a line; schemas/archive_entry.schema.json) to FILE or stdout.
     An existing FILE is left as it is unless --force."""
-    from kernel_forge.archive.store import export_jsonl, export_lines
+    from kernel_forge.archive.store import default_path, export_jsonl, export_lines
     from kernel_forge.app.option_checks import check_output_path
 
     if file and file != "-":
-        check_output_path(file, option="FILE")
+        # the archive itself (by another name, a symlink or a hard link) is never the export's target
+        check_output_path(file, option="FILE", inputs=(archive_path or default_path(),))
         if Path(file).exists() and not force:
             from kernel_forge.common.errors import InputError
             raise InputError(f"{file}: already exists; nothing was written",

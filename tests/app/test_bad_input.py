@@ -362,7 +362,7 @@ def _approvals_manifest_missing(tmp):
     ap = tmp / "approved.json"
     ap.write_text(json.dumps({"approved": [{"task": "vector_add", "manifest": "none.json", "kernel": "k.cu",
                                             "sha256": "0", "speedup_vs_initial": 2.0, "tolerance": 0.05}]}))
-    return ["gate", str(ap)], [str(ap), "$.approved[0].manifest", "cannot read manifest"]
+    return ["gate", str(ap)], [str(ap), "$.approved[0].manifest", "cannot read the manifest"]
 
 
 def _report_damaged_summary(tmp):
