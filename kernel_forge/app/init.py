@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kernel_forge.common.errors import InputError, KForgeError, SignatureError
 from kernel_forge.common.json_path import json_path
-from kernel_forge.common.writes import write_files
+from kernel_forge.common.writes import check_within, write_files
 from kernel_forge.model.references import python_name
 from kernel_forge.model.signature import _ENTRY, Signature, find_entry, parse_signature
 from kernel_forge.common.static_rules import strip_comments_and_strings
@@ -217,6 +217,7 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
     targets = {"manifest": out / f"{name}.json", "reference": out / f"{name}_reference.py",
                "kernel": out / f"{name}.cu"}
     kernel_in_place = src_path is not None and targets["kernel"].resolve() == src_path.resolve()
+    check_within(out, targets.values())
     existing = [p for k, p in targets.items() if p.exists() and not (k == "kernel" and kernel_in_place)]
     if existing and not force:
         raise InputError(f"{', '.join(str(p) for p in existing)} already exist{'s' if len(existing) == 1 else ''}; "

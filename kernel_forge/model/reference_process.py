@@ -61,6 +61,7 @@ def child_main(conn) -> None:
     from kernel_forge.model.references import compute_reference
 
     conn.send(("ready", None))
+    task = None
     while True:
         try:
             msg = conn.recv()
@@ -68,7 +69,8 @@ def child_main(conn) -> None:
             return
         if msg[0] == "exit":
             return
-        _op, task, case_name, seed, inputs = msg
+        _op, sent, case_name, seed, inputs = msg
+        task = sent if sent is not None else task      # None: the task of the previous request
         try:
             if inputs is None:
                 inputs = generate(task, task.case(case_name), seed)
@@ -96,6 +98,9 @@ class ReferenceProcess:
     def __init__(self):
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
+        #: the task the child holds: sent once, not with every case (a task of 4,000 cases pickled
+        #: per case made validate quadratic in the number of cases)
+        self._task = None
         self.proc = ctx.Process(target=child_main, args=(child,), daemon=True, name="kforge-reference")
         start_child(self.proc)            # a Ctrl-C during the start comes after it (the child ignores it)
         child.close()
@@ -114,7 +119,8 @@ class ReferenceProcess:
 
     def run(self, task, case_name: str, seed: int, inputs, time_limit_s: float, what: str) -> dict[str, np.ndarray]:
         try:
-            self.conn.send(("run", task, case_name, seed, inputs))
+            self.conn.send(("run", None if task is self._task else task, case_name, seed, inputs))
+            self._task = task
         except (BrokenPipeError, OSError):
             self.close(kill=True)
             raise ReferenceError_(f"{what}: the reference process is gone (exit code {self.proc.exitcode})") from None
