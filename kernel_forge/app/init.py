@@ -72,11 +72,13 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
         for p in sig.params:
             check_name(p.name, "the parameter", "--signature")
         return sig, None, None
+    from kernel_forge.common.reads import MAX_KERNEL, Unreadable, read_input_bytes
+
     src_path = Path(from_file)
     try:
-        source = src_path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"--from {src_path}: cannot read it: {exc.strerror}") from None
+        source = read_input_bytes(src_path, "kernel file", limit=MAX_KERNEL).decode("utf-8")
+    except Unreadable as exc:
+        raise InputError(f"--from {src_path}: {exc.reason}") from None
     except UnicodeDecodeError:
         raise InputError(f"--from {src_path}: not UTF-8 text") from None
     names = [m.group(1) for m in _ENTRY.finditer(strip_comments_and_strings(source, keep_strings=True))]
