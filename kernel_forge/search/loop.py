@@ -889,13 +889,19 @@ class Optimizer:
         import hashlib
         from pathlib import Path
 
-        from kernel_forge.common.reads import read_input_bytes
+        from kernel_forge.common.reads import Unreadable, read_input_bytes
 
         best_cu = self.run_dir.write_text("best.cu", self._source(self.state.best))
         # a request replays from any folder, and only against the manifest and kernel it was written for
         manifest = Path(self.task.path).resolve()
-        hashes = {"manifest_sha256": hashlib.sha256(read_input_bytes(manifest, "manifest")).hexdigest(),
-                  "kernel_sha256": hashlib.sha256(best_cu.read_bytes()).hexdigest()}
+        if not hasattr(self, "_manifest_sha256"):      # read once: the task is fixed for the run
+            try:
+                self._manifest_sha256 = hashlib.sha256(read_input_bytes(manifest, "manifest")).hexdigest()
+            except Unreadable:                          # gone since the start: its requests cannot check it
+                self._manifest_sha256 = None
+        hashes = {"kernel_sha256": hashlib.sha256(best_cu.read_bytes()).hexdigest()}
+        if self._manifest_sha256:
+            hashes["manifest_sha256"] = self._manifest_sha256
         ev = self.state.best.evaluation or {}
         for c in ev.get("cases", []):
             if c.get("role") == "holdout":
