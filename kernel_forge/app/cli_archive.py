@@ -234,7 +234,13 @@ def import_cmd(file, archive_path, as_json):
     from kernel_forge.archive.format import read_export
     from kernel_forge.archive.store import add_entries
 
-    text = sys.stdin.read() if file == "-" else None
+    from kernel_forge.common.reads import MAX_RECORD
+
+    text = sys.stdin.read(MAX_RECORD + 1) if file == "-" else None     # bounded as a file is
+    if text is not None and len(text) > MAX_RECORD:
+        from kernel_forge.common.errors import InputError
+        raise InputError(f"<stdin>: the archive export has more than {MAX_RECORD >> 20} MiB, over what kforge reads; "
+                         "nothing was imported")
     entries = read_export("<stdin>" if file == "-" else file, text)   # every line checked before the archive is opened
     with _NewArchive(archive_path) as arch:
         added, present = add_entries(arch, entries)
