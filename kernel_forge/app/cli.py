@@ -277,13 +277,16 @@ def init_cmd(ctx, name, from_file, signature, description, folder, force, **para
 @cli.command("mcp")
 @click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False),
               help="Where runs started by the optimize tool go (and whose summaries are resources).")
+@click.option("--allow", "allow", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="A folder agents' paths may name besides the working folder and --runs-dir (repeatable).")
 @handle_errors
-def mcp_cmd(runs_dir):
+def mcp_cmd(runs_dir, allow):
     """Serve kforge to coding agents over MCP (stdio): doctor, validate_manifest, eval_kernel,
-    optimize, run_status, replay; run summaries and reports as resources."""
+    optimize, run_status, replay; run summaries and reports as resources. Every path an agent
+    gives must resolve inside the working folder, --runs-dir or an --allow folder."""
     from kernel_forge.app.mcp_server import serve
 
-    serve(runs_dir=runs_dir)
+    serve(runs_dir=runs_dir, allow=tuple(allow))
 
 
 # The commands defined in their own modules, registered here by name: a broken import is an error,

@@ -205,11 +205,12 @@ def add_cmd(runs, archive_path, as_json):
 def export_cmd(file, task, force, archive_path, as_json):
     """Write the archive as JSONL (one entry a line; schemas/archive_entry.schema.json) to FILE or stdout.
     An existing FILE is left as it is unless --force."""
-    from kernel_forge.archive.store import export_jsonl, export_lines
+    from kernel_forge.archive.store import default_path, export_jsonl, export_lines
     from kernel_forge.app.option_checks import check_output_path
 
     if file and file != "-":
-        check_output_path(file, option="FILE")
+        # the archive itself (by another name, a symlink or a hard link) is never the export's target
+        check_output_path(file, option="FILE", inputs=(archive_path or default_path(),))
         if Path(file).exists() and not force:
             from kernel_forge.common.errors import InputError
             raise InputError(f"{file}: already exists; nothing was written",
@@ -238,7 +239,13 @@ def import_cmd(file, archive_path, as_json):
     from kernel_forge.archive.format import read_export
     from kernel_forge.archive.store import add_entries
 
-    text = sys.stdin.read() if file == "-" else None
+    from kernel_forge.common.reads import MAX_RECORD
+
+    text = sys.stdin.read(MAX_RECORD + 1) if file == "-" else None     # bounded as a file is
+    if text is not None and len(text) > MAX_RECORD:
+        from kernel_forge.common.errors import InputError
+        raise InputError(f"<stdin>: the archive export has more than {MAX_RECORD >> 20} MiB, over what kforge reads; "
+                         "nothing was imported")
     entries = read_export("<stdin>" if file == "-" else file, text)   # every line checked before the archive is opened
     with _NewArchive(archive_path) as arch:
         added, present = add_entries(arch, entries)

@@ -378,15 +378,16 @@ def describe_task(name: str, description: str, folder: str | Path = ".", cfg: De
     if out.exists() and not out.is_dir():
         raise InputError(f"--dir {out}: is a file, not a folder")
     targets = _targets(name, out, cfg)
-    existing = [p for p in targets.values() if p.exists()]
+    writes.check_within(out, targets.values())
+    existing = [p for p in targets.values() if p.exists() or p.is_symlink()]
     if existing and not force:
         raise InputError(f"{', '.join(map(str, existing))} already exist{'s' if len(existing) == 1 else ''}; "
                          "nothing was written", hint="pass --force to overwrite, or --dir for another folder")
     check_settings(cfg)           # every value within its declared bounds, named by its option
     model = model or make_model(cfg, description)
     exchange = targets["exchange"]
-    if exchange.exists() and force:
-        shutil.rmtree(exchange) if exchange.is_dir() else exchange.unlink()
+    if (exchange.exists() or exchange.is_symlink()) and force:      # a link (inside out) goes, never what it names
+        shutil.rmtree(exchange) if exchange.is_dir() and not exchange.is_symlink() else exchange.unlink()
     made_out = not out.exists()
     if exchange.exists():
         raise InputError(f"{exchange}: already exists", hint="pass --force to replace it")

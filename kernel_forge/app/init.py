@@ -19,7 +19,7 @@ from pathlib import Path
 from kernel_forge.common import expressions
 from kernel_forge.common.errors import InputError, KForgeError, SignatureError
 from kernel_forge.common.json_path import json_path
-from kernel_forge.common.writes import write_files
+from kernel_forge.common.writes import check_within, write_files
 from kernel_forge.model.references import python_name
 from kernel_forge.model.signature import _ENTRY, Signature, find_entry, parse_signature
 from kernel_forge.common.static_rules import strip_comments_and_strings
@@ -79,11 +79,13 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
         for p in sig.params:
             check_name(p.name, "the parameter", "--signature", variable=not p.pointer)
         return sig, None, None
+    from kernel_forge.common.reads import MAX_KERNEL, Unreadable, read_input_bytes
+
     src_path = Path(from_file)
     try:
-        source = src_path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"--from {src_path}: cannot read it: {exc.strerror}") from None
+        source = read_input_bytes(src_path, "kernel file", limit=MAX_KERNEL).decode("utf-8")
+    except Unreadable as exc:
+        raise InputError(f"--from {src_path}: {exc.reason}") from None
     except UnicodeDecodeError:
         raise InputError(f"--from {src_path}: not UTF-8 text") from None
     names = [m.group(1) for m in _ENTRY.finditer(strip_comments_and_strings(source, keep_strings=True))]
@@ -224,6 +226,7 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
     targets = {"manifest": out / f"{name}.json", "reference": out / f"{name}_reference.py",
                "kernel": out / f"{name}.cu"}
     kernel_in_place = src_path is not None and targets["kernel"].resolve() == src_path.resolve()
+    check_within(out, targets.values())
     existing = [p for k, p in targets.items() if p.exists() and not (k == "kernel" and kernel_in_place)]
     if existing and not force:
         raise InputError(f"{', '.join(str(p) for p in existing)} already exist{'s' if len(existing) == 1 else ''}; "

@@ -11,6 +11,13 @@ the CLI prints):
 - ``run_status``: a run's progress (attempts gated, best so far, stop reason when finished);
 - ``replay``: re-runs a ``best-case-NAME.json`` and says whether its recorded time holds.
 
+Every path an agent gives (a manifest and the files it names, a kernel, a replay request and
+the files it names, a run folder, ``settings`` such as ``{"loop": {"archive": PATH}}``) must
+resolve, symlinks followed, inside the server's working folder, its ``--runs-dir``, or a folder
+named with ``kforge mcp --allow DIR`` at start-up; a kernel ``path`` is read as ``source`` is,
+at most :data:`MAX_SOURCE` bytes and only from a regular file.  A refusal is a tool error that
+names the argument.
+
 Resources: ``kforge://runs/{run}/summary`` (summary.json) and ``kforge://runs/{run}/report``
 (report.md) for the runs under ``--runs-dir``.
 
@@ -96,6 +103,25 @@ OPTIMIZE_ARGUMENTS = {("loop", "max_iterations"): "max_iterations", ("loop", "ca
                       ("proposer", "base_url"): "base_url", ("proposer", "replay"): "replay"}
 #: how a value inside the ``settings`` argument is named: ``settings: $.gate.min_reps``
 SETTINGS = "settings"
+#: the settings that name a file or folder (checked like every path an agent gives), and the
+#: words they take that are not paths
+PATH_SETTINGS = {("loop", "archive"): {"off"}, ("proposer", "replay"): set()}
+
+
+def allowed_roots(*folders: str | Path) -> tuple[Path, ...]:
+    """The folders an agent's paths may resolve into, each resolved (symlinks followed) once."""
+    return tuple(dict.fromkeys(Path(os.path.realpath(os.fspath(f))) for f in folders))
+
+
+def inside(value: str | Path, roots: tuple[Path, ...], argument: str) -> Path:
+    """``value`` resolved (relative to the working folder, every symlink followed, as the file
+    would be opened); an :class:`InputError` naming ``argument`` when it is in none of ``roots``."""
+    real = Path(os.path.realpath(os.fspath(value)))
+    if any(real == r or r in real.parents for r in roots):
+        return real
+    raise InputError(f"{argument}: {value} resolves to {real}, outside the folders this server may use "
+                     f"({', '.join(map(str, roots))}); nothing was done",
+                     hint="start the server with kforge mcp --allow DIR to let agents use DIR")
 
 
 def where_of(arguments):
@@ -139,10 +165,14 @@ def settings_object(cls, named: dict[str, Any], arguments, given: dict[str, dict
 class Service:
     """The tools' work, as plain methods returning dicts (raising KForgeError on bad input)."""
 
-    def __init__(self, runs_dir: str | Path = "runs", *, gate_factory=None, gate_label: str = "gpu"):
+    def __init__(self, runs_dir: str | Path = "runs", *, gate_factory=None, gate_label: str = "gpu",
+                 allow: tuple[str | Path, ...] = ()):
         from kernel_forge.app.evaluate import default_gate
 
         self.runs_dir = Path(runs_dir)
+        #: the folders an agent's paths may resolve into: the working folder at start-up, the runs
+        #: folder, and each ``--allow DIR`` (symlinks resolved once, here)
+        self.roots = allowed_roots(Path.cwd(), self.runs_dir, *allow)
         self.gate_factory = gate_factory or default_gate
         self.gate_label = gate_label
         self._lock = threading.Lock()
@@ -150,6 +180,47 @@ class Service:
         self.on_new_run = lambda path: None  #: called with a new run's folder (the server lists it)
 
     # -- helpers ----------------------------------------------------------------------------
+    def _inside(self, value: str | Path, argument: str) -> Path:
+        """``value`` (an agent's path), resolved; an :class:`InputError` naming ``argument`` when it
+        leaves the allowed folders."""
+        return inside(value, self.roots, argument)
+
+    def _manifest(self, manifest: str, argument: str = "manifest"):
+        """The task of an agent's manifest, after it and every file it names passed :meth:`_inside`."""
+        from kernel_forge.app.validate import task_files
+        from kernel_forge.model.task import load_task
+
+        self._inside(manifest, argument)
+        task = load_task(manifest)
+        for what, _shown, path in task_files(task):
+            self._inside(path, f"{argument} ({task.path}: its {what})")
+        return task
+
+    def _settings_paths(self, settings) -> None:
+        """The paths inside ``settings`` (the archive, a replay source) through :meth:`_inside`."""
+        if not isinstance(settings, dict):
+            return
+        for (section, key), words in PATH_SETTINGS.items():
+            given = settings.get(section)
+            value = given.get(key) if isinstance(given, dict) else None
+            if isinstance(value, str) and value not in words:
+                self._inside(value, f"{SETTINGS}: $.{section}.{key}")
+
+    def _kernel_text(self, path: str, argument: str = "path") -> str:
+        """The text of a kernel file an agent named: inside the allowed folders, a regular file of at
+        most :data:`MAX_SOURCE` bytes, UTF-8."""
+        from kernel_forge.common.reads import Unreadable, read_input_bytes
+
+        real = self._inside(path, argument)
+        try:
+            data = read_input_bytes(real, "kernel file", limit=MAX_SOURCE)
+        except Unreadable as exc:
+            raise InputError(f"{argument}: {path}: {exc.reason}") from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{argument}: {path}: the kernel file is not UTF-8 text (byte offset {exc.start})") from None
+
     def _options(self, named: dict[str, Any], settings, *, quick: bool = False):
         """The GateOptions of eval_kernel and replay: the defaults, ``settings`` (its gate section),
         ``quick``, then the named arguments; every value through the one validator."""
@@ -177,6 +248,7 @@ class Service:
         p = Path(run)
         if not p.is_dir() and _RUN_NAME.match(run):
             p = self.runs_dir / run
+        self._inside(p, "run")
         if not (p / "run.json").is_file():
             raise InputError(f"{run}: not a kforge run folder (no run.json)", hint=f"runs are under {self.runs_dir}")
         return p
@@ -192,6 +264,7 @@ class Service:
     def validate_manifest(self, manifest: str, deep: bool = False, arch: str | None = "sm_90") -> dict:
         from kernel_forge.app.validate import validate_manifest
 
+        self._manifest(manifest)
         r = validate_manifest(manifest, deep=deep, arch=arch, arch_where="arch")
         t = r.task
         return {"ok": True, "task": t.name, "manifest": str(t.path),
@@ -207,7 +280,7 @@ class Service:
                     timeout: float | None = None, arch: str | None = None, holdout: bool = True,
                     baselines: bool = True, initial: bool = True, settings: dict | None = None) -> dict:
         from kernel_forge.gate import preflight
-        from kernel_forge.model.candidate import load_candidate, parse_candidate
+        from kernel_forge.model.candidate import parse_candidate
         from kernel_forge.gate.diagnosis import diagnose
         from kernel_forge.app.evaluate import run_eval
         from kernel_forge.model.task import load_task
@@ -216,10 +289,13 @@ class Service:
             raise InputError("eval_kernel needs the kernel as source (text) or path (a .cu file), one of them")
         if source is not None and len(source) > MAX_SOURCE:
             raise InputError(f"source: {len(source)} characters, over the {MAX_SOURCE} a kernel file may have")
+        self._manifest(manifest)
+        if path is not None:
+            source = self._kernel_text(path)
         self._refuse_while_running("eval_kernel")
         opts = self._options(dict(warmup=warmup, reps=reps, seed=seed, timeout=timeout, arch=arch), settings,
                              quick=quick)
-        cand = parse_candidate(source, name="kernel.cu") if source is not None else load_candidate(path)
+        cand = parse_candidate(source, name=path or "kernel.cu")
         try:
             result, _table = run_eval(manifest, None, opts, with_initial=initial, with_baselines=baselines,
                                       with_holdout=holdout, candidate=cand, gate_factory=self.gate_factory)
@@ -265,11 +341,13 @@ class Service:
         from kernel_forge.config.gate import GateOptions
         from kernel_forge.config.loop import LoopConfig
         from kernel_forge.config.proposer import ProposerConfig
-        from kernel_forge.model.task import load_task
 
         named = dict(models=models, base_url=base_url, replay=replay, max_iterations=max_iterations,
                      candidates=candidates, time_limit=time_limit, tune_budget=tune_budget, budget_usd=budget_usd,
                      patience=patience, hints=hints)
+        self._settings_paths(settings)
+        if replay is not None:
+            self._inside(replay, "replay")
         given = sections_of(settings, ("loop", "gate", "proposer"))
         loop, gate_opts, prop = (settings_object(cls, named, OPTIMIZE_ARGUMENTS, given, quick=quick)
                                  for cls in (LoopConfig, GateOptions, ProposerConfig))
@@ -280,7 +358,7 @@ class Service:
         busy = self._busy()
         if busy:
             raise InputError(f"an optimize run is already going in {busy}", hint="wait for it (run_status)")
-        task = load_task(manifest)
+        task = self._manifest(manifest)
         log: collections.deque = collections.deque(maxlen=200)
         gate = self.gate_factory(task, gate_opts)
         try:
@@ -354,6 +432,12 @@ class Service:
                timeout: float | None = None, quick: bool = False, settings: dict | None = None) -> dict:
         from kernel_forge.app.replay_check import replay
 
+        from kernel_forge.app.replay_check import load_request, request_files
+
+        self._inside(request, "request")
+        manifest, kernel = request_files(Path(request), load_request(request))
+        self._manifest(str(manifest), f"request ({request}: $.manifest)")
+        self._kernel_text(str(kernel), f"request ({request}: $.kernel)")
         self._refuse_while_running("replay")
         opts = self._options(dict(warmup=warmup, reps=reps, timeout=timeout), settings, quick=quick)
         result, _table = replay(request, opts, gate_factory=self.gate_factory)
@@ -422,7 +506,8 @@ def build_server(service: Service):
         "kernel_forge: an honest gate for one CUDA kernel. validate_manifest checks a task; eval_kernel runs a kernel "
         "through the anti-cheat gate (verdict, reason, per-case times, % of peak, bound, registers); optimize starts a "
         "run in the background; run_status follows it; replay re-checks a recorded time. Paths are relative to the "
-        "server's working folder. A manifest's reference is Python code that runs as the user."))
+        "server's working folder and must stay inside it (or a folder the user allowed with kforge mcp --allow). "
+        "A manifest's reference is Python code that runs as the user."))
 
     def call(fn, *args, **kwargs) -> dict[str, Any]:
         try:
@@ -527,15 +612,16 @@ def build_server(service: Service):
     return server
 
 
-def serve(runs_dir: str | Path = "runs") -> None:
-    """Run the server over stdio until the client closes it."""
+def serve(runs_dir: str | Path = "runs", allow: tuple[str | Path, ...] = ()) -> None:
+    """Run the server over stdio until the client closes it; agents' paths stay inside the working
+    folder, ``runs_dir`` and the ``allow`` folders."""
     spec = os.environ.get(TEST_GATE_ENV)
     if spec:
         factory, label = gate_factory_from_spec(spec), f"test: {spec} (not measured)"
         print(f"[kforge mcp] {TEST_GATE_ENV} is set: verdicts come from {spec}, not from a GPU", file=sys.stderr)
     else:
         factory, label = None, "gpu"
-    server = build_server(Service(runs_dir, gate_factory=factory, gate_label=label))
+    server = build_server(Service(runs_dir, gate_factory=factory, gate_label=label, allow=allow))
     server.run("stdio")
 
 

@@ -9,6 +9,7 @@ a claim that does not hold, is exit 1 in the CLI.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from kernel_forge.app import option_checks
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.common.errors import InputError, ManifestError
 from kernel_forge.common.json_path import json_path
-from kernel_forge.common.reads import loads
+from kernel_forge.common.reads import MAX_INPUT, MAX_KERNEL, Unreadable, read_input_bytes
 from kernel_forge.evidence.run_dir import read_evidence, schema
 from kernel_forge.common.stats import Timing
 from kernel_forge.model.task import load_task
@@ -43,18 +44,19 @@ def load_request(path: str | Path) -> dict:
 
 
 def recorded_band(request_path: Path, req: dict) -> tuple[float, float] | None:
-    """(p20, p80) of the recorded timing, from the history.json beside the request."""
+    """(p20, p80) of the recorded timing, from the history.json beside the request (None when
+    there is none; a damaged one is an InputError naming it)."""
     hist = request_path.parent / "history.json"
     if not hist.is_file():
         return None
+    data = read_evidence(hist, what="run history")
     try:
-        data = loads(hist.read_text(encoding="utf-8"), str(hist))
         for a in data.get("attempts", []):
             if a.get("id") == req["attempt"]:
                 for c in (a.get("evaluation") or {}).get("cases", []):
                     if c.get("name") == req["case"] and c.get("timing"):
                         return float(c["timing"]["p20"]), float(c["timing"]["p80"])
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, InputError):
+    except (ValueError, TypeError, KeyError, AttributeError, InputError):
         return None
     return None
 
@@ -105,13 +107,41 @@ def judge(recorded_us: float | None, band: tuple[float, float] | None, now: Timi
 
 def _manifest(p: Path, req: dict) -> Path:
     m = Path(req["manifest"])
-    if m.is_file():
+    if m.is_absolute():                # requests record it so; they replay from any folder
+        if m.is_file():
+            return m
+    elif m.is_file():                  # requests of earlier releases: relative to where the run started
         return m
-    beside = p.parent / m
-    if beside.is_file():
-        return beside
+    elif (p.parent / m).is_file():
+        return p.parent / m
     raise ManifestError(f"the manifest {req['manifest']} of this replay request does not exist",
                         file=str(p), json_path="$.manifest")
+
+
+def sha256_of(path: str | Path, what: str, *, limit: int = MAX_INPUT) -> str:
+    """The sha256 of a file's bytes, read through the one bounded reader."""
+    return hashlib.sha256(read_input_bytes(path, what, limit=limit)).hexdigest()
+
+
+def request_files(p: Path, req: dict) -> tuple[Path, Path]:
+    """The manifest and the kernel a replay request names, each checked against the sha256
+    recorded with it (requests of earlier releases have none): a replay of another task, or of
+    another kernel, would not check the recorded claim."""
+    manifest, kernel = _manifest(p, req), p.parent / req["kernel"]
+    for key, path, what, limit in (("manifest", manifest, "manifest", MAX_INPUT),
+                                   ("kernel", kernel, "kernel file", MAX_KERNEL)):
+        want = req.get(f"{key}_sha256")
+        if want is None:
+            continue
+        try:
+            got = sha256_of(path, what, limit=limit)
+        except Unreadable as exc:
+            raise InputError(f"{p}: $.{key}: {exc.message}") from None
+        if got != want:
+            raise InputError(f"{p}: $.{key}_sha256: the {what} {path} changed since this request was written "
+                             f"(sha256 {got[:12]}..., recorded {want[:12]}...); nothing was run",
+                             hint="replay a request of a run over this file, or restore the file it recorded")
+    return manifest, kernel
 
 
 def replay(request_path, options, *, gate_factory=None) -> tuple[dict, str]:
@@ -122,11 +152,12 @@ def replay(request_path, options, *, gate_factory=None) -> tuple[dict, str]:
 
     p = Path(request_path)
     req = load_request(p)
-    task = load_task(_manifest(p, req))
-    kernel = p.parent / req["kernel"]
+    manifest, kernel = request_files(p, req)
+    task = load_task(manifest)
     cand = load_candidate(kernel)
     if req["case"] not in {c.name for c in task.cases}:
         raise InputError(f"{p}: $.case: the task has no case {req['case']!r}")
+    band = recorded_band(p, req)          # a damaged history.json is found before the GPU
     seeds = req.get("seeds") or [0]
     options.seed = seeds[0]
     options.fresh_seeds = list(seeds[1:])
@@ -140,7 +171,7 @@ def replay(request_path, options, *, gate_factory=None) -> tuple[dict, str]:
         gate.close()
     ev.cases = [c for c in ev.cases if c.name == req["case"]]
     case = ev.cases[0] if ev.cases else None
-    claim = judge(req.get("median_us"), recorded_band(p, req), case.timing if case else None)
+    claim = judge(req.get("median_us"), band, case.timing if case else None)
     passed = ev.passed and (case is None or case.passed)
     same = same_variant(req.get("variant"), case.variant if case else None)
     result = {"request": str(p), "task": task.name, "case": req["case"], "passed": passed, "reason": ev.reason,

@@ -336,6 +336,7 @@ def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[
     from kernel_forge.search.retrieval import Retrieved
 
     run, _meta, task, (loop, _gate, _prop) = _recorded_run(path, overrides)
+    run.read_json("history.json")      # checked against its schema: a damaged one is exit 2 here
     opt = Optimizer(task, RecordedGate.from_run(run.path), _PromptOnly(), run, loop,
                     retrieved=Retrieved.from_json(run.read_json("retrieval.json")))
     if not opt.load_recorded() or opt.best is None:

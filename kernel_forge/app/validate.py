@@ -83,6 +83,12 @@ def resolved_files(task: Task) -> list[tuple[str, str, bool]]:
     """Where every file the manifest names resolves to, and whether it leaves the manifest's
     folder (a reference there is code that runs as you: see README, Security)."""
     base = task.path.parent
+    return [(what, shown, not _inside(p, base)) for what, shown, p in task_files(task)]
+
+
+def task_files(task: Task) -> list[tuple[str, str, Path]]:
+    """Every file the manifest names: (what, as shown, its path)."""
+    base = task.path.parent
 
     def ref(r):
         return (str(r.path) + (f":{r.function}" if r.function else ""), r.path)
@@ -99,7 +105,7 @@ def resolved_files(task: Task) -> list[tuple[str, str, bool]]:
         if a.is_buffer and a.init is not None and a.init.kind == "npy":
             p = (base / a.init.get("path")).resolve()
             rows.append((f"npy {a.name}", (str(p), p)))
-    return [(what, shown, not _inside(p, base)) for what, (shown, p) in rows]
+    return [(what, shown, p) for what, (shown, p) in rows]
 
 
 def _kernel(task: Task, path: Path, jp: str, arch: str | None, report: Validation, label: str,

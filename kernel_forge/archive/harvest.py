@@ -15,7 +15,6 @@ from pathlib import Path
 from kernel_forge import __version__
 from kernel_forge.archive.format import Entry
 from kernel_forge.archive.store import Archive, add_entries, open_archive
-from kernel_forge.common import reads
 from kernel_forge.common.errors import InputError, KForgeError
 
 
@@ -39,11 +38,13 @@ def _read(run: Path, name: str, required: bool):
         if required:
             raise InputError(f"{run}: not a kforge run folder (no {name})", hint="pass a folder like runs/run-007")
         return None
+    from kernel_forge.evidence.run_dir import read_evidence
+
+    # history.json is checked against its schema: a wrong-shaped one is an error, not "0 added"
     try:
-        text = p.read_text(encoding="utf-8")
-        return reads.loads(text, str(p))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{p}: damaged JSON ({exc}); nothing was archived from this run") from None
+        return read_evidence(p, check=name == "history.json")
+    except InputError as exc:
+        raise InputError(f"{exc.message}; nothing was archived from this run", hint=exc.hint) from None
 
 
 def _all_cases_passed(ev: dict | None) -> bool:

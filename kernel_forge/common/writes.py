@@ -220,6 +220,20 @@ def write_files(items: list[tuple[str | Path, bytes]], *, private: bool = True, 
     return [path for _, path in staged]
 
 
+def check_within(folder: str | Path, paths, *, option: str = "--force") -> None:
+    """Refuse, before anything is written, a target among ``paths`` that is a symbolic link (or
+    lies under one) resolving outside ``folder``: replacing or removing it with ``option`` would
+    reach what the user never handed over.  A link that stays inside ``folder`` is fine."""
+    root = Path(os.path.realpath(folder))
+    for p in map(Path, paths):
+        if not (p.is_symlink() or p.exists()):
+            continue
+        real = Path(os.path.realpath(p))
+        if real != root and root not in real.parents:
+            raise InputError(f"{p}: a symbolic link to {real}, outside {folder}; {option} replaces files in that "
+                             "folder only, so nothing was written", hint="remove the link, or choose another --dir")
+
+
 def write_file(path: str | Path, data: bytes, *, private: bool = True, overwrite: bool = True,
                force_hint: str | None = None) -> Path:
     """Write one file atomically (see :func:`write_files`)."""
@@ -230,5 +244,5 @@ def write_text(path: str | Path, text: str, **kw) -> Path:
     return write_file(path, text.encode("utf-8"), **kw)
 
 
-__all__ = ["WriteFailed", "write_file", "write_files", "write_text", "make_dirs", "remove_dirs",
+__all__ = ["WriteFailed", "check_within", "write_file", "write_files", "write_text", "make_dirs", "remove_dirs",
            "describe_oserror", "FILE_MODE", "DIR_MODE"]

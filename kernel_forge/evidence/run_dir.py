@@ -33,7 +33,7 @@ from kernel_forge.common import finite, reads
 from kernel_forge.common.errors import InputError, InternalError
 from kernel_forge.common.json_path import json_path
 from kernel_forge.common.writes import DIR_MODE, FILE_MODE, WriteFailed, write_file  # noqa: F401  (FILE_MODE: re-exported)
-from kernel_forge.common.reads import read_text_file
+from kernel_forge.common.reads import MAX_RECORD, read_text_file
 
 SCHEMA_FOR = {
     "run.json": "run.schema.json",
@@ -245,7 +245,7 @@ def read_evidence(path: str | Path, *, check: bool = True, what: str = "evidence
     Any problem (unreadable, not UTF-8, not JSON, wrong shape) is an InputError that names the
     file, the line or JSON path, and what was wrong."""
     p = Path(path)
-    text = read_text_file(p, what)
+    text = read_text_file(p, what, limit=MAX_RECORD)
     try:
         data = reads.loads(text, str(p))
     except json.JSONDecodeError as exc:

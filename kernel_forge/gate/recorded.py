@@ -19,6 +19,12 @@ from kernel_forge.model.verdict import Evaluation
 NO_PROFILE = "no profile of this kernel was recorded (a recorded gate has no GPU to profile on)"
 
 
+def _object(value, path: Path) -> dict:
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: $: expected an object, got {type(value).__name__}")
+    return value
+
+
 class RecordedGate(InTurn):
     def __init__(self, verdicts: dict[str, dict], *, device: dict | None = None, calibration: dict | None = None,
                  baselines: dict[str, dict] | None = None, holdout: dict[str, dict] | None = None,
@@ -33,9 +39,16 @@ class RecordedGate(InTurn):
 
     @classmethod
     def from_run(cls, run_path: str | Path) -> "RecordedGate":
+        from kernel_forge.common.reads import MAX_RECORD, read_json_file
+
         p = Path(run_path)
-        hist = read_json_file(p / "history.json", "history")
-        env = read_json_file(p / "env.json", "environment record") if (p / "env.json").is_file() else {}
+        # damaged or hand-edited evidence is an InputError naming the file, never a crash (the
+        # commands check history.json against its schema first: RunDir.read_json)
+        hist = _object(read_json_file(p / "history.json", "run history", limit=MAX_RECORD), p / "history.json")
+        env = _object(read_json_file(p / "env.json", "environment record"), p / "env.json") \
+            if (p / "env.json").is_file() else {}
+        if not isinstance(hist.get("attempts"), list) or not all(isinstance(a, dict) for a in hist["attempts"]):
+            raise InputError(f"{p / 'history.json'}: $.attempts: expected a list of attempts")
         verdicts, holdout, profiles = {}, {}, {}
         for a in hist["attempts"]:
             if a.get("evaluation") and a.get("sha256"):
@@ -43,7 +56,7 @@ class RecordedGate(InTurn):
             if a.get("holdout") and a.get("sha256"):
                 holdout[a["sha256"]] = a["holdout"]
             if a.get("profile") and a.get("sha256") and (p / a["profile"]).is_file():
-                recorded = read_json_file(p / a["profile"], "profile")
+                recorded = _object(read_json_file(p / a["profile"], "recorded profile"), p / a["profile"])
                 profiles[a["sha256"]] = {k: v for k, v in recorded.items() if k not in ("attempt", "wall_seconds")}
         return cls(verdicts, device=env.get("device"), calibration=env.get("calibration"),
                    baselines=hist.get("baselines", {}), holdout=holdout, profiles=profiles)

@@ -40,6 +40,9 @@ _ASSIGN = re.compile(r"^(grid|block|shared_mem)\s*=\s*(.+)$")
 _TUNE = re.compile(r"^tune\s+([A-Za-z_]\w*)\s*=\s*(.+)$")
 _DEFINE = re.compile(r"^define\s+([A-Za-z_]\w*)\s*=\s*(.+)$")
 _CONSTRAINT = re.compile(r"^constraint\s+(.+)$")
+#: names C++ reserves for the implementation (``__x``, ``_X``): the compiler's own macros
+#: (``__CUDA_ARCH__``, ``__CUDACC__``, ``__NVCC__``) among them, which a header must not redefine
+_RESERVED = re.compile(r"^(__|_[A-Z])")
 _COOPERATIVE = re.compile(r"^cooperative\s*=\s*(\S+)$")
 
 
@@ -381,6 +384,14 @@ def _number(text: str, *, file: str, line: int) -> int | float:
     return value
 
 
+def _check_name(macro: str, what: str, *, file: str, line: int) -> None:
+    """A ``tune``/``define`` name becomes ``-DNAME=VALUE``: a name reserved for the compiler is refused."""
+    if _RESERVED.match(macro):
+        raise CandidateError(f"{what} {macro}: names starting with __ or _ and a capital letter are reserved for "
+                             "the compiler (__CUDA_ARCH__, __CUDACC__, __NVCC__ among them) and cannot be set here",
+                             file=file, line=line, hint="choose a plain name such as BLOCK or TILE_M")
+
+
 def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
     """Read the ``// kforge:`` header of ``source``; raise :class:`CandidateError` with the line."""
     grid = block = None
@@ -411,6 +422,7 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
                     block = items
                 lines_of[key] = lineno
         elif t := _TUNE.match(text):
+            _check_name(t.group(1), "tune", file=name, line=lineno)
             values = tuple(_number(p, file=name, line=lineno)
                            for p in _split_list(t.group(2), file=name, line=lineno))
             twice = sorted({repr(v) for i, v in enumerate(values) if v in values[:i]})
@@ -419,6 +431,7 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
                                      line=lineno, hint="give each value once (the tuner would gate it twice)")
             tunables[t.group(1)] = values
         elif d := _DEFINE.match(text):
+            _check_name(d.group(1), "define", file=name, line=lineno)
             defines[d.group(1)] = _number(d.group(2), file=name, line=lineno)
             lines_of["define " + d.group(1)] = lineno
         elif c := _CONSTRAINT.match(text):
@@ -461,11 +474,13 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
 
 
 def load_candidate(path: str | Path) -> Candidate:
+    from kernel_forge.common.reads import MAX_KERNEL, Unreadable, read_input_bytes
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CandidateError(f"cannot read kernel file: {exc.strerror}", file=str(p)) from None
+        text = read_input_bytes(p, "kernel file", limit=MAX_KERNEL).decode("utf-8")
+    except Unreadable as exc:
+        raise CandidateError(exc.reason, file=str(p)) from None
     except UnicodeDecodeError:
         raise CandidateError("kernel file is not UTF-8 text", file=str(p)) from None
     return parse_candidate(text, name=str(p))

@@ -88,12 +88,20 @@ def _draw(task: Task, arg: Arg, case: Case, key: list[int]) -> np.ndarray:
         ftype = np.float64 if dt.bits == 64 else np.float32
         values = _random(kind, n, ftype, dict(init.params), key).reshape(shape)
     elif kind == "npy":
+        from kernel_forge.common.reads import Unreadable, open_input
+        from kernel_forge.model.task import MAX_NPY, npy_header
+
         path = (task.path.parent / init.get("path")).resolve()
+        where = json_path("args", arg.name, "init", "path")
+        npy_header(path, str(task.path), where)       # a file that is not .npy is named without its bytes
         try:
-            values = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as exc:
-            raise ManifestError(f"{path} is not a readable .npy file ({exc})", file=str(task.path),
-                                json_path=json_path("args", arg.name, "init", "path")) from None
+            with open_input(path, ".npy file", limit=MAX_NPY) as f:
+                values = np.load(f, allow_pickle=False)
+        except Unreadable as exc:
+            raise ManifestError(exc.message, file=str(task.path), json_path=where) from None
+        except (OSError, ValueError, EOFError):
+            raise ManifestError(f"{path} is not a readable .npy file (its data is cut short or damaged)",
+                                file=str(task.path), json_path=where) from None
         if values.size != int(np.prod(shape)):
             raise ManifestError(f"{path} holds {values.size} elements, shape {shape} needs "
                                 f"{int(np.prod(shape))}", file=str(task.path),

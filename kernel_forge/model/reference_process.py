@@ -81,6 +81,7 @@ def child_main(conn, layers=None) -> None:
         from kernel_forge.model.reference_sandbox import encode
         send = lambda msg: conn.send_bytes(encode(*msg))  # noqa: E731
     send(("ready", layers))
+    task = None
     while True:
         try:
             msg = conn.recv()
@@ -88,7 +89,8 @@ def child_main(conn, layers=None) -> None:
             return
         if msg[0] == "exit":
             return
-        _op, task, case_name, seed, inputs = msg
+        _op, sent, case_name, seed, inputs = msg
+        task = sent if sent is not None else task      # None: the task of the previous request
         try:
             if inputs is None:
                 inputs = generate(task, task.case(case_name), seed)
@@ -119,6 +121,9 @@ class ReferenceProcess:
         self.key = sandbox
         self.layers = None                #: the sandbox's layers (a sandboxed child)
         ctx = mp.get_context("spawn")
+        #: the task the child holds: sent once, not with every case (a task of 4,000 cases pickled
+        #: per case made validate quadratic in the number of cases)
+        self._task = None
         if sandbox is not None and os.name == "posix":
             from kernel_forge.model.reference_sandbox import SandboxedChild
             self.proc = SandboxedChild([sandbox])
@@ -159,7 +164,8 @@ class ReferenceProcess:
 
     def run(self, task, case_name: str, seed: int, inputs, time_limit_s: float, what: str) -> dict[str, np.ndarray]:
         try:
-            self.conn.send(("run", task, case_name, seed, inputs))
+            self.conn.send(("run", None if task is self._task else task, case_name, seed, inputs))
+            self._task = task
         except (BrokenPipeError, OSError):
             self.close(kill=True)
             raise ReferenceError_(f"{what}: the reference process is gone (exit code {self.proc.exitcode})") from None

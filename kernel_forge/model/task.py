@@ -19,6 +19,7 @@ from kernel_forge.common import expressions, finite, reads
 from kernel_forge.model.candidate import Launch
 from kernel_forge.common.errors import ExpressionError, ManifestError, SignatureError
 from kernel_forge.common.json_path import json_path
+from kernel_forge.common.reads import Unreadable, open_input, read_input_bytes
 from kernel_forge.model.limits import launch_limits, launch_problem
 from kernel_forge.model.signature import Param, Signature, parse_signature
 
@@ -198,13 +199,13 @@ def load_task(path: str | Path) -> Task:
     p = Path(path)
     file = str(p)
     try:
-        text = p.read_text(encoding="utf-8-sig")   # a byte-order mark (some Windows editors) is fine
-    except IsADirectoryError:
-        raise ManifestError("is a folder, not a manifest file", file=file) from None
-    except OSError as exc:
-        raise ManifestError(f"cannot read manifest: {exc.strerror}", file=file) from None
+        data = read_input_bytes(p, "manifest")
+    except Unreadable as exc:
+        raise ManifestError(exc.reason, file=file) from None
+    try:
+        text = data.decode("utf-8-sig")   # a byte-order mark (some Windows editors) is fine
     except UnicodeDecodeError as exc:
-        line = p.read_bytes()[:exc.start].count(b"\n") + 1
+        line = data[:exc.start].count(b"\n") + 1
         raise ManifestError(f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at line {line} "
                             f"(offset {exc.start})", file=file,
                             hint="save the manifest as UTF-8 (JSON files must be UTF-8)") from None
@@ -223,21 +224,31 @@ def load_task(path: str | Path) -> Task:
     return _build(data, p)
 
 
+#: how every .npy file starts (numpy.lib.format); the most bytes of an .npy input kforge reads
+NPY_MAGIC = b"\x93NUMPY"
+MAX_NPY = 1 << 40
+
+
 def npy_header(path: Path, file: str, jp: str) -> tuple[tuple[int, ...], "object"]:
     """(shape, dtype) of an .npy file, read from its header only (the data is not loaded)."""
     import numpy as np
 
+    # numpy's own messages quote the bytes it read: they are never shown (the path may name any file)
     try:
-        with open(path, "rb") as f:
+        with open_input(path, ".npy file", limit=MAX_NPY) as f:
+            if f.read(len(NPY_MAGIC)) != NPY_MAGIC:
+                raise _err(f"{path} is not an .npy file (it does not start with NumPy's magic string)", file, jp,
+                           hint="write it with numpy.save(path, array)")
+            f.seek(0)
             version = np.lib.format.read_magic(f)
             if version == (1, 0):
                 shape, _fortran, dtype = np.lib.format.read_array_header_1_0(f)
             else:
                 shape, _fortran, dtype = np.lib.format.read_array_header_2_0(f)
-    except OSError as exc:
-        raise _err(f"cannot read {path}: {exc.strerror}", file, jp) from None
-    except (ValueError, EOFError) as exc:
-        raise _err(f"{path} is not an .npy file ({exc})", file, jp,
+    except Unreadable as exc:
+        raise _err(exc.message, file, jp) from None
+    except (ValueError, EOFError, SyntaxError, TypeError):
+        raise _err(f"{path} is not an .npy file (its header cannot be read as one)", file, jp,
                    hint="write it with numpy.save(path, array)") from None
     if dtype.hasobject:
         raise _err(f"{path} holds Python objects ({dtype}); only numeric arrays can be loaded", file, jp)

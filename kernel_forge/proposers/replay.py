@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from kernel_forge.common.errors import InputError
-from kernel_forge.common.reads import read_jsonl
+from kernel_forge.common.reads import MAX_KERNEL, read_jsonl, read_text_file
 from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult
 from kernel_forge.proposers.schema import ProposalSchemaError, check_proposal, to_proposal
 
@@ -62,8 +62,8 @@ def load_proposals(path: str | Path) -> list[Proposal]:
         if not files:
             raise InputError(f"{p}: no .cu files to replay")
         for f in files:
-            out.append(Proposal(source=f.read_text(encoding="utf-8"), rationale=f"replay of {f.name}",
-                                proposer="replay", label=f.name))
+            out.append(Proposal(source=read_text_file(f, "replayed kernel", limit=MAX_KERNEL),
+                                rationale=f"replay of {f.name}", proposer="replay", label=f.name))
         return out
     if not p.is_file():
         raise InputError(f"{p}: no such file or folder to replay")

@@ -941,13 +941,28 @@ class Optimizer:
                                                   **self.state.to_json()})
 
     def _write_best(self) -> None:
-        self.run_dir.write_text("best.cu", self._source(self.state.best))
+        import hashlib
+        from pathlib import Path
+
+        from kernel_forge.common.reads import Unreadable, read_input_bytes
+
+        best_cu = self.run_dir.write_text("best.cu", self._source(self.state.best))
+        # a request replays from any folder, and only against the manifest and kernel it was written for
+        manifest = Path(self.task.path).resolve()
+        if not hasattr(self, "_manifest_sha256"):      # read once: the task is fixed for the run
+            try:
+                self._manifest_sha256 = hashlib.sha256(read_input_bytes(manifest, "manifest")).hexdigest()
+            except Unreadable:                          # gone since the start: its requests cannot check it
+                self._manifest_sha256 = None
+        hashes = {"kernel_sha256": hashlib.sha256(best_cu.read_bytes()).hexdigest()}
+        if self._manifest_sha256:
+            hashes["manifest_sha256"] = self._manifest_sha256
         ev = self.state.best.evaluation or {}
         for c in ev.get("cases", []):
             if c.get("role") == "holdout":
                 continue
             self.run_dir.write_json(f"best-case-{c['name']}.json", {
-                "manifest": str(self.task.path), "kernel": "best.cu", "attempt": self.state.best.id,
+                "manifest": str(manifest), **hashes, "kernel": "best.cu", "attempt": self.state.best.id,
                 "case": c["name"], "role": c["role"], "seeds": c.get("seeds", []),
                 # under a dispatch rule: the setting this case ran with, and which rule line gave it
                 "defines": (c.get("variant") or {}).get("defines", self.state.best.defines),

@@ -362,7 +362,7 @@ def _approvals_manifest_missing(tmp):
     ap = tmp / "approved.json"
     ap.write_text(json.dumps({"approved": [{"task": "vector_add", "manifest": "none.json", "kernel": "k.cu",
                                             "sha256": "0", "speedup_vs_initial": 2.0, "tolerance": 0.05}]}))
-    return ["gate", str(ap)], [str(ap), "$.approved[0].manifest", "cannot read manifest"]
+    return ["gate", str(ap)], [str(ap), "$.approved[0].manifest", "cannot read the manifest"]
 
 
 def _report_damaged_summary(tmp):
@@ -868,6 +868,114 @@ def _args(*args_and_words):
     return make
 
 
+# ------------------------------------------------------------------------------ issue 35: data loss and bounded reads
+
+def _archive(tmp) -> Path:
+    from kernel_forge.archive.store import open_archive
+    db = tmp / "a.sqlite"
+    with open_archive(db):
+        pass
+    return db
+
+
+def _export_onto_the_archive(how):
+    def make(tmp):
+        db = _archive(tmp)
+        target = db
+        if how == "symlink":
+            target = tmp / "link.jsonl"
+            target.symlink_to(db)
+        elif how == "hardlink":
+            target = tmp / "hard.jsonl"
+            os.link(db, target)
+        return (["archive", "export", str(target), "--force", "--archive", str(db)],
+                [str(target), "is also an input of this command", "nothing was written"])
+    return make
+
+
+def _damaged_history(command):
+    def make(tmp):
+        run = finished_run(tmp, _m(tmp))
+        (run / "history.json").write_text('{"attempts": [')          # cut off, as a full disk or an editor leaves it
+        args = {"resume": ["optimize", "--resume", str(run)],
+                "resume-dry-run": ["optimize", "--resume", str(run), "--dry-run"],
+                "report": ["report", str(run)],
+                "replay": ["replay", str(run / "best-case-n16M.json")],
+                "approve": ["approve", str(run), "--into", str(tmp / "approved.json")],
+                "archive-add": ["archive", "add", str(run), "--archive", str(tmp / "a.sqlite")]}[command]
+        return args, [str(run / "history.json"), "damaged JSON at line 1"]
+    return make
+
+
+def _history_of_the_wrong_shape(command):
+    def make(tmp):
+        run = finished_run(tmp, _m(tmp))
+        (run / "history.json").write_text('{"task": 1}\n')
+        args = {"resume-dry-run": ["optimize", "--resume", str(run), "--dry-run"],
+                "archive-add": ["archive", "add", str(run), "--archive", str(tmp / "a.sqlite")]}[command]
+        return args, [str(run / "history.json"), "is a required property"]
+    return make
+
+
+def _replay_changed_manifest(tmp):
+    m = _m(tmp)
+    run = finished_run(tmp, m)
+    edit(m, lambda d: d["cases"][0]["vars"].update(n=12345))
+    req = run / "best-case-n16M.json"
+    return ["replay", str(req)], [str(req), "$.manifest_sha256", str(m.resolve()), "changed since this request"]
+
+
+def _replay_changed_kernel(tmp):
+    run = finished_run(tmp, _m(tmp))
+    (run / "best.cu").write_text((run / "best.cu").read_text() + "// edited\n")
+    req = run / "best-case-n16M.json"
+    return ["replay", str(req)], [str(req), "$.kernel_sha256", "changed since this request"]
+
+
+_SIG = 'extern "C" __global__ void k(const float* x, float* y, int n)'
+
+
+def _init_force_through_a_symlink(tmp):
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "victim.json").write_text('{"mine": true}\n')
+    (tmp / "t").mkdir()
+    (tmp / "t" / "k.json").symlink_to(elsewhere / "victim.json")
+    return (["init", "k", "--signature", _SIG, "--dir", str(tmp / "t"), "--force"],
+            [str(tmp / "t" / "k.json"), "a symbolic link to", "outside", "nothing was written"])
+
+
+def _describe_force_through_a_symlinked_folder(tmp):
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine\n")
+    (tmp / "t").mkdir()
+    (tmp / "t" / "relu_like_describe").symlink_to(elsewhere, target_is_directory=True)
+    return (["init", "relu_like", "--describe", DESCRIPTION, "--replay", str(DESCRIBED / "relu_like"),
+             "--dir", str(tmp / "t"), "--force"],
+            [str(tmp / "t" / "relu_like_describe"), "a symbolic link to", "nothing was written"])
+
+
+def _special_file(command):
+    def make(tmp):
+        m = _m(tmp)
+        fifo = tmp / "fifo"
+        if "FIFO" in command:
+            os.mkfifo(fifo)           # an open of it for reading waited for a writer forever
+        args, words = {
+            "validate /dev/zero": (["validate", "--no-compile", "/dev/zero"], ["/dev/zero", "character device"]),
+            "eval /dev/zero": (["eval", str(m), "/dev/zero"], ["/dev/zero", "character device"]),
+            "validate a FIFO": (["validate", "--no-compile", str(fifo)], [str(fifo), "FIFO"]),
+            "optimize --config /dev/zero": (["optimize", str(m), "--config", "/dev/zero"],
+                                            ["/dev/zero", "character device"]),
+            "replay /dev/zero": (["replay", "/dev/zero"], ["/dev/zero", "character device"]),
+            "archive import /dev/zero": (["archive", "import", "/dev/zero", "--archive", str(tmp / "a.sqlite")],
+                                         ["/dev/zero", "character device"]),
+        }[command]
+        return args, words + ["not a regular file"]
+    return make
+
+
 def _nonfinite_flag_not_boolean(tmp):
     m = _m(tmp, nonfinite_outputs="yes")
     return ["validate", "--no-compile", str(m)], [str(m), "$.nonfinite_outputs", "'yes' is not of type 'boolean'"]
@@ -1201,6 +1309,32 @@ BAD = [
     Bad("eval --max-noise nan", _args("eval", "{m}", "--max-noise", "nan", ["--max-noise nan", "finite"]),
         found="'must be in [0, 1]' for a NaN"),
     *ISSUE33_ROWS,
+    # issue 35: nothing a user has is destroyed, and every input read is bounded (and issue 33's item 9)
+    Bad("archive export A --force --archive A", _export_onto_the_archive("same"), found="destroyed the archive"),
+    Bad("archive export through a symlink onto the archive", _export_onto_the_archive("symlink"),
+        found="destroyed the archive"),
+    Bad("archive export through a hard link onto the archive", _export_onto_the_archive("hardlink"),
+        found="destroyed the archive"),
+    *[Bad(f"a damaged history.json under {c}", _damaged_history(c),
+          found={"resume-dry-run": "JSONDecodeError, exit 4", "replay": "ignored, then exit 3 at the GPU probe"}.get(c, ""))
+      for c in ("resume", "resume-dry-run", "report", "replay", "approve", "archive-add")],
+    Bad("a history.json of the wrong shape under --resume --dry-run", _history_of_the_wrong_shape("resume-dry-run"),
+        found="KeyError, exit 4"),
+    Bad("a history.json of the wrong shape under archive add", _history_of_the_wrong_shape("archive-add"),
+        found="exit 0: '0 added'"),
+    Bad("replay after its manifest changed", _replay_changed_manifest, found="replayed against the changed task"),
+    Bad("replay after best.cu changed", _replay_changed_kernel, found="replayed the edited kernel"),
+    Bad("init --force through a symlink out of the folder", _init_force_through_a_symlink),
+    Bad("init --describe --force onto a symlinked exchange folder", _describe_force_through_a_symlinked_folder,
+        found="OSError from rmtree, exit 4"),
+    *[Bad(command, _special_file(command), found="read without end (memory)" if "zero" in command else "hung")
+      for command in ("validate /dev/zero", "eval /dev/zero", "validate a FIFO", "optimize --config /dev/zero",
+                      "replay /dev/zero", "archive import /dev/zero")],
+    Bad("a kernel header define __CUDA_ARCH__ = 1", _eval_header("// kforge: define __CUDA_ARCH__ = 1\n",
+                                                                 ["__CUDA_ARCH__", "reserved for the compiler"]),
+        found="accepted: -D__CUDA_ARCH__=1 reached NVRTC"),
+    Bad("a kernel header tune _Tile = [1, 2]", _eval_header("// kforge: tune _Tile = [1, 2]\n",
+                                                            ["_Tile", "reserved for the compiler"]), found="accepted"),
 ]
 
 
@@ -1842,3 +1976,52 @@ def test_every_entry_point_that_takes_an_arch_refuses_a_bad_one_in_the_same_word
             tool()
         assert str(err.value) == f"arch: {body}" and err.value.exit_code == 2
     assert not (tmp_path / "runs").exists()
+
+
+# ------------------------------------------------------------------------------ issue 35, beside the table
+
+def test_an_npy_path_error_never_shows_the_files_bytes(kforge, tmp_path):
+    """Issue 33 item 9: numpy's message quoted the first 6 bytes of whatever file the path named."""
+    m = _m(tmp_path)
+    for i, content in enumerate((b"TOPSEcret api key\n", b"\x93NUMPY\x01\x00{'descr': TOPSE")):
+        (tmp_path / f"secret{i}").write_bytes(content)
+        edit(m, lambda d: d["args"]["a"].update(init={"kind": "npy", "path": f"../secret{i}"}))
+        r = kforge("validate", "--no-compile", m)
+        out = r.output + (r.stderr or "")
+        assert r.exit_code == 2 and "is not an .npy file" in out, out
+        assert "TOPSE" not in out, out
+
+
+def _reference_bytes_sent(kforge, monkeypatch, folder: Path, n_cases: int) -> int:
+    """Bytes the parent sends to the reference process while ``validate`` checks ``n_cases`` cases."""
+    from multiprocessing import connection
+    from multiprocessing.reduction import ForkingPickler
+
+    from kernel_forge.model import reference_process
+
+    reference_process.shutdown()          # a fresh child: it holds no task yet
+    m = _m(folder)
+    edit(m, lambda d: d.update(cases=[{"name": f"c{i}", "role": ("correctness", "performance")[i % 2],
+                                       "vars": {"n": 16 + i % 7}} for i in range(n_cases)]
+                               + [{"name": "unseen", "role": "holdout", "vars": {"n": 33}}]))
+    sent = [0]
+    send = connection.Connection.send
+
+    def counting(self, obj):
+        sent[0] += len(ForkingPickler.dumps(obj))
+        return send(self, obj)
+
+    monkeypatch.setattr(connection.Connection, "send", counting)
+    r = kforge("validate", "--no-compile", m)
+    monkeypatch.setattr(connection.Connection, "send", send)
+    assert r.exit_code == 0, r.output
+    return sent[0]
+
+
+def test_validate_is_linear_in_the_number_of_cases(kforge, monkeypatch, tmp_path):
+    """Issue 35: 4,000 cases took 101 s, since the whole task (every case) was pickled to the
+    reference process for each case. Counted, not timed: the bytes sent for 4,000 cases are
+    about 8 times those for 500 (the task once, then a short request per case), not 64 times."""
+    small = _reference_bytes_sent(kforge, monkeypatch, tmp_path / "small", 500)
+    large = _reference_bytes_sent(kforge, monkeypatch, tmp_path / "large", 4000)
+    assert small > 0 and large / small < 12, (small, large)

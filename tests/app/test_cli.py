@@ -92,7 +92,7 @@ def test_validate_broken_manifest(run, broken_manifest):
 def test_validate_missing_file(run, tmp_path):
     r = run("validate", str(tmp_path / "none.json"))
     assert r.exit_code == 2
-    assert f"FAIL {tmp_path / 'none.json'}: $: cannot read manifest" in r.stderr
+    assert f"FAIL {tmp_path / 'none.json'}: $: cannot read the manifest" in r.stderr
 
 
 def test_validate_initial_kernel_signature_mismatch(run, broken_manifest):
@@ -177,7 +177,7 @@ def test_compile_bad_arch(run):
 def test_compile_missing_file(run, tmp_path):
     r = run("compile", str(tmp_path / "x.cu"), "--arch", "sm_90")
     assert r.exit_code == 2
-    assert f"kforge: error: {tmp_path / 'x.cu'}: cannot read kernel file" in r.stderr
+    assert f"kforge: error: {tmp_path / 'x.cu'}: cannot read the kernel file" in r.stderr
 
 
 def test_compile_bad_header(run, tmp_path):

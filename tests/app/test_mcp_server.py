@@ -33,23 +33,26 @@ TOOLS = {"doctor", "validate_manifest", "eval_kernel", "optimize", "run_status",
 
 
 @contextlib.asynccontextmanager
-async def server(runs_dir: Path, gate: str | None = SCRIPTED):
+async def server(runs_dir: Path, gate: str | None = SCRIPTED, allow=None, cwd: Path = ROOT):
+    """A server in ``cwd`` (the repository: its manifests) that lets agents use ``allow`` too
+    (default: the test's own folder, which holds ``runs_dir``)."""
     env = {k: v for k, v in os.environ.items() if k != "KFORGE_MCP_TEST_GATE"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
     if gate:
         env["KFORGE_MCP_TEST_GATE"] = gate
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kernel_forge", "mcp", "--runs-dir", str(runs_dir)],
-                                   env=env, cwd=str(ROOT))
+    allowed = [runs_dir.parent] if allow is None else allow
+    args = ["-m", "kernel_forge", "mcp", "--runs-dir", str(runs_dir)] + [a for d in allowed for a in ("--allow", str(d))]
+    params = StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(cwd))
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write, read_timeout_seconds=300) as session:
             await session.initialize()
             yield session
 
 
-def talk(runs_dir: Path, script, gate: str | None = SCRIPTED):
+def talk(runs_dir: Path, script, gate: str | None = SCRIPTED, **kw):
     """Run ``script(session)`` (a coroutine function) against a fresh server; return its result."""
     async def main():
-        async with server(runs_dir, gate) as s:
+        async with server(runs_dir, gate, **kw) as s:
             return await script(s)
     return anyio.run(main)
 
@@ -292,3 +295,102 @@ def test_validate_manifest_refuses_a_bad_arch_and_a_membership_test_as_input_err
     said = error_text(inside)
     assert "exit code 2 in the CLI" in said and f"{member}: $.launch" in said and "operator 'in' is not allowed" in said
     assert "internal error" not in said
+
+
+# ------------------------------------------------------------------------------ issue 35, S4: MCP stays in its folder
+
+def _task_copy(folder: Path, **changes) -> Path:
+    """vector_add's manifest, kernel and reference copied into ``folder``; returns the manifest."""
+    folder.mkdir(parents=True)
+    (folder / "vector_add.cu").write_text((ROOT / "manifests" / "vector_add.cu").read_text())
+    (folder / "vector_add.py").write_text((ROOT / "references" / "vector_add.py").read_text())
+    data = json.loads(MANIFEST.read_text())
+    for key in ("$schema", "templates"):
+        data.pop(key, None)
+    data.update(reference={"python": "vector_add.py:reference"}, baselines={}, **changes)
+    (folder / "vector_add.json").write_text(json.dumps(data))
+    return folder / "vector_add.json"
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() and not p.is_symlink() else b"")
+            for p in sorted(folder.rglob("*"))}
+
+
+def _request(kernel: str, manifest: Path) -> dict:
+    return {"manifest": str(manifest), "kernel": kernel, "attempt": "a0001", "case": "n16M", "role": "performance",
+            "seeds": [1], "defines": {}, "launch": None, "median_us": 150.0, "command": "kforge replay x"}
+
+
+def test_every_path_an_agent_gives_must_resolve_inside_the_allowed_folders(tmp_path):
+    """Issue 35, S4: an agent read any file through eval_kernel(path=...) or a replay request's
+    kernel, and made folders and SQLite files anywhere through settings={"loop": {"archive": ...}}.
+    Each path now resolves (symlinks followed) inside the server's folder or is a tool error that
+    names the argument, and nothing is read or written outside."""
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    manifest = _task_copy(work / "task")
+    _task_copy(outside / "task")
+    secret = outside / "secret.cu"
+    secret.write_text(vector_add("pass 300", header="// kforge: TOPSECRET line\n"))
+    (outside / "empty.db").write_text("")
+    write_proposals(outside / "props", [vector_add("pass 400")])
+    (outside / "run").mkdir()
+    (outside / "run" / "run.json").write_text("{}")
+    (work / "link.cu").symlink_to(secret)
+    (work / "linkdir").symlink_to(outside, target_is_directory=True)
+    (work / "req.json").write_text(json.dumps(_request("../outside/secret.cu", manifest)))
+    (outside / "req.json").write_text(json.dumps(_request("secret.cu", manifest)))
+    escaping = _task_copy(work / "escaping", initial="../../outside/secret.cu")
+    os.mkfifo(work / "fifo.cu")
+    (work / "big.cu").write_text("//" + "x" * (1 << 20) + "\n")
+    before = _tree(outside)
+
+    calls = [
+        ("validate_manifest", {"manifest": str(outside / "task" / "vector_add.json")}, "manifest: "),
+        ("validate_manifest", {"manifest": "linkdir/task/vector_add.json"}, "manifest: linkdir/task/vector_add.json"),
+        ("validate_manifest", {"manifest": str(escaping)}, "its initial"),
+        ("eval_kernel", {"manifest": str(manifest), "path": str(secret)}, "path: "),
+        ("eval_kernel", {"manifest": str(manifest), "path": "link.cu"}, "path: link.cu resolves to"),
+        ("eval_kernel", {"manifest": str(manifest), "path": "fifo.cu"}, "path: fifo.cu: the kernel file is a FIFO"),
+        ("eval_kernel", {"manifest": str(manifest), "path": "big.cu"}, "path: big.cu: the kernel file has"),
+        ("optimize", {"manifest": str(manifest), "settings": {"loop": {"archive": str(outside / "empty.db")}}},
+         "settings: $.loop.archive: "),
+        ("optimize", {"manifest": str(manifest), "settings": {"loop": {"archive": "linkdir/new/a.db"}}},
+         "settings: $.loop.archive: linkdir/new/a.db resolves to"),
+        ("optimize", {"manifest": str(manifest), "replay": str(outside / "props")}, "replay: "),
+        ("optimize", {"manifest": str(manifest), "settings": {"proposer": {"replay": str(outside / "props")}}},
+         "settings: $.proposer.replay: "),
+        ("run_status", {"run": str(outside / "run")}, "run: "),
+        ("replay", {"request": str(outside / "req.json")}, "request: "),
+        ("replay", {"request": "req.json"}, "request (req.json: $.kernel): ../outside/secret.cu resolves to"),
+    ]
+
+    async def script(s):
+        return [await s.call_tool(name, args) for name, args, _ in calls]
+
+    results = talk(work / "runs", script, allow=[], cwd=work)
+    for (name, args, words), result in zip(calls, results):
+        msg = error_text(result)
+        assert words in msg, (name, args, msg)
+        assert "TOPSECRET" not in msg and "internal error" not in msg, msg
+        if "resolves to" in msg:
+            assert "outside the folders this server may use" in msg and "kforge mcp --allow" in msg, msg
+    assert _tree(outside) == before                      # nothing written there: no folder, no database
+    assert not (work / "runs").exists()                  # and no run started
+
+
+def test_an_allowed_folder_is_usable_and_a_special_file_in_it_is_refused(tmp_path):
+    """``--allow DIR`` opens DIR to agents; even there a device (``/dev/zero``, which exhausted
+    memory through eval_kernel's path) is refused, not read."""
+    outside = tmp_path / "outside"
+    manifest = _task_copy(outside / "task")
+    kernel = outside / "fast.cu"
+    kernel.write_text(vector_add("pass 300"))
+
+    async def script(s):
+        return [await s.call_tool("eval_kernel", {"manifest": str(manifest), "path": str(kernel), "baselines": False}),
+                await s.call_tool("eval_kernel", {"manifest": str(manifest), "path": "/dev/zero"})]
+
+    good, zero = talk(tmp_path / "runs", script, allow=[outside, "/dev"])
+    assert ok(good)["passed"] is True and ok(good)["kernel"] == str(kernel)
+    assert "path: /dev/zero: the kernel file is a character device, not a regular file" in error_text(zero)

@@ -92,3 +92,44 @@ def test_replay_says_the_claim_does_not_hold_and_exits_1(finished, monkeypatch):
     claim = result["claim"]
     assert claim["holds"] is False and claim["delta_pct"] == pytest.approx(5.0, abs=0.01)
     assert "does NOT hold" in claim["detail"]
+
+
+def _task_in(folder: Path, cases=None) -> Path:
+    """vector_add's manifest, kernel and reference copied into ``folder``/task (optionally other cases)."""
+    (folder / "task").mkdir(parents=True)
+    for src, name in ((ROOT / "manifests" / "vector_add.cu", "vector_add.cu"),
+                      (ROOT / "references" / "vector_add.py", "vector_add.py")):
+        (folder / "task" / name).write_text(src.read_text())
+    data = json.loads(MANIFEST.read_text())
+    for key in ("$schema", "templates"):
+        data.pop(key, None)
+    data.update(reference={"python": "vector_add.py:reference"}, baselines={})
+    if cases is not None:
+        data["cases"] = cases
+    (folder / "task" / "vector_add.json").write_text(json.dumps(data))
+    return folder / "task" / "vector_add.json"
+
+
+def test_a_request_replays_its_own_manifest_from_any_folder(tmp_path, monkeypatch):
+    """Issue 35: a request kept the manifest path as typed (relative to where the run started);
+    from another folder replay failed, or used another manifest at the same relative path. It
+    records the absolute path and the sha256 of the manifest and best.cu now."""
+    first, other = tmp_path / "first", tmp_path / "other"
+    _task_in(first)
+    data = json.loads(MANIFEST.read_text())
+    # another task at the same relative path, without the recorded case
+    _task_in(other, cases=[c for c in data["cases"] if c["name"] != "n16M"])
+    monkeypatch.chdir(first)
+    props = write_proposals(tmp_path / "props", [vector_add("pass 400")])
+    relative = Path("task/vector_add.json")
+    opt = start_run(relative, LoopConfig(max_iterations=2), GateOptions(), ProposerConfig(replay=str(props)),
+                    runs_dir=tmp_path / "runs", gate=ScriptedGate(load_task(relative)))
+    opt.run()
+    request = opt.run_dir.path / "best-case-n16M.json"
+    req = json.loads(request.read_text())
+    assert req["manifest"] == str(first / "task" / "vector_add.json")
+    assert len(req["manifest_sha256"]) == 64 and len(req["kernel_sha256"]) == 64
+    monkeypatch.chdir(other)
+    r = _kforge(monkeypatch, ScriptedGate)("replay", request, "--json", "-")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["claim"]["holds"] is True

@@ -100,3 +100,39 @@ def test_a_jsonl_line_nested_past_the_limit_names_its_line(tmp_path):
     with pytest.raises(InputError) as err:
         read_jsonl(p, "archive export", note="nothing was imported")
     assert str(err.value) == f"{p}:2: JSON nested more than 100 levels deep; nothing was imported"
+
+
+# ------------------------------------------------------------------------------ issue 35: the one bounded door
+
+def test_a_regular_file_within_the_limit_is_read_whole(tmp_path):
+    from kernel_forge.common.reads import read_input_bytes
+
+    f = tmp_path / "k.cu"
+    f.write_bytes(b"x" * 100)
+    assert read_input_bytes(f, "kernel file", limit=100) == b"x" * 100
+
+
+@pytest.mark.parametrize("special, kind", [("/dev/zero", "a character device"), ("fifo", "a FIFO (named pipe)"),
+                                           ("folder", "a folder")])
+def test_what_is_not_a_regular_file_is_refused_without_reading_or_waiting(tmp_path, special, kind):
+    """/dev/zero was read until memory ran out; a FIFO blocked the open forever."""
+    import os
+
+    from kernel_forge.common.reads import Unreadable, read_text_file
+
+    path = {"/dev/zero": "/dev/zero", "fifo": str(tmp_path / "fifo"), "folder": str(tmp_path)}[special]
+    if special == "fifo":
+        os.mkfifo(path)
+    with pytest.raises(Unreadable) as err:
+        read_text_file(path, "manifest")
+    assert str(err.value).startswith(f"{path}: the manifest is {kind}")
+
+
+def test_a_file_over_the_limit_is_refused_naming_both_sizes(tmp_path):
+    from kernel_forge.common.reads import Unreadable, read_input_bytes
+
+    f = tmp_path / "big.json"
+    f.write_bytes(b" " * (3 << 20))
+    with pytest.raises(Unreadable) as err:
+        read_input_bytes(f, "config", limit=1 << 20)
+    assert err.value.reason == "the config has 3 MiB, over the 1 MiB kforge reads"

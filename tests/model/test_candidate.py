@@ -173,7 +173,7 @@ def test_load_candidate_missing_file(tmp_path):
     p = tmp_path / "nope.cu"
     with pytest.raises(CandidateError) as ei:
         load_candidate(p)
-    assert str(ei.value) == f"{p}: cannot read kernel file: No such file or directory"
+    assert str(ei.value) == f"{p}: cannot read the kernel file: No such file or directory"
     assert ei.value.exit_code == 2
 
 

@@ -170,7 +170,7 @@ def test_missing_manifest_file(tmp_path):
     p = tmp_path / "none.json"
     with pytest.raises(ManifestError) as ei:
         load_task(p)
-    assert str(ei.value) == f"{p}: $: cannot read manifest: No such file or directory"
+    assert str(ei.value) == f"{p}: $: cannot read the manifest: No such file or directory"
 
 
 def test_wrong_role(make):
