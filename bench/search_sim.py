@@ -483,6 +483,9 @@ class SimOptimizer(Optimizer):
     def _profile(self, a, *, final: bool = False) -> None:
         pass
 
+    def _evaluate_bound(self) -> None:
+        pass          # the recording holds the pool's kernels only: a bound pattern has no recorded time
+
     def _finish(self) -> dict:
         return {"stop_reason": self.state.stop_reason}
 

@@ -108,13 +108,17 @@ def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet, accep
 @click.option("-D", "--define", "defines", multiple=True, help="NAME=VALUE, overrides the file's kforge defines.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the CUBIN here.")
 @click.option("--no-cache", is_flag=True, help="Ignore the compile cache.")
+@click.option("--manifest", type=click.Path(dir_okay=False),
+              help='The task whose own "headers" the kernel may include by name (#include "common.cuh"). '
+                   "Besides those, a kernel may include only the CUDA toolkit's and CCCL's headers.")
 @click.option("--mix", is_flag=True, help="Also print the instruction mix (FFMA, LDS, LDG... with vector widths, "
               "whole kernel and hot loop), from SASS when nvdisasm is installed, else from PTX.")
 @handle_errors
-def compile_cmd(source, arch, defines, output, no_cache, mix):
+def compile_cmd(source, arch, defines, output, no_cache, manifest, mix):
     """Compile a kernel with NVRTC to CUBIN (works without a GPU when --arch is given). The
-    static rules apply first: nothing they refuse (path includes, vendor libraries) reaches NVRTC;
-    the rules on the compiled code (device heap, device launches, timers, printf) apply to its PTX."""
+    static rules apply first: nothing they refuse (path includes, vendor libraries) reaches NVRTC,
+    and NVRTC reads no file outside the include allow-list (exit 2 naming the line); the rules on
+    the compiled code (device heap, device launches, timers, printf) apply to its PTX."""
     from kernel_forge.model.candidate import load_candidate
     from kernel_forge.gpu.nvrtc import compile_source
     from kernel_forge.gate.preflight import check_compiled, check_static
@@ -134,6 +138,10 @@ def compile_cmd(source, arch, defines, output, no_cache, mix):
         given[k] = v
     d = {**cand.compile_defines(), **given}
     check_static(cand.source, file=source)
+    headers = {}
+    if manifest:
+        from kernel_forge.model.task import load_task
+        headers = load_task(manifest).header_sources()
     if not arch:
         from kernel_forge.app.doctor import gpu_arch
         arch = gpu_arch()
@@ -145,7 +153,7 @@ def compile_cmd(source, arch, defines, output, no_cache, mix):
                     for b in distinct_settings(cand.dispatch)]
     for d, what in settings:
         res = compile_source(cand.source, arch=arch, defines=d, use_cache=not no_cache,
-                             file_label=Path(source).name)
+                             file_label=Path(source).name, headers=headers)
         check_compiled(res, file=source)     # what the program does, however it is spelled: exit 2 with the line
         r = res.resources
         click.echo(f"compiled {source}{what} for {arch} with NVRTC {res.nvrtc_version} in {res.seconds * 1000:.1f} ms"
@@ -154,7 +162,8 @@ def compile_cmd(source, arch, defines, output, no_cache, mix):
                    f"{r.get('stack', 0)} B stack, {r.get('smem', 0)} B static shared")
         if mix:
             from kernel_forge.gpu.instruction_mix import mix_of, render
-            click.echo(render(mix_of(cand.source, arch=arch, entry=None, defines=d, file_label=Path(source).name)))
+            click.echo(render(mix_of(cand.source, arch=arch, entry=None, defines=d, file_label=Path(source).name,
+                                     headers=headers)))
     if output:
         from kernel_forge.common.writes import write_file
         write_file(output, res.cubin, private=False)

@@ -120,8 +120,11 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
                   "the budget line names them). To use an LLM: --model anthropic:claude-sonnet-5-5 (ANTHROPIC_API_KEY) "
                   "or --model openai:gpt-6.2-sol (OPENAI_API_KEY), or --base-url for a local OpenAI-compatible server.")
         from kernel_forge.app.budget import estimate, render
+        from kernel_forge.app.generated import check_usable
         from kernel_forge.model.task import load_task
-        for line in render(estimate(loop, prop, load_task(manifest))):   # what it may spend, before it starts
+        task = load_task(manifest)
+        check_usable(task)          # a generated task not yet accepted: exit 2 before anything runs its reference
+        for line in render(estimate(loop, prop, task)):   # what it may spend, before it starts
             _echo(line)
         opt = start_run(manifest, loop, gate_opts, prop, runs_dir=runs_dir or cfg.get("runs_dir", "runs"),
                         progress=_echo)

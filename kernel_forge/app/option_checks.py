@@ -185,4 +185,4 @@ def check_eval(task: Task, cand: Candidate, options, *, file: str | None = None)
     check_kernel(task, cand, file=file, limits=launch_limits(getattr(options, "arch", None)))
     check_sizes(task, gpu_bytes=None)
     if getattr(options, "arch", None):
-        compile_kernel(cand, options.arch, file=file)
+        compile_kernel(cand, options.arch, file=file, headers=task.header_sources())

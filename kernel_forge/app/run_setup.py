@@ -372,7 +372,7 @@ def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str |
         try:
             from kernel_forge.gpu.nvrtc import compile_source
             log = compile_source(task.initial.read_text(encoding="utf-8"), arch=device["arch"],
-                                 file_label=task.initial.name).log
+                                 file_label=task.initial.name, headers=task.header_sources()).log
         except Exception:  # noqa: BLE001 - no NVRTC here, or it does not compile: the prompt says less
             log = ""
     from kernel_forge.gate.preflight import check_task_kernels, launch_limits

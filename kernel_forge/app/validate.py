@@ -123,7 +123,7 @@ def _kernel(task: Task, path: Path, jp: str, arch: str | None, report: Validatio
     if arch is None:
         return
     try:
-        res = preflight.compile_kernel(cand, arch, file=str(path))
+        res = preflight.compile_kernel(cand, arch, file=str(path), headers=task.header_sources())
     except CompileError as exc:
         raise ManifestError(f"{exc.message}", file=str(task.path), json_path=jp) from None
     report.compiled.append((path.name, res.resources))

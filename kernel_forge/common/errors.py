@@ -85,6 +85,12 @@ class CompileError(InputError):
         super().__init__(message, hint=hint)
 
 
+class IncludeRefused(CompileError):
+    """A kernel includes (or made NVRTC open) a file outside the allow-list: the CUDA toolkit's
+    and CCCL's headers and the task's named headers.  The message names the line and the file,
+    never its contents; ``log`` is empty."""
+
+
 class ReferenceError_(InputError):
     """A reference or baseline callable failed or could not be loaded."""
 

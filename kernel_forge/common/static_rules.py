@@ -6,6 +6,10 @@ device-side launches and stream/memory API calls, reads of the clocks used for t
 includes that reach outside the standard headers, and memory outside the module image (the
 device heap, ``__managed__`` variables) that the gate could not reset between launches.  Comments and string literals are ignored;
 each finding names the line.
+
+The include rules (``include_path``, ``computed_include``) stay for their clear messages, but
+what a kernel can read no longer rests on them: :mod:`kernel_forge.common.includes` allows only
+the toolkit's and the task's own headers, checked on the spliced source and on what NVRTC opened.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ RULES: list[tuple[str, re.Pattern, str]] = [
      "reads a GPU timer in inline assembly"),
     ("include_path", re.compile(r"#\s*include\s*[\"<]\s*(/|[A-Za-z]:\\|[^\">]*\.\.)"),
      "includes a file by absolute or parent-relative path"),
-    ("computed_include", re.compile(r"#\s*include(?:_next)?\s*(?![\s<\"])\S"),
+    ("computed_include", re.compile(r"#\s*include(?:_next)?\b\s*(?![\s<\"])\S"),
      "includes a file named by a macro (a computed #include); name headers literally"),
     ("host_code", re.compile(r"\b(fopen|system|popen|getenv|dlopen)\s*\("),
      "calls host or OS functions"),

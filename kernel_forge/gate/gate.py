@@ -280,7 +280,8 @@ class Gate(InTurn):
             raise CandidateError("no launch configuration: the manifest has no \"launch\" and the kernel no "
                                  "`// kforge: grid = [...]` / `block = [...]` header", file=candidate.name)
         label = Path(candidate.name).name if candidate.name.endswith(".cu") else "kernel.cu"
-        result = compile_source(candidate.source, arch=self.arch, defines=candidate.compile_defines(), file_label=label)
+        result = compile_source(candidate.source, arch=self.arch, defines=candidate.compile_defines(), file_label=label,
+                                headers=self.task.header_sources())
         findings = compiled_rules.check(result.ptx, file_label=label)     # what the program does, however spelled
         if findings:
             raise KernelRefused("static_rule", "; ".join(str(f) for f in findings[:3]), file=candidate.name,

@@ -188,10 +188,12 @@ def distinct_settings(rule) -> list:
     return out + [default]
 
 
-def compile_kernel(cand: Candidate, arch: str, *, file: str | None = None, defines: dict | None = None):
+def compile_kernel(cand: Candidate, arch: str, *, file: str | None = None, defines: dict | None = None,
+                   headers: dict[str, str] | None = None):
     """Static rules, then NVRTC for ``arch``, then the compiled-code rules on its PTX: the
     CompileResult.  Nothing reaches NVRTC that the static rules refuse (an include of an absolute
-    or parent-relative path, say)."""
+    or parent-relative path, say), and NVRTC reads no file outside the include allow-list (the
+    toolkit's headers and the task's ``headers``, name → text)."""
     from kernel_forge.gpu.nvrtc import compile_source
 
     file = file or cand.name
@@ -201,7 +203,7 @@ def compile_kernel(cand: Candidate, arch: str, *, file: str | None = None, defin
         for branch in distinct_settings(cand.dispatch):      # the default's last: its result is returned
             try:
                 result = compile_source(cand.source, arch=arch, defines=dict(sorted(branch.defines.items())),
-                                        file_label=Path(file).name)
+                                        file_label=Path(file).name, headers=headers)
             except CompileError as exc:
                 where = f"{file}:{branch.line}: " if branch.line else f"{file}: "
                 raise CompileError(f"{where}the setting of dispatch line `{branch.condition} -> "
@@ -210,7 +212,7 @@ def compile_kernel(cand: Candidate, arch: str, *, file: str | None = None, defin
             check_compiled(result, file=file)
         return result
     d = cand.compile_defines() if defines is None else defines
-    result = compile_source(cand.source, arch=arch, defines=d, file_label=Path(file).name)
+    result = compile_source(cand.source, arch=arch, defines=d, file_label=Path(file).name, headers=headers)
     check_compiled(result, file=file)
     return result
 

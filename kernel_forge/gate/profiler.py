@@ -314,7 +314,8 @@ def profile_candidate(task, candidate, cases: list[str], *, arch: str, seed: int
     shown = [c for c in cases if names[c].role != "holdout"]
     if not shown:
         return unavailable("no case to profile")
-    mix = {"instruction_mix": mix_for_candidate(candidate, task.signature.name, arch)} if with_mix else {}
+    mix = {"instruction_mix": mix_for_candidate(candidate, task.signature.name, arch,
+                                                headers=task.header_sources())} if with_mix else {}
     ncu = ncu or find_ncu()
     if not ncu:
         return unavailable("ncu (Nsight Compute) was not found on PATH (set KFORGE_NCU to its path)", **mix)

@@ -20,7 +20,7 @@ def main(job_path: str) -> int:
     cand = load_candidate(job["kernel"])
     runner = CaseRunner(task, separate_buffers=True)   # one block per case would hide a write past a buffer
     arch = job.get("arch") or runner.info.arch
-    res = compile_source(cand.source, arch=arch, defines=cand.compile_defines())
+    res = compile_source(cand.source, arch=arch, defines=cand.compile_defines(), headers=task.header_sources())
     spec = KernelSpec(kind="cuda", label=cand.name, cubin=res.cubin, entry=task.signature.name,
                       launch=cand.launch or task.launch, defines=cand.compile_defines())
     launch = resolve_launch(spec.launch, task.case(job["case"]).vars, spec.defines)

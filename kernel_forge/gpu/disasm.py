@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kernel_forge.common import writes
-from kernel_forge.common.errors import CompileError, EnvironmentProblem
+from kernel_forge.common.errors import EnvironmentProblem
 
 
 @lru_cache(maxsize=4)
@@ -69,31 +69,10 @@ def sass(cubin: bytes, nvdisasm: str | None = None, timeout_s: float = 60.0) -> 
     return p.stdout
 
 
-def ptx(source: str, *, arch: str, defines: dict | None = None, file_label: str = "kernel.cu") -> str:
+def ptx(source: str, *, arch: str, defines: dict | None = None, file_label: str = "kernel.cu",
+        headers: dict[str, str] | None = None) -> str:
     """The PTX NVRTC produces for ``source`` with the options the gate compiles with.  Raises
     :class:`CompileError` when it does not compile."""
-    from kernel_forge.gpu.nvrtc import _check, _nvrtc, build_options, error_lines
+    from kernel_forge.gpu.nvrtc import compile_ptx
 
-    nvrtc = _nvrtc()
-    options = build_options(arch, defines)
-    from kernel_forge.gpu import prelude
-
-    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), file_label.encode(), *prelude.headers()),
-                  "nvrtcCreateProgram")
-    try:
-        err, = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-            buf = bytearray(max(int(size), 1))
-            _check(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
-            log = bytes(buf).rstrip(b"\x00").decode(errors="replace")
-            lines = error_lines(log)
-            first = f"line {lines[0][0]}: {lines[0][1]}" if lines else (log.strip().splitlines() or ["(no log)"])[-1]
-            raise CompileError(f"{file_label}: NVRTC could not compile it: {first}", log=log,
-                               lines=tuple(n for n, _ in lines))
-        size = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
-        buf = bytearray(max(int(size), 1))
-        _check(nvrtc.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
-        return bytes(buf).rstrip(b"\x00").decode(errors="replace")
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    return compile_ptx(source, arch=arch, defines=defines, file_label=file_label, headers=headers)

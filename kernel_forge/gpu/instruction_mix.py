@@ -411,7 +411,7 @@ def render(mix: dict | InstructionMix | None) -> str:
 
 # -- building one -------------------------------------------------------------------------------
 def mix_of(source: str, *, arch: str, entry: str | None, defines: dict | None = None, prefer: str = "sass",
-           file_label: str = "kernel.cu") -> InstructionMix:
+           file_label: str = "kernel.cu", headers: dict[str, str] | None = None) -> InstructionMix:
     """Compile ``source`` (NVRTC, no GPU) and count the instructions of ``entry`` (None: the
     first kernel it defines): SASS through
     nvdisasm when ``prefer`` is "sass" and nvdisasm is found, else PTX.  Raises
@@ -426,7 +426,7 @@ def mix_of(source: str, *, arch: str, entry: str | None, defines: dict | None = 
     if prefer == "sass":
         tool = disasm.find_nvdisasm()
         if tool:
-            compiled = compile_source(source, arch=arch, defines=defines, file_label=file_label)
+            compiled = compile_source(source, arch=arch, defines=defines, file_label=file_label, headers=headers)
             try:
                 text = disasm.sass(compiled.cubin, tool)
                 listing = parse_sass(text, entry)
@@ -439,13 +439,13 @@ def mix_of(source: str, *, arch: str, entry: str | None, defines: dict | None = 
                 note = f"{exc}: counted from PTX"
         else:
             note = 'SASS needs nvdisasm (pip install "cuda-toolkit[nvdisasm]"): counted from PTX'
-    text = disasm.ptx(source, arch=arch, defines=defines, file_label=file_label)
+    text = disasm.ptx(source, arch=arch, defines=defines, file_label=file_label, headers=headers)
     listing = parse_ptx(text, entry)
     return summarise(listing, source="ptx", tool=f"NVRTC {nvrtc_version()} PTX", arch=arch, defines=defines,
                      note=note)
 
 
-def mix_for_candidate(candidate, entry: str, arch: str) -> dict | None:
+def mix_for_candidate(candidate, entry: str, arch: str, headers: dict[str, str] | None = None) -> dict | None:
     """:func:`mix_of` for a :class:`~kernel_forge.model.candidate.Candidate` as JSON, or
     ``{"error": ...}`` when it cannot be had (never raises for a kernel or tool problem)."""
     from kernel_forge.common.errors import KForgeError
@@ -454,7 +454,7 @@ def mix_for_candidate(candidate, entry: str, arch: str) -> dict | None:
         name = str(getattr(candidate, "name", "") or "kernel.cu")
         label = name.rsplit("/", 1)[-1] if name.endswith(".cu") else "kernel.cu"
         return mix_of(candidate.source, arch=arch, entry=entry, defines=candidate.compile_defines(),
-                      file_label=label).to_json()
+                      file_label=label, headers=headers).to_json()
     except KForgeError as exc:
         return {"error": str(exc).splitlines()[0]}
     except Exception as exc:  # noqa: BLE001 - a broken toolchain must not stop a profile

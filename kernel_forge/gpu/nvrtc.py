@@ -2,7 +2,9 @@
 
 Works without a GPU: pass ``arch`` ("sm_90").  Headers (cuda_fp16.h, cuda_bf16.h, CCCL) come
 from pip packages found by ``cuda.pathfinder``; with NVRTC >= 13.3 the bundled headers are used
-as a fallback.
+as a fallback.  A kernel may include only those and the task's own headers (handed to NVRTC in
+memory): :mod:`kernel_forge.common.includes` checks the source before NVRTC runs and what NVRTC
+opened after, and the log every caller gets is cut to the kernel's own lines.
 """
 from __future__ import annotations
 
@@ -11,14 +13,24 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernel_forge.common.errors import CompileError, EnvironmentProblem
+from kernel_forge.common import includes
+from kernel_forge.common.errors import CompileError, EnvironmentProblem, IncludeRefused
+from kernel_forge.gpu import prelude
 
 PROGRAM_NAME = "kernel.cu"
-_ERROR_LINE = re.compile(r"^(?:.*?)\((\d+)\): (?:catastrophic )?(error|warning)[^:]*: (.*)$", re.M)
+_ERROR_LINE = re.compile(r"^(.*?)\((\d+)\): (?:catastrophic )?(error|warning)[^:]*: (.*)$", re.M)
+#: changes whenever what a cached entry may hold changes (v2: logs cut to the kernel's own lines)
+_CACHE_FORMAT = "includes-v1"
+#: the folder the program is named in: one that can never exist (below the null device), so NVRTC
+#: finds nothing beside the kernel and never looks in the working folder (".env"); the same for
+#: every compile, so CUBINs (whose line info holds the name) stay the same from run to run
+HOME = os.path.join(os.devnull, "kforge")
 _PTXAS_REGS = re.compile(r"Used (\d+) registers")
 _PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
@@ -111,8 +123,6 @@ def serves_from_driver_cache() -> bool:
 
 def build_options(arch: str, defines: dict | None = None, extra: tuple[str, ...] = (),
                   lineinfo: bool = True) -> tuple[str, ...]:
-    from kernel_forge.gpu import prelude
-
     opts = [f"--gpu-architecture={arch}", "--std=c++17", "--ptxas-options=-v", prelude.OPTION]
     if serves_from_driver_cache():
         opts.append("--no-cache")
@@ -139,9 +149,10 @@ def parse_resources(log: str) -> dict:
     return res
 
 
-def error_lines(log: str) -> list[tuple[int, str]]:
-    """(kernel line, message) for every error NVRTC reported."""
-    return [(int(m.group(1)), m.group(3)) for m in _ERROR_LINE.finditer(log) if m.group(2) == "error"]
+def error_lines(log: str, file_label: str | None = None) -> list[tuple[int, str]]:
+    """(kernel line, message) for every error NVRTC reported (in ``file_label`` only, when given)."""
+    return [(int(m.group(2)), m.group(4)) for m in _ERROR_LINE.finditer(log)
+            if m.group(3) == "error" and (file_label is None or m.group(1) == file_label)]
 
 
 @functools.lru_cache(maxsize=16)
@@ -152,25 +163,58 @@ def source_digest(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _cache_key(source: str, options: tuple[str, ...], version: str) -> str:
+def _cache_key(source: str, options: tuple[str, ...], version: str, headers: Mapping[str, str] | None = None) -> str:
     portable = [o for o in options if not o.startswith("--include-path=")]
     h = hashlib.sha256()
-    h.update(json.dumps([source_digest(source), portable, version]).encode())
+    h.update(json.dumps([source_digest(source), portable, version, sorted((headers or {}).items()),
+                         _CACHE_FORMAT]).encode())
     return h.hexdigest()
+
+
+def check_includes(source: str, *, file_label: str = PROGRAM_NAME, headers: Mapping[str, str] | None = None,
+                   defines: dict | None = None) -> includes.Allowed:
+    """Refuse (:class:`IncludeRefused`, naming the line) a kernel whose text could make NVRTC
+    open a file outside the allow-list; the allow-list for the compile."""
+    headers = dict(headers or {})
+    allowed = includes.Allowed.of(include_dirs(), [*headers, prelude.NAME])
+    for label, text, names in [(file_label, source, tuple(defines or ())),
+                               *((name, body, ()) for name, body in sorted(headers.items()))]:
+        found = includes.check_source(text, allowed, defines=names)
+        if found:
+            first = found[0]
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise IncludeRefused(f"{label}: {first}{more}", log="",
+                                 lines=tuple(r.line for r in found if r.line and label == file_label))
+    return allowed
+
+
+@functools.cache
+def _trace_supported() -> list[bool]:
+    return [True]      # set to False once NVRTC refuses --fdevice-time-trace (then the checks before suffice)
+
+
+def _refuse_opened(refused: list[str], file_label: str) -> IncludeRefused:
+    return IncludeRefused(
+        f"{file_label}: NVRTC opened {', '.join(refused[:3])}{' and more' if len(refused) > 3 else ''}, outside "
+        f"the allowed headers; {includes.ALLOWED}", log="")
 
 
 def compile_source(source: str, *, arch: str, defines: dict | None = None,
                    extra_options: tuple[str, ...] = (), use_cache: bool = True,
-                   file_label: str = PROGRAM_NAME) -> CompileResult:
+                   file_label: str = PROGRAM_NAME, headers: Mapping[str, str] | None = None) -> CompileResult:
     """Compile ``source`` to CUBIN for ``arch`` (e.g. "sm_90"). Raise :class:`CompileError`
-    with NVRTC's log and the kernel lines it names on failure."""
+    with NVRTC's log (cut to the kernel's own lines) and the kernel lines it names on failure;
+    :class:`IncludeRefused` for an include outside the allow-list.  ``headers``: the task's own
+    headers, name → text, that the kernel may include by name."""
     if not re.fullmatch(r"sm_\d+[af]?", arch):
         raise CompileError(f"arch must look like sm_90 (got {arch!r}); NVRTC is asked for CUBIN, "
                            "never PTX, so the result loads on drivers older than NVRTC")
+    headers = dict(headers or {})
+    allowed = check_includes(source, file_label=file_label, headers=headers, defines=defines)
     nvrtc = _nvrtc()
     version = nvrtc_version()
     options = build_options(arch, defines, extra_options)
-    key = _cache_key(source, options, version)
+    key = _cache_key(source, options, version, headers)
     cdir = cache_dir()
     cubin_path, meta_path = cdir / f"{key}.cubin", cdir / f"{key}.json"
     if use_cache and cubin_path.is_file() and meta_path.is_file():
@@ -188,42 +232,96 @@ def compile_source(source: str, *, arch: str, defines: dict | None = None,
             pass  # a damaged cache entry: compile again
 
     t0 = time.perf_counter()
-    from kernel_forge.gpu import prelude
-
-    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), file_label.encode(), *prelude.headers()),
-                  "nvrtcCreateProgram")
-    try:
-        err, = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
-        log_size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-        buf = bytearray(max(int(log_size), 1))  # never b" " * n: see GPU-NOTES
-        _check(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
-        log = bytes(buf).rstrip(b"\x00").decode(errors="replace")
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            lines = error_lines(log)
-            first = f"line {lines[0][0]}: {lines[0][1]}" if lines else log.strip().splitlines()[-1:] or ["(no log)"]
-            if isinstance(first, list):
-                first = first[0]
-            src_lines = source.splitlines()
-            shown = ""
-            if lines and 0 < lines[0][0] <= len(src_lines):
-                shown = f"\n    {lines[0][0]:4d} | {src_lines[lines[0][0] - 1]}"
-            raise CompileError(f"{file_label}: NVRTC could not compile it: {first}{shown}",
-                               log=log, lines=tuple(n for n, _ in lines), hint=prelude.hint_for(log))
-        size = _check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-        cubin_buf = bytearray(int(size))
-        _check(nvrtc.nvrtcGetCUBIN(prog, cubin_buf), "nvrtcGetCUBIN")
-        cubin = bytes(cubin_buf)
-        size = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
-        ptx_buf = bytearray(max(int(size), 1))
-        _check(nvrtc.nvrtcGetPTX(prog, ptx_buf), "nvrtcGetPTX")
-        ptx = bytes(ptx_buf).rstrip(b"\x00").decode(errors="replace")
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    outputs, log = _run(source, options, file_label, headers, allowed, ("CUBIN", "PTX"))
+    cubin = outputs["CUBIN"]
+    ptx = outputs["PTX"].rstrip(b"\x00").decode(errors="replace")
     seconds = time.perf_counter() - t0
     result = CompileResult(cubin, log, arch, options, version, seconds, False, parse_resources(log), ptx)
     if use_cache:
         _store(cdir, cubin_path, meta_path, result)
     return result
+
+
+def compile_ptx(source: str, *, arch: str, defines: dict | None = None, file_label: str = PROGRAM_NAME,
+                headers: Mapping[str, str] | None = None) -> str:
+    """The PTX NVRTC produces for ``source`` with the options the gate compiles with (the same
+    include checks and cut log as :func:`compile_source`; not cached)."""
+    headers = dict(headers or {})
+    allowed = check_includes(source, file_label=file_label, headers=headers, defines=defines)
+    outputs, _log = _run(source, build_options(arch, defines), file_label, headers, allowed, ("PTX",))
+    return outputs["PTX"].rstrip(b"\x00").decode(errors="replace")
+
+
+def _run(source: str, options: tuple[str, ...], file_label: str, headers: dict[str, str],
+         allowed: includes.Allowed, wants: tuple[str, ...]) -> tuple[dict[str, bytes], str]:
+    """NVRTC once: ({"CUBIN": ..., "PTX": ...} as ``wants`` asks, the log cut to the kernel's own lines).  The one place a
+    log is read from NVRTC: a file it opened outside the allow-list refuses the compile, whatever
+    the outcome, and nothing of its log or output is kept."""
+    nvrtc = _nvrtc()
+    headers = {**headers, prelude.NAME: prelude.PRELUDE}    # the prelude, pre-included (build_options)
+    names = sorted(headers)
+    with tempfile.TemporaryDirectory(prefix="kforge-trace-") as trace_dir:
+        prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), os.path.join(HOME, file_label).encode(), len(names),
+                                               [headers[n].encode() for n in names], [n.encode() for n in names]),
+                      "nvrtcCreateProgram")
+        try:
+            err, log = _compile(nvrtc, prog, options, trace_dir)
+            log = log.replace(HOME + os.sep, "")          # messages name the kernel by its own label
+            opened = includes.opened_files(trace_dir) if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else None
+            return _outcome(nvrtc, prog, err, log, opened, source, file_label, allowed, wants)
+        finally:
+            nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _outcome(nvrtc, prog, err, log: str, opened: list[str] | None, source: str, file_label: str,
+             allowed: includes.Allowed, wants: tuple[str, ...]) -> tuple[dict[str, bytes], str]:
+    """Refuse what NVRTC opened outside the allow-list; else the output and the cut log (a failure
+    raises :class:`CompileError` naming the kernel's first error line)."""
+    # what NVRTC opened: its own record after a compile, the files its messages name after a failure
+    refused = includes.refused_opened(opened if opened is not None else includes.log_files(log),
+                                      allowed, file_label)
+    if refused:
+        raise _refuse_opened(refused, file_label)
+    log = includes.cut_log(log, file_label, allowed)
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        lines = error_lines(log, file_label)
+        elsewhere = [ln for ln in log.splitlines() if _ERROR_LINE.match(ln) and " error" in ln]
+        if not lines and elsewhere:      # an error inside a header, reached from a kernel line
+            at = re.search(rf'at line (\d+) of "?{re.escape(file_label)}"?$', log, re.M)
+            lines = [(int(at.group(1)), elsewhere[0])] if at else []
+        first = (f"line {lines[0][0]}: {lines[0][1]}" if lines else elsewhere[0] if elsewhere
+                 else (log.strip().splitlines()[-1:] or ["(no log)"])[0])
+        src_lines = source.splitlines()
+        shown = ""
+        if lines and 0 < lines[0][0] <= len(src_lines):
+            shown = f"\n    {lines[0][0]:4d} | {src_lines[lines[0][0] - 1]}"
+            raise CompileError(f"{file_label}: NVRTC could not compile it: {first}{shown}",
+                           log=log, lines=tuple(n for n, _ in lines), hint=prelude.hint_for(log))
+    outputs = {}
+    for want in wants:                   # "CUBIN", "PTX": nvrtcGetCUBINSize / nvrtcGetCUBIN, ...
+        size = _check(getattr(nvrtc, f"nvrtcGet{want}Size")(prog), f"nvrtcGet{want}Size")
+        out = bytearray(max(int(size), 1))   # never b" " * n: see GPU-NOTES
+        _check(getattr(nvrtc, f"nvrtcGet{want}")(prog, out), f"nvrtcGet{want}")
+        outputs[want] = bytes(out[:int(size)])
+    return outputs, log
+
+
+def _compile(nvrtc, prog, options: tuple[str, ...], trace_dir: str):
+    """Run NVRTC once, asking it to record the headers it opens in ``trace_dir``; (status, log)."""
+    supported = _trace_supported()
+    traced = options + ((f"--fdevice-time-trace={os.path.join(trace_dir, 'trace')}",) if supported[0] else ())
+    err, = nvrtc.nvrtcCompileProgram(prog, len(traced), [o.encode() for o in traced])
+    if err == nvrtc.nvrtcResult.NVRTC_ERROR_INVALID_OPTION and supported[0] and "time-trace" in _log(nvrtc, prog):
+        supported[0] = False        # an NVRTC without the option: the checks before the compile stand alone
+        err, = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
+    return err, _log(nvrtc, prog)
+
+
+def _log(nvrtc, prog) -> str:
+    log_size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
+    buf = bytearray(max(int(log_size), 1))  # never b" " * n: see GPU-NOTES
+    _check(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
+    return bytes(buf).rstrip(b"\x00").decode(errors="replace")
 
 
 def _store(cdir: Path, cubin_path: Path, meta_path: Path, result: CompileResult) -> None:

@@ -31,7 +31,7 @@ def run(spec: dict, status: dict) -> None:
     cp.zeros(1)   # CuPy's primary context becomes current for the driver calls
     info = driver.device_info(int(spec.get("device", 0)))
     compiled = compile_source(spec["source"], arch=spec["arch"], defines=spec.get("defines") or {},
-                              file_label=spec.get("file_label") or "kernel.cu")
+                              file_label=spec.get("file_label") or "kernel.cu", headers=task.header_sources())
     mod = driver.Module(compiled.cubin, task.signature.name)
     launch = Launch(tuple(spec["launch"]["grid"]), tuple(spec["launch"]["block"]),
                     spec["launch"].get("shared_mem", 0), bool(spec["launch"].get("cooperative", False))

@@ -123,6 +123,14 @@ def _tried(finder, probe):
         yield m
 
 
+def _may_run_reference(task) -> bool:
+    """False for a generated task whose files are neither accepted nor edited by a person since."""
+    from kernel_forge.model.generated import review
+
+    r = review(task) if getattr(task, "generated", None) is not None else None
+    return r is None or r.usable
+
+
 def identify(task, seed: int = 1234) -> Identified:
     """The task's kind (see the module docstring).  Raises :class:`KindMismatch` when the manifest
     states a kind the reference does not bear out; a reference that fails raises as it does for
@@ -133,6 +141,9 @@ def identify(task, seed: int = 1234) -> Identified:
     want = stated(task)
     if getattr(task.reference, "kind", "python") != "python":
         return Identified(None, "the reference is a CUDA kernel, not a Python callable")
+    if not _may_run_reference(task):
+        return Identified(None, "the reference was written by a model and has not been accepted (kforge validate "
+                                "--accept runs it first, in a sandbox); it is not run to read the kind")
     probe = take(task, seed)
     if probe is None:
         return Identified(None, "no case is small enough to probe")

@@ -109,8 +109,15 @@ class Task:
     templates: tuple[Path, ...] = () # kernels with tunables for the built-in tuner
     reference_time_limit_s: float | None = None  # seconds the Python reference may take per case (None: the default)
     nonfinite_outputs: bool = False  # expected values may hold NaN/Inf (a kernel must match them in place)
+    headers: tuple[str, ...] = ()    # the task's own headers a kernel may include by name (model/headers.py)
 
     # -- queries -------------------------------------------------------------------------
+    def header_sources(self) -> dict[str, str]:
+        """name → text of the task's own headers, for NVRTC (checked again as they are read)."""
+        from kernel_forge.model import headers
+
+        return headers.read(self.path.parent, self.headers) if self.headers else {}
+
     def arg(self, name: str) -> Arg:
         for a in self.args:
             if a.name == name:
@@ -163,11 +170,14 @@ class Task:
         return f, b
 
     def hash(self) -> str:
-        """Hash of everything a proposer may not change: manifest, reference, baselines."""
+        """Hash of everything a proposer may not change: manifest, reference, baselines, the task's
+        own headers (a task without headers hashes as before)."""
         h = hashlib.sha256()
         h.update(json.dumps(self.raw, sort_keys=True).encode())
         for ref in (self.reference, *self.baselines.values()):
             h.update(ref.path.read_bytes())
+        for name, text in sorted(self.header_sources().items()):
+            h.update(json.dumps([name, text]).encode())
         return h.hexdigest()
 
 
@@ -312,6 +322,8 @@ def _build(data: dict, path: Path) -> Task:
     initial = _resolve(base, data["initial"], file, "$.initial") if "initial" in data else None
     templates = tuple(_resolve(base, rel, file, json_path("templates", i))
                       for i, rel in enumerate(data.get("templates", [])))
+    from kernel_forge.model import headers as task_headers
+    header_names = task_headers.resolve(base, list(data.get("headers", [])), file)
 
     tol_raw = data.get("tolerance", {})
     tolerance = Tolerance(tol_raw.get("atol", 1e-5), tol_raw.get("rtol", 1e-5))
@@ -382,7 +394,7 @@ def _build(data: dict, path: Path) -> Task:
                 flops=cost.get("flops"), bytes=cost.get("bytes"), cases=tuple(cases),
                 hints=data.get("hints", ""), path=path, raw=data, templates=templates,
                 reference_time_limit_s=data["reference"].get("time_limit_s"),
-                nonfinite_outputs=bool(data.get("nonfinite_outputs", False)))
+                nonfinite_outputs=bool(data.get("nonfinite_outputs", False)), headers=header_names)
     _check_expressions(task, file)
     return task
 

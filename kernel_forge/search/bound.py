@@ -17,6 +17,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernel_forge.common.writes import WriteFailed, write_text
+
 #: the prefix of the label under which a bound pattern's first, pinned setting is gated
 GATE_PREFIX = "gate:"
 
@@ -93,13 +95,11 @@ def bound_templates(task, templates=(), *, where: Path | None = None) -> BoundSe
         digest = hashlib.sha256(b.source.encode()).hexdigest()[:16]
         path = base / digest / b.label
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             if not path.is_file() or path.read_text(encoding="utf-8") != b.source:
-                tmp = path.with_suffix(".tmp")
-                tmp.write_text(b.source, encoding="utf-8")
-                tmp.replace(path)
-        except OSError as exc:
-            out.notes.append(f"bound patterns: cannot write {path} ({exc.strerror})")
+                write_text(path, b.source)
+        except (WriteFailed, OSError, UnicodeDecodeError) as exc:
+            why = exc.message if isinstance(exc, WriteFailed) else str(exc)
+            out.notes.append(f"bound patterns: cannot write {path} ({why})")
             continue
         out.templates.append(path)
     if out.templates:

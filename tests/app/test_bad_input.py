@@ -1969,7 +1969,8 @@ def test_every_entry_point_that_takes_an_arch_refuses_a_bad_one_in_the_same_word
         "batch": ("batch", m, "--arch", bad, "--runs-dir", tmp_path / "runs")}.items()}
     for cmd, text in said.items():
         assert f"--arch {bad!r}: {body}" in text, (cmd, text)
-    service = Service(tmp_path / "runs", gate_factory=lambda task, options: pytest.fail("no gate may be made"))
+    service = Service(tmp_path / "runs", gate_factory=lambda task, options: pytest.fail("no gate may be made"),
+                      allow=(tmp_path,))
     for tool in (lambda: service.validate_manifest(str(m), arch=bad),
                  lambda: service.eval_kernel(str(m), path=str(m.parent / "vector_add.cu"), arch=bad)):
         with pytest.raises(InputError) as err:

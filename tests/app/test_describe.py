@@ -204,7 +204,7 @@ def test_init_describe_with_recorded_answers_on_the_command_line_leaves_the_cros
     assert v.exit_code == 0 and "NOT accepted" in v.output and "no initial kernel" in v.output
     assert "reference not run: relu_like_reference.py is model-written" in v.output
     o = CliRunner().invoke(cli, ["optimize", str(out / "relu_like.json"), "--runs-dir", str(tmp_path / "runs")])
-    assert o.exit_code == 2 and "has not been accepted" in o.output and "validate --accept" in o.output
+    assert o.exit_code == 2 and "has not been accepted" in o.output, o.output and "validate --accept" in o.output
     assert not (tmp_path / "runs").exists()
     a = CliRunner().invoke(cli, ["validate", "--accept", str(out / "relu_like.json")])
     assert a.exit_code == 3 and "GPU" in a.output
@@ -601,7 +601,7 @@ def test_init_describe_runs_nothing_the_model_wrote_and_asks_for_review(tmp_path
     assert block["crosscheck"]["status"] == "pending" and "validate --accept" in block["crosscheck"]["detail"]
     assert block["accepted"] is False
     o = CliRunner().invoke(cli, ["optimize", str(m), "--runs-dir", str(tmp_path / "runs")])
-    assert o.exit_code == 2 and "has not been accepted" in o.output
+    assert o.exit_code == 2 and "has not been accepted" in o.output, o.output
 
 
 def test_init_describe_sends_a_reference_reaching_os_through_numpy_f2py_back_without_running_it(
@@ -632,3 +632,21 @@ def test_validate_accept_runs_the_reference_in_the_sandbox_and_accepts_a_good_on
     if sys.platform.startswith("linux") and "landlock (" in sandbox:
         assert not outside.exists()
     assert json.loads(m.read_text())["generated"]["accepted"] is True
+
+
+def test_the_kind_is_not_read_from_a_generated_reference_before_it_is_accepted(tmp_path, monkeypatch):
+    """Reading the kind runs the reference; a model-written one runs only after validate --accept
+    (the built-in tuner's budget line and bound patterns asked for the kind before the check)."""
+    from kernel_forge.kinds import identify
+    from kernel_forge.model import reference_process
+
+    m = described(tmp_path)
+    ran = []
+    monkeypatch.setattr(reference_process, "run_reference", lambda *a, **kw: ran.append(a) or pytest.fail("ran"))
+    found = identify(load_task(m))
+    assert found.match is None and "has not been accepted" in found.line() and not ran
+    data = json.loads(m.read_text())
+    data["generated"]["accepted"] = True                 # as validate --accept leaves it
+    m.write_text(json.dumps(data, indent=2))
+    monkeypatch.undo()
+    assert identify(load_task(m)).match is not None       # an accepted one is read (an elementwise map)

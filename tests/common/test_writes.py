@@ -45,6 +45,8 @@ ALLOWED = {
     ("reads.py", "os.open"): "the one reader of input files opens them O_RDONLY (and O_NONBLOCK, so a FIFO is "
                              "refused instead of waited on); it writes nothing",
     ("reads.py", "os.fdopen"): "the same read-only descriptor, wrapped as a binary file object to read",
+    ("nvrtc.py", "tempfile.TemporaryDirectory"): "a private folder NVRTC writes its time trace into (the headers "
+                                                 "it opened, for the include allow-list), removed when it returns",
 }
 
 _MODULE_CALLS = {

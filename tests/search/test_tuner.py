@@ -21,7 +21,7 @@ SMALL = [
     ("tune BX = [32, 64]", "tune BY = [1, 2]", "tune U = [1, 2, 4]"),
     ("tune BX = [32, 64]", "tune BY = [1, 2]", "tune U = [1, 2, 4]", "constraint U <= BY", "constraint BX > 32"),
     ("tune BX = [32, 64]", "tune BY = [1, 2]", "constraint BX < 0"),
-    ("tune BX = [32, 64, 64]", "tune BY = [1]"),                          # a repeated value counts once
+    ("tune BX = [32]", "tune BY = [1]"),                                  # one setting (a repeated value is refused)
     ("tune BX = [32, 64]", "define BY = 4", "constraint BX * BY <= 128"),  # a fixed define in a constraint
     ("tune BX = [32, 64]", "tune BY = [1, 2]", "constraint NOPE > 1"),    # an unknown name: nothing valid
 ]
