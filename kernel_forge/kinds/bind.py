@@ -24,6 +24,8 @@ from kernel_forge.kinds.match import Match
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 _CTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
+_INTS = {"int32": "int", "int64": "long long", "uint32": "unsigned", "uint64": "unsigned long long"}
+_SMALL_INTS = {"int8": "signed char", "uint8": "unsigned char", "int16": "short", "uint16": "unsigned short"}
 
 
 class Unbindable(Exception):
@@ -47,13 +49,15 @@ class _Writer:
         self.defines: dict[str, str] = {}
         self.slots: dict[str, str] = {}
         self.headers: set[str] = set()
+        self.template: str | None = None        #: a writer's choice of template, in place of its kind's
 
     # -- roles -----------------------------------------------------------------------------
     def role(self, role: str) -> str | None:
         return self.match.binding.get(role)
 
-    def buffer(self, role: str, *, required: bool = True, default_type: str = "float") -> str:
-        """The argument passed for a buffer role (its parameter, or nullptr), its type declared."""
+    def buffer(self, role: str, *, required: bool = True, default_type: str = "float", small_ints: bool = False) -> str:
+        """The argument passed for a buffer role (its parameter, or nullptr), its type declared
+        (8- and 16-bit integers only where the pattern reads them: ``small_ints``)."""
         name = self.role(role)
         if name is None:
             if required:
@@ -61,8 +65,7 @@ class _Writer:
             self.types[role] = default_type
             return "nullptr"
         dt = self.task.arg(name).param.dtype
-        ctype = _CTYPES.get(dt.name) if dt.is_float else {"int32": "int", "int64": "long long", "uint32": "unsigned",
-                                                           "uint64": "unsigned long long"}.get(dt.name)
+        ctype = _CTYPES.get(dt.name) if dt.is_float else {**_INTS, **(_SMALL_INTS if small_ints else {})}.get(dt.name)
         if ctype is None:
             raise Unbindable(f"{name} is {dt.name}; the bound patterns read float32, float16, bfloat16 and 32/64-bit integers")
         if ctype == "__half":
@@ -204,14 +207,35 @@ def _gather(w: _Writer) -> str:
 
 
 def _scan(w: _Writer) -> str:
-    if w.match.params.get("per_row"):
-        raise Unbindable("per-row prefix sums have no bound pattern yet")
     x, y = w.buffer("x"), w.buffer("y")
     if not all(w.types[r] in _CTYPES.values() for r in ("x", "y")):
         raise Unbindable("the bound prefix sum adds floating-point values")
     w.defines["KF_EXCLUSIVE"] = int(bool(w.match.params.get("exclusive")))
+    if w.match.params.get("per_row"):             # a prefix sum of each row: a warp per row
+        w.template = "scan_rows.cu"
+        w.slots["ROWS"] = w.launch_size("rows")
+        return f"kf_scan_rows({x}, {y}, {w.size('rows')}, {w.size('cols')})"
     w.slots["N"] = w.launch_size("n")
     return f"kf_scan({x}, {y}, {w.size('n')})"
+
+
+def _histogram(w: _Writer) -> str:
+    x = w.buffer("x", small_ints=True)
+    bins = w.buffer("bins")
+    if w.types["x"] in _CTYPES.values() or w.types["bins"] in _CTYPES.values():
+        raise Unbindable("the bound histogram counts integer values into integer bins")
+    w.types["count"] = "unsigned long long" if w.types["bins"] in ("long long", "unsigned long long") else "unsigned int"
+    w.defines["KF_INDEX_MODULO"] = int(w.match.params.get("index") == "modulo")
+    w.slots["N"] = w.launch_size("n")
+    if w.role("nbins"):
+        w.slots["NBINS"], nbins = w.launch_size("nbins"), w.size("nbins")
+    else:                    # a bin count no parameter carries: the output's own shape, when it is a number
+        shape = w.task.arg(bins).shape
+        if len(shape) != 1 or not str(shape[0]).isdigit():
+            raise Unbindable(f"no kernel parameter carries the number of bins, and {bins}'s shape {list(shape)} is "
+                             "not a number")
+        w.slots["NBINS"], nbins = str(shape[0]), f"{int(shape[0])}LL"
+    return f"kf_histogram({x}, {bins}, {w.size('n')}, {nbins})"
 
 
 def _reduce_op(w: _Writer) -> None:
@@ -275,6 +299,7 @@ _WRITERS = {
     "stencil2d": ("stencil2d.cu", _stencil2d),
     "gather": ("gather.cu", _gather),
     "scan": ("scan.cu", _scan),
+    "histogram": ("histogram.cu", _histogram),
     "column_reduction": ("column_reduction.cu", _column_reduction),
     "row_reduction": ("row_reduction.cu", _row_reduction),
 }
@@ -291,5 +316,6 @@ def instantiate(task, match: Match) -> list[Bound]:
     template, write = _WRITERS[match.kind]
     w = _Writer(task, match)
     call = write(w)
+    template = w.template or template
     stem = Path(template).stem
     return [Bound(stem, f"bound_{stem}.cu", w.source(template, call, match.describe()), match)]

@@ -56,6 +56,9 @@ PUBLIC = {
     "reduce_max": ("reduction", {"x": "in", "y": "out", "n": "n"}, {"op": "max", "axis": None}),
     "matmul_forward": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
                                 "alpha": None, "beta": None}, {"trans_a": False, "trans_b": True}),
+    "byte_histogram": ("histogram", {"x": "buffer", "bins": "histo", "n": "size", "nbins": None}, {"index": "direct"}),
+    "hist_mod": ("histogram", {"x": "v", "bins": "counts", "n": "n", "nbins": "nb"}, {"index": "modulo"}),
+    "cumsum_rows": ("scan", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"exclusive": False, "per_row": True}),
 }
 
 
@@ -153,7 +156,8 @@ def test_validate_prints_the_kind_and_refuses_a_wrong_stated_kind_naming_its_jso
 # -- bound patterns ---------------------------------------------------------------------------------
 
 BINDABLE = ["llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16", "bias_gelu_residual",
-            "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced", "reduce_max", "matmul_forward"]
+            "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced", "reduce_max", "matmul_forward",
+            "byte_histogram", "hist_mod", "cumsum_rows"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -192,7 +196,8 @@ def test_every_bound_pattern_is_a_complete_kernel_with_the_task_s_own_signature_
 
 
 @pytest.mark.parametrize("storage", sorted(_TYPES))
-@pytest.mark.parametrize("name", ["llmc_layernorm", "llmc_softmax", "bias_gelu_residual", "blur3x3", "embedding"])
+@pytest.mark.parametrize("name", ["llmc_layernorm", "llmc_softmax", "bias_gelu_residual", "blur3x3", "embedding",
+                                  "cumsum_rows"])
 def test_bound_patterns_compile_for_fp32_fp16_and_bf16_storage(tmp_path, name, storage):
     task = load_task(_retyped(tmp_path, name, _TYPES[storage]))
     found = identify(task)
@@ -202,10 +207,29 @@ def test_bound_patterns_compile_for_fp32_fp16_and_bf16_storage(tmp_path, name, s
     _compiled(task, bound)
 
 
-def test_kinds_without_a_bound_pattern_say_why():
+def test_a_binding_no_pattern_can_be_written_for_says_why():
+    from kernel_forge.kinds.match import Match
+
     task = load_task(MANIFESTS / "histogram.json")
-    with pytest.raises(Unbindable, match="histogram"):
-        instantiate(task, identify(task).match)
+    found = identify(task).match
+    with pytest.raises(Unbindable, match="no bound pattern for kind sort"):
+        instantiate(task, Match("sort", found.binding, {}))
+    # a bin count that no parameter carries, and the output's shape is a size, not a number
+    with pytest.raises(Unbindable, match=r"no kernel parameter carries the number of bins, and bins's shape \['nbins'\]"):
+        instantiate(task, Match("histogram", {**found.binding, "nbins": None}, found.params))
+
+
+@pytest.mark.parametrize("name, storage", [("byte_histogram", "unsigned char"), ("hist_mod", "int")])
+def test_the_bound_histogram_counts_into_a_tally_it_moves_into_the_bins_so_no_zeroed_output_is_needed(name, storage):
+    """hist_mod's counts are a pure output (poisoned by the gate): the pattern must overwrite every bin."""
+    task = load_task(DATA / f"{name}.json")
+    [bound] = instantiate(task, identify(task).match)
+    assert f"typedef {storage} kf_x_t;" in bound.source
+    assert ("typedef unsigned long long kf_count_t;" in bound.source) == (name == "hist_mod")
+    assert ("#define KF_INDEX_MODULO 1" in bound.source) == (name == "hist_mod")
+    assert "bins[b] = (kf_bins_t)(" in bound.source           # the last block writes every bin
+    if name == "byte_histogram":                              # 256 bins: the output's own shape
+        assert "kf_histogram(buffer, histo, ((long long)(size)), 256LL)" in bound.source
 
 
 def test_the_tuner_gates_a_bound_pattern_at_its_default_setting_before_searching_its_settings(tmp_path):

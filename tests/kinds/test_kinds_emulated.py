@@ -36,12 +36,25 @@ template <class T> T __shfl_up_sync(unsigned int, T v, int delta, int = 32)
     std::memcpy(&r, &bits, sizeof(T));
     return r;
 }
-inline unsigned long long atomicExch(unsigned long long* p, unsigned long long v)
+template <class T> T atomicExch(T* p, T v)
 {
     std::lock_guard<std::mutex> g(emu_atomic_mu);
-    unsigned long long old = *p;
+    T old = *p;
     *p = v;
     return old;
+}
+template <class T> T __shfl_sync(unsigned int, T v, int src, int = 32)
+{
+    const int t = emu_tid(), w = t / 32, l = t % 32;
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    emu_warp_slot[w][l] = bits;
+    emu_warp_bar[w]->arrive_and_wait();
+    bits = emu_warp_slot[w][src & 31];
+    emu_warp_bar[w]->arrive_and_wait();
+    T r;
+    std::memcpy(&r, &bits, sizeof(T));
+    return r;
 }
 inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
@@ -69,6 +82,12 @@ TASKS = {
                                    [{"B": 1, "T": 3, "C": 7, "OC": 5}, {"B": 2, "T": 40, "C": 64, "OC": 132}]),
     ROOT / "manifests" / "matmul_f32.json": ({"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "TM": 4, "TN": 8,
                                               "MINB": 1}, [{"m": 67, "n": 36, "k": 44}]),
+    DATA / "byte_histogram.json": ({"BLOCK": 128, "UNROLL": 1, "BPS": 2, "WARP_COPIES": 0},
+                                   [{"size": 1}, {"size": 37}, {"size": 5003}]),
+    DATA / "hist_mod.json": ({"BLOCK": 128, "UNROLL": 4, "BPS": 2, "WARP_COPIES": 1},
+                             [{"n": 3, "nb": 1}, {"n": 2000, "nb": 20000}, {"n": 999, "nb": 5}]),
+    DATA / "cumsum_rows.json": ({"RPB": 1, "ITEMS": 1}, [{"rows": 1, "cols": 1}, {"rows": 5, "cols": 129},
+                                                         {"rows": 3, "cols": 3000}]),
     ROOT / "manifests" / "vector_add.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
     ROOT / "manifests" / "layernorm.json": ({"WPR": 4, "RPB": 1, "ITEMS": 2, "STREAM": 1},
                                             [{"rows": 2, "cols": 3000}, {"rows": 9, "cols": 1024}]),

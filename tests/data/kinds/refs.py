@@ -84,3 +84,18 @@ def matmul_forward(out, inp, weight, bias, B, T, C, OC):
     x = inp.reshape(B * T, C).astype(np.float64)
     w = weight.reshape(OC, C).astype(np.float64)
     out[...] = (x @ w.T + bias).reshape(out.shape)
+
+
+def byte_histogram(buffer, size, histo):
+    """256 bins of bytes (an image tool's histogram: bins as the manifest's own constant)."""
+    histo[...] = np.bincount(np.asarray(buffer[:size], dtype=np.int64), minlength=256)[:256].astype(histo.dtype)
+
+
+def hist_mod(v, counts, n, nb):
+    """Counts of v mod nb into 64-bit bins (negative values wrap, as Python's %)."""
+    counts[...] = np.bincount(np.asarray(v[:n], dtype=np.int64) % nb, minlength=nb)[:nb].astype(counts.dtype)
+
+
+def cumsum_rows(x, y, rows, cols):
+    """Inclusive prefix sum of each row (torch.cumsum(x, dim=-1))."""
+    y[...] = np.cumsum(x.reshape(rows, cols).astype(np.float64), axis=1).reshape(y.shape)

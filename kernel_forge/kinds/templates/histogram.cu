@@ -1,0 +1,127 @@
+// kforge: grid = [max(1, min(132 * BPS, cdiv(@@N@@, BLOCK * 4 * UNROLL))), 1, 1]
+// kforge: block = [BLOCK, 1, 1]
+// kforge: shared_mem = (4 * (@@NBINS@@) * (BLOCK // 32 if WARP_COPIES else 1)) if (@@NBINS@@) * (BLOCK // 32 if WARP_COPIES else 1) <= SMEM_WORDS else 0
+// kforge: tune BLOCK = [256, 128, 512]
+// kforge: tune UNROLL = [2, 4, 1]
+// kforge: tune BPS = [4, 2, 8]
+// kforge: tune WARP_COPIES = [1, 0]
+// kforge: define SMEM_WORDS = 12288
+// kforge: constraint BLOCK * BPS <= 2048
+// Bound pattern histogram (from histogram_warp_private): private counters in shared memory --
+// one copy per warp (WARP_COPIES = 1: a warp's lanes collide only with each other) or one per
+// block -- filled by a persistent grid that reads x 16 bytes at a time (UNROLL loads in flight per
+// thread), then each block adds its non-empty bins to a module-global tally with one integer
+// atomic each.  The last block to finish (threadfence + an atomic ticket) moves the tally into
+// the output bins -- it overwrites them, so no zeroed output is needed -- and leaves the tally
+// and the ticket at zero for the next launch.  Integer atomics are exact: deterministic.  When
+// the copies would not fit in shared memory the launch asks for none and the loop counts straight
+// into the tally.  At most KF_MAX_BINS bins.  KF_INDEX_MODULO: a value v counts in bin v mod nbins
+// (as NumPy's %); else a value outside [0, nbins) is skipped.
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+#ifndef UNROLL
+#define UNROLL 2
+#endif
+#ifndef BPS
+#define BPS 4
+#endif
+#ifndef WARP_COPIES
+#define WARP_COPIES 1
+#endif
+#ifndef SMEM_WORDS
+#define SMEM_WORDS 12288
+#endif
+#define KF_THREADS BLOCK
+#define KF_COPIES (WARP_COPIES ? (BLOCK / 32) : 1)
+#define KF_MAX_BINS (1 << 16)
+#define KF_PER_CHUNK (16 / (int)sizeof(kf_x_t))
+
+__device__ kf_count_t kf_hist_tally[KF_MAX_BINS];
+__device__ unsigned int kf_hist_ticket;
+
+__device__ __forceinline__ long long kf_bin_of(long long v, long long nb)
+{
+#if KF_INDEX_MODULO
+    const long long r = v % nb;
+    return r < 0 ? r + nb : r;
+#else
+    return (v >= 0 && v < nb) ? v : -1;
+#endif
+}
+
+template <typename C>
+__device__ __forceinline__ void kf_count(C* h, kf_x_t value, long long nb)
+{
+    const long long b = kf_bin_of((long long)value, nb);
+    if (b >= 0) atomicAdd(h + b, (C)1);
+}
+
+__device__ __forceinline__ void kf_histogram(const kf_x_t* __restrict__ x, kf_bins_t* __restrict__ bins,
+                                             long long n, long long nbins)
+{
+    extern __shared__ unsigned int kf_sub[];
+    __shared__ bool kf_last;
+    const long long nb = nbins < KF_MAX_BINS ? nbins : KF_MAX_BINS;
+    const bool priv = nb * KF_COPIES <= SMEM_WORDS;       // the launch's shared_mem test
+    if (priv) {
+        for (long long i = threadIdx.x; i < nb * KF_COPIES; i += BLOCK) kf_sub[i] = 0u;
+        __syncthreads();
+    }
+    unsigned int* mine = kf_sub + (KF_COPIES > 1 ? (threadIdx.x >> 5) : 0) * nb;
+
+    const long long stride = (long long)gridDim.x * BLOCK;
+    const long long first = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    long long done = 0;                       // values counted by the 16-byte loop
+    if ((reinterpret_cast<unsigned long long>(x) & 15ull) == 0) {
+        const long long nvec = n / KF_PER_CHUNK;
+        const uint4* __restrict__ x16 = reinterpret_cast<const uint4*>(x);
+        long long v = first;
+        for (; v + (UNROLL - 1) * stride < nvec; v += UNROLL * stride) {
+            uint4 q[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) q[u] = __ldcs(x16 + v + u * stride);
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const kf_x_t* e = reinterpret_cast<const kf_x_t*>(&q[u]);
+#pragma unroll
+                for (int j = 0; j < KF_PER_CHUNK; ++j) {
+                    if (priv) kf_count(mine, e[j], nb); else kf_count(kf_hist_tally, e[j], nb);
+                }
+            }
+        }
+        for (; v < nvec; v += stride) {
+            const uint4 q = __ldcs(x16 + v);
+            const kf_x_t* e = reinterpret_cast<const kf_x_t*>(&q);
+#pragma unroll
+            for (int j = 0; j < KF_PER_CHUNK; ++j) {
+                if (priv) kf_count(mine, e[j], nb); else kf_count(kf_hist_tally, e[j], nb);
+            }
+        }
+        done = nvec * KF_PER_CHUNK;
+    }
+    for (long long i = done + first; i < n; i += stride) {     // the rest (all of x when unaligned)
+        if (priv) kf_count(mine, x[i], nb); else kf_count(kf_hist_tally, x[i], nb);
+    }
+
+    if (priv) {
+        __syncthreads();
+        for (long long b = threadIdx.x; b < nb; b += BLOCK) {
+            kf_count_t total = 0;
+#pragma unroll
+            for (int c = 0; c < KF_COPIES; ++c) total += kf_sub[c * nb + b];
+            if (total) atomicAdd(kf_hist_tally + b, total);
+        }
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) kf_last = atomicAdd(&kf_hist_ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!kf_last) return;
+    __threadfence();
+    for (long long b = threadIdx.x; b < nbins; b += BLOCK) {
+        // every other block's atomics are done: take the bin's total and leave zero behind
+        bins[b] = (kf_bins_t)(b < nb ? atomicExch(kf_hist_tally + b, (kf_count_t)0) : (kf_count_t)0);
+    }
+    if (threadIdx.x == 0) kf_hist_ticket = 0u;
+}
