@@ -23,38 +23,31 @@ DATA = ROOT / "tests" / "data" / "kinds"
 EXTRA = r'''
 using std::min;
 using std::max;
-template <class T> T __shfl_up_sync(unsigned int, T v, int delta, int = 32)
+template <class T> T emu_warp_read(T v, int src)       // every lane writes v, then reads lane src's
 {
     const int t = emu_tid(), w = t / 32, l = t % 32;
     uint64_t bits = 0;
     std::memcpy(&bits, &v, sizeof(T));
     emu_warp_slot[w][l] = bits;
     emu_warp_bar[w]->arrive_and_wait();
-    if (l >= delta) bits = emu_warp_slot[w][l - delta];
+    bits = emu_warp_slot[w][src];
     emu_warp_bar[w]->arrive_and_wait();
     T r;
     std::memcpy(&r, &bits, sizeof(T));
     return r;
 }
+template <class T> T __shfl_up_sync(unsigned int, T v, int delta, int = 32)
+{
+    const int l = emu_tid() % 32;
+    return emu_warp_read(v, l >= delta ? l - delta : l);
+}
+template <class T> T __shfl_sync(unsigned int, T v, int src, int = 32) { return emu_warp_read(v, src & 31); }
 template <class T> T atomicExch(T* p, T v)
 {
     std::lock_guard<std::mutex> g(emu_atomic_mu);
     T old = *p;
     *p = v;
     return old;
-}
-template <class T> T __shfl_sync(unsigned int, T v, int src, int = 32)
-{
-    const int t = emu_tid(), w = t / 32, l = t % 32;
-    uint64_t bits = 0;
-    std::memcpy(&bits, &v, sizeof(T));
-    emu_warp_slot[w][l] = bits;
-    emu_warp_bar[w]->arrive_and_wait();
-    bits = emu_warp_slot[w][src & 31];
-    emu_warp_bar[w]->arrive_and_wait();
-    T r;
-    std::memcpy(&r, &bits, sizeof(T));
-    return r;
 }
 inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
