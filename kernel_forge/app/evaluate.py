@@ -31,8 +31,11 @@ def run_eval(manifest, kernel, options: GateOptions, *, with_initial=True, with_
     check that needs no GPU (options, static rules, entry point, signature, launch, sizes, an
     NVRTC compile when ``options.arch`` is set) runs before ``gate_factory(task, options)``
     makes the gate; tests and the MCP server pass their own factory."""
+    from kernel_forge.app.generated import check_usable
+
     t0 = time.perf_counter()
     task = load_task(manifest)
+    check_usable(task, progress)        # a model-written reference runs only once accepted: exit 2 here
     if candidate is None and kernel is None and task.initial is None:
         raise InputError(f"{task.path}: the task has no initial kernel, so give the KERNEL to evaluate",
                          hint=f"kforge eval {task.path} KERNEL.cu")

@@ -650,3 +650,20 @@ def test_the_kind_is_not_read_from_a_generated_reference_before_it_is_accepted(t
     m.write_text(json.dumps(data, indent=2))
     monkeypatch.undo()
     assert identify(load_task(m)).match is not None       # an accepted one is read (an elementwise map)
+
+
+def test_eval_and_the_mcp_eval_tool_refuse_a_generated_task_before_it_is_accepted(tmp_path, monkeypatch):
+    """kforge eval ran the model-written reference of a task nobody accepted (optimize refused it)."""
+    from kernel_forge.app.mcp_server import Service
+    from kernel_forge.common.errors import InputError
+    from kernel_forge.model import reference_process
+
+    m = described(tmp_path)
+    monkeypatch.setattr(reference_process, "run_reference", lambda *a, **kw: pytest.fail("the reference ran"))
+    witness = m.parent / "relu_like_witness.cu"
+    r = CliRunner().invoke(cli, ["eval", str(m), str(witness), "--arch", "sm_90"])
+    assert r.exit_code == 2 and "has not been accepted" in r.output, r.output
+    service = Service(tmp_path / "runs", gate_factory=lambda task, options: pytest.fail("no gate may be made"),
+                      allow=(tmp_path,))
+    with pytest.raises(InputError, match="has not been accepted"):
+        service.eval_kernel(str(m), path=str(witness))
