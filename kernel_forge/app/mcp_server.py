@@ -190,8 +190,8 @@ class Service:
         from kernel_forge.app.validate import task_files
         from kernel_forge.model.task import load_task
 
-        self._inside(manifest, argument)
-        task = load_task(manifest)
+        real = self._inside(manifest, argument)
+        task = load_task(real)          # the path checked, not the one given: a link swapped since is not followed
         for what, _shown, path in task_files(task):
             self._inside(path, f"{argument} ({task.path}: its {what})")
         return task
