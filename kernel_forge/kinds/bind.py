@@ -240,7 +240,8 @@ def _histogram(w: _Writer) -> str:
 
 def _reduce_op(w: _Writer) -> None:
     op = w.match.params.get("op", "sum")
-    w.defines.update(KF_OP_MAX=int(op == "max"), KF_OP_MIN=int(op == "min"), KF_OP_MEAN=int(op == "mean"))
+    w.defines.update(KF_OP_MAX=int(op == "max"), KF_OP_MIN=int(op == "min"), KF_OP_MEAN=int(op == "mean"),
+                     KF_ACCUMULATE=int(bool(w.match.params.get("accumulate"))))
 
 
 def _column_reduction(w: _Writer) -> str:

@@ -154,24 +154,29 @@ def find_reductions(probe) -> Iterator[Match]:
     y = outs[0]
     n_out = probe.sizes[y]
     got = probe.outputs[y]
+    # an output that starts from values may be added to (llm.c's dbias += ...): the reduction is then got - before
+    forms = [(False, got)] + ([(True, got - probe.values[y])] if probe.arg(y).in_out else [])
     for x in probe.inputs_of():
         size = probe.sizes[x]
         if size <= n_out:
             continue
         v = probe.values[x]
-        if n_out == 1:
-            for op, fn in _REDUCE.items():
-                if close(got, np.array([fn(v)]), rtol=5e-3):
-                    yield Match("reduction", {"x": x, "y": y, "n": param_for(probe, size)}, {"op": op, "axis": None})
-            continue
-        for rows, cols in dims(probe, size):
-            m = v.reshape(rows, cols)
-            for axis, kind, n in ((1, "row_reduction", rows), (0, "column_reduction", cols)):
-                if n != n_out:
-                    continue
+        for accumulate, want in forms:
+            extra = {"accumulate": True} if accumulate else {}
+            if n_out == 1:
                 for op, fn in _REDUCE.items():
-                    if close(got, fn(m, axis=axis), rtol=5e-3):
-                        yield Match(kind, {"x": x, "y": y, **_scalars(probe, rows, cols)}, {"op": op})
+                    if close(want, np.array([fn(v)]), rtol=5e-3):
+                        yield Match("reduction", {"x": x, "y": y, "n": param_for(probe, size)},
+                                    {"op": op, "axis": None, **extra})
+                continue
+            for rows, cols in dims(probe, size):
+                m = v.reshape(rows, cols)
+                for axis, kind, n in ((1, "row_reduction", rows), (0, "column_reduction", cols)):
+                    if n != n_out:
+                        continue
+                    for op, fn in _REDUCE.items():
+                        if close(want, fn(m, axis=axis), rtol=5e-3):
+                            yield Match(kind, {"x": x, "y": y, **_scalars(probe, rows, cols)}, {"op": op, **extra})
     return
 
 

@@ -187,6 +187,20 @@ def _compiled(task, bound):
                                     file=bound.label)
 
 
+def test_a_reduction_that_adds_to_its_output_is_bound_to_add():
+    """llm.c's matmul_backward_bias does dbias += the column sums: read as such, and the bound
+    pattern adds to dbias instead of overwriting it (host emulation: test_kinds_emulated.py)."""
+    task = load_task(ROOT / "bench" / "wild" / "llmc_bias_backward" / "llmc_bias_backward.json")
+    found = identify(task)
+    _check(found, "column_reduction", {"x": "dout", "y": "dbias", "rows": "B*T", "cols": "OC"},
+           {"op": "sum", "accumulate": True})
+    [bound] = instantiate(task, found.match)
+    assert "#define KF_ACCUMULATE 1" in bound.source
+    plain = identify(load_task(DATA / "bias_backward.json")).match      # the same sum, written over dbias
+    assert "accumulate" not in plain.params
+    assert "#define KF_ACCUMULATE 0" in instantiate(load_task(DATA / "bias_backward.json"), plain)[0].source
+
+
 @pytest.mark.parametrize("name", BINDABLE)
 def test_every_bound_pattern_is_a_complete_kernel_with_the_task_s_own_signature_and_compiles(name):
     task = load_task(DATA / f"{name}.json")

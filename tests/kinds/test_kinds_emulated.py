@@ -81,6 +81,8 @@ TASKS = {
                              [{"n": 3, "nb": 1}, {"n": 2000, "nb": 20000}, {"n": 999, "nb": 5}]),
     DATA / "cumsum_rows.json": ({"RPB": 1, "ITEMS": 1}, [{"rows": 1, "cols": 1}, {"rows": 5, "cols": 129},
                                                          {"rows": 3, "cols": 3000}]),
+    ROOT / "bench" / "wild" / "llmc_bias_backward" / "llmc_bias_backward.json": (   # dbias += (accumulates)
+        {"BX": 64, "BY": 4, "SPLIT": 1}, [{"B": 1, "T": 1, "OC": 5}, {"B": 3, "T": 111, "OC": 70}]),
     ROOT / "manifests" / "vector_add.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
     ROOT / "manifests" / "layernorm.json": ({"WPR": 4, "RPB": 1, "ITEMS": 2, "STREAM": 1},
                                             [{"rows": 2, "cols": 3000}, {"rows": 9, "cols": 1024}]),

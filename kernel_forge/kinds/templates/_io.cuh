@@ -51,3 +51,9 @@ template <typename T> __device__ __forceinline__ void kf_sts4(T* p, float4 v)
 // whether p is aligned for 4-wide accesses
 template <typename T> __device__ __forceinline__ bool kf_aligned4(const T* p)
 { return p == nullptr || (reinterpret_cast<unsigned long long>(p) % (4 * sizeof(T))) == 0; }
+// the one store of a reduction's result: y = result, or y += result where the task adds to y
+#ifndef KF_ACCUMULATE
+#define KF_ACCUMULATE 0
+#endif
+template <typename T> __device__ __forceinline__ void kf_put(T* p, float v)
+{ kf_st(p, KF_ACCUMULATE ? kf_ld(p) + v : v); }

@@ -66,7 +66,7 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
         for (int k = 1; k < BY; ++k) a = kf_combine_op(a, red[k][threadIdx.x]);
         acc = a;
         if (!split) {
-            if (col < cols) kf_st(y + col, KF_OP_MEAN ? acc / (float)rows : acc);
+            if (col < cols) kf_put(y + col, KF_OP_MEAN ? acc / (float)rows : acc);
         } else if (col < cols) {
             kf_col_partials[(long long)blockIdx.y * cols + col] = acc;
         }
@@ -83,7 +83,7 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
     if (threadIdx.y == 0 && col < cols) {
         float a = init;
         for (unsigned s = 0; s < gridDim.y; ++s) a = kf_combine_op(a, *((volatile float*)&kf_col_partials[(long long)s * cols + col]));
-        kf_st(y + col, KF_OP_MEAN ? a / (float)rows : a);
+        kf_put(y + col, KF_OP_MEAN ? a / (float)rows : a);
     }
     if (threadIdx.x == 0 && threadIdx.y == 0) kf_col_count[blockIdx.x] = 0u;
 }

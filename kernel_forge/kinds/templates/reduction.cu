@@ -92,7 +92,7 @@ __device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, kf_y_
     for (unsigned b = threadIdx.x; b < gridDim.x; b += BLOCK) p = kf_combine_op(p, *((volatile float*)&kf_red_partials[b]));
     p = kf_block_combine(p, red);
     if (threadIdx.x == 0) {
-        kf_st(y, KF_OP_MEAN ? p / (float)(n > 0 ? n : 1) : p);
+        kf_put(y, KF_OP_MEAN ? p / (float)(n > 0 ? n : 1) : p);
         kf_red_ticket = 0u;
     }
 }

@@ -59,5 +59,5 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, k
 #pragma unroll
     for (int k = 1; k < WPR; ++k) a = kf_combine_op(a, part[sub][k]);
 #endif
-    if (valid && t == 0) kf_st(y + row, KF_OP_MEAN ? a / (float)cols : a);
+    if (valid && t == 0) kf_put(y + row, KF_OP_MEAN ? a / (float)cols : a);
 }
