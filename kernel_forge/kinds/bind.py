@@ -254,8 +254,14 @@ def _column_reduction(w: _Writer) -> str:
 def _row_reduction(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
     _reduce_op(w)
+    seg = w.match.params.get("segment")
+    if seg:                      # a sum per segment of seg values, the last one short: rows of seg, n in all
+        n, seg = w.size("n"), int(seg)
+        w.slots["ROWS"] = f"cdiv({w.launch_size('n')}, {seg})"
+        return f"kf_row_reduction({x}, {y}, ({n} + {seg - 1}) / {seg}, {seg}LL, {n})"
     w.slots["ROWS"] = w.launch_size("rows")
-    return f"kf_row_reduction({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+    rows, cols = w.size("rows"), w.size("cols")
+    return f"kf_row_reduction({x}, {y}, {rows}, {cols}, {rows} * {cols})"
 
 
 def _transpose(w: _Writer) -> str:

@@ -201,6 +201,17 @@ def test_a_reduction_that_adds_to_its_output_is_bound_to_add():
     assert "#define KF_ACCUMULATE 0" in instantiate(load_task(DATA / "bias_backward.json"), plain)[0].source
 
 
+def test_a_sum_per_block_of_values_is_a_row_reduction_over_segments_the_last_one_short():
+    """CUDA's classic reduction kernels write one sum per 2 * blockDim values (cuda-samples'
+    reduction: g_odata has cdiv(n, 512) values); n need not be a multiple of the segment."""
+    task = load_task(ROOT / "bench" / "wild" / "cs_reduction" / "cs_reduction.json")
+    found = identify(task)
+    _check(found, "row_reduction", {"x": "g_idata", "y": "g_odata", "n": "n"}, {"op": "sum", "segment": 512})
+    [bound] = instantiate(task, found.match)
+    assert "// kforge: grid = [cdiv(cdiv((n), 512), RPB), 1, 1]" in bound.source
+    assert "kf_row_reduction(g_idata, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)))" in bound.source
+
+
 @pytest.mark.parametrize("name", BINDABLE)
 def test_every_bound_pattern_is_a_complete_kernel_with_the_task_s_own_signature_and_compiles(name):
     task = load_task(DATA / f"{name}.json")

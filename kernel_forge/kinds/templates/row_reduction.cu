@@ -5,7 +5,8 @@
 // kforge: constraint 32 * WPR * RPB <= 1024 and 32 * WPR * RPB >= 64
 // Bound pattern row_reduction: WPR warps own a row, RPB rows per block; 4 values per access when
 // cols % 4 == 0 and the buffer is aligned (evict-first: x is read once), warp shuffles, then the
-// row's warps through shared memory in a fixed order.
+// row's warps through shared memory in a fixed order.  Rows may be segments of a flat array whose
+// last one is short (a sum per 2 * blockDim values, as CUDA's classic reduction kernels write).
 #ifndef WPR
 #define WPR 1
 #endif
@@ -27,7 +28,7 @@ __device__ __forceinline__ float kf_combine_op(float a, float b)
 }
 
 __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
-                                                 long long rows, long long cols)
+                                                 long long rows, long long cols, long long total)
 {
 #if WPR > 1
     __shared__ float part[RPB][WPR];
@@ -38,9 +39,10 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, k
     const long long row = (long long)blockIdx.x * RPB + sub;
     const bool valid = row < rows;
     const kf_x_t* __restrict__ xr = x + (valid ? row : 0) * cols;
-    const long long ncols = valid ? cols : 0;
+    // the row's values: cols, or fewer in the last of segments that do not fill it (total < rows * cols)
+    const long long ncols = valid ? min(cols, total - row * cols) : 0;
     float a0 = init, a1 = init;
-    if (cols % 4 == 0 && kf_aligned4(x)) {
+    if (cols % 4 == 0 && ncols == cols && kf_aligned4(x)) {
         for (long long j = 4LL * t; j < ncols; j += 4LL * TPR) {
             const float4 q = kf_lds4(xr + j);
             a0 = kf_combine_op(a0, kf_combine_op(q.x, q.y));
