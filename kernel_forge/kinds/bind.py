@@ -199,11 +199,13 @@ def _stencil2d(w: _Writer) -> str:
 
 def _gather(w: _Writer) -> str:
     y, idx, table = w.buffer("y"), w.buffer("index"), w.buffer("table")
-    if w.types["index"] not in ("int", "long long", "unsigned", "unsigned long long") or w.types["table"] in (
-            "int", "long long", "unsigned", "unsigned long long"):
+    pos = w.buffer("pos", required=False)
+    if w.types["index"] not in _INTS.values() or w.types["table"] in _INTS.values():
         raise Unbindable("a gather needs integer indices and a floating-point table")
     w.slots["ROWS"] = w.launch_size("rows")
-    return f"kf_gather({idx}, {table}, {y}, {w.size('rows')}, {w.size('cols')})"
+    w.defines["KF_HAS_POS"] = int(pos != "nullptr")
+    period = w.size("period") if pos != "nullptr" else "1LL"
+    return f"kf_gather({idx}, {table}, {pos}, {y}, {w.size('rows')}, {w.size('cols')}, {period})"
 
 
 def _scan(w: _Writer) -> str:

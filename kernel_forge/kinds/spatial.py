@@ -99,8 +99,17 @@ def find_gather(probe) -> Iterator[Match]:
             vocab = probe.sizes[table] // dim
             if ids.min() < 0 or ids.max() >= vocab:
                 continue
-            if close(got, probe.values[table].reshape(vocab, dim)[ids].reshape(-1)):
-                rows = param_for(probe, n)
-                yield Match("gather", {"y": y, "index": idx, "table": table, "rows": rows,
-                                         "cols": param_for(probe, dim, avoid=(rows,))}, {})
+            picked = probe.values[table].reshape(vocab, dim)[ids]
+            rows = param_for(probe, n)
+            binding = {"y": y, "index": idx, "table": table, "rows": rows, "cols": param_for(probe, dim, avoid=(rows,))}
+            if close(got, picked.reshape(-1)):
+                yield Match("gather", binding, {})
+                continue
+            for pos in probe.inputs_of(floating=True):   # plus a row of a second table by position (row mod P)
+                period = probe.sizes[pos] // dim
+                if pos in (idx, y, table) or probe.sizes[pos] % dim or period < 1 or n % period:
+                    continue
+                added = picked + probe.values[pos].reshape(period, dim)[np.arange(n) % period]
+                if close(got, added.reshape(-1)) and param_for(probe, period) is not None:
+                    yield Match("gather", {**binding, "pos": pos, "period": param_for(probe, period)}, {})
     return

@@ -212,6 +212,18 @@ def test_a_sum_per_block_of_values_is_a_row_reduction_over_segments_the_last_one
     assert "kf_row_reduction(g_idata, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)))" in bound.source
 
 
+def test_a_gather_plus_a_row_by_position_is_a_gather_with_a_position_table():
+    """llm.c's encoder_forward: out[b, t] = wte[inp[b, t]] + wpe[t]."""
+    task = load_task(ROOT / "bench" / "wild" / "llmc_encoder" / "llmc_encoder.json")
+    found = identify(task)
+    _check(found, "gather", {"y": "out", "index": "inp", "table": "wte", "pos": "wpe", "period": "T", "rows": "B*T",
+                             "cols": "C"}, {})
+    [bound] = instantiate(task, found.match)
+    assert "#define KF_HAS_POS 1" in bound.source and "kf_gather(inp, wte, wpe, out," in bound.source
+    plain = identify(load_task(DATA / "embedding.json")).match
+    assert "pos" not in plain.binding
+
+
 @pytest.mark.parametrize("name", BINDABLE)
 def test_every_bound_pattern_is_a_complete_kernel_with_the_task_s_own_signature_and_compiles(name):
     task = load_task(DATA / f"{name}.json")

@@ -18,6 +18,7 @@ TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     "byte_histogram", "hist_mod", "cumsum_rows")),
     ROOT / "bench" / "wild" / "llmc_bias_backward" / "llmc_bias_backward.json",
     ROOT / "bench" / "wild" / "cs_reduction" / "cs_reduction.json",
+    ROOT / "bench" / "wild" / "llmc_encoder" / "llmc_encoder.json",
     *(ROOT / "manifests" / f"{n}.json" for n in ("layernorm", "softmax_rows", "vector_add", "gelu_bf16", "transpose",
                                                  "reduce_sum", "matmul_f32", "histogram"))]
 IDS = [p.stem for p in TASKS]

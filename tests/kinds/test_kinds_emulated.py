@@ -85,6 +85,8 @@ TASKS = {
         {"BX": 64, "BY": 4, "SPLIT": 1}, [{"B": 1, "T": 1, "OC": 5}, {"B": 3, "T": 111, "OC": 70}]),
     ROOT / "bench" / "wild" / "cs_reduction" / "cs_reduction.json": (   # a sum per 512 values, the last short
         {"WPR": 4, "RPB": 1}, [{"n": 1}, {"n": 512}, {"n": 1537}, {"n": 2050}]),
+    ROOT / "bench" / "wild" / "llmc_encoder" / "llmc_encoder.json": (   # wte[token] + wpe[t]
+        {"TPR": 32, "RPB": 2}, [{"B": 1, "T": 1, "C": 5, "V": 50}, {"B": 3, "T": 5, "C": 64, "V": 50}]),
     ROOT / "manifests" / "vector_add.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
     ROOT / "manifests" / "layernorm.json": ({"WPR": 4, "RPB": 1, "ITEMS": 2, "STREAM": 1},
                                             [{"rows": 2, "cols": 3000}, {"rows": 9, "cols": 1024}]),

@@ -5,7 +5,9 @@
 // kforge: constraint TPR * RPB <= 1024 and TPR * RPB >= 64
 // Bound pattern gather: TPR threads copy one output row, table[index[row]], RPB rows per block;
 // 4 values per access (16 bytes for float) when cols % 4 == 0 and the buffers are aligned, the
-// output written with evict-first stores.  An index outside the table writes nothing.
+// output written with evict-first stores.  An index outside the table writes nothing.  KF_HAS_POS:
+// a row of a second table by position is added (row mod period: a position embedding, as
+// llm.c's encoder adds wpe[t] to wte[token]).
 #ifndef TPR
 #define TPR 64
 #endif
@@ -15,7 +17,8 @@
 #define KF_THREADS (TPR * RPB)
 
 __device__ __forceinline__ void kf_gather(const kf_index_t* __restrict__ index, const kf_table_t* __restrict__ table,
-                                          kf_y_t* __restrict__ y, long long rows, long long cols)
+                                          const kf_pos_t* __restrict__ pos, kf_y_t* __restrict__ y, long long rows,
+                                          long long cols, long long period)
 {
     const long long row = (long long)blockIdx.x * RPB + threadIdx.x / TPR;
     const int t = threadIdx.x % TPR;
@@ -23,10 +26,18 @@ __device__ __forceinline__ void kf_gather(const kf_index_t* __restrict__ index, 
     const long long id = (long long)index[row];
     if (id < 0) return;
     const kf_table_t* __restrict__ src = table + id * cols;
+    const kf_pos_t* __restrict__ add = KF_HAS_POS ? pos + (row % period) * cols : nullptr;
     kf_y_t* __restrict__ dst = y + row * cols;
-    if (cols % 4 == 0 && kf_aligned4(table) && kf_aligned4(y)) {
-        for (long long j = 4LL * t; j < cols; j += 4LL * TPR) kf_sts4(dst + j, kf_ld4(src + j));
+    if (cols % 4 == 0 && kf_aligned4(table) && kf_aligned4(y) && kf_aligned4(pos)) {
+        for (long long j = 4LL * t; j < cols; j += 4LL * TPR) {
+            float4 v = kf_ld4(src + j);
+            if (KF_HAS_POS) {
+                const float4 p = kf_ld4(add + j);
+                v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+            }
+            kf_sts4(dst + j, v);
+        }
     } else {
-        for (long long j = t; j < cols; j += TPR) kf_st(dst + j, kf_ld(src + j));
+        for (long long j = t; j < cols; j += TPR) kf_st(dst + j, kf_ld(src + j) + (KF_HAS_POS ? kf_ld(add + j) : 0.0f));
     }
 }
