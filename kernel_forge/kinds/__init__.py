@@ -22,7 +22,7 @@ from kernel_forge.kinds.linalg import find_gemm, find_histogram
 from kernel_forge.kinds.maps import find_elementwise
 from kernel_forge.kinds.match import Match
 from kernel_forge.kinds.rows import find_reductions, find_row_norm, find_row_softmax, find_scan
-from kernel_forge.kinds.spatial import find_gather, find_stencil, find_transpose
+from kernel_forge.kinds.spatial import find_box_filter, find_gather, find_stencil, find_transpose
 
 #: (kinds a finder can name, finder), most specific first
 FINDERS: tuple[tuple[tuple[str, ...], Callable], ...] = (
@@ -36,6 +36,7 @@ FINDERS: tuple[tuple[tuple[str, ...], Callable], ...] = (
     (("histogram",), find_histogram),
     (("elementwise",), find_elementwise),
     (("stencil2d",), find_stencil),
+    (("box_filter",), find_box_filter),
 )
 
 #: every kind identification can name, with one line each
@@ -52,6 +53,7 @@ KINDS = {
     "histogram": "counts of integer values into bins",
     "elementwise": "a map of every element, or a fused chain: act(x + bias) + residual, alpha * x + z ...",
     "stencil2d": "a K x K stencil or small convolution over a 2-D image (clamped or zero edges)",
+    "box_filter": "the mean or sum of the 2r+1 values around each pixel along a row or a column, r a parameter",
 }
 
 

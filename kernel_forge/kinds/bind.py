@@ -197,6 +197,15 @@ def _stencil2d(w: _Writer) -> str:
     return f"kf_stencil2d({x}, {taps}, {y}, (int){w.size('rows')}, (int){w.size('cols')})"
 
 
+def _box_filter(w: _Writer) -> str:
+    p = w.match.params
+    x, y = w.buffer("x"), w.buffer("y")
+    w.template = "box_filter_x.cu" if p.get("axis") == "x" else "box_filter_y.cu"
+    w.defines.update(KF_EDGE_CLAMP=int(p.get("edge") == "clamp"), KF_MEAN=int(p.get("norm", "mean") == "mean"))
+    w.slots.update(ROWS=w.launch_size("rows"), COLS=w.launch_size("cols"), RADIUS=w.launch_size("radius"))
+    return f"kf_box_filter({x}, {y}, {w.size('rows')}, {w.size('cols')}, {w.size('radius')})"
+
+
 def _gather(w: _Writer) -> str:
     y, idx, table = w.buffer("y"), w.buffer("index"), w.buffer("table")
     pos = w.buffer("pos", required=False)
@@ -309,6 +318,7 @@ _WRITERS = {
     "gather": ("gather.cu", _gather),
     "scan": ("scan.cu", _scan),
     "histogram": ("histogram.cu", _histogram),
+    "box_filter": ("box_filter_y.cu", _box_filter),
     "column_reduction": ("column_reduction.cu", _column_reduction),
     "row_reduction": ("row_reduction.cu", _row_reduction),
 }

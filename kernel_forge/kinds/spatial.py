@@ -113,3 +113,50 @@ def find_gather(probe) -> Iterator[Match]:
                 if close(got, added.reshape(-1)) and param_for(probe, period) is not None:
                     yield Match("gather", {**binding, "pos": pos, "period": param_for(probe, period)}, {})
     return
+
+
+# ----------------------------------------------------------------------------- box filters
+
+def _box(img: np.ndarray, r: int, axis: int, edge: str) -> np.ndarray:
+    """The sum of the 2r+1 values around each one along ``axis`` (0: down a column, 1: along a row)."""
+    pad = [(0, 0), (0, 0)]
+    pad[axis] = (r, r)
+    p = np.pad(img, pad, mode="edge" if edge == "clamp" else "constant")
+    c = np.cumsum(p, axis=axis)
+    c = np.concatenate([np.zeros((1, p.shape[1])) if axis == 0 else np.zeros((p.shape[0], 1)), c], axis=axis)
+    n = img.shape[axis]
+    hi = np.take(c, np.arange(2 * r + 1, 2 * r + 1 + n), axis=axis)
+    lo = np.take(c, np.arange(0, n), axis=axis)
+    return hi - lo
+
+
+def find_box_filter(probe) -> Iterator[Match]:
+    """A 1-D box filter along the rows or the columns of an image whose radius is a parameter
+    (cuda-samples' boxFilter x and y passes): the mean or the sum of the 2r+1 values around each
+    pixel, edges clamped or zero."""
+    outs = probe.buffers(output=True)
+    if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
+        return
+    y = outs[0]
+    size = probe.sizes[y]
+    got = probe.outputs[y]
+    for x in probe.inputs_of(size):
+        if x == y:
+            continue
+        for h, w in dims(probe, size):
+            if h < 2 or w < 2:
+                continue
+            img = probe.values[x].reshape(h, w)
+            rows = param_for(probe, h)
+            cols = param_for(probe, w, avoid=(rows,))
+            for name, r in probe.int_scalars().items():
+                if name in (rows, cols) or not 1 <= r < max(h, w):
+                    continue
+                for axis, label in ((0, "y"), (1, "x")):
+                    for edge in EDGES:
+                        s = _box(img, r, axis, edge)
+                        for norm, want in (("mean", s / (2 * r + 1)), ("sum", s)):
+                            if close(got, want.reshape(-1)):
+                                yield Match("box_filter", {"x": x, "y": y, "rows": rows, "cols": cols, "radius": name},
+                                            {"axis": label, "edge": edge, "norm": norm})
+    return

@@ -59,6 +59,8 @@ PUBLIC = {
     "byte_histogram": ("histogram", {"x": "buffer", "bins": "histo", "n": "size", "nbins": None}, {"index": "direct"}),
     "hist_mod": ("histogram", {"x": "v", "bins": "counts", "n": "n", "nbins": "nb"}, {"index": "modulo"}),
     "cumsum_rows": ("scan", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"exclusive": False, "per_row": True}),
+    "box_rows": ("box_filter", {"x": "src", "y": "dst", "rows": "height", "cols": "width", "radius": "radius"},
+                 {"axis": "x", "edge": "zero", "norm": "sum"}),
 }
 
 
@@ -157,7 +159,7 @@ def test_validate_prints_the_kind_and_refuses_a_wrong_stated_kind_naming_its_jso
 
 BINDABLE = ["llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16", "bias_gelu_residual",
             "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced", "reduce_max", "matmul_forward",
-            "byte_histogram", "hist_mod", "cumsum_rows"]
+            "byte_histogram", "hist_mod", "cumsum_rows", "box_rows"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -222,6 +224,16 @@ def test_a_gather_plus_a_row_by_position_is_a_gather_with_a_position_table():
     assert "#define KF_HAS_POS 1" in bound.source and "kf_gather(inp, wte, wpe, out," in bound.source
     plain = identify(load_task(DATA / "embedding.json")).match
     assert "pos" not in plain.binding
+
+
+def test_a_box_filter_down_the_columns_with_its_radius_a_parameter():
+    """cuda-samples' boxFilter y pass: the mean of the 2r+1 pixels of a column, edges clamped."""
+    task = load_task(ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json")
+    found = identify(task)
+    _check(found, "box_filter", {"x": "id", "y": "od", "rows": "h", "cols": "w", "radius": "r"},
+           {"axis": "y", "edge": "clamp", "norm": "mean"})
+    [bound] = instantiate(task, found.match)
+    assert bound.label == "bound_box_filter_y.cu" and "#define KF_EDGE_CLAMP 1" in bound.source
 
 
 @pytest.mark.parametrize("name", BINDABLE)

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16", "bias_gelu_residual",
     "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced", "reduce_max", "matmul_forward",
-    "byte_histogram", "hist_mod", "cumsum_rows")),
+    "byte_histogram", "hist_mod", "cumsum_rows", "box_rows")),
+    ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json",
     ROOT / "bench" / "wild" / "llmc_bias_backward" / "llmc_bias_backward.json",
     ROOT / "bench" / "wild" / "cs_reduction" / "cs_reduction.json",
     ROOT / "bench" / "wild" / "llmc_encoder" / "llmc_encoder.json",

@@ -87,6 +87,10 @@ TASKS = {
         {"WPR": 4, "RPB": 1}, [{"n": 1}, {"n": 512}, {"n": 1537}, {"n": 2050}]),
     ROOT / "bench" / "wild" / "llmc_encoder" / "llmc_encoder.json": (   # wte[token] + wpe[t]
         {"TPR": 32, "RPB": 2}, [{"B": 1, "T": 1, "C": 5, "V": 50}, {"B": 3, "T": 5, "C": 64, "V": 50}]),
+    DATA / "box_rows.json": ({"BX": 64, "ITEMS": 1}, [{"width": 1, "height": 1, "radius": 1},
+                                                       {"width": 300, "height": 3, "radius": 20}]),
+    ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json": (
+        {"BX": 64, "SEG": 32}, [{"w": 5, "h": 3, "r": 2}, {"w": 70, "h": 100, "r": 1}]),
     ROOT / "manifests" / "vector_add.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
     ROOT / "manifests" / "layernorm.json": ({"WPR": 4, "RPB": 1, "ITEMS": 2, "STREAM": 1},
                                             [{"rows": 2, "cols": 3000}, {"rows": 9, "cols": 1024}]),

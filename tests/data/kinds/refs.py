@@ -99,3 +99,10 @@ def hist_mod(v, counts, n, nb):
 def cumsum_rows(x, y, rows, cols):
     """Inclusive prefix sum of each row (torch.cumsum(x, dim=-1))."""
     y[...] = np.cumsum(x.reshape(rows, cols).astype(np.float64), axis=1).reshape(y.shape)
+
+
+def box_rows(src, dst, width, height, radius):
+    """The sum of the 2*radius+1 pixels of a row around each pixel, zero outside the image."""
+    img = np.pad(src.reshape(height, width).astype(np.float64), ((0, 0), (radius, radius)))
+    c = np.concatenate([np.zeros((height, 1)), np.cumsum(img, axis=1)], axis=1)
+    dst[...] = (c[:, 2 * radius + 1:] - c[:, :width]).reshape(dst.shape)

@@ -1,0 +1,45 @@
+// kforge: grid = [cdiv(@@COLS@@, BX), cdiv(@@ROWS@@, SEG), 1]
+// kforge: block = [BX, 1, 1]
+// kforge: tune BX = [128, 256, 64]
+// kforge: tune SEG = [64, 128, 32, 256]
+// Bound pattern box_filter (down the columns; from cuda-samples' sliding-window boxFilter y pass):
+// a thread owns one column of a segment of SEG rows -- the BX threads of a block read consecutive
+// columns, so every load is coalesced.  It sums the 2r+1 values around the segment's first row
+// once, then slides: each next row adds the value entering the window and subtracts the one
+// leaving it (2 loads a pixel, the second from cache), edges clamped (KF_EDGE_CLAMP) or zero.
+// Segments keep the grid full on tall images and bound the sliding sum's rounding drift.
+#ifndef BX
+#define BX 128
+#endif
+#ifndef SEG
+#define SEG 64
+#endif
+#define KF_THREADS BX
+
+__device__ __forceinline__ float kf_box_at(const kf_x_t* __restrict__ x, long long row, long long col,
+                                           long long rows, long long cols)
+{
+#if KF_EDGE_CLAMP
+    row = row < 0 ? 0 : (row >= rows ? rows - 1 : row);
+    return kf_ld(x + row * cols + col);
+#else
+    return (row < 0 || row >= rows) ? 0.0f : kf_ld(x + row * cols + col);
+#endif
+}
+
+__device__ __forceinline__ void kf_box_filter(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
+                                              long long rows, long long cols, long long r)
+{
+    const long long col = (long long)blockIdx.x * BX + threadIdx.x;
+    const long long r0 = (long long)blockIdx.y * SEG;
+    if (col >= cols || r0 >= rows) return;
+    const long long r1 = min(rows, r0 + SEG);
+    const float scale = KF_MEAN ? 1.0f / (float)(2 * r + 1) : 1.0f;
+    float t = 0.0f;
+    for (long long d = -r; d <= r; ++d) t += kf_box_at(x, r0 + d, col, rows, cols);
+    kf_st(y + r0 * cols + col, t * scale);
+    for (long long row = r0 + 1; row < r1; ++row) {
+        t += kf_box_at(x, row + r, col, rows, cols) - kf_box_at(x, row - r - 1, col, rows, cols);
+        kf_st(y + row * cols + col, t * scale);
+    }
+}
