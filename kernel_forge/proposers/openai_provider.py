@@ -46,9 +46,9 @@ from kernel_forge.common.reads import nesting_problem
 from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.budget import Budget
 from kernel_forge.proposers.capabilities import Capabilities
-from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, WITHOUT_TEMPERATURE, CachePlan, ModelProposer, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
+from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, WITHOUT_TEMPERATURE, CachePlan, ModelProposer, Progress, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
 from kernel_forge.proposers.pricing import PriceTable
-from kernel_forge.proposers.retry import RetryPolicy
+from kernel_forge.proposers.retry import TRANSIENT_ERRORS, MidStreamError, RetryPolicy
 from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 
 #: the openai SDK releases kforge is tested with (pyproject.toml says the same)
@@ -56,7 +56,7 @@ SDK_REQUIREMENT = "openai>=3.60,<4"
 LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _ORDER = EFFORTS
-TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
+TERMINAL_EVENTS = ("response.completed", "response.incomplete")
 
 
 class EmptyStream(Exception):
@@ -210,20 +210,23 @@ class OpenAIProposer(ModelProposer):
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def _send(self, body: dict, on_start: Callable[[], None]) -> Any:
+    def _send(self, body: dict, on_start: Callable[[], None], progress: Progress) -> Any:
         if self.api == "responses":
-            return self._send_responses(body, on_start)
-        return self._send_chat(body, on_start)
+            return self._send_responses(body, on_start, progress)
+        return self._send_chat(body, on_start, progress)
 
-    def _send_responses(self, body: dict, on_start: Callable[[], None]) -> Any:
+    def _send_responses(self, body: dict, on_start: Callable[[], None], progress: Progress) -> Any:
         kwargs = copy.deepcopy(body)
         if not kwargs.get("stream"):
             kwargs.pop("stream", None)
             response = self._client.responses.create(**kwargs, timeout=self._request_timeout(body))
             on_start()
+            if getattr(response, "status", None) == "failed":
+                raise _failed(response)
             return response
         final, events = None, 0
         stream = self._client.responses.create(**kwargs)
+        progress.started = True               # HTTP 200: from here on the input is billed
         try:
             for event in stream:
                 events += 1
@@ -231,18 +234,32 @@ class OpenAIProposer(ModelProposer):
                 kind = getattr(event, "type", "")
                 if kind in TERMINAL_EVENTS:
                     final = getattr(event, "response", None)
+                elif kind == "response.failed":           # usage so far comes with it
+                    failed = getattr(event, "response", None)
+                    if getattr(failed, "usage", None) is not None:
+                        progress.usage = self._usage(failed)
+                    raise _failed(failed)
                 elif kind == "error":
-                    raise StreamAssemblyError(f"the stream sent an error event: {getattr(event, 'message', '')}")
+                    code = (getattr(event, "code", None) or "").lower()
+                    raise MidStreamError(f"error event in the stream: {code or 'error'}: "
+                                         f"{getattr(event, 'message', '')}",
+                                         transient=code in TRANSIENT_ERRORS or not code,
+                                         body={"error": {"code": code or None,
+                                                         "message": getattr(event, "message", None)}})
+                elif kind.endswith(".delta"):
+                    progress.chars += len(getattr(event, "delta", None) or "") \
+                        if isinstance(getattr(event, "delta", None), str) else 0
         finally:
             stream.close()
         if not events:
             raise EmptyStream("the streamed answer held no event")
         if final is None:
-            raise StreamAssemblyError(f"the stream ended after {events} event(s) without response.completed "
-                                      "or response.incomplete")
+            raise MidStreamError(f"the stream ended after {events} event(s) without response.completed or "
+                                 "response.incomplete (the connection dropped mid-answer)", transient=True,
+                                 dropped=True)
         return final
 
-    def _send_chat(self, body: dict, on_start: Callable[[], None]) -> Any:
+    def _send_chat(self, body: dict, on_start: Callable[[], None], progress: Progress) -> Any:
         kwargs = copy.deepcopy(body)
         if not kwargs.get("stream"):
             response = self._client.chat.completions.create(**kwargs, timeout=self._request_timeout(body))
@@ -253,6 +270,8 @@ class OpenAIProposer(ModelProposer):
         state = ChatCompletionStreamState()
         chunks = 0
         stream = self._client.chat.completions.create(**kwargs)
+        progress.started = True               # HTTP 200: from here on the input is billed
+        finished = False
         try:
             for chunk in stream:
                 try:
@@ -261,10 +280,22 @@ class OpenAIProposer(ModelProposer):
                     raise StreamAssemblyError(f"chunk {chunks + 1}: {type(exc).__name__}: {exc}") from exc
                 chunks += 1
                 on_start()
+                for choice in getattr(chunk, "choices", None) or []:
+                    finished = finished or getattr(choice, "finish_reason", None) is not None
+                    delta = getattr(choice, "delta", None)
+                    progress.chars += len(getattr(delta, "content", None) or "") if delta is not None else 0
+                    for call in (getattr(delta, "tool_calls", None) or []) if delta is not None else []:
+                        fn = getattr(call, "function", None)
+                        progress.chars += len(getattr(fn, "arguments", None) or "") if fn is not None else 0
+                if getattr(chunk, "usage", None) is not None:
+                    progress.usage = self._usage(chunk)
         finally:
             stream.close()
         if not chunks:
             raise EmptyStream("the streamed answer held no chunk")
+        if not finished:                      # no finish_reason came: the connection closed mid-answer
+            raise MidStreamError(f"the stream ended after {chunks} chunk(s) without a finish_reason (the "
+                                 "connection dropped mid-answer)", transient=True, dropped=True)
         # the snapshot, not get_final_completion(): that one raises on finish_reason "length",
         # which is handled here as a truncated answer
         return state.current_completion_snapshot
@@ -307,6 +338,27 @@ class OpenAIProposer(ModelProposer):
                     and getattr(details, "reason", None) == "max_output_tokens")
         choice, _ = self._message(response)
         return getattr(choice, "finish_reason", None) == "length"
+
+    def _refusal(self, response: Any) -> str | None:
+        """A stop no repair can mend: a content filter, an answer that is a refusal, or (Responses) an
+        incomplete answer for any reason but its output limit (which the truncation retry handles)."""
+        if self.api == "responses":
+            details = getattr(response, "incomplete_details", None)
+            reason = getattr(details, "reason", None)
+            if getattr(response, "status", None) == "incomplete" and reason != "max_output_tokens":
+                return f"the answer is incomplete: {reason or 'no reason given'} (status=incomplete)"
+            for item in getattr(response, "output", None) or []:
+                for part in getattr(item, "content", None) or [] if getattr(item, "type", None) == "message" else []:
+                    if getattr(part, "type", None) == "refusal":
+                        return f"the model declined to answer: {getattr(part, 'refusal', '')}"
+            return None
+        choice, message = self._message(response)
+        if getattr(choice, "finish_reason", None) == "content_filter":
+            return "the answer was withheld by a content filter (finish_reason=content_filter)"
+        refusal = getattr(message, "refusal", None) if message is not None else None
+        if refusal and not (getattr(message, "content", None) or getattr(message, "tool_calls", None)):
+            return f"the model declined to answer: {refusal}"
+        return None
 
     def _stop_text(self, response: Any) -> str:
         if self.api == "responses":
@@ -505,3 +557,15 @@ def _swap_limit_field(body: dict) -> dict:
             new[other] = new.pop(old)
             break
     return new
+
+
+def _failed(response: Any) -> MidStreamError:
+    """A Responses answer that ended ``failed`` (a ``response.failed`` event, or a whole answer with
+    that status): retried where its error code is one that passes (``server_error``,
+    ``rate_limit_exceeded`` ...), recorded as failed otherwise."""
+    error = getattr(response, "error", None)
+    code = (getattr(error, "code", None) or "").lower()
+    message = getattr(error, "message", None) or ""
+    return MidStreamError(f"the response failed: {code or 'no error code'}: {message}",
+                          transient=code in TRANSIENT_ERRORS or not code,
+                          body={"error": {"code": code or None, "message": message}})

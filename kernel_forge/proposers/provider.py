@@ -58,7 +58,7 @@ from kernel_forge.proposers.budget import Budget, BudgetRefused, estimate_tokens
 from kernel_forge.proposers.capabilities import Capabilities
 from kernel_forge.proposers.capabilities import for_model as capabilities_for
 from kernel_forge.proposers.pricing import PriceTable, price_table
-from kernel_forge.proposers.retry import CONNECT, TIMEOUT, Failure, RetryPolicy, call_with_retry, classify_exception
+from kernel_forge.proposers.retry import CONNECT, MIDSTREAM, TIMEOUT, TRANSIENT_ERRORS, Failure, RetryPolicy, call_with_retry, classify_exception, error_type
 from kernel_forge.proposers.schema import TOOL_NAME, ProposalSchemaError, check_proposal, to_proposal
 from kernel_forge.common.scrub import scrub
 
@@ -118,10 +118,42 @@ class Usage:
     cache_write: int = 0              # short-lifetime (or unspecified) cache writes
     cache_write_long: int = 0         # long-lifetime writes (Anthropic 1 h, OpenAI 12 h)
     reasoning_reported: bool = True   # the provider's usage had a reasoning/thinking field
+    estimated: bool = False           # counted by kforge (an attempt that failed before its usage came)
 
     @property
     def total_input(self) -> int:
         return self.input + self.cache_read + self.cache_write + self.cache_write_long
+
+
+@dataclass
+class Progress:
+    """What one HTTP attempt received before it ended: whether the answer began (HTTP 200: from then
+    on its input is billed), the usage the provider reported so far (Anthropic ``message_start`` /
+    ``message_delta``, an OpenAI ``response.failed``), and the characters of output that arrived."""
+
+    started: bool = False
+    usage: Usage | None = None
+    chars: int = 0
+
+
+#: characters per output token when counting what a failed stream had sent (low: an over-count)
+OUTPUT_CHARS_PER_TOKEN = 3.0
+
+
+def billed_before_failure(progress: Progress, body: dict) -> Usage | None:
+    """The tokens an attempt that failed after its answer began was billed for: the usage the
+    provider reported so far (output at least what arrived, at a token per 3 characters), else its
+    input estimated from the body (JSON characters / 3, an over-count) with that output, labelled
+    ``estimated``.  None: the attempt failed before its answer began (HTTP 429/5xx bill nothing)."""
+    if not progress.started:
+        return None
+    arrived = -(-progress.chars // int(OUTPUT_CHARS_PER_TOKEN)) if progress.chars else 0
+    reported = progress.usage
+    if reported is not None and reported.total_input > 0:
+        if reported.output >= arrived:
+            return reported
+        return dataclasses.replace(reported, output=arrived, estimated=True)
+    return Usage(input=estimate_tokens(body), output=arrived, reasoning_reported=False, estimated=True)
 
 
 @dataclass(frozen=True)
@@ -394,7 +426,7 @@ class ModelProposer:
 
     # -- hooks ------------------------------------------------------------------------------
     def _initial_body(self, request: ProposalRequest, index: int, plan: CachePlan) -> dict: raise NotImplementedError
-    def _send(self, body: dict, on_start: Callable[[], None]) -> Any: raise NotImplementedError
+    def _send(self, body: dict, on_start: Callable[[], None], progress: Progress) -> Any: raise NotImplementedError
     def _usage(self, response: Any) -> Usage: raise NotImplementedError
     def _text(self, response: Any) -> str: raise NotImplementedError
     def _tool_args(self, response: Any) -> tuple[bool, object, str | None]: return False, None, None
@@ -405,6 +437,7 @@ class ModelProposer:
     def _relaxations(self) -> list[Relaxation]: return []
     def _limit_field(self, body: dict) -> str: return "max_tokens"
     def _stop_text(self, response: Any) -> str: return ""
+    def _refusal(self, response: Any) -> str | None: return None
 
     #: the SDK's base exception class (set by subclasses once the SDK is imported)
     _sdk_error: type | tuple = ()
@@ -415,7 +448,13 @@ class ModelProposer:
             return Failure(retryable=False, description=f"the streamed answer could not be assembled: {exc}")
         failure = classify_exception(exc)
         if failure is None and self._sdk_error and isinstance(exc, self._sdk_error):
-            failure = Failure(retryable=False, description=f"{type(exc).__name__}: {exc}")
+            body = getattr(exc, "body", None)
+            kind = error_type(body)
+            if kind is not None:     # an error chunk inside a stream (Chat Completions): retried where it passes
+                failure = Failure(retryable=kind in TRANSIENT_ERRORS, description=f"error in the stream: {kind}: {exc}",
+                                  body=body if isinstance(body, dict) else None, kind=MIDSTREAM)
+            else:
+                failure = Failure(retryable=False, description=f"{type(exc).__name__}: {exc}")
         return failure
 
     def system_text(self, system: str) -> str:
@@ -572,6 +611,13 @@ class ModelProposer:
             call, response, failure = self._exchange(body, on_start, reservation, plan)
             out.calls.append(call)
             out.connect_failed.append(response is None and failure is not None and failure.kind == CONNECT)
+            if response is not None:
+                refused = self._refusal(response)
+                if refused is not None:      # not a bad answer: a repair or a retry would be paid for the same
+                    call.error = scrub(f"not answered: {refused}; recorded as a failed call (no repair asked)",
+                                       self._secrets)
+                    out.error = scrub(f"{where}: {call.error}", self._secrets)
+                    return None
             if response is None:
                 relax = self._relaxation_for(failure, body, used)
                 if relax is not None:
@@ -702,11 +748,23 @@ class ModelProposer:
                   plan: CachePlan | None = None) -> tuple[ModelCall, Any, Failure | None]:
         sent = copy.deepcopy(body)
         start = time.monotonic()
+        billed: list[Usage] = []         # what attempts that failed after their answer began were billed
+
+        def attempt():
+            progress = Progress()
+            try:
+                return self._send(body, on_start, progress)
+            except Exception:
+                got = billed_before_failure(progress, body)
+                if got is not None:
+                    billed.append(got)
+                raise
+
         try:
-            outcome = call_with_retry(lambda: self._send(body, on_start), self.retry, classify=self._classify)
+            outcome = call_with_retry(attempt, self.retry, classify=self._classify)
         except BaseException:
             if self.budget is not None and reservation is not None:
-                self.budget.settle(reservation, 0.0)
+                self.budget.settle(reservation, sum(self._price(u) for u in billed))
             raise
         seconds = time.monotonic() - start
         response_obj = outcome.value if outcome.ok else None
@@ -721,22 +779,36 @@ class ModelProposer:
             error = failure.description if failure is not None else repr(outcome.error)
             if failure is not None and failure.kind == TIMEOUT:
                 error = f"{error} (timed out {outcome.timeouts} time(s) at {self.timeout:g} s)"
-        priced = self.prices.cost(self.provider, self.model, usage.input, usage.output,
-                                  cache_read_tokens=usage.cache_read, cache_write_tokens=usage.cache_write,
-                                  cache_write_long_tokens=usage.cache_write_long)
-        if self.budget is not None and (reservation is not None or priced.usd):
-            self.budget.settle(reservation, priced.usd)
+        usd = self._price(usage) + sum(self._price(u) for u in billed)
+        for u in billed:                 # the tokens of failed attempts count with the answer's
+            usage = Usage(input=usage.input + u.input, output=usage.output + u.output,
+                          reasoning=usage.reasoning + u.reasoning, cache_read=usage.cache_read + u.cache_read,
+                          cache_write=usage.cache_write + u.cache_write,
+                          cache_write_long=usage.cache_write_long + u.cache_write_long,
+                          reasoning_reported=usage.reasoning_reported and u.reasoning_reported,
+                          estimated=usage.estimated or u.estimated)
+        if self.budget is not None and (reservation is not None or usd):
+            self.budget.settle(reservation, usd)
         plan_json = self._plan_json(plan, body) if plan is not None else None
         if plan_json is not None and reservation is not None:
             plan_json["budget_reserved_usd"] = round(reservation.usd, 6)
         call = ModelCall(provider=self.provider, model=self.model, request=sent, response=received,
-                         input_tokens=usage.total_input, output_tokens=usage.output, cost_usd=priced.usd,
+                         input_tokens=usage.total_input, output_tokens=usage.output, cost_usd=usd,
                          seconds=round(seconds, 6), attempts=outcome.attempts, error=error,
                          reasoning_tokens=usage.reasoning, cache_read_tokens=usage.cache_read,
                          cache_write_tokens=usage.cache_write + usage.cache_write_long,
                          cache_write_long_tokens=usage.cache_write_long, timeouts=outcome.timeouts,
-                         reasoning_reported=usage.reasoning_reported, capability=self.caps.key, plan=plan_json)
+                         reasoning_reported=usage.reasoning_reported, capability=self.caps.key, plan=plan_json,
+                         usage_estimated=usage.estimated, billed_failed_attempts=len(billed))
         return scrub(call, self._secrets), response_obj, failure
+
+    def _price(self, usage: Usage) -> float:
+        """The USD of ``usage``; an estimated one at the worst case (every input token at the dearest rate)."""
+        if usage.estimated:
+            return self.prices.worst_case(self.provider, self.model, usage.total_input, usage.output).usd
+        return self.prices.cost(self.provider, self.model, usage.input, usage.output,
+                                cache_read_tokens=usage.cache_read, cache_write_tokens=usage.cache_write,
+                                cache_write_long_tokens=usage.cache_write_long).usd
 
 
 #: the heading that starts the answer-format section of prompts/system.md
