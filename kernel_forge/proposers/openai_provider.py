@@ -18,9 +18,11 @@ cache exactly at ``prompt_cache_breakpoint``s (the openai SDK 3.60 docstrings of
 each end at an explicit breakpoint (:meth:`OpenAIProposer._input_parts`).  A temperature is
 sent only where the model takes one (with reasoning off).
 
-The repair turn keeps the reasoning: the answer's output items -- reasoning items with their
-encrypted content, as ``store: false`` requires -- go back in ``input``, then a user message (or a
-``function_call_output``) quoting the problem.  This is the stateless form of what
+``reasoning.summary: "auto"`` is asked wherever reasoning is on.  The repair turn keeps the
+reasoning: the answer's output items -- reasoning items with their encrypted content, as ``store:
+false`` requires, and the output message with its ``id``, ``status`` and ``phase`` (the SDK says to
+resend ``phase`` on assistant messages for newer models) -- go back in ``input``, then a user
+message (or a ``function_call_output``) quoting the problem.  This is the stateless form of what
 ``previous_response_id`` does (which needs ``store: true``: OpenAI then keeps the answers).
 
 Usage (Responses): ``input_tokens`` (all of them), ``input_tokens_details.cached_tokens`` and
@@ -152,6 +154,9 @@ class OpenAIProposer(ModelProposer):
         if self.effort is not None:
             body["reasoning"] = {"effort": self.effort}
             if self.effort != "none":
+                # the reasoning's summary comes back readable (in the evidence; the 120 s timeout
+                # counts silence, and summary events break a long silence while the model thinks)
+                body["reasoning"]["summary"] = "auto"
                 body["include"] = ["reasoning.encrypted_content"]
         if self.caps.cache in ("automatic", "breakpoints") and self.prompt_cache:
             body["prompt_cache_key"] = plan.key
@@ -426,12 +431,23 @@ class OpenAIProposer(ModelProposer):
                     data["encrypted_content"] = item.encrypted_content
                 new["input"].append(data)
             elif kind == "message":
-                # an assistant turn as the SDK's EasyInputMessageParam takes it: its text as a string
-                # (output_text parts are only defined on a whole output message, with its id and status)
+                # the assistant's output message as it came (the SDK's ResponseOutputMessageParam): its id,
+                # status and phase kept -- the SDK says to resend phase on every assistant message for newer
+                # models; without an id (a server that sends none), its text as an EasyInputMessageParam
                 parts = [getattr(p, "text", "") or "" for p in (getattr(item, "content", None) or [])
                          if getattr(p, "type", None) == "output_text"]
-                if parts:
-                    new["input"].append({"role": "assistant", "content": "\n".join(parts)})
+                if not parts:
+                    continue
+                phase = getattr(item, "phase", None)
+                if getattr(item, "id", None):
+                    message = {"type": "message", "id": item.id, "role": "assistant",
+                               "status": getattr(item, "status", None) or "completed",
+                               "content": [{"type": "output_text", "text": t, "annotations": []} for t in parts]}
+                else:
+                    message = {"role": "assistant", "content": "\n".join(parts)}
+                if phase:
+                    message["phase"] = phase
+                new["input"].append(message)
             elif kind == "function_call" and call_id is None:
                 call_id = getattr(item, "call_id", None) or "call_0"
                 new["input"].append({"type": "function_call", "call_id": call_id,
@@ -495,6 +511,10 @@ class OpenAIProposer(ModelProposer):
                        named=lambda m: bool(re.search(r"reasoning[._]effort", m)) and "supported values" in m,
                        apply=lambda b: b, adapt=_supported_effort,
                        note="sent again with a reasoning effort the model lists"),
+            Relaxation("reasoning_summary", sent=lambda b: "summary" in (b.get("reasoning") or {}),
+                       named=lambda m: "summary" in m,
+                       apply=_without_summary,
+                       note="sent again without reasoning.summary"),
             Relaxation("reasoning", sent=lambda b: _effort_of(b) is not None,
                        named=lambda m: bool(re.search(r"reasoning", m)) and bool(unsupported.search(m)),
                        apply=_without_reasoning,
@@ -541,8 +561,15 @@ def _supported_effort(body: dict, message: str) -> dict:
         new["reasoning"]["effort"] = pick
         if pick == "none":
             new.pop("include", None)
+            new["reasoning"].pop("summary", None)
     else:
         new["reasoning_effort"] = pick
+    return new
+
+
+def _without_summary(body: dict) -> dict:
+    new = copy.deepcopy(body)
+    new["reasoning"].pop("summary", None)
     return new
 
 

@@ -104,3 +104,22 @@ def test_keepalives_keep_a_slow_stream_open_past_the_silence_timeout(loopback, r
     result = proposer(route, loopback, timeout=0.3).propose(REQUEST)
     assert result.errors == [] and len(result.proposals) == 1
     assert result.calls[0].attempts == 1 and result.calls[0].timeouts == 0
+
+
+# ------------------------------------------------------------------------- the Responses wire (item 10)
+
+def test_the_responses_repair_resends_the_answer_s_message_with_its_id_status_and_phase(loopback):
+    from loopback import text
+
+    loopback.script("responses", text("I would unroll the loop, but here is no kernel."), tool(GOOD))
+    result = proposer("responses", loopback, answer_format="fenced").propose(REQUEST)
+    assert result.errors == [] and len(result.proposals) == 1
+    first, repair = (r.body for r in loopback.requests("responses"))
+    answer = next(i for i in result.calls[0].response["output"] if i["type"] == "message")
+    resent = next(i for i in repair["input"] if isinstance(i, dict) and i.get("role") == "assistant")
+    assert (resent["type"], resent["id"], resent["status"], resent["phase"]) == \
+        ("message", answer["id"], "completed", "final_answer")
+    assert resent["content"] == [{"type": "output_text", "text": "I would unroll the loop, but here is no kernel.",
+                                  "annotations": []}]
+    # reasoning is on (effort high): its summary is asked for
+    assert first["reasoning"] == {"effort": "high", "summary": "auto"}
