@@ -120,7 +120,8 @@ def model_options(cfg: ProposerConfig) -> dict:
                 reasoning_effort=cfg.reasoning_effort, thinking_budget=cfg.thinking_budget, thinking=cfg.thinking,
                 timeout=cfg.request_timeout_s, timeout_retries=cfg.timeout_retries, max_attempts=cfg.max_attempts,
                 stream=cfg.stream, max_tokens_field=cfg.max_tokens_field, prompt_cache=cfg.prompt_cache,
-                cache_ttl=cfg.cache_ttl, answer_format=cfg.answer_format, server=cfg.server)
+                cache_ttl=cfg.cache_ttl, answer_format=cfg.answer_format, server=cfg.server,
+                context_tokens=cfg.context_tokens)
 
 
 class EnsembleProposer:

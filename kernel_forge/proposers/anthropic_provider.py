@@ -72,7 +72,7 @@ class AnthropicProposer(ModelProposer):
                  timeout_retries: int = 2, reasoning_effort: str | None = None,
                  thinking_budget: int | None = None, thinking: str | None = None, prompt_cache: bool = True,
                  answer_format: str = "fenced", cache_ttl: str = "auto", budget: Budget | None = None,
-                 capabilities: Capabilities | None = None, clock=None):
+                 capabilities: Capabilities | None = None, clock=None, context_tokens: int | None = None):
         if thinking_budget is not None and thinking_budget != 0:
             if thinking_budget < MIN_THINKING_BUDGET:
                 raise InputError(f"anthropic: thinking_budget must be >= {MIN_THINKING_BUDGET} tokens "
@@ -93,7 +93,7 @@ class AnthropicProposer(ModelProposer):
                          max_tokens_cap=max_tokens_cap, timeout_retries=timeout_retries,
                          reasoning_effort=reasoning_effort, answer_format=answer_format,
                          prompt_cache=prompt_cache, cache_ttl=cache_ttl, budget=budget,
-                         capabilities=capabilities, clock=clock)
+                         capabilities=capabilities, clock=clock, context_tokens=context_tokens)
         self._sdk = import_sdk("anthropic", SDK_REQUIREMENT)
         self._sdk_error = self._sdk.AnthropicError
         key = self._api_key(api_key, "ANTHROPIC_API_KEY",
@@ -196,6 +196,17 @@ class AnthropicProposer(ModelProposer):
         if self.stream:
             body["stream"] = True
         return body
+
+    def _with_limit(self, body: dict, limit: int) -> dict | None:
+        """``body`` asking for ``limit`` output tokens; a thinking budget lowered below it (to half of
+        it), or None where that leaves less than the API's minimum budget."""
+        new = super()._with_limit(body, limit)
+        thinking = new.get("thinking") or {}
+        if thinking.get("type") == "enabled" and thinking.get("budget_tokens", 0) >= limit:
+            if limit // 2 < MIN_THINKING_BUDGET:
+                return None
+            new["thinking"] = {**thinking, "budget_tokens": limit // 2}
+        return new
 
     def _send(self, body: dict, on_start: Callable[[], None], progress: Progress) -> Any:
         kwargs = copy.deepcopy(body)

@@ -77,7 +77,7 @@ class OpenAIProposer(ModelProposer):
                  max_tokens_cap: int | None = None, timeout_retries: int = 2,
                  reasoning_effort: str | None = None, answer_format: str = "fenced", prompt_cache: bool = True,
                  cache_ttl: str = "auto", budget: Budget | None = None, capabilities: Capabilities | None = None,
-                 server: str = "auto", clock=None):
+                 server: str = "auto", clock=None, context_tokens: int | None = None):
         if reasoning_effort is not None and reasoning_effort not in EFFORTS:
             raise InputError(f"openai: reasoning_effort must be one of {', '.join(EFFORTS)}, "
                              f"got {reasoning_effort!r}")
@@ -91,7 +91,7 @@ class OpenAIProposer(ModelProposer):
                          max_tokens_cap=max_tokens_cap, timeout_retries=timeout_retries,
                          reasoning_effort=reasoning_effort, answer_format=answer_format,
                          prompt_cache=prompt_cache, cache_ttl=cache_ttl, budget=budget,
-                         capabilities=capabilities, server=server, clock=clock)
+                         capabilities=capabilities, server=server, clock=clock, context_tokens=context_tokens)
         self.api = self.caps.api if self.caps.api in ("responses", "chat") else "chat"
         if self.api == "responses":
             self.max_tokens_field = "max_output_tokens"

@@ -57,6 +57,7 @@ from kernel_forge.proposers.base import ModelCall, Proposal, ProposalRequest, Pr
 from kernel_forge.proposers.budget import Budget, BudgetRefused, estimate_tokens
 from kernel_forge.proposers.capabilities import Capabilities
 from kernel_forge.proposers.capabilities import for_model as capabilities_for
+from kernel_forge.proposers.context import MIN_OUTPUT, ContextRefused, cut
 from kernel_forge.proposers.pricing import PriceTable, price_table
 from kernel_forge.proposers.retry import CONNECT, MIDSTREAM, TIMEOUT, TRANSIENT_ERRORS, Failure, RetryPolicy, call_with_retry, classify_exception, error_type
 from kernel_forge.proposers.schema import TOOL_NAME, ProposalSchemaError, check_proposal, to_proposal
@@ -312,7 +313,7 @@ class ModelProposer:
                  timeout_retries: int = 2, reasoning_effort: str | None = None, answer_format: str = "fenced",
                  prompt_cache: bool = True, cache_ttl: str = "auto", budget: Budget | None = None,
                  capabilities: Capabilities | None = None, server: str = "auto",
-                 clock: Callable[[], float] | None = None):
+                 clock: Callable[[], float] | None = None, context_tokens: int | None = None):
         if not model or not isinstance(model, str):
             raise InputError(f"{self.provider}: a model name is required")
         if max_tokens is not None and max_tokens < 1:
@@ -328,6 +329,10 @@ class ModelProposer:
         self.name = f"{self.provider}:{model}"
         self.base_url = base_url
         self.caps = capabilities or capabilities_for(self.provider, model, base_url=base_url, server=server)
+        if context_tokens is not None:     # the served model's window (a local server the table cannot know)
+            if int(context_tokens) < 1024:
+                raise InputError(f"{self.provider}: --context-tokens must be >= 1024, got {context_tokens}")
+            self.caps = dataclasses.replace(self.caps, context=int(context_tokens))
         self.temperature = temperature
         self.reasoning_effort = reasoning_effort
         self.answer_format = answer_format
@@ -362,6 +367,7 @@ class ModelProposer:
         self.relaxed: set[str] = set()
         self._relaxed_bodies: dict[str, Callable[[dict], dict]] = {}
         self._lock = threading.Lock()
+        self._local = threading.local()
         self._clock = clock or time.monotonic
         self._last_propose: float | None = None
         #: seconds between the last two requests (an iteration's length): picks the cache lifetime
@@ -604,11 +610,18 @@ class ModelProposer:
         or None with ``out.error`` (and ``out.budget``) set; every call goes to ``out.calls``."""
         while True:
             try:
+                body, fitted = self._fit_output(body, where)
+            except ContextRefused as exc:
+                out.error = scrub(str(exc), self._secrets)
+                return None
+            try:
                 reservation = self._reserve(body, where)
             except BudgetRefused as exc:
                 out.error, out.budget = f"{where}: {exc}", True
                 return None
             call, response, failure = self._exchange(body, on_start, reservation, plan)
+            if call.plan is not None and (fitted or self._cut_note):
+                call.plan["context"] = {**(self._cut_note or {}), **(fitted or {})}
             out.calls.append(call)
             out.connect_failed.append(response is None and failure is not None and failure.kind == CONNECT)
             if response is not None:
@@ -659,13 +672,85 @@ class ModelProposer:
                               "cap); asked again for a shorter answer")
                 body = self._add_user_text(body, self.shorter_text(limit))
 
+    # -- the context window -----------------------------------------------------------------
+    #: what cutting the prompt did, for the calls of the conversation being built (per thread)
+    @property
+    def _cut_note(self) -> dict | None:
+        return getattr(self._local, "cut", None)
+
+    def _with_limit(self, body: dict, limit: int) -> dict | None:
+        """``body`` asking for ``limit`` output tokens (provider hook: None where it cannot, e.g. a
+        thinking budget with no room)."""
+        new = copy.deepcopy(body)
+        new[self._limit_field(body)] = limit
+        return new
+
+    def _fit_output(self, body: dict, where: str) -> tuple[dict, dict | None]:
+        """``body`` as it fits the context window: unchanged, or with its output limit lowered to the
+        room left (at least :data:`MIN_OUTPUT`); :class:`ContextRefused` otherwise."""
+        window = self.caps.context
+        tokens_in = estimate_tokens(body)
+        limit = _int(body.get(self._limit_field(body))) or self.max_tokens
+        if tokens_in + limit <= window:
+            return body, None
+        least = min(MIN_OUTPUT, limit)
+        room = window - tokens_in
+        new = self._with_limit(body, room) if room >= least else None
+        if new is None:
+            dropped = (self._cut_note or {}).get("dropped") or []
+            raise ContextRefused(
+                f"{where}: the prompt is about {tokens_in} tokens (its request body at 3 characters a token) and "
+                f"the answer needs at least {least} output tokens, but {self.caps.key}'s context window is "
+                f"{window} tokens" + (f" (after dropping {', '.join(dropped)})" if dropped else "")
+                + "; the call was not made (for a local server, --context-tokens N gives the served model's window; "
+                  "else lower --history-in-prompt or --archive-chars)")
+        return new, {"window": window, "prompt_tokens_estimate": tokens_in,
+                     "output_limit_lowered": {"from": limit, "to": room}}
+
+    def _fit_prompt(self, request: ProposalRequest, index: int, plan: CachePlan, where: str) -> dict:
+        """Proposal ``index``'s first body, made to fit the window: its output limit lowered, else its
+        prompt cut by rule (whole sections, lowest priority first: :mod:`.context`), else refused."""
+        self._local.cut = None
+        body = self._initial(request, index, plan)
+        try:
+            self._fit_output(body, where)
+            return body
+        except ContextRefused:
+            pass
+        dynamic = "\n\n".join(p for p in (plan.common, plan.rest(index)) if p)
+        tokens_in = estimate_tokens(body)
+        limit = _int(body.get(self._limit_field(body))) or self.max_tokens
+        over = tokens_in + min(MIN_OUTPUT, limit) - self.caps.context
+        # a character of text is at least a character of the JSON body: 3 characters a token over
+        for chars in (3 * over + 3, len(dynamic)):
+            trimmed, dropped = cut(dynamic, chars)
+            if not dropped:
+                break
+            small = dataclasses.replace(plan, on=False, static_on=False, static_ttl=None, common="",
+                                        rests=[trimmed] * (index + 1),
+                                        reason=plan.reason + "; off for this proposal: its prompt was cut to fit "
+                                                             "the context window")
+            body = self._initial(request, index, small)
+            self._local.cut = {"window": self.caps.context, "prompt_tokens_before_cut": tokens_in,
+                               "dropped": dropped}
+            try:
+                self._fit_output(body, where)
+                return body
+            except ContextRefused:
+                continue
+        return body          # refused by _answer's check, naming the sizes and what was dropped
+
     def _one(self, request: ProposalRequest, index: int, n: int, plan: CachePlan,
              started: threading.Event | None = None) -> _Conversation:
         where = f"{self.name}: proposal {index + 1} of {n}"
         out = _Conversation()
         on_start = started.set if started is not None else (lambda: None)
         try:
-            body = self._initial(request, index, plan)
+            try:
+                body = self._fit_prompt(request, index, plan, where)
+            except ContextRefused as exc:
+                out.error = scrub(str(exc), self._secrets)
+                return out
             parent = request.parent_for(index)
             used: set[str] = set()           # follow-ups already spent: repair, truncation, relaxations
             while True:
@@ -708,6 +793,7 @@ class ModelProposer:
             raise InputError(f"{self.name}: a conversation ends with the user's turn")
         request = ProposalRequest(system=system, prompt=str(messages[0].get("content", "")))
         plan = self._plan(request, 1)
+        self._local.cut = None
         body = self._conversation_body(self._initial(request, 0, plan), system, messages)
         out = _Conversation()
         got = self._answer(body, f"{self.name}: {what}", set(), out, plan, lambda: None, shorter=False)
