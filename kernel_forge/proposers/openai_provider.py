@@ -227,6 +227,9 @@ class OpenAIProposer(ModelProposer):
             response = self._client.responses.create(**kwargs, timeout=self._request_timeout(body))
             on_start()
             if getattr(response, "status", None) == "failed":
+                progress.started = True           # a whole answer that failed: billed what it reports
+                if getattr(response, "usage", None) is not None:
+                    progress.usage = self._usage(response)
                 raise _failed(response)
             return response
         final, events = None, 0

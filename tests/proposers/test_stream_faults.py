@@ -123,3 +123,19 @@ def test_the_responses_repair_resends_the_answer_s_message_with_its_id_status_an
                                   "annotations": []}]
     # reasoning is on (effort high): its summary is asked for
     assert first["reasoning"] == {"effort": "high", "summary": "auto"}
+
+
+def test_a_whole_responses_answer_that_failed_is_retried_and_what_it_reported_is_paid_for(loopback):
+    from loopback import raw
+
+    failed = {"id": "resp_failed_1", "object": "response", "created_at": 1, "model": "gpt-5", "status": "failed",
+              "error": {"code": "server_error", "message": "The server had an error"}, "incomplete_details": None,
+              "output": [], "parallel_tool_calls": False, "tool_choice": "auto", "tools": [],
+              "usage": {"input_tokens": 5000, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 100,
+                        "output_tokens_details": {"reasoning_tokens": 100}, "total_tokens": 5100}}
+    loopback.script("responses", raw(200, failed), tool(GOOD, input_tokens=5000, output_tokens=800))
+    result = proposer("responses", loopback, stream=False).propose(REQUEST)
+    assert result.errors == [] and len(result.proposals) == 1
+    (call,) = result.calls
+    assert call.attempts == 2 and call.billed_failed_attempts == 1 and not call.usage_estimated
+    assert (call.input_tokens, call.output_tokens) == (10_000, 900)
