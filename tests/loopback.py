@@ -136,7 +136,7 @@ class Reply:
 
     def keepalive(self, every: float) -> "Reply":
         """Streamed: while an event waits out ``.trickle(s)``, a keepalive every ``every`` seconds
-        (Anthropic ``event: ping``; OpenAI an SSE comment line)."""
+        (Anthropic ``event: ping``; Responses a ``keepalive`` event; Chat Completions an SSE comment)."""
         return replace(self, ping=every)
 
 
@@ -990,7 +990,9 @@ class Loopback:
                     events = _openai_events(reply, request, sim, self.local_chat)
                 if reply.fault:
                     events = _fault(path, events, reply)
-                self._stream(h, events, reply, ping=path == ANTHROPIC)
+                ping = {ANTHROPIC: b'event: ping\ndata: {"type": "ping"}\n\n',
+                        RESPONSES: b'event: keepalive\ndata: {"type": "keepalive", "sequence_number": 0}\n\n'}
+                self._stream(h, events, reply, ping=ping.get(path, b": keepalive\n\n"))
                 return
             if path == ANTHROPIC:
                 status, payload = _render_anthropic(reply, request, sim)
@@ -1025,10 +1027,10 @@ class Loopback:
             pass                                # the client gave up (timeout test)
         h.close_connection = True
 
-    def _stream(self, h: BaseHTTPRequestHandler, events, reply: Reply, ping: bool = False) -> None:
-        """Server-sent events, ``reply.gap`` seconds apart (with a keepalive every ``reply.ping``
-        seconds meanwhile: Anthropic's ``ping`` event where ``ping``, else an SSE comment), then close
-        the connection."""
+    def _stream(self, h: BaseHTTPRequestHandler, events, reply: Reply, ping: bytes = b": keepalive\n\n") -> None:
+        """Server-sent events, ``reply.gap`` seconds apart (with the keepalive frame ``ping`` every
+        ``reply.ping`` seconds meanwhile: Anthropic's ``ping`` event, the Responses ``keepalive``
+        event, an SSE comment on Chat Completions), then close the connection."""
         try:
             h.send_response(200)
             h.send_header("Content-Type", "text/event-stream")
@@ -1046,7 +1048,7 @@ class Loopback:
                         self._stop.wait(step)
                         waited += step
                         if waited < reply.gap:
-                            h.wfile.write(b'event: ping\ndata: {"type": "ping"}\n\n' if ping else b": keepalive\n\n")
+                            h.wfile.write(ping)
                             h.wfile.flush()
                     if self._stop.is_set():
                         break

@@ -98,7 +98,8 @@ def test_a_stop_no_repair_can_mend_is_recorded_as_failed_not_repaired(loopback, 
 
 @pytest.mark.parametrize("route", ["anthropic", "responses", "chat"])
 def test_keepalives_keep_a_slow_stream_open_past_the_silence_timeout(loopback, route):
-    """Events 0.5 s apart with a 0.3 s timeout: the keepalives (Anthropic ping events, SSE comments)
+    """Events 0.5 s apart with a 0.3 s timeout: the keepalives (Anthropic ping events, Responses keepalive
+    events, SSE comments)
     between them are read, so the timeout counts silence, not the time the answer takes."""
     loopback.script(route, tool(GOOD).trickle(0.5).keepalive(0.1))
     result = proposer(route, loopback, timeout=0.3).propose(REQUEST)
