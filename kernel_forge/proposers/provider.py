@@ -647,6 +647,7 @@ class ModelProposer:
                     body = new_body
                     continue
                 out.error = f"{where}: request failed after {call.attempts} attempt(s): {call.error}"
+                out.budget = out.budget or (failure is not None and failure.kind == "budget")
                 return None
             if not self._truncated(response):
                 return response, body
@@ -835,8 +836,18 @@ class ModelProposer:
         sent = copy.deepcopy(body)
         start = time.monotonic()
         billed: list[Usage] = []         # what attempts that failed after their answer began were billed
+        held = {"reservation": reservation, "settled": 0.0, "first": reservation}
 
         def attempt():
+            if billed and held["reservation"] is not None:
+                # a retry after a billed failure: what was billed is spent, and the retry must fit what
+                # is left at its own worst case (a budget bounds retries too)
+                cost = sum(self._price(u) for u in billed) - held["settled"]
+                self.budget.settle(held["reservation"], cost)
+                held["settled"] += cost
+                held["reservation"] = None
+                held["reservation"] = self.budget.reserve(self._worst_case(body)[0],
+                                                          f"a retry after a failure mid-answer ({self.name})")
             progress = Progress()
             try:
                 return self._send(body, on_start, progress)
@@ -846,11 +857,16 @@ class ModelProposer:
                     billed.append(got)
                 raise
 
+        def classify(exc: BaseException) -> Failure | None:
+            if isinstance(exc, BudgetRefused):
+                return Failure(retryable=False, description=str(exc), kind="budget")
+            return self._classify(exc)
+
         try:
-            outcome = call_with_retry(attempt, self.retry, classify=self._classify)
+            outcome = call_with_retry(attempt, self.retry, classify=classify)
         except BaseException:
-            if self.budget is not None and reservation is not None:
-                self.budget.settle(reservation, sum(self._price(u) for u in billed))
+            if self.budget is not None and held["reservation"] is not None:
+                self.budget.settle(held["reservation"], sum(self._price(u) for u in billed) - held["settled"])
             raise
         seconds = time.monotonic() - start
         response_obj = outcome.value if outcome.ok else None
@@ -873,14 +889,15 @@ class ModelProposer:
                           cache_write_long=usage.cache_write_long + u.cache_write_long,
                           reasoning_reported=usage.reasoning_reported and u.reasoning_reported,
                           estimated=usage.estimated or u.estimated)
-        if self.budget is not None and (reservation is not None or usd):
-            self.budget.settle(reservation, usd)
+        if self.budget is not None and (held["reservation"] is not None or usd - held["settled"]):
+            self.budget.settle(held["reservation"], usd - held["settled"])
         plan_json = self._plan_json(plan, body) if plan is not None else None
         if plan_json is not None and reservation is not None:
             plan_json["budget_reserved_usd"] = round(reservation.usd, 6)
         call = ModelCall(provider=self.provider, model=self.model, request=sent, response=received,
                          input_tokens=usage.total_input, output_tokens=usage.output, cost_usd=usd,
-                         seconds=round(seconds, 6), attempts=outcome.attempts, error=error,
+                         seconds=round(seconds, 6), error=error,
+                         attempts=max(1, outcome.attempts - (failure is not None and failure.kind == "budget")),
                          reasoning_tokens=usage.reasoning, cache_read_tokens=usage.cache_read,
                          cache_write_tokens=usage.cache_write + usage.cache_write_long,
                          cache_write_long_tokens=usage.cache_write_long, timeouts=outcome.timeouts,

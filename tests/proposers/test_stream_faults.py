@@ -140,3 +140,23 @@ def test_a_whole_responses_answer_that_failed_is_retried_and_what_it_reported_is
     (call,) = result.calls
     assert call.attempts == 2 and call.billed_failed_attempts == 1 and not call.usage_estimated
     assert (call.input_tokens, call.output_tokens) == (10_000, 900)
+
+
+def test_a_retry_after_a_billed_failure_must_fit_what_is_left_of_the_budget(loopback):
+    """The dropped attempt's tokens are spent; the retry's worst case no longer fits the budget, so it
+    is not made: the call is recorded with what the failed attempt cost, and the budget holds."""
+    loopback.script("anthropic", tool(GOOD, input_tokens=4000, output_tokens=800).fails_midstream("drop"), tool(GOOD))
+    p = proposer("anthropic", loopback)
+    worst = p._worst_case(p._initial(REQUEST, 0, p._plan(REQUEST, 1)))[0]
+    budget = Budget(worst * 1.05)                 # room for one worst case, not one more after a billed drop
+    result = p.__class__.propose(_with_budget(p, budget), REQUEST)
+    (call,) = result.calls
+    assert result.proposals == [] and result.budget_exhausted and loopback.pending("anthropic") == 1
+    assert call.attempts == 1 and call.billed_failed_attempts == 1 and "the call was not made" in call.error
+    assert budget.spent == pytest.approx(call.cost_usd) and call.cost_usd > 0 and budget.reserved == 0
+    assert budget.spent <= budget.limit
+
+
+def _with_budget(p, budget):
+    p.budget = budget
+    return p
