@@ -95,6 +95,9 @@ class Reply:
     cache_write: int | None = None
     cache_write_1h: int | None = None
     cut: bool = False                          # truncated at the output limit
+    fault: tuple = ()                          # (what, error type, message): a stream that fails mid-answer
+    stop: str | None = None                    # a stop no repair mends: "refusal", "context", "filter"
+    ping: float = 0.0                          # seconds between keepalives while a streamed event waits
 
     def slow(self, seconds: float) -> "Reply":
         return replace(self, delay=seconds)
@@ -115,6 +118,26 @@ class Reply:
 
     def truncated(self) -> "Reply":
         return replace(self, cut=True)
+
+    def fails_midstream(self, what: str = "error", error_type: str = "overloaded_error",
+                        message: str = "Overloaded") -> "Reply":
+        """Streamed: HTTP 200 and the answer's first half (Anthropic's ``message_start`` with its usage
+        included), then ``what``: ``"error"`` -- the route's error in the stream (Anthropic an
+        ``error`` event of ``error_type``; Responses an ``error`` event with that code; Chat
+        Completions an error chunk); ``"failed"`` -- Responses ``response.failed`` (with the usage so
+        far); ``"drop"`` -- the connection closes."""
+        return replace(self, fault=(what, error_type, message))
+
+    def stopped(self, why: str) -> "Reply":
+        """An answer that ends in a stop no repair mends: ``"refusal"`` (Anthropic stop_reason refusal;
+        OpenAI a refusal), ``"context"`` (Anthropic model_context_window_exceeded), ``"filter"``
+        (Responses incomplete for content_filter; Chat finish_reason content_filter)."""
+        return replace(self, stop=why)
+
+    def keepalive(self, every: float) -> "Reply":
+        """Streamed: while an event waits out ``.trickle(s)``, a keepalive every ``every`` seconds
+        (Anthropic ``event: ping``; Responses a ``keepalive`` event; Chat Completions an SSE comment)."""
+        return replace(self, ping=every)
 
 
 def tool(args: dict, *, input_tokens: int | None = None, output_tokens: int = 500, note: str | None = None,
@@ -429,6 +452,7 @@ def _render_anthropic(r: Reply, req: dict, sim: dict) -> tuple[int, Any]:
         base = {"id": f"msg_loop_{next(_ids)}", "type": "message", "role": "assistant", "model": model,
                 "stop_sequence": None, "usage": _anthropic_usage(r, req, sim)}
         content, stop = _anthropic_content(r, req)
+        stop = {"refusal": "refusal", "context": "model_context_window_exceeded"}.get(r.stop or "", stop)
         return 200, {**base, "content": content, "stop_reason": stop}
     if r.kind == "error":
         etype = _ERROR_TYPES.get(r.status, "api_error")
@@ -496,6 +520,10 @@ def _openai_usage(r: Reply, req: dict, sim: dict, local: bool) -> dict:
 
 
 def _openai_message(r: Reply, req: dict) -> tuple[dict, str]:
+    if r.stop == "filter":
+        return {"role": "assistant", "content": None}, "content_filter"
+    if r.stop == "refusal":
+        return {"role": "assistant", "content": None, "refusal": "I can't help with that."}, "stop"
     as_text = _answer_text(r, req, bool(req.get("tools")))
     if r.kind in ("tool", "raw_arguments") and as_text is None:
         arguments = json.dumps(r.payload) if r.kind == "tool" else r.payload
@@ -583,7 +611,10 @@ def _render_responses(r: Reply, req: dict, sim: dict) -> tuple[int, Any]:
             item["encrypted_content"] = "gAAAA" + hashlib.sha256(item["id"].encode()).hexdigest()
         output.append(item)
     as_text = _answer_text(r, req, bool(req.get("tools")))
-    if r.kind in ("tool", "raw_arguments") and as_text is None:
+    if r.stop == "refusal":
+        output.append({"type": "message", "id": f"msg_loop_{next(_ids)}", "role": "assistant", "status": "completed",
+                       "content": [{"type": "refusal", "refusal": "I can't help with that."}]})
+    elif r.kind in ("tool", "raw_arguments") and as_text is None:
         if r.note:
             output.append({"type": "message", "id": f"msg_loop_{next(_ids)}", "role": "assistant", "status": "completed",
                            "content": [{"type": "output_text", "text": r.note, "annotations": []}]})
@@ -594,11 +625,12 @@ def _render_responses(r: Reply, req: dict, sim: dict) -> tuple[int, Any]:
     else:
         body = as_text if as_text is not None else r.payload
         output.append({"type": "message", "id": f"msg_loop_{next(_ids)}", "role": "assistant",
-                       "status": "incomplete" if r.cut else "completed",
+                       "status": "incomplete" if r.cut else "completed", "phase": "final_answer",
                        "content": [{"type": "output_text", "text": _cut(body) if r.cut else body, "annotations": []}]})
+    incomplete = "max_output_tokens" if r.cut else ("content_filter" if r.stop == "filter" else None)
     return 200, {"id": f"resp_loop_{next(_ids)}", "object": "response", "created_at": int(time.time()),
-                 "model": model, "status": "incomplete" if r.cut else "completed",
-                 "incomplete_details": {"reason": "max_output_tokens"} if r.cut else None,
+                 "model": model, "status": "incomplete" if incomplete else "completed",
+                 "incomplete_details": {"reason": incomplete} if incomplete else None,
                  "error": None, "output": output, "usage": _responses_usage(r, req, sim),
                  "instructions": req.get("instructions"), "parallel_tool_calls": True,
                  "tool_choice": req.get("tool_choice", "auto"), "tools": req.get("tools", []),
@@ -617,7 +649,7 @@ def _responses_events(r: Reply, req: dict, sim: dict) -> list[tuple[str, dict]]:
         events.append(("response.output_item.added", {"type": "response.output_item.added", "output_index": i,
                                                       "item": {**item, "status": "in_progress"},
                                                       "sequence_number": next(seq)}))
-        if item["type"] == "message":
+        if item["type"] == "message" and item["content"][0]["type"] == "output_text":
             for p in _pieces(item["content"][0]["text"]):
                 events.append(("response.output_text.delta", {"type": "response.output_text.delta", "item_id": item["id"],
                                                               "output_index": i, "content_index": 0, "delta": p,
@@ -627,6 +659,31 @@ def _responses_events(r: Reply, req: dict, sim: dict) -> list[tuple[str, dict]]:
     final = "response.incomplete" if resp["status"] == "incomplete" else "response.completed"
     events.append((final, {"type": final, "response": resp, "sequence_number": next(seq)}))
     return events
+
+
+def _fault(path: str, events: list, r: Reply) -> list:
+    """``events`` cut at their middle (after Anthropic's ``message_start``, with its usage), then the
+    fault ``r.fault`` names in the route's own format (see :meth:`Reply.fails_midstream`)."""
+    what, etype, message = r.fault
+    kept = events[:max(2, len(events) // 2)]
+    if what == "drop":
+        return kept
+    if path == ANTHROPIC:
+        return kept + [("error", {"type": "error", "error": {"type": etype, "message": message},
+                                  "request_id": f"req_loop_{next(_ids)}"})]
+    if path == RESPONSES:
+        seq = len(kept)
+        if what == "failed":
+            final = dict(events[-1][1]["response"])
+            usage = final.get("usage") or {}
+            final.update(status="failed", output=[], incomplete_details=None,
+                         error={"code": etype, "message": message},
+                         usage={**usage, "output_tokens": usage.get("output_tokens", 0) // 2,
+                                "output_tokens_details": {"reasoning_tokens": 0}})
+            return kept + [("response.failed", {"type": "response.failed", "response": final, "sequence_number": seq})]
+        return kept + [("error", {"type": "error", "code": etype, "message": message, "param": None,
+                                  "sequence_number": seq})]
+    return kept + [(None, {"error": {"message": message, "type": etype, "param": None, "code": None}})]
 
 
 def closed_port_url() -> str:
@@ -931,7 +988,11 @@ class Loopback:
                             self._stored.add(events[-1][1]["response"]["id"])
                 else:
                     events = _openai_events(reply, request, sim, self.local_chat)
-                self._stream(h, events, reply)
+                if reply.fault:
+                    events = _fault(path, events, reply)
+                ping = {ANTHROPIC: b'event: ping\ndata: {"type": "ping"}\n\n',
+                        RESPONSES: b'event: keepalive\ndata: {"type": "keepalive", "sequence_number": 0}\n\n'}
+                self._stream(h, events, reply, ping=ping.get(path, b": keepalive\n\n"))
                 return
             if path == ANTHROPIC:
                 status, payload = _render_anthropic(reply, request, sim)
@@ -966,8 +1027,10 @@ class Loopback:
             pass                                # the client gave up (timeout test)
         h.close_connection = True
 
-    def _stream(self, h: BaseHTTPRequestHandler, events, reply: Reply) -> None:
-        """Server-sent events, ``reply.gap`` seconds apart, then close the connection."""
+    def _stream(self, h: BaseHTTPRequestHandler, events, reply: Reply, ping: bytes = b": keepalive\n\n") -> None:
+        """Server-sent events, ``reply.gap`` seconds apart (with the keepalive frame ``ping`` every
+        ``reply.ping`` seconds meanwhile: Anthropic's ``ping`` event, the Responses ``keepalive``
+        event, an SSE comment on Chat Completions), then close the connection."""
         try:
             h.send_response(200)
             h.send_header("Content-Type", "text/event-stream")
@@ -978,7 +1041,18 @@ class Loopback:
                 h.send_header(k, v)
             h.end_headers()
             for i, (name, data) in enumerate(events):
-                if i and reply.gap and self._stop.wait(reply.gap):
+                if i and reply.gap and reply.ping:
+                    waited = 0.0
+                    while waited < reply.gap and not self._stop.is_set():
+                        step = min(reply.ping, reply.gap - waited)
+                        self._stop.wait(step)
+                        waited += step
+                        if waited < reply.gap:
+                            h.wfile.write(ping)
+                            h.wfile.flush()
+                    if self._stop.is_set():
+                        break
+                elif i and reply.gap and self._stop.wait(reply.gap):
                     break
                 text_ = data if isinstance(data, str) else json.dumps(data)
                 frame = (f"event: {name}\n" if name else "") + f"data: {text_}\n\n"

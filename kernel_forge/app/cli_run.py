@@ -14,6 +14,14 @@ def _echo(msg: str) -> None:
     click.echo(msg, err=True)
 
 
+def _echo_budget(budget) -> None:
+    """The budget lines (worst case, before anything runs) on stderr."""
+    from kernel_forge.app.budget import render
+
+    for line in render(budget):
+        _echo(line)
+
+
 #: options of the command itself
 RESERVED = {"--config", "--resume", "--runs-dir", "--dry-run", "--device", "--quick", "--help", "-h"}
 
@@ -67,18 +75,20 @@ def _optimize_command(f):
 def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, device_file, **params):
     """Make MANIFEST's kernel faster: propose, gate, record, repeat. Evidence goes to runs/run-NNN/."""
     from kernel_forge.app.cli_options import given
-    from kernel_forge.app.run_setup import check_budget_prices, check_proposer, resume_run, start_run
+    from kernel_forge.app.run_setup import check_budget_prices, check_proposer, resume_run, run_budget, start_run
     from kernel_forge.config.file import load_config_file
 
     options = optimize_options()
     typed = given(ctx, options, params)          # checks every typed value, before anything runs
     if dry_run:
+        from kernel_forge.app.budget import recorded_budget
         from kernel_forge.app.run_setup import first_prompt_parts, next_prompt_parts
         if resume:     # the next iteration's prompt of a recorded run (its best's profile, the ledger)
             if manifest or device_file or config_file:
                 raise InputError("--dry-run --resume RUN takes the run's own manifest, device and config; give none "
                                  "of them")
             system, static, dynamic = next_prompt_parts(resume, typed.get("loop", {}))
+            _echo_budget(recorded_budget(resume, typed.get("loop", {})))
         else:          # the config is read and checked as a real run reads it, and its hints are shown
             from kernel_forge.app.option_checks import check_optimize_params
             check_optimize_params(click.get_current_context().params)
@@ -87,8 +97,12 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
             if not manifest:
                 raise InputError("--dry-run needs a MANIFEST (or \"manifest\" in --config) for the first prompt, or "
                                  "--resume RUN for the next one")
-            loop = resolve_configs(ctx, params, cfg, config_file=config_file, quick=quick, options=options)["loop"]
+            conf = resolve_configs(ctx, params, cfg, config_file=config_file, quick=quick, options=options)
+            loop = conf["loop"]
             system, static, dynamic = first_prompt_parts(manifest, loop.hints, device_file)
+            from kernel_forge.app.budget import estimate
+            from kernel_forge.model.task import load_task
+            _echo_budget(estimate(loop, conf["proposer"], load_task(manifest)))
         click.echo(f"=== system prompt ===\n{system}\n=== user prompt: static prefix (the same for every call; "
                    f"cached) ===\n{static}\n=== user prompt: dynamic part ===\n{dynamic}")
         return
@@ -105,6 +119,8 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
                                                          ("--quick", quick)) if v])
             raise InputError(f"--resume takes the run's own manifest, proposer, gate and config; give only stop "
                              f"rules and loop options with it (not {given_})")
+        from kernel_forge.app.budget import recorded_budget
+        _echo_budget(recorded_budget(resume, typed.get("loop", {})))    # what it may spend from here
         opt = resume_run(resume, progress=_echo, overrides=typed.get("loop", {}))
     else:
         cfg = load_config_file(config_file) if config_file else {}
@@ -114,18 +130,17 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
         conf = resolve_configs(ctx, params, cfg, config_file=config_file, quick=quick, options=options)
         loop, gate_opts, prop = conf["loop"], conf["gate"], conf["proposer"]
         check_proposer(prop)
-        check_budget_prices(prop, loop.budget_usd)
+        check_budget_prices(prop, run_budget(loop, prop))
         if prop.kind == "tune":
             _echo("[kforge] no model configured: using the built-in tuner (the task's templates and its own kernel: "
                   "the budget line names them). To use an LLM: --model anthropic:claude-sonnet-5-5 (ANTHROPIC_API_KEY) "
                   "or --model openai:gpt-6.2-sol (OPENAI_API_KEY), or --base-url for a local OpenAI-compatible server.")
-        from kernel_forge.app.budget import estimate, render
+        from kernel_forge.app.budget import estimate
         from kernel_forge.app.generated import check_usable
         from kernel_forge.model.task import load_task
         task = load_task(manifest)
         check_usable(task)          # a generated task not yet accepted: exit 2 before anything runs its reference
-        for line in render(estimate(loop, prop, task)):   # what it may spend, before it starts
-            _echo(line)
+        _echo_budget(estimate(loop, prop, task))   # what it may spend, before it starts
         opt = start_run(manifest, loop, gate_opts, prop, runs_dir=runs_dir or cfg.get("runs_dir", "runs"),
                         progress=_echo)
     try:

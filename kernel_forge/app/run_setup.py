@@ -65,6 +65,28 @@ def check_proposer(cfg: ProposerConfig) -> None:
     PriceTable(cfg.prices or None, where="$.proposer.prices")   # malformed overrides fail here, naming the entry
 
 
+def unpriced_models(cfg: ProposerConfig) -> list[str]:
+    """The models of ``cfg`` with no price in the table or its overrides."""
+    from kernel_forge.proposers.models import parse_model_spec
+    from kernel_forge.proposers.pricing import PriceTable
+
+    table = PriceTable(cfg.prices or None)
+    return [m for m in cfg.models if table.lookup(*parse_model_spec(m)) is None]
+
+
+def run_budget(loop, cfg: ProposerConfig) -> float | None:
+    """What the run's model calls are held to: ``--budget-usd`` (0: no limit).  The default
+    (:data:`~kernel_forge.config.loop.DEFAULT_BUDGET_USD`) is not applied to a model with no price,
+    whose cost cannot be counted (the budget line says so); a budget given for one is refused by
+    :func:`check_budget_prices`."""
+    from kernel_forge.config.loop import DEFAULT_BUDGET_USD
+
+    usd = loop.budget_limit
+    if usd is not None and cfg.models and usd == DEFAULT_BUDGET_USD and unpriced_models(cfg):
+        return None
+    return usd
+
+
 def check_budget_prices(cfg: ProposerConfig, budget_usd: float | None) -> None:
     """A budget can only stop a run whose every model is priced, and must hold at least one call of
     each model at its worst case: refuse to start otherwise, with the figures."""
@@ -120,7 +142,8 @@ def model_options(cfg: ProposerConfig) -> dict:
                 reasoning_effort=cfg.reasoning_effort, thinking_budget=cfg.thinking_budget, thinking=cfg.thinking,
                 timeout=cfg.request_timeout_s, timeout_retries=cfg.timeout_retries, max_attempts=cfg.max_attempts,
                 stream=cfg.stream, max_tokens_field=cfg.max_tokens_field, prompt_cache=cfg.prompt_cache,
-                cache_ttl=cfg.cache_ttl, answer_format=cfg.answer_format, server=cfg.server)
+                cache_ttl=cfg.cache_ttl, answer_format=cfg.answer_format, server=cfg.server,
+                context_tokens=cfg.context_tokens)
 
 
 class EnsembleProposer:
@@ -213,6 +236,14 @@ def check_baseline(task: Task, prop: ProposerConfig) -> None:
                               "reference into a first kernel, or add \"initial\" to the manifest")
 
 
+def spent_of(hist: dict) -> float:
+    """What a recorded run's model calls cost so far (its history's state)."""
+    try:
+        return float((hist.get("state") or {}).get("cost_usd", 0.0) or 0.0)
+    except (TypeError, ValueError, AttributeError):
+        return 0.0
+
+
 def _budget_kw(budget_usd: float | None, spent_usd: float) -> dict:
     """make_proposer's budget arguments (none without a budget)."""
     return {} if budget_usd is None else {"budget_usd": budget_usd, "spent_usd": spent_usd}
@@ -270,10 +301,10 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
     review = check_usable(task, progress)       # a generated task: accepted or edited, or exit 2 here
     from kernel_forge.gate.preflight import check_task_kernels, launch_limits
     check_task_kernels(task, launch_limits(gate_opts.arch))     # every launch it starts from, before the GPU
-    check_budget_prices(prop, loop.budget_usd)
+    check_budget_prices(prop, run_budget(loop, prop))
     if proposer is None:
         check_baseline(task, prop)
-        proposer = make_proposer(prop, task, **_budget_kw(loop.budget_usd, 0.0))
+        proposer = make_proposer(prop, task, **_budget_kw(run_budget(loop, prop), 0.0))
     if gate is None:
         gate = make_gate(task, gate_opts)
     run = RunDir.create(runs_dir)
@@ -291,7 +322,7 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
     return Optimizer(task, gate, proposer, run, loop, progress=progress, retrieved=retrieved)
 
 
-def _recorded_run(path: str | Path, overrides: dict | None):
+def recorded_run(path: str | Path, overrides: dict | None):
     """(RunDir, run.json, task, its settings) of a recorded run whose task has not changed since."""
     run = RunDir.open(path)
     loop, gate_opts, prop = _settings(run, overrides)
@@ -304,11 +335,11 @@ def _recorded_run(path: str | Path, overrides: dict | None):
 
 
 def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None = None, *, gate=None) -> Optimizer:
-    run, meta, task, (loop, gate_opts, prop) = _recorded_run(path, overrides)
-    check_budget_prices(prop, loop.budget_usd)
+    run, meta, task, (loop, gate_opts, prop) = recorded_run(path, overrides)
+    check_budget_prices(prop, run_budget(loop, prop))
     hist = run.read_json("history.json", {}) or {}
     proposer = make_proposer(prop, task, hist.get("attempts", []),
-                             **_budget_kw(loop.budget_usd, float((hist.get("state") or {}).get("cost_usd", 0.0) or 0.0)))
+                             **_budget_kw(run_budget(loop, prop), spent_of(hist)))
     if gate is None:
         gate = make_gate(task, gate_opts)
     from kernel_forge.search.retrieval import Retrieved
@@ -335,7 +366,7 @@ def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[
     from kernel_forge.gate.recorded import RecordedGate
     from kernel_forge.search.retrieval import Retrieved
 
-    run, _meta, task, (loop, _gate, _prop) = _recorded_run(path, overrides)
+    run, _meta, task, (loop, _gate, _prop) = recorded_run(path, overrides)
     run.read_json("history.json")      # checked against its schema: a damaged one is exit 2 here
     opt = Optimizer(task, RecordedGate.from_run(run.path), _PromptOnly(), run, loop,
                     retrieved=Retrieved.from_json(run.read_json("retrieval.json")))

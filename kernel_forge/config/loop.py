@@ -6,6 +6,9 @@ from typing import ClassVar, Literal
 
 from kernel_forge.config.setting import MAX_COUNT, MAX_SEED, YEAR_S, setting
 
+#: --budget-usd when none is given (0 turns the limit off)
+DEFAULT_BUDGET_USD = 20.0
+
 
 @dataclass
 class LoopConfig:
@@ -26,8 +29,9 @@ class LoopConfig:
         help="stop once the best reaches this share of the roof that applies (measured bandwidth or compute peak) "
              "on every performance case (0: never)")
     budget_usd: float | None = setting(
-        None, above=0, max=10**9, flag="--budget-usd",
-        help="most the model calls may cost (USD): each is checked before it is made against its worst case")
+        DEFAULT_BUDGET_USD, min=0, max=10**9, flag="--budget-usd",
+        help="most the model calls may cost (USD), each checked before it is made against its worst case (default "
+             "$20; 0: no limit; the default does not apply to a model with no price, whose cost cannot be counted)")
     max_tokens: int | None = setting(None, min=1, max=10**15, flag="--max-tokens",
                                      help="stop when input+output tokens reach this")
     time_limit_s: float | None = setting(None, above=0, max=YEAR_S, flag="--time-limit", help="stop after this much wall time")
@@ -66,6 +70,11 @@ class LoopConfig:
     dispatch: bool = setting(True, help="settings per shape: once a tuned proposal's settings are gated, also gate the "
                                         "simplest dispatch rule over them that keeps every performance case within "
                                         "noise of its own best (dispatch_fit.py)")
+
+    @property
+    def budget_limit(self) -> float | None:
+        """--budget-usd as a limit: None where there is none (0 or null)."""
+        return self.budget_usd or None
 
     def to_json(self) -> dict:
         return asdict(self)

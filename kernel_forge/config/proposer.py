@@ -76,6 +76,11 @@ class ProposerConfig:
     answer_format: Literal["fenced", "tool"] = setting(
         "fenced", help="how a model answers: the kernel in a fenced code block (or search/replace edits) and a small "
                        "JSON part, or a submit_kernel tool call")
+    context_tokens: int | None = setting(
+        None, min=1024, max=MAX_TOKENS, flag="--context-tokens",
+        help="the model's context window in tokens (default: its capability entry; give it for a local server, "
+             "llama.cpp, Ollama or vLLM, whose served window the table cannot know); every call is checked against "
+             "it before it is made")
     server: Literal["auto", "vllm", "llama.cpp", "ollama", "sglang"] = setting(
         "auto", help="the OpenAI-compatible server behind --base-url, for its capability entry (auto: a generic one)")
 

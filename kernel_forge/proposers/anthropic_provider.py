@@ -47,9 +47,9 @@ from kernel_forge.common.errors import InputError
 from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.budget import Budget
 from kernel_forge.proposers.capabilities import Capabilities
-from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, WITHOUT_TEMPERATURE, CachePlan, ModelProposer, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
+from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, WITHOUT_TEMPERATURE, CachePlan, ModelProposer, Progress, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
 from kernel_forge.proposers.pricing import PriceTable
-from kernel_forge.proposers.retry import RetryPolicy
+from kernel_forge.proposers.retry import MidStreamError, RetryPolicy
 from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 
 #: the anthropic SDK releases kforge is tested with (pyproject.toml says the same)
@@ -72,7 +72,7 @@ class AnthropicProposer(ModelProposer):
                  timeout_retries: int = 2, reasoning_effort: str | None = None,
                  thinking_budget: int | None = None, thinking: str | None = None, prompt_cache: bool = True,
                  answer_format: str = "fenced", cache_ttl: str = "auto", budget: Budget | None = None,
-                 capabilities: Capabilities | None = None, clock=None):
+                 capabilities: Capabilities | None = None, clock=None, context_tokens: int | None = None):
         if thinking_budget is not None and thinking_budget != 0:
             if thinking_budget < MIN_THINKING_BUDGET:
                 raise InputError(f"anthropic: thinking_budget must be >= {MIN_THINKING_BUDGET} tokens "
@@ -93,7 +93,7 @@ class AnthropicProposer(ModelProposer):
                          max_tokens_cap=max_tokens_cap, timeout_retries=timeout_retries,
                          reasoning_effort=reasoning_effort, answer_format=answer_format,
                          prompt_cache=prompt_cache, cache_ttl=cache_ttl, budget=budget,
-                         capabilities=capabilities, clock=clock)
+                         capabilities=capabilities, clock=clock, context_tokens=context_tokens)
         self._sdk = import_sdk("anthropic", SDK_REQUIREMENT)
         self._sdk_error = self._sdk.AnthropicError
         key = self._api_key(api_key, "ANTHROPIC_API_KEY",
@@ -197,18 +197,46 @@ class AnthropicProposer(ModelProposer):
             body["stream"] = True
         return body
 
-    def _send(self, body: dict, on_start: Callable[[], None]) -> Any:
+    def _with_limit(self, body: dict, limit: int) -> dict | None:
+        """``body`` asking for ``limit`` output tokens; a thinking budget lowered below it (to half of
+        it), or None where that leaves less than the API's minimum budget."""
+        new = super()._with_limit(body, limit)
+        thinking = new.get("thinking") or {}
+        if thinking.get("type") == "enabled" and thinking.get("budget_tokens", 0) >= limit:
+            if limit // 2 < MIN_THINKING_BUDGET:
+                return None
+            new["thinking"] = {**thinking, "budget_tokens": limit // 2}
+        return new
+
+    def _send(self, body: dict, on_start: Callable[[], None], progress: Progress) -> Any:
         kwargs = copy.deepcopy(body)
         stream = kwargs.pop("stream", False)
         # fields some SDK releases have no argument for (this one has no temperature) go as extra body
         extra = {k: kwargs.pop(k) for k in ("temperature", "output_config") if k in kwargs}
         if stream:
             with self._client.messages.stream(**kwargs, extra_body=extra or None) as answer:
+                progress.started = True       # HTTP 200: from here on the input is billed
+                stopped = False
                 try:
-                    for _ in answer:
-                        on_start()            # the answer has begun: the cache it writes can be read
+                    try:
+                        for event in answer:
+                            on_start()        # the answer has begun: the cache it writes can be read
+                            kind = getattr(event, "type", None)
+                            stopped = stopped or kind == "message_stop"
+                            delta = getattr(event, "delta", None) if kind == "content_block_delta" else None
+                            if delta is not None:
+                                progress.chars += len(getattr(delta, "text", None) or getattr(delta, "thinking", None)
+                                                      or getattr(delta, "partial_json", None) or "")
+                    finally:                  # the usage of message_start / message_delta received so far
+                        try:
+                            progress.usage = self._usage(answer.current_message_snapshot)
+                        except AssertionError:        # no message_start came
+                            pass
+                    if not stopped:           # the connection closed before message_stop: a dropped answer
+                        raise MidStreamError("the stream ended before message_stop (the connection dropped "
+                                             "mid-answer)", transient=True, dropped=True)
                     return answer.get_final_message()
-                except self._sdk_error:
+                except (self._sdk_error, MidStreamError):
                     raise
                 except ASSEMBLY_ERRORS as exc:
                     raise StreamAssemblyError(f"{type(exc).__name__}: {exc}") from exc
@@ -237,6 +265,16 @@ class AnthropicProposer(ModelProposer):
 
     def _stop_text(self, response: Any) -> str:
         return f"stop_reason={getattr(response, 'stop_reason', None)}"
+
+    def _refusal(self, response: Any) -> str | None:
+        """A stop no repair can mend: the model declined (``refusal``) or the conversation filled the
+        context window (``model_context_window_exceeded``)."""
+        stop = getattr(response, "stop_reason", None)
+        if stop == "refusal":
+            return "the model declined to answer (stop_reason=refusal)"
+        if stop == "model_context_window_exceeded":
+            return "the conversation filled the model's context window (stop_reason=model_context_window_exceeded)"
+        return None
 
     def _text(self, response: Any) -> str:
         blocks = list(getattr(response, "content", None) or [])

@@ -51,6 +51,11 @@ class ModelCall:
     reasoning_reported: bool = True   # False: the answer's usage had no reasoning/thinking field
     capability: str = ""          # the capability-table entry the request was built from
     plan: dict | None = None      # how it was built: thinking, effort, output limit, cache plan, budget check
+    #: the tokens (and cost) include a count by kforge, not the provider's: an attempt that failed after
+    #: its answer began, before its usage came (its input estimated from the body sent, a token per 3 characters)
+    usage_estimated: bool = False
+    #: of attempts: those that failed after their answer began (HTTP 200), whose tokens are counted here
+    billed_failed_attempts: int = 0
 
 
 @dataclass

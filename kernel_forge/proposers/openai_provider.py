@@ -18,9 +18,11 @@ cache exactly at ``prompt_cache_breakpoint``s (the openai SDK 3.60 docstrings of
 each end at an explicit breakpoint (:meth:`OpenAIProposer._input_parts`).  A temperature is
 sent only where the model takes one (with reasoning off).
 
-The repair turn keeps the reasoning: the answer's output items -- reasoning items with their
-encrypted content, as ``store: false`` requires -- go back in ``input``, then a user message (or a
-``function_call_output``) quoting the problem.  This is the stateless form of what
+``reasoning.summary: "auto"`` is asked wherever reasoning is on.  The repair turn keeps the
+reasoning: the answer's output items -- reasoning items with their encrypted content, as ``store:
+false`` requires, and the output message with its ``id``, ``status`` and ``phase`` (the SDK says to
+resend ``phase`` on assistant messages for newer models) -- go back in ``input``, then a user
+message (or a ``function_call_output``) quoting the problem.  This is the stateless form of what
 ``previous_response_id`` does (which needs ``store: true``: OpenAI then keeps the answers).
 
 Usage (Responses): ``input_tokens`` (all of them), ``input_tokens_details.cached_tokens`` and
@@ -46,9 +48,9 @@ from kernel_forge.common.reads import nesting_problem
 from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.budget import Budget
 from kernel_forge.proposers.capabilities import Capabilities
-from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, WITHOUT_TEMPERATURE, CachePlan, ModelProposer, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
+from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, WITHOUT_TEMPERATURE, CachePlan, ModelProposer, Progress, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
 from kernel_forge.proposers.pricing import PriceTable
-from kernel_forge.proposers.retry import RetryPolicy
+from kernel_forge.proposers.retry import TRANSIENT_ERRORS, MidStreamError, RetryPolicy
 from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 
 #: the openai SDK releases kforge is tested with (pyproject.toml says the same)
@@ -56,7 +58,7 @@ SDK_REQUIREMENT = "openai>=3.60,<4"
 LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _ORDER = EFFORTS
-TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
+TERMINAL_EVENTS = ("response.completed", "response.incomplete")
 
 
 class EmptyStream(Exception):
@@ -75,7 +77,7 @@ class OpenAIProposer(ModelProposer):
                  max_tokens_cap: int | None = None, timeout_retries: int = 2,
                  reasoning_effort: str | None = None, answer_format: str = "fenced", prompt_cache: bool = True,
                  cache_ttl: str = "auto", budget: Budget | None = None, capabilities: Capabilities | None = None,
-                 server: str = "auto", clock=None):
+                 server: str = "auto", clock=None, context_tokens: int | None = None):
         if reasoning_effort is not None and reasoning_effort not in EFFORTS:
             raise InputError(f"openai: reasoning_effort must be one of {', '.join(EFFORTS)}, "
                              f"got {reasoning_effort!r}")
@@ -89,7 +91,7 @@ class OpenAIProposer(ModelProposer):
                          max_tokens_cap=max_tokens_cap, timeout_retries=timeout_retries,
                          reasoning_effort=reasoning_effort, answer_format=answer_format,
                          prompt_cache=prompt_cache, cache_ttl=cache_ttl, budget=budget,
-                         capabilities=capabilities, server=server, clock=clock)
+                         capabilities=capabilities, server=server, clock=clock, context_tokens=context_tokens)
         self.api = self.caps.api if self.caps.api in ("responses", "chat") else "chat"
         if self.api == "responses":
             self.max_tokens_field = "max_output_tokens"
@@ -152,6 +154,9 @@ class OpenAIProposer(ModelProposer):
         if self.effort is not None:
             body["reasoning"] = {"effort": self.effort}
             if self.effort != "none":
+                # the reasoning's summary comes back readable (in the evidence; the 120 s timeout
+                # counts silence, and summary events break a long silence while the model thinks)
+                body["reasoning"]["summary"] = "auto"
                 body["include"] = ["reasoning.encrypted_content"]
         if self.caps.cache in ("automatic", "breakpoints") and self.prompt_cache:
             body["prompt_cache_key"] = plan.key
@@ -210,20 +215,26 @@ class OpenAIProposer(ModelProposer):
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def _send(self, body: dict, on_start: Callable[[], None]) -> Any:
+    def _send(self, body: dict, on_start: Callable[[], None], progress: Progress) -> Any:
         if self.api == "responses":
-            return self._send_responses(body, on_start)
-        return self._send_chat(body, on_start)
+            return self._send_responses(body, on_start, progress)
+        return self._send_chat(body, on_start, progress)
 
-    def _send_responses(self, body: dict, on_start: Callable[[], None]) -> Any:
+    def _send_responses(self, body: dict, on_start: Callable[[], None], progress: Progress) -> Any:
         kwargs = copy.deepcopy(body)
         if not kwargs.get("stream"):
             kwargs.pop("stream", None)
             response = self._client.responses.create(**kwargs, timeout=self._request_timeout(body))
             on_start()
+            if getattr(response, "status", None) == "failed":
+                progress.started = True           # a whole answer that failed: billed what it reports
+                if getattr(response, "usage", None) is not None:
+                    progress.usage = self._usage(response)
+                raise _failed(response)
             return response
         final, events = None, 0
         stream = self._client.responses.create(**kwargs)
+        progress.started = True               # HTTP 200: from here on the input is billed
         try:
             for event in stream:
                 events += 1
@@ -231,18 +242,32 @@ class OpenAIProposer(ModelProposer):
                 kind = getattr(event, "type", "")
                 if kind in TERMINAL_EVENTS:
                     final = getattr(event, "response", None)
+                elif kind == "response.failed":           # usage so far comes with it
+                    failed = getattr(event, "response", None)
+                    if getattr(failed, "usage", None) is not None:
+                        progress.usage = self._usage(failed)
+                    raise _failed(failed)
                 elif kind == "error":
-                    raise StreamAssemblyError(f"the stream sent an error event: {getattr(event, 'message', '')}")
+                    code = (getattr(event, "code", None) or "").lower()
+                    raise MidStreamError(f"error event in the stream: {code or 'error'}: "
+                                         f"{getattr(event, 'message', '')}",
+                                         transient=code in TRANSIENT_ERRORS or not code,
+                                         body={"error": {"code": code or None,
+                                                         "message": getattr(event, "message", None)}})
+                elif kind.endswith(".delta"):
+                    progress.chars += len(getattr(event, "delta", None) or "") \
+                        if isinstance(getattr(event, "delta", None), str) else 0
         finally:
             stream.close()
         if not events:
             raise EmptyStream("the streamed answer held no event")
         if final is None:
-            raise StreamAssemblyError(f"the stream ended after {events} event(s) without response.completed "
-                                      "or response.incomplete")
+            raise MidStreamError(f"the stream ended after {events} event(s) without response.completed or "
+                                 "response.incomplete (the connection dropped mid-answer)", transient=True,
+                                 dropped=True)
         return final
 
-    def _send_chat(self, body: dict, on_start: Callable[[], None]) -> Any:
+    def _send_chat(self, body: dict, on_start: Callable[[], None], progress: Progress) -> Any:
         kwargs = copy.deepcopy(body)
         if not kwargs.get("stream"):
             response = self._client.chat.completions.create(**kwargs, timeout=self._request_timeout(body))
@@ -253,6 +278,8 @@ class OpenAIProposer(ModelProposer):
         state = ChatCompletionStreamState()
         chunks = 0
         stream = self._client.chat.completions.create(**kwargs)
+        progress.started = True               # HTTP 200: from here on the input is billed
+        finished = False
         try:
             for chunk in stream:
                 try:
@@ -261,10 +288,22 @@ class OpenAIProposer(ModelProposer):
                     raise StreamAssemblyError(f"chunk {chunks + 1}: {type(exc).__name__}: {exc}") from exc
                 chunks += 1
                 on_start()
+                for choice in getattr(chunk, "choices", None) or []:
+                    finished = finished or getattr(choice, "finish_reason", None) is not None
+                    delta = getattr(choice, "delta", None)
+                    progress.chars += len(getattr(delta, "content", None) or "") if delta is not None else 0
+                    for call in (getattr(delta, "tool_calls", None) or []) if delta is not None else []:
+                        fn = getattr(call, "function", None)
+                        progress.chars += len(getattr(fn, "arguments", None) or "") if fn is not None else 0
+                if getattr(chunk, "usage", None) is not None:
+                    progress.usage = self._usage(chunk)
         finally:
             stream.close()
         if not chunks:
             raise EmptyStream("the streamed answer held no chunk")
+        if not finished:                      # no finish_reason came: the connection closed mid-answer
+            raise MidStreamError(f"the stream ended after {chunks} chunk(s) without a finish_reason (the "
+                                 "connection dropped mid-answer)", transient=True, dropped=True)
         # the snapshot, not get_final_completion(): that one raises on finish_reason "length",
         # which is handled here as a truncated answer
         return state.current_completion_snapshot
@@ -307,6 +346,27 @@ class OpenAIProposer(ModelProposer):
                     and getattr(details, "reason", None) == "max_output_tokens")
         choice, _ = self._message(response)
         return getattr(choice, "finish_reason", None) == "length"
+
+    def _refusal(self, response: Any) -> str | None:
+        """A stop no repair can mend: a content filter, an answer that is a refusal, or (Responses) an
+        incomplete answer for any reason but its output limit (which the truncation retry handles)."""
+        if self.api == "responses":
+            details = getattr(response, "incomplete_details", None)
+            reason = getattr(details, "reason", None)
+            if getattr(response, "status", None) == "incomplete" and reason != "max_output_tokens":
+                return f"the answer is incomplete: {reason or 'no reason given'} (status=incomplete)"
+            for item in getattr(response, "output", None) or []:
+                for part in getattr(item, "content", None) or [] if getattr(item, "type", None) == "message" else []:
+                    if getattr(part, "type", None) == "refusal":
+                        return f"the model declined to answer: {getattr(part, 'refusal', '')}"
+            return None
+        choice, message = self._message(response)
+        if getattr(choice, "finish_reason", None) == "content_filter":
+            return "the answer was withheld by a content filter (finish_reason=content_filter)"
+        refusal = getattr(message, "refusal", None) if message is not None else None
+        if refusal and not (getattr(message, "content", None) or getattr(message, "tool_calls", None)):
+            return f"the model declined to answer: {refusal}"
+        return None
 
     def _stop_text(self, response: Any) -> str:
         if self.api == "responses":
@@ -374,12 +434,23 @@ class OpenAIProposer(ModelProposer):
                     data["encrypted_content"] = item.encrypted_content
                 new["input"].append(data)
             elif kind == "message":
-                # an assistant turn as the SDK's EasyInputMessageParam takes it: its text as a string
-                # (output_text parts are only defined on a whole output message, with its id and status)
+                # the assistant's output message as it came (the SDK's ResponseOutputMessageParam): its id,
+                # status and phase kept -- the SDK says to resend phase on every assistant message for newer
+                # models; without an id (a server that sends none), its text as an EasyInputMessageParam
                 parts = [getattr(p, "text", "") or "" for p in (getattr(item, "content", None) or [])
                          if getattr(p, "type", None) == "output_text"]
-                if parts:
-                    new["input"].append({"role": "assistant", "content": "\n".join(parts)})
+                if not parts:
+                    continue
+                phase = getattr(item, "phase", None)
+                if getattr(item, "id", None):
+                    message = {"type": "message", "id": item.id, "role": "assistant",
+                               "status": getattr(item, "status", None) or "completed",
+                               "content": [{"type": "output_text", "text": t, "annotations": []} for t in parts]}
+                else:
+                    message = {"role": "assistant", "content": "\n".join(parts)}
+                if phase:
+                    message["phase"] = phase
+                new["input"].append(message)
             elif kind == "function_call" and call_id is None:
                 call_id = getattr(item, "call_id", None) or "call_0"
                 new["input"].append({"type": "function_call", "call_id": call_id,
@@ -443,6 +514,10 @@ class OpenAIProposer(ModelProposer):
                        named=lambda m: bool(re.search(r"reasoning[._]effort", m)) and "supported values" in m,
                        apply=lambda b: b, adapt=_supported_effort,
                        note="sent again with a reasoning effort the model lists"),
+            Relaxation("reasoning_summary", sent=lambda b: "summary" in (b.get("reasoning") or {}),
+                       named=lambda m: "summary" in m,
+                       apply=_without_summary,
+                       note="sent again without reasoning.summary"),
             Relaxation("reasoning", sent=lambda b: _effort_of(b) is not None,
                        named=lambda m: bool(re.search(r"reasoning", m)) and bool(unsupported.search(m)),
                        apply=_without_reasoning,
@@ -489,8 +564,15 @@ def _supported_effort(body: dict, message: str) -> dict:
         new["reasoning"]["effort"] = pick
         if pick == "none":
             new.pop("include", None)
+            new["reasoning"].pop("summary", None)
     else:
         new["reasoning_effort"] = pick
+    return new
+
+
+def _without_summary(body: dict) -> dict:
+    new = copy.deepcopy(body)
+    new["reasoning"].pop("summary", None)
     return new
 
 
@@ -505,3 +587,15 @@ def _swap_limit_field(body: dict) -> dict:
             new[other] = new.pop(old)
             break
     return new
+
+
+def _failed(response: Any) -> MidStreamError:
+    """A Responses answer that ended ``failed`` (a ``response.failed`` event, or a whole answer with
+    that status): retried where its error code is one that passes (``server_error``,
+    ``rate_limit_exceeded`` ...), recorded as failed otherwise."""
+    error = getattr(response, "error", None)
+    code = (getattr(error, "code", None) or "").lower()
+    message = getattr(error, "message", None) or ""
+    return MidStreamError(f"the response failed: {code or 'no error code'}: {message}",
+                          transient=code in TRANSIENT_ERRORS or not code,
+                          body={"error": {"code": code or None, "message": message}})

@@ -57,8 +57,9 @@ from kernel_forge.proposers.base import ModelCall, Proposal, ProposalRequest, Pr
 from kernel_forge.proposers.budget import Budget, BudgetRefused, estimate_tokens
 from kernel_forge.proposers.capabilities import Capabilities
 from kernel_forge.proposers.capabilities import for_model as capabilities_for
+from kernel_forge.proposers.context import MIN_OUTPUT, ContextRefused, cut
 from kernel_forge.proposers.pricing import PriceTable, price_table
-from kernel_forge.proposers.retry import CONNECT, TIMEOUT, Failure, RetryPolicy, call_with_retry, classify_exception
+from kernel_forge.proposers.retry import CONNECT, MIDSTREAM, TIMEOUT, TRANSIENT_ERRORS, Failure, RetryPolicy, call_with_retry, classify_exception, error_type
 from kernel_forge.proposers.schema import TOOL_NAME, ProposalSchemaError, check_proposal, to_proposal
 from kernel_forge.common.scrub import scrub
 
@@ -118,10 +119,42 @@ class Usage:
     cache_write: int = 0              # short-lifetime (or unspecified) cache writes
     cache_write_long: int = 0         # long-lifetime writes (Anthropic 1 h, OpenAI 12 h)
     reasoning_reported: bool = True   # the provider's usage had a reasoning/thinking field
+    estimated: bool = False           # counted by kforge (an attempt that failed before its usage came)
 
     @property
     def total_input(self) -> int:
         return self.input + self.cache_read + self.cache_write + self.cache_write_long
+
+
+@dataclass
+class Progress:
+    """What one HTTP attempt received before it ended: whether the answer began (HTTP 200: from then
+    on its input is billed), the usage the provider reported so far (Anthropic ``message_start`` /
+    ``message_delta``, an OpenAI ``response.failed``), and the characters of output that arrived."""
+
+    started: bool = False
+    usage: Usage | None = None
+    chars: int = 0
+
+
+#: characters per output token when counting what a failed stream had sent (low: an over-count)
+OUTPUT_CHARS_PER_TOKEN = 3.0
+
+
+def billed_before_failure(progress: Progress, body: dict) -> Usage | None:
+    """The tokens an attempt that failed after its answer began was billed for: the usage the
+    provider reported so far (output at least what arrived, at a token per 3 characters), else its
+    input estimated from the body (JSON characters / 3, an over-count) with that output, labelled
+    ``estimated``.  None: the attempt failed before its answer began (HTTP 429/5xx bill nothing)."""
+    if not progress.started:
+        return None
+    arrived = -(-progress.chars // int(OUTPUT_CHARS_PER_TOKEN)) if progress.chars else 0
+    reported = progress.usage
+    if reported is not None and reported.total_input > 0:
+        if reported.output >= arrived:
+            return reported
+        return dataclasses.replace(reported, output=arrived, estimated=True)
+    return Usage(input=estimate_tokens(body), output=arrived, reasoning_reported=False, estimated=True)
 
 
 @dataclass(frozen=True)
@@ -280,7 +313,7 @@ class ModelProposer:
                  timeout_retries: int = 2, reasoning_effort: str | None = None, answer_format: str = "fenced",
                  prompt_cache: bool = True, cache_ttl: str = "auto", budget: Budget | None = None,
                  capabilities: Capabilities | None = None, server: str = "auto",
-                 clock: Callable[[], float] | None = None):
+                 clock: Callable[[], float] | None = None, context_tokens: int | None = None):
         if not model or not isinstance(model, str):
             raise InputError(f"{self.provider}: a model name is required")
         if max_tokens is not None and max_tokens < 1:
@@ -296,6 +329,10 @@ class ModelProposer:
         self.name = f"{self.provider}:{model}"
         self.base_url = base_url
         self.caps = capabilities or capabilities_for(self.provider, model, base_url=base_url, server=server)
+        if context_tokens is not None:     # the served model's window (a local server the table cannot know)
+            if int(context_tokens) < 1024:
+                raise InputError(f"{self.provider}: --context-tokens must be >= 1024, got {context_tokens}")
+            self.caps = dataclasses.replace(self.caps, context=int(context_tokens))
         self.temperature = temperature
         self.reasoning_effort = reasoning_effort
         self.answer_format = answer_format
@@ -330,6 +367,7 @@ class ModelProposer:
         self.relaxed: set[str] = set()
         self._relaxed_bodies: dict[str, Callable[[dict], dict]] = {}
         self._lock = threading.Lock()
+        self._local = threading.local()
         self._clock = clock or time.monotonic
         self._last_propose: float | None = None
         #: seconds between the last two requests (an iteration's length): picks the cache lifetime
@@ -394,7 +432,7 @@ class ModelProposer:
 
     # -- hooks ------------------------------------------------------------------------------
     def _initial_body(self, request: ProposalRequest, index: int, plan: CachePlan) -> dict: raise NotImplementedError
-    def _send(self, body: dict, on_start: Callable[[], None]) -> Any: raise NotImplementedError
+    def _send(self, body: dict, on_start: Callable[[], None], progress: Progress) -> Any: raise NotImplementedError
     def _usage(self, response: Any) -> Usage: raise NotImplementedError
     def _text(self, response: Any) -> str: raise NotImplementedError
     def _tool_args(self, response: Any) -> tuple[bool, object, str | None]: return False, None, None
@@ -405,6 +443,7 @@ class ModelProposer:
     def _relaxations(self) -> list[Relaxation]: return []
     def _limit_field(self, body: dict) -> str: return "max_tokens"
     def _stop_text(self, response: Any) -> str: return ""
+    def _refusal(self, response: Any) -> str | None: return None
 
     #: the SDK's base exception class (set by subclasses once the SDK is imported)
     _sdk_error: type | tuple = ()
@@ -415,7 +454,13 @@ class ModelProposer:
             return Failure(retryable=False, description=f"the streamed answer could not be assembled: {exc}")
         failure = classify_exception(exc)
         if failure is None and self._sdk_error and isinstance(exc, self._sdk_error):
-            failure = Failure(retryable=False, description=f"{type(exc).__name__}: {exc}")
+            body = getattr(exc, "body", None)
+            kind = error_type(body)
+            if kind is not None:     # an error chunk inside a stream (Chat Completions): retried where it passes
+                failure = Failure(retryable=kind in TRANSIENT_ERRORS, description=f"error in the stream: {kind}: {exc}",
+                                  body=body if isinstance(body, dict) else None, kind=MIDSTREAM)
+            else:
+                failure = Failure(retryable=False, description=f"{type(exc).__name__}: {exc}")
         return failure
 
     def system_text(self, system: str) -> str:
@@ -565,13 +610,27 @@ class ModelProposer:
         or None with ``out.error`` (and ``out.budget``) set; every call goes to ``out.calls``."""
         while True:
             try:
+                body, fitted = self._fit_output(body, where)
+            except ContextRefused as exc:
+                out.error = scrub(str(exc), self._secrets)
+                return None
+            try:
                 reservation = self._reserve(body, where)
             except BudgetRefused as exc:
                 out.error, out.budget = f"{where}: {exc}", True
                 return None
             call, response, failure = self._exchange(body, on_start, reservation, plan)
+            if call.plan is not None and (fitted or self._cut_note):
+                call.plan["context"] = {**(self._cut_note or {}), **(fitted or {})}
             out.calls.append(call)
             out.connect_failed.append(response is None and failure is not None and failure.kind == CONNECT)
+            if response is not None:
+                refused = self._refusal(response)
+                if refused is not None:      # not a bad answer: a repair or a retry would be paid for the same
+                    call.error = scrub(f"not answered: {refused}; recorded as a failed call (no repair asked)",
+                                       self._secrets)
+                    out.error = scrub(f"{where}: {call.error}", self._secrets)
+                    return None
             if response is None:
                 relax = self._relaxation_for(failure, body, used)
                 if relax is not None:
@@ -588,6 +647,7 @@ class ModelProposer:
                     body = new_body
                     continue
                 out.error = f"{where}: request failed after {call.attempts} attempt(s): {call.error}"
+                out.budget = out.budget or (failure is not None and failure.kind == "budget")
                 return None
             if not self._truncated(response):
                 return response, body
@@ -613,13 +673,85 @@ class ModelProposer:
                               "cap); asked again for a shorter answer")
                 body = self._add_user_text(body, self.shorter_text(limit))
 
+    # -- the context window -----------------------------------------------------------------
+    #: what cutting the prompt did, for the calls of the conversation being built (per thread)
+    @property
+    def _cut_note(self) -> dict | None:
+        return getattr(self._local, "cut", None)
+
+    def _with_limit(self, body: dict, limit: int) -> dict | None:
+        """``body`` asking for ``limit`` output tokens (provider hook: None where it cannot, e.g. a
+        thinking budget with no room)."""
+        new = copy.deepcopy(body)
+        new[self._limit_field(body)] = limit
+        return new
+
+    def _fit_output(self, body: dict, where: str) -> tuple[dict, dict | None]:
+        """``body`` as it fits the context window: unchanged, or with its output limit lowered to the
+        room left (at least :data:`MIN_OUTPUT`); :class:`ContextRefused` otherwise."""
+        window = self.caps.context
+        tokens_in = estimate_tokens(body)
+        limit = _int(body.get(self._limit_field(body))) or self.max_tokens
+        if tokens_in + limit <= window:
+            return body, None
+        least = min(MIN_OUTPUT, limit)
+        room = window - tokens_in
+        new = self._with_limit(body, room) if room >= least else None
+        if new is None:
+            dropped = (self._cut_note or {}).get("dropped") or []
+            raise ContextRefused(
+                f"{where}: the prompt is about {tokens_in} tokens (its request body at 3 characters a token) and "
+                f"the answer needs at least {least} output tokens, but {self.caps.key}'s context window is "
+                f"{window} tokens" + (f" (after dropping {', '.join(dropped)})" if dropped else "")
+                + "; the call was not made (for a local server, --context-tokens N gives the served model's window; "
+                  "else lower --history-in-prompt or --archive-chars)")
+        return new, {"window": window, "prompt_tokens_estimate": tokens_in,
+                     "output_limit_lowered": {"from": limit, "to": room}}
+
+    def _fit_prompt(self, request: ProposalRequest, index: int, plan: CachePlan, where: str) -> dict:
+        """Proposal ``index``'s first body, made to fit the window: its output limit lowered, else its
+        prompt cut by rule (whole sections, lowest priority first: :mod:`.context`), else refused."""
+        self._local.cut = None
+        body = self._initial(request, index, plan)
+        try:
+            self._fit_output(body, where)
+            return body
+        except ContextRefused:
+            pass
+        dynamic = "\n\n".join(p for p in (plan.common, plan.rest(index)) if p)
+        tokens_in = estimate_tokens(body)
+        limit = _int(body.get(self._limit_field(body))) or self.max_tokens
+        over = tokens_in + min(MIN_OUTPUT, limit) - self.caps.context
+        # a character of text is at least a character of the JSON body: 3 characters a token over
+        for chars in (3 * over + 3, len(dynamic)):
+            trimmed, dropped = cut(dynamic, chars)
+            if not dropped:
+                break
+            small = dataclasses.replace(plan, on=False, static_on=False, static_ttl=None, common="",
+                                        rests=[trimmed] * (index + 1),
+                                        reason=plan.reason + "; off for this proposal: its prompt was cut to fit "
+                                                             "the context window")
+            body = self._initial(request, index, small)
+            self._local.cut = {"window": self.caps.context, "prompt_tokens_before_cut": tokens_in,
+                               "dropped": dropped}
+            try:
+                self._fit_output(body, where)
+                return body
+            except ContextRefused:
+                continue
+        return body          # refused by _answer's check, naming the sizes and what was dropped
+
     def _one(self, request: ProposalRequest, index: int, n: int, plan: CachePlan,
              started: threading.Event | None = None) -> _Conversation:
         where = f"{self.name}: proposal {index + 1} of {n}"
         out = _Conversation()
         on_start = started.set if started is not None else (lambda: None)
         try:
-            body = self._initial(request, index, plan)
+            try:
+                body = self._fit_prompt(request, index, plan, where)
+            except ContextRefused as exc:
+                out.error = scrub(str(exc), self._secrets)
+                return out
             parent = request.parent_for(index)
             used: set[str] = set()           # follow-ups already spent: repair, truncation, relaxations
             while True:
@@ -662,6 +794,7 @@ class ModelProposer:
             raise InputError(f"{self.name}: a conversation ends with the user's turn")
         request = ProposalRequest(system=system, prompt=str(messages[0].get("content", "")))
         plan = self._plan(request, 1)
+        self._local.cut = None
         body = self._conversation_body(self._initial(request, 0, plan), system, messages)
         out = _Conversation()
         got = self._answer(body, f"{self.name}: {what}", set(), out, plan, lambda: None, shorter=False)
@@ -702,11 +835,38 @@ class ModelProposer:
                   plan: CachePlan | None = None) -> tuple[ModelCall, Any, Failure | None]:
         sent = copy.deepcopy(body)
         start = time.monotonic()
+        billed: list[Usage] = []         # what attempts that failed after their answer began were billed
+        held = {"reservation": reservation, "settled": 0.0, "first": reservation}
+
+        def attempt():
+            if billed and held["reservation"] is not None:
+                # a retry after a billed failure: what was billed is spent, and the retry must fit what
+                # is left at its own worst case (a budget bounds retries too)
+                cost = sum(self._price(u) for u in billed) - held["settled"]
+                self.budget.settle(held["reservation"], cost)
+                held["settled"] += cost
+                held["reservation"] = None
+                held["reservation"] = self.budget.reserve(self._worst_case(body)[0],
+                                                          f"a retry after a failure mid-answer ({self.name})")
+            progress = Progress()
+            try:
+                return self._send(body, on_start, progress)
+            except Exception:
+                got = billed_before_failure(progress, body)
+                if got is not None:
+                    billed.append(got)
+                raise
+
+        def classify(exc: BaseException) -> Failure | None:
+            if isinstance(exc, BudgetRefused):
+                return Failure(retryable=False, description=str(exc), kind="budget")
+            return self._classify(exc)
+
         try:
-            outcome = call_with_retry(lambda: self._send(body, on_start), self.retry, classify=self._classify)
+            outcome = call_with_retry(attempt, self.retry, classify=classify)
         except BaseException:
-            if self.budget is not None and reservation is not None:
-                self.budget.settle(reservation, 0.0)
+            if self.budget is not None and held["reservation"] is not None:
+                self.budget.settle(held["reservation"], sum(self._price(u) for u in billed) - held["settled"])
             raise
         seconds = time.monotonic() - start
         response_obj = outcome.value if outcome.ok else None
@@ -721,22 +881,37 @@ class ModelProposer:
             error = failure.description if failure is not None else repr(outcome.error)
             if failure is not None and failure.kind == TIMEOUT:
                 error = f"{error} (timed out {outcome.timeouts} time(s) at {self.timeout:g} s)"
-        priced = self.prices.cost(self.provider, self.model, usage.input, usage.output,
-                                  cache_read_tokens=usage.cache_read, cache_write_tokens=usage.cache_write,
-                                  cache_write_long_tokens=usage.cache_write_long)
-        if self.budget is not None and (reservation is not None or priced.usd):
-            self.budget.settle(reservation, priced.usd)
+        usd = self._price(usage) + sum(self._price(u) for u in billed)
+        for u in billed:                 # the tokens of failed attempts count with the answer's
+            usage = Usage(input=usage.input + u.input, output=usage.output + u.output,
+                          reasoning=usage.reasoning + u.reasoning, cache_read=usage.cache_read + u.cache_read,
+                          cache_write=usage.cache_write + u.cache_write,
+                          cache_write_long=usage.cache_write_long + u.cache_write_long,
+                          reasoning_reported=usage.reasoning_reported and u.reasoning_reported,
+                          estimated=usage.estimated or u.estimated)
+        if self.budget is not None and (held["reservation"] is not None or usd - held["settled"]):
+            self.budget.settle(held["reservation"], usd - held["settled"])
         plan_json = self._plan_json(plan, body) if plan is not None else None
         if plan_json is not None and reservation is not None:
             plan_json["budget_reserved_usd"] = round(reservation.usd, 6)
         call = ModelCall(provider=self.provider, model=self.model, request=sent, response=received,
-                         input_tokens=usage.total_input, output_tokens=usage.output, cost_usd=priced.usd,
-                         seconds=round(seconds, 6), attempts=outcome.attempts, error=error,
+                         input_tokens=usage.total_input, output_tokens=usage.output, cost_usd=usd,
+                         seconds=round(seconds, 6), error=error,
+                         attempts=max(1, outcome.attempts - (failure is not None and failure.kind == "budget")),
                          reasoning_tokens=usage.reasoning, cache_read_tokens=usage.cache_read,
                          cache_write_tokens=usage.cache_write + usage.cache_write_long,
                          cache_write_long_tokens=usage.cache_write_long, timeouts=outcome.timeouts,
-                         reasoning_reported=usage.reasoning_reported, capability=self.caps.key, plan=plan_json)
+                         reasoning_reported=usage.reasoning_reported, capability=self.caps.key, plan=plan_json,
+                         usage_estimated=usage.estimated, billed_failed_attempts=len(billed))
         return scrub(call, self._secrets), response_obj, failure
+
+    def _price(self, usage: Usage) -> float:
+        """The USD of ``usage``; an estimated one at the worst case (every input token at the dearest rate)."""
+        if usage.estimated:
+            return self.prices.worst_case(self.provider, self.model, usage.total_input, usage.output).usd
+        return self.prices.cost(self.provider, self.model, usage.input, usage.output,
+                                cache_read_tokens=usage.cache_read, cache_write_tokens=usage.cache_write,
+                                cache_write_long_tokens=usage.cache_write_long).usd
 
 
 #: the heading that starts the answer-format section of prompts/system.md

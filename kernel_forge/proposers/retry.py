@@ -1,6 +1,9 @@
 """One retry policy for every model call.
 
-Transient failures (HTTP 408, 429, 500, 502, 503, 504, 529, timeouts, dropped connections) are
+Transient failures (HTTP 408, 429, 500, 502, 503, 504, 529, timeouts, dropped connections, and the
+same failures reported *inside* a stream after HTTP 200: Anthropic's ``overloaded_error`` /
+``api_error`` events, OpenAI's Responses ``error`` event and ``response.failed``, a Chat Completions
+error chunk, a stream that ends before its last event -- :class:`MidStreamError`) are
 retried with exponential backoff and jitter; a ``Retry-After`` header (seconds or an HTTP date)
 or ``retry-after-ms`` is honoured instead of the backoff.  Every wait is capped at
 ``max_delay``.  Anything else (400, 401, 404 ...) fails at once.  Two kinds have their own, smaller
@@ -33,7 +36,39 @@ STATUS = "status"          # the server answered with an HTTP error
 TIMEOUT = "timeout"        # no (complete) answer within the request timeout
 CONNECT = "connect"        # no connection could be made: refused, DNS, unreachable, connect timeout
 DROPPED = "dropped"        # the connection broke after it was made
+MIDSTREAM = "midstream"    # the server reported an error inside the stream, after HTTP 200
 OTHER = "other"
+
+#: error types and codes (Anthropic ``error.type``, OpenAI ``error.type`` / ``code``) of a failure that
+#: passes: the server was overloaded or failed, or a rate limit was hit, whether it came as an HTTP
+#: status or inside a stream after HTTP 200
+TRANSIENT_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error",
+                              "server_error", "rate_limit_exceeded", "vector_store_timeout",
+                              "internal_server_error", "service_unavailable", "overloaded"})
+
+
+class MidStreamError(Exception):
+    """An error that arrived inside a streamed answer, after HTTP 200 (``transient``: retried as an
+    HTTP 429/5xx is), or a stream that ended before its last event (a dropped connection)."""
+
+    def __init__(self, description: str, *, transient: bool, body: object | None = None, dropped: bool = False):
+        super().__init__(description)
+        self.description = description
+        self.transient = transient
+        self.body = body
+        self.dropped = dropped
+
+
+def error_type(body: object) -> str | None:
+    """``error.type`` (else ``error.code``, ``type``, ``code``) of an error body, lower-cased."""
+    if not isinstance(body, dict):
+        return None
+    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    for key in ("type", "code"):
+        value = inner.get(key)
+        if isinstance(value, str) and value and value != "error":
+            return value.lower()
+    return None
 
 
 @dataclass
@@ -181,7 +216,20 @@ def classify_exception(exc: BaseException) -> Failure | None:
     A connection that was never made (the HTTP library's ``ConnectError`` / ``ConnectTimeout``
     under the SDK's ``APIConnectionError``) is :data:`CONNECT`; a timeout once connected is
     :data:`TIMEOUT`; a connection that broke (reset, closed mid-answer) is :data:`DROPPED`."""
+    if isinstance(exc, MidStreamError):
+        return Failure(retryable=exc.transient, description=exc.description,
+                       body=exc.body if isinstance(exc.body, dict) else None,
+                       kind=DROPPED if exc.dropped else MIDSTREAM)
     status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and not isinstance(status, bool) and status < 400:
+        # an error event inside a stream that began with HTTP 200 (the anthropic SDK raises it as a
+        # status error of the stream's response): retried where its type is one that passes
+        body = getattr(exc, "body", None)
+        kind = error_type(body)
+        message = _error_message(body) or getattr(exc, "message", None) or str(exc)
+        return Failure(retryable=kind in TRANSIENT_ERRORS,
+                       description=f"error event in the stream after HTTP {status}: {kind or 'error'}: {message}",
+                       body=body if isinstance(body, dict) else None, kind=MIDSTREAM)
     if isinstance(status, int) and not isinstance(status, bool):
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None)

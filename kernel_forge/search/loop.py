@@ -807,7 +807,7 @@ class Optimizer:
         if limit is not None and self.state.iteration >= limit:
             raise StopRun("max_iterations", f"{self.state.iteration} of --max-iterations {limit}"
                           + (f"; search so far: {self.search_line()}" if self._is_tuner() else ""))
-        if c.budget_usd is not None and self.state.cost_usd >= c.budget_usd:
+        if c.budget_limit is not None and self.state.cost_usd >= c.budget_limit:
             raise StopRun("budget_usd")
         if c.max_tokens is not None and self.state.tokens["input"] + self.state.tokens["output"] >= c.max_tokens:
             raise StopRun("max_tokens")

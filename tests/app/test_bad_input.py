@@ -1268,7 +1268,7 @@ BAD = [
     Bad("optimize --compare tpu", _optimize("--compare tpu"), found="exit 3 at the GPU probe"),
     Bad("batch --resume of a folder that is not a batch", _batch_resume_not_a_batch, found="exit 3 at the GPU probe"),
     Bad("--budget-usd -1", _optimize("--budget-usd -1"), found="'must be >= 0', then 0 said 'must be above 0'"),
-    Bad("--budget-usd 0", _optimize("--budget-usd 0")),
+    Bad("--budget-usd -0.5", _optimize("--budget-usd -0.5")),     # 0 is no limit (issue 32): not bad input
     Bad("a negative price in a config file", _config_price_negative, found="the message did not name the config file"),
     Bad("archive show on a zero-length file", _archive_list_zero_length, found="a schema was written into it"),
     Bad("archive import of a bad file into a new archive", _archive_import_bad_into_new,
@@ -1567,7 +1567,7 @@ def test_the_table_holds_every_finding_of_issue_20():
                 "a reference that calls os._exit(0)", "batch --ray garbage:::address",
                 "KFORGE_MCP_TEST_GATE=python:nosuchmod:X", "report when progress.png is a folder",
                 "optimize --devices zero,one", "optimize --compare tpu", "batch --resume of a folder that is not a batch",
-                "--budget-usd -1", "--budget-usd 0", "a negative price in a config file",
+                "--budget-usd -1", "--budget-usd -0.5", "a negative price in a config file",
                 "archive show on a zero-length file", "archive import of a bad file into a new archive",
                 "KFORGE_CLOCK_OFFSET_US=fast", "KFORGE_CLOCK=sundial", "OPENAI_BASE_URL=ftp://"):
         assert row in names, row
@@ -1681,10 +1681,12 @@ def test_batch_takes_every_optimize_option_and_refuses_the_same_values(kforge, t
     assert not (tmp_path / "runs").exists()
 
 
-def test_budget_usd_minus_one_and_zero_are_refused_in_the_same_words(kforge, tmp_path):
+def test_a_negative_budget_usd_is_refused_and_zero_means_no_limit(kforge, tmp_path):
     m = make_task(tmp_path / "task")
-    said = [kforge("optimize", m, "--budget-usd", v, "--runs-dir", tmp_path / "runs").stderr for v in ("-1", "0")]
-    assert said == [f"kforge: error: --budget-usd {v}: must be > 0, got {v}\n" for v in ("-1.0", "0.0")]
+    said = [kforge("optimize", m, "--budget-usd", v, "--runs-dir", tmp_path / "runs").stderr for v in ("-1", "-0.5")]
+    assert said == [f"kforge: error: --budget-usd {v}: must be at least 0, got {v}\n" for v in ("-1.0", "-0.5")]
+    from kernel_forge.config.loop import LoopConfig
+    assert LoopConfig().budget_usd == 20.0 and LoopConfig(budget_usd=0).budget_limit is None
 
 
 def test_a_failed_batch_leaves_no_batch_folder(kforge, tmp_path):

@@ -31,7 +31,7 @@ def _accepts(cls, name, value) -> bool:
 # the seven that disagreed, as settled: (section, field, accepted, refused)
 SETTLED = [
     ("loop", "max_iterations", [1, 7, None], [0, -1]),               # None: its default (7, or none for the tuner)
-    ("loop", "budget_usd", [0.01, 5, None], [0, -1]),                  # a budget of nothing stops the run at once
+    ("loop", "budget_usd", [0, 0.01, 5, None], [-1, -0.01]),          # 0: no limit (the default is $20)
     ("loop", "time_limit_s", [0.5, 3600, None], [0, -1]),
     ("loop", "max_tokens", [1, 10**6, None], [0, -5]),
     ("gate", "plausible_margin", [1, 1.25, 3], [0.99, 0, -1]),          # below 1 an honest kernel at the roof is implausible

@@ -69,14 +69,17 @@ def expect_body(caps, provider: str, body: dict) -> None:
     elif caps.api == "responses":
         assert body["max_output_tokens"] == min(caps.max_output, 32000 if caps.effort else 16000)
         if caps.effort:
-            assert body["reasoning"] == {"effort": caps.best_effort("high")}
+            assert body["reasoning"] == {"effort": caps.best_effort("high"), "summary": "auto"}
             assert body["include"] == ["reasoning.encrypted_content"] and body["store"] is False
         else:
             assert "reasoning" not in body
         assert body["prompt_cache_key"].startswith("kforge-") and "temperature" not in body
         assert [p["type"] for p in body["input"][0]["content"]] == ["input_text"] * len(body["input"][0]["content"])
     else:
-        assert body["max_tokens"] == caps.default_output(False) and "reasoning_effort" not in body
+        # the output asked for, lowered where the window leaves the prompt less room (llama.cpp, Ollama: 8,192 in all)
+        from kernel_forge.proposers.budget import estimate_tokens
+        assert body["max_tokens"] == min(caps.default_output(False), caps.context - estimate_tokens(body))
+        assert "reasoning_effort" not in body
         assert body["stream_options"] == {"include_usage": True}
 
 
@@ -394,8 +397,13 @@ def test_the_repair_turn_keeps_the_reasoning_with_store_false(loopback):
     # the first answer's reasoning goes back with its encrypted content (store: false keeps nothing)
     assert reasoning and reasoning[0]["encrypted_content"] == answer[0]["encrypted_content"]
     assert repair["store"] is False and "previous_response_id" not in repair
-    # the assistant's turn in a form the SDK's request type defines (EasyInputMessageParam)
-    assert repair["input"][-2] == {"role": "assistant", "content": "I would tile it, but here is no code."}
+    # the assistant's turn as the output message it was (the SDK's ResponseOutputMessageParam): id,
+    # status and phase kept
+    message = next(i for i in answer if i["type"] == "message")
+    assert repair["input"][-2] == {"type": "message", "id": message["id"], "role": "assistant", "status": "completed",
+                                   "phase": "final_answer", "content": [
+                                       {"type": "output_text", "text": "I would tile it, but here is no code.",
+                                        "annotations": []}]}
     assert "could not be used" in repair["input"][-1]["content"][0]["text"]
     assert repair["input"][0] == first["input"][0]            # the same conversation, one turn longer
 

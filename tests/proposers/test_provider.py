@@ -876,7 +876,7 @@ def test_timeouts_are_counted_and_retried_a_bounded_number_of_times(loopback, pr
 def test_a_whole_answer_of_32k_tokens_is_given_the_time_it_takes_not_the_120_s_timeout(loopback, provider):
     """Issue 34: the non-streaming path waited 120 s for answers of 32,000 tokens or more."""
     loopback.script(provider, tool(GOOD))
-    p = make(provider, loopback, timeout=120, stream=False, max_tokens=32_000)
+    p = make(provider, loopback, timeout=120, stream=False, max_tokens=32_000, context_tokens=65_536)
     sent = []
     resource = p._client.messages if provider == "anthropic" else (
         p._client.responses if p.api == "responses" else p._client.chat.completions)

@@ -12,6 +12,7 @@ import pytest
 
 from kernel_forge.proposers import capabilities
 from kernel_forge.proposers.base import ProposalRequest
+from kernel_forge.proposers.budget import estimate_tokens
 
 from fakes import vector_add
 from loopback import Loopback, clean_env, tool  # noqa: F401  (fixtures)
@@ -47,8 +48,8 @@ EXPECTED = {
     'anthropic:claude-sonnet-4-6': [({'type': 'adaptive'}, 'high', 32000), ({'type': 'adaptive'}, 'max', 32000), ({'type': 'disabled'}, None, 16000)],
     'anthropic:claude-sonnet-5': [({'type': 'adaptive'}, 'high', 32000), ({'type': 'adaptive'}, 'max', 32000), ({'type': 'disabled'}, None, 16000)],
     'anthropic:claude-sonnet-5-5': [({'type': 'adaptive'}, 'high', 32000), ({'type': 'adaptive'}, 'max', 32000), ({'type': 'between_tools'}, None, 16000)],
-    'local:llama.cpp': [(None, 8192), ('max', 8192), ('none', 8192)],
-    'local:ollama': [(None, 8192), ('max', 8192), ('none', 8192)],
+    'local:llama.cpp': [(None, 'window'), ('max', 'window'), ('none', 'window')],
+    'local:ollama': [(None, 'window'), ('max', 'window'), ('none', 'window')],
     'local:sglang': [(None, 8192), ('max', 8192), ('none', 8192)],
     'local:vllm': [(None, 8192), ('max', 8192), ('none', 8192)],
     'openai:gpt-4.1': [(None, None, 16000), (None, None, 16000), (None, None, 16000)],
@@ -78,7 +79,9 @@ def summary(provider: str, body: dict) -> tuple:
         return (body.get("thinking"), (body.get("output_config") or {}).get("effort"), body["max_tokens"])
     if "input" in body:
         return ((body.get("reasoning") or {}).get("effort"), body.get("include"), body["max_output_tokens"])
-    return (body.get("reasoning_effort"), body.get("max_tokens"))
+    limit = body.get("max_tokens")
+    # an 8,192-token window with 8,192 output tokens asked: the limit is lowered to the room the prompt leaves
+    return (body.get("reasoning_effort"), "window" if limit == 8192 - estimate_tokens(body) else limit)
 
 
 def route_of(key: str, body: dict) -> str:

@@ -512,7 +512,7 @@ def test_cli_exits_3_naming_the_url_when_no_call_connects(tmp_path, task, monkey
 
     monkeypatch.setattr("kernel_forge.app.run_setup.Gate", lambda t, opts: FakeGate(t))
     monkeypatch.setattr("kernel_forge.app.run_setup.make_proposer",
-                        lambda cfg, t, history=None: ScriptedProposer([unreachable_result()]))
+                        lambda cfg, t, history=None, **budget: ScriptedProposer([unreachable_result()]))
     monkeypatch.chdir(Path(MANIFEST).parents[1])
     r = CliRunner().invoke(cli, ["optimize", str(MANIFEST), "--model", "openai:gpt-5", "--base-url",
                                  "http://127.0.0.1:9/v1", "--runs-dir", str(tmp_path / "runs")],
