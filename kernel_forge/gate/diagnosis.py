@@ -95,6 +95,8 @@ class Diagnosis:
     slower: list[dict] = field(default_factory=list)
     #: the kernel's instruction mix (instruction_mix.InstructionMix.to_json(), or {"error"}), None: not known
     instruction_mix: dict | None = None
+    #: under a dispatch rule: case -> the mix of the setting that case runs with
+    instruction_mixes: dict = field(default_factory=dict)
     #: ncu metrics asked for but not measured on this GPU
     metrics_missing: list = field(default_factory=list)
 
@@ -127,11 +129,7 @@ class Diagnosis:
             head.append(f"Roofline: {self.peak['label']} {self.peak['flops'] / 1e12:.1f} {self.peak['unit']}, "
                         f"{self.bandwidth_source} {self.bandwidth / 1e9:.0f} GB/s, ridge point {self.ridge:.1f} FLOP/byte.")
         lines = head + [_case_line(c, self.peak) for c in self.cases]
-        mix = self.instruction_mix
-        if mix and not mix.get("error"):
-            lines.append("Instruction mix of this kernel: " + imix.render(mix).removeprefix("instruction mix "))
-        elif mix and mix.get("error"):
-            lines.append(f"(no instruction mix: {mix['error']})")
+        lines += self._mix_lines()
         if self.metrics_missing:
             lines.append("Not measured on this GPU (ncu has no such metric): " + ", ".join(self.metrics_missing))
         if self.slower:
@@ -145,6 +143,32 @@ class Diagnosis:
                              "above (times, roofline, resources, occupancy) stand in.")
         lines += [f"- {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def mix_of(self, case: str) -> dict | None:
+        """The instruction mix of the setting ``case`` runs with."""
+        return self.instruction_mixes.get(case) or self.instruction_mix
+
+    def _mix_lines(self) -> list[str]:
+        """The instruction mix, once per distinct setting: under a dispatch rule, the cases each
+        setting runs named."""
+        groups: list[tuple[dict, list[str]]] = []
+        for c in self.cases:
+            mix = self.mix_of(c.name)
+            if not mix:
+                continue
+            g = next((g for g in groups if g[0] is mix or g[0] == mix), None)
+            if g is None:
+                groups.append((mix, [c.name]))
+            else:
+                g[1].append(c.name)
+        out = []
+        for mix, names in groups:
+            where = "this kernel" if len(groups) == 1 else f"the setting of {', '.join(names)}"
+            if mix.get("error"):
+                out.append(f"(no instruction mix of {where}: {mix['error']})")
+            else:
+                out.append(f"Instruction mix of {where}: " + imix.render(mix).removeprefix("instruction mix "))
+        return out
 
     def render_markdown(self) -> str:
         """A table for report.md."""
@@ -518,6 +542,8 @@ def diagnose(task: Task, best: dict, *, initial: dict | None = None, baselines: 
         out.profile_status = {k: profile.get(k) for k in ("available", "reason", "tool", "seconds")}
         out.metrics_missing = list(profile.get("metrics_missing") or [])
     out.instruction_mix = mix if mix is not None else (profile or {}).get("instruction_mix")
+    if mix is None:
+        out.instruction_mixes = dict((profile or {}).get("instruction_mixes") or {})
     prof_cases = (profile or {}).get("cases") or {}
     init = _timed(initial)
     bases = {k: _timed(v) for k, v in (baselines or {}).items()}
@@ -561,7 +587,7 @@ def diagnose(task: Task, best: dict, *, initial: dict | None = None, baselines: 
         d.profile = normalise_case(prof_cases.get(name))
         d.pipe_busy = pipe_busy(out.peak["key"] if out.peak else None, d.pct_compute, d.profile)
         d.bound, d.bound_why = _classify(d, out.ridge, out.sms)
-        d.limiter = name_limit(d, out.instruction_mix)
+        d.limiter = name_limit(d, out.mix_of(name))
         if d.bound == "pipe" and d.limiter is None:
             d.limiter = _limit("unnamed", [])
         out.cases.append(d)
