@@ -284,6 +284,8 @@ class Optimizer:
         verdict."""
         self.state.iteration += 1
         slots = self._slots(self.state.iteration)
+        for parent in self._parents(slots):      # every kernel a proposal starts from is shown profiled
+            self._profile(parent)
         request = self._request(slots, self.state.iteration)
         try:
             result = self.proposer.propose(request)
@@ -333,10 +335,21 @@ class Optimizer:
             slots.append(Slot(direction=p.direction, parent=p.parent, second=p.second, technique=p.technique))
         bound = self._bound()                 # the bound pattern as a second parent, once an iteration
         if bound is not None and bound is not self.state.best and not any(s.second for s in slots):
-            s = next((s for s in slots if s.fix is None and (s.parent or self.state.best) is not bound), None)
+            # only where it is faster than the slot's parent on some case: else it has nothing to give
+            s = next((s for s in slots if s.fix is None and (s.parent or self.state.best) is not bound
+                      and strategies.wins_over(bound, s.parent or self.state.best, self.config.min_improvement)), None)
             if s is not None:
                 s.second, s.technique = bound, s.technique or "crossover"
         return slots
+
+    def _parents(self, slots: list[Slot]) -> list[Attempt]:
+        """The passed kernels the slots start from or combine (a fix's failed attempt is not one)."""
+        out: list[Attempt] = []
+        for s in slots:
+            for x in (s.parent, s.second):
+                if x is not None and x.status == "passed" and s.fix is not x and x not in out:
+                    out.append(x)
+        return out
 
     def _plan_context(self, iteration: int) -> strategies.PlanContext:
         c = self.config
