@@ -326,12 +326,13 @@ class _PromptOnly:
         raise InternalError("a dry run asks no model")
 
 
-def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[str, str, str]:
-    """(system, static prefix, dynamic part) of the first proposal a model would be asked for in
-    the next iteration of the recorded run at ``path`` (its attempts, ledger, best and the best's
-    recorded profile), built without a GPU and without a call: the run's verdicts stand in for the
+def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[str, str, list[str]]:
+    """(system, static prefix, the dynamic part of every proposal) a model would be asked for in
+    the next iteration of the recorded run at ``path`` (its attempts, ledger, best and the
+    recorded profiles), built without a GPU and without a call: the run's verdicts stand in for the
     gate (:class:`~kernel_forge.gate.recorded.RecordedGate`).  Whatever proposed the run (the
-    built-in tuner too), the prompt is the one a model would get from here."""
+    built-in tuner too), the prompts are the ones a model would get from here; a parent the run
+    never profiled is said to have no profile (a real run profiles it before asking)."""
     from kernel_forge.gate.recorded import RecordedGate
     from kernel_forge.search.retrieval import Retrieved
 
@@ -342,7 +343,7 @@ def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[
     if not opt.load_recorded() or opt.best is None:
         raise InputError(f"{run.path}: no attempt recorded yet; for the first prompt: kforge optimize MANIFEST --dry-run")
     req = opt.next_request()
-    return req.system, req.static_prefix, req.prompt_for(0)
+    return req.system, req.static_prefix, [req.prompt_for(i) for i in range(req.n)]
 
 
 def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str | Path | None = None

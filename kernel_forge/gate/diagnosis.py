@@ -145,7 +145,8 @@ class Diagnosis:
         if self.profile_status is not None:
             ps = self.profile_status
             if ps.get("available"):
-                lines.append(f"(profile: {ps.get('tool', 'ncu')}, {ps.get('seconds', 0):.1f} s)")
+                lines.append(f"(profile: {ps.get('tool', 'ncu')}, {ps.get('seconds', 0):.1f} s; DRAM, L2 and SM are % of "
+                             "peak over the elapsed time, the pipes and issue slots % of the SM's active cycles)")
             else:
                 lines.append(f"No profiler metrics: {ps.get('reason') or 'not available'}; the harness's own figures "
                              "above (times, roofline, resources, occupancy) stand in.")

@@ -24,6 +24,7 @@ from kernel_forge.gate.diagnosis import diagnose, direction_items
 from kernel_forge.common.errors import CandidateError, KForgeError
 from kernel_forge.evidence.run_dir import RunDir
 from kernel_forge.gate.gatelike import GateLike
+from kernel_forge.search import prompts as prompts_mod
 from kernel_forge.search.prompts import PromptAttempt, build_prompt_parts, system_prompt, write_prompt
 from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult, Proposer
 from kernel_forge.model.task import Task
@@ -921,22 +922,27 @@ class Optimizer:
                       n_history=c.history_in_prompt,
                       diagnosis=self._diagnosis(), retrieved=tuple(self.retrieved.examples), ledger=ledger,
                       bound=self._prompt_attempt(self._bound()) if self._bound() else None)
-        history = [self._prompt_attempt(a) for a in shown.history]
+        # what every proposal shares comes first and is the same text in each prompt: a kernel a
+        # proposal starts from (other than the best) is shown in that proposal's own section, and
+        # the failures to fix in theirs, so neither is listed among the shared ones; the initial
+        # kernel is not shown once another kernel beats it
+        own = {x.id for s in slots for x in (s.parent, s.second) if x is not None and x is not self.state.best}
+        fixed = {body(s.fix) for s in slots if s.fix}
+        history = [self._prompt_attempt(a) for a in shown.history if a.id not in own
+                   and (a is not self.state.initial or self.state.best is self.state.initial)]
+        failures = [self._prompt_attempt(a) for a in shown.failures if body(a) not in fixed]
         shared_cross = tuple(map(self._prompt_attempt, shown.crossover)) if shown.crossover else None
         static, prompts = "", []
         for s in slots:
-            fixed = body(s.fix) if s.fix else None      # a failure shown as the fix is not listed again
-            failures = [self._prompt_attempt(a) for a in shown.failures if body(a) != fixed]
             cross = (self._prompt_attempt(s.parent), self._prompt_attempt(s.second)) if s.second else shared_cross
             start = ""
             if s.parent is not None and s.parent is not self.state.best and s.fix is None and s.second is None:
                 start = reflection.start_section(self._prompt_attempt(s.parent, profile=True), self.state.best,
-                                                 self._diagnosis_of(s.parent))
-            elsewhere = {x.id for x in (s.parent, s.second) if x is not None and (s.second or start)}
+                                                 self._diagnosis_of(s.parent),
+                                                 refs=prompts_mod.pattern_refs(self.retrieved.examples))
             static, dynamic = build_prompt_parts(self.task, failures=failures, direction=s.direction,
                                                  fix=self._prompt_attempt(s.fix) if s.fix else None,
-                                                 crossover=cross, start=start, **common,
-                                                 history=[h for h in history if h.id not in elsewhere])
+                                                 crossover=cross, start=start, **common, history=history)
             prompts.append(dynamic)
         parents = [self._source(s.fix or s.parent or self.state.best) for s in slots]
         return ProposalRequest(system=system_prompt(), prompt=prompts[0] if prompts else "", n=len(slots),

@@ -151,7 +151,8 @@ def test_crossover_pairs_the_best_with_a_distinct_runner_up(tmp_path, prompts):
     # before each iteration: only the initial and the best (a0001) exist, then a0002 duplicates a0001
     assert [parents(c) for c in prompts] == [None, None, None, ("a0001", "a0003")]
     last = prompts[-1]
-    assert last["best"].id == "a0001" and [h.id for h in last["history"]] == ["a0000"]   # parents not repeated
+    # parents not repeated, and the initial kernel not shown once a better one exists
+    assert last["best"].id == "a0001" and [h.id for h in last["history"]] == []
 
 
 def test_crossover_never_pairs_the_best_with_a_kernel_slower_on_every_case(tmp_path, prompts):

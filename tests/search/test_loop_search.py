@@ -362,7 +362,9 @@ def test_dry_run_resume_prints_the_next_prompt_of_a_recorded_run_and_writes_noth
     assert r.exit_code == 0, r.output + (r.stderr or "")
     assert f"# Current best: {summary['best']['id']}" in r.stdout
     assert "# Attempt ledger" in r.stdout and "[tune:vector_add_vec4.cu]" in r.stdout
-    assert "# Direction for this proposal" in r.stdout and "=== user prompt: dynamic part ===" in r.stdout
+    # every proposal of the iteration, not only the first (issue 32)
+    n = r.stdout.count("# Direction for this proposal")
+    assert n == opt.config.candidates and f"=== user prompt: dynamic part of proposal {n} of {n} ===" in r.stdout
     assert {p.name: p.read_bytes() for p in opt.run_dir.path.iterdir() if p.is_file()} == before
     bad = CliRunner().invoke(cli, ["optimize", "--resume", str(opt.run_dir.path), "--dry-run", str(MANIFEST)])
     assert bad.exit_code == 2 and "takes the run's own manifest" in bad.stderr
