@@ -88,7 +88,7 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
                 raise InputError("--dry-run needs a MANIFEST (or \"manifest\" in --config) for the first prompt, or "
                                  "--resume RUN for the next one")
             loop = resolve_configs(ctx, params, cfg, config_file=config_file, quick=quick, options=options)["loop"]
-            system, static, dynamic = first_prompt_parts(manifest, loop.hints, device_file)
+            system, static, dynamic = first_prompt_parts(manifest, loop.hints, device_file, loop.candidates)
         parts = dynamic if isinstance(dynamic, list) else [dynamic]
         click.echo(f"=== system prompt ===\n{system}\n=== user prompt: static prefix (the same for every call; "
                    f"cached) ===\n{static}")

@@ -875,10 +875,12 @@ def direction_items(diagnosis: Diagnosis, n: int) -> list[tuple[str, str]]:
     def behind(c: CaseDiagnosis) -> tuple:
         return (min([*c.vs_baselines.values(), c.vs_initial or 9e9]), c.name)
     limits = []
-    for c in sorted((c for c in d.cases if c.limiter and c.limiter["key"] != "unnamed"), key=behind):
+    named = sorted((c for c in d.cases if c.limiter and c.limiter["key"] != "unnamed"), key=behind)
+    for c in named:
         lim = c.limiter
-        limits.append((f"limit:{lim['key']}", f"the limit on case {c.name} is {lim['what']} ({lim['evidence']}): "
-                       f"{lim['advice']}"))
+        also = [x.name for x in named if x is not c and x.limiter["key"] == lim["key"]]
+        limits.append((f"limit:{lim['key']}", f"the limit on case {c.name} is {lim['what']} ({lim['evidence']})"
+                       + (f", and on {', '.join(also)} too" if also else "") + f": {lim['advice']}"))
     groups.append(limits)
     # 1. the cases where a reference is faster, worst first
     focus = []

@@ -321,10 +321,24 @@ def test_dry_run_with_a_broken_device_file_is_an_input_error(tmp_path):
 def test_every_bundled_task_builds_a_dry_run_prompt(name):
     from kernel_forge.app.run_setup import first_prompt_parts
 
-    system, static, dyn = first_prompt_parts(rec.ROOT / "manifests" / f"{name}.json",
-                                             device_file=rec.ROOT / "kernel_forge" / "data" / "devices" / "h200.json")
+    system, static, (dyn,) = first_prompt_parts(rec.ROOT / "manifests" / f"{name}.json",
+                                                device_file=rec.ROOT / "kernel_forge" / "data" / "devices" / "h200.json")
     assert "<- the ceiling for this task" in static and "# Current best: initial, not measured yet" in dyn
     assert not re.search(r"\bholdout\b", system + dyn, re.I)
+
+
+def test_the_first_prompt_dry_run_shows_every_proposal_and_says_what_is_unmeasured():
+    """Issue 32 item 10: it showed an unmeasured initial kernel with no word of what a real first
+    prompt has, and only proposal 0."""
+    r = CliRunner().invoke(cli, ["optimize", str(rec.ROOT / "manifests" / "matmul_f32.json"), "--dry-run",
+                                 "--candidates", "3"])
+    assert r.exit_code == 0, r.output
+    for i in (1, 2, 3):
+        assert f"=== user prompt: dynamic part of proposal {i} of 3 ===" in r.stdout
+    assert r.stdout.count("- dry run: nothing was run, so this prompt lacks what a real run's first prompt shows "
+                          "here: the initial kernel's median per case, the vendor baselines' times") == 3
+    directions = re.findall(r"^# Direction for this proposal\n(.+)$", r.stdout, re.M)
+    assert len(directions) == 3 and len(set(directions)) == 3
 
 
 # ------------------------------------------- issue 32: the next prompt of the recorded s9 run
