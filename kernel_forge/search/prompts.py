@@ -591,9 +591,10 @@ def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None
     same for every call of a run; the rest starts with what the iteration's proposals share (the
     best with its ``diagnosis`` -- a :class:`~kernel_forge.gate.diagnosis.Diagnosis` --, earlier
     kernels, ``failures``, the ``ledger``) and ends with this proposal's own: the kernel it starts
-    from (``start``, rendered by :func:`kernel_forge.search.reflection.start_section` for a parent
-    other than the best; else the best), or a failed attempt to repair (``fix``) or two parents to
-    combine (``crossover``, edits applying to the first), then hints, ``direction`` and the job.
+    from: a failed attempt to repair (``fix``), else ``start`` (rendered by
+    :func:`kernel_forge.search.reflection.start_section` for a parent other than the best), else two
+    parents to combine (``crossover``, edits applying to the first), else the best; then hints,
+    ``direction`` and the job.
     ``retrieved``: archive examples and the expert pattern
     (:class:`kernel_forge.search.retrieval.Example`, or any object or dict with ``task_name``,
     ``source`` and ``score_us``); ``bound`` the gated attempt of the task's kind's pattern bound to
@@ -616,10 +617,12 @@ def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None
     # this proposal's own, last: the prompts of an iteration share everything above
     if fix is not None:
         parts.append(_fix_section(task, fix, known))
+    elif start:
+        parts.append(start)
     elif crossover and normalise(crossover[0].source) != normalise(crossover[1].source):
         parts.append(_crossover_section(crossover, shown, refs))
     else:
-        parts.append(start or start_best(best))
+        parts.append(start_best(best))
     job = ("Submit the repaired kernel: correct on every size, and as fast as its idea allows."
            if fix is not None else
            "Submit one kernel that is correct on every size and faster than the current best. "
