@@ -285,9 +285,7 @@ class Optimizer:
         verdict."""
         self.state.iteration += 1
         slots = self._slots(self.state.iteration)
-        for parent in self._parents(slots):      # every kernel a proposal starts from is shown profiled
-            self._profile(parent)
-        request = self._request(slots, self.state.iteration)
+        request = self._request(slots, self.state.iteration, profile=True)
         try:
             result = self.proposer.propose(request)
         except BaseException:
@@ -895,8 +893,10 @@ class Optimizer:
                                         calibration=self.gate.calibrate(), profile=self._profile_of(a))
         return self._diags[key]
 
-    def _request(self, slots: list[Slot], iteration: int) -> ProposalRequest:
-        """The request for one iteration: a shared static prefix and one dynamic prompt per slot."""
+    def _request(self, slots: list[Slot], iteration: int, *, profile: bool = False) -> ProposalRequest:
+        """The request for one iteration: a shared static prefix and one dynamic prompt per slot.
+        ``profile``: first profile every kernel a prompt starts from or combines that has no
+        profile yet (a dry run does not, and its prompts say which have none)."""
         dirs = [s.direction for s in slots]
         best = self.state.best
         plan = dict(directions=dirs, parents=[(s.parent or best).id if (s.parent or best) else "" for s in slots],
@@ -914,6 +914,9 @@ class Optimizer:
                                       size=lambda a: len(self._source(a)), history_in_prompt=c.history_in_prompt,
                                       history_chars=c.history_chars, failures_in_prompt=c.failures_in_prompt,
                                       crossover_every=c.crossover_every if self.strategy.crossover_in_prompt else 0)
+        if profile:             # every kernel a proposal starts from or combines is shown profiled
+            for parent in self._parents(slots) + [x for x in shown.crossover or () if x.status == "passed"]:
+                self._profile(parent)
         ledger = reflection.ledger_section(self.state.attempts, noise=c.min_improvement, profile=self._profile_of,
                                            task=self.task)
         common = dict(reference_source=self.task.reference.path.read_text(encoding="utf-8"),

@@ -150,6 +150,7 @@ def test_crossover_pairs_the_best_with_a_distinct_runner_up(tmp_path, prompts):
     opt.run()
     # before each iteration: only the initial and the best (a0001) exist, then a0002 duplicates a0001
     assert [parents(c) for c in prompts] == [None, None, None, ("a0001", "a0003")]
+    assert (opt.run_dir.path / "profiles" / "a0003.json").is_file()     # a kernel to combine is profiled first
     last = prompts[-1]
     # parents not repeated, and the initial kernel not shown once a better one exists
     assert last["best"].id == "a0001" and [h.id for h in last["history"]] == []
