@@ -160,13 +160,14 @@ def arch_section(device: dict | None) -> str:
         "fp32 peak needs an FFMA in nearly every issue slot. Every other instruction (LDS, address math, loop "
         "control) takes a slot from an FFMA: at a high FMA share, count instructions, not stalls.",
         "- `cp.async` (`__pipeline_memcpy_async` of cuda_pipeline.h, or `cuda::memcpy_async`): global to shared "
-        "memory with no register round trip, 4/8/16 bytes (`.cg` skips L1); commit groups and wait for all but "
+        "memory with no register round trip, 4/8/16 bytes (16-byte `.cg` skips L1); commit groups and wait for all but "
         "the newest N to keep several stages in flight.",
         "- Bulk copies: `cp.async.bulk` moves a 16-byte-aligned block from one thread, completed through an "
         "mbarrier; TMA tensor maps need a host descriptor this harness cannot make.",
         "- mbarrier (`cuda::barrier` in shared memory): split arrive/wait and transaction counts, so producer and "
         "consumer warps overlap without __syncthreads.",
-        "- Clusters (`__cluster_dims__`, cooperative_groups::this_cluster()) of up to 8 blocks run together; "
+        "- Clusters (`__cluster_dims__`, the grid a multiple of it; cooperative_groups::this_cluster()) of up to 8 "
+        "blocks run together; "
         "distributed shared memory (`cluster.map_shared_rank`) lets blocks share an operand tile or sum "
         "split-K partials without global memory.",
         (f"- NVRTC targets `{arch}`: `wgmma.mma_async` and `setmaxnreg` are available." if a else
