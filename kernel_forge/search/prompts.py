@@ -283,6 +283,8 @@ def _best_section(task: Task, best: PromptAttempt, diagnosis, device: dict | Non
         lines.append(f"Run with: {launch}")
     if diagnosis is not None and diagnosis.cases:
         lines += ["", "## Diagnosis (per performance case)", diagnosis.render()]
+        if diagnosis.profile_status is None:     # never silently: say the profile is missing
+            lines.append(f"(no Nsight Compute profile of {best.id} yet: the figures above are the harness's own)")
     else:
         meas = _measurements(best)
         if meas:

@@ -411,3 +411,11 @@ def test_the_resume_dry_run_shows_every_proposal_of_the_iteration():
     for i in range(1, 5):
         assert f"=== user prompt: dynamic part of proposal {i} of 4 ===" in r.output
     assert r.output.count("# Direction for this proposal") == 4
+
+
+def test_a_best_without_a_profile_is_said_to_have_none():
+    """Issue 32: every kernel a prompt shows to start from is profiled, or the prompt says it is not."""
+    _, dyn = parts(diagnosis=rec.diagnosis(with_profile=False))
+    assert "(no Nsight Compute profile of a0004 yet: the figures above are the harness's own)" in dyn
+    _, dyn = parts()
+    assert "no Nsight Compute profile" not in dyn and "\n  ncu: DRAM" in dyn
