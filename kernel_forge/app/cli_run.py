@@ -99,12 +99,16 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
                                  "--resume RUN for the next one")
             conf = resolve_configs(ctx, params, cfg, config_file=config_file, quick=quick, options=options)
             loop = conf["loop"]
-            system, static, dynamic = first_prompt_parts(manifest, loop.hints, device_file)
+            system, static, dynamic = first_prompt_parts(manifest, loop.hints, device_file, loop.candidates)
             from kernel_forge.app.budget import estimate
             from kernel_forge.model.task import load_task
             _echo_budget(estimate(loop, conf["proposer"], load_task(manifest)))
+        parts = dynamic if isinstance(dynamic, list) else [dynamic]
         click.echo(f"=== system prompt ===\n{system}\n=== user prompt: static prefix (the same for every call; "
-                   f"cached) ===\n{static}\n=== user prompt: dynamic part ===\n{dynamic}")
+                   f"cached) ===\n{static}")
+        for i, d in enumerate(parts, 1):
+            click.echo(f"=== user prompt: dynamic part" + (f" of proposal {i} of {len(parts)}" if len(parts) > 1 else "")
+                       + f" ===\n{d}")
         return
     if device_file:
         raise InputError("--device FILE is for --dry-run; a run describes the GPU it runs on")

@@ -357,12 +357,13 @@ class _PromptOnly:
         raise InternalError("a dry run asks no model")
 
 
-def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[str, str, str]:
-    """(system, static prefix, dynamic part) of the first proposal a model would be asked for in
-    the next iteration of the recorded run at ``path`` (its attempts, ledger, best and the best's
-    recorded profile), built without a GPU and without a call: the run's verdicts stand in for the
+def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[str, str, list[str]]:
+    """(system, static prefix, the dynamic part of every proposal) a model would be asked for in
+    the next iteration of the recorded run at ``path`` (its attempts, ledger, best and the
+    recorded profiles), built without a GPU and without a call: the run's verdicts stand in for the
     gate (:class:`~kernel_forge.gate.recorded.RecordedGate`).  Whatever proposed the run (the
-    built-in tuner too), the prompt is the one a model would get from here."""
+    built-in tuner too), the prompts are the ones a model would get from here; a parent the run
+    never profiled is said to have no profile (a real run profiles it before asking)."""
     from kernel_forge.gate.recorded import RecordedGate
     from kernel_forge.search.retrieval import Retrieved
 
@@ -373,16 +374,25 @@ def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[
     if not opt.load_recorded() or opt.best is None:
         raise InputError(f"{run.path}: no attempt recorded yet; for the first prompt: kforge optimize MANIFEST --dry-run")
     req = opt.next_request()
-    return req.system, req.static_prefix, req.prompt_for(0)
+    return req.system, req.static_prefix, [req.prompt_for(i) for i in range(req.n)]
 
 
-def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str | Path | None = None
-                       ) -> tuple[str, str, str]:
-    """(system, static prefix, dynamic part) of a run's first model call, built without a GPU:
-    the initial kernel stands as the unmeasured best.  With ``device_file`` (a device
-    description, e.g. kernel_forge/data/devices/h200.json) the device section is complete and
-    the initial kernel is compiled with NVRTC for its arch, so the prompt shows its registers,
-    shared memory and occupancy; without it the device section says it is unknown."""
+#: what a dry run's first prompt cannot show, said in it where the diagnosis would be
+UNMEASURED = ("dry run: nothing was run, so this prompt lacks what a real run's first prompt shows here: the initial "
+              "kernel's median per case, the vendor baselines' times, each case's roofline bound and limit with "
+              "the Nsight Compute profile, and directions drawn from that diagnosis (those below are the generic "
+              "ones)")
+
+
+def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str | Path | None = None,
+                       candidates: int = 1) -> tuple[str, str, list[str]]:
+    """(system, static prefix, the dynamic part of each of ``candidates`` proposals) of a run's
+    first model request, built without a GPU: the initial kernel stands as the unmeasured best and
+    the prompt says what a real run would have measured (:data:`UNMEASURED`).  With
+    ``device_file`` (a device description, e.g. kernel_forge/data/devices/h200.json) the device
+    section is complete and the initial kernel is compiled with NVRTC for its arch, so the prompt
+    shows its registers, shared memory, occupancy and waves per case; without it the device
+    section says it is unknown."""
     from kernel_forge.search.prompts import PromptAttempt, build_prompt_parts, system_prompt
 
     task = load_task(manifest)
@@ -392,9 +402,12 @@ def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str |
         if device_file is not None:
             from kernel_forge.gpu.device_description import load
             device, calibration = load(device_file)
-        static, dynamic = translation.prompt_parts(
-            task, reference_source=task.reference.path.read_text(encoding="utf-8"), device=device,
-            calibration=calibration, failures=[], hints=hints, direction=translation.directions(1)[0])
+        dynamic = []
+        for d in translation.directions(max(1, candidates)):
+            static, dyn = translation.prompt_parts(
+                task, reference_source=task.reference.path.read_text(encoding="utf-8"), device=device,
+                calibration=calibration, failures=[], hints=hints, direction=d)
+            dynamic.append(dyn)
         return system_prompt(), static, dynamic
     log = ""
     if device_file is not None:
@@ -412,17 +425,24 @@ def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str |
 
     best = PromptAttempt(id="initial", source=task.initial.read_text(encoding="utf-8"), passed=True,
                          reason="passed", message="", score_us=None, compile_log=log)
+    from kernel_forge.gate.diagnosis import Diagnosis, direction_items
+
     pattern = pattern_example(task)
-    static, dynamic = build_prompt_parts(task, reference_source=task.reference.path.read_text(encoding="utf-8"),
+    diag = Diagnosis(notes=[UNMEASURED])
+    dynamic = []
+    for _, direction in direction_items(diag, max(1, candidates)):
+        static, dyn = build_prompt_parts(task, reference_source=task.reference.path.read_text(encoding="utf-8"),
                                          device=device, calibration=calibration, best=best, history=[],
-                                         failures=[], hints=hints, retrieved=(pattern,) if pattern else ())
+                                         failures=[], hints=hints, retrieved=(pattern,) if pattern else (),
+                                         diagnosis=diag, direction=direction)
+        dynamic.append(dyn)
     return system_prompt(), static, dynamic
 
 
 def first_prompt(manifest: str | Path, hints: str = "", device_file: str | Path | None = None) -> tuple[str, str]:
     """The system and user prompts of a run's first model call (see :func:`first_prompt_parts`)."""
     system, static, dynamic = first_prompt_parts(manifest, hints, device_file)
-    return system, static + "\n\n" + dynamic
+    return system, static + "\n\n" + dynamic[0]
 
 
 def harness_hash() -> str:

@@ -47,6 +47,14 @@ STALL_NAMES_LIMIT = 0.2
 FEW_FFMA_PER_LDS = 4.0
 #: bank conflicts worth naming: extra wavefronts per shared-memory wavefront
 CONFLICT_SHARE = 0.2
+#: the issue slots limit a kernel from this % of cycles busy (or not_selected >= 25 % of stalls) ...
+ISSUE_BUSY_PCT = 70.0
+#: ... while fewer than this share of the issued instructions are the task's FMAs
+FFMA_ISSUE_SHARE = 0.9
+#: a last wave less full than this (and more than one wave) is a tail worth naming
+TAIL_FULL = 0.9
+#: a named limit's gain on its case is estimated as the room to the nearer roof, at most this
+LIMIT_GAIN_CAP = 2.0
 
 
 @dataclass
@@ -95,6 +103,8 @@ class Diagnosis:
     slower: list[dict] = field(default_factory=list)
     #: the kernel's instruction mix (instruction_mix.InstructionMix.to_json(), or {"error"}), None: not known
     instruction_mix: dict | None = None
+    #: under a dispatch rule: case -> the mix of the setting that case runs with
+    instruction_mixes: dict = field(default_factory=dict)
     #: ncu metrics asked for but not measured on this GPU
     metrics_missing: list = field(default_factory=list)
 
@@ -127,11 +137,7 @@ class Diagnosis:
             head.append(f"Roofline: {self.peak['label']} {self.peak['flops'] / 1e12:.1f} {self.peak['unit']}, "
                         f"{self.bandwidth_source} {self.bandwidth / 1e9:.0f} GB/s, ridge point {self.ridge:.1f} FLOP/byte.")
         lines = head + [_case_line(c, self.peak) for c in self.cases]
-        mix = self.instruction_mix
-        if mix and not mix.get("error"):
-            lines.append("Instruction mix of this kernel: " + imix.render(mix).removeprefix("instruction mix "))
-        elif mix and mix.get("error"):
-            lines.append(f"(no instruction mix: {mix['error']})")
+        lines += self._mix_lines()
         if self.metrics_missing:
             lines.append("Not measured on this GPU (ncu has no such metric): " + ", ".join(self.metrics_missing))
         if self.slower:
@@ -139,12 +145,39 @@ class Diagnosis:
         if self.profile_status is not None:
             ps = self.profile_status
             if ps.get("available"):
-                lines.append(f"(profile: {ps.get('tool', 'ncu')}, {ps.get('seconds', 0):.1f} s)")
+                lines.append(f"(profile: {ps.get('tool', 'ncu')}, {ps.get('seconds', 0):.1f} s; DRAM, L2 and SM are % of "
+                             "peak over the elapsed time, the pipes and issue slots % of the SM's active cycles)")
             else:
                 lines.append(f"No profiler metrics: {ps.get('reason') or 'not available'}; the harness's own figures "
                              "above (times, roofline, resources, occupancy) stand in.")
         lines += [f"- {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def mix_of(self, case: str) -> dict | None:
+        """The instruction mix of the setting ``case`` runs with."""
+        return self.instruction_mixes.get(case) or self.instruction_mix
+
+    def _mix_lines(self) -> list[str]:
+        """The instruction mix, once per distinct setting: under a dispatch rule, the cases each
+        setting runs named."""
+        groups: list[tuple[dict, list[str]]] = []
+        for c in self.cases:
+            mix = self.mix_of(c.name)
+            if not mix:
+                continue
+            g = next((g for g in groups if g[0] is mix or g[0] == mix), None)
+            if g is None:
+                groups.append((mix, [c.name]))
+            else:
+                g[1].append(c.name)
+        out = []
+        for mix, names in groups:
+            where = "this kernel" if len(groups) == 1 else f"the setting of {', '.join(names)}"
+            if mix.get("error"):
+                out.append(f"(no instruction mix of {where}: {mix['error']})")
+            else:
+                out.append(f"Instruction mix of {where}: " + imix.render(mix).removeprefix("instruction mix "))
+        return out
 
     def render_markdown(self) -> str:
         """A table for report.md."""
@@ -195,6 +228,10 @@ def _case_line(c: CaseDiagnosis, peak: dict | None) -> str:
     if figs:
         parts.append(", ".join(figs))
     parts.append(_bound_text(c))
+    tail = wave_tail(c)
+    if tail is not None:
+        parts.append(f"{c.waves:.2f} waves of {c.blocks} blocks: the last wave is {100 * tail['last_full']:.0f}% full, "
+                     f"so about {100 * tail['idle']:.0f}% of the SM time is idle in the tail")
     refs = [f"vs {b} {us(c.baseline_us[b])} µs: x{r:.2f}{' (slower)' if r < 1 else ''}"
             for b, r in c.vs_baselines.items()]
     if c.vs_initial is not None:
@@ -334,8 +371,7 @@ LIMITS = {
                      "addresses, and the fragments of step k+1 loaded while step k is multiplied"),
     "shared_latency": ("shared-memory load latency",
                        "hide the latency of shared-memory loads: load the fragments of the next k-step into registers "
-                       "before the FMAs of this one (register double buffering), unroll the k loop, or keep more warps "
-                       "resident (fewer registers per thread)"),
+                       "before the FMAs of this one (register double buffering) and unroll the k loop"),
     "mufu_issue": ("special-function (MUFU) issue",
                    "fewer transcendental instructions per element: reuse exp/rsqrt results, hoist a division into "
                    "one reciprocal, the __expf/__fdividef intrinsics where the tolerance allows"),
@@ -472,11 +508,20 @@ def name_limit(c: CaseDiagnosis, mix: dict | None) -> dict | None:
                                                 busy_txt])))
     ns = _share(stalls, "not_selected")
     issue = p.get("issue_active_pct")
-    if (issue is not None and issue >= 80) or ns >= 0.25:
-        if not (busy and busy["pct"] >= PIPE_BUSY_PCT):
-            cands.append((max(ns, (issue or 0) / 100 - 0.5), _limit("issue_slots", [
+    share, share_txt = ffma_issue_share(p, r)
+    if (issue is not None and issue >= ISSUE_BUSY_PCT) or ns >= 0.25:
+        # a busy FMA pipe does not switch this off: at 66 % of the FMA peak with the issue slots 79 %
+        # busy and one instruction in five not an FFMA, issue is what is left to win
+        busy_pipe = bool(busy and busy["pct"] >= PIPE_BUSY_PCT)
+        if not busy_pipe or (share is not None and share < FFMA_ISSUE_SHARE):
+            lim = _limit("issue_slots", [
                 f"issue slots {issue:.0f}% busy" if issue is not None else "",
-                _stall_desc(stalls, "not_selected", " (warps ready, the scheduler busy)") if ns else "", busy_txt])))
+                _stall_desc(stalls, "not_selected", " (warps ready, the scheduler busy)") if ns else "",
+                share_txt, busy_txt])
+            if busy_pipe:
+                lim["what"] = "instruction issue (the schedulers are busy and not every issued instruction is an FMA)"
+                lim["advice"] = _issue_advice(r, counts)
+            cands.append((max(ns, (issue or 0) / 100 - 0.5), lim))
     if cands:
         return max(cands, key=lambda t: t[0])[1]
     if shared_heavy and not stalls:
@@ -484,6 +529,49 @@ def name_limit(c: CaseDiagnosis, mix: dict | None) -> dict | None:
     if c.bound == "pipe":
         return _limit("unnamed", [busy_txt])
     return None
+
+
+def ffma_issue_share(p: dict, r: dict) -> tuple[float | None, str]:
+    """The share of issued instructions that do the task's arithmetic, and how it was measured:
+    the hot loop's FFMA (and other FMA) share from the instruction mix, else ncu's FMA-pipe
+    instructions over all issued."""
+    if r.get("instructions") and r.get("math") is not None and r.get("math_share") is not None:
+        return r["math_share"], f"{100 * r['math_share']:.0f}% of the hot loop's instructions are FFMA"
+    fma, issue = p.get("fma_issue_pct"), p.get("issue_active_pct")
+    if fma is not None and issue:
+        share = min(1.0, fma / issue)
+        return share, f"{100 * share:.0f}% of issued instructions go to the FMA pipe (ncu)"
+    return None, ""
+
+
+def _issue_advice(r: dict, counts: dict) -> str:
+    """What raises the FFMA share of a kernel whose FMA pipe is already busy (nothing it does already)."""
+    parts = []
+    if r.get("ffma_per_lds") is not None and r["ffma_per_lds"] < 16:
+        parts.append(f"a larger per-thread tile so each shared-memory load feeds more FFMAs (now "
+                     f"{r['ffma_per_lds']:.1f} FFMA per load)")
+    if r.get("lds_bits") is not None and r["lds_bits"] < 128:
+        parts.append("128-bit shared-memory loads")
+    parts.append("address arithmetic and loop counters out of the k loop (one pointer increment per tile, the "
+                 "inner loop fully unrolled, no 64-bit index math per load)")
+    if not counts.get("ldgsts"):
+        parts.append("fewer instructions between tiles (the global-to-shared copy as cp.async, so no register "
+                     "round trip and no STS per element)")
+    return "raise the share of issue slots that are FFMAs: " + "; ".join(parts)
+
+
+def wave_tail(c: CaseDiagnosis) -> dict | None:
+    """A partly empty last wave of blocks (``waves`` above 1, the last one less than
+    :data:`TAIL_FULL` full): ``{"last_full", "idle"}``, ``idle`` the share of SM time idle in the tail."""
+    import math
+
+    if c.waves is None or c.waves <= 1.0:
+        return None
+    whole = math.ceil(c.waves - 1e-9)
+    last = c.waves - (whole - 1)
+    if last >= TAIL_FULL:
+        return None
+    return {"last_full": last, "idle": (whole - c.waves) / whole}
 
 
 def _resources(case: dict, ev: dict, device: dict | None) -> tuple[dict | None, str]:
@@ -518,6 +606,8 @@ def diagnose(task: Task, best: dict, *, initial: dict | None = None, baselines: 
         out.profile_status = {k: profile.get(k) for k in ("available", "reason", "tool", "seconds")}
         out.metrics_missing = list(profile.get("metrics_missing") or [])
     out.instruction_mix = mix if mix is not None else (profile or {}).get("instruction_mix")
+    if mix is None:
+        out.instruction_mixes = dict((profile or {}).get("instruction_mixes") or {})
     prof_cases = (profile or {}).get("cases") or {}
     init = _timed(initial)
     bases = {k: _timed(v) for k, v in (baselines or {}).items()}
@@ -561,7 +651,7 @@ def diagnose(task: Task, best: dict, *, initial: dict | None = None, baselines: 
         d.profile = normalise_case(prof_cases.get(name))
         d.pipe_busy = pipe_busy(out.peak["key"] if out.peak else None, d.pct_compute, d.profile)
         d.bound, d.bound_why = _classify(d, out.ridge, out.sms)
-        d.limiter = name_limit(d, out.instruction_mix)
+        d.limiter = name_limit(d, out.mix_of(name))
         if d.bound == "pipe" and d.limiter is None:
             d.limiter = _limit("unnamed", [])
         out.cases.append(d)
@@ -603,6 +693,68 @@ _STALL_ADVICE = {
 }
 
 
+def headroom(c: CaseDiagnosis) -> float | None:
+    """How much faster case ``c`` could be before it meets the nearer roof (100 % / its share of it)."""
+    pcts = [p for p in (c.pct_bandwidth, c.pct_compute) if p]
+    return 100.0 / max(pcts) if pcts else None
+
+
+def register_blocked(d: Diagnosis) -> bool:
+    """Whether the kernel already keeps a tile of outputs in registers per thread: its hot loop
+    issues at least :data:`FEW_FFMA_PER_LDS` FFMA per shared-memory load on some case's setting,
+    or, with no mix, some case reaches 50 % of the fp32 FMA peak (no kernel without a register
+    tile does).  Then "register blocking" and "fewer registers/accumulators" are never advised."""
+    for c in d.cases:
+        mix = d.mix_of(c.name)
+        r = imix.ratios(mix) if mix and not mix.get("error") else {}
+        if r.get("ffma_per_lds", 0.0) >= FEW_FFMA_PER_LDS:
+            return True
+    fp32 = bool(d.peak and d.peak.get("key") == "fp32")
+    return fp32 and any((c.pct_compute or 0.0) >= 50.0 for c in d.cases)
+
+
+def _score_gain(d: Diagnosis, per_case: dict[str, float]) -> float:
+    """The factor on the score (the geometric mean over the performance cases) if each case named
+    in ``per_case`` became that many times faster."""
+    import math
+
+    n = max(1, len(d.cases))
+    return math.exp(sum(math.log(max(1.0, g)) for g in per_case.values()) / n)
+
+
+def _grid_directions(d: Diagnosis) -> list[tuple[str, str, float]]:
+    """The small-grid direction (cases with fewer blocks than SMs) and the wave-tail one, each
+    with the gain it could give on the score."""
+    out = []
+    small = [(c, min(d.sms / c.blocks, headroom(c) or 1.0)) for c in d.cases
+             if c.blocks and d.sms and c.blocks < d.sms]
+    small = [(c, g) for c, g in small if g > 1.05]
+    if small:
+        gain = _score_gain(d, {c.name: g for c, g in small})
+        names = ", ".join(f"{c.name} ({c.blocks} blocks)" for c, _ in small)
+        idle = ", ".join(f"{c.name} {100 * (1 - c.blocks / d.sms):.0f}%" for c, _ in small)
+        out.append(("grid:small", f"too few blocks: {names} on {d.sms} SMs leave SMs idle ({idle} of them) — "
+                    "give these sizes more blocks: split the reduction dimension (split-K: 2-8 blocks per output "
+                    "tile, each summing a slice of k, the partial tiles added in a fixed order by the last block to "
+                    "finish or a second pass, so results stay bit-identical), smaller tiles (e.g. 32x32 or 16x64) "
+                    "for small sizes through a `// kforge: dispatch` line, or a stream-K schedule; the large "
+                    f"sizes keep their tiles. Worth up to x{gain:.2f} on the score", gain))
+    for c in d.cases:
+        tail = wave_tail(c)
+        h = headroom(c)
+        if tail is None or tail["idle"] < 0.02:
+            continue
+        g = min(1.0 / (1.0 - tail["idle"]), h or 1.0)
+        gain = _score_gain(d, {c.name: g})
+        per = (c.resources or {}).get("blocks_per_sm")
+        out.append((f"grid:tail:{c.name}", f"wave quantisation on case {c.name}: {c.blocks} blocks"
+                    + (f" at {per} per SM" if per else "") + f" are {c.waves:.2f} waves on {d.sms} SMs, the last "
+                    f"{100 * tail['last_full']:.0f}% full (about {100 * tail['idle']:.0f}% of the time idle) — a tile "
+                    "count that fills whole waves, 2 resident blocks per SM, or a persistent stream-K loop over the "
+                    f"tiles. Worth up to x{gain:.2f} on the score", gain))
+    return out
+
+
 def _bound_directions(bound: str, d: Diagnosis, worst: CaseDiagnosis | None) -> list[tuple[str, str]]:
     pct_bw = max((c.pct_bandwidth or 0.0) for c in d.cases) if d.cases else 0.0
     if bound == "memory":
@@ -617,6 +769,15 @@ def _bound_directions(bound: str, d: Diagnosis, worst: CaseDiagnosis | None) -> 
         out.append(("mem:inflight", "memory-bound: raise the bytes in flight — grid-stride loops with unrolled "
                     "independent loads, or more resident warps per SM"))
         return out
+    blocked = register_blocked(d)
+    if bound == "pipe" and blocked:
+        return [("pipe:overlap", "below the FMA roof with a register tile already: overlap loads with math — "
+                 "multi-stage shared tiles filled by cp.async (global loads for step k+1 in flight while step k is "
+                 "multiplied), fragments of k+1 read before the FMAs of k")]
+    if bound == "compute" and blocked:
+        return [("cmp:issue", "compute-bound with a register tile already: what is left is issue efficiency — "
+                 "more FFMA per issued instruction (a larger per-thread tile where registers allow, index math and "
+                 "loop overhead out of the k loop) and no idle SMs (whole waves)")]
     if bound == "pipe":
         return [("pipe:regblock", "below the FMA roof with a high FLOP/byte: register blocking — each thread "
                  "computes a small tile of outputs (e.g. 8x8) from operands staged in shared memory and read as "
@@ -634,6 +795,9 @@ def _bound_directions(bound: str, d: Diagnosis, worst: CaseDiagnosis | None) -> 
             out.insert(0, ("cmp:tensor", "compute-bound on 16-bit operands: use tensor cores (mma.sync / wmma "
                            "fragments) with fp32 accumulation"))
         return out
+    if bound == "latency" and any(c.blocks and d.sms and c.blocks < d.sms for c in d.cases):
+        return [("lat:serial", "latency-bound: shorten each thread's serial chain — fewer dependent steps per "
+                 "thread, all independent loads issued before they are used")]
     if bound == "latency":
         where = f" on case {worst.name} ({worst.bound_why})" if worst is not None and worst.bound == "latency" else ""
         return [("lat:parallel", f"latency-bound{where}: expose more parallelism — more, smaller blocks or "
@@ -664,6 +828,36 @@ def _interleave(groups: list[list[tuple[str, str]]]) -> list[tuple[str, str]]:
     return out
 
 
+def _item_gain(d: Diagnosis, key: str) -> float | None:
+    """The factor a direction could give on the score, where it can be estimated: a case's named
+    limit up to its room to the roof (at most :data:`LIMIT_GAIN_CAP`), a case slower than a
+    reference up to the reference's time."""
+    if key.startswith("limit:"):
+        # fixing a case's limit is how it reaches a faster reference: up to that, else up to the cap
+        cases = [c for c in d.cases if c.limiter and f"limit:{c.limiter['key']}" == key]
+        reach = {c.name: max([LIMIT_GAIN_CAP] + [1.0 / s["ratio"] for s in d.slower if s["case"] == c.name])
+                 for c in cases}
+        return _score_gain(d, {c.name: min(headroom(c) or 1.0, reach[c.name]) for c in cases}) if cases else None
+    if key.startswith("focus:"):
+        name = key.split(":", 1)[1]
+        worst = min((s["ratio"] for s in d.slower if s["case"] == name), default=None)
+        return _score_gain(d, {name: 1.0 / worst}) if worst else None
+    return None
+
+
+def _rank(d: Diagnosis, pool: list[tuple[str, str]], grid: list[tuple[str, str, float]]) -> list[tuple[str, str]]:
+    """Directions ranked by the gain they could give on the score (estimated ones first, the
+    largest first), the rest after them in the diagnosis order; each estimate is said."""
+    scored = [(k, t, g) for k, t, g in grid]
+    for k, t in pool:
+        g = _item_gain(d, k)
+        scored.append((k, t + (f". Worth up to x{g:.2f} on the score" if g and g > 1.005 else ""), g))
+    order = {k: i for i, (k, _, _) in enumerate(scored)}
+    known = sorted((x for x in scored if x[2] and x[2] > 1.005), key=lambda x: (-x[2], order[x[0]]))
+    rest = [x for x in scored if not (x[2] and x[2] > 1.005)]
+    return [(k, t) for k, t, _ in known + rest]
+
+
 def directions(diagnosis: Diagnosis, n: int) -> list[str]:
     """``n`` distinct, concrete directions for the proposals of one iteration, drawn from the
     diagnosis (slowest case against the baselines first, then spills, occupancy, the bound, the
@@ -681,10 +875,12 @@ def direction_items(diagnosis: Diagnosis, n: int) -> list[tuple[str, str]]:
     def behind(c: CaseDiagnosis) -> tuple:
         return (min([*c.vs_baselines.values(), c.vs_initial or 9e9]), c.name)
     limits = []
-    for c in sorted((c for c in d.cases if c.limiter and c.limiter["key"] != "unnamed"), key=behind):
+    named = sorted((c for c in d.cases if c.limiter and c.limiter["key"] != "unnamed"), key=behind)
+    for c in named:
         lim = c.limiter
-        limits.append((f"limit:{lim['key']}", f"the limit on case {c.name} is {lim['what']} ({lim['evidence']}): "
-                       f"{lim['advice']}"))
+        also = [x.name for x in named if x is not c and x.limiter["key"] == lim["key"]]
+        limits.append((f"limit:{lim['key']}", f"the limit on case {c.name} is {lim['what']} ({lim['evidence']})"
+                       + (f", and on {', '.join(also)} too" if also else "") + f": {lim['advice']}"))
     groups.append(limits)
     # 1. the cases where a reference is faster, worst first
     focus = []
@@ -709,8 +905,12 @@ def direction_items(diagnosis: Diagnosis, n: int) -> list[tuple[str, str]]:
         res.append(("spills", f"cut register pressure: ptxas spills {r.get('spill_stores', 0)} B stores / "
                     f"{r.get('spill_loads', 0)} B loads at {r.get('registers')} registers per thread — a smaller "
                     "per-thread tile, fewer live values, or __launch_bounds__ that matches the block size"))
+    blocked = register_blocked(d)
     low = sorted((c for c in d.cases if c.resources and c.resources.get("occupancy") is not None
-                  and c.resources["occupancy"] < LOW_OCCUPANCY), key=lambda c: (c.resources["occupancy"], c.name))
+                  and c.resources["occupancy"] < LOW_OCCUPANCY
+                  # a register tile's registers are what it is for: never "fewer accumulators" for it
+                  and not (blocked and c.resources.get("occupancy_limiter") == "registers")),
+                 key=lambda c: (c.resources["occupancy"], c.name))
     if low:
         c = low[0]
         r = c.resources
@@ -754,7 +954,7 @@ def direction_items(diagnosis: Diagnosis, n: int) -> list[tuple[str, str]]:
                     "work decomposition per block/warp/thread), not a small edit of it"),
                    ("gen:instr", "reduce the instruction count per output: hoist index arithmetic, "
                     "#pragma unroll the inner loops, use fused multiply-add and precomputed reciprocals")])
-    pool = _interleave(groups)
+    pool = _rank(d, _interleave(groups), _grid_directions(d))
     out = pool[:n]
     k = 1
     while len(out) < n:

@@ -142,7 +142,8 @@ def evaluate_rule(gate, task, candidate: Candidate, *, roles=("correctness", "pe
 
 def profile_rule(gate, task, candidate: Candidate, cases: list[str]) -> dict:
     """``gate.profile`` of each setting on the cases it runs, merged into one answer (cases by name;
-    seconds summed; reasons of the settings that could not be profiled joined)."""
+    seconds summed; reasons of the settings that could not be profiled joined; ``instruction_mixes``:
+    case -> the mix of the setting that case runs with)."""
     known = {c.name: c for c in task.cases}
     chosen = [known[n] for n in cases if n in known]
     if len(chosen) != len(cases):         # let the gate say which name is unknown
@@ -164,4 +165,13 @@ def profile_rule(gate, task, candidate: Candidate, cases: list[str]) -> dict:
     for k in ("command",):
         if ok and k in ok[0]:
             out[k] = ok[0][k]
+    # each case keeps the instruction mix of the setting it runs with (a rule's settings differ in
+    # tiles and unrolling, so one setting's mix would misname the limit of the others' cases)
+    mixes = {n: p["instruction_mix"] for (_, names), p in zip(groups, parts) if p.get("instruction_mix")
+             for n in names}
+    if mixes:
+        out["instruction_mixes"] = mixes
+    missing = sorted({m for p in ok for m in (p.get("metrics_missing") or [])})
+    if missing:
+        out["metrics_missing"] = missing
     return out

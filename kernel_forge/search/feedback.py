@@ -72,7 +72,13 @@ def choose_shown(attempts: list["Attempt"], best: "Attempt", initial: "Attempt |
     fastest.pop(body(best), None)
     crossover = None
     if crossover_every and iteration % crossover_every == 0:
-        pair = ([best] if best is not initial else []) + [a for a in fastest.values() if a is not initial]
+        from kernel_forge.search.strategies import wins_over
+
+        first = best if best is not initial else next((a for a in fastest.values() if a is not initial), None)
+        # a second parent faster than the first on some case, and the first faster on another
+        other = next((a for a in fastest.values() if a is not initial and a is not first and first is not None
+                      and wins_over(a, first) and wins_over(first, a)), None)
+        pair = [first, other] if first is not None and other is not None else []
         if len(pair) >= 2:
             crossover = (pair[0], pair[1])
             for a in crossover:

@@ -24,6 +24,7 @@ from kernel_forge.gate.diagnosis import diagnose, direction_items
 from kernel_forge.common.errors import CandidateError, KForgeError
 from kernel_forge.evidence.run_dir import RunDir
 from kernel_forge.gate.gatelike import GateLike
+from kernel_forge.search import prompts as prompts_mod
 from kernel_forge.search.prompts import PromptAttempt, build_prompt_parts, system_prompt, write_prompt
 from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult, Proposer
 from kernel_forge.model.task import Task
@@ -284,7 +285,7 @@ class Optimizer:
         verdict."""
         self.state.iteration += 1
         slots = self._slots(self.state.iteration)
-        request = self._request(slots, self.state.iteration)
+        request = self._request(slots, self.state.iteration, profile=True)
         try:
             result = self.proposer.propose(request)
         except BaseException:
@@ -333,10 +334,21 @@ class Optimizer:
             slots.append(Slot(direction=p.direction, parent=p.parent, second=p.second, technique=p.technique))
         bound = self._bound()                 # the bound pattern as a second parent, once an iteration
         if bound is not None and bound is not self.state.best and not any(s.second for s in slots):
-            s = next((s for s in slots if s.fix is None and (s.parent or self.state.best) is not bound), None)
+            # only where it is faster than the slot's parent on some case: else it has nothing to give
+            s = next((s for s in slots if s.fix is None and (s.parent or self.state.best) is not bound
+                      and strategies.wins_over(bound, s.parent or self.state.best, self.config.min_improvement)), None)
             if s is not None:
                 s.second, s.technique = bound, s.technique or "crossover"
         return slots
+
+    def _parents(self, slots: list[Slot]) -> list[Attempt]:
+        """The passed kernels the slots start from or combine (a fix's failed attempt is not one)."""
+        out: list[Attempt] = []
+        for s in slots:
+            for x in (s.parent, s.second):
+                if x is not None and x.status == "passed" and s.fix is not x and x not in out:
+                    out.append(x)
+        return out
 
     def _plan_context(self, iteration: int) -> strategies.PlanContext:
         c = self.config
@@ -881,8 +893,10 @@ class Optimizer:
                                         calibration=self.gate.calibrate(), profile=self._profile_of(a))
         return self._diags[key]
 
-    def _request(self, slots: list[Slot], iteration: int) -> ProposalRequest:
-        """The request for one iteration: a shared static prefix and one dynamic prompt per slot."""
+    def _request(self, slots: list[Slot], iteration: int, *, profile: bool = False) -> ProposalRequest:
+        """The request for one iteration: a shared static prefix and one dynamic prompt per slot.
+        ``profile``: first profile every kernel a prompt starts from or combines that has no
+        profile yet (a dry run does not, and its prompts say which have none)."""
         dirs = [s.direction for s in slots]
         best = self.state.best
         plan = dict(directions=dirs, parents=[(s.parent or best).id if (s.parent or best) else "" for s in slots],
@@ -900,6 +914,9 @@ class Optimizer:
                                       size=lambda a: len(self._source(a)), history_in_prompt=c.history_in_prompt,
                                       history_chars=c.history_chars, failures_in_prompt=c.failures_in_prompt,
                                       crossover_every=c.crossover_every if self.strategy.crossover_in_prompt else 0)
+        if profile:             # every kernel a proposal starts from or combines is shown profiled
+            for parent in self._parents(slots) + [x for x in shown.crossover or () if x.status == "passed"]:
+                self._profile(parent)
         ledger = reflection.ledger_section(self.state.attempts, noise=c.min_improvement, profile=self._profile_of,
                                            task=self.task)
         common = dict(reference_source=self.task.reference.path.read_text(encoding="utf-8"),
@@ -908,22 +925,27 @@ class Optimizer:
                       n_history=c.history_in_prompt,
                       diagnosis=self._diagnosis(), retrieved=tuple(self.retrieved.examples), ledger=ledger,
                       bound=self._prompt_attempt(self._bound()) if self._bound() else None)
-        history = [self._prompt_attempt(a) for a in shown.history]
+        # what every proposal shares comes first and is the same text in each prompt: a kernel a
+        # proposal starts from (other than the best) is shown in that proposal's own section, and
+        # the failures to fix in theirs, so neither is listed among the shared ones; the initial
+        # kernel is not shown once another kernel beats it
+        own = {x.id for s in slots for x in (s.parent, s.second) if x is not None and x is not self.state.best}
+        fixed = {body(s.fix) for s in slots if s.fix}
+        history = [self._prompt_attempt(a) for a in shown.history if a.id not in own
+                   and (a is not self.state.initial or self.state.best is self.state.initial)]
+        failures = [self._prompt_attempt(a) for a in shown.failures if body(a) not in fixed]
         shared_cross = tuple(map(self._prompt_attempt, shown.crossover)) if shown.crossover else None
         static, prompts = "", []
         for s in slots:
-            fixed = body(s.fix) if s.fix else None      # a failure shown as the fix is not listed again
-            failures = [self._prompt_attempt(a) for a in shown.failures if body(a) != fixed]
             cross = (self._prompt_attempt(s.parent), self._prompt_attempt(s.second)) if s.second else shared_cross
             start = ""
             if s.parent is not None and s.parent is not self.state.best and s.fix is None and s.second is None:
                 start = reflection.start_section(self._prompt_attempt(s.parent, profile=True), self.state.best,
-                                                 self._diagnosis_of(s.parent))
-            elsewhere = {x.id for x in (s.parent, s.second) if x is not None and (s.second or start)}
+                                                 self._diagnosis_of(s.parent),
+                                                 refs=prompts_mod.pattern_refs(self.retrieved.examples))
             static, dynamic = build_prompt_parts(self.task, failures=failures, direction=s.direction,
                                                  fix=self._prompt_attempt(s.fix) if s.fix else None,
-                                                 crossover=cross, start=start, **common,
-                                                 history=[h for h in history if h.id not in elsewhere])
+                                                 crossover=cross, start=start, **common, history=history)
             prompts.append(dynamic)
         parents = [self._source(s.fix or s.parent or self.state.best) for s in slots]
         return ProposalRequest(system=system_prompt(), prompt=prompts[0] if prompts else "", n=len(slots),

@@ -1,16 +1,21 @@
 """Build the proposer's prompt from files and the loop's records (never holdout cases).
 
 The system prompt is ``prompts/system.md`` (the harness's rules and what ``// kforge:`` lines
-mean).  The user prompt is two parts (:func:`build_prompt_parts`):
+mean).  The user prompt is two parts (:func:`build_prompt_parts`), the most stable first so that a
+provider's prompt cache holds as much as possible:
 
-* a **static prefix**, the same for every call of a run (so prompt caching covers it): the task,
-  the device (:func:`kernel_forge.gpu.device_description.render`: limits, peaks, the ceiling that
-  applies, how candidates are built and timed) and the reference;
-* a **dynamic rest**: the current best with its diagnosis (:mod:`kernel_forge.gate.diagnosis`),
-  resources and source; earlier correct kernels (deduplicated, bounded by count and characters,
-  the best not repeated); recent failures (source or diff, defines, compiler errors mapped to
-  source lines, the gate's reason and first mismatches); a failed attempt to fix; two parents to
-  combine; kernels of other tasks from the archive; hints; and this proposal's direction.
+* a **static prefix**, the same for every call of a run: the task, the device
+  (:func:`kernel_forge.gpu.device_description.render`: limits, peaks, the ceiling that applies, how
+  candidates are built and timed) and what a strong model needs to know of its architecture
+  (:func:`arch_section`), the reference, the expert pattern of the task's kind and the archive's
+  kernels (fixed at the run's start);
+* a **dynamic rest**: first what every proposal of the iteration shares -- the current best with
+  its diagnosis (:mod:`kernel_forge.gate.diagnosis`), resources and source; earlier correct
+  kernels (deduplicated, bounded, none twice as slow as the best, not the initial kernel once
+  something beats it, an expert pattern's copy named instead of repeated); recent failures;
+  the attempt ledger -- and last what is this proposal's own: the kernel it starts from (its
+  edits apply to exactly that kernel), a failed attempt to fix or two parents to combine,
+  hints, its direction and the job.
 
 Holdout cases, their sizes and their results never appear.  :func:`write_prompt` writes what a
 model was asked to ``prompt-NNN.md`` in the run folder.
@@ -141,10 +146,41 @@ def _reference_section(reference_source: str) -> str:
             + _fence(clip_source(reference_source, REFERENCE_CHARS), "python"))
 
 
-def static_prefix(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None) -> str:
-    """Task, device and reference: the same for every call of a run."""
-    return "\n\n".join([_task_section(task), device_description.render(device, calibration, task),
-                        _reference_section(reference_source)])
+def arch_section(device: dict | None) -> str:
+    """What a strong model needs to know of the GPU's architecture beyond its limits (sm_90:
+    Hopper), for the arch NVRTC compiles to."""
+    device = device_description.complete(device)
+    arch = (device or {}).get("arch") or ""
+    if not arch.startswith("sm_90"):
+        return ""
+    a = arch == "sm_90a"
+    return "\n".join([
+        f"# {arch} (Hopper) facts",
+        "- FP32 issue: 4 schedulers per SM, each issuing one warp instruction a cycle; an FFMA does 32 FMAs, so the "
+        "fp32 peak needs an FFMA in nearly every issue slot. Every other instruction (LDS, address math, loop "
+        "control) takes a slot from an FFMA: at a high FMA share, count instructions, not stalls.",
+        "- `cp.async` (`__pipeline_memcpy_async` of cuda_pipeline.h, or `cuda::memcpy_async`): global to shared "
+        "memory with no register round trip, 4/8/16 bytes (16-byte `.cg` skips L1); commit groups and wait for all but "
+        "the newest N to keep several stages in flight.",
+        "- Bulk copies: `cp.async.bulk` moves a 16-byte-aligned block from one thread, completed through an "
+        "mbarrier; TMA tensor maps need a host descriptor this harness cannot make.",
+        "- mbarrier (`cuda::barrier` in shared memory): split arrive/wait and transaction counts, so producer and "
+        "consumer warps overlap without __syncthreads.",
+        "- Clusters (`__cluster_dims__`, the grid a multiple of it; cooperative_groups::this_cluster()) of up to 8 "
+        "blocks run together; "
+        "distributed shared memory (`cluster.map_shared_rank`) lets blocks share an operand tile or sum "
+        "split-K partials without global memory.",
+        (f"- NVRTC targets `{arch}`: `wgmma.mma_async` and `setmaxnreg` are available." if a else
+         f"- NVRTC targets `{arch}`, not `sm_90a`: no `wgmma.mma_async`, no `setmaxnreg` (tensor cores only "
+         "through mma.sync/wmma).")])
+
+
+def static_prefix(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None,
+                  stable: tuple[str, ...] = ()) -> str:
+    """Task, device, its architecture's facts and reference, then ``stable`` sections (the expert
+    pattern, the archive's kernels): the same for every call of a run."""
+    return "\n\n".join(x for x in [_task_section(task), device_description.render(device, calibration, task),
+                                    arch_section(device), _reference_section(reference_source), *stable] if x)
 
 
 # -- the current best -------------------------------------------------------------------------
@@ -224,7 +260,8 @@ def _profile_lines(profile: dict | None) -> str:
     return "\n".join(out)
 
 
-def _best_section(task: Task, best: PromptAttempt, diagnosis, device: dict | None) -> str:
+def _best_section(task: Task, best: PromptAttempt, diagnosis, device: dict | None,
+                  refs: dict[str, str] | None = None) -> str:
     if best.score_us:
         head = f"# Current best: {best.id}, score {_us(best.score_us)} µs (geometric mean of the performance medians)"
         if diagnosis is not None and diagnosis.cases:
@@ -246,6 +283,8 @@ def _best_section(task: Task, best: PromptAttempt, diagnosis, device: dict | Non
         lines.append(f"Run with: {launch}")
     if diagnosis is not None and diagnosis.cases:
         lines += ["", "## Diagnosis (per performance case)", diagnosis.render()]
+        if diagnosis.profile_status is None:     # never silently: say the profile is missing
+            lines.append(f"(no Nsight Compute profile of {best.id} yet: the figures above are the harness's own)")
     else:
         meas = _measurements(best)
         if meas:
@@ -258,14 +297,51 @@ def _best_section(task: Task, best: PromptAttempt, diagnosis, device: dict | Non
         prof = _profile_lines(best.profile)
         if prof:
             lines.append(prof)
-    lines += ["", "## Source", _fence(clip_kernel(best.source, MAX_SOURCE_CHARS))]
+    lines += ["", "## Source", source_block(best.source, refs or {}, MAX_SOURCE_CHARS)]
     return "\n".join(lines)
 
 
 # -- history ----------------------------------------------------------------------------------
-def _history_section(history: list[PromptAttempt], best: PromptAttempt, n_history: int) -> tuple[str, set[str]]:
-    """The section and the ids whose full source it shows."""
-    passed = sorted((h for h in history if h.passed and h.score_us and h.id != best.id),
+#: an earlier kernel this many times slower than the best is not shown (it teaches little)
+SLOWER_SHOWN = 2.0
+
+
+def _header_lines(source: str) -> list[str]:
+    return [l.strip() for l in source.splitlines() if _HEADER.match(l)]
+
+
+def pattern_refs(retrieved) -> dict[str, tuple[str, set[str]]]:
+    """normalised source -> (how to name an expert pattern the prompt shows in its archive section,
+    its own ``// kforge:`` lines)."""
+    out = {}
+    for r in retrieved or ():
+        name, source = _get(r, "pattern", default="") or "", _get(r, "source", default="") or ""
+        if name and source:
+            out[normalise(source)] = (f"the expert pattern {name} (under Kernels from the archive above)",
+                                      {re.sub(r"\s+", " ", l) for l in _header_lines(source)})
+    return out
+
+
+def source_block(source: str, refs: dict, limit: int, what: str = "Its code") -> str:
+    """The fenced source, or where it is the code of an expert pattern shown above, that name and
+    the ``// kforge:`` lines it has beyond the pattern's own (the same code is never shown twice)."""
+    ref = refs.get(normalise(source))
+    if ref is None:
+        return _fence(clip_kernel(source, limit))
+    name, own = ref
+    extra = [l for l in _header_lines(source) if re.sub(r"\s+", " ", l) not in own]
+    return (f"{what} is {name}, line for line, with its `// kforge:` lines moved to the top of the file; besides "
+            "the pattern's own tune and constraint lines it has these (a ```diff block's SEARCH text is matched "
+            "against the code):\n" + _fence("\n".join(extra) or "// (no other kforge line)"))
+
+
+def _history_section(history: list[PromptAttempt], best: PromptAttempt, n_history: int,
+                     refs: dict[str, str] | None = None) -> tuple[str, set[str]]:
+    """The section and the ids whose full source it shows: none that is :data:`SLOWER_SHOWN`
+    times slower than the best (the loop leaves the initial kernel out once another beats it)."""
+    refs = refs or {}
+    passed = sorted((h for h in history if h.passed and h.score_us and h.id != best.id
+                     and not (best.score_us and h.score_us >= SLOWER_SHOWN * best.score_us)),
                     key=lambda h: (h.score_us, h.id))
     best_key = normalise(best.source)
     groups: dict[str, list[PromptAttempt]] = {}
@@ -286,18 +362,19 @@ def _history_section(history: list[PromptAttempt], best: PromptAttempt, n_histor
             continue
         if budget < 800:
             continue
-        text = clip_kernel(rep.source, min(HISTORY_KERNEL_CHARS, budget))   # the main loop kept whole
+        text = (source_block(rep.source, refs, HISTORY_KERNEL_CHARS) if normalise(rep.source) in refs
+                else clip_kernel(rep.source, min(HISTORY_KERNEL_CHARS, budget)))   # the main loop kept whole
         budget -= len(text)
         shown.append((rep, text))
     if not shown and not variants:
         return "", set()
-    parts = ["# Earlier correct kernels, slowest to fastest (the best is above)"]
+    parts = ["# Earlier correct kernels, slowest to fastest (the best is above; none twice as slow as it)"]
     for h, text in reversed(shown):
         rel = f"x{best.score_us / h.score_us:.2f} of the best's speed" if best.score_us else ""
         parts.append(f"## {h.id}: {_us(h.score_us)} µs ({rel}; per case {_per_case(h)})"
                      + (f" — {h.rationale[:200]}" if h.rationale else "")
                      + (f"\nRun with: defines {_defines(h.defines)}" if h.defines else "")
-                     + "\n" + _fence(text))
+                     + "\n" + (text if normalise(h.source) in refs else _fence(text)))
     if variants:
         parts.append("Other settings of kernels above (not repeated):\n" + "\n".join(variants[:12])
                      + (f"\n- ... and {len(variants) - 12} more" if len(variants) > 12 else ""))
@@ -430,35 +507,36 @@ def _failures_section(task: Task, failures: list[PromptAttempt], known: dict[str
 
 def _fix_section(task: Task, fix: PromptAttempt, known: dict[str, str]) -> str:
     return (f"# Fix this failed attempt: {fix.id}\nIt failed with {_reason(fix)}. Find the bug, keep what it was "
-            "trying to do, and submit the complete corrected file.\n"
+            f"trying to do, and submit the corrected kernel (a ```diff block's edits apply to {fix.id}).\n"
             + _failure_body(task, fix, known, limit=MAX_SOURCE_CHARS, complete=True))
 
 
 # -- crossover, retrieval ---------------------------------------------------------------------
-def _crossover_section(crossover: tuple[PromptAttempt, PromptAttempt], shown: dict[str, str]) -> str:
-    """``shown``: id -> where its full source already is in this prompt (not repeated)."""
+def _crossover_section(crossover: tuple[PromptAttempt, PromptAttempt], shown: dict[str, str],
+                       refs: dict[str, str] | None = None) -> str:
+    """``shown``: id -> where its full source already is in this prompt (not repeated).  The
+    proposal starts from the first: a diff's edits apply to it."""
     a, b = crossover
     if normalise(a.source) == normalise(b.source):
         return ""            # the same kernel twice has nothing to combine
-    parts = ["# Combine the strengths of these two correct kernels"]
+    parts = [f"# Start from {a.id} and combine it with {b.id} for this proposal\n"
+             f"A ```diff block's edits apply to {a.id}."]
     for x in (a, b):
         head = f"## {x.id}: {_us(x.score_us)} µs (per case {_per_case(x)})"
         parts.append(f"{head}; its source is {shown[x.id]}" if x.id in shown
-                     else f"{head}\n{_fence(clip_kernel(x.source, 5000))}")
+                     else f"{head}\n{source_block(x.source, refs or {}, MAX_SOURCE_CHARS)}")
     parts.append("Take from each what makes it faster on the cases where it wins.")
     return "\n".join(parts)
 
 
-def _bound_section(bound: PromptAttempt, shown: dict[str, str]) -> str:
+def _bound_section(bound: PromptAttempt, refs: dict[str, str]) -> str:
     """The expert pattern of the task's kind written for this task's own signature, with the time it
-    passed the gate at (its source once: by reference where another section shows it)."""
+    passed the gate at (its source once: by name where the archive section shows the pattern)."""
     head = (f"# The expert pattern for this task's kind, already adapted to its signature\n"
             f"{bound.id} passed the gate at {_us(bound.score_us)} µs (per case {_per_case(bound)}), at its default "
             "setting (its launch and settings are in its // kforge: lines).  Start from it, or take its technique "
             "into the current best.")
-    if bound.id in shown:
-        return f"{head}  Its source is {shown[bound.id]}."
-    return f"{head}\n{_fence(clip_kernel(bound.source, PATTERN_CHARS))}"
+    return f"{head}\n{source_block(bound.source, refs, PATTERN_CHARS, 'Its source')}"
 
 
 def _retrieved_section(task: Task, retrieved) -> str:
@@ -499,36 +577,55 @@ def _retrieved_section(task: Task, retrieved) -> str:
 
 
 # -- assembly ---------------------------------------------------------------------------------
+def start_best(best: PromptAttempt) -> str:
+    """The per-proposal section of a proposal that starts from the current best."""
+    return (f"# Start from the current best, {best.id}, for this proposal\n"
+            f"Its source is under Current best above. A ```diff block's edits apply to {best.id}.")
+
+
 def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None,
                        best: PromptAttempt, history: list[PromptAttempt], failures: list[PromptAttempt],
                        hints: str = "", crossover: tuple[PromptAttempt, PromptAttempt] | None = None,
                        n_history: int = 5, diagnosis=None, fix: PromptAttempt | None = None,
                        direction: str = "", retrieved: tuple = (), ledger: str = "",
                        start: str = "", bound: PromptAttempt | None = None) -> tuple[str, str]:
-    """The user prompt as (static prefix, dynamic rest): the prefix (task, device, reference) is the
-    same for every call of a run; ``diagnosis`` is a :class:`~kernel_forge.gate.diagnosis.Diagnosis` of
-    the best, ``fix`` a failed attempt to repair, ``direction`` this proposal's direction and
-    ``retrieved`` archive examples (:class:`kernel_forge.search.retrieval.Example`, or any object or
-    dict with ``task_name``, ``source`` and ``score_us``); ``ledger`` and ``start`` are sections
-    rendered by :mod:`kernel_forge.search.reflection` (the attempt ledger with what to avoid and try; the
-    parent this proposal starts from when the search strategy picked one other than the best); ``bound``
-    the gated attempt of the task's kind's pattern bound to its signature (:mod:`kernel_forge.search.bound`)."""
-    static = static_prefix(task, reference_source=reference_source, device=device, calibration=calibration)
+    """The user prompt as (static prefix, dynamic rest), the most stable first: the prefix (task,
+    device and its architecture, reference, the expert pattern and the archive's kernels) is the
+    same for every call of a run; the rest starts with what the iteration's proposals share (the
+    best with its ``diagnosis`` -- a :class:`~kernel_forge.gate.diagnosis.Diagnosis` --, earlier
+    kernels, ``failures``, the ``ledger``) and ends with this proposal's own: the kernel it starts
+    from: a failed attempt to repair (``fix``), else ``start`` (rendered by
+    :func:`kernel_forge.search.reflection.start_section` for a parent other than the best), else two
+    parents to combine (``crossover``, edits applying to the first), else the best; then hints,
+    ``direction`` and the job.
+    ``retrieved``: archive examples and the expert pattern
+    (:class:`kernel_forge.search.retrieval.Example`, or any object or dict with ``task_name``,
+    ``source`` and ``score_us``); ``bound`` the gated attempt of the task's kind's pattern bound to
+    its signature (:mod:`kernel_forge.search.bound`).  A kernel whose code is a shown expert
+    pattern's is named, not repeated."""
+    refs = pattern_refs(retrieved)
+    stable = (_retrieved_section(task, retrieved),
+              _bound_section(bound, refs) if bound is not None else "")
+    static = static_prefix(task, reference_source=reference_source, device=device, calibration=calibration,
+                           stable=stable)
     known = {a.id: a.source for a in [best, *history, *failures, *(crossover or ()), *([fix] if fix else [])]}
-    parts = [_best_section(task, best, diagnosis, device)]
-    if start:
-        parts.append(start)
-    history_text, in_history = _history_section(history, best, n_history)
+    parts = [_best_section(task, best, diagnosis, device, refs)]
+    history_text, in_history = _history_section(history, best, n_history, refs)
     shown = {best.id: "under Current best"} | {i: "under Earlier correct kernels" for i in in_history}
     for section in (history_text,
                     _failures_section(task, [f for f in failures if fix is None or f.id != fix.id], known),
-                    ledger,
-                    _fix_section(task, fix, known) if fix is not None else "",
-                    _crossover_section(crossover, shown) if crossover else "",
-                    _bound_section(bound, shown | _crossed(crossover)) if bound is not None else "",
-                    _retrieved_section(task, retrieved)):
+                    ledger):
         if section:
             parts.append(section)
+    # this proposal's own, last: the prompts of an iteration share everything above
+    if fix is not None:
+        parts.append(_fix_section(task, fix, known))
+    elif start:
+        parts.append(start)
+    elif crossover and normalise(crossover[0].source) != normalise(crossover[1].source):
+        parts.append(_crossover_section(crossover, shown, refs))
+    else:
+        parts.append(start_best(best))
     job = ("Submit the repaired kernel: correct on every size, and as fast as its idea allows."
            if fix is not None else
            "Submit one kernel that is correct on every size and faster than the current best. "
@@ -542,10 +639,6 @@ def closing_sections(hints: str, direction: str, job: str) -> list[str]:
     return ((["# Hints\n" + hints] if hints else [])
             + ([f"# Direction for this proposal\n{direction}"] if direction else [])
             + ["# Your job\n" + job])
-
-
-def _crossed(crossover) -> dict[str, str]:
-    return {x.id: "under Combine the strengths of these two correct kernels" for x in crossover or ()}
 
 
 def build_prompt(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None,

@@ -87,9 +87,12 @@ def profile_change(a_prof: dict | None, p_prof: dict | None, case: str | None = 
 
 
 def _groups(attempts: list["Attempt"]) -> list[list["Attempt"]]:
-    """Attempts in order, the settings of one tuned proposal (one label, one iteration) together."""
+    """Attempts in order, the settings of one tuned proposal (one label, one iteration) together;
+    the built-in tuner's rounds over one template from one parent are one line whatever the
+    iterations (their fastest setting is what there is to learn)."""
     out: list[list] = []
     index: dict[tuple, int] = {}
+    rounds: dict[tuple, int] = {}
     for a in attempts:
         if a.proposer == "initial":
             continue
@@ -97,7 +100,14 @@ def _groups(attempts: list["Attempt"]) -> list[list["Attempt"]]:
         if a.tunables and key in index:
             out[index[key]].append(a)
             continue
+        again = ("tune", a.label, a.parent)
+        if a.proposer == "tune" and a.tunables and not a.dispatch and again in rounds:
+            index[key] = rounds[again]
+            out[rounds[again]].append(a)
+            continue
         index[key] = len(out)
+        if a.proposer == "tune" and a.tunables and not a.dispatch:
+            rounds[again] = len(out)
         out.append([a])
     return out
 
@@ -210,19 +220,22 @@ def ledger_section(attempts: list["Attempt"], *, noise: float = 0.01,
     return "\n".join(parts)
 
 
-def start_section(parent: "PromptAttempt", best: "Attempt", diagnosis=None) -> str:
-    """The kernel this proposal starts from when it is not the best (population search)."""
-    from kernel_forge.model.clip import clip_kernel
-    from kernel_forge.search.prompts import MAX_SOURCE_CHARS, _fence
+def start_section(parent: "PromptAttempt", best: "Attempt", diagnosis=None, refs: dict | None = None) -> str:
+    """The kernel this proposal starts from when it is not the best (population search): its
+    diagnosis (or that it has no profile yet) and its source, or where its code is an expert
+    pattern's shown above, that name and its own ``// kforge:`` lines.  Edits apply to it."""
+    from kernel_forge.search.prompts import MAX_SOURCE_CHARS, source_block
 
     rel = (f", x{best.score_us / parent.score_us:.2f} of the best's speed" if best.score_us and parent.score_us
            else "")
     lines = [f"# Start from {parent.id} for this proposal ({us(parent.score_us) if parent.score_us else '-'} µs{rel})",
              "The search develops several lines at once: improve this kernel in the direction below, not the "
-             "current best (it is shown above for reference)."]
+             f"current best (shown above for reference). A ```diff block's edits apply to {parent.id}."]
     if parent.defines:
         lines.append("Run with: defines " + " ".join(f"{k}={v}" for k, v in sorted(parent.defines.items())))
     if diagnosis is not None and getattr(diagnosis, "cases", None):
         lines += ["## Its diagnosis", diagnosis.render()]
-    lines += ["## Its source", _fence(clip_kernel(parent.source, MAX_SOURCE_CHARS))]
+        if parent.profile is None:
+            lines.append(f"(no Nsight Compute profile of {parent.id} yet: the figures above are the harness's own)")
+    lines += ["## Its source", source_block(parent.source, refs or {}, MAX_SOURCE_CHARS)]
     return "\n".join(lines)

@@ -17,9 +17,11 @@ The strategies (``--search NAME``):
     defaults and extremes first), then the untried neighbours of the best setting, widening.
 ``population``
     While the best keeps improving, every proposal starts from it; once it stalls, the fastest
-    distinct kernel of each technique joins as a parent, proposals are shared by promise and by
-    how much each line was already searched, each parent is given directions it has not tried
-    (those that gained first), and one proposal is a crossover of two lines not combined before.
+    distinct kernel of each technique joins as a parent, but half the proposals (rounded up)
+    still start from the best; the others are shared by promise and by how many proposals each
+    line was already given (the tuner's settings are not proposals), each parent is given
+    directions it has not tried (those that gained first), and one proposal is a crossover of two
+    lines not combined before, each faster than the other on some case.
     Settings by a memetic genetic search: one-tunable moves from the fastest setting, and children
     of the fastest settings (tournament selection, uniform crossover, mutation) ranked by an
     additive surrogate model of log time, in rounds.
@@ -303,6 +305,37 @@ def technique_of(a: "Attempt", by_id: dict[str, "Attempt"] | None = None) -> str
     return "untagged"
 
 
+#: attempts no model was asked for: the tuner's settings, the task's kernel, the bound pattern
+_NOT_ASKED = ("tune", "initial", "bound")
+
+
+def proposals_from(attempts: list["Attempt"], parent: "Attempt") -> int:
+    """How many proposals started from ``parent``: distinct proposals (a proposal's settings share
+    its label) a proposer was asked for; the tuner's gated settings, dispatch rules fitted over
+    them and a proposal's further settings of itself are not children of it."""
+    labels = {a.label for a in attempts if a.parent == parent.id and a.proposer not in _NOT_ASKED
+              and not a.label.endswith("+dispatch") and a.label != parent.label}
+    return len(labels)
+
+
+def best_share(n: int) -> int:
+    """Proposals of an iteration of ``n`` that start from the best at least: half, rounded up."""
+    return (n + 1) // 2
+
+
+def case_times(a: "Attempt") -> dict[str, float]:
+    """The performance cases' medians of a passed attempt."""
+    ev = getattr(a, "evaluation", None) or {}
+    return {c["name"]: c["timing"]["median"] for c in ev.get("cases", [])
+            if c.get("role") == "performance" and (c.get("timing") or {}).get("median")}
+
+
+def wins_over(a: "Attempt", b: "Attempt", noise: float = 0.01) -> list[str]:
+    """The performance cases on which ``a`` is faster than ``b`` beyond ``noise``."""
+    ta, tb = case_times(a), case_times(b)
+    return sorted(n for n in ta if n in tb and ta[n] * (1 + noise) < tb[n])
+
+
 def tried_pairs(ctx: PlanContext) -> set[tuple[str, str]]:
     """(parent kernel, technique) pairs already asked for."""
     by_id = {a.id: a for a in ctx.attempts}
@@ -433,31 +466,40 @@ class Population(Strategy):
     #: how much slower (in ln time) a parent may be for each child fewer that it has had
     child_cost = 0.03
 
-    def shares(self, ctx: PlanContext, parents: list["Attempt"], m: int) -> list[int]:
-        """Proposals per parent: each goes to the parent with the lowest ``ln(score / best) +
-        child_cost x load``, the load being the children already asked of every parent of its
-        technique (this iteration's included): a line searched without gain yields to the next,
-        and no technique takes every proposal while another is close."""
+    def shares(self, ctx: PlanContext, parents: list["Attempt"], m: int, reserve: int = 0) -> list[int]:
+        """Proposals per parent: ``reserve`` go to the best first; each other goes to the parent
+        with the lowest ``ln(score / best) + child_cost x load``, the load being the proposals
+        already asked of every parent of its technique (:func:`proposals_from`: the tuner's settings
+        are not children; this iteration's included): a line searched without gain yields to the
+        next, and no technique takes every proposal while another is close."""
         by_id = {a.id: a for a in ctx.attempts}
         tech = [technique_of(p, by_id).split("#")[0] for p in parents]
         load: dict[str, int] = {}
         for p, t in zip(parents, tech):
-            load[t] = load.get(t, 0) + sum(1 for a in ctx.attempts if a.parent == p.id)
+            load[t] = load.get(t, 0) + proposals_from(ctx.attempts, p)
         gap = [math.log(p.score_us / ctx.best.score_us) if p.score_us and ctx.best.score_us else 0.0 for p in parents]
         share = [0] * len(parents)
-        for _ in range(m):
+        if reserve and ctx.best in parents:       # the best is never starved: its share comes first
+            i = parents.index(ctx.best)
+            share[i] = min(m, reserve)
+            load[tech[i]] += share[i]
+        for _ in range(m - sum(share)):
             i = min(range(len(parents)), key=lambda j: (gap[j] + self.child_cost * load[tech[j]], j))
             share[i] += 1
             load[tech[i]] += 1
         return share
 
     def crossover_pair(self, ctx: PlanContext, by_id: dict) -> tuple | None:
-        """Two parents to combine: of different kernels, of different techniques where possible,
-        a pair not combined before; the fastest such pair first."""
+        """Two parents to combine: of different kernels, each faster than the other on some
+        performance case (:func:`wins_over`), of different techniques where possible, a pair not
+        combined before; the fastest such pair first."""
         ranked = self.parents(ctx, self.parents_max + 2)
         done = {frozenset((a.parent, a.second_parent)) for a in ctx.attempts if a.second_parent}
+        # each brings something: faster than the other on some performance case (a kernel slower
+        # everywhere has no strength to take)
         pairs = [(x, y) for i, x in enumerate(ranked) for y in ranked[i + 1:] if ctx.body(x) != ctx.body(y)
-                 and frozenset((x.id, y.id)) not in done]
+                 and frozenset((x.id, y.id)) not in done
+                 and wins_over(x, y, ctx.min_improvement) and wins_over(y, x, ctx.min_improvement)]
         tech = lambda a: technique_of(a, by_id).split("#")[0]  # noqa: E731
         pairs.sort(key=lambda p: (tech(p[0]) == tech(p[1]), ranked.index(p[0]) + ranked.index(p[1])))
         return pairs[0] if pairs else None
@@ -479,7 +521,8 @@ class Population(Strategy):
         tried = tried_pairs(ctx)
         avoid = avoid_techniques(ctx)
         prefer = gained_techniques(ctx)
-        share = self.shares(ctx, parents, m)
+        reserve = best_share(n) - (1 if pair and pair[0] is ctx.best else 0)
+        share = self.shares(ctx, parents, m, reserve=reserve)
         for p, s in zip(parents, share):
             if s == 0:
                 continue
@@ -605,7 +648,8 @@ class Anneal(Strategy):
         prefer = gained_techniques(ctx)
         out = []
         counts: dict[str, int] = {}
-        picks = [ctx.best] + [rng.choices(pool, weights)[0] for _ in range(n - 1)]
+        keep = best_share(n)                 # the best is never starved
+        picks = [ctx.best] * keep + [rng.choices(pool, weights)[0] for _ in range(n - keep)]
         for p in picks:
             counts[p.id] = counts.get(p.id, 0) + 1
         for p in {x.id: x for x in picks}.values():

@@ -14,7 +14,7 @@ import json
 import pytest
 
 import recorded_run as rec
-from kernel_forge.gate.diagnosis import PIPE_BUSY_PCT, diagnose, directions
+from kernel_forge.gate.diagnosis import PIPE_BUSY_PCT, diagnose, direction_items, directions
 from kernel_forge.gpu.instruction_mix import mix_of
 
 H200_PROFILE = json.loads((rec.ROOT / "tests" / "data" / "ncu-matmul-tiled32-h200.json").read_text())
@@ -157,3 +157,38 @@ def test_a_16_bit_task_reads_the_tensor_pipe():
         "pct": 71.0, "pipe": "tensor", "source": "ncu pipe cycles"}
     assert pipe_busy("tensor16", 5.0, {"fma_pipe_pct": 90.0})["source"] == "useful FLOP rate"
     assert pipe_busy("fp32", None, {}) is None
+
+
+# ------------------------------------------------- issue 32: the recorded s9 run's best, a0107
+
+def test_a_busy_fma_pipe_does_not_switch_off_the_issue_slot_limit():
+    """a0107 on 4096^3: 66 % of the FMA peak, the FMA pipe 69 % busy, but the issue slots 79 % busy,
+    not_selected 54 % and only 87 % of what is issued goes to the FMA pipe: issue is what is left,
+    and the kernel is not told to use the register blocking it already has."""
+    import s9_run
+
+    d = s9_run.optimizer()._diagnosis()
+    large = d.case("large")
+    assert large.bound == "compute" and large.limiter["key"] == "issue_slots"
+    ev = large.limiter["evidence"]
+    assert "issue slots 79% busy" in ev and "not_selected 54%" in ev
+    assert "87% of issued instructions go to the FMA pipe (ncu)" in ev
+    assert "register blocking" not in large.limiter["advice"]
+    line = next(l for l in d.render().splitlines() if l.startswith("- large"))
+    assert "7.76 waves of 1024 blocks: the last wave is 76% full, so about 3% of the SM time is idle" in line
+
+
+def test_the_small_grids_come_first_and_no_advice_is_what_the_kernel_already_does():
+    import s9_run
+
+    d = s9_run.optimizer()._diagnosis()
+    items = direction_items(d, 10)
+    keys = [k for k, _ in items]
+    # sq256 and rect run 32 and 48 blocks on 132 SMs: the main lever on the geometric mean
+    assert keys[0] == "grid:small"
+    assert items[0][1].startswith("too few blocks: sq256 (32 blocks), rect (48 blocks) on 132 SMs")
+    assert "split-K" in items[0][1] and items[0][1].endswith("Worth up to x2.25 on the score")
+    assert "grid:tail:large" in keys and "limit:issue_slots" in keys
+    text = " ".join(t for _, t in items)
+    assert "fewer registers" not in text and "fewer accumulators" not in text      # a register tile
+    assert "register blocking" not in text                                         # it already has one

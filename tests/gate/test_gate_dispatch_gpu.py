@@ -78,3 +78,24 @@ def test_a_rule_that_only_speeds_up_4096_cubed_moves_the_best_case_by_case_side_
     cmp = compare(best_ev, rule_ev, 0.01)
     assert cmp.faster == ["large"] and cmp.slower == [], cmp.describe()
     assert cmp.moves
+
+
+def test_profiling_a_rule_keeps_each_cases_instruction_mix_and_the_diagnosis_reads_it():
+    """Issue 32 item 6: the merged profile of a rule dropped the instruction mix.  Each case keeps
+    the mix of the setting it runs with: the 8x8 register tile of 4096^3 issues 16 FFMA per LDS.128
+    (64 per 4), the 4x4 tile of the small cases 8 (16 per 2)."""
+    from kernel_forge.gate.diagnosis import diagnose
+    from kernel_forge.gpu.instruction_mix import ratios
+
+    task = load_task(ROOT / "manifests" / "matmul_f32.json")
+    cand = regblock_rule()
+    with Gate(task, GateOptions()) as gate:
+        ev = gate.evaluate(cand)
+        prof = gate.profile(cand, ["sq256", "rect", "large"])
+    mixes = prof.get("instruction_mixes") or {}
+    assert set(mixes) == {"sq256", "rect", "large"} and "instruction_mix" not in prof
+    assert mixes["sq256"] == mixes["rect"] and mixes["large"] != mixes["sq256"]
+    assert ratios(mixes["large"])["ffma_per_lds"] > ratios(mixes["sq256"])["ffma_per_lds"] >= 4
+    d = diagnose(task, ev.to_json(), device=gate.device_info(), calibration=gate.calibrate(), profile=prof)
+    text = d.render()
+    assert "Instruction mix of the setting of sq256, rect:" in text and "Instruction mix of the setting of large:" in text

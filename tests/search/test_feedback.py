@@ -140,14 +140,29 @@ def parents(call: dict) -> tuple | None:
 
 
 def test_crossover_pairs_the_best_with_a_distinct_runner_up(tmp_path, prompts):
-    a = vector_add("pass 500")
-    opt = new_run(tmp_path, proposer=ScriptedProposer([[a], [a.replace("    ", "  ")], [vector_add("pass 550")], [a]]),
+    # a0001 is the faster on n64M, a0003 on n16M (its BLOCK is n16M's optimum): each has a strength
+    a = vector_add("pass 500", header="// kforge: tune BLOCK = [256]\n// fake-opt@n16M: BLOCK=1024")
+    b = vector_add("pass 520", header="// kforge: tune BLOCK = [256]")
+    gate = ScriptedGate(load_task(MANIFEST))
+    gate.times_each_case = True
+    opt = new_run(tmp_path, gate=gate, proposer=ScriptedProposer([[a], [a.replace("    ", "  ")], [b], [a]]),
                   max_iterations=4, crossover_every=1, search="greedy")
     opt.run()
     # before each iteration: only the initial and the best (a0001) exist, then a0002 duplicates a0001
     assert [parents(c) for c in prompts] == [None, None, None, ("a0001", "a0003")]
+    assert (opt.run_dir.path / "profiles" / "a0003.json").is_file()     # a kernel to combine is profiled first
     last = prompts[-1]
-    assert last["best"].id == "a0001" and [h.id for h in last["history"]] == ["a0000"]   # parents not repeated
+    # parents not repeated, and the initial kernel not shown once a better one exists
+    assert last["best"].id == "a0001" and [h.id for h in last["history"]] == []
+
+
+def test_crossover_never_pairs_the_best_with_a_kernel_slower_on_every_case(tmp_path, prompts):
+    """Issue 32: a crossover of two kernels of which one wins no case has nothing to combine."""
+    a = vector_add("pass 500")
+    opt = new_run(tmp_path, proposer=ScriptedProposer([[a], [a.replace("    ", "  ")], [vector_add("pass 550")], [a]]),
+                  max_iterations=4, crossover_every=1, search="greedy")
+    opt.run()
+    assert [parents(c) for c in prompts] == [None, None, None, None]
 
 
 def test_crossover_never_uses_the_initial_while_other_kernels_passed(tmp_path, prompts):
@@ -155,7 +170,8 @@ def test_crossover_never_uses_the_initial_while_other_kernels_passed(tmp_path, p
                                                        [vector_add("pass 900")]]), max_iterations=3, crossover_every=1,
                   search="greedy")
     opt.run()
-    assert [parents(c) for c in prompts] == [None, None, ("a0001", "a0002")]
+    # a0001 and a0002 are slower than the initial on every case: nothing to combine, no crossover
+    assert [parents(c) for c in prompts] == [None, None, None]
     assert all(c["best"].id == "a0000" for c in prompts)
 
 

@@ -362,7 +362,29 @@ def test_dry_run_resume_prints_the_next_prompt_of_a_recorded_run_and_writes_noth
     assert r.exit_code == 0, r.output + (r.stderr or "")
     assert f"# Current best: {summary['best']['id']}" in r.stdout
     assert "# Attempt ledger" in r.stdout and "[tune:vector_add_vec4.cu]" in r.stdout
-    assert "# Direction for this proposal" in r.stdout and "=== user prompt: dynamic part ===" in r.stdout
+    # every proposal of the iteration, not only the first (issue 32)
+    n = r.stdout.count("# Direction for this proposal")
+    assert n == opt.config.candidates and f"=== user prompt: dynamic part of proposal {n} of {n} ===" in r.stdout
     assert {p.name: p.read_bytes() for p in opt.run_dir.path.iterdir() if p.is_file()} == before
     bad = CliRunner().invoke(cli, ["optimize", "--resume", str(opt.run_dir.path), "--dry-run", str(MANIFEST)])
     assert bad.exit_code == 2 and "takes the run's own manifest" in bad.stderr
+
+
+def test_every_parent_a_prompt_starts_from_is_profiled_before_it_is_asked(tmp_path):
+    """Issue 32: only the best was ever profiled, so a proposal starting from another kernel got no
+    ncu data."""
+    answers = [[vector_add("pass 400", variant="a"), vector_add("pass 420", variant="b"),
+                vector_add("mismatch 300", variant="c"), vector_add("pass 596", variant="d")]] + \
+              [[vector_add(f"pass {700 + i}", variant=f"x{i}") for i in range(4)]] * 3
+    proposer = ScriptedProposer(answers)
+    gate = ScriptedGate(load_task(MANIFEST), profiler=True)
+    opt = new_run(tmp_path, gate=gate, proposer=proposer, max_iterations=4, candidates=4, roof_stop=0)
+    opt.run()
+    profiled = [c[1] for c in gate.calls if c[0] == "profile"]
+    passed = {a["id"] for a in read(opt.run_dir, "history.json")["attempts"] if a["status"] == "passed"}
+    for req in proposer.requests:            # a fix's parent is the failed attempt: nothing to profile
+        for parent in [p for p in req.parents + [s for s in req.seconds if s] if p in passed]:
+            assert (opt.run_dir.path / "profiles" / f"{parent}.json").exists(), (req.iteration, parent)
+    starts = [p for p in proposer.requests[2].prompts if "# Start from a0002 for this proposal" in p]
+    assert starts and "a0002.cu" in profiled
+    assert all("ncu:" in p.split("# Start from a0002")[1] and "no Nsight Compute profile" not in p for p in starts)

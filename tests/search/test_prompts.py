@@ -40,7 +40,7 @@ def test_the_static_prefix_is_task_device_reference_and_the_same_for_every_call(
     s1, d1 = parts(direction=directions(d, 2)[0])
     s2, d2 = parts(direction=directions(d, 2)[1], failures=[], history=[])
     assert s1 == s2 and d1 != d2
-    assert [h for h in re.findall(r"^# (\w+)", s1, re.M)] == ["Task", "Device", "Reference"]
+    assert [h for h in re.findall(r"^# (\w+)", s1, re.M)] == ["Task", "Device", "sm_90", "Reference"]
     assert s1.startswith("# Task: matmul_f32") and "# Current best" not in s1
     assert d1.startswith("# Current best: a0004, score 60.49 µs")
     full = build_prompt(rec.task(), **{k: v for k, v in dict(
@@ -106,9 +106,9 @@ def test_an_unmeasured_best_shows_its_ptxas_resources_and_occupancy():
 def test_history_is_deduplicated_and_never_repeats_the_best():
     _, dyn = parts()
     hist = section(dyn, "Earlier correct kernels")
-    assert hist.count("```cuda") == 2                                   # a0000 and a0006; a0003/a0005 are the best's source
+    # a0006 only: a0003/a0005 are the best's source, a0000 (245 µs) is over twice as slow as the best
+    assert hist.count("```cuda") == 1 and "## a0000" not in hist
     assert "## a0006: 65.33 µs" in hist and "per case sq256 8.00, rect 8.50, large 4100.0 µs" in hist
-    assert hist.index("## a0000") < hist.index("## a0006")             # slowest to fastest
     assert "- a0005: 64.54 µs (sq256 6.40, rect 7.50, large 5600.0 µs); same source as the best with RPT=2 TILE=32" in hist
     assert "- a0003: 101.8 µs" in hist
     assert "## a0004" not in hist and "## a0005" not in hist
@@ -207,12 +207,13 @@ def test_crossover_refers_to_sources_already_shown_and_skips_twins():
     at = rec.attempts()
     a, b = rec.prompt_attempt(at["a0004"]), rec.prompt_attempt(at["a0006"])
     _, dyn = parts(crossover=(a, b))
-    cross = section(dyn, "Combine the strengths")
+    cross = section(dyn, "Start from a0004 and combine it with a0006")
+    assert "A ```diff block's edits apply to a0004." in cross
     assert "## a0004: 60.49 µs (per case sq256 6.00, rect 7.00, large 5270.0 µs); its source is under Current best" in cross
     assert "## a0006: 65.33 µs" in cross and "its source is under Earlier correct kernels" in cross
     twin = rec.prompt_attempt(at["a0005"])                                   # a0004's source, other defines
     _, dyn = parts(crossover=(a, twin))
-    assert "# Combine" not in dyn
+    assert "combine it with" not in dyn
 
 
 def test_retrieved_kernels_are_marked_as_other_tasks_or_earlier_runs():
@@ -227,9 +228,9 @@ def test_retrieved_kernels_are_marked_as_other_tasks_or_earlier_runs():
 
     earlier = {"task_name": "matmul_f32", "source": "// an earlier run's best of this task\n", "score_us": 50.0,
                "same_task": True}
-    _, dyn = parts(retrieved=(Example(), {"task": "reduce_sum", "source": "// reduce\n", "score": 3.0, "speedup": 4.0},
-                              earlier, {"task": "layernorm", "source": ""}))
-    sec = section(dyn, "Kernels from the archive")
+    static, dyn = parts(retrieved=(Example(), {"task": "reduce_sum", "source": "// reduce\n", "score": 3.0,
+                                              "speedup": 4.0}, earlier, {"task": "layernorm", "source": ""}))
+    sec = section(static, "Kernels from the archive")          # fixed for the run: in the cached prefix
     assert "ideas only: another task's signature, sizes and semantics are not this task's" in sec
     assert "## From task transpose: 12.50 µs, x3.10 vs its initial kernel, memory-bound\nIts task: Transpose a" in sec
     assert "## From task reduce_sum: 3.00 µs, x4.00 vs its initial kernel" in sec
@@ -243,8 +244,8 @@ def test_real_archive_examples_render(tmp_path):
     ex = Example(id=1, content_hash="h", task_name="vector_add", description="Elementwise add.", source="// vec4\n",
                  launch=None, defines={}, score_us=64.5, speedup_vs_initial=1.2, cases=[], bound="memory", run="run-001",
                  attempt="a0003", label="a0003", gpu_name="NVIDIA H200", same_task=False)
-    _, dyn = parts(retrieved=[ex])
-    assert "## From task vector_add: 64.50 µs, x1.20 vs its initial kernel, memory-bound" in dyn
+    static, _ = parts(retrieved=[ex])
+    assert "## From task vector_add: 64.50 µs, x1.20 vs its initial kernel, memory-bound" in static
 
 
 def test_the_direction_and_hints_come_last():
@@ -320,7 +321,101 @@ def test_dry_run_with_a_broken_device_file_is_an_input_error(tmp_path):
 def test_every_bundled_task_builds_a_dry_run_prompt(name):
     from kernel_forge.app.run_setup import first_prompt_parts
 
-    system, static, dyn = first_prompt_parts(rec.ROOT / "manifests" / f"{name}.json",
-                                             device_file=rec.ROOT / "kernel_forge" / "data" / "devices" / "h200.json")
+    system, static, (dyn,) = first_prompt_parts(rec.ROOT / "manifests" / f"{name}.json",
+                                                device_file=rec.ROOT / "kernel_forge" / "data" / "devices" / "h200.json")
     assert "<- the ceiling for this task" in static and "# Current best: initial, not measured yet" in dyn
     assert not re.search(r"\bholdout\b", system + dyn, re.I)
+
+
+def test_the_first_prompt_dry_run_shows_every_proposal_and_says_what_is_unmeasured():
+    """Issue 32 item 10: it showed an unmeasured initial kernel with no word of what a real first
+    prompt has, and only proposal 0."""
+    r = CliRunner().invoke(cli, ["optimize", str(rec.ROOT / "manifests" / "matmul_f32.json"), "--dry-run",
+                                 "--candidates", "3"])
+    assert r.exit_code == 0, r.output
+    for i in (1, 2, 3):
+        assert f"=== user prompt: dynamic part of proposal {i} of 3 ===" in r.stdout
+    assert r.stdout.count("- dry run: nothing was run, so this prompt lacks what a real run's first prompt shows "
+                          "here: the initial kernel's median per case, the vendor baselines' times") == 3
+    directions = re.findall(r"^# Direction for this proposal\n(.+)$", r.stdout, re.M)
+    assert len(directions) == 3 and len(set(directions)) == 3
+
+
+# ------------------------------------------- issue 32: the next prompt of the recorded s9 run
+
+S9_OLD = rec.ROOT / "bench" / "evidence" / "h200-2026-12-03-s9" / "matmul-defaults" / "next-prompt-matmul_f32.md"
+
+
+def _old_chars() -> int:
+    """What one call of the recorded run's next iteration was sent before issue 32 (system, static
+    prefix and proposal 0's dynamic part: the dry run's output without its three marker lines)."""
+    text = S9_OLD.read_text()
+    return len(text) - sum(len(l) + 1 for l in text.splitlines() if l.startswith("=== ")) - 1
+
+
+def test_the_next_prompt_of_the_s9_run_starts_half_its_proposals_from_the_best_and_asks_for_the_small_grids():
+    import s9_run
+
+    opt = s9_run.optimizer()
+    req = opt.next_request()
+    assert req.n == 4 and sum(p == "a0107" for p in req.parents) >= 2          # the best, a0107
+    assert "sq256 (32 blocks), rect (48 blocks) on 132 SMs" in req.directions[0] and "split-K" in req.directions[0]
+    for i in range(req.n):
+        full = req.system + req.static_prefix + req.prompt_for(i)
+        assert len(full) <= 0.75 * _old_chars(), (i, len(full), _old_chars())
+        # nothing lost: the best's whole source and diagnosis, the pattern once, a0207 by name, the ledger
+        assert opt._source(opt.state.best).split("// matmul_f32: shared-memory tiled SGEMM")[1][:2000] in full
+        assert full.count("const int a_frag = (warp / WARPS_N) * WM + (lane / LN) * 4;") == 1
+        assert "## a0207: 71.00 µs" in full and "the expert pattern gemm_simt_warptile" in full
+        assert all(f"- {c} (m=" in full for c in ("sq256", "rect", "large"))
+        assert "# Attempt ledger" in full and "not `sm_90a`" in full
+        # the stable sections come first, this proposal's own last
+        assert full.index("# Kernels from the archive") < full.index("# Current best") < full.index("# Attempt ledger") \
+            < full.index("# Start from") < full.index("# Direction for this proposal")
+        assert "# Earlier correct kernels" in full and "## a0000" not in full and "## a0058" not in full
+    # the proposals share everything up to their own section
+    shared = {p[:p.index("# Start from")] for p in req.prompts}
+    assert len(shared) == 1
+
+
+def test_a_diff_edit_lands_on_exactly_the_kernel_the_prompt_shows_as_its_start():
+    """Issue 32 item 3: the system prompt said edits apply to the current best while the loop
+    applied them to the slot's parent."""
+    import s9_run
+    from kernel_forge.proposers.answer import apply_edits
+    from kernel_forge.search.attempt import Slot
+
+    opt = s9_run.optimizer()
+    by_id = {a.id: a for a in opt.state.attempts}
+    other, best = by_id["a0207"], opt.state.best
+    req = opt._request([Slot(direction="d1", parent=other), Slot(direction="d2", parent=best)],
+                       opt.state.iteration + 1)
+    assert "edits to exactly the kernel this proposal starts from" in req.system
+    line = "    const int a_frag = (warp / WARPS_N) * WM + (lane / LN) * 4;"     # the warp-tiled code only
+    diff = f"<<<<<<< SEARCH\n{line}\n=======\n{line}  // edited\n>>>>>>> REPLACE"
+    assert "# Start from a0207 for this proposal" in req.prompts[0] and "edits apply to a0207" in req.prompts[0]
+    assert "# Start from the current best, a0107" in req.prompts[1] and "edits apply to a0107" in req.prompts[1]
+    edited, problem = apply_edits(req.parent_for(0), diff)
+    assert problem is None and f"{line}  // edited" in edited and req.parent_for(0) == opt._source(other)
+    assert apply_edits(req.parent_for(1), diff)[0] is None                  # the best has no such line
+    assert req.parent_for(1) == opt._source(best)
+    # a0207 was never profiled in that run: its prompt says so
+    assert "(no Nsight Compute profile of a0207 yet" in req.prompts[0]
+
+
+def test_the_resume_dry_run_shows_every_proposal_of_the_iteration():
+    import s9_run
+
+    r = CliRunner().invoke(cli, ["optimize", "--resume", str(s9_run.run_path()), "--dry-run"])
+    assert r.exit_code == 0, r.output
+    for i in range(1, 5):
+        assert f"=== user prompt: dynamic part of proposal {i} of 4 ===" in r.output
+    assert r.output.count("# Direction for this proposal") == 4
+
+
+def test_a_best_without_a_profile_is_said_to_have_none():
+    """Issue 32: every kernel a prompt shows to start from is profiled, or the prompt says it is not."""
+    _, dyn = parts(diagnosis=rec.diagnosis(with_profile=False))
+    assert "(no Nsight Compute profile of a0004 yet: the figures above are the harness's own)" in dyn
+    _, dyn = parts()
+    assert "no Nsight Compute profile" not in dyn and "\n  ncu: DRAM" in dyn

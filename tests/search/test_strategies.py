@@ -204,10 +204,14 @@ def test_the_tuner_budget_is_shared_by_promise_and_never_beyond_what_is_left():
 # ------------------------------------------------------------------------------ plans
 
 def att(i: int, score: float | None, *, technique: str = "", parent: str | None = "a0000", iteration: int = 1,
-        status: str = "passed", second: str | None = None, proposer: str = "model") -> Attempt:
-    return Attempt(id=f"a{i:04d}", iteration=iteration, proposer=proposer, label=f"a{i:04d}", parent=parent,
+        status: str = "passed", second: str | None = None, proposer: str = "model", cases: dict | None = None,
+        label: str | None = None) -> Attempt:
+    """An attempt; ``cases``: its performance medians by case (else every case at ``score``)."""
+    times = cases or ({"x": score, "y": score} if score else {})
+    ev = {"cases": [{"name": n, "role": "performance", "timing": {"median": t}} for n, t in times.items()]}
+    return Attempt(id=f"a{i:04d}", iteration=iteration, proposer=proposer, label=label or f"a{i:04d}", parent=parent,
                    status=status, reason="passed" if status == "passed" else "mismatch", score_us=score,
-                   technique=technique, second_parent=second)
+                   technique=technique, second_parent=second, evaluation=ev if times else None)
 
 
 def ctx(attempts, best, *, iteration, options=None, crossover_every=3) -> PlanContext:
@@ -218,8 +222,10 @@ def ctx(attempts, best, *, iteration, options=None, crossover_every=3) -> PlanCo
 
 def run_history():
     initial = att(0, 300.0, parent=None, iteration=0, proposer="initial")
-    xs = [initial, att(1, 200.0, technique="mem:coalesce"), att(2, 205.0, technique="mem:coalesce"),
-          att(3, 210.0, technique="mem:coalesce"), att(4, 220.0, technique="cmp:ilp"),
+    # a0001 is the fastest on case x, a0004 on case y: each has a strength the other lacks
+    xs = [initial, att(1, 200.0, technique="mem:coalesce", cases={"x": 100.0, "y": 400.0}),
+          att(2, 205.0, technique="mem:coalesce"),
+          att(3, 210.0, technique="mem:coalesce"), att(4, 220.0, technique="cmp:ilp", cases={"x": 242.0, "y": 200.0}),
           att(5, None, technique="lat:serial", status="failed"), att(6, 240.0, technique="gen:rewrite")]
     return xs
 
@@ -254,6 +260,35 @@ def test_a_crossover_pair_is_not_asked_twice():
     plan = strategies.get("population").plan(ctx(xs, xs[1], iteration=5), 4)
     (cross,) = [p for p in plan if p.second is not None]
     assert {cross.parent.id, cross.second.id} != {"a0001", "a0004"}
+
+
+def test_a_crossover_never_pairs_kernels_of_which_one_wins_no_case():
+    xs = run_history()
+    for a, (x, y) in ((xs[1], (100.0, 200.0)), (xs[4], (250.0, 440.0))):     # no kernel wins a case over a faster one
+        a.evaluation = {"cases": [{"name": n, "role": "performance", "timing": {"median": t}}
+                                  for n, t in (("x", x), ("y", y))]}
+    plan = strategies.get("population").plan(ctx(xs, xs[1], iteration=4), 6)
+    assert not [p for p in plan if p.second is not None]
+    assert strategies.wins_over(xs[1], xs[4]) == ["x", "y"] and strategies.wins_over(xs[4], xs[1]) == []
+
+
+def test_the_tuners_settings_are_not_children_and_half_the_proposals_start_from_the_best():
+    """Issue 32: after a tuning stall the best (whose tuned settings all name it as their parent)
+    looked over-explored, and 3 of 4 proposals went to a kernel at 0.86x its speed."""
+    best = att(1, 61.0, technique="tune:regblock.cu+dispatch", proposer="tune", label="regblock.cu+dispatch")
+    other = att(2, 71.0, technique="tune:warptile.cu+dispatch", proposer="tune", label="warptile.cu+dispatch")
+    settings = [att(10 + i, 100.0 + i, parent="a0001", proposer="tune", label="warptile.cu",
+                    technique="tune:warptile.cu") for i in range(40)]
+    xs = [att(0, 245.0, parent=None, iteration=0, proposer="initial"), best, other, *settings]
+    assert strategies.proposals_from(xs, best) == 0
+    for n in (1, 2, 3, 4, 5, 6):
+        plan = strategies.get("population").plan(ctx(xs, best, iteration=6), n)
+        assert sum(p.parent is best for p in plan) >= (n + 1) // 2, n
+        plan = strategies.get("anneal").plan(ctx(xs, best, iteration=6), n)
+        assert sum(p.parent is best for p in plan) >= (n + 1) // 2, n
+    # model proposals from the best do count, one per proposal however many settings it had
+    asked = [att(60 + i, 70.0, parent="a0001", label="a0060") for i in range(3)] + [att(63, 70.0, parent="a0001")]
+    assert strategies.proposals_from(xs + asked, best) == 2
 
 
 def test_population_gives_a_parent_directions_it_has_not_tried():
