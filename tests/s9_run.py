@@ -33,7 +33,7 @@ def optimizer():
     from kernel_forge.search.loop import Optimizer
     from kernel_forge.search.retrieval import Retrieved
 
-    run, _meta, task, (loop, _g, _p) = run_setup._recorded_run(run_path(), None)
+    run, _meta, task, (loop, _g, _p) = run_setup.recorded_run(run_path(), None)
     opt = Optimizer(task, RecordedGate.from_run(run.path), run_setup._PromptOnly(), run, loop,
                     retrieved=Retrieved.from_json(run.read_json("retrieval.json")))
     opt.load_recorded()

@@ -53,6 +53,8 @@ ISSUE_BUSY_PCT = 70.0
 FFMA_ISSUE_SHARE = 0.9
 #: a last wave less full than this (and more than one wave) is a tail worth naming
 TAIL_FULL = 0.9
+#: a wave tail idling less of the SM time than this is not worth a line or a direction
+TAIL_IDLE = 0.02
 #: a named limit's gain on its case is estimated as the room to the nearer roof, at most this
 LIMIT_GAIN_CAP = 2.0
 
@@ -136,7 +138,16 @@ class Diagnosis:
         if self.peak and self.bandwidth:
             head.append(f"Roofline: {self.peak['label']} {self.peak['flops'] / 1e12:.1f} {self.peak['unit']}, "
                         f"{self.bandwidth_source} {self.bandwidth / 1e9:.0f} GB/s, ridge point {self.ridge:.1f} FLOP/byte.")
-        lines = head + [_case_line(c, self.peak) for c in self.cases]
+        lines, said = list(head), {}
+        for c in self.cases:               # a resources line the case before had word for word is named, not repeated
+            line = _case_line(c, self.peak)
+            main, nl, rest = line.partition("\n  resources (")
+            res = "  resources (" + rest.split("\n", 1)[0] if nl else None
+            if res is not None and res in said:
+                line = line.replace(res, f"  resources: as for {said[res]}", 1)
+            elif res is not None:
+                said[res] = c.name
+            lines.append(line)
         lines += self._mix_lines()
         if self.metrics_missing:
             lines.append("Not measured on this GPU (ncu has no such metric): " + ", ".join(self.metrics_missing))
@@ -229,7 +240,7 @@ def _case_line(c: CaseDiagnosis, peak: dict | None) -> str:
         parts.append(", ".join(figs))
     parts.append(_bound_text(c))
     tail = wave_tail(c)
-    if tail is not None:
+    if tail is not None and tail["idle"] >= TAIL_IDLE:
         parts.append(f"{c.waves:.2f} waves of {c.blocks} blocks: the last wave is {100 * tail['last_full']:.0f}% full, "
                      f"so about {100 * tail['idle']:.0f}% of the SM time is idle in the tail")
     refs = [f"vs {b} {us(c.baseline_us[b])} µs: x{r:.2f}{' (slower)' if r < 1 else ''}"
@@ -742,7 +753,7 @@ def _grid_directions(d: Diagnosis) -> list[tuple[str, str, float]]:
     for c in d.cases:
         tail = wave_tail(c)
         h = headroom(c)
-        if tail is None or tail["idle"] < 0.02:
+        if tail is None or tail["idle"] < TAIL_IDLE:
             continue
         g = min(1.0 / (1.0 - tail["idle"]), h or 1.0)
         gain = _score_gain(d, {c.name: g})

@@ -9,7 +9,8 @@ says what was done:
 1. the output limit is lowered to the room left, where that room still holds :data:`MIN_OUTPUT`
    tokens (a kernel with a short explanation);
 2. the proposal's prompt loses whole sections, lowest priority first (:data:`DROP_ORDER`: archive
-   examples, the attempt ledger, earlier kernels, recent failures, the expert pattern) -- never
+   examples, the attempt ledger, earlier kernels, recent failures, the architecture's facts, the
+   expert pattern) -- never
    the task, the reference, the best kernel, the kernel it starts from (a crossover's two
    kernels), the fix target, the hints, the direction or the job;
 3. otherwise the call is not made: :class:`ContextRefused` names the sizes.
@@ -30,6 +31,7 @@ DROP_ORDER = (
     "# Attempt ledger",
     "# Earlier correct kernels",
     "# Recent failures",
+    "# sm_",                  # the architecture's facts (# sm_90 (Hopper) facts)
     "# The expert pattern",
 )
 

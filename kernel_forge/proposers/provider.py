@@ -718,16 +718,18 @@ class ModelProposer:
             return body
         except ContextRefused:
             pass
-        dynamic = "\n\n".join(p for p in (plan.common, plan.rest(index)) if p)
+        # the whole user prompt: the droppable sections (the archive, the expert pattern) may sit in
+        # the run's static part as well as in the iteration's
+        whole = "\n\n".join(p for p in (plan.static, plan.common, plan.rest(index)) if p)
         tokens_in = estimate_tokens(body)
         limit = _int(body.get(self._limit_field(body))) or self.max_tokens
         over = tokens_in + min(MIN_OUTPUT, limit) - self.caps.context
         # a character of text is at least a character of the JSON body: 3 characters a token over
-        for chars in (3 * over + 3, len(dynamic)):
-            trimmed, dropped = cut(dynamic, chars)
+        for chars in (3 * over + 3, len(whole)):
+            trimmed, dropped = cut(whole, chars)
             if not dropped:
                 break
-            small = dataclasses.replace(plan, on=False, static_on=False, static_ttl=None, common="",
+            small = dataclasses.replace(plan, on=False, static_on=False, static_ttl=None, static="", common="",
                                         rests=[trimmed] * (index + 1),
                                         reason=plan.reason + "; off for this proposal: its prompt was cut to fit "
                                                              "the context window")
