@@ -58,7 +58,8 @@ def test_every_pattern_carries_its_task_s_signature_and_launches_on_every_case(p
         for case in task.cases:
             grid, block, smem = cand.launch.resolve({**case.vars, **d})
             assert min(grid) >= 1 and 32 <= block[0] * block[1] * block[2] <= 1024, (d, case.name)
-            assert grid[1] <= 65535 and 0 <= smem <= 48 * 1024, (d, case.name)
+            # dynamic shared memory beyond 48 KiB is opted into by the harness (up to 227 KiB on sm_90)
+            assert grid[1] <= 65535 and 0 <= smem <= 227 * 1024, (d, case.name)
 
 
 @pytest.mark.parametrize("pat", PATTERNS, ids=IDS)
