@@ -125,7 +125,7 @@ def test_the_sgemm_tiling_writes_every_element_of_c_exactly_once():
 
 # -- kinds ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, kind", [("matmul_f32", "gemm"), ("layernorm", "row_norm"),
+@pytest.mark.parametrize("name, kind", [("matmul_f32", "gemm"), ("matmul_f16", "gemm"), ("layernorm", "row_norm"),
                                         ("softmax_rows", "row_softmax"), ("transpose", "transpose"),
                                         ("histogram", "histogram"), ("vector_add", "elementwise"),
                                         ("gelu_bf16", "elementwise"), ("reduce_sum", "reduction")])

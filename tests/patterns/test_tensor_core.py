@@ -107,6 +107,10 @@ def test_the_tensor_core_patterns_use_the_instructions_they_name():
     tf = patterns.by_name("gemm_tf32x3_mma").source()
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in tf and "cvt.rna.tf32.f32" in tf
     assert "cp.async.cg.shared.global" in tf and "cp.async.wait_group" in tf
+    hf = patterns.by_name("gemm_f16_mma").source()
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in hf
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in hf and "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in hf
+    assert "cp.async.cg.shared.global" in hf and "cp.async.wait_group" in hf
 
 
 # -- host emulation: settings besides the default ---------------------------------------------------------
@@ -141,3 +145,55 @@ def test_other_settings_of_a_tensor_core_pattern_match_the_reference_under_emula
         for case in cases:
             problems += emu._emu_run(task, cand, d, exe, case, work)
     assert not problems, "\n".join(problems[:5])
+
+
+# -- GPU ------------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pat", TENSOR_CORE, ids=[p.name for p in TENSOR_CORE])
+def test_gpu_other_settings_of_a_tensor_core_pattern_pass_the_strict_gate(pat):
+    """Beside the default (tests/patterns/test_patterns.py): the settings the emulation runs, on the GPU,
+    every case and holdout -- a fragment or pipeline slip that only a real warp shows fails here."""
+    import dataclasses
+
+    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.gate.gate import Gate
+
+    task = load_task(ROOT / "manifests" / f"{pat.task}.json")
+    cand = load_candidate(pat.path)
+    gate = Gate(task, GateOptions())
+    failed = []
+    try:
+        for d in _emulated_settings(cand):
+            ev = gate.evaluate(dataclasses.replace(cand, defines=d), roles=("correctness", "performance", "holdout"))
+            print(f"{pat.name} {d}: {ev.reason} (score {ev.score_us} us)")
+            if not ev.passed:
+                failed.append(f"{d}: {ev.reason}: {ev.message}")
+    finally:
+        gate.close()
+    assert not failed, "\n".join(failed)
+
+
+@pytest.mark.gpu
+def test_gpu_the_cublas_baseline_of_matmul_f16_accumulates_in_fp32():
+    """CuPy's float16 matmul (cuBLAS GemmEx) must meet the task's tolerance at k = 4096, which float16
+    accumulation would not: else the baseline would be an HGEMM of another precision."""
+    cupy = pytest.importorskip("cupy")
+    task = load_task(ROOT / "manifests" / "matmul_f16.json")
+    rng = np.random.default_rng(3)
+    m, n, k = 128, 256, 4096
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = cupy.empty((m, n), cupy.float16)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("matmul_f16_ref", ROOT / "references" / "matmul_f16.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cublas, reference = mod.cublas, mod.reference
+
+    cublas(cupy.asarray(a), cupy.asarray(b), c, m, n, k)
+    ref = np.empty((m, n), np.float16)
+    reference(a, b, ref, m, n, k)
+    got = compare("c", cupy.asnumpy(c), ref, task.arg("c").param.dtype, task.tolerance_for(task.arg("c")))
+    assert got.ok, got.summary()

@@ -520,6 +520,9 @@ EMU_CASES = {
                   {"rows": 64, "cols": 128}],
     "matmul_f32": [{"m": 31, "n": 37, "k": 29}, {"m": 70, "n": 33, "k": 1}, {"m": 1, "n": 515, "k": 101},
                    {"m": 67, "n": 36, "k": 44}, {"m": 130, "n": 132, "k": 20}, {"m": 33, "n": 7, "k": 12}],
+    # k % 8 == 0 and n % 8 == 0 reach the cp.async path, the others the half-by-half gather
+    "matmul_f16": [{"m": 67, "n": 72, "k": 48}, {"m": 31, "n": 37, "k": 29}, {"m": 130, "n": 136, "k": 104},
+                   {"m": 70, "n": 33, "k": 1}, {"m": 1, "n": 515, "k": 101}, {"m": 33, "n": 64, "k": 12}],
     "softmax_rows": [{"rows": 37, "cols": 1001}, {"rows": 67, "cols": 3}, {"rows": 2, "cols": 50021},
                      {"rows": 5, "cols": 4096}, {"rows": 9, "cols": 1024}, {"rows": 3, "cols": 8196},
                      {"rows": 2, "cols": 36}],
