@@ -84,3 +84,10 @@ def matmul_forward(out, inp, weight, bias, B, T, C, OC):
     x = inp.reshape(B * T, C).astype(np.float64)
     w = weight.reshape(OC, C).astype(np.float64)
     out[...] = (x @ w.T + bias).reshape(out.shape)
+
+
+def sgemm_tn(m, n, k, alpha, A, B, beta, C):
+    """cuBLAS-style C = alpha * A^T @ B + beta * C, A stored k x m (its transpose is the m x k operand)."""
+    a = A.reshape(k, m).astype(np.float64)
+    b = B.reshape(k, n).astype(np.float64)
+    C[...] = (alpha * (a.T @ b) + beta * C.reshape(m, n).astype(np.float64)).reshape(C.shape)
