@@ -11,7 +11,7 @@ implies, the baselines' and the initial kernel's times, the kernel's resources a
 *achieved* occupancy among them: the two are always named apart).
 
 "Compute-bound" is said only where the pipe that does the task's arithmetic is busy: the FMA
-pipe (or the tensor pipe for 16-bit matrix work) by ncu's ``sm__pipe_*_cycles_active``, or, where
+pipe (or the tensor pipe for 16-bit matrix work and for a TF32 tensor-core kernel of fp32 work) by ncu's ``sm__pipe_*_cycles_active``, or, where
 that was not measured, by the useful FLOP rate against the peak.  A kernel whose intensity lies
 above the ridge point but whose arithmetic pipe is not busy is ``pipe``-bound, and
 :func:`name_limit` names what limits it -- shared-memory instruction issue, bank conflicts,
@@ -357,15 +357,15 @@ def pipe_busy(peak_key: str | None, pct_compute: float | None, profile: dict | N
     (the tensor pipe for a 16-bit matrix task, else the FMA pipe), else the useful FLOP rate
     against the peak (a lower bound: the pipe also runs address arithmetic)."""
     p = profile or {}
-    if peak_key == "tensor16":
+    tensor = peak_key in ("tensor16", "tf32x3")
+    if tensor:
         t = [v for v in (p.get("tensor_hmma_pct"), p.get("tensor_gmma_pct")) if v is not None]
         if t:
             return {"pct": max(t), "pipe": "tensor", "source": "ncu pipe cycles"}
     elif p.get("fma_pipe_pct") is not None:
         return {"pct": p["fma_pipe_pct"], "pipe": "FMA", "source": "ncu pipe cycles"}
     if pct_compute is not None:
-        return {"pct": pct_compute, "pipe": "tensor" if peak_key == "tensor16" else "FMA",
-                "source": "useful FLOP rate"}
+        return {"pct": pct_compute, "pipe": "tensor" if tensor else "FMA", "source": "useful FLOP rate"}
     return None
 
 
@@ -595,18 +595,19 @@ def _resources(case: dict, ev: dict, device: dict | None) -> tuple[dict | None, 
 
 def diagnose(task: Task, best: dict, *, initial: dict | None = None, baselines: dict[str, dict] | None = None,
              device: dict | None = None, calibration: dict | None = None, profile: dict | None = None,
-             mix: dict | None = None) -> Diagnosis:
+             mix: dict | None = None, source: str | None = None) -> Diagnosis:
     """The diagnosis of ``best`` (an Evaluation JSON); ``initial`` and ``baselines`` are
     evaluations of the initial kernel and the vendor baselines, ``profile`` a
     :meth:`GateLike.profile` answer for ``best``, ``mix`` its instruction mix
-    (:func:`kernel_forge.gpu.instruction_mix.mix_for_candidate`; default: the profile's)."""
+    (:func:`kernel_forge.gpu.instruction_mix.mix_for_candidate`; default: the profile's),
+    ``source`` its kernel (a TF32 tensor-core kernel of a float32 task gets that pipe's ceiling)."""
     device = dd.complete(device)
     out = Diagnosis()
     bw, out.bandwidth_source = dd.bandwidth(calibration, device)
     out.bandwidth = bw
     peak = None
     if device:
-        p, out.tensor_note = dd.compute_peak(task, device, calibration)
+        p, out.tensor_note = dd.compute_peak(task, device, calibration, source)
         if p.flops:
             peak = p
             out.peak = {"key": p.key, "label": p.label, "flops": p.flops, "unit": p.unit}

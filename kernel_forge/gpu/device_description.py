@@ -12,6 +12,7 @@ ceiling).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -105,12 +106,38 @@ def max_intensity(task) -> float | None:
     return best
 
 
-def compute_peak(task, device: dict, calibration: dict | None = None) -> tuple[Peak, str]:
+#: a kernel that multiplies on the TF32 tensor cores (mma.sync ... .tf32 / wgmma ... .tf32)
+_TF32_MMA = re.compile(r"\b(?:mma\.sync|wgmma\.mma_async)[\w.]*\.tf32\b")
+
+
+def uses_tf32_mma(source: str | None) -> bool:
+    return bool(source) and _TF32_MMA.search(source) is not None
+
+
+def tf32x3_peak(device: dict) -> Peak:
+    """The ceiling of split-precision TF32: the dense TF32 mma rate (half the 16-bit one) spent
+    three times per fp32 product (a_hi*b_hi + a_hi*b_lo + a_lo*b_hi)."""
+    d = complete(device) or {}
+    return Peak("tf32x3", "TF32 tensor cores, 3 products per fp32 product (split precision)",
+                d.get("tensor_peak", 0.0) / 2 / 3)
+
+
+def compute_peak(task, device: dict, calibration: dict | None = None, source: str | None = None) -> tuple[Peak, str]:
     """The ceiling that applies to ``task`` and a sentence on tensor cores for it.  16-bit
     operands get the tensor-core peak only where the work is matrix-product-like: its FLOPs per
-    byte exceed the CUDA-core ridge point (an elementwise bf16 kernel never reaches tensor cores)."""
+    byte exceed the CUDA-core ridge point (an elementwise bf16 kernel never reaches tensor cores).
+    A float32 task whose kernel (``source``) multiplies with TF32 mma gets the split-precision TF32
+    ceiling: it meets an fp32 tolerance only with the three-product split."""
     p = peaks(device)
     kind = operand_type(task)
+    if kind == "float32" and uses_tf32_mma(source):
+        tp = tf32x3_peak(device)
+        return tp, ("tensor cores: this kernel runs the fp32 products on the TF32 tensor pipe (mma .tf32); one "
+                    "TF32 product rounds each operand to 11 significant bits, too coarse for an fp32 tolerance at "
+                    "large k, so it must split each operand into TF32 hi + lo parts and add three products "
+                    f"(a_hi*b_hi + a_hi*b_lo + a_lo*b_hi): the ceiling is a third of the "
+                    f"{tp.flops * 3 / 1e12:.0f} TFLOP/s TF32 peak (the fp32 FMA peak is "
+                    f"{p['fp32'].flops / 1e12:.1f} TFLOP/s); the gate's tolerance decides")
     if kind == "float64":
         return p["fp64"], "tensor cores: not the ceiling here (float64 operands)"
     if kind == "float16":
@@ -123,8 +150,10 @@ def compute_peak(task, device: dict, calibration: dict | None = None) -> tuple[P
                                f"without them the ceiling is {p['fp16'].flops / 1e12:.1f} TFLOP/s (half2 FMA)")
     if kind == "int":
         return p["int32"], "tensor cores: not the ceiling here (integer data)"
-    return p["fp32"], ("tensor cores: not for this task: its operands are float32, and TF32 tensor cores round "
-                       "them to 10-bit mantissas, so the ceiling is the fp32 FMA rate")
+    return p["fp32"], ("tensor cores: not the ceiling for this task: its operands are float32, and one TF32 "
+                       "tensor-core product rounds them to 10-bit mantissas, so the ceiling is the fp32 FMA rate; "
+                       "split-precision TF32 (three products of the TF32 hi and lo parts of each operand) keeps "
+                       f"fp32-level error at up to {tf32x3_peak(device).flops / 1e12:.0f} TFLOP/s of fp32 products")
 
 
 def bandwidth(calibration: dict | None, device: dict | None) -> tuple[float | None, str]:

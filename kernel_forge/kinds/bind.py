@@ -324,6 +324,13 @@ _WRITERS = {
 }
 
 
+#: further bound patterns of a kind, written by the same writer: the tuner gates and searches each
+#: beside the first (fp32 GEMM: the split-precision TF32 tensor-core pattern beside the SIMT one)
+_MORE = {
+    "gemm": ("gemm_tf32x3.cu",),
+}
+
+
 def kinds_with_patterns() -> tuple[str, ...]:
     return tuple(_WRITERS)
 
@@ -332,9 +339,12 @@ def instantiate(task, match: Match) -> list[Bound]:
     """The bound patterns of ``match``'s kind for ``task`` (see the module docstring)."""
     if match.kind not in _WRITERS:
         raise Unbindable(f"no bound pattern for kind {match.kind} yet")
-    template, write = _WRITERS[match.kind]
-    w = _Writer(task, match)
-    call = write(w)
-    template = w.template or template
-    stem = Path(template).stem
-    return [Bound(stem, f"bound_{stem}.cu", w.source(template, call, match.describe()), match)]
+    first, write = _WRITERS[match.kind]
+    out = []
+    for template in (first, *_MORE.get(match.kind, ())):
+        w = _Writer(task, match)
+        call = write(w)
+        template = w.template or template      # a writer may choose its kind's other template (per-row scan)
+        stem = Path(template).stem
+        out.append(Bound(stem, f"bound_{stem}.cu", w.source(template, call, match.describe()), match))
+    return out

@@ -35,9 +35,13 @@ def run_diagnosis(state, task, run_dir, gate=None):
         profile = run_dir.read_json(f"profiles/{best.id}.json")
     except Exception:  # noqa: BLE001 - a damaged profile is left out, not fatal
         profile = None
+    try:
+        source = (run_dir.path / best.source_file).read_text(encoding="utf-8") if best.source_file else None
+    except (OSError, UnicodeDecodeError):
+        source = None
     initial = state.initial.evaluation if state.initial is not None else None
     return diagnose(task, best.evaluation, initial=initial, baselines=state.baselines, device=device,
-                    calibration=calibration, profile=profile)
+                    calibration=calibration, profile=profile, source=source)
 
 
 def _directions(attempts) -> list[dict]:

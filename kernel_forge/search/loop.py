@@ -863,6 +863,13 @@ class Optimizer:
     def _source(self, a: Attempt) -> str:
         return (self.run_dir.path / a.source_file).read_text(encoding="utf-8")
 
+    def _source_or_none(self, a: Attempt | None) -> str | None:
+        """The attempt's kernel for the diagnosis (None when it has none or it cannot be read)."""
+        try:
+            return self._source(a) if a is not None and a.source_file else None
+        except (OSError, UnicodeDecodeError):
+            return None
+
     def _prompt_attempt(self, a: Attempt, *, profile: bool = False) -> PromptAttempt:
         parent = next((x for x in self.state.attempts if x.id == a.parent), None)
         return feedback.prompt_attempt(a, source=self._source(a), parent_source=self._source(parent) if parent else None,
@@ -879,7 +886,7 @@ class Optimizer:
                             initial=self.state.initial.evaluation if self.state.initial else None,
                             baselines=self.state.baselines,
                             device=self.gate.device_info(), calibration=self.gate.calibrate(),
-                            profile=self._profile_of(self.state.best))
+                            profile=self._profile_of(self.state.best), source=self._source_or_none(self.state.best))
             self._diag = (self.state.best.id, self.state.best.profile, diag)
         return self._diag[2]
 
@@ -890,7 +897,8 @@ class Optimizer:
             self._diags[key] = diagnose(self.task, a.evaluation or {},
                                         initial=self.state.initial.evaluation if self.state.initial else None,
                                         baselines=self.state.baselines, device=self.gate.device_info(),
-                                        calibration=self.gate.calibrate(), profile=self._profile_of(a))
+                                        calibration=self.gate.calibrate(), profile=self._profile_of(a),
+                                        source=self._source_or_none(a))
         return self._diags[key]
 
     def _request(self, slots: list[Slot], iteration: int, *, profile: bool = False) -> ProposalRequest:

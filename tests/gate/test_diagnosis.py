@@ -225,3 +225,26 @@ def test_a_profile_in_another_shape_is_read_too():
     assert lim.startswith("the limit on case large is the global load/store queue (lg_throttle (the top stall; no "
                           "share given)")
     assert dirs.index(lim) <= 1                # after the small grids of sq256 and rect at most
+
+
+def test_a_tf32_tensor_core_kernel_of_the_fp32_task_is_measured_against_the_split_tf32_ceiling():
+    """The same recorded best, said to be the 3xTF32 pattern: the roof is the TF32 tensor pipe's rate
+    spent three times per product, the pipe named is the tensor pipe, and the note gives the
+    tolerance argument for the split."""
+    from kernel_forge.patterns import by_name
+
+    at = rec.attempts()
+    best = at["a0004"]["evaluation"]
+    e = rec.env()
+    plain = diagnose(rec.task(), best, device=e["device"], calibration=e["calibration"],
+                     source=by_name("gemm_simt_warptile").source())
+    assert plain.peak["key"] == "fp32"
+    d = diagnose(rec.task(), best, device=e["device"], calibration=e["calibration"],
+                 source=by_name("gemm_tf32x3_mma").source())
+    tensor16 = e["device"]["tensor_peak"]
+    assert d.peak["key"] == "tf32x3" and d.peak["flops"] == pytest.approx(tensor16 / 6)
+    assert "three products" in d.tensor_note and "hi + lo" in d.tensor_note and "tolerance" in d.tensor_note
+    large = d.case("large")
+    assert large.pipe_busy["pipe"] == "tensor"
+    assert large.pct_compute == pytest.approx(large.tflops * 1e12 / (tensor16 / 6) * 100)
+    assert d.ridge == pytest.approx(tensor16 / 6 / 4.26e12)

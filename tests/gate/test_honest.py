@@ -49,7 +49,7 @@ REQUIRED = {"cub", "cooperative_groups", "template", "launch_bounds", "constant"
             "large_global", "last_block_float", "last_block_double", "atomic_double", "dynamic_smem_above_48k",
             "cp_async", "ldmatrix", "mma_sync", "named_barrier", "grid_constant", "cooperative_launch"}
 #: files that need no CUB, cooperative groups, libcu++ or inline PTX run under the host emulation
-NOT_EMULATED = ("cub", "cooperative_groups", "libcu++", "inline_ptx", "cooperative_launch")
+NOT_EMULATED = ("cub", "cooperative_groups", "libcu++", "inline_ptx", "cooperative_launch", "wmma")
 
 _HEAD = re.compile(r"^//\s*(task|covers|note):\s?(.*)$")
 

@@ -121,7 +121,21 @@ def test_tensor_cores_are_the_ceiling_only_for_16_bit_matrix_products(h200, tmp_
     assert peak.key == "tensor16" and "allowed for matrix-product work" in note
     # fp32 matmul: TF32 would round its operands; the tensor peak is never its ceiling
     peak, note = dd.compute_peak(_task("matmul_f32"), h200[0], h200[1])
-    assert peak.key == "fp32" and "TF32" in note
+    assert peak.key == "fp32" and "TF32" in note and "split-precision" in note
+
+
+def test_a_tf32_mma_kernel_of_an_fp32_task_gets_the_split_tf32_ceiling(h200):
+    from kernel_forge.patterns import by_name
+
+    task = _task("matmul_f32")
+    tf = by_name("gemm_tf32x3_mma").source()
+    peak, note = dd.compute_peak(task, h200[0], h200[1], tf)
+    assert peak.key == "tf32x3" and peak.flops == pytest.approx(h200[0]["tensor_peak"] / 6)
+    assert "535 TFLOP/s TF32 peak" in note and "three products" in note
+    # an FFMA kernel, a kernel that only names tf32 in a comment, a 16-bit task: as before
+    assert dd.compute_peak(task, h200[0], h200[1], by_name("gemm_simt_warptile").source())[0].key == "fp32"
+    assert dd.compute_peak(task, h200[0], h200[1], "// no tf32 here: mma later\n")[0].key == "fp32"
+    assert dd.compute_peak(_task("matmul_f16"), h200[0], h200[1], tf)[0].key == "tensor16"
 
 
 def test_the_device_section_for_matmul_f32(h200):

@@ -61,6 +61,8 @@ PUBLIC = {
     "cumsum_rows": ("scan", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"exclusive": False, "per_row": True}),
     "box_rows": ("box_filter", {"x": "src", "y": "dst", "rows": "height", "cols": "width", "radius": "radius"},
                  {"axis": "x", "edge": "zero", "norm": "sum"}),
+    "sgemm_tn": ("gemm", {"a": "A", "b": "B", "c": "C", "m": "m", "n": "n", "k": "k", "alpha": "alpha", "beta": "beta",
+                          "bias": None}, {"trans_a": True, "trans_b": False}),
 }
 
 
@@ -157,9 +159,9 @@ def test_validate_prints_the_kind_and_refuses_a_wrong_stated_kind_naming_its_jso
 
 # -- bound patterns ---------------------------------------------------------------------------------
 
-BINDABLE = ["llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16", "bias_gelu_residual",
-            "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced", "reduce_max", "matmul_forward",
-            "byte_histogram", "hist_mod", "cumsum_rows", "box_rows"]
+BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16",
+            "bias_gelu_residual", "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced",
+            "reduce_max", "matmul_forward", "byte_histogram", "hist_mod", "cumsum_rows", "box_rows"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -239,9 +241,24 @@ def test_a_box_filter_down_the_columns_with_its_radius_a_parameter():
 @pytest.mark.parametrize("name", BINDABLE)
 def test_every_bound_pattern_is_a_complete_kernel_with_the_task_s_own_signature_and_compiles(name):
     task = load_task(DATA / f"{name}.json")
-    [bound] = instantiate(task, identify(task).match)
-    res = _compiled(task, bound)
-    assert res.resources.get("spill_stores", 0) == 0
+    for bound in instantiate(task, identify(task).match):
+        res = _compiled(task, bound)
+        assert res.resources.get("spill_stores", 0) == 0, bound.label
+
+
+@pytest.mark.parametrize("name", ["matmul_forward", "sgemm_tn"])
+def test_an_fp32_gemm_gets_the_split_tf32_tensor_core_pattern_beside_the_simt_one(name):
+    from kernel_forge.model.candidate import parse_candidate
+
+    task = load_task(DATA / f"{name}.json")
+    bounds = instantiate(task, identify(task).match)
+    assert [b.label for b in bounds] == ["bound_gemm.cu", "bound_gemm_tf32x3.cu"]
+    tf = bounds[1].source
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in tf and "kf_split(" in tf
+    trans = {"matmul_forward": ("0", "1"), "sgemm_tn": ("1", "0")}[name]
+    assert f"#define KF_TRANS_A {trans[0]}" in tf and f"#define KF_TRANS_B {trans[1]}" in tf
+    cand = parse_candidate(tf, name=bounds[1].label)
+    assert cand.launch.shared_mem not in (0, "0") and 40 <= len(cand.configurations()) <= 200
 
 
 @pytest.mark.parametrize("storage", sorted(_TYPES))

@@ -2,7 +2,8 @@
 thread per CUDA thread, AddressSanitizer on exact-size buffers) runs each bound pattern on its
 task's correctness and holdout cases and on sizes that reach its other paths, at its default
 setting (what the tuner gates first) and at a second setting, and compares with the reference
-under the task's tolerance.  float and bfloat16 storage (the emulation has no __half)."""
+under the task's tolerance.  float and bfloat16 storage.  A kind with several bound patterns (fp32
+GEMM: SIMT and split-precision TF32) runs each; a pattern named in SECOND gets its own second setting."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,8 +22,6 @@ DATA = ROOT / "tests" / "data" / "kinds"
 
 #: what the bound patterns use beyond the templates' emulation
 EXTRA = r'''
-using std::min;
-using std::max;
 template <class T> T emu_warp_read(T v, int src)       // every lane writes v, then reads lane src's
 {
     const int t = emu_tid(), w = t / 32, l = t % 32;
@@ -49,8 +48,6 @@ template <class T> T atomicExch(T* p, T v)
     *p = v;
     return old;
 }
-inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
-inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
 struct alignas(8) uint2 { unsigned int x, y; };
 inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
 '''
@@ -91,11 +88,15 @@ TASKS = {
                                                        {"width": 300, "height": 3, "radius": 20}]),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json": (
         {"BX": 64, "SEG": 32}, [{"w": 5, "h": 3, "r": 2}, {"w": 70, "h": 100, "r": 1}]),
+    DATA / "sgemm_tn.json": ({"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "MINB": 1},
+                             [{"m": 67, "n": 36, "k": 44}, {"m": 5, "n": 3, "k": 1}, {"m": 130, "n": 70, "k": 21}]),
     ROOT / "manifests" / "vector_add.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
     ROOT / "manifests" / "layernorm.json": ({"WPR": 4, "RPB": 1, "ITEMS": 2, "STREAM": 1},
                                             [{"rows": 2, "cols": 3000}, {"rows": 9, "cols": 1024}]),
 }
 IDS = [p.stem for p in TASKS]
+#: the second setting of the bound patterns that have other tunables than their kind's first
+SECOND = {"gemm_tf32x3": {"BM": 64, "BN": 128, "BK": 32, "WM": 32, "WN": 32, "STAGES": 2}}
 
 
 @pytest.mark.parametrize("path", list(TASKS), ids=IDS)
@@ -104,16 +105,17 @@ def test_the_bound_pattern_matches_the_reference_under_emulation(path, tmp_path,
         pytest.skip("no C++20 host compiler with <barrier> for the emulation")
     monkeypatch.setattr(emu, "EMU_TEMPLATE_EXTRA", emu.EMU_TEMPLATE_EXTRA + EXTRA)
     task = load_task(path)
-    [bound] = instantiate(task, identify(task).match)
-    cand = parse_candidate(gate_source(bound.source), name=bound.label)
     second, sizes = TASKS[path]
     cases = [c for c in task.cases if c.role != "performance"]
     cases += [Case(f"emu{i}", "correctness", v, 1000 + i) for i, v in enumerate(sizes)]
     problems = []
-    for i, setting in enumerate((dict(cand.defines), {**cand.defines, **second})):
-        pinned = cand.with_defines(setting)
-        work = tmp_path / f"s{i}"
-        exe = emu._emu_build(task, pinned, setting, work)
-        for case in cases if i == 0 else cases[-len(sizes):]:
-            problems += emu._emu_run(task, pinned, setting, exe, case, work)
+    for bound in instantiate(task, identify(task).match):
+        cand = parse_candidate(gate_source(bound.source), name=bound.label)
+        other = SECOND.get(bound.pattern, second)
+        for i, setting in enumerate((dict(cand.defines), {**cand.defines, **other})):
+            pinned = cand.with_defines(setting)
+            work = tmp_path / f"{bound.pattern}{i}"
+            exe = emu._emu_build(task, pinned, setting, work)
+            for case in cases if i == 0 else cases[-len(sizes):]:
+                problems += [f"{bound.label}: {p}" for p in emu._emu_run(task, pinned, setting, exe, case, work)]
     assert not problems, "\n".join(problems[:6])

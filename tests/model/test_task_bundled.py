@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 
 EXPECTED_TASKS = ("vector_add", "matmul_f32", "softmax_rows", "reduce_sum", "layernorm",
-                  "transpose", "histogram", "gelu_bf16")
+                  "transpose", "histogram", "gelu_bf16", "matmul_f16")
 ALL_MANIFESTS = sorted(p.stem for p in MANIFESTS.glob("*.json"))
 ARCHS = ("sm_80", "sm_90")
 MAX_BUFFER_BYTES = 1 << 30
@@ -237,6 +237,8 @@ def _loops_gelu(v, s):
 INDEPENDENT = {
     "vector_add": ({"n": 53}, _loops_vector_add, 0.0, 0.0),
     "matmul_f32": ({"m": 5, "n": 7, "k": 9}, _loops_matmul, 1e-6, 1e-6),
+    # the reference rounds C to float16 once: half an fp16 ulp (2^-11 relative) from the exact sum
+    "matmul_f16": ({"m": 5, "n": 7, "k": 9}, _loops_matmul, 2.0 ** -11, 1e-6),
     "softmax_rows": ({"rows": 4, "cols": 9}, _loops_softmax, 1e-6, 1e-12),
     "reduce_sum": ({"n": 41}, _loops_reduce_sum, 1e-6, 1e-6),
     "layernorm": ({"rows": 4, "cols": 11}, _loops_layernorm, 1e-6, 1e-6),

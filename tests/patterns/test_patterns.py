@@ -58,7 +58,8 @@ def test_every_pattern_carries_its_task_s_signature_and_launches_on_every_case(p
         for case in task.cases:
             grid, block, smem = cand.launch.resolve({**case.vars, **d})
             assert min(grid) >= 1 and 32 <= block[0] * block[1] * block[2] <= 1024, (d, case.name)
-            assert grid[1] <= 65535 and 0 <= smem <= 48 * 1024, (d, case.name)
+            # dynamic shared memory beyond 48 KiB is opted into by the harness (up to 227 KiB on sm_90)
+            assert grid[1] <= 65535 and 0 <= smem <= 227 * 1024, (d, case.name)
 
 
 @pytest.mark.parametrize("pat", PATTERNS, ids=IDS)
@@ -124,7 +125,7 @@ def test_the_sgemm_tiling_writes_every_element_of_c_exactly_once():
 
 # -- kinds ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, kind", [("matmul_f32", "gemm"), ("layernorm", "row_norm"),
+@pytest.mark.parametrize("name, kind", [("matmul_f32", "gemm"), ("matmul_f16", "gemm"), ("layernorm", "row_norm"),
                                         ("softmax_rows", "row_softmax"), ("transpose", "transpose"),
                                         ("histogram", "histogram"), ("vector_add", "elementwise"),
                                         ("gelu_bf16", "elementwise"), ("reduce_sum", "reduction")])

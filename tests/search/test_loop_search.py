@@ -324,7 +324,9 @@ def test_the_budget_names_a_model_without_a_price_and_the_tuners_settings():
     for name, count in valid_settings(task).items():          # the budget line names what is searched
         assert f"{name} ({count})" in render(t)[0]
     capped = estimate(LoopConfig(max_iterations=2), ProposerConfig(), task)
-    assert f"gates at most {min(n, 2 * 24 * 3)} settings ({n} settings" in render(capped)[0]
+    templates = len(task.templates)             # the SIMT and split-TF32 patterns, regblock, tiled
+    assert templates == 4
+    assert f"gates at most {min(n, 2 * 24 * templates)} settings ({n} settings" in render(capped)[0]
     assert "at most 180 s" in render(t)[0]
 
 

@@ -55,7 +55,7 @@ def test_the_device_is_fully_described_and_the_fp32_ceiling_is_the_one_shown():
     static, _ = parts()
     dev = section(static, "Device")
     assert "- fp32 FMA on CUDA cores: 66.9 TFLOP/s  <- the ceiling for this task" in dev
-    assert "tensor cores: not for this task" in dev
+    assert "tensor cores: not the ceiling for this task" in dev and "split-precision TF32" in dev
     assert "TFLOP/s" in dev and "1070" not in static          # the 16-bit tensor peak is nowhere
     for fact in ("2048 per SM (64 warps of 32)", "at most 32 resident blocks per SM", "at most 255 per thread",
                  "233472 bytes (228 KiB) per SM", "49152 bytes (48 KiB) of static", "232448 bytes (227 KiB)",

@@ -32,6 +32,7 @@ from kernel_forge.common import static_rules
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.common.errors import ManifestError
 from kernel_forge.model.inputs import generate
+from kernel_forge.model.limits import launch_limits
 from kernel_forge.model.reference_process import run_python_reference
 from kernel_forge.model.signature import check_matches, find_entry
 from kernel_forge.model.task import Case, load_task
@@ -42,7 +43,8 @@ MANIFESTS = ROOT / "manifests"
 TEMPLATE_DIR = MANIFESTS / "templates"
 PATTERN_DIR = (ROOT / "kernel_forge" / "patterns").resolve()
 MAX_SAMPLE = 10          # NVRTC compiles per template (the extremes of every tunable are forced in)
-STATIC_SMEM_LIMIT = 48 * 1024
+STATIC_SMEM_LIMIT = 48 * 1024     # static __shared__ arrays; more is dynamic shared memory, opted into
+SMEM_OPTIN_SM90 = launch_limits("sm_90")["max_smem_per_block_optin"]    # static + dynamic, per block
 
 
 @lru_cache(maxsize=None)
@@ -93,7 +95,7 @@ def test_every_task_has_templates_and_every_template_is_listed():
     listed = set()
     for manifest in sorted(MANIFESTS.glob("*.json")):
         task = task_of(manifest.stem)
-        assert 1 <= len(task.templates) <= 3, f"{task.name}: {len(task.templates)} templates"
+        assert 1 <= len(task.templates) <= 4, f"{task.name}: {len(task.templates)} templates"
         for p in task.templates:
             if p.parent == PATTERN_DIR:
                 # an expert pattern serves as a template of the task it was written for
@@ -171,7 +173,7 @@ def test_every_configuration_launches_every_case(task_name, path):
             assert block[0] * block[1] * block[2] <= 1024, where
             assert block[0] <= 1024 and block[1] <= 1024 and block[2] <= 64, where
             assert grid[0] < 2 ** 31 and grid[1] <= 65535 and grid[2] <= 65535, where
-            assert 0 <= smem <= STATIC_SMEM_LIMIT, where
+            assert 0 <= smem <= SMEM_OPTIN_SM90, where
 
 
 # -- NVRTC ---------------------------------------------------------------------------------------
@@ -199,7 +201,8 @@ def test_sampled_configurations_compile_without_spills(task_name, path):
         assert spills <= limit, f"{d} spills with NVRTC {result.nvrtc_version}: {res}"
         for case in task.cases:
             _, _, dyn = cand.launch.resolve({**case.vars, **d})
-            assert res.get("smem", 0) + dyn <= STATIC_SMEM_LIMIT, f"{d}: shared memory on {case.name}"
+            assert res.get("smem", 0) <= STATIC_SMEM_LIMIT, f"{d}: static shared memory"
+            assert res.get("smem", 0) + dyn <= SMEM_OPTIN_SM90, f"{d}: shared memory on {case.name}"
 
 
 @pytest.mark.parametrize("task_name,path", TEMPLATES, ids=IDS)
@@ -338,11 +341,172 @@ template <class F> void emu_launch(emu_dim3 g, emu_dim3 b, size_t smem, F kern)
 }
 '''
 
+# The tensor-core patterns' PTX wrappers (kernel_forge/patterns/gemm_*_mma.cu), emulated from the
+# PTX ISA's fragment tables (section "Matrix Fragments for mma.m16n8k8 / m16n8k16", and ldmatrix),
+# written apart from the kernels: a kernel that reads a fragment from the wrong row or column of its
+# shared tile gives wrong products here.  cp.async is emulated at its latest completion: a thread's
+# copies land only when a cp.async.wait_group retires their group, so a kernel that reads a stage
+# before waiting for it reads the 0xCD garbage the emulated shared memory starts with.
+EMU_TENSOR_CORE = r'''
+#define KF_EMULATED_PTX 1
+struct __half { uint16_t bits; };
+struct __half2 { __half x, y; };
+inline float emu_h2f(uint16_t h)
+{
+    const unsigned s = (h >> 15) & 1u, e = (h >> 10) & 31u, m = h & 1023u;
+    float v = e == 0 ? std::ldexp((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp((float)(m | 1024u), (int)e - 25);
+    return s ? -v : v;
+}
+inline uint16_t emu_f2h(float f)             // round to nearest even, like __float2half_rn
+{
+    if (std::isnan(f)) return 0x7E00;
+    const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+    float a = std::fabs(f);
+    if (a >= 65520.0f) return sign | 0x7C00;
+    if (a < std::ldexp(1.0f, -14)) return sign | (uint16_t)std::nearbyint(a * std::ldexp(1.0f, 24));
+    int e;
+    std::frexp(a, &e);                       // a = f * 2^e, f in [0.5, 1)
+    const float q = std::ldexp(1.0f, e - 11);  // the spacing of halves in [2^(e-1), 2^e)
+    float r = std::nearbyint(a / q) * q;
+    int e2;
+    std::frexp(r, &e2);
+    unsigned m = (unsigned)std::nearbyint(std::ldexp(r, 11 - e2)) - 1024u;   // r = (1024 + m) 2^(e2 - 11)
+    if (e2 - 1 + 15 >= 31) return sign | 0x7C00;
+    return sign | (uint16_t)(((e2 - 1 + 15) << 10) | m);
+}
+inline float __half2float(__half h) { return emu_h2f(h.bits); }
+inline __half __float2half_rn(float f) { return {emu_f2h(f)}; }
+inline __half __float2half(float f) { return __float2half_rn(f); }
+inline __half2 __floats2half2_rn(float a, float b) { return {__float2half_rn(a), __float2half_rn(b)}; }
+
+inline unsigned kf_tf32(float x)             // cvt.rna.tf32.f32: 13 low bits rounded off, ties away
+{
+    unsigned u = __float_as_uint(x);
+    if ((u & 0x7F800000u) != 0x7F800000u) u = (u + 0x1000u) & ~0x1FFFu;
+    return u;
+}
+
+// per warp and lane: what the lane hands to a warp-collective operation
+inline float emu_frag[32][32][12];
+inline const unsigned char* emu_rowptr[32][32];
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (the hardware reads the top 19 bits of each operand)
+inline void kf_mma_tf32(float* d, const unsigned* a, const unsigned* b)
+{
+    const int t = emu_tid(), w = t / 32, l = t % 32;
+    for (int i = 0; i < 4; ++i) emu_frag[w][l][i] = __uint_as_float(a[i] & ~0x1FFFu);
+    for (int i = 0; i < 2; ++i) emu_frag[w][l][4 + i] = __uint_as_float(b[i] & ~0x1FFFu);
+    emu_warp_bar[w]->arrive_and_wait();
+    float A[16][8], B[8][8];
+    for (int L = 0; L < 32; ++L) {
+        const int g = L >> 2, q = L & 3;
+        const float* f = emu_frag[w][L];
+        A[g][q] = f[0]; A[g + 8][q] = f[1]; A[g][q + 4] = f[2]; A[g + 8][q + 4] = f[3];
+        B[q][g] = f[4]; B[q + 4][g] = f[5];
+    }
+    emu_warp_bar[w]->arrive_and_wait();
+    const int g = l >> 2, q = l & 3;
+    for (int r = 0; r < 4; ++r) {
+        const int row = g + 8 * (r / 2), col = 2 * q + (r % 2);
+        float s = d[r];
+        for (int kk = 0; kk < 8; ++kk) s = std::fma(A[row][kk], B[kk][col], s);
+        d[r] = s;
+    }
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+inline void kf_mma_f16(float* d, const unsigned* a, const unsigned* b)
+{
+    const int t = emu_tid(), w = t / 32, l = t % 32;
+    for (int i = 0; i < 4; ++i) {
+        emu_frag[w][l][2 * i] = emu_h2f(a[i] & 0xFFFF);
+        emu_frag[w][l][2 * i + 1] = emu_h2f(a[i] >> 16);
+    }
+    for (int i = 0; i < 2; ++i) {
+        emu_frag[w][l][8 + 2 * i] = emu_h2f(b[i] & 0xFFFF);
+        emu_frag[w][l][8 + 2 * i + 1] = emu_h2f(b[i] >> 16);
+    }
+    emu_warp_bar[w]->arrive_and_wait();
+    float A[16][16], B[16][8];
+    for (int L = 0; L < 32; ++L) {
+        const int g = L >> 2, q = L & 3;
+        const float* f = emu_frag[w][L];
+        for (int i = 0; i < 8; ++i) {           // a_i: rows g (i in 0,1,4,5) or g+8; cols 2q + (i&1) (+8 for i >= 4)
+            const int row = g + ((i & 2) ? 8 : 0), col = 2 * q + (i & 1) + (i >= 4 ? 8 : 0);
+            A[row][col] = f[i];
+        }
+        for (int i = 0; i < 4; ++i)              // b_i: rows 2q + (i&1) (+8 for i >= 2), col g
+            B[2 * q + (i & 1) + (i >= 2 ? 8 : 0)][g] = f[8 + i];
+    }
+    emu_warp_bar[w]->arrive_and_wait();
+    const int g = l >> 2, q = l & 3;
+    for (int r = 0; r < 4; ++r) {
+        const int row = g + 8 * (r / 2), col = 2 * q + (r % 2);
+        float s = d[r];
+        for (int kk = 0; kk < 16; ++kk) s = std::fma(A[row][kk], B[kk][col], s);
+        d[r] = s;
+    }
+}
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8j..8j+7 give the 8 row addresses (16 bytes
+// each) of matrix j; lane l receives in r[j] row l/4, elements 2(l%4) and 2(l%4)+1 of matrix j
+// (.trans: column l/4, rows 2(l%4) and 2(l%4)+1)
+inline void emu_ldmatrix(unsigned* r, const void* row, bool trans)
+{
+    const int t = emu_tid(), w = t / 32, l = t % 32;
+    if (reinterpret_cast<uintptr_t>(row) % 16) { std::fprintf(stderr, "ldmatrix: row address not 16-byte aligned\n"); std::abort(); }
+    emu_rowptr[w][l] = static_cast<const unsigned char*>(row);
+    emu_warp_bar[w]->arrive_and_wait();
+    for (int j = 0; j < 4; ++j) {
+        uint16_t h[2];
+        for (int e = 0; e < 2; ++e) {
+            const int rr = trans ? 2 * (l % 4) + e : l / 4, cc = trans ? l / 4 : 2 * (l % 4) + e;
+            std::memcpy(&h[e], emu_rowptr[w][8 * j + rr] + 2 * cc, 2);
+        }
+        r[j] = (unsigned)h[0] | ((unsigned)h[1] << 16);
+    }
+    emu_warp_bar[w]->arrive_and_wait();
+}
+inline void kf_ldmatrix_x4(unsigned* r, const void* row) { emu_ldmatrix(r, row, false); }
+inline void kf_ldmatrix_x4_trans(unsigned* r, const void* row) { emu_ldmatrix(r, row, true); }
+
+// cp.async: each thread's copies are queued in groups and land when a wait retires their group
+struct emu_copy { void* dst; const void* src; int bytes, size; };
+inline thread_local std::vector<emu_copy> emu_open_group;
+inline thread_local std::vector<std::vector<emu_copy>> emu_groups;
+inline void emu_cp_async(void* dst, const void* src, int size, int src_bytes)
+{
+    if (reinterpret_cast<uintptr_t>(dst) % size || (src_bytes && reinterpret_cast<uintptr_t>(src) % size)) {
+        std::fprintf(stderr, "cp.async of %d bytes: misaligned address\n", size);
+        std::abort();
+    }
+    emu_copy c{dst, src, src_bytes, size};
+    emu_open_group.push_back(c);
+}
+inline void kf_cp_async16(void* dst, const void* src, int src_bytes) { emu_cp_async(dst, src, 16, src_bytes); }
+inline void kf_cp_async4(void* dst, const void* src, int src_bytes) { emu_cp_async(dst, src, 4, src_bytes); }
+inline void kf_cp_async_commit() { emu_groups.push_back(emu_open_group); emu_open_group.clear(); }
+template <int N> void kf_cp_async_wait()
+{
+    while ((int)emu_groups.size() > N) {
+        for (const emu_copy& c : emu_groups.front()) {
+            std::memcpy(c.dst, c.src, c.bytes);
+            std::memset(static_cast<unsigned char*>(c.dst) + c.bytes, 0, c.size - c.bytes);
+        }
+        emu_groups.erase(emu_groups.begin());
+    }
+}
+'''
+
 # what the emulation of the templates adds to EMU_HEADER (kept apart: the corpus emulation,
 # tests/gate/test_adversarial_emulated.py, brings its own)
 EMU_TEMPLATE_EXTRA = r'''
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-'''
+using std::min;
+using std::max;
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+''' + EMU_TENSOR_CORE
 
 # Small awkward sizes per task; they reach the paths the manifests' correctness cases miss
 # (float4 paths need cols/k/n % 4 == 0, wide-row fallbacks need cols above a group's capacity).
@@ -356,6 +520,9 @@ EMU_CASES = {
                   {"rows": 64, "cols": 128}],
     "matmul_f32": [{"m": 31, "n": 37, "k": 29}, {"m": 70, "n": 33, "k": 1}, {"m": 1, "n": 515, "k": 101},
                    {"m": 67, "n": 36, "k": 44}, {"m": 130, "n": 132, "k": 20}, {"m": 33, "n": 7, "k": 12}],
+    # k % 8 == 0 and n % 8 == 0 reach the cp.async path, the others the half-by-half gather
+    "matmul_f16": [{"m": 67, "n": 72, "k": 48}, {"m": 31, "n": 37, "k": 29}, {"m": 130, "n": 136, "k": 104},
+                   {"m": 70, "n": 33, "k": 1}, {"m": 1, "n": 515, "k": 101}, {"m": 33, "n": 64, "k": 12}],
     "softmax_rows": [{"rows": 37, "cols": 1001}, {"rows": 67, "cols": 3}, {"rows": 2, "cols": 50021},
                      {"rows": 5, "cols": 4096}, {"rows": 9, "cols": 1024}, {"rows": 3, "cols": 8196},
                      {"rows": 2, "cols": 36}],
@@ -419,6 +586,7 @@ def _emu_build(task, cand, defines, workdir: Path) -> Path:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "emu.h").write_text(EMU_HEADER + EMU_TEMPLATE_EXTRA)
     (workdir / "cuda_bf16.h").write_text("// provided by emu.h\n")
+    (workdir / "cuda_fp16.h").write_text("// provided by emu.h\n")
     (workdir / "kernel.cu").write_text(src)
     (workdir / "main.cpp").write_text(_emu_main(task))
     exe = workdir / "emu"

@@ -106,3 +106,10 @@ def box_rows(src, dst, width, height, radius):
     img = np.pad(src.reshape(height, width).astype(np.float64), ((0, 0), (radius, radius)))
     c = np.concatenate([np.zeros((height, 1)), np.cumsum(img, axis=1)], axis=1)
     dst[...] = (c[:, 2 * radius + 1:] - c[:, :width]).reshape(dst.shape)
+
+
+def sgemm_tn(m, n, k, alpha, A, B, beta, C):
+    """cuBLAS-style C = alpha * A^T @ B + beta * C, A stored k x m (its transpose is the m x k operand)."""
+    a = A.reshape(k, m).astype(np.float64)
+    b = B.reshape(k, n).astype(np.float64)
+    C[...] = (alpha * (a.T @ b) + beta * C.reshape(m, n).astype(np.float64)).reshape(C.shape)
