@@ -21,7 +21,17 @@ def run_path() -> Path:
         tar.extractall(out, filter="data")
     run = out / "runs-matmul_f32" / "run-001"
     meta = json.loads((run / "run.json").read_text())
-    meta["manifest"] = str(ROOT / "manifests" / "matmul_f32.json")
+    # the task as the run recorded it (the bundled manifest has gained a template since), in a tree
+    # whose other folders are this checkout's, so its relative paths resolve as they did
+    tree = out / "tree"
+    (tree / "manifests").mkdir(parents=True)
+    for name in ("references", "kernel_forge"):
+        (tree / name).symlink_to(ROOT / name, target_is_directory=True)
+    for entry in (ROOT / "manifests").iterdir():
+        if entry.name != "matmul_f32.json":
+            (tree / "manifests" / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    (tree / "manifests" / "matmul_f32.json").write_text((run / "manifest.json").read_text())
+    meta["manifest"] = str(tree / "manifests" / "matmul_f32.json")
     (run / "run.json").write_text(json.dumps(meta))      # a test fixture's own copy, outside the package
     return run
 

@@ -338,9 +338,9 @@ class GateWitness:
 
     @staticmethod
     def _real_gate(task: Task, options):
-        from kernel_forge.app.evaluate import default_gate
+        from kernel_forge.gate.gate import open_gate
 
-        return default_gate(task, options)
+        return open_gate(task, options)
 
     def check(self, task: Task, witness: Candidate, cases: list[Case], seed: int) -> list[CaseCheck]:
         from kernel_forge.config.gate import GateOptions

@@ -8,20 +8,14 @@ from kernel_forge.app import option_checks
 from kernel_forge.model.candidate import Candidate, load_candidate
 from kernel_forge.common.errors import InputError
 from kernel_forge.config.gate import GateOptions
-from kernel_forge.gate.gate import Gate
+from kernel_forge.gate.gate import open_gate
 from kernel_forge.reports.evaluation_text import eval_json, eval_table
 from kernel_forge.model.task import load_task
 
 
 def default_gate(task, options: GateOptions):
-    """The real gate, its GPU probed (raises NoGPUError without one)."""
-    gate = Gate(task, options)
-    try:
-        gate.ensure_gpu()
-    except BaseException:
-        gate.close()
-        raise
-    return gate
+    """The real gate, its GPU probed (raises NoGPUError without one): :func:`kernel_forge.gate.gate.open_gate`."""
+    return open_gate(task, options)
 
 
 def run_eval(manifest, kernel, options: GateOptions, *, with_initial=True, with_baselines=True,

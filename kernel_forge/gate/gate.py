@@ -684,6 +684,17 @@ def _rounded(cost: dict) -> dict:
     return out
 
 
+def open_gate(task: Task, options: GateOptions):
+    """The real gate, its GPU probed (raises NoGPUError without one); closed again if the probe fails."""
+    gate = Gate(task, options)
+    try:
+        gate.ensure_gpu()
+    except BaseException:
+        gate.close()
+        raise
+    return gate
+
+
 def probe_gpu() -> None:
     """Raise NoGPUError unless a driver and GPU are present (imports the bindings)."""
     from kernel_forge.gpu import driver
