@@ -22,37 +22,41 @@ def _shifted(img: np.ndarray, k: int, edge: str) -> np.ndarray:
     return np.stack([padded[dy:dy + h, dx:dx + w].reshape(-1) for dy in range(k) for dx in range(k)], axis=1)
 
 
-def find_stencil(probe) -> Iterator[Match]:
+def _images(probe, least: int) -> Iterator[tuple[str, str, int, int, np.ndarray, np.ndarray]]:
+    """(x, y, h, w, x as an h x w image, y's values) for the one floating-point output y and each
+    input x of its size, every split of that size into at least ``least`` rows and columns."""
     outs = probe.buffers(output=True)
     if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
         return
     y = outs[0]
     size = probe.sizes[y]
-    got = probe.outputs[y]
     for x in probe.inputs_of(size):
         if x == y:
             continue
         for h, w in dims(probe, size):
-            if h < 3 or w < 3:
+            if h >= least and w >= least:
+                yield x, y, h, w, probe.values[x].reshape(h, w), probe.outputs[y]
+
+
+def find_stencil(probe) -> Iterator[Match]:
+    for x, y, h, w, img, got in _images(probe, 3):
+        for k in (3, 5):
+            if h < k or w < k:
                 continue
-            img = probe.values[x].reshape(h, w)
-            for k in (3, 5):
-                if h < k or w < k:
+            band = min(h, max(k, BAND // w))         # the top rows only: edges on three sides are real
+            want = got[:band * w]
+            weights = [wb for wb in probe.inputs_of(k * k) if wb not in (x, y)]
+            for edge in EDGES:
+                a = _shifted(img[:min(h, band + k // 2)], k, edge)[:band * w]
+                for wb in weights:                 # the taps are a parameter
+                    if close(want, a @ probe.values[wb]):
+                        yield _match(probe, x, y, h, w, k, edge, taps=wb)
+                if weights:
                     continue
-                band = min(h, max(k, BAND // w))         # the top rows only: edges on three sides are real
-                want = got[:band * w]
-                weights = [wb for wb in probe.inputs_of(k * k) if wb not in (x, y)]
-                for edge in EDGES:
-                    a = _shifted(img[:min(h, band + k // 2)], k, edge)[:band * w]
-                    for wb in weights:                 # the taps are a parameter
-                        if close(want, a @ probe.values[wb]):
-                            yield _match(probe, x, y, h, w, k, edge, taps=wb)
-                    if weights:
-                        continue
-                    taps, *_ = np.linalg.lstsq(a, want, rcond=None)
-                    taps = np.where(np.abs(taps) < 1e-7, 0.0, taps)
-                    if close(want, a @ taps) and np.count_nonzero(taps) > 1:
-                        yield _match(probe, x, y, h, w, k, edge, values=[float(t) for t in taps])
+                taps, *_ = np.linalg.lstsq(a, want, rcond=None)
+                taps = np.where(np.abs(taps) < 1e-7, 0.0, taps)
+                if close(want, a @ taps) and np.count_nonzero(taps) > 1:
+                    yield _match(probe, x, y, h, w, k, edge, values=[float(t) for t in taps])
     return
 
 
@@ -134,29 +138,17 @@ def find_box_filter(probe) -> Iterator[Match]:
     """A 1-D box filter along the rows or the columns of an image whose radius is a parameter
     (cuda-samples' boxFilter x and y passes): the mean or the sum of the 2r+1 values around each
     pixel, edges clamped or zero."""
-    outs = probe.buffers(output=True)
-    if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
-        return
-    y = outs[0]
-    size = probe.sizes[y]
-    got = probe.outputs[y]
-    for x in probe.inputs_of(size):
-        if x == y:
-            continue
-        for h, w in dims(probe, size):
-            if h < 2 or w < 2:
+    for x, y, h, w, img, got in _images(probe, 2):
+        rows = param_for(probe, h)
+        cols = param_for(probe, w, avoid=(rows,))
+        for name, r in probe.int_scalars().items():
+            if name in (rows, cols) or not 1 <= r < max(h, w):
                 continue
-            img = probe.values[x].reshape(h, w)
-            rows = param_for(probe, h)
-            cols = param_for(probe, w, avoid=(rows,))
-            for name, r in probe.int_scalars().items():
-                if name in (rows, cols) or not 1 <= r < max(h, w):
-                    continue
-                for axis, label in ((0, "y"), (1, "x")):
-                    for edge in EDGES:
-                        s = _box(img, r, axis, edge)
-                        for norm, want in (("mean", s / (2 * r + 1)), ("sum", s)):
-                            if close(got, want.reshape(-1)):
-                                yield Match("box_filter", {"x": x, "y": y, "rows": rows, "cols": cols, "radius": name},
-                                            {"axis": label, "edge": edge, "norm": norm})
+            for axis, label in ((0, "y"), (1, "x")):
+                for edge in EDGES:
+                    s = _box(img, r, axis, edge)
+                    for norm, want in (("mean", s / (2 * r + 1)), ("sum", s)):
+                        if close(got, want.reshape(-1)):
+                            yield Match("box_filter", {"x": x, "y": y, "rows": rows, "cols": cols, "radius": name},
+                                        {"axis": label, "edge": edge, "norm": norm})
     return
