@@ -295,7 +295,7 @@ def _outcome(nvrtc, prog, err, log: str, opened: list[str] | None, source: str, 
         shown = ""
         if lines and 0 < lines[0][0] <= len(src_lines):
             shown = f"\n    {lines[0][0]:4d} | {src_lines[lines[0][0] - 1]}"
-            raise CompileError(f"{file_label}: NVRTC could not compile it: {first}{shown}",
+        raise CompileError(f"{file_label}: NVRTC could not compile it: {first}{shown}",
                            log=log, lines=tuple(n for n, _ in lines), hint=prelude.hint_for(log))
     outputs = {}
     for want in wants:                   # "CUBIN", "PTX": nvrtcGetCUBINSize / nvrtcGetCUBIN, ...
