@@ -76,3 +76,15 @@ def test_the_logs_history_is_checked_against_history_schema_naming_the_log(recor
 def test_appending_before_starting_is_refused(recorded):
     with pytest.raises(Exception, match="appended to before it was started"):
         HistoryLog(recorded).append({"attempts": []})
+
+
+def test_a_key_in_an_attempt_never_reaches_the_log(recorded, monkeypatch):
+    key = "sk-local-key-that-matches-no-pattern"[::-1]
+    monkeypatch.setenv("LOCAL_LLM_API_KEY", key)
+    hist = read_history(recorded)
+    log = HistoryLog(recorded)
+    log.start({**hist, "attempts": [{**hist["attempts"][0], "message": f"401 for {key}"}]})
+    log.append({"attempts": [{**hist["attempts"][1], "message": "Bearer abcdefghijklmnop and sk-ant-0123456789abcdefgh"}]})
+    text = (recorded.path / LOG).read_text()
+    assert key not in text and "abcdefghijklmnop" not in text and "sk-ant-0123456789" not in text
+    assert text.count("[REDACTED]") == 3
