@@ -276,13 +276,15 @@ def append_file(path: str | Path, data: bytes) -> int:
         try:
             FS.write(fd, data)
             FS.fsync(fd)
-        except OSError as exc:
+        except BaseException as exc:         # a refused write, or Ctrl-C between two partial writes
             try:
                 FS.truncate(fd, size)
                 FS.fsync(fd)
             except OSError:
                 pass
-            raise WriteFailed(path, exc) from None
+            if isinstance(exc, OSError):
+                raise WriteFailed(path, exc) from None
+            raise
     finally:
         os.close(fd)
     if new:
