@@ -280,7 +280,10 @@ def test_the_dependency_record_lists_nested_toolkit_headers(world, tmp_path):
     trace.mkdir()
     nvrtc_mod = nvrtc._nvrtc()
     src = "#include <cub/block/block_reduce.cuh>\n" + ENTRY
-    prog = nvrtc._check(nvrtc_mod.nvrtcCreateProgram(src.encode(), b"kernel.cu", 0, [], []), "create")
+    # build_options pre-includes the prelude, which the program must hold (as nvrtc._run hands it)
+    from kernel_forge.gpu import prelude
+    prog = nvrtc._check(nvrtc_mod.nvrtcCreateProgram(src.encode(), b"kernel.cu", 1, [prelude.PRELUDE.encode()],
+                                                     [prelude.NAME.encode()]), "create")
     try:
         err, _log = nvrtc._compile(nvrtc_mod, prog, nvrtc.build_options("sm_90"), str(trace))
     finally:
@@ -289,7 +292,7 @@ def test_the_dependency_record_lists_nested_toolkit_headers(world, tmp_path):
     files = includes.opened_files(str(trace))
     assert files and any(f.endswith("cub/block/block_reduce.cuh") for f in files)
     assert any(f.endswith("cub/util_namespace.cuh") for f in files)
-    assert all(os.path.isabs(f) or f == includes.BUILTIN for f in files)
+    assert all(os.path.isabs(f) or f in (includes.BUILTIN, prelude.NAME) for f in files)   # the prelude: in memory
 
 
 def test_an_error_inside_a_toolkit_header_names_the_kernel_line_that_reached_it_not_the_headers_text(world):
