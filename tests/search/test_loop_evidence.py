@@ -101,3 +101,18 @@ def test_a_save_the_kill_cut_mid_line_is_dropped_and_the_run_resumes_from_the_on
     final = read(path, "history.json")
     assert outline(final) == outline(reference) and summary["best"]["id"] == "a0003"
     assert json.loads((path / "summary.json").read_text())["iterations"] == 2
+
+
+def test_every_line_of_the_log_matches_its_schema(tmp_path):
+    import jsonschema
+
+    from kernel_forge.evidence.run_dir import schema
+
+    path = killed_run(tmp_path, at=6)
+    lines = [json.loads(x) for x in (path / LOG).read_text().splitlines()]
+    assert len(lines) > 3 and set(lines[0]) == {"task", "kernel_forge", "state", "baselines", "attempts"}
+    assert all(len(x["attempts"]) <= 2 for x in lines[1:])        # a save holds only what changed
+    for x in lines:
+        jsonschema.validate(x, schema("history_log.schema.json"))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**lines[1], "attempt": []}, schema("history_log.schema.json"))
