@@ -18,8 +18,9 @@ TASK ?= matmul_f32
 install: .venv/.installed
 
 # The test suite: CPU tests everywhere; GPU tests (marked `gpu`) run where a GPU is present.
+# In parallel (pytest-xdist, one worker per core); the GPU tests all in one worker, one at a time.
 test: .venv/.installed
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q -n auto --dist loadgroup
 
 # The main job: optimise one bundled task; evidence goes to runs/run-NNN/.
 optimize: .venv/.installed

@@ -159,11 +159,16 @@ def load_recording(paths: list[Path], tasks: list[str] | None = None) -> tuple[d
 
 
 def load_runs(root: Path, tasks: list[str] | None = None) -> tuple[dict[str, Pool], dict]:
-    """Tuner runs (history.json) found under ``root``: their gated settings, the rest imputed."""
+    """Tuner runs (history.json, or history.jsonl of a run killed before it finished) found under
+    ``root``: their gated settings, the rest imputed."""
+    from kernel_forge.evidence.history_log import read_history
+
     pools: dict[str, Pool] = {}
     env = {}
-    for hist_path in sorted(root.rglob("history.json")):
-        hist = json.loads(hist_path.read_text())
+    folders = {p.parent for p in root.rglob("history.json")} | {p.parent for p in root.rglob("history.jsonl")}
+    for folder in sorted(folders):
+        hist_path = folder / "history.json"
+        hist = read_history(folder, check=False)
         name = hist["task"]
         if tasks and name not in tasks:
             continue

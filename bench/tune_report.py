@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from datetime import datetime
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kernel_forge.evidence.history_log import read_history  # noqa: E402
 
 
 def _time(s: str) -> float:
@@ -31,7 +36,9 @@ def row_of(run: Path) -> dict | None:
                 "pct_peak_flops": [c.get("pct_peak_flops") for c in b["per_case"]],
                 "wall_s": s["wall_seconds"], "gated": s["gated"], "per_min": s["candidates_per_minute"],
                 "stop": s["stop_reason"].split(":")[0]}
-    hist = json.loads((run / "history.json").read_text())
+    hist = read_history(run, check=False)      # a killed run: its attempt log, history.jsonl
+    if not hist:
+        return None
     done = [a for a in hist["attempts"] if a["status"] != "pending"]
     if not done:
         return None

@@ -53,6 +53,8 @@ def pytest_collection_modifyitems(config, items):
     gpu_items = [i for i in items if i.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return
+    for item in gpu_items:          # `make test` (--dist loadgroup): no two GPU tests at once, so none times on a busy GPU
+        item.add_marker(pytest.mark.xdist_group("gpu"))
     ok, why = _has_gpu()
     if ok:
         return

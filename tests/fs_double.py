@@ -29,6 +29,16 @@ class FailingFS(_OS):
             self._fail()
         super().mkdir(path, mode)
 
+    def open_append(self, path, mode):
+        if self.code in (errno.EROFS, errno.EACCES, errno.EPERM):
+            self._fail()
+        return super().open_append(path, mode)
+
+    def unlink(self, path):
+        if self.code in (errno.EROFS, errno.EACCES, errno.EPERM):
+            self._fail()
+        super().unlink(path)
+
     def write(self, fd, data):
         if len(data) > self.left:
             os.write(fd, data[:self.left])      # what fitted, as a real full disk leaves it

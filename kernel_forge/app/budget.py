@@ -154,10 +154,11 @@ def recorded_budget(path, overrides: dict | None = None) -> Budget:
     """The budget line's figures (:func:`kernel_forge.app.budget.estimate`) of a recorded run as it
     would go on, with what its calls cost so far."""
     from kernel_forge.app.run_setup import recorded_run, spent_of
+    from kernel_forge.evidence.history_log import read_history
 
     run, _meta, task, (loop, _gate_opts, prop) = recorded_run(path, overrides)
     b = estimate(loop, prop, task)
-    b.spent_usd = spent_of(run.read_json("history.json", {}) or {})
+    b.spent_usd = spent_of(read_history(run, {}) or {})     # the log of a killed run, else history.json
     return b
 
 

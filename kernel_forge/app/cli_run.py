@@ -273,12 +273,13 @@ def _gate_rows(approvals, devices, opts):
 @handle_errors
 def report(run_path):
     """Redraw report.md and its plots for a run folder from its summary.json and history.json."""
+    from kernel_forge.evidence.history_log import read_history
     from kernel_forge.evidence.run_dir import RunDir
     from kernel_forge.reports.run_report import write_report
 
     run = RunDir.open(run_path)
     summary = run.read_json("summary.json")   # schema-checked: a damaged or wrong-typed file is exit 2
-    history = run.read_json("history.json")
+    history = read_history(run)
     if not summary or not history:
         raise InputError(f"{run.path}: needs summary.json and history.json (resume the run to finish it first)")
     write_report(run, summary, history["attempts"])

@@ -61,7 +61,7 @@ def gate_factory_from_spec(spec: str):
         from kernel_forge.gate.recorded import RecordedGate
 
         run = Path(rest)
-        if not (run / "history.json").is_file():
+        if not ((run / "history.json").is_file() or (run / "history.jsonl").is_file()):
             raise InputError(f"{TEST_GATE_ENV}={spec}: {run} has no history.json")
         return lambda task, options: RecordedGate.from_run(run)
     if kind == "python" and ":" in rest:
@@ -397,9 +397,11 @@ class Service:
         rd = RunDir(p)
         meta = rd.read_json("run.json")
         summary = rd.read_json("summary.json")
-        # history.json grows with the run and is read on every poll: its schema check is left to
+        # the history grows with the run and is read on every poll: its schema check is left to
         # resume and report; here only the fields used are checked
-        hist = rd.read_json("history.json", {}, check=False) or {}
+        from kernel_forge.evidence.history_log import read_history
+
+        hist = read_history(rd, {}, check=False) or {}
         try:
             attempts = list(hist.get("attempts", []))
             done = [a for a in attempts if a.get("status") != "pending"]

@@ -213,7 +213,9 @@ def _checked_rule(best_cu: Path, task: Task, best: dict):
 def _check_best_source(run: RunDir, best: dict, best_cu: Path) -> None:
     """``best.cu`` must be the kernel the run measured: its sha256 is the one history.json recorded
     for the best attempt (a hand-edited best.cu would be approved with the original's speedup)."""
-    hist = run.read_json("history.json")
+    from kernel_forge.evidence.history_log import read_history
+
+    hist = read_history(run)
     if not hist:
         raise InputError(f"{run.path}: has no history.json, so best.cu cannot be checked against what was measured")
     for i, a in enumerate(hist.get("attempts", [])):

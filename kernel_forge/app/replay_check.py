@@ -44,12 +44,14 @@ def load_request(path: str | Path) -> dict:
 
 
 def recorded_band(request_path: Path, req: dict) -> tuple[float, float] | None:
-    """(p20, p80) of the recorded timing, from the history.json beside the request (None when
-    there is none; a damaged one is an InputError naming it)."""
-    hist = request_path.parent / "history.json"
-    if not hist.is_file():
+    """(p20, p80) of the recorded timing, from the run history beside the request (history.json,
+    or the attempt log of a run still going; None when there is none; a damaged one is an
+    InputError naming it)."""
+    from kernel_forge.evidence.history_log import read_history
+
+    data = read_history(request_path.parent)
+    if data is None:
         return None
-    data = read_evidence(hist, what="run history")
     try:
         for a in data.get("attempts", []):
             if a.get("id") == req["attempt"]:

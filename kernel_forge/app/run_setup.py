@@ -337,7 +337,9 @@ def recorded_run(path: str | Path, overrides: dict | None):
 def resume_run(path: str | Path, progress=lambda m: None, overrides: dict | None = None, *, gate=None) -> Optimizer:
     run, meta, task, (loop, gate_opts, prop) = recorded_run(path, overrides)
     check_budget_prices(prop, run_budget(loop, prop))
-    hist = run.read_json("history.json", {}) or {}
+    from kernel_forge.evidence.history_log import read_history
+
+    hist = read_history(run, {}) or {}
     proposer = make_proposer(prop, task, hist.get("attempts", []),
                              **_budget_kw(run_budget(loop, prop), spent_of(hist)))
     if gate is None:
@@ -368,7 +370,9 @@ def next_prompt_parts(path: str | Path, overrides: dict | None = None) -> tuple[
     from kernel_forge.search.retrieval import Retrieved
 
     run, _meta, task, (loop, _gate, _prop) = recorded_run(path, overrides)
-    run.read_json("history.json")      # checked against its schema: a damaged one is exit 2 here
+    from kernel_forge.evidence.history_log import read_history
+
+    read_history(run)                  # checked against its schema: a damaged one is exit 2 here
     opt = Optimizer(task, RecordedGate.from_run(run.path), _PromptOnly(), run, loop,
                     retrieved=Retrieved.from_json(run.read_json("retrieval.json")))
     if not opt.load_recorded() or opt.best is None:

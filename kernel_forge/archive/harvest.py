@@ -47,6 +47,17 @@ def _read(run: Path, name: str, required: bool):
         raise InputError(f"{exc.message}; nothing was archived from this run", hint=exc.hint) from None
 
 
+def _history(run: Path) -> dict:
+    """The run's history (history.json, or the attempt log of a run killed before it finished),
+    checked against its schema: a wrong-shaped one is an error, not "0 added"."""
+    from kernel_forge.evidence.history_log import read_history
+
+    try:
+        return read_history(run, {}) or {}
+    except InputError as exc:
+        raise InputError(f"{exc.message}; nothing was archived from this run", hint=exc.hint) from None
+
+
 def _all_cases_passed(ev: dict | None) -> bool:
     return bool(ev) and ev.get("passed") is True and all(c.get("passed") for c in ev.get("cases", []))
 
@@ -117,7 +128,7 @@ def entries_from_run(run_dir: str | Path, *, task=None) -> tuple[list[Entry], di
     meta = _read(run, "run.json", True)
     manifest = _read(run, "manifest.json", True)
     env = _read(run, "env.json", False) or {}
-    hist = _read(run, "history.json", False) or {}
+    hist = _history(run)
     attempts = hist.get("attempts", [])
     if task is None:
         task = _load_task_for(meta)

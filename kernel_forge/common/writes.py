@@ -7,6 +7,8 @@ are created with the right mode (0700 for private evidence, the usual mode for f
 shares) and removed again when the write fails, so a failed command leaves nothing behind.
 :func:`write_files` stages several files before it renames any, so a set of files that belong
 together (``init``'s three, ``approve``'s copy and approvals file) is written whole or not at all.
+:func:`append_file` adds bytes to the end of a file kforge keeps growing (a run's attempt log), flushed
+to disk before it returns; an append that fails is cut off again, so a complete file stays complete.
 
 A write that the operating system refuses (``ENOSPC``, ``EROFS``, ``EACCES``, ``EDQUOT``, ...)
 is a :class:`WriteFailed` (exit 2) that names the path and the error in words.
@@ -76,6 +78,15 @@ class _OS:
 
     def mkdir(self, path: Path, mode: int) -> None:
         os.mkdir(path, mode)
+
+    def open_append(self, path: Path, mode: int) -> int:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), mode)
+
+    def truncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def unlink(self, path: Path) -> None:
+        os.unlink(path)
 
 
 FS = _OS()
@@ -244,5 +255,58 @@ def write_text(path: str | Path, text: str, **kw) -> Path:
     return write_file(path, text.encode("utf-8"), **kw)
 
 
-__all__ = ["WriteFailed", "check_within", "write_file", "write_files", "write_text", "make_dirs", "remove_dirs",
+def append_file(path: str | Path, data: bytes) -> int:
+    """Add ``data`` to the end of the private file ``path`` (created 0600 when absent; its folder
+    must exist) and flush it to disk before returning the bytes written.  A write the operating
+    system refuses part-way is cut back to the file's size before it, so the file holds all of
+    ``data`` or none of it (only a hard kill mid-write leaves a partial tail, which the log's
+    reader drops); :class:`WriteFailed` names the path."""
+    path = Path(path)
+    if path.is_dir():
+        raise WriteFailed(path, "it is a folder, not a file", hint="remove it or choose another path")
+    new = not path.exists()
+    try:
+        fd = FS.open_append(path, FILE_MODE)
+    except OSError as exc:
+        raise WriteFailed(path, exc) from None
+    try:
+        size = os.fstat(fd).st_size
+        if new:
+            os.chmod(path, FILE_MODE)
+        try:
+            FS.write(fd, data)
+            FS.fsync(fd)
+        except BaseException as exc:         # a refused write, or Ctrl-C between two partial writes
+            try:
+                FS.truncate(fd, size)
+                FS.fsync(fd)
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                raise WriteFailed(path, exc) from None
+            raise
+    finally:
+        os.close(fd)
+    if new:
+        _sync_folder(path.parent)
+    return len(data)
+
+
+def remove_file(path: str | Path) -> bool:
+    """Remove the file ``path`` (a folder's name is refused); False when it was not there."""
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        raise WriteFailed(path, "it is a folder, not a file")
+    try:
+        FS.unlink(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise WriteFailed(path, exc, hint="remove it by hand") from None
+    _sync_folder(path.parent)
+    return True
+
+
+__all__ = ["WriteFailed", "check_within", "write_file", "write_files", "write_text", "append_file", "remove_file",
+           "make_dirs", "remove_dirs",
            "describe_oserror", "FILE_MODE", "DIR_MODE"]

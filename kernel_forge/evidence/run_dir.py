@@ -5,7 +5,9 @@ Layout::
     run.json              config, seeds, hashes of manifest/reference/harness, status
     manifest.json         snapshot of the manifest as loaded
     env.json              GPU, driver, CUDA/NVRTC, package versions, clocks
-    history.json          every attempt (source file, compile log, launch, verdicts, timings)
+    history.json          every attempt (source file, compile log, launch, verdicts, timings),
+                          written whole when a process of the run ends
+    history.jsonl         the same, as it happens: an append-only log (history_log.py)
     attempts/aNNNN.cu     the source of every attempt, as it was run (with its kforge header)
     model-NNN.json        request, response and usage of every model call (secrets scrubbed)
     summary.json          best attempt, speedups, % of peak, holdout, stop reason, tokens, cost
@@ -159,6 +161,26 @@ class RunDir:
         atomic_write(target, (text + "\n").encode())
         return target
 
+    def append_line(self, name: str, obj: dict, *, first: bool = False) -> int:
+        """Append ``obj`` (scrubbed) as one JSON line to the run's file ``name``, on disk before
+        it returns (:func:`~kernel_forge.common.writes.append_file`); ``first``: replace the file
+        with that one line instead, atomically.  The bytes written."""
+        from kernel_forge.common.patch_log import line
+        from kernel_forge.common.writes import append_file
+
+        target = self.path / name
+        clean = _scrub(obj)
+        try:
+            data = line(clean, default=_default)
+        except ValueError:
+            found = finite.first_nonfinite(json.loads(json.dumps(clean, default=_default)))
+            raise InternalError(f"{target}: kforge was about to write {found[1]} at {found[0]}, which could not be read "
+                                "back; nothing was written (this is a bug: please report it)") from None
+        if first:
+            atomic_write(target, data)
+            return len(data)
+        return append_file(target, data)
+
     def write_text(self, name: str, text: str) -> Path:
         target = self.path / name
         atomic_write(target, _scrub(text).encode())
@@ -253,16 +275,22 @@ def read_evidence(path: str | Path, *, check: bool = True, what: str = "evidence
                          hint="restore the file (or start a new run); kforge never half-writes one") from None
     sname = _schema_name(p) if check else None
     if sname:
-        import jsonschema
-
-        full = len(text) <= FULL_CHECK_BYTES
-        validator = _validator(sname, full)
-        err = None if validator.is_valid(data) else jsonschema.exceptions.best_match(validator.iter_errors(data))
-        if err is not None:
-            msg = err.message if len(err.message) <= 300 else err.message[:297] + "..."
-            raise InputError(f"{p}: {json_path(*err.absolute_path)}: {msg} "
-                             f"(the file does not match {sname})") from None
+        check_schema(data, sname, p, size=len(text))
     return data
+
+
+def check_schema(data, sname: str, where: Path, *, size: int) -> None:
+    """Check ``data`` (read from ``where``, ``size`` bytes) against the schema ``sname``: wholly up
+    to :data:`FULL_CHECK_BYTES`, above it down to its records' own fields; an InputError names the
+    file and the JSON path."""
+    import jsonschema
+
+    validator = _validator(sname, size <= FULL_CHECK_BYTES)
+    err = None if validator.is_valid(data) else jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if err is not None:
+        msg = err.message if len(err.message) <= 300 else err.message[:297] + "..."
+        raise InputError(f"{where}: {json_path(*err.absolute_path)}: {msg} "
+                         f"(the file does not match {sname})") from None
 
 
 def _default(o):

@@ -40,6 +40,19 @@ class Attempt:
     second_parent: str | None = None  # a crossover's other parent
     predicted_speedup: float | None = None   # the proposer's expected speedup over its parent
 
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        changed = self.__dict__.get("_changed")
+        if changed is not None:
+            changed[self.id] = self
+
+    def watch(self, changed: dict) -> None:
+        """From now on, a field set on this attempt puts it in ``changed`` (``{id: attempt}``), so
+        the run's evidence writes what changed without looking at every attempt
+        (:meth:`~kernel_forge.search.run_state.RunState.take_changes`).  Every field is set, never
+        changed in place."""
+        object.__setattr__(self, "_changed", changed)
+
     def to_json(self) -> dict:
         """Its fields as a new dict; the values are shared, not copied (they are plain JSON values,
         and the history is written after every verdict: a deep copy of a long run's samples each

@@ -22,6 +22,7 @@ from kernel_forge.search import feedback, reflection, spaces as search, selectio
 from kernel_forge.model.candidate import Candidate, Launch, parse_candidate
 from kernel_forge.gate.diagnosis import diagnose, direction_items
 from kernel_forge.common.errors import CandidateError, KForgeError
+from kernel_forge.evidence.history_log import HistoryLog, read_history
 from kernel_forge.evidence.run_dir import RunDir
 from kernel_forge.gate.gatelike import GateLike
 from kernel_forge.search import prompts as prompts_mod
@@ -35,8 +36,8 @@ from kernel_forge.model.verdict import NOT_THE_KERNELS_FAULT, Evaluation
 
 #: reasons the loop gives itself, before any GPU time (the attempt has no evaluation)
 NOT_GATED = ("duplicate", "launch_conflict", "bad_candidate")
-#: while a batch is gated, history.json is written at most this often (seconds); Ctrl-C, an error
-#: and the batch's end write it at once, so only a hard kill can lose the verdicts of the last
+#: while a batch is gated, the history is saved at most this often (seconds); Ctrl-C, an error
+#: and the batch's end save it at once, so only a hard kill can lose the verdicts of the last
 #: second (left pending: --resume gates them again)
 HISTORY_EVERY_S = 1.0
 #: --max-iterations when it is not given, for models and replays (the tuner has none)
@@ -129,7 +130,8 @@ class Optimizer:
         self.strategy = strategies.get(config.search)
         self._spaces: dict[str, strategies.Space] = {}   # body key -> the space of a tunable kernel
         self._allot: dict[str, int] = {}    # label -> settings it may gate this iteration
-        self._history_written = 0.0         # time.monotonic() of the last history.json write
+        self._history_written = 0.0         # time.monotonic() of the last save of the history
+        self.history_log = HistoryLog(run)  #: the run's history as it happens (history.jsonl)
 
     # the two figures the app layer reads from a run (kforge optimize --dry-run, the connection
     # message); everything else reads ``state``
@@ -187,9 +189,9 @@ class Optimizer:
         self._profile(self.state.best)
 
     def load_recorded(self) -> bool:
-        """The run's recorded attempts and state from history.json (nothing is written); False
-        when there is none yet."""
-        hist = self.run_dir.read_json("history.json")
+        """The run's recorded attempts and state from its history (history.jsonl, else history.json;
+        nothing is written); False when there is none yet."""
+        hist = read_history(self.run_dir)
         if hist:
             self.state = RunState.from_json(hist, started=self.state.started)
             for a in self.state.attempts:
@@ -966,9 +968,18 @@ class Optimizer:
 
     # -- evidence ---------------------------------------------------------------------------
     def _write_history(self) -> None:
+        """Save the history: the first save of this process writes it whole as the log's first
+        line, every later one appends the state and the attempts that changed since the last."""
         self._history_written = time.monotonic()
-        self.run_dir.write_json("history.json", {"task": self.task.name, "kernel_forge": __version__,
-                                                  **self.state.to_json()})
+        changed = self.state.take_changes()
+        if self.history_log.started:
+            self.history_log.append(self.state.to_json(attempts=changed))
+        else:
+            self.history_log.start(self._history())
+
+    def _history(self) -> dict:
+        """history.json's content: the whole history."""
+        return {"task": self.task.name, "kernel_forge": __version__, **self.state.to_json()}
 
     def _write_best(self) -> None:
         import hashlib
@@ -1027,7 +1038,8 @@ class Optimizer:
             self._profile(self.state.best, final=True)
         if self.state.best is not None:
             self._write_best()
-        self._write_history()
+        self._write_history()                   # the log holds it all, should history.json fail
+        self.history_log.finish(self._history())
         summary = write_summary(self.state, self.task, self.run_dir, proposer=self.proposer.name,
                                 search=self.search_summary(), gate=self.gate)
         if (self.config.archive or "").lower() != "off" and self.state.stop_reason != "interrupted":

@@ -72,6 +72,21 @@ class RunState:
             return self.initial.score_us / self.best.score_us
         return 1.0
 
+    # -- what changed since the last save ---------------------------------------------------------
+    def take_changes(self) -> list[Attempt]:
+        """The attempts added or changed since the last call, in order (the first call: every
+        attempt), so that saving a step costs what the step changed, not the run's length.  Attempts
+        are only ever appended to ``attempts``; each is watched from the call that first returns it."""
+        seen = self.__dict__.setdefault("_seen", 0)
+        changed: dict = self.__dict__.setdefault("_changed", {})
+        new = self.attempts[seen:]
+        out = [*changed.values(), *new]         # a new attempt is watched only from here on
+        changed.clear()
+        for a in new:
+            a.watch(changed)
+        self.__dict__["_seen"] = len(self.attempts)
+        return out
+
     # -- history.json ------------------------------------------------------------------------------
     @classmethod
     def saved_fields(cls) -> list:
@@ -79,13 +94,14 @@ class RunState:
         :data:`THIS_PROCESS`)."""
         return [f for f in fields(cls) if f.metadata.get("saved", True)]
 
-    def to_json(self) -> dict:
+    def to_json(self, attempts: list[Attempt] | None = None) -> dict:
         """``{"state": {...}, "baselines": {...}, "attempts": [...]}``, history.json's part that
-        is the run's state (the values are shared, not copied: they are written at once)."""
+        is the run's state (the values are shared, not copied: they are written at once);
+        ``attempts``: these instead of every attempt (a line of the attempt log)."""
         state, top = {}, {}
         for f in self.saved_fields():
             if f.name == "attempts":
-                top[f.name] = [a.to_json() for a in self.attempts]
+                top[f.name] = [a.to_json() for a in (self.attempts if attempts is None else attempts)]
             elif f.name in TOP_LEVEL:
                 top[f.name] = getattr(self, f.name)
             else:

@@ -12,7 +12,7 @@ import pytest
 
 from kernel_forge.common import writes
 from kernel_forge.common.errors import InputError
-from kernel_forge.common.writes import WriteFailed, write_file, write_files
+from kernel_forge.common.writes import WriteFailed, append_file, remove_file, write_file, write_files
 
 from fs_double import FailingFS
 
@@ -193,3 +193,38 @@ def test_a_folder_in_the_way_or_an_existing_file_without_overwrite_is_refused(tm
     (tmp_path / "file").write_text("")
     with pytest.raises(WriteFailed, match="file: cannot write: it is a file, not a folder"):
         write_file(tmp_path / "file" / "x", b"x")
+
+
+# ------------------------------------------------------------------------------ appending
+
+def test_an_append_adds_to_the_end_of_a_private_file_and_says_how_much(tmp_path):
+    p = tmp_path / "log.jsonl"
+    assert append_file(p, b"one\n") == 4 and append_file(p, b"two\n") == 4
+    assert p.read_bytes() == b"one\ntwo\n" and p.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+def test_an_append_the_disk_cannot_hold_is_cut_back_so_the_file_stays_whole(tmp_path, monkeypatch, code):
+    p = tmp_path / "log.jsonl"
+    p.write_bytes(b'{"a": 1}\n')
+    monkeypatch.setattr(writes, "FS", FailingFS(code, after_bytes=5))     # 5 bytes of the line fit
+    with pytest.raises(WriteFailed) as err:
+        append_file(p, b'{"a": 2}\n')
+    assert str(err.value).startswith(f"{p}: cannot write: ") and err.value.exit_code == 2
+    assert p.read_bytes() == b'{"a": 1}\n', "no partial line is left for the next append to continue"
+
+
+def test_an_append_on_a_read_only_disk_names_the_file_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(writes, "FS", FailingFS(errno.EROFS))
+    with pytest.raises(WriteFailed, match="Read-only file system"):
+        append_file(tmp_path / "log.jsonl", b"x\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_remove_file_removes_a_file_and_refuses_a_folder(tmp_path):
+    (tmp_path / "f").write_text("x")
+    assert remove_file(tmp_path / "f") is True and not (tmp_path / "f").exists()
+    assert remove_file(tmp_path / "f") is False
+    (tmp_path / "d").mkdir()
+    with pytest.raises(WriteFailed, match="it is a folder"):
+        remove_file(tmp_path / "d")

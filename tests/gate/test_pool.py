@@ -22,13 +22,16 @@ class SlowGate:
         self.retimed: list[tuple[str, ...]] = []
         self.closed = False
         self.busy = threading.Event()
+        self.spans: list[tuple[float, float]] = []    # (start, end) of each evaluation, time.monotonic()
 
     def evaluate(self, candidate, *, roles=("correctness", "performance"), kind="candidate"):
         if self.die_at is not None and len(self.evaluated) + 1 == self.die_at:
             self.evaluated.append(candidate.name)
             raise EnvironmentProblem(f"{self.name}: the GPU fell off the bus")
         self.busy.set()
+        start = time.monotonic()
         time.sleep(self.seconds)
+        self.spans.append((start, time.monotonic()))
         self.evaluated.append(candidate.name)
         return Evaluation(label=candidate.name, passed=True, score_us=float(len(candidate.name)))
 
@@ -66,14 +69,15 @@ def test_a_pool_is_a_gatelike():
 def test_candidates_are_gated_in_parallel_and_come_back_in_order():
     gates = [SlowGate("g0", 0.2), SlowGate("g1", 0.2)]
     pool = GatePool(gates, [0, 1])
-    t0 = time.perf_counter()
     out = pool.evaluate_many(cands(6))
-    elapsed = time.perf_counter() - t0
     assert [e.label for e in out] == [f"a{i:04d}.cu" for i in range(6)]
     assert all(e.passed for e in out)
     assert {e.device for e in out} == {0, 1}
     assert len(gates[0].evaluated) + len(gates[1].evaluated) == 6
-    assert elapsed < 6 * 0.2 * 0.75      # two devices at once, not one after another
+    # two devices at once, not one after another: the gates' evaluations overlap in time (read from
+    # the spans, not from the wall time, which a loaded machine stretches)
+    overlap = sum(max(0.0, min(e0, e1) - max(s0, s1)) for s0, e0 in gates[0].spans for s1, e1 in gates[1].spans)
+    assert overlap > 0.5 * 0.2 * min(len(gates[0].spans), len(gates[1].spans))
 
 
 def test_a_device_that_dies_takes_only_its_candidate_down():

@@ -238,7 +238,8 @@ def test_a_rule_of_20000_lines_compiles_each_distinct_setting_once(monkeypatch):
     from kernel_forge.gpu import nvrtc
 
     calls = []
-    monkeypatch.setattr(nvrtc, "compile_source", lambda source, *, arch, defines, file_label, headers=None: calls.append(defines) or "res")
+    monkeypatch.setattr(nvrtc, "compile_source",
+                        lambda source, *, arch, defines, file_label, headers=None: calls.append(defines) or "res")
     cand = parse_candidate(_many_lines(20_000), name="k.cu")
     assert len(cand.dispatch.branches) == 20_001
     assert preflight.compile_kernel(cand, "sm_90", file="k.cu") == "res"
