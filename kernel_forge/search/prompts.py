@@ -612,6 +612,8 @@ def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None
     parts = [_best_section(task, best, diagnosis, device, refs)]
     history_text, in_history = _history_section(history, best, n_history, refs)
     shown = {best.id: "under Current best"} | {i: "under Earlier correct kernels" for i in in_history}
+    if bound is not None:          # in the static part above: named by a crossover with it, never repeated
+        shown.setdefault(bound.id, "under The expert pattern for this task's kind above")
     for section in (history_text,
                     _failures_section(task, [f for f in failures if fix is None or f.id != fix.id], known),
                     ledger):

@@ -191,7 +191,7 @@ def test_bad_config_values_name_their_json_path(tmp_path, section, values, expec
 @pytest.mark.parametrize("args, expected", [
     (["--candidates", "-1"], "--candidates -1: must be at least 1, got -1"),
     (["--patience", "0"], "--patience 0: must be at least 1"),
-    (["--budget-usd", "-2"], "--budget-usd -2.0: must be > 0"),
+    (["--budget-usd", "-2"], "--budget-usd -2.0: must be at least 0, got -2.0"),
     (["--request-timeout", "0", "--model", "openai:gpt-5"], "--request-timeout 0.0: must be > 0"),
     (["--model", "gpt-5"], "--model 'gpt-5': must be anthropic:MODEL or openai:MODEL"),
     (["--base-url", "ftp://host/v1", "--model", "openai:m"], "is not an http:// or https:// URL"),

@@ -300,16 +300,18 @@ def test_the_budget_of_a_model_run_is_its_worst_case():
     loop = LoopConfig(max_iterations=5, candidates=4)
     prop = ProposerConfig(models=["anthropic:claude-sonnet-5-5"], max_tokens=8000, max_tokens_cap=16000)
     b = estimate(loop, prop, load_task(MANIFEST))
-    assert (b.proposals, b.calls) == (20, 40)
+    # three calls a proposal: the answer, one retry of a cut-off answer, one repair (its input quotes the answer)
+    assert (b.proposals, b.calls) == (20, 60)
     assert b.output_tokens_per_call == (8000, 16000)
-    assert b.tokens == 20 * (2 * b.input_tokens_per_call + 24000)
+    tin = b.input_tokens_per_call
+    assert b.tokens == 20 * (tin + 8000 + 2 * (tin + 16000 + 16000))
     from kernel_forge.proposers.pricing import PriceTable
     table = PriceTable()
-    want = 20 * sum(table.worst_case("anthropic", "claude-sonnet-5-5", b.input_tokens_per_call, out).usd
-                    for out in (8000, 16000))
+    want = 20 * (table.worst_case("anthropic", "claude-sonnet-5-5", tin, 8000).usd
+                 + 2 * table.worst_case("anthropic", "claude-sonnet-5-5", tin + 16000, 16000).usd)
     assert b.usd == pytest.approx(want) and b.usd > 0
     text = "\n".join(render(b))
-    assert "5 iterations x 4 proposals = 20 proposals, at most 40 model calls" in text
+    assert "5 iterations x 4 proposals = 20 proposals, at most 60 model calls" in text
     assert f"at most ${want:.2f}" in text and "time: no limit" in text
 
 
