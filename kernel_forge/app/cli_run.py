@@ -140,7 +140,7 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
                   "the budget line names them). To use an LLM: --model anthropic:claude-sonnet-5-5 (ANTHROPIC_API_KEY) "
                   "or --model openai:gpt-6.2-sol (OPENAI_API_KEY), or --base-url for a local OpenAI-compatible server.")
         from kernel_forge.app.budget import estimate
-        from kernel_forge.app.generated import check_usable
+        from kernel_forge.authoring.acceptance import check_usable
         from kernel_forge.model.task import load_task
         task = load_task(manifest)
         check_usable(task)          # a generated task not yet accepted: exit 2 before anything runs its reference
@@ -184,7 +184,7 @@ def replay(ctx, request, quick, json_out, **params):
     """Re-run a recorded best-case-NAME.json request (the best kernel on that case, same seeds)
     and say whether its recorded median still holds within the measured noise; exit 1 if not."""
     from kernel_forge.app.option_checks import check_output_path
-    from kernel_forge.app.replay_check import replay as run_replay
+    from kernel_forge.ci.replay_check import replay as run_replay
 
     if json_out and json_out != "-":
         check_output_path(json_out, option="--json", kind="json", inputs=[request])
@@ -196,7 +196,7 @@ def replay(ctx, request, quick, json_out, **params):
 
 
 def _real_gate(task, options):
-    from kernel_forge.app import evaluate
+    from kernel_forge.ci import evaluate
     return evaluate.default_gate(task, options)   # looked up at call time (tests replace it)
 
 
@@ -210,7 +210,7 @@ def _real_gate(task, options):
 @handle_errors
 def approve(run_path, approvals, copy_to, tolerance):
     """Add a run's best kernel to an approvals file that `kforge gate` checks in CI."""
-    from kernel_forge.app.regression import approve_run
+    from kernel_forge.ci.regression import approve_run
 
     entry = approve_run(run_path, approvals, copy_to, tolerance)
     click.echo(f"approved {entry['kernel']} for {entry['task']}: x{entry['speedup_vs_initial']:.2f} vs initial "
@@ -256,7 +256,7 @@ def gate_cmd(ctx, approvals, json_out, junit_out, devices, quick, **params):
 
 
 def _gate_rows(approvals, devices, opts):
-    from kernel_forge.app.regression import run_regression
+    from kernel_forge.ci.regression import run_regression
 
     ids = None
     if devices:

@@ -5,7 +5,7 @@ from the real Anthropic/OpenAI SDKs talking to the loopback server.  ``init`` ru
 model wrote; ``accept`` (``kforge validate --accept``) runs the reference in the sandbox and the
 cross-check, with the CUDA witness built for the host with g++ (tests/host_witness.py; those
 tests skip without a C++ compiler), stood in for by NumPy, or not at all (no GPU here: the
-cross-check is pending).  tests/app/test_describe_gpu.py runs the witness through the real gate.
+cross-check is pending).  tests/authoring/test_from_description_gpu.py runs the witness through the real gate.
 """
 from __future__ import annotations
 
@@ -21,19 +21,19 @@ import pytest
 from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
-from kernel_forge.app.crosscheck import CaseCheck, OutputsWitness, check_outputs, extra_cases, run_crosscheck
+from kernel_forge.authoring.crosscheck import CaseCheck, OutputsWitness, check_outputs, extra_cases, run_crosscheck
 from kernel_forge.config.describe import DescribeConfig
-from kernel_forge.app.describe import MAX_DESCRIPTION, check_description, describe_task, fenced, screen_reference
+from kernel_forge.authoring.from_description import MAX_DESCRIPTION, check_description, describe_task, fenced, screen_reference
 from kernel_forge.common.errors import EnvironmentProblem, InputError
 from kernel_forge.evidence.run_dir import schema
 from kernel_forge.config.gate import GateOptions
-from kernel_forge.app.generated import accept, check_usable
+from kernel_forge.authoring.acceptance import accept, check_usable
 from kernel_forge.model.generated import review
 from kernel_forge.config.loop import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
 from kernel_forge.model.task import load_task
-from kernel_forge.app.validate import validate_manifest
+from kernel_forge.authoring.validate import validate_manifest
 
 from fakes import ScriptedGate, write_proposals
 from host_witness import CXX, HostWitness
@@ -499,9 +499,9 @@ def test_an_edited_task_counts_as_reviewed_unless_its_witnesses_disagreed(tmp_pa
 # ------------------------------------------------------------------------------ the gate's side, scripted
 
 def test_the_gate_runner_gates_the_witness_on_every_shape_as_correctness_cases(tmp_path):
-    """GateWitness without a GPU: a scripted gate stands in for the real one (tests/app/test_describe_gpu.py
+    """GateWitness without a GPU: a scripted gate stands in for the real one (tests/authoring/test_from_description_gpu.py
     runs the real one); what it is given and how its verdicts become the cross-check are real."""
-    from kernel_forge.app.crosscheck import GateWitness
+    from kernel_forge.authoring.crosscheck import GateWitness
 
     m = described(tmp_path)
     task = load_task(m)
