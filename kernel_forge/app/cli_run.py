@@ -16,7 +16,7 @@ def _echo(msg: str) -> None:
 
 def _echo_budget(budget) -> None:
     """The budget lines (worst case, before anything runs) on stderr."""
-    from kernel_forge.app.budget import render
+    from kernel_forge.app.budget_line import render
 
     for line in render(budget):
         _echo(line)
@@ -81,7 +81,7 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
     options = optimize_options()
     typed = given(ctx, options, params)          # checks every typed value, before anything runs
     if dry_run:
-        from kernel_forge.app.budget import recorded_budget
+        from kernel_forge.app.budget_line import recorded_budget
         from kernel_forge.app.run_setup import first_prompt_parts, next_prompt_parts
         if resume:     # the next iteration's prompt of a recorded run (its best's profile, the ledger)
             if manifest or device_file or config_file:
@@ -100,7 +100,7 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
             conf = resolve_configs(ctx, params, cfg, config_file=config_file, quick=quick, options=options)
             loop = conf["loop"]
             system, static, dynamic = first_prompt_parts(manifest, loop.hints, device_file, loop.candidates)
-            from kernel_forge.app.budget import estimate
+            from kernel_forge.app.budget_line import estimate
             from kernel_forge.model.task import load_task
             _echo_budget(estimate(loop, conf["proposer"], load_task(manifest)))
         parts = dynamic if isinstance(dynamic, list) else [dynamic]
@@ -123,7 +123,7 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
                                                          ("--quick", quick)) if v])
             raise InputError(f"--resume takes the run's own manifest, proposer, gate and config; give only stop "
                              f"rules and loop options with it (not {given_})")
-        from kernel_forge.app.budget import recorded_budget
+        from kernel_forge.app.budget_line import recorded_budget
         _echo_budget(recorded_budget(resume, typed.get("loop", {})))    # what it may spend from here
         opt = resume_run(resume, progress=_echo, overrides=typed.get("loop", {}))
     else:
@@ -139,7 +139,7 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
             _echo("[kforge] no model configured: using the built-in tuner (the task's templates and its own kernel: "
                   "the budget line names them). To use an LLM: --model anthropic:claude-sonnet-5-5 (ANTHROPIC_API_KEY) "
                   "or --model openai:gpt-6.2-sol (OPENAI_API_KEY), or --base-url for a local OpenAI-compatible server.")
-        from kernel_forge.app.budget import estimate
+        from kernel_forge.app.budget_line import estimate
         from kernel_forge.authoring.acceptance import check_usable
         from kernel_forge.model.task import load_task
         task = load_task(manifest)
