@@ -1,6 +1,8 @@
 """The ``kforge`` command line. Thin: it fills option dataclasses, calls the library, prints,
-and is the only place where exceptions become exit codes:
-0 success, 1 a case or gate failed, 2 bad input, 3 environment (no GPU, driver, library)."""
+and sets the exit status from what a command found: 0 success, 1 a case or gate failed, 2 bad
+input, 3 environment (no GPU, driver, library).  An exception a command raises becomes its exit
+code in one place only, :func:`kernel_forge.app.cli_common.handle_errors` (each error class
+carries its code: :mod:`kernel_forge.common.errors`)."""
 from __future__ import annotations
 
 import json

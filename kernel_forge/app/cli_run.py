@@ -149,9 +149,9 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
                         progress=_echo)
     try:
         summary = opt.run()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:          # exit 130 at the error edge (handle_errors), after the hint
         _echo(f"[kforge] interrupted; resume with: kforge optimize --resume {opt.run_dir.path}")
-        sys.exit(130)
+        raise
     finally:
         opt.gate.close()
     best = summary.get("best") or {}
