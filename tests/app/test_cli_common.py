@@ -153,3 +153,18 @@ def test_an_interrupted_optimize_says_how_to_resume_closes_the_gate_and_exits_13
     assert f"[kforge] interrupted; resume with: kforge optimize --resume {tmp_path / 'run-001'}" in r.stderr
     assert r.stderr.rstrip().endswith("kforge: interrupted")        # worded by handle_errors, as every interrupt
     assert started and started[0].closed
+
+
+def click_imports(source: str) -> list[int]:
+    """Lines that import click (at any depth)."""
+    return sorted(n.lineno for n in ast.walk(ast.parse(source))
+                  if (isinstance(n, ast.Import) and any(a.name.split(".")[0] == "click" for a in n.names))
+                  or (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "click"))
+
+
+def test_only_the_doors_import_click():
+    """The rooms below app/ (authoring, ci, ...) take plain arguments: options are parsed at the door."""
+    found = {rel: lines for rel, src in package_sources().items()
+             if not rel.startswith(DOORS) and (lines := click_imports(src))}
+    assert found == {}
+    assert click_imports("def f():\n    from click.testing import CliRunner\n") == [2]
