@@ -70,7 +70,7 @@ def compile_times() -> list[dict]:
 
 
 def eval_walls() -> dict:
-    from kernel_forge.app.evaluate import run_eval
+    from kernel_forge.ci.evaluate import run_eval
     from kernel_forge.config.gate import GateOptions
 
     out = {}
@@ -89,7 +89,7 @@ def eval_walls() -> dict:
 
 
 def bandwidth() -> dict:
-    from kernel_forge.app.evaluate import run_eval
+    from kernel_forge.ci.evaluate import run_eval
     from kernel_forge.config.gate import GateOptions
 
     result, _ = run_eval(ROOT / "manifests" / "vector_add.json", None, GateOptions.quick(), with_initial=True,

@@ -1,12 +1,12 @@
 """A naive CUDA witness built for the host with a C++ compiler and run one thread at a time, so the
-cross-check of a generated task (kernel_forge.app.crosscheck) is tested on machines without a GPU.
+cross-check of a generated task (kernel_forge.authoring.crosscheck) is tested on machines without a GPU.
 
 Only what a naive one-thread-per-element kernel uses is emulated: ``__global__``, ``blockIdx``,
 ``threadIdx``, ``blockDim``, ``gridDim``, the <cmath> functions and a few intrinsics.  A kernel
 with shared memory, barriers, warp functions or atomics is refused (it could not be emulated
 faithfully one thread after another), as are half and bfloat16 parameters.  The product never
 builds anything for the host; on a GPU the witness runs through the gate
-(:class:`kernel_forge.app.crosscheck.GateWitness`).
+(:class:`kernel_forge.authoring.crosscheck.GateWitness`).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kernel_forge.app.crosscheck import OutputsWitness
+from kernel_forge.authoring.crosscheck import OutputsWitness
 from kernel_forge.common.errors import KForgeError
 
 CXX = shutil.which("g++") or shutil.which("c++")

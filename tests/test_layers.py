@@ -4,7 +4,8 @@ longer than ten modules.  Lazy imports (inside functions) and TYPE_CHECKING impo
 
 The order, lowest first (README, "Architecture"):
 
-    common < config < model, patterns < kinds < gpu < gate < evidence < archive < proposers < reports < search < app
+    common < config < model, patterns < kinds < gpu < gate < evidence < archive < proposers < reports < search
+        < authoring < ci < app
 
 plus the package root (``__version__`` only, importable from anywhere) and the entry point above
 everything.
@@ -19,7 +20,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "kernel_forge"
 
 LAYERS = {"common": 0, "config": 1, "model": 2, "patterns": 2, "kinds": 2.5, "gpu": 3, "gate": 4, "evidence": 5, "archive": 6,
-          "proposers": 7, "reports": 8, "search": 9, "app": 10}
+          "proposers": 7, "reports": 8, "search": 9, "authoring": 9.4, "ci": 9.7, "app": 10}
 TOP = {"kernel_forge": -1, "kernel_forge.__main__": 11, "kernel_forge.entry": 11}
 MAX_CHAIN = 10
 
@@ -200,3 +201,29 @@ def test_the_checks_catch_a_planted_upward_import_a_circle_and_a_guarded_import(
     assert guarded_own_imports(guarded) == ["kernel_forge.app.x:2"]
     stray = {"kernel_forge.misc": ("", False)}
     assert upward(graph(stray)) == ["kernel_forge.misc: not in a layer folder (" + ", ".join(LAYERS) + ")"]
+
+
+#: file names still used twice (config/ beside the room that uses the settings), to be renamed
+#: by whoever next moves one of them; no new name may join them
+KNOWN_TWICE = {"gate.py", "loop.py", "schema.py"}
+
+
+def names_used_twice(paths) -> dict[str, list[str]]:
+    """{file name: the folders that hold it} for every module name (``__init__.py`` aside) found in
+    more than one folder of the package."""
+    seen: dict[str, list[str]] = {}
+    for p in paths:
+        if p.name != "__init__.py":
+            seen.setdefault(p.name, []).append(p.parent.name)
+    return {name: sorted(folders) for name, folders in seen.items() if len(folders) > 1}
+
+
+def test_no_new_file_name_is_used_twice():
+    twice = names_used_twice(PACKAGE.rglob("*.py"))
+    assert {n: f for n, f in twice.items() if n not in KNOWN_TWICE} == {}
+
+
+def test_a_planted_second_file_name_is_found():
+    paths = [PACKAGE / "authoring" / "validate.py", PACKAGE / "ci" / "validate.py", PACKAGE / "app" / "__init__.py",
+             PACKAGE / "ci" / "__init__.py"]
+    assert names_used_twice(paths) == {"validate.py": ["authoring", "ci"]}

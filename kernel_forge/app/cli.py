@@ -1,6 +1,8 @@
 """The ``kforge`` command line. Thin: it fills option dataclasses, calls the library, prints,
-and is the only place where exceptions become exit codes:
-0 success, 1 a case or gate failed, 2 bad input, 3 environment (no GPU, driver, library)."""
+and sets the exit status from what a command found: 0 success, 1 a case or gate failed, 2 bad
+input, 3 environment (no GPU, driver, library).  An exception a command raises becomes its exit
+code in one place only, :func:`kernel_forge.app.cli_common.handle_errors` (each error class
+carries its code: :mod:`kernel_forge.common.errors`)."""
 from __future__ import annotations
 
 import json
@@ -54,14 +56,14 @@ def doctor(as_json):
 def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet, accept):
     """Check manifests without a GPU: schema, meaning, files, sizes, the kernels (static rules,
     signature, NVRTC), weak cases. Prints where each reference and data file resolves to."""
-    from kernel_forge.app.validate import validate_manifest
+    from kernel_forge.authoring.validate import validate_manifest
     from kernel_forge.config.gate import check_arch
 
     check_arch(arch)   # the gate's own rule
     if not (gpu_memory > 0 and gpu_memory < float("inf")):
         raise InputError(f"--gpu-memory {gpu_memory}: must be a finite number above 0 (GiB)")
     if accept:
-        from kernel_forge.app.generated import accept as accept_task
+        from kernel_forge.authoring.acceptance import accept as accept_task
 
         refused = 0
         for m in manifests:
@@ -185,7 +187,7 @@ def compile_cmd(source, arch, defines, output, no_cache, manifest, mix):
 @handle_errors
 def eval_cmd(ctx, manifest, kernel, quick, json_out, no_initial, no_baselines, holdout, junit_out, **params):
     """Compile, run, verify and time KERNEL (default: the task's initial kernel) on every case."""
-    from kernel_forge.app.evaluate import run_eval
+    from kernel_forge.ci.evaluate import run_eval
     from kernel_forge.app.option_checks import check_output_path
 
     for path, option, kind in ((json_out, "--json", "json"), (junit_out, "--junit", "junit")):
@@ -210,7 +212,7 @@ def eval_cmd(ctx, manifest, kernel, quick, json_out, no_initial, no_baselines, h
 
 
 def _real_gate(task, options):
-    from kernel_forge.app import evaluate
+    from kernel_forge.ci import evaluate
     return evaluate.default_gate(task, options)   # looked up at call time (tests replace it)
 
 
@@ -248,13 +250,13 @@ def init_cmd(ctx, name, from_file, signature, description, folder, force, **para
     --describe, a whole task written by a model, checked without running any of it; you review it,
     then kforge validate --accept runs its reference in a sandbox and its checks."""
     from kernel_forge.app.cli_options import given, layered
-    from kernel_forge.app.init import init_task
+    from kernel_forge.authoring.from_kernel import init_task
 
     typed = given(ctx, _describe_options(), params).get("describe", {})
     if description is not None:
         if from_file is not None or signature is not None:
             raise InputError("--describe writes the whole task: give it without --from or --signature")
-        from kernel_forge.app.describe import describe_task
+        from kernel_forge.authoring.from_description import describe_task
         from kernel_forge.config.describe import DescribeConfig
 
         cfg = layered(DescribeConfig, typed)

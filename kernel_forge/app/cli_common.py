@@ -1,5 +1,8 @@
 """What every command module of the CLI shares: the error edge (:func:`handle_errors`, the only
-place an exception becomes an exit code), the gate's options and the result printer."""
+place an exception raised in a command becomes an exit code; ``tests/app/test_cli_common.py``
+holds the package to it), the gate's options and the result printer.  What happens outside any
+command -- Ctrl-C while kforge loads, a closed pipe, click's own usage errors -- is worded by
+:mod:`kernel_forge.entry`, above the CLI."""
 from __future__ import annotations
 
 import functools

@@ -16,7 +16,7 @@ def _echo(msg: str) -> None:
 
 def _echo_budget(budget) -> None:
     """The budget lines (worst case, before anything runs) on stderr."""
-    from kernel_forge.app.budget import render
+    from kernel_forge.app.budget_line import render
 
     for line in render(budget):
         _echo(line)
@@ -81,7 +81,7 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
     options = optimize_options()
     typed = given(ctx, options, params)          # checks every typed value, before anything runs
     if dry_run:
-        from kernel_forge.app.budget import recorded_budget
+        from kernel_forge.app.budget_line import recorded_budget
         from kernel_forge.app.run_setup import first_prompt_parts, next_prompt_parts
         if resume:     # the next iteration's prompt of a recorded run (its best's profile, the ledger)
             if manifest or device_file or config_file:
@@ -100,7 +100,7 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
             conf = resolve_configs(ctx, params, cfg, config_file=config_file, quick=quick, options=options)
             loop = conf["loop"]
             system, static, dynamic = first_prompt_parts(manifest, loop.hints, device_file, loop.candidates)
-            from kernel_forge.app.budget import estimate
+            from kernel_forge.app.budget_line import estimate
             from kernel_forge.model.task import load_task
             _echo_budget(estimate(loop, conf["proposer"], load_task(manifest)))
         parts = dynamic if isinstance(dynamic, list) else [dynamic]
@@ -123,7 +123,7 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
                                                          ("--quick", quick)) if v])
             raise InputError(f"--resume takes the run's own manifest, proposer, gate and config; give only stop "
                              f"rules and loop options with it (not {given_})")
-        from kernel_forge.app.budget import recorded_budget
+        from kernel_forge.app.budget_line import recorded_budget
         _echo_budget(recorded_budget(resume, typed.get("loop", {})))    # what it may spend from here
         opt = resume_run(resume, progress=_echo, overrides=typed.get("loop", {}))
     else:
@@ -139,8 +139,8 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
             _echo("[kforge] no model configured: using the built-in tuner (the task's templates and its own kernel: "
                   "the budget line names them). To use an LLM: --model anthropic:claude-sonnet-5-5 (ANTHROPIC_API_KEY) "
                   "or --model openai:gpt-6.2-sol (OPENAI_API_KEY), or --base-url for a local OpenAI-compatible server.")
-        from kernel_forge.app.budget import estimate
-        from kernel_forge.app.generated import check_usable
+        from kernel_forge.app.budget_line import estimate
+        from kernel_forge.authoring.acceptance import check_usable
         from kernel_forge.model.task import load_task
         task = load_task(manifest)
         check_usable(task)          # a generated task not yet accepted: exit 2 before anything runs its reference
@@ -149,9 +149,9 @@ def optimize(ctx, manifest, resume, config_file, runs_dir, quick, dry_run, devic
                         progress=_echo)
     try:
         summary = opt.run()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:          # exit 130 at the error edge (handle_errors), after the hint
         _echo(f"[kforge] interrupted; resume with: kforge optimize --resume {opt.run_dir.path}")
-        sys.exit(130)
+        raise
     finally:
         opt.gate.close()
     best = summary.get("best") or {}
@@ -184,7 +184,7 @@ def replay(ctx, request, quick, json_out, **params):
     """Re-run a recorded best-case-NAME.json request (the best kernel on that case, same seeds)
     and say whether its recorded median still holds within the measured noise; exit 1 if not."""
     from kernel_forge.app.option_checks import check_output_path
-    from kernel_forge.app.replay_check import replay as run_replay
+    from kernel_forge.ci.replay_check import replay as run_replay
 
     if json_out and json_out != "-":
         check_output_path(json_out, option="--json", kind="json", inputs=[request])
@@ -196,7 +196,7 @@ def replay(ctx, request, quick, json_out, **params):
 
 
 def _real_gate(task, options):
-    from kernel_forge.app import evaluate
+    from kernel_forge.ci import evaluate
     return evaluate.default_gate(task, options)   # looked up at call time (tests replace it)
 
 
@@ -210,7 +210,7 @@ def _real_gate(task, options):
 @handle_errors
 def approve(run_path, approvals, copy_to, tolerance):
     """Add a run's best kernel to an approvals file that `kforge gate` checks in CI."""
-    from kernel_forge.app.regression import approve_run
+    from kernel_forge.ci.regression import approve_run
 
     entry = approve_run(run_path, approvals, copy_to, tolerance)
     click.echo(f"approved {entry['kernel']} for {entry['task']}: x{entry['speedup_vs_initial']:.2f} vs initial "
@@ -256,7 +256,7 @@ def gate_cmd(ctx, approvals, json_out, junit_out, devices, quick, **params):
 
 
 def _gate_rows(approvals, devices, opts):
-    from kernel_forge.app.regression import run_regression
+    from kernel_forge.ci.regression import run_regression
 
     ids = None
     if devices:

@@ -167,7 +167,7 @@ class Service:
 
     def __init__(self, runs_dir: str | Path = "runs", *, gate_factory=None, gate_label: str = "gpu",
                  allow: tuple[str | Path, ...] = ()):
-        from kernel_forge.app.evaluate import default_gate
+        from kernel_forge.ci.evaluate import default_gate
 
         self.runs_dir = Path(runs_dir)
         #: the folders an agent's paths may resolve into: the working folder at start-up, the runs
@@ -187,7 +187,7 @@ class Service:
 
     def _manifest(self, manifest: str, argument: str = "manifest"):
         """The task of an agent's manifest, after it and every file it names passed :meth:`_inside`."""
-        from kernel_forge.app.validate import task_files
+        from kernel_forge.authoring.validate import task_files
         from kernel_forge.model.task import load_task
 
         real = self._inside(manifest, argument)
@@ -262,7 +262,7 @@ class Service:
         return report
 
     def validate_manifest(self, manifest: str, deep: bool = False, arch: str | None = "sm_90") -> dict:
-        from kernel_forge.app.validate import validate_manifest
+        from kernel_forge.authoring.validate import validate_manifest
 
         self._manifest(manifest)
         r = validate_manifest(manifest, deep=deep, arch=arch, arch_where="arch")
@@ -282,7 +282,7 @@ class Service:
         from kernel_forge.gate import preflight
         from kernel_forge.model.candidate import parse_candidate
         from kernel_forge.gate.diagnosis import diagnose
-        from kernel_forge.app.evaluate import run_eval
+        from kernel_forge.ci.evaluate import run_eval
         from kernel_forge.model.task import load_task
 
         if (source is None) == (path is None):
@@ -432,9 +432,9 @@ class Service:
 
     def replay(self, request: str, *, warmup: int | None = None, reps: int | None = None,
                timeout: float | None = None, quick: bool = False, settings: dict | None = None) -> dict:
-        from kernel_forge.app.replay_check import replay
+        from kernel_forge.ci.replay_check import replay
 
-        from kernel_forge.app.replay_check import load_request, request_files
+        from kernel_forge.ci.replay_check import load_request, request_files
 
         self._inside(request, "request")
         manifest, kernel = request_files(Path(request), load_request(request))

@@ -1,57 +1,28 @@
 """Checks of what a user typed or wrote that the settings declaration cannot say alone, before
-anything runs: the model specs and endpoint, the prices of a config file, the environment, the
-GPUs asked for, the kernels and the output paths.  (Types and bounds of every setting are the one
-validator's: :mod:`kernel_forge.config.build`.)  Every check raises an
-:class:`~kernel_forge.common.errors.InputError` that names the option, or the file and JSON path."""
+anything runs: the model specs and endpoint, the prices of a config file, the environment
+(:mod:`kernel_forge.config.environment`), the GPUs asked for and the output paths.  (Types and
+bounds of every setting are the one validator's: :mod:`kernel_forge.config.build`.)  Every check
+raises an :class:`~kernel_forge.common.errors.InputError` that names the option, or the file and
+JSON path."""
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
-from urllib.parse import urlparse
 
 from kernel_forge.common.errors import InputError
 from kernel_forge.common.json_path import json_path
 from kernel_forge.config.build import Where
+from kernel_forge.config.environment import check_base_url, check_environment
 from kernel_forge.config.file import load_config_file
 from kernel_forge.config.gate import GateOptions, devices_syntax
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.config.sections import check_settings as config_check
-from kernel_forge.gate.preflight import check_kernel, check_sizes, compile_kernel
-from kernel_forge.model.candidate import Candidate
-from kernel_forge.model.limits import launch_limits
-from kernel_forge.model.task import Task
 
 
 def check_devices(spec: str, *, where: str = "--devices") -> None:
     """``--devices`` before the GPU probe: ordinals like ``0,1`` (each once) or ``all``."""
     if devices_syntax(spec) is None:
         raise InputError(f"{where} {spec!r}: give GPU ordinals like 0,1 (each once) or 'all'")
-
-
-#: what the timing environment variables may be (the GPU worker reads them; a typo must not pass silently)
-CLOCK_KINDS = ("cupti", "events")
-
-
-def check_environment(*, timing: bool = True) -> None:
-    """The environment variables kforge reads, before anything uses them: ``KFORGE_CLOCK``
-    (``cupti``, the default, or ``events``) and ``KFORGE_CLOCK_OFFSET_US`` (a finite number of
-    microseconds >= 0) when ``timing``.  Refused with exit 2 naming the variable."""
-    if not timing:
-        return
-    clock = os.environ.get("KFORGE_CLOCK", "")
-    if clock.strip() and clock.strip().lower() not in CLOCK_KINDS:
-        raise InputError(f"KFORGE_CLOCK={clock!r}: must be {' or '.join(CLOCK_KINDS)} (or unset: cupti)",
-                         hint="unset it, or KFORGE_CLOCK=events to time with CUDA events alone")
-    offset = os.environ.get("KFORGE_CLOCK_OFFSET_US", "")
-    if offset.strip():
-        try:
-            value = float(offset)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and value >= 0):
-            raise InputError(f"KFORGE_CLOCK_OFFSET_US={offset!r}: must be a finite number of microseconds >= 0 "
-                             "(the GPU's launch offset, e.g. 0.86)", hint="unset it to use the measured offset")
 
 
 def check_provider_environment(models, base_url=None) -> None:
@@ -79,13 +50,6 @@ def check_settings(obj, where: Where | None = None) -> None:
         check_provider_environment(obj.models, obj.base_url)
     if isinstance(obj, GateOptions):
         check_environment(timing=True)
-
-
-def check_base_url(url: str, *, where: str = "--base-url") -> None:
-    parsed = urlparse(url) if isinstance(url, str) else None
-    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise InputError(f"{where} {url!r} is not an http:// or https:// URL",
-                         hint="e.g. --base-url http://localhost:8000/v1 for a local OpenAI-compatible server")
 
 
 def check_proposer(models, base_url, *, where: str = "") -> None:
@@ -139,7 +103,7 @@ def check_optimize_params(params: dict) -> None:
     check_environment(timing=True)
 
 
-# -------------------------------------------------------------------------------- kernels
+# --------------------------------------------------------------------------------- outputs
 
 OUTPUT_KINDS = {"cubin": ((b"\x7fELF",), "a CUBIN"), "junit": ((b"<?xml", b"<testsuites"), "a JUnit XML file"),
                 "json": ((b"{", b"["), "a JSON file")}
@@ -177,12 +141,3 @@ def check_output_path(path: str | Path, *, option: str, kind: str | None = None,
             raise InputError(f"{option} {p}: exists and is not {what}, so not an earlier output; it was left as it is",
                              hint="remove it, or write the output to another file")
     return p
-
-
-def check_eval(task: Task, cand: Candidate, options, *, file: str | None = None) -> None:
-    """Everything ``kforge eval`` can check before the GPU probe."""
-    check_settings(options)
-    check_kernel(task, cand, file=file, limits=launch_limits(getattr(options, "arch", None)))
-    check_sizes(task, gpu_bytes=None)
-    if getattr(options, "arch", None):
-        compile_kernel(cand, options.arch, file=file, headers=task.header_sources())

@@ -295,7 +295,7 @@ def start_run(manifest: str | Path, loop: LoopConfig, gate_opts: GateOptions, pr
               runs_dir: str | Path = "runs", progress=lambda m: None, *, gate=None, proposer=None) -> Optimizer:
     """A new run folder and its optimizer.  ``gate`` and ``proposer`` replace the ones built from
     ``gate_opts`` and ``prop`` (anything with their interface: tests pass fakes, embedders their own)."""
-    from kernel_forge.app.generated import check_usable
+    from kernel_forge.authoring.acceptance import check_usable
 
     task = load_task(manifest)
     review = check_usable(task, progress)       # a generated task: accepted or edited, or exit 2 here

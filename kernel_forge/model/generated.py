@@ -1,6 +1,6 @@
 """The ``generated`` block of a task written by ``kforge init --describe``: the hashes of its files,
 who and when, and whether it was reviewed (:func:`review`).  Refusing or accepting such a task is
-:mod:`kernel_forge.app.generated`'s job."""
+:mod:`kernel_forge.authoring.acceptance`'s job."""
 from __future__ import annotations
 
 import getpass

@@ -502,9 +502,9 @@ def _described(tmp, recorded: str) -> Path:
     """A task written from recorded answers; the off-by-one one with the disagreement of its two
     witnesses recorded in its block (as kforge before Step 14b did at init), the CUDA witness
     stood in for by NumPy (no GPU here)."""
-    from kernel_forge.app.crosscheck import OutputsWitness, run_crosscheck
+    from kernel_forge.authoring.crosscheck import OutputsWitness, run_crosscheck
     from kernel_forge.config.describe import DescribeConfig
-    from kernel_forge.app.describe import describe_task
+    from kernel_forge.authoring.from_description import describe_task
     from kernel_forge.model.task import load_task
 
     def witness(task, cand, case, inputs):
@@ -1543,7 +1543,7 @@ def test_a_file_that_is_not_utf8_is_named_with_the_byte_where_it_stops(tmp_path,
     from kernel_forge.archive.format import read_export
     from kernel_forge.common.errors import InputError
     from kernel_forge.common.reads import read_json_file
-    from kernel_forge.app.regression import load_approvals
+    from kernel_forge.ci.regression import load_approvals
 
     bad = tmp_path / "bad.json"
     bad.write_bytes(b'{"approved": ["\xff"]}\n')
@@ -1722,7 +1722,7 @@ def test_gate_junit_is_written_when_the_gate_cannot_run(kforge, tmp_path, monkey
     """No GPU (exit 3): CI still gets a JUnit file, with an error test case saying why."""
     import xml.etree.ElementTree as ET
 
-    from kernel_forge.app import evaluate
+    from kernel_forge.ci import evaluate
     from kernel_forge.common.errors import NoGPUError
 
     m = make_task(tmp_path / "task")
@@ -1751,7 +1751,7 @@ def test_gate_junit_is_written_when_the_gate_cannot_run(kforge, tmp_path, monkey
 def test_eval_junit_is_written_when_eval_cannot_run(kforge, tmp_path, monkeypatch):
     import xml.etree.ElementTree as ET
 
-    from kernel_forge.app import evaluate
+    from kernel_forge.ci import evaluate
     from kernel_forge.common.errors import NoGPUError
 
     m = make_task(tmp_path / "task")

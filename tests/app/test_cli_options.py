@@ -224,7 +224,7 @@ def test_the_gate_commands_offer_every_gate_setting_but_the_pool_of_gpus():
 
 
 def test_eval_takes_the_gate_options_as_typed_over_quick(monkeypatch, tmp_path):
-    from kernel_forge.app import evaluate
+    from kernel_forge.ci import evaluate
 
     seen = {}
 

@@ -30,7 +30,7 @@ ALLOWED = {
                                                    "ends (the files in it go through the helper)",
     ("crosscheck.py", "tempfile.TemporaryDirectory"): "a private folder for the derived task the witness is gated "
                                                       "on, removed at the end (its files go through the helper)",
-    ("describe.py", "tempfile.TemporaryDirectory"): "the staging folder of init --describe, removed at the end (its "
+    ("from_description.py", "tempfile.TemporaryDirectory"): "the staging folder of init --describe, removed at the end (its "
                                                     "files go through the helper; the results are written whole)",
     ("disasm.py", "tempfile.TemporaryDirectory"): "a private folder for the CUBIN nvdisasm reads, removed when it "
                                                   "returns (the file goes through the helper)",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kernel_forge.app import evaluate
+from kernel_forge.ci import evaluate
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.app.cli import cli
 from kernel_forge.model.dispatch import Rule
@@ -21,7 +21,7 @@ from kernel_forge.gate.gate import Gate
 from kernel_forge.config.loop import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
-from kernel_forge.app.regression import approve_run, run_regression
+from kernel_forge.ci.regression import approve_run, run_regression
 from kernel_forge.model.task import load_task
 from kernel_forge.model.verdict import CaseResult
 from kernel_forge.model.worker_protocol import resolve_launch

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kernel_forge.app import evaluate
+from kernel_forge.ci import evaluate
 from kernel_forge.reports import junit
 from kernel_forge.app.cli import cli
 

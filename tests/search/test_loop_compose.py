@@ -20,7 +20,7 @@ from kernel_forge.app.run_setup import resume_run, start_run
 from kernel_forge.proposers.answer import read_answer
 from kernel_forge.proposers.base import Proposal, ProposalResult
 from kernel_forge.proposers.schema import check_proposal, to_proposal
-from kernel_forge.app.regression import approve_run, run_regression
+from kernel_forge.ci.regression import approve_run, run_regression
 from kernel_forge.model.task import load_task
 
 from fakes import ScriptedGate, ScriptedProposer, model_call, vector_add

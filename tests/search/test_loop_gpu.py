@@ -177,7 +177,7 @@ def test_a_killed_run_resumes_and_finishes_with_the_same_layout(tmp_path):
 def test_ci_regression_gate_passes_approved_and_fails_wrong_or_slower(tmp_path):
     import hashlib
 
-    from kernel_forge.app.regression import run_regression
+    from kernel_forge.ci.regression import run_regression
 
     task = load_task(ROOT / "manifests" / "vector_add.json")
     fast = tmp_path / "fast.cu"

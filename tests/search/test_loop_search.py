@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernel_forge.search import strategies
-from kernel_forge.app.budget import estimate, render
+from kernel_forge.app.budget_line import estimate, render
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.app.cli import cli
 from kernel_forge.config.gate import GateOptions

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_forge.app.budget import estimate, render
+from kernel_forge.app.budget_line import estimate, render
 from kernel_forge.app.run_setup import make_proposer, start_run
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.config.loop import LoopConfig

@@ -209,7 +209,7 @@ def test_the_heatmap_of_a_run_with_an_initial_kernel_counts_its_holdout_cases(tm
 # ------------------------------------------------------------------------------ approve and the CI gate
 
 def test_approve_copies_the_baseline_and_the_ci_gate_times_the_kernel_against_it(tmp_path):
-    from kernel_forge.app.regression import approve_run, run_regression
+    from kernel_forge.ci.regression import approve_run, run_regression
 
     opt, summary = run(tmp_path, [vector_add("pass 600"), vector_add("pass 300")], max_iterations=4)
     ap, dest = tmp_path / "approved.json", tmp_path / "approved"
@@ -234,7 +234,7 @@ def test_approve_copies_the_baseline_and_the_ci_gate_times_the_kernel_against_it
 
 
 def test_approve_refuses_a_run_whose_best_is_its_baseline(tmp_path):
-    from kernel_forge.app.regression import approve_run
+    from kernel_forge.ci.regression import approve_run
 
     opt, summary = run(tmp_path, [vector_add("pass 600")], max_iterations=2)
     with pytest.raises(InputError, match="the run's baseline .* nothing to approve"):

@@ -100,7 +100,7 @@ def test_validate_says_how_large_a_template_space_is_and_stays_fast(tmp_path):
     import shutil
     from pathlib import Path
 
-    from kernel_forge.app.validate import validate_manifest
+    from kernel_forge.authoring.validate import validate_manifest
 
     root = Path(__file__).resolve().parents[2]
     for name in ("vector_add.cu",):

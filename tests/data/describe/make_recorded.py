@@ -19,7 +19,7 @@ sys.path.insert(0, str(HERE.parents[1]))          # tests/ (loopback)
 from loopback import Loopback, text  # noqa: E402
 
 from kernel_forge.config.describe import DescribeConfig  # noqa: E402
-from kernel_forge.app.describe import describe_task  # noqa: E402
+from kernel_forge.authoring.from_description import describe_task  # noqa: E402
 
 #: a current model from the capability table (kernel_forge/data/models.json): its request is built
 #: from its entry (adaptive thinking, effort, output limit) and its cost from its prices

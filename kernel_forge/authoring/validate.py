@@ -231,7 +231,7 @@ def kind_line(task: Task) -> str:
 
 def generated_notes(task: Task) -> list[str]:
     """What ``validate`` says of a task ``kforge init --describe`` wrote: who wrote it, the
-    cross-check, and whether it was accepted (``kernel_forge.app.generated``)."""
+    cross-check, and whether it was accepted (``kernel_forge.authoring.acceptance``)."""
     from kernel_forge.model.generated import review
 
     r = review(task)

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 from kernel_forge.gate import preflight
-from kernel_forge.app import option_checks
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.common.errors import InputError, KForgeError
 from kernel_forge.common.json_path import json_path
@@ -253,7 +252,7 @@ def approve_run(run_path, approvals_path, copy_to, tolerance: float) -> dict:
 
 
 def _default_gate(task, options):
-    from kernel_forge.app.evaluate import default_gate
+    from kernel_forge.ci.evaluate import default_gate
     return default_gate(task, options)
 
 
@@ -269,7 +268,9 @@ def run_regression(approvals_path, options: GateOptions, progress=lambda m: None
     data = load_approvals(ap)
     if not data["approved"]:
         raise InputError(f"{ap}: no approved kernels")
-    option_checks.check_settings(options)
+    from kernel_forge.ci.evaluate import check_gate_settings
+
+    check_gate_settings(options)
     tasks = []
     for i, e in enumerate(data["approved"]):
         try:

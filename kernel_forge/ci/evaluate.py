@@ -4,18 +4,37 @@ from __future__ import annotations
 
 import time
 
-from kernel_forge.app import option_checks
-from kernel_forge.model.candidate import Candidate, load_candidate
 from kernel_forge.common.errors import InputError
+from kernel_forge.config.environment import check_environment
 from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.sections import check_settings
 from kernel_forge.gate.gate import open_gate
+from kernel_forge.gate.preflight import check_kernel, check_sizes, compile_kernel
+from kernel_forge.model.candidate import Candidate, load_candidate
+from kernel_forge.model.limits import launch_limits
+from kernel_forge.model.task import Task, load_task
 from kernel_forge.reports.evaluation_text import eval_json, eval_table
-from kernel_forge.model.task import load_task
 
 
 def default_gate(task, options: GateOptions):
     """The real gate, its GPU probed (raises NoGPUError without one): :func:`kernel_forge.gate.gate.open_gate`."""
     return open_gate(task, options)
+
+
+def check_gate_settings(options: GateOptions) -> None:
+    """Every gate setting within its declared bounds (named by its command-line option) and the
+    timing environment the GPU worker reads, before the GPU probe."""
+    check_settings(options)
+    check_environment(timing=True)
+
+
+def check_eval(task: Task, cand: Candidate, options: GateOptions, *, file: str | None = None) -> None:
+    """Everything ``kforge eval`` can check before the GPU probe."""
+    check_gate_settings(options)
+    check_kernel(task, cand, file=file, limits=launch_limits(getattr(options, "arch", None)))
+    check_sizes(task, gpu_bytes=None)
+    if getattr(options, "arch", None):
+        compile_kernel(cand, options.arch, file=file, headers=task.header_sources())
 
 
 def run_eval(manifest, kernel, options: GateOptions, *, with_initial=True, with_baselines=True,
@@ -25,7 +44,7 @@ def run_eval(manifest, kernel, options: GateOptions, *, with_initial=True, with_
     check that needs no GPU (options, static rules, entry point, signature, launch, sizes, an
     NVRTC compile when ``options.arch`` is set) runs before ``gate_factory(task, options)``
     makes the gate; tests and the MCP server pass their own factory."""
-    from kernel_forge.app.generated import check_usable
+    from kernel_forge.authoring.acceptance import check_usable
 
     t0 = time.perf_counter()
     task = load_task(manifest)
@@ -34,7 +53,7 @@ def run_eval(manifest, kernel, options: GateOptions, *, with_initial=True, with_
         raise InputError(f"{task.path}: the task has no initial kernel, so give the KERNEL to evaluate",
                          hint=f"kforge eval {task.path} KERNEL.cu")
     cand = candidate or load_candidate(kernel or task.initial)
-    option_checks.check_eval(task, cand, options)
+    check_eval(task, cand, options)
     roles = ("correctness", "performance") + (("holdout",) if with_holdout else ())
     gate = gate_factory(task, options)
     try:

@@ -28,7 +28,7 @@ from kernel_forge.model.task import Task, load_task
 
 def refusal(task: Task, r: Review) -> InputError:
     """Why ``task`` may not be optimised yet, and how to accept it."""
-    from kernel_forge.app.crosscheck import block_lines
+    from kernel_forge.authoring.crosscheck import block_lines
 
     b = r.block
     head = (f"{task.path}: $.generated: this task was written by {b.get('model', 'a model')} from the description "
@@ -82,8 +82,8 @@ def accept(manifest: str | Path, *, runner=None, extra_shapes: int | None = None
     record its acceptance (``accepted``, ``accepted_by``, ``accepted_at``; the file hashes of what
     was accepted).  Nothing is written unless every check passes.  ``runner`` runs the CUDA
     witness (default: the real gate; without a GPU this is an :class:`EnvironmentProblem`)."""
-    from kernel_forge.app.crosscheck import EXTRA_SHAPES, GateWitness, run_crosscheck
-    from kernel_forge.app.validate import generated_witness, validate_manifest
+    from kernel_forge.authoring.crosscheck import EXTRA_SHAPES, GateWitness, run_crosscheck
+    from kernel_forge.authoring.validate import generated_witness, validate_manifest
 
     path = Path(manifest)
     task = load_task(path)
@@ -95,7 +95,7 @@ def accept(manifest: str | Path, *, runner=None, extra_shapes: int | None = None
         b = r.block
         return Acceptance(path, "already", [f"already accepted by {b.get('accepted_by')} at {b.get('accepted_at')}"])
     report = validate_manifest(path, reference=True)      # a model-written reference: in the sandbox
-    from kernel_forge.app.validate import sandbox_notes
+    from kernel_forge.authoring.validate import sandbox_notes
     for note in sandbox_notes(task):
         progress(f"[kforge] {note}")
     if report.warnings:

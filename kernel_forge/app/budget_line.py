@@ -151,7 +151,7 @@ def estimate(loop, prop, task=None) -> Budget:
 
 
 def recorded_budget(path, overrides: dict | None = None) -> Budget:
-    """The budget line's figures (:func:`kernel_forge.app.budget.estimate`) of a recorded run as it
+    """The budget line's figures (:func:`kernel_forge.app.budget_line.estimate`) of a recorded run as it
     would go on, with what its calls cost so far."""
     from kernel_forge.app.run_setup import recorded_run, spent_of
     from kernel_forge.evidence.history_log import read_history

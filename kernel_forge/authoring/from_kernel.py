@@ -252,7 +252,7 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
 
 def _validate(result: InitResult) -> None:
     from kernel_forge.common.errors import ReferenceError_
-    from kernel_forge.app.validate import validate_manifest
+    from kernel_forge.authoring.validate import validate_manifest
 
     try:
         report = validate_manifest(result.manifest)

@@ -21,9 +21,9 @@ what was generated and checked, the cross-check ``pending``, ``accepted: false``
 ``NAME_reference.py``, ``NAME_witness.cu`` (also ``NAME.cu`` as the initial kernel with
 ``initial``) and ``NAME_describe/`` (every model call as ``model-NNN.json``; ``--replay`` reads
 this folder back).  Then the user reviews them: the reference is model-written Python and runs
-only under ``kforge validate --accept`` (:mod:`kernel_forge.app.generated`), in the sandbox
+only under ``kforge validate --accept`` (:mod:`kernel_forge.authoring.acceptance`), in the sandbox
 (:mod:`kernel_forge.model.reference_sandbox`), where the weak-case lint and the cross-check of the
-two witnesses (:mod:`kernel_forge.app.crosscheck`) run.  ``kforge optimize`` refuses the task
+two witnesses (:mod:`kernel_forge.authoring.crosscheck`) run.  ``kforge optimize`` refuses the task
 until then.
 """
 from __future__ import annotations
@@ -327,7 +327,7 @@ def check_description(text: str | None) -> str:
 
 def make_model(cfg: DescribeConfig, description: str) -> TextModel:
     """The model a describe session asks: recorded answers (``replay``) or a provider."""
-    from kernel_forge.app.option_checks import check_base_url
+    from kernel_forge.config.environment import check_base_url
 
     if cfg.replay and cfg.model:
         raise InputError("--replay and --model are exclusive: recorded answers are replayed, or a model is asked")
@@ -405,7 +405,7 @@ def describe_task(name: str, description: str, folder: str | Path = ".", cfg: De
 def _describe(name: str, description: str, out: Path, cfg: DescribeConfig, targets: dict[str, Path],
               model: TextModel, progress) -> DescribeResult:
     from kernel_forge.model.task import load_task
-    from kernel_forge.app.validate import validate_manifest
+    from kernel_forge.authoring.validate import validate_manifest
 
     exchange = targets["exchange"]
     with tempfile.TemporaryDirectory(prefix="kforge-describe-") as tmp:

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kernel_forge.app import evaluate
+from kernel_forge.ci import evaluate
 from kernel_forge.app.cli import cli
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.config.loop import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
-from kernel_forge.app.replay_check import FLOOR, judge
+from kernel_forge.ci.replay_check import FLOOR, judge
 from kernel_forge.common.stats import summarize
 from kernel_forge.model.task import load_task
 

@@ -5,81 +5,37 @@ from the real Anthropic/OpenAI SDKs talking to the loopback server.  ``init`` ru
 model wrote; ``accept`` (``kforge validate --accept``) runs the reference in the sandbox and the
 cross-check, with the CUDA witness built for the host with g++ (tests/host_witness.py; those
 tests skip without a C++ compiler), stood in for by NumPy, or not at all (no GPU here: the
-cross-check is pending).  tests/app/test_describe_gpu.py runs the witness through the real gate.
+cross-check is pending).  tests/authoring/test_from_description_gpu.py runs the witness through the real gate.
+The cross-check's own tests are in test_crosscheck.py, accepting a task's in test_acceptance.py; the
+recorded task they share is tests/described_task.py.
 """
 from __future__ import annotations
 
 import json
-import random
-import shutil
-import sys
-from pathlib import Path
 
 import jsonschema
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
-from kernel_forge.app.crosscheck import CaseCheck, OutputsWitness, check_outputs, extra_cases, run_crosscheck
+from kernel_forge.app.run_setup import start_run
+from kernel_forge.authoring.acceptance import accept
+from kernel_forge.authoring.crosscheck import run_crosscheck
+from kernel_forge.authoring.from_description import MAX_DESCRIPTION, check_description, describe_task, fenced, screen_reference
+from kernel_forge.authoring.validate import validate_manifest
+from kernel_forge.common.errors import InputError
 from kernel_forge.config.describe import DescribeConfig
-from kernel_forge.app.describe import MAX_DESCRIPTION, check_description, describe_task, fenced, screen_reference
-from kernel_forge.common.errors import EnvironmentProblem, InputError
-from kernel_forge.evidence.run_dir import schema
 from kernel_forge.config.gate import GateOptions
-from kernel_forge.app.generated import accept, check_usable
-from kernel_forge.model.generated import review
 from kernel_forge.config.loop import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
-from kernel_forge.app.run_setup import start_run
+from kernel_forge.evidence.run_dir import schema
 from kernel_forge.model.task import load_task
-from kernel_forge.app.validate import validate_manifest
 
-from fakes import ScriptedGate, write_proposals
-from host_witness import CXX, HostWitness
+from described_task import DESCRIPTION, GOOD, WRONG, described, needs_cxx, record_disagreement, recorded_text
+from host_witness import HostWitness
 from loopback import clean_env, loopback, text  # noqa: F401  (fixtures)
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "describe"
-GOOD, WRONG = DATA / "relu_like", DATA / "relu_like_off_by_one"
-DESCRIPTION = ("Leaky ReLU over n float32 values: y[i] = x[i] where x[i] > 0, else 0.01 * x[i]. "
-               "n can be any size, including 1.")
-needs_cxx = pytest.mark.skipif(CXX is None, reason="no C++ compiler to build the witness for the host")
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
-
-
-def recorded_text(folder: Path, role: str) -> str:
-    """The answer text of the recorded call for ``role``."""
-    for f in sorted(folder.glob("model-*.json")):
-        rec = json.loads(f.read_text())
-        if rec["role"] == role:
-            return "\n".join(b["text"] for b in rec["response"]["content"] if b["type"] == "text")
-    raise KeyError(role)
-
-
-def numpy_witness(shift: int = 0):
-    """A CUDA witness stand-in computed with NumPy (an OutputsWitness's run_kernel), optionally wrong."""
-    def run(task, witness, case, inputs):
-        x = inputs.buffers["x"].astype(np.float32)
-        y = np.where(x > 0, x, np.float32(0.01) * x).astype(np.float32)
-        if shift:
-            y = np.roll(y, shift)
-        return {"y": y}
-    return OutputsWitness(run, name="numpy stand-in")
-
-
-def described(tmp_path: Path, folder: Path = GOOD, **cfg) -> Path:
-    """A task from recorded answers in tmp_path/task; returns its manifest."""
-    return describe_task("relu_like", DESCRIPTION, tmp_path / "task", DescribeConfig(replay=str(folder), **cfg)).manifest
-
-
-def record_disagreement(m: Path, runner) -> None:
-    """Write the cross-check into the manifest's block as kforge before Step 14b did at init (a
-    recorded disagreement is still honoured)."""
-    data = json.loads(m.read_text())
-    check = run_crosscheck(load_task(m), m.parent / "relu_like_witness.cu", runner, extra=0, seed=3)
-    data["generated"]["crosscheck"] = check.block()
-    m.write_text(json.dumps(data, indent=2))
-
 
 # ------------------------------------------------------------------------------ the done criteria
 
@@ -136,56 +92,6 @@ def test_the_planted_off_by_one_reference_is_caught_with_both_values_shown(tmp_p
                   runs_dir=tmp_path / "runs")
     assert "did not agree" in err.value.message and "reference 0.0, CUDA witness" in err.value.message
     assert not (tmp_path / "runs").exists()
-
-
-def test_the_cross_check_catches_an_off_by_one_without_a_compiler(tmp_path):
-    """The comparison is pure: a NumPy stand-in for the witness shows it on any machine."""
-    res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(WRONG)))
-    wrong = run_crosscheck(load_task(res.manifest), tmp_path / "relu_like_witness.cu", numpy_witness())
-    assert wrong.status == "disagreed"
-    assert all(c.outputs[0]["first"][0]["reference"] == 0.0 for c in wrong.cases)
-    good = describe_task("relu_like", DESCRIPTION, tmp_path / "good", DescribeConfig(replay=str(GOOD)))
-    agreed = run_crosscheck(load_task(good.manifest), tmp_path / "good" / "relu_like_witness.cu", numpy_witness())
-    assert agreed.status == "agreed"
-    rolled = run_crosscheck(load_task(good.manifest), tmp_path / "good" / "relu_like_witness.cu",
-                            numpy_witness(shift=1), extra=0, seed=5)
-    assert rolled.status == "disagreed" and [c.case for c in rolled.cases if c.status == "agreed"] == ["one"]
-
-
-def test_check_outputs_is_the_gates_rule_on_both_witnesses_outputs(tmp_path):
-    task = load_task(described(tmp_path))
-    case = task.case("prime")
-    expected = {"y": np.linspace(-1, 1, 257)}
-    got = {"y": expected["y"].astype(np.float32)}
-    assert check_outputs(task, case, [3], expected, got).status == "agreed"
-    bad = got["y"].copy()
-    bad[[7, 100]] += 1e-3                          # beyond atol 1e-6 + rtol 1e-6
-    c = check_outputs(task, case, [3], expected, {"y": bad})
-    assert c.status == "disagreed" and c.outputs[0]["mismatches"] == 2
-    assert [f["index"] for f in c.outputs[0]["first"]] == [[7], [100]]
-    assert c.outputs[0]["first"][0]["reference"] == pytest.approx(expected["y"][7])
-    # an element the witness never wrote keeps the poison: it differs too
-    from kernel_forge.common.dtypes import poison_value
-    unwritten = got["y"].copy()
-    unwritten[-1] = poison_value(task.arg("y").param.dtype)
-    c = check_outputs(task, case, [3], expected, {"y": unwritten})
-    assert c.status == "disagreed" and c.outputs[0]["unwritten"] == 1
-    assert "never written by the CUDA witness" in "\n".join(c.lines())
-    missing = check_outputs(task, case, [3], expected, {})
-    assert missing.status == "disagreed" and "no such output" in missing.detail
-
-
-def test_extra_shapes_start_at_one_then_draw_odd_primes_that_fit(tmp_path):
-    task = load_task(described(tmp_path))
-    cases = extra_cases(task, 6, random.Random(1))
-    assert [c.name for c in cases] == [f"random-{i}" for i in range(1, 7)]
-    ns = [c.vars["n"] for c in cases]
-    assert 1 not in ns                          # the task already has a case of size 1
-    assert all(n == 2 or (n % 2 and all(n % d for d in range(3, int(n ** 0.5) + 1, 2))) for n in ns)
-    assert max(ns) <= 2 * 1000003               # twice the largest non-performance size
-    assert len(set(ns)) == 6 and not set(ns) & {c.vars["n"] for c in task.cases}
-    assert extra_cases(task, 6, random.Random(1)) == cases          # seeded
-    assert extra_cases(task, 0) == []
 
 
 def test_init_describe_with_recorded_answers_on_the_command_line_leaves_the_cross_check_pending(tmp_path):
@@ -422,118 +328,6 @@ def test_an_unreachable_model_is_an_environment_problem(tmp_path, clean_env):
     assert list(tmp_path.iterdir()) == []          # no call was answered: not even the exchange folder is left
 
 
-# ------------------------------------------------------------------------------ accepting
-
-@needs_cxx
-def test_accept_reruns_the_checks_and_records_who_accepted(tmp_path):
-    m = described(tmp_path)
-    with pytest.raises(InputError, match="has not been accepted"):
-        check_usable(load_task(m))
-    res = accept(m, runner=HostWitness(), by="alice@lab")
-    assert res.status == "accepted" and any("agree on all" in line for line in res.lines)
-    block = json.loads(m.read_text())["generated"]
-    assert block["accepted"] is True and block["accepted_by"] == "alice@lab" and block["accepted_at"]
-    assert (m.parent / "relu_like_describe" / "crosscheck-accept.json").is_file()
-    r = check_usable(load_task(m))
-    assert r.accepted and r.edited == [] and r.evidence()["review"] == "accepted"
-    assert accept(m, runner=HostWitness()).status == "already"
-    # a run of the accepted task carries it in its evidence
-    props = write_proposals(tmp_path / "props", ['// fake: pass 300\n#define FAKE_SCRIPT "a"\n'
-                                                 + (m.parent / "relu_like_witness.cu").read_text()])
-    opt = start_run(m, LoopConfig(max_iterations=2, archive="off"), GateOptions(), ProposerConfig(replay=str(props)),
-                    runs_dir=tmp_path / "runs", gate=ScriptedGate(load_task(m)))
-    summary = opt.run()
-    run_json = json.loads((opt.run_dir.path / "run.json").read_text())
-    assert run_json["generated"]["accepted_by"] == "alice@lab" and run_json["baseline"] == "translation"
-    assert summary["generated"]["review"] == "accepted"
-    assert "**generated task**" in (opt.run_dir.path / "report.md").read_text()
-
-
-def test_accept_refuses_witnesses_that_disagree_and_changes_nothing(tmp_path):
-    m = described(tmp_path)
-    before = m.read_bytes()
-    with pytest.raises(InputError) as err:
-        accept(m, runner=numpy_witness(shift=3))
-    assert "do not agree" in err.value.message and "CUDA witness" in err.value.message
-    assert m.read_bytes() == before
-
-
-def test_accept_refuses_weak_cases(tmp_path):
-    m = described(tmp_path)
-    data = json.loads(m.read_text())
-    data["args"]["x"]["init"] = {"kind": "uniform", "low": 0, "high": 1}      # never negative: a branch never taken
-    m.write_text(json.dumps(data, indent=2))
-    with pytest.raises(InputError, match="without weak-case warnings") as err:
-        accept(m, runner=numpy_witness())
-    assert "never negative" in err.value.message
-
-
-def test_accept_without_a_gpu_says_the_cross_check_needs_one(tmp_path):
-    m = described(tmp_path)
-    with pytest.raises(EnvironmentProblem, match="GPU"):
-        accept(m)                                 # the real gate: no GPU here
-    with pytest.raises(InputError, match="not a generated task"):
-        accept(Path(__file__).resolve().parents[2] / "manifests" / "vector_add.json")
-
-
-def test_an_edited_task_counts_as_reviewed_unless_its_witnesses_disagreed(tmp_path):
-    m = described(tmp_path)
-    assert review(load_task(m)).edited == []
-    data = json.loads(m.read_text())
-    m.write_text(json.dumps(data))                # reformatted only: not an edit
-    assert review(load_task(m)).edited == []
-    ref = m.parent / "relu_like_reference.py"
-    ref.write_text(ref.read_text() + "\n# reviewed by bob\n")
-    notes = []
-    r = check_usable(load_task(m), notes.append)
-    assert r.edited == ["relu_like_reference.py"] and r.usable and not r.accepted
-    assert "taken as reviewed" in notes[0] and "validate --accept" in notes[0]
-    assert r.evidence()["review"] == "edited"
-    wrong = described(tmp_path / "w", WRONG)
-    record_disagreement(wrong, numpy_witness())
-    (wrong.parent / "relu_like_witness.cu").write_text("// edited\n" + (wrong.parent / "relu_like_witness.cu").read_text())
-    with pytest.raises(InputError, match="the cross-check must run again"):
-        check_usable(load_task(wrong))
-
-
-# ------------------------------------------------------------------------------ the gate's side, scripted
-
-def test_the_gate_runner_gates_the_witness_on_every_shape_as_correctness_cases(tmp_path):
-    """GateWitness without a GPU: a scripted gate stands in for the real one (tests/app/test_describe_gpu.py
-    runs the real one); what it is given and how its verdicts become the cross-check are real."""
-    from kernel_forge.app.crosscheck import GateWitness
-
-    m = described(tmp_path)
-    task = load_task(m)
-    seen = {}
-
-    def factory(derived, options):
-        seen["cases"] = [(c.name, c.role) for c in derived.cases]
-        seen["reference"] = derived.reference.path
-        seen["options"] = options
-        return ScriptedGate(derived)
-
-    runner = GateWitness(gate_factory=factory, probe=lambda: None)
-    ok = run_crosscheck(task, m.parent / "relu_like_witness.cu", runner, extra=2, seed=11)
-    assert ok.status == "agreed" and ok.runner == "gate"
-    assert seen["cases"][:5] == [("one", "correctness"), ("prime", "correctness"), ("ragged", "correctness"),
-                                 ("n16M", "correctness"), ("hidden", "correctness")]
-    assert [r for _, r in seen["cases"][5:]] == ["correctness", "correctness", "performance"]   # 2 random, 1 never run
-    assert seen["reference"] == (m.parent / "relu_like_reference.py").resolve()
-    assert seen["options"].seed == 11 and seen["options"].extra_draws == 1 and seen["options"].repeat_check
-    assert [len(c.seeds) for c in ok.cases] == [2] * 7
-    witness = (m.parent / "relu_like_witness.cu").read_text()
-    (tmp_path / "w_bad.cu").write_text("// fake: mismatch 100\n" + witness)
-    bad = run_crosscheck(task, tmp_path / "w_bad.cu", runner, extra=0, seed=11)
-    assert bad.status == "disagreed" and bad.cases[0].status == "disagreed"
-    assert bad.cases[0].outputs[0]["first"] == [{"index": [3], "reference": -0.25, "witness": 1.5}]
-    assert "y[3]: reference -0.25, CUDA witness 1.5" in "\n".join(bad.lines())
-    (tmp_path / "w_cc.cu").write_text("// fake: compile_error 0\n" + witness)
-    broken = run_crosscheck(task, tmp_path / "w_cc.cu", runner, extra=0, seed=11)
-    assert broken.status == "failed" and all(c.status == "witness_failed" for c in broken.cases)
-    assert "fails before any case runs: compile_error" in broken.cases[0].detail
-
-
 def test_an_answer_cut_off_at_the_output_limit_is_asked_again_with_twice_the_limit(tmp_path, loopback, clean_env,
                                                                                    monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-0123456789abcdef")
@@ -617,53 +411,3 @@ def test_init_describe_sends_a_reference_reaching_os_through_numpy_f2py_back_wit
     assert "f2py" not in (tmp_path / "task" / "relu_like_reference.py").read_text()
 
 
-def test_validate_accept_runs_the_reference_in_the_sandbox_and_accepts_a_good_one(tmp_path, monkeypatch):
-    m = described(tmp_path)
-    ref = m.parent / "relu_like_reference.py"
-    outside = tmp_path / "written-by-the-reference"
-    # the good reference, and a line that a reviewer missed: it tries to write outside its folder
-    ref.write_text(ref.read_text() + f"\n\ndef _leak():\n    try:\n        open({str(outside)!r}, 'w').write('x')\n"
-                   "    except OSError:\n        pass\n\n\n_leak()\n")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-planted-0123456789")
-    res = accept(m, runner=numpy_witness(), by="alice@lab")
-    assert res.status == "accepted", "\n".join(res.lines)
-    sandbox = next(line for line in res.lines if "the reference ran in the sandbox" in line)
-    assert "environment (scrubbed" in sandbox and "folder (private" in sandbox and "limits (" in sandbox
-    if sys.platform.startswith("linux") and "landlock (" in sandbox:
-        assert not outside.exists()
-    assert json.loads(m.read_text())["generated"]["accepted"] is True
-
-
-def test_the_kind_is_not_read_from_a_generated_reference_before_it_is_accepted(tmp_path, monkeypatch):
-    """Reading the kind runs the reference; a model-written one runs only after validate --accept
-    (the built-in tuner's budget line and bound patterns asked for the kind before the check)."""
-    from kernel_forge.kinds import identify
-    from kernel_forge.model import reference_process
-
-    m = described(tmp_path)
-    ran = []
-    monkeypatch.setattr(reference_process, "run_reference", lambda *a, **kw: ran.append(a) or pytest.fail("ran"))
-    found = identify(load_task(m))
-    assert found.match is None and "has not been accepted" in found.line() and not ran
-    data = json.loads(m.read_text())
-    data["generated"]["accepted"] = True                 # as validate --accept leaves it
-    m.write_text(json.dumps(data, indent=2))
-    monkeypatch.undo()
-    assert identify(load_task(m)).match is not None       # an accepted one is read (an elementwise map)
-
-
-def test_eval_and_the_mcp_eval_tool_refuse_a_generated_task_before_it_is_accepted(tmp_path, monkeypatch):
-    """kforge eval ran the model-written reference of a task nobody accepted (optimize refused it)."""
-    from kernel_forge.app.mcp_server import Service
-    from kernel_forge.common.errors import InputError
-    from kernel_forge.model import reference_process
-
-    m = described(tmp_path)
-    monkeypatch.setattr(reference_process, "run_reference", lambda *a, **kw: pytest.fail("the reference ran"))
-    witness = m.parent / "relu_like_witness.cu"
-    r = CliRunner().invoke(cli, ["eval", str(m), str(witness), "--arch", "sm_90"])
-    assert r.exit_code == 2 and "has not been accepted" in r.output, r.output
-    service = Service(tmp_path / "runs", gate_factory=lambda task, options: pytest.fail("no gate may be made"),
-                      allow=(tmp_path,))
-    with pytest.raises(InputError, match="has not been accepted"):
-        service.eval_kernel(str(m), path=str(witness))

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel_forge.gate import preflight
-from kernel_forge.app import option_checks
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.common.errors import InputError, ManifestError
 from kernel_forge.common.json_path import json_path
@@ -149,7 +148,7 @@ def request_files(p: Path, req: dict) -> tuple[Path, Path]:
 def replay(request_path, options, *, gate_factory=None) -> tuple[dict, str]:
     """Re-run the request's kernel on its case with its seeds; (result JSON, table text).
     ``options`` is a GateOptions; its seeds are replaced by the recorded ones."""
-    from kernel_forge.app.evaluate import default_gate
+    from kernel_forge.ci.evaluate import check_gate_settings, default_gate
     from kernel_forge.reports.evaluation_text import eval_table
 
     p = Path(request_path)
@@ -164,7 +163,7 @@ def replay(request_path, options, *, gate_factory=None) -> tuple[dict, str]:
     options.seed = seeds[0]
     options.fresh_seeds = list(seeds[1:])
     options.extra_draws = len(options.fresh_seeds)
-    option_checks.check_settings(options)
+    check_gate_settings(options)
     preflight.check_kernel(task, cand, file=str(kernel))
     gate = (gate_factory or default_gate)(task, options)
     try:

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
-from kernel_forge.app.init import build_manifest, init_task
+from kernel_forge.authoring.from_kernel import build_manifest, init_task
 from kernel_forge.model.signature import parse_signature
 from kernel_forge.model.task import load_task
 

@@ -1,7 +1,7 @@
 """GPU suite for issue 21: the CUDA witness of a generated task through the real gate, and a task
 without an initial kernel optimised from its first passing translation (H200).
 
-Run alone: ``python -m pytest -q tests/app/test_describe_gpu.py`` (about a minute of GPU time).
+Run alone: ``python -m pytest -q tests/authoring/test_from_description_gpu.py`` (about a minute of GPU time).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
 from kernel_forge.config.describe import DescribeConfig
-from kernel_forge.app.describe import describe_task
+from kernel_forge.authoring.from_description import describe_task
 from kernel_forge.evidence.run_dir import RunDir, validate_file
 
 pytestmark = pytest.mark.gpu
@@ -83,7 +83,7 @@ def test_the_witness_runs_through_the_real_gate_and_agrees_with_the_reference(tm
 
 
 def test_the_real_gate_catches_the_planted_off_by_one_with_both_values(tmp_path):
-    from kernel_forge.app.crosscheck import GateWitness, run_crosscheck
+    from kernel_forge.authoring.crosscheck import GateWitness, run_crosscheck
     from kernel_forge.model.reference_process import sandbox_layers
     from kernel_forge.model.task import load_task
 
