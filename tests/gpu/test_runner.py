@@ -14,7 +14,8 @@ import pytest
 import kernel_forge.gate.gate as gate_mod
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.config.gate import GateOptions
-from kernel_forge.gate.gate import Gate, WorkerError
+from kernel_forge.gate.gate import Gate
+from kernel_forge.gate.worker import WorkerError
 from kernel_forge.model.task import load_task
 from kernel_forge.model.worker_protocol import CALIBRATE, LOAD, RUN, SAMPLE
 
