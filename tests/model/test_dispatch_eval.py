@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernel_forge.gate.diagnosis import diagnose
+from kernel_forge.analysis.diagnosis import diagnose
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.model.dispatch_eval import profile_rule
 from kernel_forge.model.task import load_task
