@@ -148,7 +148,7 @@ class Gate(InTurn):
         compiled while the current one is gated; :meth:`evaluate` takes the results."""
         if self.options.arch is None:
             self.device_info()      # the arch comes from the GPU
-        from kernel_forge.model.dispatch_eval import variants
+        from kernel_forge.model.dispatch_variants import variants
         candidates = variants(candidates)   # a dispatch rule (settings per shape): one compile per setting
         keys = [(cand.name, cand.sha256) for cand in candidates]
         for key in [k for k in self._compiles if k not in set(keys)]:
@@ -200,8 +200,8 @@ class Gate(InTurn):
     # -- evaluation -------------------------------------------------------------------------
     def evaluate(self, candidate: Candidate, *, roles: tuple[str, ...] = ("correctness", "performance"),
                  time_cases: bool = True, kind: str = "candidate", only: set[str] | None = None) -> Evaluation:
-        if candidate.dispatch is not None:   # settings per shape: one evaluation per setting, merged (dispatch_eval.py)
-            from kernel_forge.model.dispatch_eval import evaluate_rule
+        if candidate.dispatch is not None:   # settings per shape: one evaluation per setting, merged (dispatch_rule.py)
+            from kernel_forge.gate.dispatch_rule import evaluate_rule
             return evaluate_rule(self, self.task, candidate, roles=roles, time_cases=time_cases, kind=kind, only=only,
                                  fail_fast=self.options.fail_fast)
         t0 = time.perf_counter()
@@ -423,7 +423,7 @@ class Gate(InTurn):
     def profile(self, candidate: Candidate, cases: list[str]) -> dict:
         """A profiler summary of ``candidate`` on ``cases`` (see :mod:`kernel_forge.gate.gatelike`)."""
         if candidate.dispatch is not None:   # each case profiled with the setting its rule picks
-            from kernel_forge.model.dispatch_eval import profile_rule
+            from kernel_forge.gate.dispatch_rule import profile_rule
             return profile_rule(self, self.task, candidate, cases)
         from kernel_forge.gate.profiler import profile_candidate
         return profile_candidate(self.task, candidate, cases, arch=self.arch, seed=self.options.seed,
