@@ -1,5 +1,5 @@
 """One performance case's diagnosis: its time, its place on the roofline, the bound it implies,
-the kernel's resources and profile there, and what limits it (:mod:`.limits`)."""
+the kernel's resources and profile there, and what limits it (:mod:`.limiter`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -14,7 +14,7 @@ implies, the baselines' and the initial kernel's times, the kernel's resources a
 pipe (or the tensor pipe for 16-bit matrix work and for a TF32 tensor-core kernel of fp32 work) by ncu's ``sm__pipe_*_cycles_active``, or, where
 that was not measured, by the useful FLOP rate against the peak.  A kernel whose intensity lies
 above the ridge point but whose arithmetic pipe is not busy is ``pipe``-bound, and
-:func:`~.limits.name_limit` names what limits it -- shared-memory instruction issue, bank conflicts,
+:func:`~.limiter.name_limit` names what limits it -- shared-memory instruction issue, bank conflicts,
 global-memory latency, the load/store queue, barriers, the issue slots, another math pipe --
 from the warp stalls, the pipe metrics and the instruction mix of its hot loop
 (:mod:`kernel_forge.gpu.instruction_mix`), with the advice for it.  :func:`~.directions.directions` turns the
@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 from kernel_forge.analysis.case_diagnosis import CaseDiagnosis
 from kernel_forge.analysis.diagnosis_text import case_line, us
-from kernel_forge.analysis.limits import PIPE_BUSY_PCT, limit_entry, name_limit, pipe_busy
+from kernel_forge.analysis.limiter import PIPE_BUSY_PCT, limit_entry, name_limit, pipe_busy
 from kernel_forge.analysis.profile_reading import normalise_case
 from kernel_forge.gpu import device_description as dd
 from kernel_forge.gpu import instruction_mix as imix

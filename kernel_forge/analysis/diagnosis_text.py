@@ -3,7 +3,7 @@ resources and occupancy, profiler line and bound, one line each."""
 from __future__ import annotations
 
 from kernel_forge.analysis.case_diagnosis import CaseDiagnosis
-from kernel_forge.analysis.limits import TAIL_IDLE, wave_tail
+from kernel_forge.analysis.limiter import TAIL_IDLE, wave_tail
 from kernel_forge.analysis.profile_reading import stall_text
 
 __all__ = ["case_line", "us"]

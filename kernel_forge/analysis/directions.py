@@ -6,7 +6,7 @@ from __future__ import annotations
 from kernel_forge.analysis.case_diagnosis import CaseDiagnosis
 from kernel_forge.analysis.diagnosis import Diagnosis
 from kernel_forge.analysis.diagnosis_text import us
-from kernel_forge.analysis.limits import FEW_FFMA_PER_LDS, TAIL_IDLE, wave_tail
+from kernel_forge.analysis.limiter import FEW_FFMA_PER_LDS, TAIL_IDLE, wave_tail
 from kernel_forge.gpu import instruction_mix as imix
 
 __all__ = ["direction_items", "directions", "headroom", "register_blocked"]
