@@ -8,6 +8,12 @@ candidate runs; they are sent to the worker once per (case, seed), compared on t
 random sample of elements chosen after each run is re-checked here.  A hang is killed and
 reported as ``timeout``; a sticky CUDA error ends that worker and the next request gets a fresh
 one.  Candidate faults never raise past :meth:`Gate.evaluate`.
+
+:class:`Gate` runs the cases and draws of an evaluation; what each part decides lives beside it:
+the rules and the compile (:mod:`.prepare`), the worker process (:mod:`.worker`), the verdicts
+(:mod:`.checks`), the elements re-checked (:mod:`.sampling`), a case's rates (:mod:`.throughput`),
+side-by-side rounds (:mod:`.retime`), a CUDA reference (:mod:`.cuda_reference`) and dispatch
+rules (:mod:`.dispatch_rule`).
 """
 from __future__ import annotations
 
