@@ -27,7 +27,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from kernel_forge.model.candidate import load_candidate
-    from kernel_forge.gate.diagnosis import diagnose, directions
+    from kernel_forge.analysis.diagnosis import diagnose
+    from kernel_forge.analysis.directions import directions
     from kernel_forge.config.gate import GateOptions
     from kernel_forge.gate.gate import Gate
     from kernel_forge.patterns import by_name

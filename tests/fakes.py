@@ -14,7 +14,7 @@ comments in the candidate source, so a test states what each candidate "does" ne
     // fake-opt@large: BLOCK=1024   the optimum on case ``large`` only (settings per shape)
 
 A candidate with a dispatch rule is split and merged as the real gate does it
-(:func:`kernel_forge.model.dispatch_eval.evaluate_rule`); ``evaluate(..., only=...)`` runs only those cases.
+(:func:`kernel_forge.gate.dispatch_rule.evaluate_rule`); ``evaluate(..., only=...)`` runs only those cases.
 
 A source without ``// fake:`` passes at :data:`DEFAULT_US` (the task's initial kernel).  Every
 case result looks like the real gate's: seeds, per-output checks, a resolved launch, timing
@@ -190,7 +190,7 @@ class ScriptedGate(InTurn):
 
     def _evaluate(self, cand: Candidate, roles, *, kind: str = "candidate", only=None) -> Evaluation:
         if cand.dispatch is not None:   # settings per shape: split and merged as the real gate does
-            from kernel_forge.model.dispatch_eval import evaluate_rule
+            from kernel_forge.gate.dispatch_rule import evaluate_rule
             return evaluate_rule(self, self.task, cand, roles=roles, kind=kind, only=only)
         reason, _ = self.script(cand.source)
         t_us = self.time_us(cand)

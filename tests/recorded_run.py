@@ -7,7 +7,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from kernel_forge.gate.diagnosis import diagnose
+from kernel_forge.analysis.diagnosis import diagnose
 from kernel_forge.search.prompts import PromptAttempt
 from kernel_forge.model.task import load_task
 

@@ -1,11 +1,12 @@
 """The package's layers: every module lives in a layer folder, imports only its own layer and
 the layers below it, the import graph has no circle, and no chain of module-level imports is
 longer than ten modules.  Lazy imports (inside functions) and TYPE_CHECKING imports count too.
+Only kernel_forge/gpu/ imports a CUDA module (CuPy, cuda.bindings, cuda.core, CUPTI), lazily or not.
 
 The order, lowest first (README, "Architecture"):
 
-    common < config < model, patterns < kinds < gpu < gate < evidence < archive < proposers < reports < search
-        < authoring < ci < app
+    common < config < model, patterns < kinds < gpu < analysis < gate < evidence < archive < proposers < reports
+        < search < authoring < ci < app
 
 plus the package root (``__version__`` only, importable from anywhere) and the entry point above
 everything.
@@ -19,8 +20,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "kernel_forge"
 
-LAYERS = {"common": 0, "config": 1, "model": 2, "patterns": 2, "kinds": 2.5, "gpu": 3, "gate": 4, "evidence": 5, "archive": 6,
-          "proposers": 7, "reports": 8, "search": 9, "authoring": 9.4, "ci": 9.7, "app": 10}
+LAYERS = {"common": 0, "config": 1, "model": 2, "patterns": 2, "kinds": 2.5, "gpu": 3, "analysis": 3.5, "gate": 4, "evidence": 5,
+          "archive": 6, "proposers": 7, "reports": 8, "search": 9, "authoring": 9.4, "ci": 9.7, "app": 10}
 TOP = {"kernel_forge": -1, "kernel_forge.__main__": 11, "kernel_forge.entry": 11}
 MAX_CHAIN = 10
 
@@ -156,6 +157,30 @@ def guarded_own_imports(sources: dict[str, tuple[str, bool]]) -> list[str]:
     return out
 
 
+#: the CUDA modules: only kernel_forge/gpu/ imports them (README, "How it is put together")
+CUDA_MODULES = ("cupy", "cuda", "cupti")
+
+
+def cuda_imports(sources: dict[str, tuple[str, bool]]) -> list[str]:
+    """``module:line imports NAME`` for every import of a CUDA module (CuPy, the CUDA bindings,
+    cuda.core, CUPTI) outside kernel_forge/gpu/, at module level or inside a function."""
+    out = []
+    for m, (src, _) in sources.items():
+        if m == "kernel_forge.gpu" or m.startswith("kernel_forge.gpu."):
+            continue
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] in CUDA_MODULES:
+                    out.append(f"{m}:{node.lineno} imports {name}")
+    return sorted(out)
+
+
 @pytest.fixture(scope="module")
 def package():
     sources = package_sources()
@@ -227,3 +252,18 @@ def test_a_planted_second_file_name_is_found():
     paths = [PACKAGE / "authoring" / "validate.py", PACKAGE / "ci" / "validate.py", PACKAGE / "app" / "__init__.py",
              PACKAGE / "ci" / "__init__.py"]
     assert names_used_twice(paths) == {"validate.py": ["authoring", "ci"]}
+
+
+def test_only_the_gpu_folder_imports_cuda_modules(package):
+    sources, _ = package
+    assert cuda_imports(sources) == []
+
+
+def test_the_cuda_import_check_catches_module_level_and_lazy_imports_outside_gpu():
+    planted = {"kernel_forge.gate.x": ("import cupy\n\ndef f():\n    from cuda.bindings import driver\n"
+                                       "    import cupti.cupti\n    from cuda.core.experimental import Device\n", False),
+               "kernel_forge.gpu.y": ("import cupy\nfrom cuda.bindings import nvrtc\n", False),
+               "kernel_forge.gate.z": ("from kernel_forge.gpu import driver\nimport cupyx_lookalike\n", False)}
+    assert cuda_imports(planted) == ["kernel_forge.gate.x:1 imports cupy", "kernel_forge.gate.x:4 imports cuda.bindings",
+                                     "kernel_forge.gate.x:5 imports cupti.cupti",
+                                     "kernel_forge.gate.x:6 imports cuda.core.experimental"]

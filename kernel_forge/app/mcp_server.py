@@ -281,7 +281,7 @@ class Service:
                     baselines: bool = True, initial: bool = True, settings: dict | None = None) -> dict:
         from kernel_forge.gate import preflight
         from kernel_forge.model.candidate import parse_candidate
-        from kernel_forge.gate.diagnosis import diagnose
+        from kernel_forge.analysis.diagnosis import diagnose
         from kernel_forge.ci.evaluate import run_eval
         from kernel_forge.model.task import load_task
 

@@ -429,7 +429,8 @@ def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str |
 
     best = PromptAttempt(id="initial", source=task.initial.read_text(encoding="utf-8"), passed=True,
                          reason="passed", message="", score_us=None, compile_log=log)
-    from kernel_forge.gate.diagnosis import Diagnosis, direction_items
+    from kernel_forge.analysis.diagnosis import Diagnosis
+    from kernel_forge.analysis.directions import direction_items
 
     pattern = pattern_example(task)
     diag = Diagnosis(notes=[UNMEASURED])

@@ -112,7 +112,7 @@ def _load_task_for(meta: dict):
 def _diagnose(task, ev: dict, initial: dict | None, baselines: dict, env: dict) -> dict | None:
     if task is None:
         return None
-    from kernel_forge.gate.diagnosis import diagnose
+    from kernel_forge.analysis.diagnosis import diagnose
     try:
         return diagnose(task, ev, initial=initial, baselines=baselines, device=env.get("device"),
                         calibration=env.get("calibration"), profile=None).to_json()

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernel_forge.model.task import Task
-from kernel_forge.model.tolerance import OutputCheck, element_checks, stored_value
+from kernel_forge.gate.throughput import fill_throughput
+from kernel_forge.model.task import Case, Task
+from kernel_forge.model.tolerance import OutputCheck, compare, element_checks, stored_value
+from kernel_forge.model.verdict import CaseResult
 from kernel_forge.model.worker_protocol import AFTER_TIMING, FIRST, REPEAT, Failure, ModuleFacts, Observation, ResolvedLaunch, SampleValues, StageObservation
 
 
@@ -375,3 +377,27 @@ def judge(obs: Observation, ctx: RunContext) -> Finding | None:
         if found:
             return found
     return None
+
+
+def judge_draw(task: Task, case: Case, obs: Observation, ctx: RunContext, res: CaseResult,
+                 calibrate: Callable[[], dict]) -> Finding | None:
+    """The verdict of one input draw (:func:`judge`; None: it passed), after the CPU comparison
+    where the worker sent values back; ``res`` gets the outputs shown and, for a time that counts,
+    the timing and its rates.  ``calibrate`` is asked only where a rate or the plausibility check
+    needs the device's peaks."""
+    for stage in obs.stages:               # the CPU fallback: the worker sent the values
+        if stage.arrays is not None and not stage.outputs and not stage.same_as:
+            stage.outputs = [compare(a.name, stage.arrays[a.name], ctx.expected[a.name], a.param.dtype,
+                                     task.tolerance_for(a)) for a in task.outputs]
+    if obs.timing is not None:
+        ctx.flops, ctx.bytes = task.cost(case)
+        if ctx.plausibility:
+            ctx.calibration = calibrate()
+    finding = judge(obs, ctx)
+    shown = obs.stage(finding.stage) if finding and finding.stage else obs.stage(FIRST)
+    if shown is not None:
+        res.outputs = [c.to_json() for c in outputs_of(obs, shown)]
+    if obs.timing is not None and (finding is None or finding.reason == "implausible"):
+        res.timing = obs.timing
+        fill_throughput(task, case, res, calibrate)
+    return finding

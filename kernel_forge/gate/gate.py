@@ -8,156 +8,42 @@ candidate runs; they are sent to the worker once per (case, seed), compared on t
 random sample of elements chosen after each run is re-checked here.  A hang is killed and
 reported as ``timeout``; a sticky CUDA error ends that worker and the next request gets a fresh
 one.  Candidate faults never raise past :meth:`Gate.evaluate`.
+
+:class:`Gate` runs the cases and draws of an evaluation; what each part decides lives beside it:
+the rules and the compile (:mod:`.prepare`), the worker process (:mod:`.worker`), the verdicts
+(:mod:`.checks`), the elements re-checked (:mod:`.sampling`), a case's rates (:mod:`.throughput`),
+side-by-side rounds (:mod:`.retime`), a CUDA reference (:mod:`.cuda_reference`) and dispatch
+rules (:mod:`.dispatch_rule`).
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import random
-import sys
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
-from kernel_forge.common import compiled_rules, static_rules
+from kernel_forge.common import static_rules
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.model.candidate import Candidate
-from kernel_forge.common.child_process import stop_child
 from kernel_forge.gate.gatelike import InTurn
-from kernel_forge.gate.checks import Finding, LoadContext, RunContext, before_launch, failure_finding, judge, outputs_of
+from kernel_forge.gate.cuda_reference import reference_run
+from kernel_forge.gate.checks import Finding, LoadContext, RunContext, before_launch, judge_draw
+from kernel_forge.gate.prepare import check_candidate, compile_candidate
 from kernel_forge.gate.preflight import KernelRefused
+from kernel_forge.gate.retime import pooled_evaluation
+from kernel_forge.gate.sampling import sample_indices
+from kernel_forge.gate.throughput import fill_throughput
+from kernel_forge.gate.worker import Worker, WorkerError
 from kernel_forge.common.errors import CandidateError, CompileError, EnvironmentProblem, KForgeError, NoGPUError, ReferenceError_, SignatureError
 from kernel_forge.model.references import check_finite
 from kernel_forge.model.reference_process import reference_outputs
 from kernel_forge.model.resources import case_resources
-from kernel_forge.model.signature import check_matches, find_entry
-from kernel_forge.common.stats import geomean, summarize
+from kernel_forge.common.stats import geomean
 from kernel_forge.model.task import Case, Task
 from kernel_forge.model.verdict import CaseResult, Evaluation
-from kernel_forge.model.tolerance import compare
-from kernel_forge.model.worker_protocol import CALIBRATE, ERROR, EXIT, EXPECTED, FATAL, FIRST, LOAD, NEED, OK, PROGRESS, RUN, SAMPLE, Expected, Failure, KernelSpec, Load, ModuleFacts, Observation, Ready, ResolvedLaunch, Run, RunPlan, Sample, resolve_launch
-
-
-_START_LOCK = threading.Lock()
-
-
-def start_without_main(proc) -> None:
-    """``proc.start()`` for a spawned process that needs nothing from the parent's ``__main__``.
-
-    ``spawn`` re-runs the parent's main script (or main module) in the child before the target,
-    so that pickled objects defined there resolve.  The gate's worker needs none of it, and
-    re-running it breaks in three ways a user embedding kforge meets: a script read from stdin
-    (``python - <<EOF``: the child looks for a file named ``<stdin>`` and dies with
-    FileNotFoundError), a main script without an ``if __name__ == "__main__":`` guard (the child
-    starts a worker of its own while bootstrapping, and dies), and a slow or side-effecting main
-    module (run again in every worker).  So ``__main__``'s ``__file__`` and ``__spec__`` are
-    hidden while the process starts (spawn reads them only then), under a lock, and put back."""
-    main = sys.modules.get("__main__")
-    if main is None:
-        proc.start()
-        return
-    with _START_LOCK:
-        saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
-        try:
-            main.__dict__.pop("__file__", None)
-            main.__dict__["__spec__"] = None
-            proc.start()
-        finally:
-            main.__dict__.pop("__spec__", None)
-            main.__dict__.update(saved)
-
-
-class WorkerError(Exception):
-    """No usable answer from the worker: it hung, died, or reported a :class:`Failure`."""
-
-    def __init__(self, reason: str, message: str, code: str = "", sticky: bool = False,
-                 failure: Failure | None = None):
-        super().__init__(message)
-        self.reason, self.message, self.code, self.sticky = reason, message, code, sticky
-        self.failure = failure
-
-    @classmethod
-    def of(cls, failure: Failure) -> "WorkerError":
-        found = failure_finding(failure)
-        return cls(found.reason, found.message, failure.code, failure.sticky, failure)
-
-
-class Worker:
-    """A spawned worker process running :func:`kernel_forge.gpu.runner.worker_main`."""
-
-    def __init__(self, task_path: Path, device: int = 0, start_timeout: float = 120.0, resident_bytes: int = 0):
-        from kernel_forge.gpu.runner import worker_main
-
-        ctx = mp.get_context("spawn")
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=worker_main, args=(child, str(task_path), device, resident_bytes),
-                                daemon=True)
-        start_without_main(self.proc)
-        child.close()
-        kind, payload = self._recv(start_timeout, "starting the GPU worker")
-        if kind == FATAL:
-            self.close()
-            if payload.get("exit_code") == 3 or payload["type"] in ("NoGPUError", "EnvironmentProblem"):
-                raise EnvironmentProblem(payload["message"])
-            raise KForgeError(f"the GPU worker could not start: {payload['type']}: {payload['message']}")
-        ready: Ready = payload
-        self.device = ready.device
-        self.pid = ready.pid
-        self.clock = ready.clock
-        self.resident_bytes = ready.resident_bytes
-        self.clock_offset = ready.clock_offset
-        self.flush = getattr(ready, "flush", "")
-
-    def _recv(self, timeout: float, what: str):
-        if not self.conn.poll(timeout):
-            raise WorkerError("timeout", f"no answer after {timeout:.1f} s while {what}")
-        try:
-            return self.conn.recv()
-        except (EOFError, OSError):
-            self.proc.join(1)
-            raise WorkerError("worker_died", f"the worker exited (code {self.proc.exitcode}) while {what}") from None
-
-    @property
-    def alive(self) -> bool:
-        return self.proc.is_alive()
-
-    def request(self, op: str, payload, *, first_timeout: float, rest_timeout: float, what: str,
-                launch_timeout: float | None = None, on_need=None):
-        """Send a request and wait for its answer: ``first_timeout`` for the set-up (inputs, upload,
-        module load), ``launch_timeout`` once the worker says the first checked launch started, then
-        ``rest_timeout`` (or 20x the first launch's time per remaining launch) for the rest.  A
-        ``need`` for expected outputs is answered with ``on_need(need)``."""
-        try:
-            self.conn.send((op, payload))
-        except (BrokenPipeError, OSError):
-            raise WorkerError("worker_died", "the worker is gone") from None
-        timeout = first_timeout
-        while True:
-            kind, body = self._recv(timeout, what)
-            if kind == PROGRESS:
-                if body.stage == "launch":      # the first checked launch starts now
-                    timeout = launch_timeout if launch_timeout is not None else first_timeout
-                else:                           # it finished: allow the rest its share
-                    timeout = max(rest_timeout, 20 * body.first_launch_s * 150)
-                continue
-            if kind == NEED:
-                answer = on_need(body) if on_need else Expected(body.case, body.seed, None)
-                try:
-                    self.conn.send((EXPECTED, answer))
-                except (BrokenPipeError, OSError):
-                    raise WorkerError("worker_died", "the worker is gone") from None
-                continue
-            if kind == OK:
-                return body
-            if kind == ERROR:
-                raise WorkerError.of(body)
-            raise WorkerError("harness_error", f"unexpected answer {kind!r} while {what}")
-
-    def close(self, kill: bool = False) -> None:
-        stop_child(self.proc, self.conn, (EXIT, None), kill=kill)
+from kernel_forge.model.worker_protocol import CALIBRATE, LOAD, RUN, SAMPLE, Expected, KernelSpec, Load, ModuleFacts, Observation, ResolvedLaunch, Run, RunPlan, Sample, resolve_launch
 
 
 def _add(cost: dict, key: str, seconds: float) -> None:
@@ -259,43 +145,16 @@ class Gate(InTurn):
 
     # -- preparation (no GPU) ----------------------------------------------------------------
     def prepare(self, candidate: Candidate) -> tuple[KernelSpec, dict]:
-        """Static rules, signature, launch and compile. Raises KForgeError subclasses."""
-        from kernel_forge.gpu.nvrtc import compile_source
-
-        findings = static_rules.check(candidate.source)
-        if findings:
-            raise CandidateError("; ".join(str(f) for f in findings[:3]), file=candidate.name)
-        found = find_entry(candidate.source, self.task.signature.name)
-        if found is None:
-            raise SignatureError(f'{candidate.name}: no `extern "C" __global__ void {self.task.signature.name}(...)` '
-                                 "definition found",
-                                 hint=f"the entry point must be: {self.task.signature.text}")
-        sig, line = found
-        try:
-            check_matches(self.task.signature, sig)
-        except SignatureError as exc:
-            raise SignatureError(f"{candidate.name}:{line}: {exc.message}") from None
-        launch = candidate.launch or self.task.launch
-        if launch is None:
-            raise CandidateError("no launch configuration: the manifest has no \"launch\" and the kernel no "
-                                 "`// kforge: grid = [...]` / `block = [...]` header", file=candidate.name)
-        label = Path(candidate.name).name if candidate.name.endswith(".cu") else "kernel.cu"
-        result = compile_source(candidate.source, arch=self.arch, defines=candidate.compile_defines(), file_label=label,
-                                headers=self.task.header_sources())
-        findings = compiled_rules.check(result.ptx, file_label=label)     # what the program does, however spelled
-        if findings:
-            raise KernelRefused("static_rule", "; ".join(str(f) for f in findings[:3]), file=candidate.name,
-                                line=findings[0].line)
-        spec = KernelSpec(kind="cuda", label=candidate.name, cubin=result.cubin,
-                          entry=self.task.signature.name, launch=launch, defines=candidate.compile_defines())
-        return spec, result.to_json()
+        """Static rules, signature, launch and compile (:mod:`.prepare`). Raises KForgeError subclasses."""
+        launch = check_candidate(self.task, candidate)
+        return compile_candidate(self.task, candidate, launch, self.arch)
 
     def precompile(self, candidates: list[Candidate]) -> None:
         """Start compiling ``candidates`` in the background, in order, so that the next ones are
         compiled while the current one is gated; :meth:`evaluate` takes the results."""
         if self.options.arch is None:
             self.device_info()      # the arch comes from the GPU
-        from kernel_forge.model.dispatch_eval import variants
+        from kernel_forge.model.dispatch_variants import variants
         candidates = variants(candidates)   # a dispatch rule (settings per shape): one compile per setting
         keys = [(cand.name, cand.sha256) for cand in candidates]
         for key in [k for k in self._compiles if k not in set(keys)]:
@@ -327,7 +186,6 @@ class Gate(InTurn):
 
     def _cuda_reference(self, case: Case, seed: int) -> dict[str, np.ndarray]:
         from kernel_forge.model.candidate import load_candidate
-        from kernel_forge.common.dtypes import to_float
 
         ref = load_candidate(self.task.reference.path)
         try:
@@ -337,30 +195,19 @@ class Gate(InTurn):
             raise ReferenceError_(f"the CUDA reference {self.task.reference.path} is unusable: {exc}") from None
         if self._ref_worker is None or not self._ref_worker.alive:
             self._ref_worker = Worker(self.task.path, self.options.device)
-        w = self._ref_worker
-        timeouts = dict(first_timeout=max(60, self.options.launch_timeout_s), rest_timeout=60,
-                        what="running the CUDA reference")
         try:
-            w.request(LOAD, Load(spec, [launch]), **timeouts)
-            plan = RunPlan(case=case.name, seed=seed, launch=launch, repeat=False, time=False, compare="cpu",
-                           keep=False)
-            obs: Observation = w.request(RUN, Run(spec, plan), **timeouts)
+            return reference_run(self._ref_worker, self.task, spec, case, seed, launch,
+                                 max(60, self.options.launch_timeout_s))
         except WorkerError as exc:
             self._ref_worker.close(kill=True)
             self._ref_worker = None
             raise ReferenceError_(f"the CUDA reference failed on case {case.name!r}: {exc.reason}: {exc.message}") from None
-        stage = obs.stage(FIRST)
-        out = {}
-        for arg in self.task.outputs:
-            values = stage.arrays[arg.name]
-            out[arg.name] = to_float(values, arg.param.dtype) if arg.param.dtype.name == "bfloat16" else values
-        return out
 
     # -- evaluation -------------------------------------------------------------------------
     def evaluate(self, candidate: Candidate, *, roles: tuple[str, ...] = ("correctness", "performance"),
                  time_cases: bool = True, kind: str = "candidate", only: set[str] | None = None) -> Evaluation:
-        if candidate.dispatch is not None:   # settings per shape: one evaluation per setting, merged (dispatch_eval.py)
-            from kernel_forge.model.dispatch_eval import evaluate_rule
+        if candidate.dispatch is not None:   # settings per shape: one evaluation per setting, merged (dispatch_rule.py)
+            from kernel_forge.gate.dispatch_rule import evaluate_rule
             return evaluate_rule(self, self.task, candidate, roles=roles, time_cases=time_cases, kind=kind, only=only,
                                  fail_fast=self.options.fail_fast)
         t0 = time.perf_counter()
@@ -381,23 +228,11 @@ class Gate(InTurn):
         else:
             self._run_cases(spec, ev, roles, time_cases, only, cost)
             if ev.passed and self.options.sanitize and kind == "candidate":
-                self._sanitize(candidate, ev)
+                from kernel_forge.gate.sanitizer import sanitize
+                sanitize(self.task, candidate, spec, ev, seed=self.options.seed)
         ev.seconds = time.perf_counter() - t0
         ev.cost = _rounded(cost)
         return ev
-
-    def _sanitize(self, candidate: Candidate, ev: Evaluation) -> None:
-        from kernel_forge.gate.sanitizer import run_sanitizer
-
-        results = run_sanitizer(self.task, candidate, seed=self.options.seed, arch=self.options.arch)
-        ev.compile = dict(ev.compile or {})
-        ev.compile["sanitizer"] = [{"tool": r.tool, "ok": r.ok, "message": r.message, "seconds": round(r.seconds, 2)}
-                                   for r in results]
-        bad = [r for r in results if not r.ok]
-        if bad:
-            ev.passed, ev.reason = False, "sanitizer"
-            ev.message = f"compute-sanitizer {bad[0].tool}: {bad[0].message}"
-            ev.score_us = None
 
     def retime(self, candidates: list[Candidate], rounds: int = 2, *,
                check_after_timing: bool = True) -> list[Evaluation]:
@@ -415,19 +250,7 @@ class Gate(InTurn):
                     runs[i].append(self.evaluate(cand, roles=("performance",)))
         finally:
             self.options = saved
-        out = []
-        for evs in runs:
-            first = evs[0]
-            if not all(e.passed for e in evs):
-                out.append(next(e for e in evs if not e.passed))
-                continue
-            for case in first.cases:
-                samples = [s for e in evs for s in e.case(case.name).timing.samples_us]
-                case.timing = _pooled(case.timing, [e.case(case.name).timing for e in evs], samples)
-                self._throughput(self.task.case(case.name), case)
-            first.score_us = geomean([c.timing.median for c in first.cases])
-            out.append(first)
-        return out
+        return [pooled_evaluation(evs, lambda case: self._throughput(self.task.case(case.name), case)) for evs in runs]
 
     def evaluate_baseline(self, name: str, *, roles=("performance",)) -> Evaluation:
         """Time (and verify) a vendor baseline exactly like a candidate."""
@@ -588,7 +411,7 @@ class Gate(InTurn):
                          shapes={a.name: self.task.shape(a, case) for a in self.task.outputs})
         t2 = time.perf_counter()
         if any(s.kept for s in obs.stages):
-            ctx.sample_indices = self._sample_indices(obs, ctx.shapes)
+            ctx.sample_indices = sample_indices(obs, ctx.shapes, self._rng.getrandbits(63), self.options.sample_size)
             try:
                 ctx.sample = self._request(SAMPLE, Sample(ctx.sample_indices), what=f"sampling case {case.name}")
             except WorkerError as exc:
@@ -596,63 +419,17 @@ class Gate(InTurn):
                 return Finding(exc.reason, exc.message), obs
             _add(cost, "sample_s", time.perf_counter() - t2)
         t3 = time.perf_counter()
-        for stage in obs.stages:               # the CPU fallback: the worker sent the values
-            if stage.arrays is not None and not stage.outputs and not stage.same_as:
-                stage.outputs = [compare(a.name, stage.arrays[a.name], expected[a.name], a.param.dtype,
-                                         self.task.tolerance_for(a)) for a in self.task.outputs]
-        if obs.timing is not None:
-            ctx.flops, ctx.bytes = self.task.cost(case)
-            if self.options.plausibility:
-                ctx.calibration = self.calibrate()
-        finding = judge(obs, ctx)
-        shown = obs.stage(finding.stage) if finding and finding.stage else obs.stage(FIRST)
-        if shown is not None:
-            res.outputs = [c.to_json() for c in outputs_of(obs, shown)]
-        if obs.timing is not None and (finding is None or finding.reason == "implausible"):
-            res.timing = obs.timing
-            self._throughput(case, res)
+        finding = judge_draw(self.task, case, obs, ctx, res, self.calibrate)
         _add(cost, "checks_s", time.perf_counter() - t3)
         return finding, obs
 
-    def _sample_indices(self, obs: Observation, shapes: dict[str, tuple[int, ...]]) -> dict[str, dict[str, np.ndarray]]:
-        """Element indices to re-check, drawn now (after the run): uniform ones plus every element the
-        summary names as a mismatch."""
-        rng = np.random.default_rng(self._rng.getrandbits(63))
-        out: dict[str, dict[str, np.ndarray]] = {}
-        for stage in obs.stages:
-            if not stage.kept:
-                continue
-            out[stage.stage] = {}
-            for chk in stage.outputs:
-                if chk.total <= 0 or chk.shape_error:
-                    continue
-                picks = rng.integers(0, chk.total, size=min(chk.total, self.options.sample_size))
-                shape = shapes[chk.name]
-                named = [np.ravel_multi_index(tuple(f["index"]), shape) for f in chk.first
-                         if len(f["index"]) == len(shape) and all(0 <= i < n for i, n in zip(f["index"], shape))]
-                out[stage.stage][chk.name] = np.unique(np.concatenate([picks, np.asarray(named, dtype=np.int64)]))
-        return out
-
     def _throughput(self, case: Case, res: CaseResult) -> None:
-        flops, nbytes = self.task.cost(case)
-        res.flops, res.bytes = flops, nbytes
-        secs = res.timing.median * 1e-6
-        if secs <= 0:
-            return
-        cal = self.calibrate()
-        if nbytes is not None:
-            res.gbps = nbytes / secs / 1e9
-            if cal.get("bandwidth"):
-                res.pct_peak_bw = 100.0 * nbytes / secs / cal["bandwidth"]
-        if flops is not None:
-            res.tflops = flops / secs / 1e12
-            if cal.get("fp32_peak"):
-                res.pct_peak_flops = 100.0 * flops / secs / cal["fp32_peak"]
+        fill_throughput(self.task, case, res, self.calibrate)
 
     def profile(self, candidate: Candidate, cases: list[str]) -> dict:
         """A profiler summary of ``candidate`` on ``cases`` (see :mod:`kernel_forge.gate.gatelike`)."""
         if candidate.dispatch is not None:   # each case profiled with the setting its rule picks
-            from kernel_forge.model.dispatch_eval import profile_rule
+            from kernel_forge.gate.dispatch_rule import profile_rule
             return profile_rule(self, self.task, candidate, cases)
         from kernel_forge.gate.profiler import profile_candidate
         return profile_candidate(self.task, candidate, cases, arch=self.arch, seed=self.options.seed,
@@ -662,19 +439,6 @@ class Gate(InTurn):
         """Probe the driver here, then start the worker (raises NoGPUError if there is no GPU)."""
         probe_gpu()
         self.worker()
-
-
-def _pooled(first, timings, samples):
-    """One Timing of pooled samples, keeping the method, the pooled event estimate and each
-    round's median (``round_medians``: what :func:`~kernel_forge.common.stats.median_uncertainty`
-    reads, with the pooled samples, as the uncertainty of the median)."""
-    events = None
-    if first.events is not None and all(t.events and t.events.get("samples_us") for t in timings):
-        ev_samples = [s for t in timings for s in t.events["samples_us"]]
-        e = summarize(ev_samples)
-        events = {"median": e.median, "p10": e.p10, "p90": e.p90, "cv": e.cv, "samples_us": list(e.samples_us)}
-    return summarize(samples, flushed=first.flushed, method=first.method, events=events or first.events,
-                     clock_offset_us=first.clock_offset_us, round_medians=[t.median for t in timings])
 
 
 def _rounded(cost: dict) -> dict:
@@ -701,4 +465,4 @@ def probe_gpu() -> None:
     driver.probe()
 
 
-__all__ = ["Gate", "GateOptions", "Worker", "WorkerError", "NoGPUError", "probe_gpu"]
+__all__ = ["Gate", "GateOptions", "NoGPUError", "open_gate", "probe_gpu"]

@@ -6,7 +6,7 @@ the gate draws first.  ncu runs with ``--clock-control none`` (the clocks the ga
 ``--cache-control all`` (caches flushed before every profiled pass, as the gate's cold L2),
 ``--target-processes all``, ``-k regex:^ENTRY$`` and ``-c N`` (the launches the child makes), and
 prints ``--csv --page raw``; :func:`parse_csv` reads that and :func:`summarise_row` keeps what the
-diagnosis shows: DRAM, L2 and SM throughput as % of peak, achieved and theoretical occupancy, the
+diagnosis (:mod:`kernel_forge.analysis`) shows: DRAM, L2 and SM throughput as % of peak, achieved and theoretical occupancy, the
 occupancy limits, the top warp-stall reasons, and the metrics that tell the pipes apart
 (:data:`PIPE_METRICS`: FMA and tensor pipe use, LSU, MIO and issue-slot use, shared-memory
 wavefronts and bank conflicts, L1/L2 hit rates).  The pipe metrics are asked for only where
@@ -209,32 +209,6 @@ def summarise_row(row: dict, top: int = 5) -> dict:
         **{k: _num(row, metric) for k, metric in PIPE_FIELDS.items()},
         "metrics_missing": [m for m in PIPE_METRICS if _num(row, m) is None],
     }
-
-
-def normalise_case(summary: dict | None) -> dict | None:
-    """A case's profile summary in :func:`summarise_row`'s shape, whatever wrote it: stalls given
-    as plain names become ``{"reason", "share": None}``; an ``achieved_occupancy`` fraction
-    becomes ``achieved_occupancy_pct``."""
-    if not summary:
-        return None
-    out = dict(summary)
-    if out.get("achieved_occupancy_pct") is None and isinstance(out.get("achieved_occupancy"), (int, float)):
-        occ = float(out["achieved_occupancy"])
-        out["achieved_occupancy_pct"] = occ * 100.0 if occ <= 1.0 else occ
-    stalls = []
-    for s in out.get("stalls") or []:
-        if isinstance(s, str):
-            stalls.append({"reason": s, "share": None})
-        elif isinstance(s, dict) and s.get("reason"):
-            stalls.append(s)
-    out["stalls"] = stalls
-    return out
-
-
-def stall_text(stalls: list[dict], top: int = 4) -> str:
-    """``long_scoreboard 51%, barrier 17%`` (a stall without a share is named alone)."""
-    return ", ".join(s["reason"] + (f" {100 * s['share']:.0f}%" if isinstance(s.get("share"), (int, float)) else "")
-                     for s in stalls[:top])
 
 
 def _dims(text) -> list[int] | None:

@@ -1,7 +1,8 @@
 """``--sanitize``: run a candidate under NVIDIA compute-sanitizer before it can be accepted.
 
-The candidate runs one checked launch of the task's smallest correctness case in a child
-process started by ``compute-sanitizer`` (memcheck always; racecheck when the kernel uses shared
+The candidate's CUBIN (the one the gate compiled and ran) runs one checked launch of the task's
+smallest correctness case in a child process (:mod:`kernel_forge.gpu.sanitize_child`) started by
+``compute-sanitizer`` (memcheck always; racecheck when the kernel uses shared
 memory; synccheck when it uses barriers; initcheck always).  CuPy's memory pool is turned off
 in the child so out-of-bounds accesses are not hidden inside a larger pooled allocation.  A
 finding rejects the candidate with the tool's own message.
@@ -18,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel_forge.common.errors import EnvironmentProblem
-from kernel_forge.common.writes import write_text
+from kernel_forge.common.writes import write_file, write_text
+from kernel_forge.model.verdict import Evaluation
+from kernel_forge.model.worker_protocol import KernelSpec, resolve_launch
 
 FLAGS = ["--report-api-errors", "no", "--error-exitcode", "99", "--print-limit", "20"]
 
@@ -62,24 +65,27 @@ def smallest_case(task):
     return min(cases, key=lambda c: case_size(task, c))
 
 
-def run_sanitizer(task, candidate, *, seed: int = 0, timeout_s: float = 300.0, arch: str | None = None,
+def run_sanitizer(task, candidate, spec: KernelSpec, *, seed: int = 0, timeout_s: float = 300.0,
                   tools: list[str] | None = None) -> list[SanitizerResult]:
-    """Run each tool on the candidate; returns one result per tool (stops at the first finding)."""
+    """Run each tool on the candidate's compiled ``spec`` (the CUBIN the gate ran); returns one
+    result per tool (stops at the first finding)."""
     import time
 
     exe = find_sanitizer()
     case = smallest_case(task)
+    launch = resolve_launch(spec.launch, case.vars, spec.defines)
     results = []
     with tempfile.TemporaryDirectory(prefix="kforge-sanitize-") as tmp:
         job = Path(tmp) / "job.json"
-        kernel = Path(tmp) / "candidate.cu"
-        write_text(kernel, candidate.render())
-        write_text(job, json.dumps({"manifest": str(task.path), "kernel": str(kernel), "case": case.name,
-                                   "seed": seed, "arch": arch}))
+        cubin = Path(tmp) / "candidate.cubin"
+        write_file(cubin, spec.cubin)
+        write_text(job, json.dumps({"manifest": str(task.path), "cubin": str(cubin), "entry": spec.entry,
+                                   "label": spec.label, "launch": launch.to_json(), "case": case.name,
+                                   "seed": seed}))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
         for tool in tools or tools_for(candidate.source):
-            cmd = [exe, "--tool", tool, *FLAGS, sys.executable, "-m", "kernel_forge.gate.sanitize_child", str(job)]
+            cmd = [exe, "--tool", tool, *FLAGS, sys.executable, "-m", "kernel_forge.gpu.sanitize_child", str(job)]
             t0 = time.perf_counter()
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
@@ -100,3 +106,17 @@ def run_sanitizer(task, candidate, *, seed: int = 0, timeout_s: float = 300.0, a
             if not ok:
                 break
     return results
+
+
+def sanitize(task, candidate, spec: KernelSpec, ev: Evaluation, *, seed: int = 0) -> None:
+    """``--sanitize`` on a candidate that passed: the tools' results in ``ev.compile["sanitizer"]``,
+    and the first finding fails it (reason ``sanitizer``)."""
+    results = run_sanitizer(task, candidate, spec, seed=seed)
+    ev.compile = dict(ev.compile or {})
+    ev.compile["sanitizer"] = [{"tool": r.tool, "ok": r.ok, "message": r.message, "seconds": round(r.seconds, 2)}
+                               for r in results]
+    bad = [r for r in results if not r.ok]
+    if bad:
+        ev.passed, ev.reason = False, "sanitizer"
+        ev.message = f"compute-sanitizer {bad[0].tool}: {bad[0].message}"
+        ev.score_us = None

@@ -87,6 +87,13 @@ def fingerprint_many(arrays, key: int, stream, *, masked_with: int | None = None
         return [int(v) for v in out.get(stream=stream)]
 
 
+def fingerprint_named(arrays: dict[str, object], key: int, stream, *,
+                      masked_with: int | None = None) -> dict[str, int]:
+    """:func:`fingerprint_many` of named arrays: name -> fingerprint, in the arrays' order."""
+    names = list(arrays)
+    return dict(zip(names, fingerprint_many([arrays[n] for n in names], key, stream, masked_with=masked_with)))
+
+
 def host_fingerprint(data: np.ndarray, key: int) -> int:
     """The same fingerprint computed with NumPy (the specification the GPU kernel is tested against)."""
     raw = np.ascontiguousarray(data).view(np.uint8).ravel()

@@ -23,7 +23,7 @@ def run(spec: dict, status: dict) -> None:
     from kernel_forge.model.task import load_task
     from kernel_forge.gpu import driver
     from kernel_forge.gpu.nvrtc import compile_source
-    from kernel_forge.gpu.runner import scalar_arg
+    from kernel_forge.gpu.launch import scalar_arg
 
     task = load_task(spec["manifest"])
     driver.probe()

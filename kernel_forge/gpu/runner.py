@@ -5,246 +5,40 @@ CUDA context exists, owns the context (through CuPy), and answers the requests o
 :mod:`kernel_forge.model.worker_protocol` over a pipe.  It never decides a verdict: every answer is an
 observation (``ModuleFacts``, ``Observation``, ``Failure``) that the gate's checks judge.  A
 sticky CUDA error ends the worker after its answer; the parent starts a fresh one.
+
+:class:`CaseRunner` runs the stages of one run in order; what each part decides lives beside it:
+whose fault a failure is (:mod:`.failure`), the loaded module and the launch (:mod:`.launch`),
+the case's buffers and expected values (:mod:`.case_inputs`), what a stage records
+(:mod:`.case_run`) and the timed launches (:mod:`.timed_launches`).
 """
 from __future__ import annotations
 
 import functools
 import os
 import time
-import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernel_forge.common.dtypes import from_float
-from kernel_forge.common.errors import CudaError
-from kernel_forge.model.inputs import generate
 from kernel_forge.model.task import Task
-from kernel_forge.model.tolerance import OutputCheck, device_expected
-from kernel_forge.model.worker_protocol import AFTER_TIMING, CALIBRATE, ERROR, EXIT, EXPECTED, FATAL, FIRST, LOAD, NEED, OK, PROGRESS, READY, REPEAT, RUN, SAMPLE, Expected, Failure, KernelSpec, Load, ModuleFacts, Need, Observation, Progress, Ready, Run, RunPlan, Sample, SampleValues, StageObservation, first_batch, mid_timing, timing_counts
+from kernel_forge.model.tolerance import OutputCheck
+from kernel_forge.model.worker_protocol import CALIBRATE, ERROR, EXIT, EXPECTED, FATAL, FIRST, LOAD, NEED, OK, PROGRESS, READY, REPEAT, RUN, SAMPLE, Expected, Failure, KernelSpec, Load, ModuleFacts, Need, Observation, Progress, Ready, Run, RunPlan, Sample, SampleValues
 from kernel_forge.gpu import driver, kernel_clock, mask
-from kernel_forge.gpu.fingerprint import fingerprint_many, new_key
+from kernel_forge.gpu.case_inputs import CaseInputs
+from kernel_forge.gpu.case_run import CaseRun, Laps
+from kernel_forge.gpu.failure import CaseFailure, classify
+from kernel_forge.gpu.fingerprint import fingerprint_named, new_key
 from kernel_forge.gpu.flush import L2Flusher
-from kernel_forge.gpu.module_state import HarnessFault, ModuleState
-from kernel_forge.gpu.resident import Block, CaseBuffers, Resident, case_layout, free_room, memset, reset
+from kernel_forge.gpu.launch import LoadedModule, kernel_launch, module_facts, python_launch, sm_limits
+from kernel_forge.gpu.resident import CaseBuffers, Resident, reset
+from kernel_forge.gpu.timed_launches import time_launches
 from kernel_forge.gpu.timing import bench
 from kernel_forge.gpu.scrubbed_pool import ScrubbedPool
 
-__all__ = ["CaseRunner", "KernelSpec", "classify", "worker_main"]
+__all__ = ["CaseRunner", "KernelSpec", "worker_main"]
 
 #: test hook: the GPU comparison reports every output as matching (the sample check must catch it)
 FORGE_ENV = "KFORGE_TEST_FORGE_COMPARE"
-
-
-class CaseFailure(Exception):
-    """An error seen by the worker, carried as the :class:`Failure` it is reported as."""
-
-    def __init__(self, failure: Failure):
-        super().__init__(failure.message)
-        self.failure = failure
-
-
-#: driver calls whose failure is the candidate's (its module, its launch, its kernel's execution);
-#: a non-sticky error of any other call is the harness's own (``harness_error``)
-CANDIDATE_CALLS = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cuModuleLoadData", "cuModuleGetFunction",
-                   "kernel execution", "timed launches", "cuFuncSetAttribute")
-
-
-def classify(exc: BaseException, stage: str = "") -> Failure:
-    """What went wrong, as the worker saw it: a CUDA error of the candidate's (and whether it is
-    sticky), an OOM, or a fault of the harness's own machinery (a failed snapshot, memset, copy or
-    comparison: never blamed on the candidate).  A sticky error is always the candidate's: the
-    harness's calls only see it because the candidate's kernel faulted earlier."""
-    if isinstance(exc, CaseFailure):
-        return exc.failure
-    if isinstance(exc, HarnessFault):
-        exc_c = exc.cause
-        code = getattr(exc_c, "code", "")
-        return Failure("harness", f"kernel_forge's own {exc.what} failed ({code or type(exc_c).__name__}); "
-                                  "this is not the kernel's fault", code=code, stage=stage)
-    text = f"{type(exc).__name__}: {exc}"
-    code = exc.code if isinstance(exc, CudaError) else ""
-    if not code:
-        for token in str(exc).replace(":", " ").split():
-            if token.startswith(("CUDA_ERROR_", "cudaError")):
-                code = token
-                break
-    norm = code.upper().replace("CUDAERROR", "CUDA_ERROR_")
-    if "OutOfMemory" in type(exc).__name__ or "OUT_OF_MEMORY" in norm or "MEMORYALLOCATION" in norm:
-        return Failure("out_of_memory", text, code=code or "CUDA_ERROR_OUT_OF_MEMORY", stage=stage)
-    sticky_names = {n.replace("CUDA_ERROR_", "").replace("_", "") for n in driver.STICKY}
-    flat = norm.replace("CUDA_ERROR_", "").replace("_", "")
-    if code and flat in sticky_names or "illegal" in text.lower():
-        return Failure("cuda", text, code=code, sticky=True, stage=stage)
-    if isinstance(exc, CudaError) and exc.call.startswith(CANDIDATE_CALLS):
-        return Failure("cuda", text, code=code, stage=stage)
-    if code:
-        return Failure("harness", f"kernel_forge's own GPU call failed: {text}; this is not the kernel's fault",
-                       code=code, stage=stage)
-    return Failure("harness", text + "\n" + traceback.format_exc(limit=-4), stage=stage)
-
-
-def _sm_limits(ordinal: int) -> dict[str, int]:
-    drv = driver._driver()
-    dev = driver.check(drv.cuDeviceGet(ordinal), "cuDeviceGet")
-    A = drv.CUdevice_attribute
-    names = {"max_threads": "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR",
-             "max_blocks": "CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR",
-             "registers": "CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR",
-             "shared_memory": "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
-             "reserved_smem": "CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK"}
-    out = {}
-    for key, name in names.items():
-        attr = getattr(A, name, None)
-        if attr is not None:
-            status, value = drv.cuDeviceGetAttribute(attr, dev)
-            if status == drv.CUresult.CUDA_SUCCESS:
-                out[key] = int(value)
-    return out
-
-
-def scalar_arg(param, value):
-    """A scalar kernel argument as (value, ctypes type); half and bf16 as their bits."""
-    dt = param.dtype
-    if dt.name == "float16":
-        return int(np.float16(value).view(np.uint16)), dt.ctype
-    if dt.name == "bfloat16":
-        return int(from_float(np.array([value], np.float32), dt)[0]), dt.ctype
-    return value, dt.ctype
-
-
-class _Loaded:
-    """A loaded CUBIN, its initial globals and how much dynamic shared memory it accepts.
-
-    :meth:`initial_state` runs before every launch: it copies the load-time image back over the
-    module's globals, or, where some global could not be found on the device, loads the module
-    afresh (slower, the same guarantee)."""
-
-    def __init__(self, spec: KernelSpec):
-        self.spec = spec
-        self.module = driver.Module(spec.cubin, spec.entry)
-        try:
-            self.state = ModuleState(self.module, spec.cubin)
-        except BaseException:
-            self.module.unload()
-            raise
-        self.max_dynamic = self.module.attribute("CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
-        self.smem_error = ""
-
-    @property
-    def globals(self) -> dict[str, int]:
-        return {g.name: g.size for g in self.state.globals if not g.constant}
-
-    def initial_state(self, stream) -> None:
-        if self.state.complete:
-            self.state.restore(stream)
-            return
-        stream.synchronize()
-        wanted = self.max_dynamic
-        self.module.unload()
-        self.module = driver.Module(self.spec.cubin, self.spec.entry)
-        self.state = ModuleState(self.module, self.spec.cubin)
-        if wanted > self.module.attribute("CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES"):
-            self.module.set_max_dynamic_smem(wanted)
-
-    def wipe(self, stream) -> None:
-        """After a run: the globals back to their load-time image (a cache filled with an answer is
-        not left for a later candidate to find; invariant 11).  A module that reloads before every
-        launch is left as it is (its next launch reloads it anyway)."""
-        if self.state.complete:
-            self.state.restore(stream)
-
-    def allow_dynamic(self, nbytes: int, optin_total: int) -> None:
-        """Opt in to ``nbytes`` of dynamic shared memory where the GPU allows it."""
-        static = self.module.attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
-        if nbytes <= self.max_dynamic or nbytes + static > optin_total:
-            return
-        try:
-            self.module.set_max_dynamic_smem(nbytes)
-            self.max_dynamic = nbytes
-        except CudaError as exc:
-            self.smem_error = str(exc)
-
-
-class _Laps:
-    """Wall seconds of one run by named part (``Observation.seconds``): each :meth:`lap` adds the
-    time since the one before to its part."""
-
-    def __init__(self):
-        self.secs: dict[str, float] = {}
-        self.tick = time.perf_counter()
-
-    def lap(self, part: str) -> None:
-        now = time.perf_counter()
-        self.secs[part] = self.secs.get(part, 0.0) + now - self.tick
-        self.tick = now
-
-
-@dataclass(eq=False)
-class _KernelLaunch:
-    """One launch of a loaded CUDA kernel on the run's stream.  The module is read at every call:
-    a module that reloads before each launch (:meth:`_Loaded.initial_state`) is a new one each time."""
-
-    loaded: _Loaded
-    config: object               #: the resolved launch: grid, block, shared_mem
-    stream_ptr: int
-    packed: object               #: driver.PackedArgs: the argument values, kept alive with it
-    cooperative: bool
-
-    def __call__(self) -> None:
-        driver.launch(self.loaded.module, self.config.grid, self.config.block, self.config.shared_mem,
-                      self.stream_ptr, self.packed, cooperative=self.cooperative)
-
-
-@dataclass(eq=False)
-class _PythonLaunch:
-    """One call of a Python baseline on the run's stream; its CuPy temporaries go to ``pool``
-    (wiped after the run)."""
-
-    fn: Callable
-    kwargs: dict
-    stream: object
-    pool: ScrubbedPool
-
-    def __call__(self) -> None:
-        with self.stream, self.pool.active():
-            self.fn(**self.kwargs)
-
-
-@dataclass
-class _Snapshot:
-    """The outputs of the one timed launch whose values are kept for the checks after timing:
-    copies (masked with the run's key) and their fingerprints, taken as it ends."""
-
-    arrays: dict[str, object] = field(default_factory=dict)
-    fingerprints: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(eq=False)
-class _CaseRun:
-    """What the stages of one :meth:`CaseRunner.run` share."""
-
-    spec: KernelSpec
-    plan: RunPlan
-    obs: Observation                         #: what the run reports (its ``seconds`` are ``laps.secs``)
-    bufs: CaseBuffers                        #: (case, seed)'s buffers on the GPU
-    laps: _Laps
-    progress: Callable[[Progress], None]
-    need: Callable[[Need], Expected] | None  #: asks the parent for the expected outputs
-    outputs: list[str]                       #: the task's outputs, in order
-    out_arrays: dict[str, object]            #: output -> the work buffer the launches write
-    run_key: int                             #: drawn for every run; only the fingerprint kernel is ever given it
-    mask_key: int | None                     #: the kept copies of this run's outputs are masked with it (None: off)
-    launch: Callable[[], None] | None = None   #: one launch of the kernel or baseline
-    loaded: _Loaded | None = None            #: the kernel's module (None: a Python baseline)
-    estimate: float | None = None            #: GPU seconds of the first checked launch
-    #: the stages so far, each with the arrays holding its values
-    stages: list[tuple[StageObservation, dict]] = field(default_factory=list)
-    masked: set[str] = field(default_factory=set)   #: stages whose arrays are masked copies
-
-    def lap(self, part: str) -> None:
-        self.laps.lap(part)
 
 
 class CaseRunner:
@@ -263,15 +57,15 @@ class CaseRunner:
         cupy.cuda.Device(ordinal).use()
         cupy.zeros(1)  # makes CuPy's primary context current for the driver calls
         self.info = driver.device_info(ordinal)
-        self.sm = _sm_limits(ordinal)
+        self.sm = sm_limits(ordinal)
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.modules: dict[str, _Loaded] = {}
+        self.modules: dict[str, LoadedModule] = {}
         self._flusher: L2Flusher | None = None
         if not resident_bytes:
             free, _total = cupy.cuda.runtime.memGetInfo()
             resident_bytes = int(min(16 << 30, free // 4))
         self.resident = Resident(resident_bytes)
-        self.separate_buffers = separate_buffers   #: every buffer its own allocation (compute-sanitizer)
+        self.inputs = CaseInputs(task, self.stream, self.resident, separate_buffers=separate_buffers)
         self._kept: dict[str, dict[str, object]] = {}
         self._kept_key: int | None = None       #: the key the kept stage outputs are masked with
         self._scrubbed: ScrubbedPool | None = None   #: a Python baseline's CuPy temporaries
@@ -298,7 +92,7 @@ class CaseRunner:
         kind = getattr(f, "kind", "split")
         return kind if kind == "once" else f"{kind} ({getattr(f, 'why_split', '')})"
 
-    def loaded(self, spec: KernelSpec) -> _Loaded:
+    def loaded(self, spec: KernelSpec) -> LoadedModule:
         mod = self.modules.get(spec.key)
         if mod is None:
             if len(self.modules) > 32:
@@ -308,130 +102,17 @@ class CaseRunner:
                 for m in self.modules.values():
                     m.module.unload()
                 self.modules.clear()
-            mod = _Loaded(spec)
+            mod = LoadedModule(spec)
             self.modules[spec.key] = mod
         return mod
 
     def _fps(self, arrays: dict[str, object], key: int, masked_with: int | None = None) -> dict[str, int]:
-        names = list(arrays)
-        return dict(zip(names, fingerprint_many([arrays[n] for n in names], key, self.stream,
-                                                masked_with=masked_with)))
+        return fingerprint_named(arrays, key, self.stream, masked_with=masked_with)
 
     # -- load -----------------------------------------------------------------------------
     def load(self, req: Load) -> ModuleFacts:
         t0 = time.perf_counter()
-        mod = self.loaded(req.spec)
-        m = mod.module
-        optin = self.info.max_smem_per_block_optin
-        wanted = [l.shared_mem for l in req.launches if l.shared_mem > 0]
-        if wanted:
-            fitting = [s for s in wanted if s + m.attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES") <= optin]
-            if fitting:
-                mod.allow_dynamic(max(fitting), optin)
-        drv = driver._driver()
-        occupancy = {}
-        for launch in req.launches:
-            key = (launch.threads, launch.shared_mem)
-            if key in occupancy or launch.shared_mem > mod.max_dynamic or launch.threads < 1:
-                continue
-            status, blocks = drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(m.function, launch.threads,
-                                                                             launch.shared_mem)
-            if status == drv.CUresult.CUDA_SUCCESS:
-                occupancy[key] = int(blocks)
-        return ModuleFacts(
-            registers=m.attribute("CU_FUNC_ATTRIBUTE_NUM_REGS"),
-            static_smem=m.attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"),
-            local_bytes=m.attribute("CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES"),
-            const_bytes=m.attribute("CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES"),
-            max_threads_per_block=m.attribute("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
-            param_sizes=m.param_sizes(), max_dynamic_smem=mod.max_dynamic, smem_error=mod.smem_error,
-            occupancy=occupancy, globals=mod.globals, sm=dict(self.sm),
-            cooperative=bool(self.info.cooperative_launch), seconds=time.perf_counter() - t0)
-
-    # -- buffers of (case, seed) ----------------------------------------------------------
-    def _upload(self, case, seed: int) -> CaseBuffers:
-        """Draw (case, seed)'s inputs and put them in a block of their own, laid out as
-        :mod:`.resident` says (the same offsets in every mode and worker)."""
-        host = generate(self.task, case, seed)
-        bufs = CaseBuffers(case=case.name, seed=seed, key=new_key(), scalars=dict(host.scalars))
-        shapes = {a.name: tuple(host.buffers[a.name].shape) for a in self.task.outputs}
-        slots, size = case_layout(self.task, host.buffers, shapes)
-        bufs.slots = {(s.kind, s.name): s for s in slots}
-        try:
-            block = Block(size, separate=self.separate_buffers)
-        except Exception as exc:  # noqa: BLE001 - out of memory: the other cases' blocks go first
-            if classify(exc).kind != "out_of_memory" or not self.resident.entries:
-                raise
-            self.resident.clear()
-            block = Block(size, separate=self.separate_buffers)
-        bufs.block = block
-        with self.stream:
-            for arg in self.task.args:
-                if not arg.is_buffer:
-                    continue
-                values = np.ascontiguousarray(host.buffers[arg.name])
-                dev = block.array(bufs.slots[("kernel", arg.name)].offset, values.shape, values.dtype)
-                if arg.init is None:            # a pure output: poisoned before every launch anyway
-                    bufs.work[arg.name] = dev
-                elif arg.param.const:
-                    dev.set(values, stream=self.stream)
-                    bufs.const[arg.name] = dev
-                else:
-                    init = block.array(bufs.slots[("initial", arg.name)].offset, values.shape, values.dtype)
-                    init.set(values, stream=self.stream)
-                    bufs.initial[arg.name] = init
-                    bufs.work[arg.name] = dev
-            if not block.separate:       # the bytes no buffer uses: zeroed, and watched like the inputs
-                for offset, nbytes in free_room(slots, block.size):
-                    room = block.array(offset, (nbytes,), np.uint8)
-                    memset(room, 1, 0, self.stream.ptr, "zeroing the unused room of a case's block")
-                    bufs.free[f"free room at +{offset}"] = room
-        bufs.fingerprints = self._fps({**bufs.const, **bufs.initial, **bufs.free}, bufs.key)
-        self.resident.put(bufs)
-        return bufs
-
-    def _buffers(self, case, seed: int, obs: Observation) -> CaseBuffers:
-        bufs = self.resident.get(case.name, seed)
-        if bufs is not None:
-            held = {n: bufs.held(n) for n in bufs.fingerprints}
-            now = self._fps(held, bufs.key)
-            damaged = [n for n, fp in now.items() if fp != bufs.fingerprints[n]]
-            if bufs.expected is not None:
-                exp_now = self._fps(bufs.expected, bufs.expected_key)
-                if exp_now != bufs.expected_fingerprints:
-                    damaged.append("expected values")
-            if damaged:
-                obs.restored = damaged
-                self.resident.drop(case.name, seed)
-                bufs = None
-            else:
-                obs.resident = True
-        return bufs if bufs is not None else self._upload(case, seed)
-
-    def _set_expected(self, bufs: CaseBuffers, expected: dict[str, np.ndarray]) -> None:
-        """Upload the expected outputs and mask them at once (no candidate runs in between): only
-        the comparison kernel, given ``bufs.mask_key`` after the candidate's launches, undoes it."""
-        cp = self.cupy
-        task = self.task
-        bufs.mask_key = new_key() if mask.enabled() else None
-        bufs.expected, bufs.expected_outside = {}, set()
-        with self.stream:
-            for a in task.outputs:
-                values = np.ascontiguousarray(device_expected(expected[a.name], a.param.dtype, task.tolerance_for(a)))
-                dev = bufs.expected_slot(a.name, values)       # the room kept in the case's block
-                if dev is None:
-                    dev = cp.asarray(values)
-                    bufs.expected_outside.add(a.name)
-                else:
-                    dev.set(values, stream=self.stream)
-                bufs.expected[a.name] = dev
-        if bufs.mask_key is not None:
-            for arr in bufs.expected.values():
-                mask.mask_inplace(arr, bufs.mask_key, self.stream)
-        bufs.expected_dtypes = {a.name: np.asarray(expected[a.name]).dtype for a in task.outputs}
-        bufs.expected_key = new_key()
-        bufs.expected_fingerprints = self._fps(bufs.expected, bufs.expected_key)
-        self.resident.trim(keep=bufs)
+        return module_facts(self.loaded(req.spec), req.launches, self.info, self.sm, t0)
 
     # -- one run --------------------------------------------------------------------------
     def run(self, spec: KernelSpec, plan: RunPlan, progress: Callable[[Progress], None] | None = None,
@@ -482,29 +163,30 @@ class CaseRunner:
         return self._close_run(run)
 
     # the stages of a run, in order
-    def _open_run(self, spec, plan: RunPlan, progress, need) -> _CaseRun:
+    def _open_run(self, spec, plan: RunPlan, progress, need) -> CaseRun:
         """Stage 1, the inputs: (case, seed)'s buffers on the GPU (resident, or drawn and uploaded
         again), this run's keys, its launch bound to the buffers, and the const inputs'
         fingerprints at upload."""
         task = self.task
         case = task.case(plan.case)
-        laps = _Laps()
+        laps = Laps()
         self._release_kept()
         obs = Observation(case=plan.case, seed=plan.seed, seconds=laps.secs)
-        bufs = self._buffers(case, plan.seed, obs)
+        bufs = self.inputs.buffers(case, plan.seed, obs)
         self._current = bufs
         laps.lap("upload")
         outputs = [a.name for a in task.outputs]
         out_arrays = {n: bufs.work[n] for n in outputs}
         run_key = new_key()      # drawn for every run; only the fingerprint kernel is ever given it
         mask_key = new_key() if mask.enabled() else None   # the kept copies of this run's outputs
-        run = _CaseRun(spec=spec, plan=plan, obs=obs, bufs=bufs, laps=laps, progress=progress, need=need,
-                       outputs=outputs, out_arrays=out_arrays, run_key=run_key, mask_key=mask_key)
+        run = CaseRun(spec=spec, plan=plan, obs=obs, bufs=bufs, laps=laps, progress=progress, need=need,
+                      outputs=outputs, out_arrays=out_arrays, run_key=run_key, mask_key=mask_key,
+                      stream=self.stream)
         run.launch, run.loaded = self._bind_launch(run)
         obs.input_fingerprints = {n: bufs.fingerprints[n] for n in bufs.const}
         return run
 
-    def _checked_launches(self, run: _CaseRun) -> None:
+    def _checked_launches(self, run: CaseRun) -> None:
         """Stage 2 (``plan.check``): the first checked launch, timed with events (the estimate the
         timing starts from), and with ``plan.repeat`` a second one on the same inputs.  After each,
         its outputs' fingerprints (a stage) and the const inputs'; after the first, the module
@@ -527,9 +209,9 @@ class CaseRunner:
         obs.first_launch_s = run.estimate
         run.progress(Progress("launched", wall))
         run.lap("launches")
-        self._note_globals(run, FIRST)
-        self._add_stage(run, FIRST, self._fps(run.out_arrays, run.run_key), later=plan.repeat or plan.time)
-        self._note_const_inputs(run, FIRST)
+        run.note_globals(FIRST)
+        run.add_stage(FIRST, run.output_fingerprints(), later=plan.repeat or plan.time)
+        run.note_const_inputs(FIRST)
         run.lap("fingerprints")
         if plan.repeat:
             with stream:
@@ -538,20 +220,20 @@ class CaseRunner:
                 stream.synchronize()
             driver.synchronize("kernel execution")
             run.lap("launches")
-            self._add_stage(run, REPEAT, self._fps(run.out_arrays, run.run_key), later=plan.time)
-            self._note_const_inputs(run, REPEAT)
+            run.add_stage(REPEAT, run.output_fingerprints(), later=plan.time)
+            run.note_const_inputs(REPEAT)
             run.lap("fingerprints")
 
-    def _timed_launches(self, run: _CaseRun) -> None:
+    def _timed_launches(self, run: CaseRun) -> None:
         """Stage 3 (``plan.time``): the timed launches (:meth:`_time`), then the globals and const
         inputs they changed."""
         self._time(run)
         run.lap("timing")
-        self._note_globals(run, "timed launches")
-        self._note_const_inputs(run, "timed launches")
+        run.note_globals("timed launches")
+        run.note_const_inputs("timed launches")
         run.lap("fingerprints")
 
-    def _check_kept_copies(self, run: _CaseRun) -> None:
+    def _check_kept_copies(self, run: CaseRun) -> None:
         """Stage 4: the copies kept of earlier stages (not the work buffers themselves), read again
         after every later launch: still what the stage left?"""
         for stage, arrays in run.stages:
@@ -561,7 +243,7 @@ class CaseRunner:
                                                      masked_with=run.mask_key if stage.stage in run.masked else None)
         run.lap("fingerprints")
 
-    def _compare_outputs(self, run: _CaseRun) -> None:
+    def _compare_outputs(self, run: CaseRun) -> None:
         """Stage 5: every distinct stage against the expected outputs, on the GPU (``plan.compare``
         "gpu"; the expected outputs are asked for with ``need`` when none are resident, and sent
         again next time when they were found changed), or the values sent back for the parent
@@ -575,7 +257,7 @@ class CaseRunner:
                 if got is None or got.outputs is None:
                     raise CaseFailure(Failure("no_expected", "no expected outputs were sent", stage="compare"))
                 run.lap("waiting for the reference")
-                self._set_expected(bufs, got.outputs)
+                self.inputs.set_expected(bufs, got.outputs)
                 run.lap("upload")
             self._compare(run)
             obs.expected_fingerprints = {n: (bufs.expected_fingerprints[n], fp) for n, fp in
@@ -594,7 +276,7 @@ class CaseRunner:
                 stream.synchronize()
             run.lap("download")
 
-    def _close_run(self, run: _CaseRun) -> Observation:
+    def _close_run(self, run: CaseRun) -> Observation:
         """Stage 6, the end of the run.  Invariant 11: the outputs this run left are masked in
         place, the globals wiped, a baseline's pooled temporaries zeroed; every kept stage is
         then masked with the run's mask key and held for the Sample request.  A held const input
@@ -620,83 +302,26 @@ class CaseRunner:
         return obs
 
     # what the stages share
-    def _bind_launch(self, run: _CaseRun) -> tuple[Callable[[], None], "_Loaded | None"]:
-        """The run's launch and its loaded module: the CUDA kernel with its arguments packed (and
-        the dynamic shared memory the launch asks for allowed where the GPU can), or the Python
-        baseline with its buffers and scalars (no module)."""
-        task, spec, bufs = self.task, run.spec, run.bufs
-        if spec.kind == "cuda":
-            mod = self.loaded(spec)
-            launch_cfg = run.plan.launch
-            if launch_cfg.shared_mem > mod.max_dynamic:
-                mod.allow_dynamic(launch_cfg.shared_mem, self.info.max_smem_per_block_optin)
-            values = []
-            for arg in task.args:
-                if arg.is_buffer:
-                    values.append((bufs.kernel_buffer(arg.name).data.ptr, driver.ctypes.c_void_p))
-                else:
-                    values.append(scalar_arg(arg.param, bufs.scalars[arg.name]))
-            packed = driver.PackedArgs(values)
-            cooperative = bool(getattr(launch_cfg, "cooperative", False))
-            return _KernelLaunch(mod, launch_cfg, self.stream.ptr, packed, cooperative), mod
-        from pathlib import Path
-
-        from kernel_forge.model.references import load_callable, python_name
-        from kernel_forge.model.task import CallableRef
-        fn = load_callable(CallableRef("python", Path(spec.module_path), spec.function))
-        kwargs = {python_name(a.name): bufs.kernel_buffer(a.name) for a in task.args if a.is_buffer}
-        kwargs.update({python_name(k): v for k, v in bufs.scalars.items()})
+    # what the stages share
+    def _bind_launch(self, run: CaseRun) -> tuple[Callable[[], None], "LoadedModule | None"]:
+        """The run's launch and its loaded module: the CUDA kernel (:func:`~.launch.kernel_launch`),
+        or the Python baseline with its buffers and scalars (no module)."""
+        if run.spec.kind == "cuda":
+            mod = self.loaded(run.spec)
+            return kernel_launch(mod, run.plan.launch, self.task, run.bufs, self.stream.ptr,
+                                 self.info.max_smem_per_block_optin), mod
         if self._scrubbed is None:
             self._scrubbed = ScrubbedPool()
-        return _PythonLaunch(fn, kwargs, self.stream, self._scrubbed), None
+        return python_launch(run.spec, self.task, run.bufs, self.stream, self._scrubbed), None
 
-    def _before_launch(self, run: _CaseRun) -> None:
+    def _before_launch(self, run: CaseRun) -> None:
         """Before every launch: the module's globals back to their load-time image, then the
         outputs poisoned and the in/out buffers set to their initial values."""
         if run.loaded is not None:
             run.loaded.initial_state(self.stream)     # every launch starts from the module's load-time globals
         reset(self.task, run.bufs, self.stream.ptr, poison=True)
 
-    def _keep_copy(self, run: _CaseRun) -> dict[str, object]:
-        """The outputs now, kept masked with the run's key (invariant 11)."""
-        kept = {}
-        with self.stream:
-            for n in run.outputs:
-                kept[n] = self.cupy.empty_like(run.out_arrays[n])
-                _masked_copy(kept[n], run.out_arrays[n], run.mask_key, self.stream)
-        return kept
-
-    def _add_stage(self, run: _CaseRun, name: str, fps: dict[str, int], later: bool) -> None:
-        """A stage of the run: its outputs' fingerprints, and unless an earlier stage left the same
-        outputs, the arrays holding its values (``later``: more launches follow, so a masked copy;
-        else the work buffers themselves)."""
-        same = next((s.stage for s, _ in run.stages if s.fingerprints == fps), None)
-        stage = StageObservation(stage=name, fingerprints=fps, same_as=same)
-        arrays = {} if same else (self._keep_copy(run) if later else dict(run.out_arrays))
-        if arrays and later and run.mask_key is not None:
-            run.masked.add(name)
-        run.stages.append((stage, arrays))
-
-    def _note_globals(self, run: _CaseRun, stage_name: str) -> None:
-        """The module globals and __constant__ variables the stage's launches changed, and whether
-        the image they are restored from was written to (a CUDA module with globals only)."""
-        loaded, obs = run.loaded, run.obs
-        if loaded is not None and loaded.state.ranges:
-            names = loaded.state.changed(self.stream)
-            if names:
-                obs.globals_changed[stage_name] = list(names)
-            consts = loaded.state.changed(self.stream, constants=True)
-            if consts:
-                obs.constants_changed[stage_name] = list(consts)
-            if not loaded.state.image_intact(self.stream):
-                obs.state_image_changed = True
-
-    def _note_const_inputs(self, run: _CaseRun, stage_name: str) -> None:
-        """The const inputs' fingerprints after the stage (one that changed is the kernel's write)."""
-        if run.bufs.const:
-            run.obs.inputs_after[stage_name] = self._fps(run.bufs.const, run.bufs.key)
-
-    def _end_of_run(self, out_arrays: dict, loaded: "_Loaded | None", mask_key: int | None) -> None:
+    def _end_of_run(self, out_arrays: dict, loaded: "LoadedModule | None", mask_key: int | None) -> None:
         stream = self.stream
         if mask_key is not None:
             for arr in out_arrays.values():
@@ -707,83 +332,12 @@ class CaseRunner:
             self._scrubbed.scrub(stream)
         stream.synchronize()
 
-    def _time(self, run: _CaseRun) -> None:
-        """The timed launches (:func:`~kernel_forge.gpu.timing.bench`): their count from the first
-        checked launch's GPU time (without one, a launch measured here) and the cost around each
-        (resets, flush), measured once.  What the last timed launch left becomes a stage of the
-        run in every mode (--quick too: fingerprinted, and compared on the GPU and sampled like the
-        first launch unless it is the first launch's bits); with ``plan.after_timing`` the outputs
-        of one chosen timed launch become one more."""
-        cp = self.cupy
-        stream = self.stream
-        plan, obs, launch, bufs, stages = run.plan, run.obs, run.launch, run.bufs, run.stages
-        out_arrays, estimate, run_key, mask_key = run.out_arrays, run.estimate, run.run_key, run.mask_key
-        flush = self.flusher() if plan.timing.flush_l2 else None
-        keep = plan.after_timing      # keep one chosen timed launch's outputs for checks (the last's: always)
-        prep = functools.partial(self._before_launch, run)   # outputs poisoned before every timed launch, in every mode
+    def _time(self, run: CaseRun) -> None:
+        """The timed launches (:func:`~.timed_launches.time_launches`), each after the same
+        preparation as every checked launch."""
+        time_launches(run, self.task, self.flusher(), self.clock, functools.partial(self._before_launch, run))
 
-        # the cost around each timed launch (resets, flush), measured once, and the launch's own
-        start, mid, end = cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event()
-        with stream:
-            start.record(stream)
-            prep()
-            if flush is not None:
-                flush(stream)
-            mid.record(stream)
-            if estimate is None:
-                launch()
-            end.record(stream)
-            end.synchronize()
-        overhead = cp.cuda.get_elapsed_time(start, mid) * 1e-3
-        if estimate is None:
-            estimate = cp.cuda.get_elapsed_time(mid, end) * 1e-3
-        warmup, reps = timing_counts(estimate, overhead, plan)
-        warmup += plan.extra_warmup
-        # the kept launch is one of the first batch, which always runs (see timing.bench)
-        snap_at = min(reps - 1, max(0, int(plan.snap_fraction * first_batch(reps, plan))))
-        snapshot = _Snapshot()
-        if keep:
-            with stream:
-                for n, a in out_arrays.items():
-                    snapshot.arrays[n] = cp.empty_like(a)
-        take_snapshot = functools.partial(self._take_snapshot, run, snapshot)
-
-        warm = marker = None
-        if flush is None:              # --no-flush: truly warm, each timed launch marked for the clock
-            flusher = self.flusher()
-            buffers = [bufs.kernel_buffer(a.name) for a in self.task.args if a.is_buffer]
-            warm = functools.partial(flusher.warm, buffers, stream)
-            marker = functools.partial(flusher.mark, stream)
-        obs.timing = bench(launch, stream, warmup=warmup, reps=reps, flush=flush, prepare=prep,
-                           after=(snap_at, take_snapshot) if keep else None, clock=self.clock,
-                           warm=warm, marker=marker, min_reps=plan.timing.min_reps, max_noise=plan.timing.max_noise)
-        driver.synchronize("timed launches")
-        obs.warmup, obs.reps = warmup, len(obs.timing.samples_us)
-        # the last timed launch's outputs, in every mode: one fingerprint pass, and one GPU comparison
-        # only where they are not bit for bit an earlier stage's (invariant 8)
-        add_fps = self._fps(out_arrays, run_key)
-        same = next((s.stage for s, _ in stages if s.fingerprints == add_fps), None)
-        stages.append((StageObservation(stage=AFTER_TIMING, fingerprints=add_fps, same_as=same),
-                       {} if same else dict(out_arrays)))
-        if keep:
-            obs.snap_at = snap_at
-            later = self._fps(snapshot.arrays, run_key, masked_with=mask_key)
-            same = next((s.stage for s, _ in stages if s.fingerprints == snapshot.fingerprints), None)
-            stage = StageObservation(stage=mid_timing(snap_at), fingerprints=dict(snapshot.fingerprints), same_as=same,
-                                     later_fingerprints=later)
-            stages.append((stage, {} if same else snapshot.arrays))
-            if not same and mask_key is not None:
-                run.masked.add(stage.stage)
-
-    def _take_snapshot(self, run: _CaseRun, snapshot: _Snapshot) -> None:
-        """Keep the chosen timed launch's outputs: the fingerprint is read back to the host before
-        the next launch, so a later launch that scribbles on the kept copy is found out; the copy
-        is kept masked (invariant 11)."""
-        snapshot.fingerprints.update(self._fps(run.out_arrays, run.run_key))
-        for n, a in run.out_arrays.items():
-            _masked_copy(snapshot.arrays[n], a, run.mask_key, self.stream)
-
-    def _compare(self, run: _CaseRun) -> None:
+    def _compare(self, run: CaseRun) -> None:
         from kernel_forge.gpu.compare import compare_on_gpu
 
         forge = bool(os.environ.get(FORGE_ENV))
@@ -843,14 +397,6 @@ class CaseRunner:
         bw = 2.0 * nbytes / (t.median * 1e-6)
         return {"copy_bytes": nbytes, "copy_us": t.median, "bandwidth": bw}
 
-
-def _masked_copy(dst, src, key: int | None, stream) -> None:
-    """``dst`` = ``src`` masked with ``key`` (a plain copy when masking is off)."""
-    if key is None:
-        from kernel_forge.gpu.resident import copy
-        copy(dst, src, stream.ptr)
-    else:
-        mask.mask_copy(dst, src, key, stream)
 
 
 def worker_main(conn, task_path: str, ordinal: int = 0, resident_bytes: int = 0) -> None:

@@ -17,7 +17,7 @@ language of :mod:`kernel_forge.common.expressions` over the case variables only.
 This module is the rule itself: parsing and checking its lines (:func:`build_rule`, with the
 kernel line of every problem), choosing a line for a case (:meth:`Rule.pick`) and checking a
 rule against a task (:func:`problem`: only case variables, every line picked by some case so the
-gate checks every setting it holds).  :mod:`kernel_forge.model.dispatch_eval` runs a rule through a
+gate checks every setting it holds).  :mod:`kernel_forge.gate.dispatch_rule` runs a rule through a
 gate; :mod:`kernel_forge.search.dispatch_fit` fits one to measured settings.
 """
 from __future__ import annotations

@@ -118,7 +118,7 @@ class Evaluation:
     #: worker parts summed over runs, reference, sample, checks
     cost: dict | None = None
     #: the kernel's dispatch rule ([{"when", "defines"}], default last) when it carries one; each
-    #: case's ``variant`` says which line it ran with (see dispatch_eval.py)
+    #: case's ``variant`` says which line it ran with (see gate/dispatch_rule.py)
     dispatch: list | None = None
 
     def case(self, name: str) -> CaseResult | None:

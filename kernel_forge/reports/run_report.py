@@ -88,7 +88,8 @@ def _diagnosis_lines(summary: dict) -> list[str]:
     d = summary.get("diagnosis")
     if not d:
         return []
-    from kernel_forge.gate.diagnosis import CaseDiagnosis, Diagnosis
+    from kernel_forge.analysis.case_diagnosis import CaseDiagnosis
+    from kernel_forge.analysis.diagnosis import Diagnosis
 
     diag = Diagnosis(**{k: v for k, v in d.items() if k != "cases" and k in Diagnosis.__dataclass_fields__})
     diag.cases = [CaseDiagnosis(**{k: v for k, v in c.items() if k in CaseDiagnosis.__dataclass_fields__})
@@ -116,7 +117,7 @@ def _profile_lines(run_dir, attempts: list[dict]) -> list[str]:
     folder = run_dir.path / "profiles"
     if not folder.is_dir():
         return []
-    from kernel_forge.gate.profiler import normalise_case, stall_text
+    from kernel_forge.analysis.profile_reading import normalise_case, stall_text
 
     order = {a["id"]: i for i, a in enumerate(attempts)}
     bests = {a["id"] for a in attempts if a.get("best")}

@@ -19,7 +19,7 @@ def run_diagnosis(state, task, run_dir, gate=None):
     """The diagnosis of the run's best (device and calibration from env.json, else from ``gate``
     where one is given; the profile from profiles/<best>.json when the loop saved one), or None
     without a best.  ``state`` is the run's :class:`~kernel_forge.search.run_state.RunState`."""
-    from kernel_forge.gate.diagnosis import diagnose
+    from kernel_forge.analysis.diagnosis import diagnose
 
     best = state.best
     if best is None or not best.evaluation:

@@ -20,7 +20,8 @@ from kernel_forge import __version__
 from kernel_forge.config.loop import LoopConfig
 from kernel_forge.search import feedback, reflection, spaces as search, selection, strategies, translation
 from kernel_forge.model.candidate import Candidate, Launch, parse_candidate
-from kernel_forge.gate.diagnosis import diagnose, direction_items
+from kernel_forge.analysis.diagnosis import diagnose
+from kernel_forge.analysis.directions import direction_items
 from kernel_forge.common.errors import CandidateError, KForgeError
 from kernel_forge.evidence.history_log import HistoryLog, read_history
 from kernel_forge.evidence.run_dir import RunDir

@@ -10,7 +10,7 @@ provider's prompt cache holds as much as possible:
   (:func:`arch_section`), the reference, the expert pattern of the task's kind and the archive's
   kernels (fixed at the run's start);
 * a **dynamic rest**: first what every proposal of the iteration shares -- the current best with
-  its diagnosis (:mod:`kernel_forge.gate.diagnosis`), resources and source; earlier correct
+  its diagnosis (:mod:`kernel_forge.analysis.diagnosis`), resources and source; earlier correct
   kernels (deduplicated, bounded, none twice as slow as the best, not the initial kernel once
   something beats it, an expert pattern's copy named instead of repeated); recent failures;
   the attempt ledger -- and last what is this proposal's own: the kernel it starts from (its
@@ -249,7 +249,7 @@ def _profile_lines(profile: dict | None) -> str:
         return ""
     if not profile.get("available"):
         return f"No profiler metrics: {profile.get('reason') or 'not available'}."
-    from kernel_forge.gate.profiler import normalise_case, stall_text
+    from kernel_forge.analysis.profile_reading import normalise_case, stall_text
 
     out = []
     for name, p in (profile.get("cases") or {}).items():
@@ -592,7 +592,7 @@ def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None
     """The user prompt as (static prefix, dynamic rest), the most stable first: the prefix (task,
     device and its architecture, reference, the expert pattern and the archive's kernels) is the
     same for every call of a run; the rest starts with what the iteration's proposals share (the
-    best with its ``diagnosis`` -- a :class:`~kernel_forge.gate.diagnosis.Diagnosis` --, earlier
+    best with its ``diagnosis`` -- a :class:`~kernel_forge.analysis.diagnosis.Diagnosis` --, earlier
     kernels, ``failures``, the ``ledger``) and ends with this proposal's own: the kernel it starts
     from: a failed attempt to repair (``fix``), else ``start`` (rendered by
     :func:`kernel_forge.search.reflection.start_section` for a parent other than the best), else two

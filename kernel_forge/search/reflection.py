@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kernel_forge.gate.diagnosis import us
+from kernel_forge.analysis.diagnosis_text import us
 from kernel_forge.search.strategies import comparable_parent, ratio_to_parent
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def profile_change(a_prof: dict | None, p_prof: dict | None, case: str | None = 
     profiles (``GateLike.profile`` answers), on ``case`` or the first case both have."""
     if not a_prof or not p_prof or not a_prof.get("available") or not p_prof.get("available"):
         return ""
-    from kernel_forge.gate.profiler import normalise_case
+    from kernel_forge.analysis.profile_reading import normalise_case
 
     ac, pc = a_prof.get("cases") or {}, p_prof.get("cases") or {}
     names = [case] if case in ac and case in pc else [n for n in ac if n in pc]

@@ -5,7 +5,7 @@ proposers alike:
 
 * :meth:`Strategy.plan` chooses, for the ``n`` proposals of an iteration, each one's parent (the
   attempt to start from), its direction and technique (from the diagnosis of that parent:
-  :func:`kernel_forge.gate.diagnosis.direction_items`) and, for a crossover, a second parent.
+  :func:`kernel_forge.analysis.directions.direction_items`) and, for a crossover, a second parent.
 * :meth:`Strategy.pick` chooses the next settings of one tunable kernel (a :class:`Space`: a
   template's or a proposal's ``// kforge: tune`` space and what the run measured of it), and
   :meth:`Strategy.allocate` splits the tuner's settings budget of an iteration between templates.

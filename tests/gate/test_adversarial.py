@@ -623,10 +623,10 @@ def test_with_the_rules_bypassed_the_heap_key_kernel_still_gains_nothing(quick, 
     still catch a kernel that keeps a launch key in the heap and skips the work from the second
     launch on: the repeat launch (full) or the last timed launch (--quick) leaves the poison.  If
     the allocator hands the freed entry to no later launch, nothing is skipped: no faster than its twin."""
-    import kernel_forge.gate.gate as gate_mod
+    import kernel_forge.gate.prepare as prepare_mod
 
-    monkeypatch.setattr(gate_mod.static_rules, "check", lambda *a, **k: [])
-    monkeypatch.setattr(gate_mod.compiled_rules, "check", lambda *a, **k: [])
+    monkeypatch.setattr(prepare_mod.static_rules, "check", lambda *a, **k: [])
+    monkeypatch.setattr(prepare_mod.compiled_rules, "check", lambda *a, **k: [])
     stem = "memo_heap_key_vector_add"
     make = GateOptions.quick if quick else GateOptions
     with Gate(task_of("vector_add"), make(warmup=2, reps=TWIN_REPS, launch_timeout_s=5, fail_fast=True)) as gate:

@@ -84,7 +84,7 @@ def test_profiling_a_rule_keeps_each_cases_instruction_mix_and_the_diagnosis_rea
     """Issue 32 item 6: the merged profile of a rule dropped the instruction mix.  Each case keeps
     the mix of the setting it runs with: the 8x8 register tile of 4096^3 issues 16 FFMA per LDS.128
     (64 per 4), the 4x4 tile of the small cases 8 (16 per 2)."""
-    from kernel_forge.gate.diagnosis import diagnose
+    from kernel_forge.analysis.diagnosis import diagnose
     from kernel_forge.gpu.instruction_mix import ratios
 
     task = load_task(ROOT / "manifests" / "matmul_f32.json")

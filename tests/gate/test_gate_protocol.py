@@ -16,6 +16,7 @@ import kernel_forge.gate.gate as gate_mod
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.gate.gate import Gate
+from kernel_forge.gate.worker import WorkerError
 from kernel_forge.model.inputs import generate
 from kernel_forge.common.stats import summarize
 from kernel_forge.model.task import load_task
@@ -81,7 +82,7 @@ class FakeWorker:
             return SampleValues(out)
         assert op == RUN
         if b.get("fail"):
-            raise gate_mod.WorkerError.of(b["fail"])
+            raise WorkerError.of(b["fail"])
         plan = payload.plan
         task = self.task
         case = task.case(plan.case)
@@ -92,7 +93,7 @@ class FakeWorker:
             self.needs.append(key)
             self.expected[key] = on_need(Need(*key)).outputs
             if self.expected[key] is None:
-                raise gate_mod.WorkerError.of(Failure("no_expected", "no expected outputs were sent"))
+                raise WorkerError.of(Failure("no_expected", "no expected outputs were sent"))
         exp = self.expected[key]["c"]
         check = compare("c", c, exp, task.arg("c").param.dtype, task.tolerance)
         if b.get("forge"):

@@ -20,7 +20,7 @@ import pytest
 
 import fake_gpu
 import kernel_forge.gate.gate as gate_mod
-import kernel_forge.gpu.runner as runner_mod
+import kernel_forge.gpu.timed_launches as timed_mod
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.gate.gate import Gate
@@ -142,7 +142,7 @@ def _timed_launches(task, options, monkeypatch, before=()) -> dict[str, list[tup
     same worker (another history)."""
     seen: dict[str, list[tuple]] = {}
     state = {"timing": False, "case": None}
-    real_bench = runner_mod.bench
+    real_bench = timed_mod.bench
 
     def bench(*args, **kw):
         state["timing"] = True
@@ -150,7 +150,7 @@ def _timed_launches(task, options, monkeypatch, before=()) -> dict[str, list[tup
             return real_bench(*args, **kw)
         finally:
             state["timing"] = False
-    monkeypatch.setattr(runner_mod, "bench", bench)
+    monkeypatch.setattr(timed_mod, "bench", bench)
 
     def kernel(values, module):
         x_ptr, bins_ptr, n, nbins = values

@@ -14,7 +14,8 @@ import pytest
 import kernel_forge.gate.gate as gate_mod
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.config.gate import GateOptions
-from kernel_forge.gate.gate import Gate, WorkerError
+from kernel_forge.gate.gate import Gate
+from kernel_forge.gate.worker import WorkerError
 from kernel_forge.model.task import load_task
 from kernel_forge.model.worker_protocol import CALIBRATE, LOAD, RUN, SAMPLE
 
@@ -45,7 +46,7 @@ class InProcessWorker:
         InProcessWorker.instances.append(self)
 
     def request(self, op, payload, *, on_need=None, **_timeouts):
-        from kernel_forge.gpu.runner import CaseFailure
+        from kernel_forge.gpu.failure import CaseFailure
 
         self.calls.append(op)
         try:
@@ -60,7 +61,7 @@ class InProcessWorker:
         except CaseFailure as exc:
             raise WorkerError.of(exc.failure) from None
         except Exception as exc:   # as worker_main does: whatever else, classified
-            from kernel_forge.gpu.runner import classify
+            from kernel_forge.gpu.failure import classify
             raise WorkerError.of(classify(exc, stage=op)) from None
         raise AssertionError(op)
 
@@ -119,8 +120,8 @@ def test_an_honest_kernel_passes_and_inputs_stay_resident(gate):
     # odd: 2 draws x (checked + repeat); perf: the same, plus 2-5 warm-up and 10 timed launches
     assert 20 <= len(fake_gpu.LAUNCHES) <= 23
     uploads = []
-    real = worker.runner._upload
-    worker.runner._upload = lambda case, seed: uploads.append(seed) or real(case, seed)
+    real = worker.runner.inputs.upload
+    worker.runner.inputs.upload = lambda case, seed: uploads.append(seed) or real(case, seed)
     ev2 = gate.evaluate(CAND)
     assert ev2.passed and uploads == [] and len(worker.runner.resident.entries) == 4
     assert ev2.cost["worker"].get("upload", 0) < 1.0

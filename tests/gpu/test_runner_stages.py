@@ -1,45 +1,16 @@
-"""The stages of one worker run (gpu/runner.py: CaseRunner._run and the per-run _CaseRun they
-share), one at a time, on the NumPy stand-in for CuPy and the driver of tests/fake_gpu.py: no GPU."""
+"""The stages of one worker run (gpu/runner.py: CaseRunner._run and the per-run CaseRun they
+share, gpu/case_run.py), one at a time, on the NumPy stand-in for CuPy and the driver of
+tests/fake_gpu.py: no GPU."""
 from __future__ import annotations
-
-import types
 
 import numpy as np
 import pytest
 
-import kernel_forge.gpu.runner as runner_mod
-from kernel_forge.gpu.runner import CaseRunner, _KernelLaunch, _Laps
+from kernel_forge.gpu.runner import CaseRunner
 from kernel_forge.model.worker_protocol import FIRST, REPEAT, KernelSpec, RunPlan
 
 import fake_gpu
 from test_runner import task  # noqa: F401  (fixture)
-
-
-def test_the_laps_add_up_the_time_of_each_named_part(monkeypatch):
-    clock = iter([10.0, 10.5, 12.0, 12.25, 13.0])
-    monkeypatch.setattr(runner_mod, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
-    laps = _Laps()
-    for part in ("upload", "launches", "upload", "compare"):
-        laps.lap(part)
-    assert laps.secs == {"upload": 0.5 + 0.25, "launches": 1.5, "compare": 0.75}
-    assert list(laps.secs) == ["upload", "launches", "compare"]       # the order the parts first ran
-
-
-def test_a_kernel_launch_reads_the_module_at_each_call_so_a_reloaded_module_is_the_one_launched(monkeypatch):
-    """A module whose globals cannot be restored in place is loaded afresh before every launch
-    (_Loaded.initial_state): the launch must not hold on to the module it was bound with."""
-    launched = []
-    monkeypatch.setattr(runner_mod.driver, "launch",
-                        lambda module, grid, block, smem, stream, args, *, cooperative: launched.append(
-                            (module, grid, block, smem, stream, args, cooperative)))
-    loaded = types.SimpleNamespace(module="first load")
-    config = types.SimpleNamespace(grid=(4, 1, 1), block=(256, 1, 1), shared_mem=1024)
-    launch = _KernelLaunch(loaded, config, 0x5000, "packed", True)
-    launch()
-    loaded.module = "second load"
-    launch()
-    assert launched == [("first load", (4, 1, 1), (256, 1, 1), 1024, 0x5000, "packed", True),
-                        ("second load", (4, 1, 1), (256, 1, 1), 1024, 0x5000, "packed", True)]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from kernel_forge.search import spaces as search
 from kernel_forge.model.candidate import load_candidate, parse_candidate
 from kernel_forge.app.cli import cli
 from kernel_forge.model.dispatch import Rule, problem
-from kernel_forge.model.dispatch_eval import variants
+from kernel_forge.model.dispatch_variants import variants
 from kernel_forge.common.errors import CandidateError, CompileError
 from kernel_forge.model.task import load_task
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from kernel_forge.search import loop as loop_module
 from kernel_forge.app.cli import cli
-from kernel_forge.gate.diagnosis import Diagnosis
+from kernel_forge.analysis.diagnosis import Diagnosis
 from kernel_forge.common.errors import InputError
 from kernel_forge.gate.gatelike import GateLike
 from kernel_forge.config.proposer import ProposerConfig

@@ -10,7 +10,7 @@ import pytest
 
 import fake_gpu
 from kernel_forge.model.candidate import parse_candidate
-from kernel_forge.model.dispatch_eval import variants
+from kernel_forge.model.dispatch_variants import variants
 from kernel_forge.evidence.run_dir import RunDir, validate_file
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.config.loop import LoopConfig

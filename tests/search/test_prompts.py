@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 import recorded_run as rec
 from kernel_forge.app.cli import cli
-from kernel_forge.gate.diagnosis import directions
+from kernel_forge.analysis.directions import directions
 from kernel_forge.search.prompts import HISTORY_CHARS, build_prompt, build_prompt_parts, normalise, render_prompt, system_prompt, write_prompt
 from kernel_forge.model.clip import clip_source
 

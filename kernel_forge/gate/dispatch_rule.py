@@ -1,9 +1,9 @@
 """A kernel with a dispatch rule through a gate: one sub-evaluation per setting, merged.
 
 A gate runs one setting at a time (one compile, one module, one resolved launch per case).  A
-candidate that carries a rule (:mod:`kernel_forge.model.dispatch`) is split here into its variants —
-the same source with each distinct setting of the rule — and each variant is evaluated on the
-cases the rule gives it (the gate's ``only``).  Correctness, performance and holdout cases alike
+candidate that carries a rule (:mod:`kernel_forge.model.dispatch`) is split into its variants
+(:mod:`kernel_forge.model.dispatch_variants`) — the same source with each distinct setting of the
+rule — and each variant is evaluated on the cases the rule gives it (the gate's ``only``).  Correctness, performance and holdout cases alike
 run with the rule's pick.  The verdicts are merged into one :class:`Evaluation` in the task's
 case order; every case records the line it ran with (``CaseResult.variant``) and the evaluation
 the rule itself (``Evaluation.dispatch``), so the worker protocol and every reader of an
@@ -12,49 +12,19 @@ kernel; a case fails with its variant named.
 
 Any gate whose ``evaluate`` takes ``only`` works: the real :class:`~kernel_forge.gate.gate.Gate`
 (which calls :func:`evaluate_rule` for a candidate with a rule) and the test suite's scripted
-gate.  :func:`variants` is what ``Gate.precompile`` compiles ahead: one compile per setting.
+gate.  It lives in gate/ because it runs a gate: the model's floor knows the variants only.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
+from kernel_forge.common.stats import geomean
 from kernel_forge.model.candidate import Candidate
 from kernel_forge.model.dispatch import problem, variant_record
-from kernel_forge.common.stats import geomean
+from kernel_forge.model.dispatch_variants import plan, variant
 from kernel_forge.model.verdict import CaseResult, Evaluation
 
-
-def variant(candidate: Candidate, defines: dict) -> Candidate:
-    """``candidate`` with one setting of its rule and no rule: what the gate compiles and runs."""
-    return replace(candidate, dispatch=None, defines=dict(defines))
-
-
-def variants(candidates: list[Candidate]) -> list[Candidate]:
-    """Each candidate, or for one with a rule each of its distinct settings (one compile each)."""
-    out: list[Candidate] = []
-    for cand in candidates:
-        if cand.dispatch is None:
-            out.append(cand)
-        else:
-            out.extend(variant(cand, d) for d in cand.dispatch.settings())
-    return out
-
-
-def plan(task, candidate: Candidate, cases) -> tuple[dict[str, int], list[tuple[dict, list[str]]]]:
-    """(case -> branch index, [(setting, case names)]): the cases grouped by the setting the rule
-    picks for them, groups in the order of their first case."""
-    rule = candidate.dispatch
-    picks = {c.name: rule.pick(c.vars) for c in cases}
-    groups: list[tuple[dict, list[str]]] = []
-    for c in cases:
-        setting = rule.branches[picks[c.name]].defines
-        group = next((g for g in groups if g[0] == setting), None)
-        if group is None:
-            groups.append((setting, [c.name]))
-        else:
-            group[1].append(c.name)
-    return picks, groups
+__all__ = ["evaluate_rule", "profile_rule"]
 
 
 def _line(rule, index: int) -> str:

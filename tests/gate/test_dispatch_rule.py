@@ -1,13 +1,13 @@
-"""A dispatch rule's profile (model/dispatch_eval.profile_rule): each case keeps what the setting
+"""A dispatch rule's profile (gate/dispatch_rule.profile_rule): each case keeps what the setting
 it runs with measured, its instruction mix included, and the diagnosis reads it per case (issue 32
 item 6)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from kernel_forge.gate.diagnosis import diagnose
+from kernel_forge.analysis.diagnosis import diagnose
 from kernel_forge.model.candidate import parse_candidate
-from kernel_forge.model.dispatch_eval import profile_rule
+from kernel_forge.gate.dispatch_rule import profile_rule
 from kernel_forge.model.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]

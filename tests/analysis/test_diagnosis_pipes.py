@@ -14,7 +14,9 @@ import json
 import pytest
 
 import recorded_run as rec
-from kernel_forge.gate.diagnosis import PIPE_BUSY_PCT, diagnose, direction_items, directions
+from kernel_forge.analysis.diagnosis import diagnose
+from kernel_forge.analysis.directions import direction_items, directions
+from kernel_forge.analysis.limiter import PIPE_BUSY_PCT
 from kernel_forge.gpu.instruction_mix import mix_of
 
 H200_PROFILE = json.loads((rec.ROOT / "tests" / "data" / "ncu-matmul-tiled32-h200.json").read_text())
@@ -121,7 +123,8 @@ def test_global_latency_is_named_for_a_long_scoreboard_profile(tiled_mix):
 
 
 def test_mufu_heavy_mio_is_named_special_function_issue():
-    from kernel_forge.gate.diagnosis import CaseDiagnosis, name_limit
+    from kernel_forge.analysis.case_diagnosis import CaseDiagnosis
+    from kernel_forge.analysis.limiter import name_limit
     c = CaseDiagnosis(name="x", median_us=10.0, bound="pipe",
                       profile={"stalls": [{"reason": "mio_throttle", "share": 0.5}]})
     mix = {"source": "sass", "kernel": {"mufu": 64, "lds": 4, "ffma": 32}, "kernel_widths": {}, "instructions": 200,
@@ -152,7 +155,7 @@ def test_metrics_this_gpu_lacks_are_said_and_present_ones_shown(tiled_mix):
 
 
 def test_a_16_bit_task_reads_the_tensor_pipe():
-    from kernel_forge.gate.diagnosis import pipe_busy
+    from kernel_forge.analysis.limiter import pipe_busy
     assert pipe_busy("tensor16", 5.0, {"tensor_hmma_pct": 3.0, "tensor_gmma_pct": 71.0}) == {
         "pct": 71.0, "pipe": "tensor", "source": "ncu pipe cycles"}
     assert pipe_busy("tensor16", 5.0, {"fma_pipe_pct": 90.0})["source"] == "useful FLOP rate"

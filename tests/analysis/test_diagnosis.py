@@ -6,7 +6,8 @@ import json
 import pytest
 
 import recorded_run as rec
-from kernel_forge.gate.diagnosis import Diagnosis, diagnose, directions
+from kernel_forge.analysis.diagnosis import Diagnosis, diagnose
+from kernel_forge.analysis.directions import directions
 
 FP32 = 2 * 132 * 128 * 1.98e9      # FMA lanes x SMs x boost clock of the H200 (the driver's values)
 

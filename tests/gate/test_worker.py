@@ -19,7 +19,7 @@ PROGRAM = f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
 from kernel_forge.common.errors import EnvironmentProblem
-from kernel_forge.gate.gate import Worker
+from kernel_forge.gate.worker import Worker
 try:
     w = Worker({str(ROOT / "manifests" / "vector_add.json")!r}, start_timeout=120)
 except EnvironmentProblem as exc:
@@ -65,7 +65,7 @@ def test_the_main_module_is_put_back_after_the_worker_started():
 
 def test_a_plain_spawned_process_started_from_stdin_dies_the_trap_guarded_here():
     """The trap itself, with a plain spawned process: what the tests above would meet without
-    gate.start_without_main."""
+    worker.start_without_main."""
     prog = ("import multiprocessing as mp\n"
             "def f():\n    pass\n"
             "if __name__ == '__main__':\n"
