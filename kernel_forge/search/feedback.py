@@ -20,7 +20,7 @@ from kernel_forge.search.prompts import PromptAttempt
 from kernel_forge.model.verdict import NOT_THE_KERNELS_FAULT
 
 if TYPE_CHECKING:
-    from kernel_forge.search.attempt import Attempt
+    from kernel_forge.records.attempt import Attempt
 
 _LOG_LINE = re.compile(r"\((\d+)\): (?:catastrophic )?(?:error|warning)")
 HIDDEN = "failed a hidden case"

@@ -30,8 +30,9 @@ from kernel_forge.search.prompts import PromptAttempt, build_prompt_parts, syste
 from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult, Proposer
 from kernel_forge.model.task import Task
 from kernel_forge.reports.summary import origin
-from kernel_forge.search.attempt import Attempt, Slot
-from kernel_forge.search.run_state import RunState
+from kernel_forge.records.attempt import Attempt
+from kernel_forge.search.slots import Slot
+from kernel_forge.records.run_state import RunState
 from kernel_forge.model.verdict import NOT_THE_KERNELS_FAULT, Evaluation
 
 #: reasons the loop gives itself, before any GPU time (the attempt has no evaluation)
@@ -108,7 +109,7 @@ def candidate_from_proposal(p: Proposal, name: str) -> Candidate:
 
 
 class Optimizer:
-    """The loop over one run's :class:`~kernel_forge.search.run_state.RunState` (``state``);
+    """The loop over one run's :class:`~kernel_forge.records.run_state.RunState` (``state``);
     ``gate`` and ``proposer`` are swapped by interface (tests use fakes).  Beside the state it
     keeps only what it derives from it: the de-duplication index (``seen``, ``bodies``), the
     spaces of tunable kernels and the diagnoses of bests and parents."""

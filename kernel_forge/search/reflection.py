@@ -19,7 +19,7 @@ from kernel_forge.gate.diagnosis import us
 from kernel_forge.search.strategies import comparable_parent, ratio_to_parent
 
 if TYPE_CHECKING:
-    from kernel_forge.search.attempt import Attempt
+    from kernel_forge.records.attempt import Attempt
     from kernel_forge.search.prompts import PromptAttempt
     from kernel_forge.model.task import Task
 

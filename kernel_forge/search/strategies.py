@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 from kernel_forge.model.candidate import Candidate
 
 if TYPE_CHECKING:
-    from kernel_forge.search.attempt import Attempt
+    from kernel_forge.records.attempt import Attempt
 
 #: the strategies ``--search`` takes
 NAMES = ("greedy", "population", "anneal", "brute")

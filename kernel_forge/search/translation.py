@@ -23,8 +23,9 @@ from kernel_forge.model.candidate import Candidate
 from kernel_forge.gate.gatelike import GateLike
 
 if TYPE_CHECKING:
-    from kernel_forge.search.attempt import Attempt, Slot
-    from kernel_forge.search.run_state import RunState
+    from kernel_forge.records.attempt import Attempt
+    from kernel_forge.search.slots import Slot
+    from kernel_forge.records.run_state import RunState
     from kernel_forge.proposers.base import ProposalRequest
     from kernel_forge.model.task import Task
 

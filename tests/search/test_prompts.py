@@ -383,7 +383,7 @@ def test_a_diff_edit_lands_on_exactly_the_kernel_the_prompt_shows_as_its_start()
     applied them to the slot's parent."""
     import s9_run
     from kernel_forge.proposers.answer import apply_edits
-    from kernel_forge.search.attempt import Slot
+    from kernel_forge.search.slots import Slot
 
     opt = s9_run.optimizer()
     by_id = {a.id: a for a in opt.state.attempts}

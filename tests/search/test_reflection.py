@@ -7,7 +7,7 @@ import pytest
 
 from kernel_forge.search import reflection
 from kernel_forge.model.clip import clip_kernel, hot_loop, loops
-from kernel_forge.search.attempt import Attempt
+from kernel_forge.records.attempt import Attempt
 from kernel_forge.search.prompts import PromptAttempt, build_prompt_parts
 from kernel_forge.model.task import load_task
 

@@ -14,7 +14,7 @@ import pytest
 from kernel_forge.search import strategies
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.common.errors import InputError
-from kernel_forge.search.attempt import Attempt
+from kernel_forge.records.attempt import Attempt
 from kernel_forge.search.strategies import PlanContext, Space
 
 ROOT = Path(__file__).resolve().parents[2]
