@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kernel_forge.gate.diagnosis import diagnose
-from kernel_forge.search.prompts import PromptAttempt
+from kernel_forge.search.prompt_blocks import PromptAttempt
 from kernel_forge.model.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+#: reasons the loop gives an attempt before any GPU time (it has no evaluation)
+NOT_GATED = ("duplicate", "launch_conflict", "bad_candidate")
 
 @dataclass
 class Attempt:

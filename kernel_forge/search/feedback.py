@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kernel_forge.search.prompts import PromptAttempt
+from kernel_forge.search.prompt_blocks import PromptAttempt
 from kernel_forge.model.verdict import NOT_THE_KERNELS_FAULT
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def choose_shown(attempts: list["Attempt"], best: "Attempt", initial: "Attempt |
     fastest.pop(body(best), None)
     crossover = None
     if crossover_every and iteration % crossover_every == 0:
-        from kernel_forge.search.strategies import wins_over
+        from kernel_forge.search.lineage import wins_over
 
         first = best if best is not initial else next((a for a in fastest.values() if a is not initial), None)
         # a second parent faster than the first on some case, and the first faster on another
