@@ -5,7 +5,7 @@ kernel, its fastest setting, fastest first, never the best's kernel again, bound
 characters of source), recent failures (one per kernel) and, every ``crossover_every``
 iterations, two parents to combine (the best and a distinct runner-up; never the task's initial
 kernel while another passed kernel exists).  :func:`prompt_attempt` fills a
-:class:`~kernel_forge.search.prompts.PromptAttempt` completely (diff from the parent, defines, launch,
+:class:`~kernel_forge.search.prompt_blocks.PromptAttempt` completely (diff from the parent, defines, launch,
 line-mapped compile errors, shown cases); how it is rendered is prompts.py's business.
 """
 from __future__ import annotations

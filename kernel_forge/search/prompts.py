@@ -17,8 +17,11 @@ provider's prompt cache holds as much as possible:
   edits apply to exactly that kernel), a failed attempt to fix or two parents to combine,
   hints, its direction and the job.
 
-Holdout cases, their sizes and their results never appear.  :func:`write_prompt` writes what a
-model was asked to ``prompt-NNN.md`` in the run folder.
+:func:`build_prompt_parts` takes one :class:`PromptContext`.  How a kernel is shown is
+:mod:`~kernel_forge.search.prompt_blocks`'s (with the limits on each kind of source), the
+failures and a fix turn :mod:`~kernel_forge.search.prompt_failures`'.  Holdout cases, their sizes
+and their results never appear.  :func:`write_prompt` writes what a model was asked to
+``prompt-NNN.md`` in the run folder.
 """
 from __future__ import annotations
 
