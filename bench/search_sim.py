@@ -436,17 +436,19 @@ class SimProposer:
         out = []
         for i in range(request.n):
             rng = random.Random(f"{self.seed}:{request.iteration}:{i}")
-            parent = request.parents[i] if i < len(request.parents) else self.opt.state.best.id
-            tech = request.techniques[i] if i < len(request.techniques) else ""
+            slot = request.slots[i] if i < len(request.slots) else None
+            parent = slot.parent if slot else self.opt.state.best.id
+            tech = slot.technique if slot else ""
+            direction = slot.direction if slot else ""
             label, d, score = self._identity(parent)
             src_a = next(x for x in self.opt.state.attempts if x.id == parent)
-            if src_a.status == "failed" and src_a.fix_of is None and tech and request.directions[i].startswith("fix"):
+            if src_a.status == "failed" and src_a.fix_of is None and tech and direction.startswith("fix"):
                 if rng.random() < self.fix:
                     target = (label, d)
                 else:
                     target = None
-            elif request.seconds and i < len(request.seconds) and request.seconds[i]:
-                l2, d2, s2 = self._identity(request.seconds[i])
+            elif slot and slot.second_parent:
+                l2, d2, s2 = self._identity(slot.second_parent)
                 if l2 == label and label != "initial":
                     c = {n: (d if rng.random() < 0.5 else d2)[n] for n in d}
                     target = (label, c) if self._valid(label, c) else self._move(label, d, tech, rng)
@@ -463,14 +465,12 @@ class SimProposer:
                 n = len(self.broken)
                 self.broken[n] = target or (label, d)
                 src = f"#define {BROKEN} {n}\n" + self._source(*(target or (label, d)))
-                out.append(Proposal(source=src, direction=request.directions[i] if i < len(request.directions) else "",
-                                    proposer="sim", rationale=f"{tech} from {parent}"))
+                out.append(Proposal(source=src, direction=direction, proposer="sim", rationale=f"{tech} from {parent}"))
                 continue
             r = self.pool.lookup(*target)
             true = (score / r["score_us"]) if score and r and r.get("score_us") else 1.0
             out.append(Proposal(source=self._source(*target), proposer="sim", rationale=f"{tech} from {parent}",
-                                direction=request.directions[i] if i < len(request.directions) else "",
-                                predicted_speedup=round(true * math.exp(rng.gauss(0, 0.3)), 3)))
+                                direction=direction, predicted_speedup=round(true * math.exp(rng.gauss(0, 0.3)), 3)))
         return ProposalResult(proposals=out)
 
 

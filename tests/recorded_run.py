@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kernel_forge.analysis.diagnosis import diagnose
-from kernel_forge.search.prompts import PromptAttempt
+from kernel_forge.search.prompt_blocks import PromptAttempt
 from kernel_forge.model.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +44,7 @@ def attempts() -> dict[str, dict]:
 
 
 def prompt_attempt(a: dict) -> PromptAttempt:
-    """As loop.Optimizer._prompt_attempt builds it (holdout cases removed, hidden details withheld)."""
+    """As search.request_build.prompt_attempt builds it (holdout cases removed, hidden details withheld)."""
     ev = a.get("evaluation") or {}
     return PromptAttempt(id=a["id"], source=(RUN / a["source_file"]).read_text(), passed=a["status"] == "passed",
                          reason=a["reason"], message=a["message"] if a["reason"] != "holdout_failed" else

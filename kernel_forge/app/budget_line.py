@@ -27,9 +27,9 @@ CALLS_PER_PROPOSAL = 3
 
 
 def _fixed_chars() -> dict[str, int]:
-    """Bounded prompt parts that are not configuration fields (prompts.py's and reflection.py's
+    """Bounded prompt parts that are not configuration fields (prompt_blocks.py's and reflection.py's
     limits, with room for their headings and the lines around each source)."""
-    from kernel_forge.search import prompts as p
+    from kernel_forge.search import prompt_blocks as p
 
     return {"task and device": 6000, "best and its diagnosis": p.MAX_SOURCE_CHARS + 4000 + 3000,
             "failures": p.FAILURES_CHARS + 2000, "fix target": p.MAX_SOURCE_CHARS + p.FAILURE_CHARS + 1500,
@@ -61,7 +61,7 @@ class Budget:
 
 
 def _prompt_chars(loop, task=None) -> int:
-    from kernel_forge.search.prompts import HISTORY_CHARS, REFERENCE_CHARS, RETRIEVED_CHARS
+    from kernel_forge.search.prompt_blocks import HISTORY_CHARS, REFERENCE_CHARS, RETRIEVED_CHARS
 
     system = len(resources.files("kernel_forge").joinpath("prompts/system.md").read_text())
     reference = REFERENCE_CHARS
@@ -76,7 +76,7 @@ def _prompt_chars(loop, task=None) -> int:
 
 def estimate(loop, prop, task=None) -> Budget:
     """The worst case of a run with these settings (``loop``: LoopConfig, ``prop``: ProposerConfig)."""
-    from kernel_forge.search.loop import iteration_limit
+    from kernel_forge.search.stop_rules import iteration_limit
 
     iterations = iteration_limit(loop, prop.kind)          # None: the tuner without --max-iterations
     from kernel_forge.app.run_setup import run_budget, unpriced_models

@@ -397,7 +397,8 @@ def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str |
     section is complete and the initial kernel is compiled with NVRTC for its arch, so the prompt
     shows its registers, shared memory, occupancy and waves per case; without it the device
     section says it is unknown."""
-    from kernel_forge.search.prompts import PromptAttempt, build_prompt_parts, system_prompt
+    from kernel_forge.search.prompt_blocks import PromptAttempt
+    from kernel_forge.search.prompts import PromptContext, build_prompt_parts, system_prompt
 
     task = load_task(manifest)
     device = calibration = None
@@ -436,10 +437,10 @@ def first_prompt_parts(manifest: str | Path, hints: str = "", device_file: str |
     diag = Diagnosis(notes=[UNMEASURED])
     dynamic = []
     for _, direction in direction_items(diag, max(1, candidates)):
-        static, dyn = build_prompt_parts(task, reference_source=task.reference.path.read_text(encoding="utf-8"),
-                                         device=device, calibration=calibration, best=best, history=[],
-                                         failures=[], hints=hints, retrieved=(pattern,) if pattern else (),
-                                         diagnosis=diag, direction=direction)
+        static, dyn = build_prompt_parts(PromptContext(
+            task, reference_source=task.reference.path.read_text(encoding="utf-8"), device=device,
+            calibration=calibration, best=best, history=[], failures=[], hints=hints,
+            retrieved=(pattern,) if pattern else (), diagnosis=diag, direction=direction))
         dynamic.append(dyn)
     return system_prompt(), static, dynamic
 

@@ -9,21 +9,17 @@ When the process ends (a stop rule, an error, Ctrl-C) it writes ``history.json``
 release did, and removes the log.  So a finished run, and every run of an earlier release, has
 ``history.json`` only; a run killed hard has the log, and its history is the log's.
 
-:func:`read_history` is the one reader: the log when there is one, else ``history.json``, checked
-against ``history.schema.json`` either way.
+:func:`read_history` is the commands' reader: the log when there is one, else ``history.json``
+(:mod:`kernel_forge.records.history_file` folds it), checked against ``history.schema.json`` either way.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from kernel_forge.common.errors import InternalError
-from kernel_forge.common.patch_log import read_log
-from kernel_forge.common.reads import Unreadable
 from kernel_forge.common.writes import remove_file
 from kernel_forge.evidence.run_dir import RunDir, check_schema
-
-HISTORY = "history.json"
-LOG = "history.jsonl"
+from kernel_forge.records.history_file import HISTORY, LOG, fold_log
 
 
 class HistoryLog:
@@ -73,14 +69,9 @@ def read_history(run: RunDir | str | Path, default=None, *, check: bool = True):
     path = run.path if isinstance(run, RunDir) else Path(run)
     log = path / LOG
     if log.is_file():
-        try:
-            folded = read_log(log, "attempt log")
-        except Unreadable:
-            if log.exists():
-                raise
-            folded = None                        # removed as its process finished: history.json is whole
-        if folded is not None and folded.document is not None:
+        folded = fold_log(log)                   # None: removed as its process finished (history.json is whole)
+        if folded is not None:
             if check:
-                check_schema(folded.document, "history.schema.json", log, size=log.stat().st_size)
-            return folded.document
+                check_schema(folded, "history.schema.json", log, size=log.stat().st_size)
+            return folded
     return RunDir(path).read_json(HISTORY, default, check=check)

@@ -39,17 +39,13 @@ class RecordedGate(InTurn):
 
     @classmethod
     def from_run(cls, run_path: str | Path) -> "RecordedGate":
-        from kernel_forge.common.patch_log import read_log
-        from kernel_forge.common.reads import MAX_RECORD, read_json_file
+        from kernel_forge.records.history_file import recorded_history
 
         p = Path(run_path)
         # damaged or hand-edited evidence is an InputError naming the file, never a crash (the
         # commands check the history against its schema first: evidence.history_log.read_history).
         # A run killed before it finished has its history in the attempt log only.
-        log = p / "history.jsonl"
-        folded = read_log(log, "attempt log").document if log.is_file() else None
-        hist = folded if folded is not None else \
-            _object(read_json_file(p / "history.json", "run history", limit=MAX_RECORD), p / "history.json")
+        hist = recorded_history(p)
         env = _object(read_json_file(p / "env.json", "environment record"), p / "env.json") \
             if (p / "env.json").is_file() else {}
         if not isinstance(hist.get("attempts"), list) or not all(isinstance(a, dict) for a in hist["attempts"]):

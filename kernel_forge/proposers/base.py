@@ -59,6 +59,23 @@ class ModelCall:
 
 
 @dataclass
+class ProposalSlot:
+    """One of a request's proposals: what it is asked and what it starts from."""
+
+    #: its dynamic user prompt (after the static prefix); None: the request's ``prompt``
+    prompt: str | None = None
+    direction: str = ""           # the direction it is to take
+    #: the source of the kernel it builds on (the fix target, else the current best; "" for none,
+    #: e.g. a new translation): a model may answer with search/replace edits against it instead of
+    #: the whole file
+    parent_source: str = ""
+    #: the attempt it is to start from (the search strategy's choice; the best for greedy)
+    parent: str = ""
+    technique: str = ""           # its technique tag (``"cmp:regblock"``, ``"crossover"`` ...)
+    second_parent: str | None = None   # a crossover's other parent (an attempt id)
+
+
+@dataclass
 class ProposalRequest:
     system: str                   # system prompt
     prompt: str                   # user prompt after the static prefix: best kernel, history, failures
@@ -68,19 +85,9 @@ class ProposalRequest:
     #: reference); the full user prompt is ``static_prefix + "\n\n" + prompt``.  Providers that
     #: cache prompts (Anthropic ``cache_control``) mark it as a cacheable block.
     static_prefix: str = ""
-    #: one dynamic prompt per proposal (each with its own direction); when empty, every one of
-    #: the ``n`` proposals uses ``prompt``
-    prompts: list[str] = field(default_factory=list)
-    directions: list[str] = field(default_factory=list)   # the direction of each of the n proposals
-    #: the source of the kernel each proposal builds on (the fix target, else the current best; "" for
-    #: none, e.g. a new translation): a model may answer with search/replace edits against it instead
-    #: of the whole file
-    parent_sources: list[str] = field(default_factory=list)
-    #: per proposal, the attempt it is to start from (the search strategy's choice; the best for greedy),
-    #: its technique tag (``"cmp:regblock"``, ``"crossover"`` ...) and a crossover's second parent
-    parents: list[str] = field(default_factory=list)
-    techniques: list[str] = field(default_factory=list)
-    seconds: list[str | None] = field(default_factory=list)
+    #: one record per proposal (its own prompt, direction, parents); when empty, every one of the
+    #: ``n`` proposals uses ``prompt`` and builds on nothing given
+    slots: list[ProposalSlot] = field(default_factory=list)
     #: labels whose every setting was gated or ruled out: the built-in tuner proposes those templates no more
     spent: list[str] = field(default_factory=list)
     #: labels with a passing attempt: the built-in tuner searches a bound pattern once its gate attempt passed
@@ -88,13 +95,16 @@ class ProposalRequest:
 
     def prompt_for(self, index: int) -> str:
         """The dynamic user prompt of proposal ``index`` (0-based)."""
-        return self.prompts[index] if index < len(self.prompts) else self.prompt
+        if index < len(self.slots) and self.slots[index].prompt is not None:
+            return self.slots[index].prompt
+        return self.prompt
 
     def parent_for(self, index: int) -> str | None:
-        """The source proposal ``index`` builds on, if the loop gave one (an empty entry: none)."""
-        if index < len(self.parent_sources):
-            return self.parent_sources[index] or None
-        return (self.parent_sources[0] or None) if len(self.parent_sources) == 1 else None
+        """The source proposal ``index`` builds on, if the loop gave one (an empty entry: none; a
+        request of one slot gives its source to every proposal)."""
+        if index < len(self.slots):
+            return self.slots[index].parent_source or None
+        return (self.slots[0].parent_source or None) if len(self.slots) == 1 else None
 
     def full_prompt(self, index: int = 0) -> str:
         body = self.prompt_for(index)

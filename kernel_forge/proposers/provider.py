@@ -769,8 +769,8 @@ class ModelProposer:
                     except ProposalSchemaError as exc:   # _read should have caught it; be safe
                         reading.problem = str(exc)
                     else:
-                        if index < len(request.directions):
-                            proposal.direction = request.directions[index]
+                        if index < len(request.slots):
+                            proposal.direction = request.slots[index].direction
                         out.proposal = proposal
                         return out
                 problem = reading.problem or "no usable answer"

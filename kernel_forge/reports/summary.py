@@ -1,10 +1,20 @@
-"""``summary.json``, ``report.md`` and the plots of a run, from its state (the loop's
-:class:`~kernel_forge.search.run_state.RunState`, read by attribute) and its run folder."""
+"""``summary.json``, ``report.md`` and the plots of a run, from its state (its
+:class:`~kernel_forge.records.run_state.RunState` and the
+:class:`~kernel_forge.records.attempt.Attempt` s in it) and its run folder."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from kernel_forge import __version__
+from kernel_forge.records.attempt import Attempt
+from kernel_forge.records.run_state import RunState
+
+if TYPE_CHECKING:
+    from kernel_forge.evidence.run_dir import RunDir
+    from kernel_forge.analysis.diagnosis import Diagnosis
+    from kernel_forge.gate.gatelike import GateLike
+    from kernel_forge.model.task import Task
 
 
 def _case_table(ev: dict | None) -> dict[str, dict]:
@@ -15,10 +25,10 @@ def _case_table(ev: dict | None) -> dict[str, dict]:
     return out
 
 
-def run_diagnosis(state, task, run_dir, gate=None):
+def run_diagnosis(state: RunState, task: Task, run_dir: RunDir, gate: GateLike | None = None) -> Diagnosis | None:
     """The diagnosis of the run's best (device and calibration from env.json, else from ``gate``
     where one is given; the profile from profiles/<best>.json when the loop saved one), or None
-    without a best.  ``state`` is the run's :class:`~kernel_forge.search.run_state.RunState`."""
+    without a best."""
     from kernel_forge.analysis.diagnosis import diagnose
 
     best = state.best
@@ -44,7 +54,7 @@ def run_diagnosis(state, task, run_dir, gate=None):
                     calibration=calibration, profile=profile, source=source)
 
 
-def _directions(attempts) -> list[dict]:
+def _directions(attempts: list[Attempt]) -> list[dict]:
     """Per direction the prompts gave: attempts, how many passed, the fastest, and the model cost."""
     rows: dict[str, dict] = {}
     for a in attempts:
@@ -60,9 +70,9 @@ def _directions(attempts) -> list[dict]:
     return list(rows.values())
 
 
-def build_summary(state, task, run_dir, *, proposer: str, search: dict, gate=None) -> dict:
-    """summary.json of a run: its :class:`~kernel_forge.search.run_state.RunState` ``state``, the
-    ``task``, its :class:`~kernel_forge.evidence.run_dir.RunDir`, the proposer's name, the
+def build_summary(state: RunState, task: Task, run_dir: RunDir, *, proposer: str, search: dict,
+                  gate: GateLike | None = None) -> dict:
+    """summary.json of a run: its state, the ``task``, its run folder, the proposer's name, the
     search's summary (strategy and spaces) and the ``gate`` (the device, where env.json has none)."""
     best, initial = state.best, state.initial
     done = [a for a in state.attempts if a.status != "pending"]
@@ -86,7 +96,6 @@ def build_summary(state, task, run_dir, *, proposer: str, search: dict, gate=Non
         "generated": (run_dir.read_json("run.json", check=False) or {}).get("generated"),
     }
     if initial is not None:
-        from kernel_forge.reports.summary import origin
         summary["initial"] = {"id": initial.id, "score_us": initial.score_us, **origin(initial)}
     for name, ev in state.baselines.items():
         summary["baselines"][name] = {"score_us": ev.get("score_us"), "passed": ev.get("passed")}
@@ -124,7 +133,8 @@ def build_summary(state, task, run_dir, *, proposer: str, search: dict, gate=Non
     return summary
 
 
-def write_summary(state, task, run_dir, *, proposer: str, search: dict, gate=None) -> dict:
+def write_summary(state: RunState, task: Task, run_dir: RunDir, *, proposer: str, search: dict,
+                  gate: GateLike | None = None) -> dict:
     """summary.json and report.md of a run (arguments as :func:`build_summary`'s)."""
     summary = build_summary(state, task, run_dir, proposer=proposer, search=search, gate=gate)
     run_dir.write_json("summary.json", summary)
@@ -136,21 +146,19 @@ def write_summary(state, task, run_dir, *, proposer: str, search: dict, gate=Non
     return summary
 
 
-def origin(initial, task=None) -> dict | None:
+def origin(initial: Attempt | None) -> dict | None:
     """Where a run's baseline came from: ``task`` (the manifest's initial kernel), ``translation``
     (model-written, or replayed), or ``template`` (the built-in tuner's first passing setting)."""
     if initial is None:
         return None
-    get = (lambda k, d=None: initial.get(k, d)) if isinstance(initial, dict) else \
-        (lambda k, d=None: getattr(initial, k, d))
-    proposer = get("proposer", "")
+    proposer = initial.proposer
     if proposer == "initial":
         kind, note = "task", "the task's initial kernel"
     elif proposer == "tune":
-        kind, note = "template", (f"the first passing setting of template {get('label')} (no initial kernel: "
+        kind, note = "template", (f"the first passing setting of template {initial.label} (no initial kernel: "
                                   "the built-in tuner's first passing setting is the baseline)")
     else:
         who = "replayed from recorded proposals" if proposer == "replay" else f"written by {proposer}"
         kind, note = "translation", (f"a translation of the reference {who} (no initial kernel: the first "
                                      "translation that passed the gate and the holdout is the baseline)")
-    return {"origin": kind, "proposer": proposer, "source_file": get("source_file", ""), "note": note}
+    return {"origin": kind, "proposer": proposer, "source_file": initial.source_file, "note": note}

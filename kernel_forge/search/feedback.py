@@ -5,7 +5,7 @@ kernel, its fastest setting, fastest first, never the best's kernel again, bound
 characters of source), recent failures (one per kernel) and, every ``crossover_every``
 iterations, two parents to combine (the best and a distinct runner-up; never the task's initial
 kernel while another passed kernel exists).  :func:`prompt_attempt` fills a
-:class:`~kernel_forge.search.prompts.PromptAttempt` completely (diff from the parent, defines, launch,
+:class:`~kernel_forge.search.prompt_blocks.PromptAttempt` completely (diff from the parent, defines, launch,
 line-mapped compile errors, shown cases); how it is rendered is prompts.py's business.
 """
 from __future__ import annotations
@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kernel_forge.search.prompts import PromptAttempt
+from kernel_forge.search.prompt_blocks import PromptAttempt
 from kernel_forge.model.verdict import NOT_THE_KERNELS_FAULT
 
 if TYPE_CHECKING:
-    from kernel_forge.search.attempt import Attempt
+    from kernel_forge.records.attempt import Attempt
 
 _LOG_LINE = re.compile(r"\((\d+)\): (?:catastrophic )?(?:error|warning)")
 HIDDEN = "failed a hidden case"
@@ -72,7 +72,7 @@ def choose_shown(attempts: list["Attempt"], best: "Attempt", initial: "Attempt |
     fastest.pop(body(best), None)
     crossover = None
     if crossover_every and iteration % crossover_every == 0:
-        from kernel_forge.search.strategies import wins_over
+        from kernel_forge.search.lineage import wins_over
 
         first = best if best is not initial else next((a for a in fastest.values() if a is not initial), None)
         # a second parent faster than the first on some case, and the first faster on another

@@ -17,97 +17,66 @@ provider's prompt cache holds as much as possible:
   edits apply to exactly that kernel), a failed attempt to fix or two parents to combine,
   hints, its direction and the job.
 
-Holdout cases, their sizes and their results never appear.  :func:`write_prompt` writes what a
-model was asked to ``prompt-NNN.md`` in the run folder.
+:func:`build_prompt_parts` takes one :class:`PromptContext`.  How a kernel is shown is
+:mod:`~kernel_forge.search.prompt_blocks`'s (with the limits on each kind of source), the
+failures and a fix turn :mod:`~kernel_forge.search.prompt_failures`'.  Holdout cases, their sizes
+and their results never appear.  :func:`write_prompt` writes what a model was asked to
+``prompt-NNN.md`` in the run folder.
 """
 from __future__ import annotations
 
-import difflib
-import re
-from pathlib import Path
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernel_forge.gpu import device_description
-from kernel_forge.model.clip import clip_kernel
+from kernel_forge.model.clip import clip_kernel, clip_source
 from kernel_forge.model.task import Task
-from kernel_forge.model.verdict import REASONS
-from kernel_forge.model.clip import clip_source
+from kernel_forge.search.prompt_blocks import (HISTORY_CHARS, HISTORY_KERNEL_CHARS, MAX_SOURCE_CHARS, PATTERN_CHARS,
+                                               REFERENCE_CHARS, RETRIEVED_CHARS, PromptAttempt, defines_text, fence,
+                                               field_of, normalise, pattern_refs, per_case, shown_cases,
+                                               source_block, us)
+from kernel_forge.search.prompt_failures import failures_section, fix_section, launch_line
 
-MAX_SOURCE_CHARS = 12000      #: the best's (and a fix's) source
-HISTORY_CHARS = 12000         #: all earlier correct kernels together
-HISTORY_KERNEL_CHARS = 4000   #: one earlier correct kernel
-FAILURES_CHARS = 9000         #: all recent failures together
-FAILURE_CHARS = 3000          #: one failure's source or diff
-RETRIEVED_CHARS = 8000        #: all kernels from other tasks together
-PATTERN_CHARS = 10000         #: an expert pattern (kernel_forge/patterns), shown whole
-REFERENCE_CHARS = 6000
-_HEADER = re.compile(r"^\s*//\s*kforge:")
+if TYPE_CHECKING:
+    from kernel_forge.analysis.diagnosis import Diagnosis
 
 
 @dataclass
-class PromptAttempt:
-    """What the prompt needs to know about one attempt."""
+class PromptContext:
+    """Everything one proposal's prompt is built from (:func:`build_prompt_parts`).  The run's and
+    the iteration's part is shared by every proposal of an iteration; the proposal's own part
+    (``fix``, ``start``, ``crossover``, ``direction``) is set per proposal with
+    :func:`dataclasses.replace`."""
 
-    id: str
-    source: str
-    passed: bool
-    reason: str
-    message: str
-    score_us: float | None
-    cases: list[dict] = field(default_factory=list)   # CaseResult.to_json(False) (holdout removed)
-    compile_log: str = ""
-    rationale: str = ""
-    defines: dict = field(default_factory=dict)
-    parent: str | None = None                         # the attempt it was derived from
-    diff: str = ""                                    # unified diff of its source against the parent's
-    launch: dict | None = None                        # the launch it ran with (Launch.to_json())
-    direction: str = ""                               # the direction it was asked to take
-    profile: dict | None = None                       # GateLike.profile() summary, when profiled
+    task: Task
+    reference_source: str
+    device: dict | None
+    calibration: dict | None
+    best: PromptAttempt                                       #: the current best
+    history: list[PromptAttempt] = field(default_factory=list)    #: earlier correct kernels
+    failures: list[PromptAttempt] = field(default_factory=list)   #: recent failures
+    hints: str = ""
+    n_history: int = 5                                        #: earlier kernels shown at most
+    diagnosis: Diagnosis | None = None                         #: the best's
+    #: archive examples and the expert pattern (:class:`kernel_forge.search.retrieval.Example`, or
+    #: any object or dict with ``task_name``, ``source`` and ``score_us``)
+    retrieved: tuple = ()
+    ledger: str = ""                                          #: the attempt ledger's section
+    #: the gated attempt of the task's kind's pattern bound to its signature (:mod:`kernel_forge.search.bound`)
+    bound: PromptAttempt | None = None
+    # -- this proposal's own --------------------------------------------------------------------
+    fix: PromptAttempt | None = None                          #: a failed attempt to repair
+    #: the kernel it starts from when not the best (:func:`kernel_forge.search.reflection.start_section`)
+    start: str = ""
+    crossover: tuple[PromptAttempt, PromptAttempt] | None = None   #: two parents to combine
+    direction: str = ""
 
 
 def system_prompt() -> str:
     return resources.files("kernel_forge").joinpath("prompts/system.md").read_text()
 
-
-def normalise(source: str) -> str:
-    """The source without ``// kforge:`` lines and with whitespace collapsed: two attempts with
-    the same normalised source differ only in launch or defines."""
-    body = "\n".join(l for l in source.splitlines() if not _HEADER.match(l))
-    return re.sub(r"\s+", " ", body).strip()
-
-
-def _us(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.2f}" if x < 100 else f"{x:.1f}" if x < 10000 else f"{x:.0f}"
-
-
-def _defines(d: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in sorted((d or {}).items()))
-
-
-def _get(obj, *names, default=None):
-    for n in names:
-        if isinstance(obj, dict) and n in obj:
-            return obj[n]
-        if not isinstance(obj, dict) and hasattr(obj, n):
-            return getattr(obj, n)
-    return default
-
-
-def _shown_cases(cases: list[dict]) -> list[dict]:
-    return [c for c in cases if c.get("role") != "holdout"]
-
-
-def _per_case(a: PromptAttempt) -> str:
-    rows = [f"{c['name']} {_us((c.get('timing') or {}).get('median'))}" for c in _shown_cases(a.cases)
-            if c.get("timing")]
-    return ", ".join(rows) + " µs" if rows else ""
-
-
-def _fence(source: str, lang: str = "cuda") -> str:
-    return f"```{lang}\n{source.rstrip()}\n```"
 
 
 # -- static prefix ----------------------------------------------------------------------------
@@ -143,7 +112,7 @@ def _task_section(task: Task) -> str:
 
 def _reference_section(reference_source: str) -> str:
     return ("# Reference (the trusted definition of the result)\n"
-            + _fence(clip_source(reference_source, REFERENCE_CHARS), "python"))
+            + fence(clip_source(reference_source, REFERENCE_CHARS), "python"))
 
 
 def arch_section(device: dict | None) -> str:
@@ -183,20 +152,8 @@ def static_prefix(task: Task, *, reference_source: str, device: dict | None, cal
                                     arch_section(device), _reference_section(reference_source), *stable] if x)
 
 
+
 # -- the current best -------------------------------------------------------------------------
-def _launch_line(task: Task, a: PromptAttempt) -> str:
-    parts = []
-    if a.launch:
-        fmt = lambda t: "[" + ", ".join(str(x) for x in t) + "]"  # noqa: E731
-        parts.append(f"launch grid {fmt(a.launch['grid'])}, block {fmt(a.launch['block'])}"
-                     + (f", shared_mem {a.launch.get('shared_mem')}" if a.launch.get("shared_mem") not in (0, "0", None) else ""))
-    elif task.launch is not None:
-        parts.append("the task's default launch")
-    if a.defines:
-        parts.append(f"defines {_defines(a.defines)}")
-    return "; ".join(parts)
-
-
 def _static_resources(task: Task, a: PromptAttempt, device: dict | None) -> str:
     """Registers and shared memory from the compile log (ptxas) and the occupancy they allow
     per performance case, where the attempt was compiled but not measured."""
@@ -233,13 +190,13 @@ def _static_resources(task: Task, a: PromptAttempt, device: dict | None) -> str:
 
 def _measurements(a: PromptAttempt) -> str:
     rows = []
-    for c in _shown_cases(a.cases):
+    for c in shown_cases(a.cases):
         t = c.get("timing") or {}
         if t:
             extra = []
             if c.get("pct_peak_bw") is not None:
                 extra.append(f"{c['pct_peak_bw']:.1f}% of measured bandwidth")
-            rows.append(f"- {c['name']}: median {_us(t['median'])} µs (p10 {_us(t['p10'])}, p90 {_us(t['p90'])})"
+            rows.append(f"- {c['name']}: median {us(t['median'])} µs (p10 {us(t['p10'])}, p90 {us(t['p90'])})"
                         + (f"; {', '.join(extra)}" if extra else ""))
     return "\n".join(rows)
 
@@ -263,7 +220,7 @@ def _profile_lines(profile: dict | None) -> str:
 def _best_section(task: Task, best: PromptAttempt, diagnosis, device: dict | None,
                   refs: dict[str, str] | None = None) -> str:
     if best.score_us:
-        head = f"# Current best: {best.id}, score {_us(best.score_us)} µs (geometric mean of the performance medians)"
+        head = f"# Current best: {best.id}, score {us(best.score_us)} µs (geometric mean of the performance medians)"
         if diagnosis is not None and diagnosis.cases:
             ratios = {}
             for c in diagnosis.cases:
@@ -278,7 +235,7 @@ def _best_section(task: Task, best: PromptAttempt, diagnosis, device: dict | Non
     lines = [head]
     if best.rationale and best.id != "initial":
         lines.append(f"Its rationale: {best.rationale[:300]}")
-    launch = _launch_line(task, best)
+    launch = launch_line(task, best)
     if launch:
         lines.append(f"Run with: {launch}")
     if diagnosis is not None and diagnosis.cases:
@@ -301,38 +258,11 @@ def _best_section(task: Task, best: PromptAttempt, diagnosis, device: dict | Non
     return "\n".join(lines)
 
 
+
 # -- history ----------------------------------------------------------------------------------
 #: an earlier kernel this many times slower than the best is not shown (it teaches little)
 SLOWER_SHOWN = 2.0
 
-
-def _header_lines(source: str) -> list[str]:
-    return [l.strip() for l in source.splitlines() if _HEADER.match(l)]
-
-
-def pattern_refs(retrieved) -> dict[str, tuple[str, set[str]]]:
-    """normalised source -> (how to name an expert pattern the prompt shows in its archive section,
-    its own ``// kforge:`` lines)."""
-    out = {}
-    for r in retrieved or ():
-        name, source = _get(r, "pattern", default="") or "", _get(r, "source", default="") or ""
-        if name and source:
-            out[normalise(source)] = (f"the expert pattern {name} (under Kernels from the archive above)",
-                                      {re.sub(r"\s+", " ", l) for l in _header_lines(source)})
-    return out
-
-
-def source_block(source: str, refs: dict, limit: int, what: str = "Its code") -> str:
-    """The fenced source, or where it is the code of an expert pattern shown above, that name and
-    the ``// kforge:`` lines it has beyond the pattern's own (the same code is never shown twice)."""
-    ref = refs.get(normalise(source))
-    if ref is None:
-        return _fence(clip_kernel(source, limit))
-    name, own = ref
-    extra = [l for l in _header_lines(source) if re.sub(r"\s+", " ", l) not in own]
-    return (f"{what} is {name}, line for line, with its `// kforge:` lines moved to the top of the file; besides "
-            "the pattern's own tune and constraint lines it has these (a ```diff block's SEARCH text is matched "
-            "against the code):\n" + _fence("\n".join(extra) or "// (no other kforge line)"))
 
 
 def _history_section(history: list[PromptAttempt], best: PromptAttempt, n_history: int,
@@ -356,8 +286,8 @@ def _history_section(history: list[PromptAttempt], best: PromptAttempt, n_histor
             rep = None
         for o in others:
             same = "the best" if key == best_key else members[0].id
-            variants.append(f"- {o.id}: {_us(o.score_us)} µs ({_per_case(o)}); same source as {same}"
-                            + (f" with {_defines(o.defines)}" if o.defines else " with another launch"))
+            variants.append(f"- {o.id}: {us(o.score_us)} µs ({per_case(o)}); same source as {same}"
+                            + (f" with {defines_text(o.defines)}" if o.defines else " with another launch"))
         if rep is None or len(shown) >= n_history:
             continue
         if budget < 800:
@@ -371,144 +301,15 @@ def _history_section(history: list[PromptAttempt], best: PromptAttempt, n_histor
     parts = ["# Earlier correct kernels, slowest to fastest (the best is above; none twice as slow as it)"]
     for h, text in reversed(shown):
         rel = f"x{best.score_us / h.score_us:.2f} of the best's speed" if best.score_us else ""
-        parts.append(f"## {h.id}: {_us(h.score_us)} µs ({rel}; per case {_per_case(h)})"
+        parts.append(f"## {h.id}: {us(h.score_us)} µs ({rel}; per case {per_case(h)})"
                      + (f" — {h.rationale[:200]}" if h.rationale else "")
-                     + (f"\nRun with: defines {_defines(h.defines)}" if h.defines else "")
-                     + "\n" + (text if normalise(h.source) in refs else _fence(text)))
+                     + (f"\nRun with: defines {defines_text(h.defines)}" if h.defines else "")
+                     + "\n" + (text if normalise(h.source) in refs else fence(text)))
     if variants:
         parts.append("Other settings of kernels above (not repeated):\n" + "\n".join(variants[:12])
                      + (f"\n- ... and {len(variants) - 12} more" if len(variants) > 12 else ""))
     return "\n\n".join(parts), {h.id for h, _ in shown}
 
-
-# -- failures ---------------------------------------------------------------------------------
-def _hidden_names(task: Task) -> set[str]:
-    return {c.name for c in task.cases if c.role == "holdout"}
-
-
-def _reason(a: PromptAttempt) -> str:
-    code = a.reason
-    meaning = REASONS.get(a.reason) or ("it passed the shown cases but failed on hidden cases (sizes and values "
-                                        "withheld)" if a.reason == "holdout_failed" else "")
-    return f"{code}" + (f" ({meaning})" if meaning else "")
-
-
-def _compile_errors(a: PromptAttempt) -> list[str]:
-    from kernel_forge.gpu.nvrtc import error_lines
-
-    src = a.source.splitlines()
-    out = []
-    for line, msg in error_lines(a.compile_log or "")[:5]:
-        out.append(f"- line {line}: {msg}")
-        if 0 < line <= len(src):
-            out.append(f"  {line:5d} | {src[line - 1].rstrip()}")
-    if not out and a.compile_log:
-        out = [f"  {l.strip()}" for l in a.compile_log.splitlines() if "error" in l][:5]
-    return out
-
-
-def _case_vars(task: Task, name: str) -> str:
-    try:
-        c = task.case(name)
-    except KeyError:
-        return ""
-    if c.role == "holdout":
-        return ""
-    return ", ".join(f"{k}={v}" for k, v in c.vars.items())
-
-
-def _mismatches(task: Task, a: PromptAttempt) -> list[str]:
-    out = []
-    for c in _shown_cases(a.cases):
-        if c.get("passed", True) or c.get("reason") in ("skipped", None):
-            continue
-        size = _case_vars(task, c["name"])
-        out.append(f"- case {c['name']}" + (f" ({size})" if size else "") + f": {c.get('reason')}: "
-                   + (c.get("message") or "").strip()[:400])
-        for o in c.get("outputs") or []:
-            first = o.get("first") or []
-            if not o.get("ok", True) and first:
-                pts = "; ".join(f"[{', '.join(map(str, f['index']))}] got {f['actual']}, expected {f['expected']}"
-                                for f in first[:4])
-                out.append(f"  first mismatches of {o['name']}: {pts}")
-        if len(out) >= 8:
-            break
-    return out
-
-
-def _parent_source(a: PromptAttempt, known: dict[str, str]) -> str | None:
-    return known.get(a.parent) if a.parent else None
-
-
-def _failure_body(task: Task, a: PromptAttempt, known: dict[str, str], *, limit: int, complete: bool) -> str:
-    lines = []
-    hidden = _hidden_names(task)
-    message = a.message.strip()
-    if a.reason == "holdout_failed" or any(re.search(rf"\bcase {re.escape(h)}\b", message) for h in hidden):
-        message = "failed on hidden cases (their sizes and values are withheld)"
-    launch = _launch_line(task, a)
-    if a.parent:
-        lines.append(f"Derived from {a.parent}" + (f"; run with {launch}." if launch else "."))
-    elif launch:
-        lines.append(f"Run with {launch}.")
-    if a.direction:
-        lines.append(f"Its direction was: {a.direction}")
-    if a.rationale:
-        lines.append(f"Its rationale: {a.rationale[:200]}")
-    if a.reason == "compile_error":
-        errs = _compile_errors(a)
-        if errs:
-            lines.append("Compiler errors (line numbers are the file's, shown below):")
-            lines += errs
-        else:
-            lines.append(f"Gate: {message.splitlines()[0] if message else ''}")
-    else:
-        cases = _mismatches(task, a)
-        if message and not cases and a.reason != "holdout_failed":
-            lines.append("Gate: " + " ".join(message.splitlines()[:4])[:600])
-        lines += cases
-    diff = a.diff
-    parent_src = _parent_source(a, known)
-    if not diff and parent_src is not None:
-        diff = "".join(difflib.unified_diff(parent_src.splitlines(True), a.source.splitlines(True),
-                                            fromfile=f"{a.parent}.cu", tofile=f"{a.id}.cu", n=2))
-    if not complete and diff and len(diff) < len(a.source):
-        lines.append(f"Its change from {a.parent or 'its parent'}:")
-        lines.append(_fence(clip_source(diff.rstrip("\n"), limit), "diff"))
-    else:
-        lines.append("Its source:" if not complete else "Its complete source:")
-        lines.append(_fence(clip_source(a.source, limit)))
-    return "\n".join(lines)
-
-
-def _failures_section(task: Task, failures: list[PromptAttempt], known: dict[str, str]) -> str:
-    seen, parts, budget = set(), [], FAILURES_CHARS
-    for a in reversed(failures):           # the most recent first, when the budget runs out
-        key = normalise(a.source) + "|" + _defines(a.defines)
-        if key in seen:
-            continue
-        seen.add(key)
-        body = _failure_body(task, a, known, limit=min(FAILURE_CHARS, max(600, budget)), complete=False)
-        if budget - len(body) < 0 and parts:
-            break
-        budget -= len(body)
-        parts.insert(0, f"## {a.id}: {_reason(a)}\n{body}")
-    if not parts:
-        return ""
-    overview = []
-    for a in failures:
-        first = (a.message.strip().splitlines() or [""])[0]
-        if a.reason == "holdout_failed" or any(re.search(rf"\bcase {re.escape(h)}\b", first) for h in _hidden_names(task)):
-            first = "failed a hidden case" if a.reason == "holdout_failed" else "failed (details withheld)"
-        overview.append(f"- {a.id}: {a.reason}" + (f": {first[:160]}" if first else ""))
-    return ("# Recent failures (do not repeat these mistakes)\n" + "\n".join(overview) + "\n\n"
-            + "\n\n".join(parts))
-
-
-def _fix_section(task: Task, fix: PromptAttempt, known: dict[str, str]) -> str:
-    return (f"# Fix this failed attempt: {fix.id}\nIt failed with {_reason(fix)}. Find the bug, keep what it was "
-            f"trying to do, and submit the corrected kernel (a ```diff block's edits apply to {fix.id}).\n"
-            + _failure_body(task, fix, known, limit=MAX_SOURCE_CHARS, complete=True))
 
 
 # -- crossover, retrieval ---------------------------------------------------------------------
@@ -522,7 +323,7 @@ def _crossover_section(crossover: tuple[PromptAttempt, PromptAttempt], shown: di
     parts = [f"# Start from {a.id} and combine it with {b.id} for this proposal\n"
              f"A ```diff block's edits apply to {a.id}."]
     for x in (a, b):
-        head = f"## {x.id}: {_us(x.score_us)} µs (per case {_per_case(x)})"
+        head = f"## {x.id}: {us(x.score_us)} µs (per case {per_case(x)})"
         parts.append(f"{head}; its source is {shown[x.id]}" if x.id in shown
                      else f"{head}\n{source_block(x.source, refs or {}, MAX_SOURCE_CHARS)}")
     parts.append("Take from each what makes it faster on the cases where it wins.")
@@ -533,7 +334,7 @@ def _bound_section(bound: PromptAttempt, refs: dict[str, str]) -> str:
     """The expert pattern of the task's kind written for this task's own signature, with the time it
     passed the gate at (its source once: by name where the archive section shows the pattern)."""
     head = (f"# The expert pattern for this task's kind, already adapted to its signature\n"
-            f"{bound.id} passed the gate at {_us(bound.score_us)} µs (per case {_per_case(bound)}), at its default "
+            f"{bound.id} passed the gate at {us(bound.score_us)} µs (per case {per_case(bound)}), at its default "
             "setting (its launch and settings are in its // kforge: lines).  Start from it, or take its technique "
             "into the current best.")
     return f"{head}\n{source_block(bound.source, refs, PATTERN_CHARS, 'Its source')}"
@@ -545,30 +346,30 @@ def _retrieved_section(task: Task, retrieved) -> str:
     ``same_task``): kernels of other tasks, or of this task from earlier runs, each marked so."""
     parts, budget = [], RETRIEVED_CHARS
     for r in retrieved or ():
-        name = _get(r, "task_name", "task", "name", default="another task")
-        source = _get(r, "source", default="") or ""
-        pattern = _get(r, "pattern", default="") or ""
+        name = field_of(r, "task_name", "task", "name", default="another task")
+        source = field_of(r, "source", default="") or ""
+        pattern = field_of(r, "pattern", default="") or ""
         if pattern and source:
             # an expert pattern keeps its whole source (they are written to fit): its main loop is the point
-            kind = _get(r, "kind", default="") or "this kind of"
+            kind = field_of(r, "kind", default="") or "this kind of"
             parts.append(f"## Expert pattern {pattern} for {kind} kernels (written for task {name}; it passes that "
-                         f"task's gate, hidden cases included): {_get(r, 'technique', default='')}\n"
-                         + _fence(clip_source(source, PATTERN_CHARS)))
+                         f"task's gate, hidden cases included): {field_of(r, 'technique', default='')}\n"
+                         + fence(clip_source(source, PATTERN_CHARS)))
             continue
         if not source or budget < 800:
             continue
-        same = bool(_get(r, "same_task", default=False)) or name == task.name
-        score = _get(r, "score_us", "score")
-        speedup = _get(r, "speedup_vs_initial", "speedup")
-        bound = _get(r, "bound", default="") or ""
-        note = "" if same else (_get(r, "description", "note", "rationale", default="") or "")
+        same = bool(field_of(r, "same_task", default=False)) or name == task.name
+        score = field_of(r, "score_us", "score")
+        speedup = field_of(r, "speedup_vs_initial", "speedup")
+        bound = field_of(r, "bound", default="") or ""
+        note = "" if same else (field_of(r, "description", "note", "rationale", default="") or "")
         head = ("## From an earlier run of this task" if same else f"## From task {name}") \
-            + (f": {_us(score)} µs" if isinstance(score, (int, float)) else "") \
+            + (f": {us(score)} µs" if isinstance(score, (int, float)) else "") \
             + (f", x{speedup:.2f} vs its initial kernel" if isinstance(speedup, (int, float)) else "") \
             + (f", {bound}-bound" if bound and bound != "unknown" else "")
         text = clip_kernel(source, min(4000, budget))
         budget -= len(text)
-        parts.append(head + (f"\nIts task: {' '.join(note.split())[:300]}" if note else "") + "\n" + _fence(text))
+        parts.append(head + (f"\nIts task: {' '.join(note.split())[:300]}" if note else "") + "\n" + fence(text))
     if not parts:
         return ""
     return ("# Kernels from the archive and the expert patterns (ideas only: another task's signature, sizes and "
@@ -583,12 +384,7 @@ def start_best(best: PromptAttempt) -> str:
             f"Its source is under Current best above. A ```diff block's edits apply to {best.id}.")
 
 
-def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None,
-                       best: PromptAttempt, history: list[PromptAttempt], failures: list[PromptAttempt],
-                       hints: str = "", crossover: tuple[PromptAttempt, PromptAttempt] | None = None,
-                       n_history: int = 5, diagnosis=None, fix: PromptAttempt | None = None,
-                       direction: str = "", retrieved: tuple = (), ledger: str = "",
-                       start: str = "", bound: PromptAttempt | None = None) -> tuple[str, str]:
+def build_prompt_parts(context: PromptContext) -> tuple[str, str]:
     """The user prompt as (static prefix, dynamic rest), the most stable first: the prefix (task,
     device and its architecture, reference, the expert pattern and the archive's kernels) is the
     same for every call of a run; the rest starts with what the iteration's proposals share (the
@@ -597,33 +393,32 @@ def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None
     from: a failed attempt to repair (``fix``), else ``start`` (rendered by
     :func:`kernel_forge.search.reflection.start_section` for a parent other than the best), else two
     parents to combine (``crossover``, edits applying to the first), else the best; then hints,
-    ``direction`` and the job.
-    ``retrieved``: archive examples and the expert pattern
-    (:class:`kernel_forge.search.retrieval.Example`, or any object or dict with ``task_name``,
-    ``source`` and ``score_us``); ``bound`` the gated attempt of the task's kind's pattern bound to
-    its signature (:mod:`kernel_forge.search.bound`).  A kernel whose code is a shown expert
+    ``direction`` and the job (the fields of ``context``).  A kernel whose code is a shown expert
     pattern's is named, not repeated."""
-    refs = pattern_refs(retrieved)
-    stable = (_retrieved_section(task, retrieved),
+    c = context
+    task, best, fix, crossover, bound = c.task, c.best, c.fix, c.crossover, c.bound
+    history, failures = c.history, c.failures
+    refs = pattern_refs(c.retrieved)
+    stable = (_retrieved_section(task, c.retrieved),
               _bound_section(bound, refs) if bound is not None else "")
-    static = static_prefix(task, reference_source=reference_source, device=device, calibration=calibration,
+    static = static_prefix(task, reference_source=c.reference_source, device=c.device, calibration=c.calibration,
                            stable=stable)
     known = {a.id: a.source for a in [best, *history, *failures, *(crossover or ()), *([fix] if fix else [])]}
-    parts = [_best_section(task, best, diagnosis, device, refs)]
-    history_text, in_history = _history_section(history, best, n_history, refs)
+    parts = [_best_section(task, best, c.diagnosis, c.device, refs)]
+    history_text, in_history = _history_section(history, best, c.n_history, refs)
     shown = {best.id: "under Current best"} | {i: "under Earlier correct kernels" for i in in_history}
     if bound is not None:          # in the static part above: named by a crossover with it, never repeated
         shown.setdefault(bound.id, "under The expert pattern for this task's kind above")
     for section in (history_text,
-                    _failures_section(task, [f for f in failures if fix is None or f.id != fix.id], known),
-                    ledger):
+                    failures_section(task, [f for f in failures if fix is None or f.id != fix.id], known),
+                    c.ledger):
         if section:
             parts.append(section)
     # this proposal's own, last: the prompts of an iteration share everything above
     if fix is not None:
-        parts.append(_fix_section(task, fix, known))
-    elif start:
-        parts.append(start)
+        parts.append(fix_section(task, fix, known))
+    elif c.start:
+        parts.append(c.start)
     elif crossover and normalise(crossover[0].source) != normalise(crossover[1].source):
         parts.append(_crossover_section(crossover, shown, refs))
     else:
@@ -632,7 +427,7 @@ def build_prompt_parts(task: Task, *, reference_source: str, device: dict | None
            if fix is not None else
            "Submit one kernel that is correct on every size and faster than the current best. "
            "Say in the rationale what you changed, which limit it addresses, and what speedup you expect.")
-    return static, "\n\n".join(parts + closing_sections(hints, direction, job))
+    return static, "\n\n".join(parts + closing_sections(c.hints, c.direction, job))
 
 
 def closing_sections(hints: str, direction: str, job: str) -> list[str]:
@@ -643,16 +438,9 @@ def closing_sections(hints: str, direction: str, job: str) -> list[str]:
             + ["# Your job\n" + job])
 
 
-def build_prompt(task: Task, *, reference_source: str, device: dict | None, calibration: dict | None,
-                 best: PromptAttempt, history: list[PromptAttempt], failures: list[PromptAttempt],
-                 hints: str = "", crossover: tuple[PromptAttempt, PromptAttempt] | None = None,
-                 n_history: int = 5, diagnosis=None, fix: PromptAttempt | None = None, direction: str = "",
-                 retrieved: tuple = (), ledger: str = "", start: str = "") -> str:
+def build_prompt(context: PromptContext) -> str:
     """The whole user prompt: :func:`build_prompt_parts` joined."""
-    static, dynamic = build_prompt_parts(task, reference_source=reference_source, device=device,
-                                         calibration=calibration, best=best, history=history, failures=failures,
-                                         hints=hints, crossover=crossover, n_history=n_history, diagnosis=diagnosis,
-                                         fix=fix, direction=direction, retrieved=retrieved, ledger=ledger, start=start)
+    static, dynamic = build_prompt_parts(context)
     return static + "\n\n" + dynamic
 
 

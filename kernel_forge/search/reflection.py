@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kernel_forge.analysis.diagnosis_text import us
-from kernel_forge.search.strategies import comparable_parent, ratio_to_parent
+from kernel_forge.search.lineage import comparable_parent, ratio_to_parent
 
 if TYPE_CHECKING:
-    from kernel_forge.search.attempt import Attempt
-    from kernel_forge.search.prompts import PromptAttempt
+    from kernel_forge.records.attempt import Attempt
+    from kernel_forge.search.prompt_blocks import PromptAttempt
     from kernel_forge.model.task import Task
 
 #: most ledger lines in one prompt (older ones are summed up in one line)
@@ -224,7 +224,7 @@ def start_section(parent: "PromptAttempt", best: "Attempt", diagnosis=None, refs
     """The kernel this proposal starts from when it is not the best (population search): its
     diagnosis (or that it has no profile yet) and its source, or where its code is an expert
     pattern's shown above, that name and its own ``// kforge:`` lines.  Edits apply to it."""
-    from kernel_forge.search.prompts import MAX_SOURCE_CHARS, source_block
+    from kernel_forge.search.prompt_blocks import MAX_SOURCE_CHARS, source_block
 
     rel = (f", x{best.score_us / parent.score_us:.2f} of the best's speed" if best.score_us and parent.score_us
            else "")

@@ -33,7 +33,7 @@ from kernel_forge.common.stats import median_uncertainty
 from kernel_forge.model.verdict import Evaluation
 
 if TYPE_CHECKING:
-    from kernel_forge.search.attempt import Attempt
+    from kernel_forge.records.attempt import Attempt
 
 HIDDEN = "failed a hidden case (details withheld from proposers)"
 

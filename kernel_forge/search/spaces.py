@@ -24,7 +24,7 @@ from kernel_forge.model.candidate import Candidate
 from kernel_forge.common.errors import KForgeError
 
 if TYPE_CHECKING:        # the loop's record of an attempt (only its fields are read here)
-    from kernel_forge.search.attempt import Attempt
+    from kernel_forge.records.attempt import Attempt
     from kernel_forge.model.task import Task
 
 

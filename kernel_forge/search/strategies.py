@@ -6,8 +6,9 @@ proposers alike:
 * :meth:`Strategy.plan` chooses, for the ``n`` proposals of an iteration, each one's parent (the
   attempt to start from), its direction and technique (from the diagnosis of that parent:
   :func:`kernel_forge.analysis.directions.direction_items`) and, for a crossover, a second parent.
-* :meth:`Strategy.pick` chooses the next settings of one tunable kernel (a :class:`Space`: a
-  template's or a proposal's ``// kforge: tune`` space and what the run measured of it), and
+* :meth:`Strategy.pick` chooses the next settings of one tunable kernel (a
+  :class:`~kernel_forge.search.setting_space.Space`: a template's or a proposal's
+  ``// kforge: tune`` space and what the run measured of it), and
   :meth:`Strategy.allocate` splits the tuner's settings budget of an iteration between templates.
 
 The strategies (``--search NAME``):
@@ -40,342 +41,21 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kernel_forge.model.candidate import Candidate
+from kernel_forge.search.lineage import (PlanContext, SlotPlan, avoid_techniques, best_share, crossover_direction,
+                                         directions_for, distinct_passed, gained_techniques, proposals_from,
+                                         technique_of, tried_pairs, wins_over)
+from kernel_forge.search.setting_space import Space, Trial, setting_key
 
 if TYPE_CHECKING:
-    from kernel_forge.search.attempt import Attempt
+    from kernel_forge.records.attempt import Attempt
 
 #: the strategies ``--search`` takes
 NAMES = ("greedy", "population", "anneal", "brute")
 #: the default (the offline benchmark's winner on proposals to within 5 % of the best: bench/SEARCH.md)
 DEFAULT = "population"
-#: a space is listed (every valid setting enumerated) when its tunables have at most this many combinations
-LIST_LIMIT = 50_000
 
-
-#: which record of a setting tried more than once the space keeps: a verdict over a wait, a wait
-#: over a refusal (a duplicate proposed after its setting was gated must not undo the verdict)
-_RANK = {"ruled_out": 0, "pending": 1, "failed": 2, "passed": 2}
-
-
-def _key(d: dict) -> tuple:
-    return tuple(sorted(d.items()))
-
-
-# ------------------------------------------------------------------------------ the space
-
-@dataclass
-class Trial:
-    """One setting the run has recorded for a space: its score (None: it failed or is pending)."""
-
-    defines: dict
-    attempt: str
-    score: float | None = None
-    status: str = "passed"            # passed | failed | pending | ruled_out
-
-
-class Space:
-    """The settings of one tunable kernel (a body shared by all its settings) and what the run
-    knows of them.  ``cand`` is the kernel with its tunables; ``label`` names it (a template's
-    file name, a proposal's label)."""
-
-    def __init__(self, cand: Candidate, label: str = ""):
-        self.cand = cand
-        self.label = label or cand.name
-        self.names = sorted(cand.tunables)
-        self.values = {k: list(dict.fromkeys(cand.tunables[k])) for k in self.names}
-        product = math.prod(len(v) for v in self.values.values())
-        self._valid: list[dict] | None = cand.configurations() if product <= LIST_LIMIT else None
-        self.count = len(self._valid) if self._valid is not None else cand.count_configurations()
-        self._ok: dict[tuple, bool] = {_key(d): True for d in self._valid or ()}
-        self.trials: dict[tuple, Trial] = {}
-        self.order: list[tuple] = []          # trial keys in the order they were recorded
-        self.seed = 0                         # the run's seed (annealing replays its chain with it)
-
-    # -- what is known ---------------------------------------------------------------------
-    def add(self, defines: dict, attempt: str, score: float | None, status: str) -> None:
-        k = _key(defines)
-        if k not in self.trials:
-            self.order.append(k)
-        elif _RANK[self.trials[k].status] > _RANK[status]:
-            return      # a later duplicate or refused copy of a setting keeps the setting's verdict
-        self.trials[k] = Trial(dict(defines), attempt, score, status)
-
-    def tried(self, d: dict) -> bool:
-        return _key(d) in self.trials
-
-    def passed(self) -> list[Trial]:
-        """Settings that passed, fastest first (ties by the order they were recorded)."""
-        idx = {k: i for i, k in enumerate(self.order)}
-        ok = [t for t in self.trials.values() if t.status == "passed" and t.score]
-        return sorted(ok, key=lambda t: (t.score, idx[_key(t.defines)]))
-
-    def best(self) -> Trial | None:
-        p = self.passed()
-        return p[0] if p else None
-
-    def valid(self, d: dict) -> bool:
-        k = _key(d)
-        if k not in self._ok:
-            self._ok[k] = (self._valid is None and all(d.get(n) in self.values[n] for n in self.names)
-                           and self.cand.with_defines(d).satisfies_constraints())
-        return self._ok[k]
-
-    @property
-    def listed(self) -> bool:
-        return self._valid is not None
-
-    def untried(self) -> list[dict]:
-        """Every valid untried setting, in declared order (listed spaces only; else [])."""
-        return [d for d in (self._valid or []) if _key(d) not in self.trials]
-
-    def remaining(self) -> int | None:
-        """Valid settings not tried yet (None where the space is too large to list)."""
-        if self._valid is None:
-            return None
-        return sum(1 for d in self._valid if _key(d) not in self.trials)
-
-    def exhausted(self) -> bool:
-        """Every valid setting was gated or ruled out (never true for a space too large to list)."""
-        return self._valid is not None and self.remaining() == 0
-
-    def counts(self) -> dict:
-        """What the stop reason and the summary say about this space."""
-        st = [t.status for t in self.trials.values()]
-        return {"label": self.label, "settings": int(self.count), "exact": self._valid is not None,
-                "gated": sum(s in ("passed", "failed") for s in st), "passed": st.count("passed"),
-                "failed": st.count("failed"), "ruled_out": st.count("ruled_out"), "pending": st.count("pending"),
-                "best": (self.best().attempt if self.best() else None),
-                "best_us": (self.best().score if self.best() else None)}
-
-    def model(self, ridge: float = 0.3) -> Callable[[dict], float]:
-        """An additive model of log time over the tunables' values (one weight per value, ridge
-        regularised), fitted to every setting measured so far; a failed setting counts as slower
-        than the slowest that passed (by ``e^0.7``).  Returns ``setting -> predicted log time``."""
-        import numpy as np
-
-        cols = {(n, v): i for i, (n, v) in enumerate((n, v) for n in self.names for v in self.values[n])}
-        ok = [t for t in self.trials.values() if t.status == "passed" and t.score]
-        if not ok:
-            return lambda d: 0.0
-        worst = max(math.log(t.score) for t in ok) + 0.7
-        rows = [t for t in self.trials.values() if t.status in ("passed", "failed")]
-        X = np.zeros((len(rows), len(cols) + 1))
-        y = np.zeros(len(rows))
-        for r, t in enumerate(rows):
-            X[r, -1] = 1.0
-            for n in self.names:
-                i = cols.get((n, t.defines.get(n)))
-                if i is not None:
-                    X[r, i] = 1.0
-            y[r] = math.log(t.score) if t.status == "passed" and t.score else worst
-        reg = ridge * np.eye(X.shape[1])
-        reg[-1, -1] = 0.0
-        w = np.linalg.solve(X.T @ X + reg, X.T @ y)
-
-        def predict(d: dict) -> float:
-            return float(w[-1] + sum(w[cols[(n, d.get(n))]] for n in self.names if (n, d.get(n)) in cols))
-        return predict
-
-    # -- moves -----------------------------------------------------------------------------
-    def setting(self, d: dict) -> dict:
-        """``d`` completed with the kernel's other defines."""
-        out = dict(self.cand.defines)
-        out.update(d)
-        return out
-
-    def neighbours(self, d: dict, *, kind: str = "adjacent") -> list[dict]:
-        """Valid settings one move from ``d``: the next value up or down of one tunable in sorted
-        order (``adjacent``) or any other value of one tunable (``hamming``)."""
-        out = []
-        for name in self.names:
-            vals = sorted(self.values[name])
-            if d.get(name) not in vals:
-                continue
-            i = vals.index(d[name])
-            others = ([vals[j] for j in (i - 1, i + 1) if 0 <= j < len(vals)] if kind == "adjacent"
-                      else [v for v in vals if v != d[name]])
-            for v in others:
-                n = dict(d)
-                n[name] = v
-                if self.valid(n):
-                    out.append(n)
-        return out
-
-    def ring(self, d: dict, radius: int) -> list[dict]:
-        """Valid settings exactly ``radius`` adjacent moves away from ``d`` (breadth first)."""
-        seen = {_key(d)}
-        frontier = [d]
-        for _ in range(radius):
-            nxt = []
-            for x in frontier:
-                for n in self.neighbours(x):
-                    if _key(n) not in seen:
-                        seen.add(_key(n))
-                        nxt.append(n)
-            frontier = nxt
-        return frontier
-
-    def random_untried(self, k: int, rng: random.Random, *, avoid: set[tuple] = frozenset()) -> list[dict]:
-        """Up to ``k`` valid untried settings drawn with ``rng``."""
-        if k <= 0:
-            return []
-        if self._valid is not None:
-            pool = [d for d in self._valid if _key(d) not in self.trials and _key(d) not in avoid]
-            rng.shuffle(pool)
-            return pool[:k]
-        drawn = self.cand.sample_configurations(k + len(self.trials) + len(avoid) + 8, seed=rng.randrange(1 << 30))
-        out = [d for d in drawn if _key(d) not in self.trials and _key(d) not in avoid]
-        return out[:k]
-
-    def first_sample(self, k: int, rng: random.Random) -> list[dict]:
-        """A first look at an untouched space: the declared defaults and each tunable's extremes,
-        then a seeded random sample."""
-        must = [dict(self.cand.defines)]
-        for name in self.names:
-            for v in (min(self.values[name]), max(self.values[name])):
-                d = dict(self.cand.defines)
-                d[name] = v
-                must.append(d)
-        out, seen = [], set()
-        for d in must:
-            if len(out) < k and self.valid(d) and not self.tried(d) and _key(d) not in seen:
-                out.append(d)
-                seen.add(_key(d))
-        return out + self.random_untried(k - len(out), rng, avoid=seen)
-
-
-# ------------------------------------------------------------------------------ model plans
-
-@dataclass
-class SlotPlan:
-    """One proposal of an iteration: where it starts and what it is asked to try."""
-
-    parent: "Attempt"
-    direction: str = ""
-    technique: str = ""
-    second: "Attempt | None" = None          # the other parent of a crossover
-
-
-@dataclass
-class PlanContext:
-    """What a strategy may read to plan an iteration (the loop fills it)."""
-
-    attempts: list["Attempt"]
-    best: "Attempt"
-    initial: "Attempt | None"
-    iteration: int
-    body: Callable[["Attempt"], str]                        # the kernel an attempt's settings share
-    options: Callable[["Attempt", int], list[tuple[str, str]]]  # (technique, direction) for a parent
-    crossover_every: int = 3
-    min_improvement: float = 0.01
-    seed: int = 0
-
-
-def distinct_passed(ctx: PlanContext) -> list["Attempt"]:
-    """The fastest setting of every distinct kernel that passed, fastest first."""
-    fastest: dict[str, "Attempt"] = {}
-    for a in sorted((a for a in ctx.attempts if a.status == "passed" and a.score_us),
-                    key=lambda a: (a.score_us, a.id)):
-        fastest.setdefault(ctx.body(a), a)
-    return list(fastest.values())
-
-
-def technique_of(a: "Attempt", by_id: dict[str, "Attempt"] | None = None) -> str:
-    """An attempt's technique: its own tag, else the tag of the fix chain's root, else what made it
-    (``initial``, ``tune:TEMPLATE``)."""
-    seen = 0
-    x = a
-    while x is not None and seen < 64:
-        if getattr(x, "technique", ""):
-            return x.technique
-        if x.fix_of and by_id:
-            x = by_id.get(x.fix_of)
-            seen += 1
-            continue
-        break
-    if a.proposer == "initial":
-        return "initial"
-    if a.proposer == "tune":
-        return f"tune:{a.label}"
-    return "untagged"
-
-
-#: attempts no model was asked for: the tuner's settings, the task's kernel, the bound pattern
-_NOT_ASKED = ("tune", "initial", "bound")
-
-
-def proposals_from(attempts: list["Attempt"], parent: "Attempt") -> int:
-    """How many proposals started from ``parent``: distinct proposals (a proposal's settings share
-    its label) a proposer was asked for; the tuner's gated settings, dispatch rules fitted over
-    them and a proposal's further settings of itself are not children of it."""
-    labels = {a.label for a in attempts if a.parent == parent.id and a.proposer not in _NOT_ASKED
-              and not a.label.endswith("+dispatch") and a.label != parent.label}
-    return len(labels)
-
-
-def best_share(n: int) -> int:
-    """Proposals of an iteration of ``n`` that start from the best at least: half, rounded up."""
-    return (n + 1) // 2
-
-
-def case_times(a: "Attempt") -> dict[str, float]:
-    """The performance cases' medians of a passed attempt."""
-    ev = getattr(a, "evaluation", None) or {}
-    return {c["name"]: c["timing"]["median"] for c in ev.get("cases", [])
-            if c.get("role") == "performance" and (c.get("timing") or {}).get("median")}
-
-
-def wins_over(a: "Attempt", b: "Attempt", noise: float = 0.01) -> list[str]:
-    """The performance cases on which ``a`` is faster than ``b`` beyond ``noise``."""
-    ta, tb = case_times(a), case_times(b)
-    return sorted(n for n in ta if n in tb and ta[n] * (1 + noise) < tb[n])
-
-
-def tried_pairs(ctx: PlanContext) -> set[tuple[str, str]]:
-    """(parent kernel, technique) pairs already asked for."""
-    by_id = {a.id: a for a in ctx.attempts}
-    out = set()
-    for a in ctx.attempts:
-        if a.parent and a.parent in by_id and a.technique:
-            out.add((ctx.body(by_id[a.parent]), a.technique.split("#")[0]))
-    return out
-
-
-def _directions_for(ctx: PlanContext, parent: "Attempt", k: int, used: set[str],
-                    avoid: set[str] = frozenset(), prefer: set[str] = frozenset()) -> list[tuple[str, str]]:
-    """``k`` (technique, direction) pairs for ``parent``: those not in ``used`` first (those in
-    ``prefer`` — they gained before — ahead of the others), those in ``avoid`` last, repeats
-    marked as variants."""
-    if k <= 0:
-        return []
-    pool = list(dict.fromkeys(ctx.options(parent, k + len(used) + len(avoid) + len(prefer))))
-    if not pool:
-        return [("", "")] * k
-    base = lambda t: t.split("#")[0]  # noqa: E731
-    fresh = [p for p in pool if base(p[0]) not in used and base(p[0]) not in avoid]
-    fresh.sort(key=lambda p: base(p[0]) not in prefer)      # stable: the diagnosis order otherwise
-    late = [p for p in pool if base(p[0]) in avoid and base(p[0]) not in used]
-    again = [p for p in pool if base(p[0]) in used]
-    picked = (fresh + late + again)[:k]
-    i = 0
-    while len(picked) < k:
-        t, text = pool[i % len(pool)]
-        picked.append((f"{base(t)}#{len(picked) + 1}", f"{text} (variant {len(picked) + 1})"))
-        i += 1
-    return picked
-
-
-def _crossover_direction(a: "Attempt", b: "Attempt", ta: str, tb: str) -> str:
-    return (f"crossover: combine {a.id} ({ta}) and {b.id} ({tb}) — keep the structure of the faster one and "
-            "bring in what makes the other fast on the cases where it wins")
-
-
-# ------------------------------------------------------------------------------ strategies
 
 class Strategy:
     """The greedy chain; the other strategies override what differs."""
@@ -392,7 +72,7 @@ class Strategy:
                 if a.iteration > ctx.best.iteration and a.technique}
         used |= {a.direction for a in ctx.attempts if a.iteration > ctx.best.iteration and a.direction
                  and not a.technique}
-        dirs = _directions_for(ctx, ctx.best, n, used)
+        dirs = directions_for(ctx, ctx.best, n, used)
         return [SlotPlan(parent=ctx.best, direction=d, technique=t) for t, d in dirs]
 
     #: whether every prompt of an iteration shows the crossover pair (greedy's ``crossover_every``)
@@ -415,9 +95,9 @@ class Strategy:
         out, seen = [], set()
         for radius in range(1, 4):
             for d in space.ring(best.defines, radius):
-                if len(out) < k and not space.tried(d) and _key(d) not in seen:
+                if len(out) < k and not space.tried(d) and setting_key(d) not in seen:
                     out.append((d, f"{radius} step{'s' if radius > 1 else ''} from the best setting ({best.attempt})"))
-                    seen.add(_key(d))
+                    seen.add(setting_key(d))
             if len(out) >= k:
                 return out
         return out + [(d, "random untried setting") for d in space.random_untried(k - len(out), rng, avoid=seen)]
@@ -527,7 +207,7 @@ class Population(Strategy):
             if s == 0:
                 continue
             used = {t for body, t in tried if body == ctx.body(p)}
-            for t, d in _directions_for(ctx, p, s, used, avoid, prefer):
+            for t, d in directions_for(ctx, p, s, used, avoid, prefer):
                 out.append(SlotPlan(parent=p, direction=(d if p is ctx.best else
                                                          f"start from {p.id} (not the best: a different line worth "
                                                          f"developing): {d}"), technique=t))
@@ -535,7 +215,7 @@ class Population(Strategy):
             a, b = pair
             ta, tb = technique_of(a, by_id), technique_of(b, by_id)
             out.append(SlotPlan(parent=a, second=b, technique="crossover",
-                                direction=_crossover_direction(a, b, ta, tb)))
+                                direction=crossover_direction(a, b, ta, tb)))
         return out
 
     def round_size(self, budget: int, refine: bool) -> int:
@@ -564,9 +244,9 @@ class Population(Strategy):
                 if rng.random() < pm:
                     child[x] = rng.choice(space.values[x])
             d = space.setting(child)
-            if space.valid(d) and not space.tried(d) and _key(d) not in seen:
+            if space.valid(d) and not space.tried(d) and setting_key(d) not in seen:
                 out.append((d, f"child of {a.attempt} x {b.attempt}"))
-                seen.add(_key(d))
+                seen.add(setting_key(d))
         return out
 
     def pick(self, space: Space, k: int, rng: random.Random) -> list[tuple[dict, str]]:
@@ -583,7 +263,7 @@ class Population(Strategy):
             first = [dict(space.cand.defines)] if not space.trials and space.valid(dict(space.cand.defines)) else []
             return [(d, "first sample") for d in first] + \
                 [(d, "first sample") for d in space.random_untried(k - len(first), rng,
-                                                                   avoid={_key(d) for d in first})]
+                                                                   avoid={setting_key(d) for d in first})]
         out: list[tuple[dict, str]] = []
         seen: set = set()
 
@@ -591,9 +271,9 @@ class Population(Strategy):
             for d, w in items:
                 if len(out) >= n:
                     return
-                if not space.tried(d) and _key(d) not in seen:
+                if not space.tried(d) and setting_key(d) not in seen:
                     out.append((d, w))
-                    seen.add(_key(d))
+                    seen.add(setting_key(d))
 
         best = pop[0]
         local = space.neighbours(best.defines, kind="hamming")
@@ -602,7 +282,7 @@ class Population(Strategy):
         brood = self.breed(space, pop, self.brood * k, rng, set(seen) | set(space.trials))
         if brood and self.exploit > 0:
             predict = space.model()
-            ranked = sorted(brood, key=lambda x: (predict(x[0]), _key(x[0])))
+            ranked = sorted(brood, key=lambda x: (predict(x[0]), setting_key(x[0])))
             take([(d, f"{w}; predicted {math.exp(predict(d)):.4g} µs") for d, w in ranked],
                  len(out) + round(self.exploit * k))
         take(brood, k)
@@ -654,7 +334,7 @@ class Anneal(Strategy):
             counts[p.id] = counts.get(p.id, 0) + 1
         for p in {x.id: x for x in picks}.values():
             used = {tt for body, tt in tried if body == ctx.body(p)}
-            for tech, d in _directions_for(ctx, p, counts[p.id], used, avoid, prefer):
+            for tech, d in directions_for(ctx, p, counts[p.id], used, avoid, prefer):
                 out.append(SlotPlan(parent=p, technique=tech, direction=d if p is ctx.best else
                                     f"start from {p.id} (not the best, chosen to explore): {d}"))
         return out
@@ -694,14 +374,14 @@ class Anneal(Strategy):
         moves.sort(key=lambda d: sum(abs(sorted(space.values[n]).index(d[n]) - sorted(space.values[n]).index(cur.defines[n]))
                                      for n in space.names))
         for d in moves:
-            if len(out) < k and not space.tried(d) and _key(d) not in seen:
+            if len(out) < k and not space.tried(d) and setting_key(d) not in seen:
                 out.append((d, f"annealing move from {cur.attempt} (T {temp:.3f})"))
-                seen.add(_key(d))
+                seen.add(setting_key(d))
         if len(out) < k and best is not None and best is not cur:
             for d in space.neighbours(best.defines, kind="hamming"):
-                if len(out) < k and not space.tried(d) and _key(d) not in seen:
+                if len(out) < k and not space.tried(d) and setting_key(d) not in seen:
                     out.append((d, f"annealing move from the best {best.attempt}"))
-                    seen.add(_key(d))
+                    seen.add(setting_key(d))
         if len(out) < k:
             out += [(d, "annealing restart") for d in space.random_untried(k - len(out), rng, avoid=seen)]
         return out
@@ -761,61 +441,3 @@ def get(name: str) -> Strategy:
         return _ALL[name]()
     except KeyError:
         raise InputError(f"--search {name!r}: no such search strategy", hint=f"one of {', '.join(NAMES)}") from None
-
-
-# ------------------------------------------------------------------------------ reflection
-
-def comparable_parent(a: "Attempt", by_id: dict[str, "Attempt"]) -> "Attempt | None":
-    """The kernel ``a`` is measured against: its parent, or where that failed (a fix turn), the
-    nearest ancestor that passed."""
-    p = by_id.get(a.parent) if a.parent else None
-    hops = 0
-    while p is not None and p.status != "passed" and hops < 64:
-        p = by_id.get(p.parent) if p.parent else None
-        hops += 1
-    return p
-
-
-def ratio_to_parent(a: "Attempt", parent: "Attempt | None") -> float | None:
-    """parent score / attempt score (>1: faster than its parent), where both passed."""
-    if parent is None or not a.score_us or not parent.score_us or a.status != "passed":
-        return None
-    return parent.score_us / a.score_us
-
-
-def outcomes(ctx_attempts: list["Attempt"], noise: float) -> dict[str, list[tuple[str, str]]]:
-    """Per technique, what its attempts did: ``(attempt id, "gain" | "slower" | "noise" | "failed")``."""
-    by_id = {a.id: a for a in ctx_attempts}
-    out: dict[str, list[tuple[str, str]]] = {}
-    for a in ctx_attempts:
-        t = (a.technique or "").split("#")[0]
-        if not t or a.status == "pending" or a.reason == "duplicate":
-            continue
-        r = ratio_to_parent(a, comparable_parent(a, by_id))
-        if a.status != "passed":
-            what = "failed"
-        elif r is None:
-            what = "noise"
-        elif r > 1 + noise:
-            what = "gain"
-        elif r < 1 - noise:
-            what = "slower"
-        else:
-            what = "noise"
-        out.setdefault(t, []).append((a.id, what))
-    return out
-
-
-def gained_techniques(ctx: PlanContext) -> set[str]:
-    """Techniques that made a kernel faster than its parent beyond the noise at least once."""
-    return {t for t, res in outcomes(ctx.attempts, ctx.min_improvement).items() if any(w == "gain" for _, w in res)}
-
-
-def avoid_techniques(ctx: PlanContext) -> set[str]:
-    """Techniques that never gained and failed or slowed down at least twice."""
-    out = set()
-    for t, res in outcomes(ctx.attempts, ctx.min_improvement).items():
-        kinds = [w for _, w in res]
-        if "gain" not in kinds and sum(w in ("failed", "slower") for w in kinds) >= 2:
-            out.add(t)
-    return out

@@ -2,9 +2,10 @@
 
 While a run has no baseline (:func:`translating`: the manifest names no ``initial`` and no
 translation has passed yet), every proposal is asked to translate the reference into a first
-CUDA kernel (:func:`request`: the reference's source, the signature and the launch contract; the
-failures of earlier translations -- compile errors on their lines, first mismatches -- and a fix
-turn, as for any failure).  The built-in tuner, which reads no prompt, proposes the task's
+CUDA kernel (:func:`prompt_parts`, asked by
+:func:`kernel_forge.search.request_build.translation_request`: the reference's source, the
+signature and the launch contract; the failures of earlier translations -- compile errors on
+their lines, first mismatches -- and a fix turn, as for any failure).  The built-in tuner, which reads no prompt, proposes the task's
 templates instead.
 
 After an iteration is gated, :func:`choose_baseline` takes its first attempt that passed the
@@ -23,9 +24,8 @@ from kernel_forge.model.candidate import Candidate
 from kernel_forge.gate.gatelike import GateLike
 
 if TYPE_CHECKING:
-    from kernel_forge.search.attempt import Attempt, Slot
-    from kernel_forge.search.run_state import RunState
-    from kernel_forge.proposers.base import ProposalRequest
+    from kernel_forge.records.attempt import Attempt
+    from kernel_forge.records.run_state import RunState
     from kernel_forge.model.task import Task
 
 HIDDEN = "failed a hidden case (details withheld from proposers)"
@@ -78,48 +78,22 @@ def prompt_parts(task: "Task", *, reference_source: str, device: dict | None, ca
                  failures: list, fix=None, hints: str = "", direction: str = "") -> tuple[str, str]:
     """(static prefix, dynamic part) of a translation prompt.  The static prefix is the one every
     prompt of the run shares (task, device, reference); ``failures`` and ``fix`` are
-    :class:`~kernel_forge.search.prompts.PromptAttempt` s of earlier translations."""
-    from kernel_forge.search.prompts import _failures_section, _fix_section, closing_sections, static_prefix
+    :class:`~kernel_forge.search.prompt_blocks.PromptAttempt` s of earlier translations."""
+    from kernel_forge.search.prompt_failures import failures_section, fix_section
+    from kernel_forge.search.prompts import closing_sections, static_prefix
 
     static = static_prefix(task, reference_source=reference_source, device=device, calibration=calibration)
     known = {a.id: a.source for a in [*failures, *([fix] if fix else [])]}
     parts = [translation_section(task)]
     shown = [f for f in failures if fix is None or f.id != fix.id]
-    for section in (_failures_section(task, shown, known) if shown else "",
-                    _fix_section(task, fix, known) if fix is not None else ""):
+    for section in (failures_section(task, shown, known) if shown else "",
+                    fix_section(task, fix, known) if fix is not None else ""):
         if section:
             parts.append(section)
     job = ("Submit the repaired translation: the complete corrected file." if fix is not None else
            "Submit one complete .cu file: the translation. Say in the rationale how it maps the "
            "reference's loops onto threads.")
     return static, "\n\n".join(parts + closing_sections(hints, direction, job))
-
-
-def request(opt, slots: list["Slot"], iteration: int) -> "ProposalRequest":
-    """The loop's request for a translation iteration: one prompt per slot (a fix turn or a direction)."""
-    from kernel_forge.search.prompts import system_prompt
-    from kernel_forge.proposers.base import ProposalRequest
-
-    from kernel_forge.model.verdict import NOT_THE_KERNELS_FAULT
-
-    c = opt.config
-    recent: dict[str, "Attempt"] = {}
-    for a in reversed(opt.state.attempts):   # a harness or reference failure is not the kernel's: never shown as one
-        if a.status == "failed" and a.reason not in NOT_THE_KERNELS_FAULT and len(recent) < c.failures_in_prompt:
-            recent.setdefault(opt.bodies.get(a.id, a.id), a)
-    failures = [opt._prompt_attempt(a) for a in reversed(list(recent.values()))]
-    common = dict(reference_source=opt.task.reference.path.read_text(encoding="utf-8"),
-                  device=opt.gate.device_info(), calibration=opt.gate.calibrate(), hints=c.hints)
-    static, prompts = "", []
-    for s in slots:
-        fix = opt._prompt_attempt(s.fix) if s.fix else None
-        static, dynamic = prompt_parts(opt.task, failures=failures, fix=fix, direction=s.direction, **common)
-        prompts.append(dynamic)
-    # a fix turn may answer with edits against the failed translation; a new one has no parent
-    parents = [opt._source(s.fix) if s.fix else "" for s in slots]
-    return ProposalRequest(system=system_prompt(), prompt=prompts[0] if prompts else "", n=len(slots),
-                           iteration=iteration, static_prefix=static, prompts=prompts,
-                           directions=[s.direction for s in slots], parent_sources=parents)
 
 
 def choose_baseline(gate: GateLike, batch: list["Attempt"], *, candidate: Callable[["Attempt"], Candidate],

@@ -103,7 +103,7 @@ def test_roof_stop_is_declared_once_and_every_entry_point_takes_it_from_there():
         if "roof_stop" in text or "roof-stop" in text:
             hits[str(path.relative_to(ROOT))] = text.count("roof_stop") + text.count("roof-stop")
     assert set(hits) - {"kernel_forge/app/mcp_server.py"} == {"kernel_forge/config/loop.py",
-                                                             "kernel_forge/search/loop.py"}, hits
+                                                             "kernel_forge/search/stop_rules.py"}, hits
     assert hits["kernel_forge/config/loop.py"] == 2              # the field, and --roof-stop in max_iterations' help
     for options in (optimize_options(), batch_options()):
         (opt,) = [o for o in options if o.name == "roof_stop"]

@@ -29,7 +29,7 @@ from kernel_forge.evidence.run_dir import RunDir  # noqa: E402
 from kernel_forge.config.gate import GateOptions  # noqa: E402
 from kernel_forge.config.loop import LoopConfig
 from kernel_forge.search.loop import Optimizer
-from kernel_forge.search.attempt import Attempt  # noqa: E402
+from kernel_forge.records.attempt import Attempt  # noqa: E402
 from kernel_forge.config.proposer import ProposerConfig  # noqa: E402
 from kernel_forge.app.run_setup import harness_hash  # noqa: E402
 from kernel_forge.gate.recorded import RecordedGate  # noqa: E402

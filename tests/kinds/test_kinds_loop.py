@@ -11,7 +11,8 @@ from kernel_forge.config.loop import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
 from kernel_forge.model.task import load_task
-from kernel_forge.search.prompts import PromptAttempt, build_prompt_parts
+from kernel_forge.search.prompt_blocks import PromptAttempt
+from kernel_forge.search.prompts import PromptContext, build_prompt_parts
 
 from fakes import ScriptedGate, ScriptedProposer, vector_add
 
@@ -28,14 +29,14 @@ def test_the_prompt_shows_the_bound_pattern_with_its_time_once():
     best = _attempt("a0000", vector_add(), 600.0)
     bound = _attempt("a0001", "// the bound kernel\n" + vector_add(variant="bound"), 123.4)
     common = dict(reference_source="def reference(): pass", device=None, calibration=None, history=[], failures=[])
-    static, dyn = build_prompt_parts(task, best=best, bound=bound, **common)
+    static, dyn = build_prompt_parts(PromptContext(task, best=best, bound=bound, **common))
     # the bound pattern is the run's: in the static part every call shares (prompt-cached)
     assert "already adapted to its signature" in static and "a0001 passed the gate at 123" in static
     assert (static + dyn).count("// the bound kernel") == 1
     # a crossover with it names it, never repeats it
-    static, dyn = build_prompt_parts(task, best=best, bound=bound, crossover=(best, bound), **common)
+    static, dyn = build_prompt_parts(PromptContext(task, best=best, bound=bound, crossover=(best, bound), **common))
     assert (static + dyn).count("// the bound kernel") == 1 and "its source is under The expert pattern" in dyn
-    static, dyn = build_prompt_parts(task, best=best, **common)
+    static, dyn = build_prompt_parts(PromptContext(task, best=best, **common))
     assert "already adapted to its signature" not in static + dyn
 
 
@@ -54,7 +55,7 @@ def test_a_model_run_gates_the_bound_pattern_first_and_offers_it_as_second_paren
     [request] = proposer.requests
     # it is no faster than the best on any case (the scripted gate times both at 600 us): a second
     # parent with nothing to give is not offered (issue 32); it still stands in the prompt
-    assert request.seconds == [None]
+    assert [s.second_parent for s in request.slots] == [None]
     assert "already adapted to its signature" in request.full_prompt(0)
     assert f"{bound[0].id} passed the gate at" in request.full_prompt(0)
 

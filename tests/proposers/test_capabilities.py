@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from kernel_forge.app.cli import cli
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.proposers import capabilities
-from kernel_forge.proposers.base import ProposalRequest
+from kernel_forge.proposers.base import ProposalRequest, ProposalSlot
 from kernel_forge.proposers.budget import Budget
 from kernel_forge.proposers.models import make_model_proposer
 
@@ -132,7 +132,8 @@ def shared_request(n: int, iteration: int) -> ProposalRequest:
     common = f"# Current best: a{iteration:04d}\n" + f"kernel source line {iteration}\n" * 300
     prompts = [f"{common}\n\n# Direction for this proposal\ndirection {i}" for i in range(n)]
     return ProposalRequest(system="You write CUDA kernels.", prompt=prompts[0], n=n, iteration=iteration,
-                           static_prefix=static, prompts=prompts, directions=[f"direction {i}" for i in range(n)])
+                           static_prefix=static,
+                           slots=[ProposalSlot(prompt=p, direction=f"direction {i}") for i, p in enumerate(prompts)])
 
 
 @pytest.mark.parametrize("key", ["anthropic:claude-opus-5-5", "anthropic:claude-haiku-4-5", "openai:gpt-6.2-sol",
@@ -419,7 +420,7 @@ def test_edits_against_the_parent_come_back_as_the_whole_kernel(loopback):
               '{"technique": "fused multiply-add", "direction": "compute", "predicted_speedup": 1.25}\n```\n')
     loopback.script("anthropic", text(answer))
     p = proposer_for("anthropic:claude-sonnet-5-5", loopback)
-    result = p.propose(ProposalRequest(system="s", prompt="p", parent_sources=[parent]))
+    result = p.propose(ProposalRequest(system="s", prompt="p", slots=[ProposalSlot(parent_source=parent)]))
     (prop,) = result.proposals
     assert prop.source.rstrip() == edit.rstrip() and prop.rationale == "Fewer instructions per element."
     assert (prop.predicted_speedup, prop.technique, prop.model_direction) == (1.25, "fused multiply-add", "compute")
@@ -515,7 +516,8 @@ def long_static_short_alone(lines: int = 200) -> ProposalRequest:
     common = "# Current best: a0001\n" + "kernel source line of the current best\n" * 400
     prompts = [f"{common}\n\n# Direction for this proposal\ndirection {i}" for i in range(2)]
     return ProposalRequest(system="You write CUDA kernels.", prompt=prompts[0], n=2, iteration=1,
-                           static_prefix=static, prompts=prompts, directions=["d0", "d1"])
+                           static_prefix=static,
+                           slots=[ProposalSlot(prompt=p, direction=d) for p, d in zip(prompts, ["d0", "d1"])])
 
 
 @pytest.mark.parametrize("key, minimum", [("anthropic:claude-opus-4-6", 4096), ("openai:gpt-5.6-sol", 1024)])

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from kernel_forge.common.errors import EnvironmentProblem, InputError
-from kernel_forge.proposers.base import ModelCall, Proposal, ProposalRequest
+from kernel_forge.proposers.base import ModelCall, Proposal, ProposalRequest, ProposalSlot
 from kernel_forge.proposers import pricing, retry, schema
 from kernel_forge.proposers.answer import apply_edits, read_answer
 from kernel_forge.proposers.models import make_model_proposer, parse_model_spec
@@ -972,8 +972,8 @@ def test_pricing_table_is_dated_and_holds_current_models():
 
 PREFIX = "# Task: saxpy\nReference: y = a * x + y\n"
 DIRECTED = ProposalRequest(system="You write CUDA kernels.", prompt="unused", n=2, static_prefix=PREFIX,
-                           prompts=["Direction: vectorise the loads.", "Direction: unroll by four."],
-                           directions=["vectorise", "unroll"])
+                           slots=[ProposalSlot(prompt="Direction: vectorise the loads.", direction="vectorise"),
+                                  ProposalSlot(prompt="Direction: unroll by four.", direction="unroll")])
 
 
 def test_anthropic_static_prefix_is_a_cached_block_before_each_proposals_prompt(loopback):
@@ -984,7 +984,7 @@ def test_anthropic_static_prefix_is_a_cached_block_before_each_proposals_prompt(
 
     bodies = [r.body for r in loopback.requests("anthropic")]
     cached = {"type": "ephemeral"}
-    for body, prompt in zip(bodies, DIRECTED.prompts):
+    for body, prompt in zip(bodies, [s.prompt for s in DIRECTED.slots]):
         assert body["messages"] == [{"role": "user", "content": [
             {"type": "text", "text": big, "cache_control": cached}, {"type": "text", "text": prompt}]}]
         assert "cache_control" not in body["system"][0]       # the system prompt is inside the first breakpoint
@@ -1002,7 +1002,7 @@ def test_openai_static_prefix_starts_each_proposals_message(loopback):
     loopback.script("openai", tool({**GOOD, "rationale": "a"}), tool({**GOOD, "rationale": "b"}))
     result = make("openai", loopback, parallel=1).propose(DIRECTED)
     users = [r.body["messages"][1] for r in loopback.requests("openai")]
-    assert users == [{"role": "user", "content": f"{PREFIX}\n\n{p}"} for p in DIRECTED.prompts]
+    assert users == [{"role": "user", "content": f"{PREFIX}\n\n{p}"} for p in [s.prompt for s in DIRECTED.slots]]
     assert [p.direction for p in result.proposals] == ["vectorise", "unroll"]
 
 

@@ -12,7 +12,7 @@ import pytest
 from kernel_forge.model.candidate import load_candidate, parse_candidate
 from kernel_forge.model.dispatch import problem
 from kernel_forge.search.dispatch_fit import DIRECTION, Measured, check_fit, features, fit, propose_rules, threshold, within_noise
-from kernel_forge.search.attempt import Attempt
+from kernel_forge.records.attempt import Attempt
 from kernel_forge.common.stats import geomean
 from kernel_forge.model.task import Case, load_task
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kernel_forge.search import loop as loop_module
+from kernel_forge.search import diagnoses as diagnoses_module, loop as loop_module, request_build
 from kernel_forge.app.cli import cli
 from kernel_forge.analysis.diagnosis import Diagnosis
 from kernel_forge.common.errors import InputError
@@ -39,15 +39,15 @@ def task():
 
 @pytest.fixture
 def prompts(monkeypatch):
-    """Every build_prompt_parts call of the loop, as its keyword arguments (the real one still runs)."""
+    """Every build_prompt_parts call of the loop, as the fields of its context (the real one still runs)."""
     seen: list[dict] = []
-    real = loop_module.build_prompt_parts
+    real = request_build.build_prompt_parts
 
-    def spy(task, **kw):
-        seen.append(kw)
-        return real(task, **kw)
+    def spy(context):
+        seen.append(vars(context))
+        return real(context)
 
-    monkeypatch.setattr(loop_module, "build_prompt_parts", spy)
+    monkeypatch.setattr(request_build, "build_prompt_parts", spy)
     return seen
 
 
@@ -191,40 +191,42 @@ def test_crossover_never_pairs_two_settings_of_one_kernel(tmp_path, prompts):
 
 def test_each_proposal_of_an_iteration_gets_its_own_direction(tmp_path, prompts, monkeypatch):
     asked: list[tuple] = []
-    real = loop_module.direction_items
+    real = diagnoses_module.direction_items
 
     def spy(diag, n):
         asked.append((diag, n))
         return real(diag, n)
 
-    monkeypatch.setattr(loop_module, "direction_items", spy)
+    monkeypatch.setattr(diagnoses_module, "direction_items", spy)
     slow = lambda i: [vector_add(f"pass {700 + 10 * i + k}") for k in range(3)]  # noqa: E731  (no new best)
     proposer = ScriptedProposer([slow(0), slow(1)])
     opt = new_run(tmp_path, proposer=proposer, max_iterations=2, candidates=3, search="greedy")
     summary = opt.run()
     atts = attempts(opt)[1:]
     for it, req in enumerate(proposer.requests, start=1):
-        assert len(req.prompts) == 3 and len(set(req.directions)) == 3 and all(req.directions)
-        assert [a["direction"] for a in atts if a["iteration"] == it] == req.directions
-        assert [c["direction"] for c in prompts[3 * (it - 1):3 * it]] == req.directions
+        directions = [s.direction for s in req.slots]
+        assert all(s.prompt for s in req.slots) and len(set(directions)) == 3 and all(directions)
+        assert [a["direction"] for a in atts if a["iteration"] == it] == directions
+        assert [c["direction"] for c in prompts[3 * (it - 1):3 * it]] == directions
         assert len({req.full_prompt(i) for i in range(3)}) == 3
     first, second = proposer.requests
-    assert second.directions[0] not in first.directions                 # untried directions come first
+    firsts, seconds = [s.direction for s in first.slots], [s.direction for s in second.slots]
+    assert seconds[0] not in firsts                                       # untried directions come first
     assert all(isinstance(d, Diagnosis) for d, _ in asked)
-    assert {r["direction"] for r in summary["directions"]} == set(first.directions) | set(second.directions)
+    assert {r["direction"] for r in summary["directions"]} == set(firsts) | set(seconds)
     assert sum(r["attempts"] for r in summary["directions"]) == 6
 
 
 def test_a_proposal_that_echoes_its_direction_is_matched_by_it(tmp_path):
     def reversed_answers(request):
         return [Proposal(source=vector_add(f"pass {700 + i}"), direction=d, proposer="scripted")
-                for i, d in enumerate(reversed(request.directions))]
+                for i, d in enumerate(reversed([s.direction for s in request.slots]))]
 
     proposer = ScriptedProposer([reversed_answers])
     opt = new_run(tmp_path, proposer=proposer, max_iterations=1, candidates=3)
     opt.run()
     (req,) = proposer.requests
-    assert [a["direction"] for a in attempts(opt)[1:]] == list(reversed(req.directions))
+    assert [a["direction"] for a in attempts(opt)[1:]] == list(reversed([s.direction for s in req.slots]))
 
 
 # ------------------------------------------------------------------------- bounded prompt
@@ -368,8 +370,8 @@ def test_each_attempt_names_its_own_model_calls_and_cost(tmp_path):
 
 def test_the_best_and_each_new_best_are_profiled(tmp_path, task, prompts, monkeypatch):
     diagnosed: list = []
-    real = loop_module.diagnose
-    monkeypatch.setattr(loop_module, "diagnose", lambda *a, **kw: diagnosed.append(kw) or real(*a, **kw))
+    real = diagnoses_module.diagnose
+    monkeypatch.setattr(diagnoses_module, "diagnose", lambda *a, **kw: diagnosed.append(kw) or real(*a, **kw))
     gate = ScriptedGate(task, profiler=True)
     opt = new_run(tmp_path, [vector_add("pass 500"), vector_add("pass 800"), vector_add("pass 400")], gate=gate,
                   max_iterations=9)

@@ -14,7 +14,7 @@ from kernel_forge.model.dispatch_variants import variants
 from kernel_forge.evidence.run_dir import RunDir, validate_file
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.config.loop import LoopConfig
-from kernel_forge.search.loop import LaunchConflict, candidate_from_proposal
+from kernel_forge.search.proposal_candidate import LaunchConflict, candidate_from_proposal
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import resume_run, start_run
 from kernel_forge.proposers.answer import read_answer

@@ -17,7 +17,7 @@ from kernel_forge.config.loop import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
 from kernel_forge.model.task import load_task
-from kernel_forge.search.loop import NOT_GATED
+from kernel_forge.records.attempt import NOT_GATED
 
 pytestmark = pytest.mark.gpu
 

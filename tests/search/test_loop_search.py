@@ -257,7 +257,7 @@ def test_no_roof_stop_while_one_case_is_below_it(tmp_path):
 
 def test_model_proposals_carry_the_strategys_parent_technique_and_prediction(tmp_path):
     def answer(request):
-        assert len(request.parents) == len(request.techniques) == len(request.seconds) == request.n == 4
+        assert len(request.slots) == request.n == 4
         return [Proposal(source=vector_add(f"pass {560 - 10 * request.iteration - i}", variant=f"{request.iteration}.{i}"),
                          predicted_speedup=1.2 + i / 10) for i in range(4)]
 
@@ -269,8 +269,8 @@ def test_model_proposals_carry_the_strategys_parent_technique_and_prediction(tmp
     assert all(a["technique"] for a in models)
     assert [a["predicted_speedup"] for a in models[:4]] == [1.2, 1.3, 1.4, 1.5]
     for req in proposer.requests:
-        assert [a["parent"] for a in models if a["iteration"] == req.iteration] == req.parents
-        assert [a["technique"] for a in models if a["iteration"] == req.iteration] == req.techniques
+        assert [a["parent"] for a in models if a["iteration"] == req.iteration] == [s.parent for s in req.slots]
+        assert [a["technique"] for a in models if a["iteration"] == req.iteration] == [s.technique for s in req.slots]
     crosses = [a for a in models if a["technique"] == "crossover"]
     assert all(a["second_parent"] and a["second_parent"] != a["parent"] for a in crosses)
     validate_all(opt.run_dir)
@@ -290,7 +290,7 @@ def test_the_prompt_carries_the_ledger_and_a_non_best_parent_is_shown_to_start_f
     assert "failed: mismatch" in text and "x1.01 vs a0000 (within noise)" in text
     assert "(a fix; compared with a0000)" in text                    # a0003 failed: its fix is measured against a0000
     assert "Try again (these techniques gained" in text
-    starts = [p for p in third.prompts if "# Start from a0002 for this proposal" in p]
+    starts = [s.prompt for s in third.slots if "# Start from a0002 for this proposal" in s.prompt]
     assert starts, "a stalled population develops a second line"
 
 
@@ -387,8 +387,8 @@ def test_every_parent_a_prompt_starts_from_is_profiled_before_it_is_asked(tmp_pa
     profiled = [c[1] for c in gate.calls if c[0] == "profile"]
     passed = {a["id"] for a in read(opt.run_dir, "history.json")["attempts"] if a["status"] == "passed"}
     for req in proposer.requests:            # a fix's parent is the failed attempt: nothing to profile
-        for parent in [p for p in req.parents + [s for s in req.seconds if s] if p in passed]:
+        for parent in [p for s in req.slots for p in (s.parent, s.second_parent) if p in passed]:
             assert (opt.run_dir.path / "profiles" / f"{parent}.json").exists(), (req.iteration, parent)
-    starts = [p for p in proposer.requests[2].prompts if "# Start from a0002 for this proposal" in p]
+    starts = [s.prompt for s in proposer.requests[2].slots if "# Start from a0002 for this proposal" in s.prompt]
     assert starts and "a0002.cu" in profiled
     assert all("ncu:" in p.split("# Start from a0002")[1] and "no Nsight Compute profile" not in p for p in starts)

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 import recorded_run as rec
 from kernel_forge.app.cli import cli
 from kernel_forge.analysis.directions import directions
-from kernel_forge.search.prompts import HISTORY_CHARS, build_prompt, build_prompt_parts, normalise, render_prompt, system_prompt, write_prompt
+from kernel_forge.search.prompt_blocks import HISTORY_CHARS, normalise
+from kernel_forge.search.prompts import PromptContext, build_prompt, build_prompt_parts, render_prompt, system_prompt, write_prompt
 from kernel_forge.model.clip import clip_source
 
 
@@ -23,7 +24,7 @@ def parts(**kw):
                 best=pa(at["a0004"]), history=[pa(a) for a in at.values() if a["status"] == "passed"],
                 failures=[pa(a) for a in at.values() if a["status"] == "failed"], diagnosis=rec.diagnosis())
     args.update(kw)
-    return build_prompt_parts(task, **args)
+    return build_prompt_parts(PromptContext(task, **args))
 
 
 def section(text: str, title: str) -> str:
@@ -43,10 +44,10 @@ def test_the_static_prefix_is_task_device_reference_and_the_same_for_every_call(
     assert [h for h in re.findall(r"^# (\w+)", s1, re.M)] == ["Task", "Device", "sm_90", "Reference"]
     assert s1.startswith("# Task: matmul_f32") and "# Current best" not in s1
     assert d1.startswith("# Current best: a0004, score 60.49 µs")
-    full = build_prompt(rec.task(), **{k: v for k, v in dict(
+    full = build_prompt(PromptContext(rec.task(), **{k: v for k, v in dict(
         reference_source=rec.task().reference.path.read_text(), device=rec.env()["device"],
         calibration=rec.env()["calibration"], best=rec.prompt_attempt(rec.attempts()["a0004"]), history=[],
-        failures=[]).items()})
+        failures=[]).items()}))
     static, dynamic = parts(history=[], failures=[], diagnosis=None)
     assert full == static + "\n\n" + dynamic
 
@@ -358,8 +359,8 @@ def test_the_next_prompt_of_the_s9_run_starts_half_its_proposals_from_the_best_a
 
     opt = s9_run.optimizer()
     req = opt.next_request()
-    assert req.n == 4 and sum(p == "a0107" for p in req.parents) >= 2          # the best, a0107
-    assert "sq256 (32 blocks), rect (48 blocks) on 132 SMs" in req.directions[0] and "split-K" in req.directions[0]
+    assert req.n == 4 and sum(s.parent == "a0107" for s in req.slots) >= 2          # the best, a0107
+    assert "sq256 (32 blocks), rect (48 blocks) on 132 SMs" in req.slots[0].direction and "split-K" in req.slots[0].direction
     for i in range(req.n):
         full = req.system + req.static_prefix + req.prompt_for(i)
         assert len(full) <= 0.75 * _old_chars(), (i, len(full), _old_chars())
@@ -374,7 +375,7 @@ def test_the_next_prompt_of_the_s9_run_starts_half_its_proposals_from_the_best_a
             < full.index("# Start from") < full.index("# Direction for this proposal")
         assert "# Earlier correct kernels" in full and "## a0000" not in full and "## a0058" not in full
     # the proposals share everything up to their own section
-    shared = {p[:p.index("# Start from")] for p in req.prompts}
+    shared = {s.prompt[:s.prompt.index("# Start from")] for s in req.slots}
     assert len(shared) == 1
 
 
@@ -383,7 +384,7 @@ def test_a_diff_edit_lands_on_exactly_the_kernel_the_prompt_shows_as_its_start()
     applied them to the slot's parent."""
     import s9_run
     from kernel_forge.proposers.answer import apply_edits
-    from kernel_forge.search.attempt import Slot
+    from kernel_forge.search.slots import Slot
 
     opt = s9_run.optimizer()
     by_id = {a.id: a for a in opt.state.attempts}
@@ -393,14 +394,14 @@ def test_a_diff_edit_lands_on_exactly_the_kernel_the_prompt_shows_as_its_start()
     assert "edits to exactly the kernel this proposal starts from" in req.system
     line = "    const int a_frag = (warp / WARPS_N) * WM + (lane / LN) * 4;"     # the warp-tiled code only
     diff = f"<<<<<<< SEARCH\n{line}\n=======\n{line}  // edited\n>>>>>>> REPLACE"
-    assert "# Start from a0207 for this proposal" in req.prompts[0] and "edits apply to a0207" in req.prompts[0]
-    assert "# Start from the current best, a0107" in req.prompts[1] and "edits apply to a0107" in req.prompts[1]
+    assert "# Start from a0207 for this proposal" in req.prompt_for(0) and "edits apply to a0207" in req.prompt_for(0)
+    assert "# Start from the current best, a0107" in req.prompt_for(1) and "edits apply to a0107" in req.prompt_for(1)
     edited, problem = apply_edits(req.parent_for(0), diff)
     assert problem is None and f"{line}  // edited" in edited and req.parent_for(0) == opt._source(other)
     assert apply_edits(req.parent_for(1), diff)[0] is None                  # the best has no such line
     assert req.parent_for(1) == opt._source(best)
     # a0207 was never profiled in that run: its prompt says so
-    assert "(no Nsight Compute profile of a0207 yet" in req.prompts[0]
+    assert "(no Nsight Compute profile of a0207 yet" in req.prompt_for(0)
 
 
 def test_the_resume_dry_run_shows_every_proposal_of_the_iteration():

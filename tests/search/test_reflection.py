@@ -7,8 +7,9 @@ import pytest
 
 from kernel_forge.search import reflection
 from kernel_forge.model.clip import clip_kernel, hot_loop, loops
-from kernel_forge.search.attempt import Attempt
-from kernel_forge.search.prompts import PromptAttempt, build_prompt_parts
+from kernel_forge.records.attempt import Attempt
+from kernel_forge.search.prompt_blocks import PromptAttempt
+from kernel_forge.search.prompts import PromptContext, build_prompt_parts
 from kernel_forge.model.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,7 +145,7 @@ def test_history_kernels_in_the_prompt_keep_their_main_loop():
     src = (TEMPLATES / "matmul_f32_regblock.cu").read_text() + "\n" + "\n".join(f"// note {i}" for i in range(200))
     best = PromptAttempt(id="a0009", source="// best\n", passed=True, reason="passed", message="", score_us=50.0)
     hist = PromptAttempt(id="a0003", source=src, passed=True, reason="passed", message="", score_us=70.0)
-    _, dynamic = build_prompt_parts(task, reference_source="def reference(**kw): pass\n", device=None, calibration=None,
-                                    best=best, history=[hist], failures=[])
+    _, dynamic = build_prompt_parts(PromptContext(task, reference_source="def reference(**kw): pass\n", device=None,
+                                                  calibration=None, best=best, history=[hist], failures=[]))
     assert "## a0003" in dynamic and hot_text(src) in dynamic
     assert "after the main loop:" in dynamic

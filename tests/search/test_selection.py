@@ -14,7 +14,7 @@ from kernel_forge.model.verdict import CaseResult, Evaluation
 from kernel_forge.search import selection
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.common.errors import KForgeError
-from kernel_forge.search.attempt import Attempt
+from kernel_forge.records.attempt import Attempt
 from kernel_forge.model.task import load_task
 
 from fakes import ScriptedGate, vector_add

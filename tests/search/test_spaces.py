@@ -7,7 +7,7 @@ import pytest
 
 from kernel_forge.search import spaces as search
 from kernel_forge.model.candidate import parse_candidate
-from kernel_forge.search.attempt import Attempt
+from kernel_forge.records.attempt import Attempt
 from kernel_forge.model.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,8 +14,10 @@ import pytest
 from kernel_forge.search import strategies
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.common.errors import InputError
-from kernel_forge.search.attempt import Attempt
-from kernel_forge.search.strategies import PlanContext, Space
+from kernel_forge.records.attempt import Attempt
+from kernel_forge.search.lineage import PlanContext
+from kernel_forge.search.setting_space import Space
+from kernel_forge.search import lineage
 
 ROOT = Path(__file__).resolve().parents[2]
 REGBLOCK = ROOT / "manifests" / "templates" / "matmul_f32_regblock.cu"
@@ -61,53 +63,6 @@ def climb(strategy: str, seed: int, *, budget: int, round_size: int = 8) -> tupl
             best = min(best, score)
             curve.append(best)
     return curve, sp
-
-
-# ----------------------------------------------------------------------------------- spaces
-
-def test_a_space_lists_the_valid_settings_and_says_when_every_one_was_tried():
-    sp = space()
-    assert sp.count == 68 and sp.listed and sp.remaining() == 68 and not sp.exhausted()
-    for i, d in enumerate(load_candidate(REGBLOCK).configurations()):
-        sp.add(d, f"a{i:04d}", 100.0 + i, "passed" if i % 5 else "failed")
-        assert sp.exhausted() == (i == 67)
-    c = sp.counts()
-    assert (c["settings"], c["gated"], c["failed"], c["passed"]) == (68, 68, 14, 54)
-    assert c["best"] == "a0001" and c["best_us"] == 101.0
-
-
-def test_a_setting_ruled_out_counts_as_tried_but_not_as_gated():
-    sp = space(TILED)
-    for i, d in enumerate(sp.untried()):
-        sp.add(d, f"a{i:04d}", None, "ruled_out" if i == 0 else "passed")
-    assert sp.exhausted()
-    assert sp.counts()["ruled_out"] == 1 and sp.counts()["gated"] == sp.count - 1
-
-
-def test_a_later_duplicate_of_a_gated_setting_keeps_its_verdict():
-    """A setting gated, then proposed again and refused as a duplicate, was overwritten as ruled
-    out (found while chasing the H200 run's tally, whose cause was its dispatch rules)."""
-    sp = space(TILED)
-    first, second, third = sp.untried()[:3]
-    sp.add(first, "a0001", 50.0, "passed")
-    sp.add(first, "a0009", None, "ruled_out")          # the duplicate comes after the verdict
-    sp.add(second, "a0002", None, "pending")
-    sp.add(second, "a0010", None, "ruled_out")
-    sp.add(third, "a0003", None, "pending")
-    sp.add(third, "a0011", 70.0, "failed")             # a resumed wait gets its verdict
-    c = sp.counts()
-    assert (c["gated"], c["passed"], c["failed"], c["pending"], c["ruled_out"]) == (2, 1, 1, 1, 0)
-    assert c["best"] == "a0001" and sp.remaining() == sp.count - 3
-
-
-def test_neighbours_are_valid_and_one_tunable_away():
-    sp = space()
-    d = dict(load_candidate(REGBLOCK).defines)
-    for kind in ("adjacent", "hamming"):
-        ns = sp.neighbours(d, kind=kind)
-        assert ns and all(sp.valid(n) for n in ns)
-        assert all(sum(n[k] != d[k] for k in sp.names) == 1 for n in ns)
-    assert len(sp.neighbours(d, kind="hamming")) >= len(sp.neighbours(d, kind="adjacent"))
 
 
 def test_an_unknown_strategy_is_bad_input_naming_the_choices():
@@ -269,7 +224,7 @@ def test_a_crossover_never_pairs_kernels_of_which_one_wins_no_case():
                                   for n, t in (("x", x), ("y", y))]}
     plan = strategies.get("population").plan(ctx(xs, xs[1], iteration=4), 6)
     assert not [p for p in plan if p.second is not None]
-    assert strategies.wins_over(xs[1], xs[4]) == ["x", "y"] and strategies.wins_over(xs[4], xs[1]) == []
+    assert lineage.wins_over(xs[1], xs[4]) == ["x", "y"] and lineage.wins_over(xs[4], xs[1]) == []
 
 
 def test_the_tuners_settings_are_not_children_and_half_the_proposals_start_from_the_best():
@@ -280,7 +235,7 @@ def test_the_tuners_settings_are_not_children_and_half_the_proposals_start_from_
     settings = [att(10 + i, 100.0 + i, parent="a0001", proposer="tune", label="warptile.cu",
                     technique="tune:warptile.cu") for i in range(40)]
     xs = [att(0, 245.0, parent=None, iteration=0, proposer="initial"), best, other, *settings]
-    assert strategies.proposals_from(xs, best) == 0
+    assert lineage.proposals_from(xs, best) == 0
     for n in (1, 2, 3, 4, 5, 6):
         plan = strategies.get("population").plan(ctx(xs, best, iteration=6), n)
         assert sum(p.parent is best for p in plan) >= (n + 1) // 2, n
@@ -288,7 +243,7 @@ def test_the_tuners_settings_are_not_children_and_half_the_proposals_start_from_
         assert sum(p.parent is best for p in plan) >= (n + 1) // 2, n
     # model proposals from the best do count, one per proposal however many settings it had
     asked = [att(60 + i, 70.0, parent="a0001", label="a0060") for i in range(3)] + [att(63, 70.0, parent="a0001")]
-    assert strategies.proposals_from(xs + asked, best) == 2
+    assert lineage.proposals_from(xs + asked, best) == 2
 
 
 def test_population_gives_a_parent_directions_it_has_not_tried():
@@ -304,8 +259,8 @@ def test_techniques_that_failed_twice_and_never_gained_go_last():
     xs = [initial, att(1, 200.0, technique="t1"), att(2, None, technique="t0", status="failed"),
           att(3, 310.0, technique="t0", iteration=2)]
     c = ctx(xs, xs[1], iteration=4)
-    assert strategies.avoid_techniques(c) == {"t0"}
-    assert strategies.gained_techniques(c) == {"t1"}
+    assert lineage.avoid_techniques(c) == {"t0"}
+    assert lineage.gained_techniques(c) == {"t1"}
     plan = strategies.get("population").plan(c, 3)
     assert "t0" not in [p.technique for p in plan]
 

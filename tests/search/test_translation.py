@@ -127,9 +127,9 @@ def test_the_translation_prompt_holds_the_reference_signature_launch_and_the_fai
         assert 'extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n)' in full
         assert "default launch: grid [cdiv(n, 256)], block [256]" in full
         assert "3145745" not in full                    # the holdout's size is never shown
-    assert first.directions == ["a direct translation: one thread per output element, as the reference reads"]
-    assert "Fix this failed attempt: a0000" in second.prompts[0] and "identifier \"nope\" is undefined" in second.prompts[0]
-    assert "translate the reference" not in third.full_prompt(0) and "# Current best: a0001" in third.prompts[0]
+    assert [s.direction for s in first.slots] == ["a direct translation: one thread per output element, as the reference reads"]
+    assert "Fix this failed attempt: a0000" in second.prompt_for(0) and "identifier \"nope\" is undefined" in second.prompt_for(0)
+    assert "translate the reference" not in third.full_prompt(0) and "# Current best: a0001" in third.prompt_for(0)
 
 
 def test_a_run_killed_in_the_translation_phase_resumes_with_its_baseline(tmp_path):

@@ -1,4 +1,4 @@
-"""The run's state (search/run_state.py) is saved and restored whole, in history.json's shape, and
+"""The run's state (records/run_state.py) is saved and restored whole, in history.json's shape, and
 the summary is built from it without an optimizer (CPU)."""
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-import kernel_forge.search.run_state as run_state_mod
+import kernel_forge.records.run_state as run_state_mod
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import resume_run, start_run
 from kernel_forge.evidence.run_dir import RunDir
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.model.task import load_task
 from kernel_forge.reports.summary import build_summary
-from kernel_forge.search.attempt import Attempt
+from kernel_forge.records.attempt import Attempt
 from kernel_forge.config.loop import LoopConfig
-from kernel_forge.search.run_state import RunState
+from kernel_forge.records.run_state import RunState
 
 from fakes import ScriptedGate, vector_add, write_proposals
 

@@ -1,10 +1,12 @@
-"""One proposal's record in a run (:class:`Attempt`, a row of history.json) and one slot of an
-iteration's request (:class:`Slot`): the plain data every part of the search passes around."""
+"""One proposal's record in a run (:class:`Attempt`, a row of history.json): the plain data every
+part of the search passes around, and the evidence and the reports read back."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
+#: reasons the loop gives an attempt before any GPU time (it has no evaluation)
+NOT_GATED = ("duplicate", "launch_conflict", "bad_candidate")
 
 @dataclass
 class Attempt:
@@ -49,7 +51,7 @@ class Attempt:
     def watch(self, changed: dict) -> None:
         """From now on, a field set on this attempt puts it in ``changed`` (``{id: attempt}``), so
         the run's evidence writes what changed without looking at every attempt
-        (:meth:`~kernel_forge.search.run_state.RunState.take_changes`).  Every field is set, never
+        (:meth:`~kernel_forge.records.run_state.RunState.take_changes`).  Every field is set, never
         changed in place."""
         object.__setattr__(self, "_changed", changed)
 
@@ -63,13 +65,3 @@ class Attempt:
     def from_json(cls, d: dict) -> "Attempt":
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
-
-@dataclass
-class Slot:
-    """One of the ``candidates`` proposals an iteration asks for."""
-
-    direction: str = ""
-    fix: Attempt | None = None
-    parent: Attempt | None = None     # where the strategy starts it (None: the best)
-    second: Attempt | None = None     # a crossover's other parent
-    technique: str = ""

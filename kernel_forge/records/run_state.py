@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
-from kernel_forge.search.attempt import Attempt
+from kernel_forge.records.attempt import Attempt
 
 #: history.json's top-level keys that hold a field of their own (the rest live under $.state)
 TOP_LEVEL = ("baselines", "attempts")
