@@ -170,7 +170,8 @@ def test_a_busy_fma_pipe_does_not_switch_off_the_issue_slot_limit():
     and the kernel is not told to use the register blocking it already has."""
     import s9_run
 
-    d = s9_run.optimizer()._diagnosis()
+    opt = s9_run.optimizer()
+    d = opt.diagnoses.of_best(opt.state)
     large = d.case("large")
     assert large.bound == "compute" and large.limiter["key"] == "issue_slots"
     ev = large.limiter["evidence"]
@@ -184,7 +185,8 @@ def test_a_busy_fma_pipe_does_not_switch_off_the_issue_slot_limit():
 def test_the_small_grids_come_first_and_no_advice_is_what_the_kernel_already_does():
     import s9_run
 
-    d = s9_run.optimizer()._diagnosis()
+    opt = s9_run.optimizer()
+    d = opt.diagnoses.of_best(opt.state)
     items = direction_items(d, 10)
     keys = [k for k, _ in items]
     # sq256 and rect run 32 and 48 blocks on 132 SMs: the main lever on the geometric mean
