@@ -18,7 +18,7 @@ from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.config.sections import command_line
 from kernel_forge.gate.gate import Gate
 from kernel_forge.search.loop import Optimizer
-from kernel_forge.proposers.base import ProposalRequest, ProposalResult
+from kernel_forge.proposers.ensemble import EnsembleProposer
 from kernel_forge.model.task import Task, load_task
 
 
@@ -144,33 +144,6 @@ def model_options(cfg: ProposerConfig) -> dict:
                 stream=cfg.stream, max_tokens_field=cfg.max_tokens_field, prompt_cache=cfg.prompt_cache,
                 cache_ttl=cfg.cache_ttl, answer_format=cfg.answer_format, server=cfg.server,
                 context_tokens=cfg.context_tokens)
-
-
-class EnsembleProposer:
-    """Several model proposers: one per iteration in turn, or all of them each iteration."""
-
-    def __init__(self, members, mode: str = "round-robin"):
-        if mode not in ("round-robin", "parallel"):
-            raise InputError(f"--ensemble must be round-robin or parallel, not {mode!r}")
-        self.members, self.mode = members, mode
-        self.name = "+".join(m.name for m in members)
-        self.needs_prompt = True
-
-    def propose(self, request: ProposalRequest) -> ProposalResult:
-        if self.mode == "round-robin" or len(self.members) == 1:
-            member = self.members[(request.iteration - 1) % len(self.members)]
-            return member.propose(request)
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(max_workers=len(self.members)) as pool:
-            results = list(pool.map(lambda m: m.propose(request), self.members))
-        merged = ProposalResult(unreachable=all(r.unreachable for r in results))
-        for r in results:
-            for p in r.proposals:       # Proposal.calls index the merged list
-                p.calls = [i + len(merged.calls) for i in p.calls]
-            merged.proposals += r.proposals
-            merged.calls += r.calls
-            merged.errors += r.errors
-        return merged
 
 
 def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = None, *,

@@ -1019,7 +1019,7 @@ def test_proposal_calls_name_the_exchanges_that_produced_each_proposal(loopback)
 
 
 def test_ensemble_in_parallel_keeps_proposal_calls_pointing_at_the_merged_list(loopback):
-    from kernel_forge.app.run_setup import EnsembleProposer
+    from kernel_forge.proposers.ensemble import EnsembleProposer
 
     loopback.script("anthropic", tool({**GOOD, "rationale": "claude"}))
     loopback.script("openai", raw_arguments("{"), tool({**GOOD, "rationale": "gpt"}))

@@ -611,7 +611,7 @@ def test_gpu_replay_profiles_the_best_and_each_new_best(tmp_path, name, template
 
 
 def test_a_parallel_ensemble_keeps_each_proposal_on_its_own_calls():
-    from kernel_forge.app.run_setup import EnsembleProposer
+    from kernel_forge.proposers.ensemble import EnsembleProposer
     from kernel_forge.proposers.base import ProposalRequest
 
     def member(name, cost, unreachable=False):

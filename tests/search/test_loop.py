@@ -26,7 +26,8 @@ from kernel_forge.config.gate import GateOptions
 from kernel_forge.config.loop import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.config.file import load_config_file
-from kernel_forge.app.run_setup import EnsembleProposer, resume_run, start_run
+from kernel_forge.app.run_setup import resume_run, start_run
+from kernel_forge.proposers.ensemble import EnsembleProposer
 from kernel_forge.proposers.models import make_model_proposer
 from kernel_forge.proposers.pricing import cost
 from kernel_forge.proposers.replay import ReplayProposer
