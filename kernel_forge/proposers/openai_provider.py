@@ -40,23 +40,21 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kernel_forge.common.errors import InputError
 from kernel_forge.common.reads import nesting_problem
 from kernel_forge.proposers.base import ProposalRequest
-from kernel_forge.proposers.budget import Budget
-from kernel_forge.proposers.capabilities import Capabilities
 from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, WITHOUT_TEMPERATURE, CachePlan, ModelProposer, Progress, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
-from kernel_forge.proposers.pricing import PriceTable
-from kernel_forge.proposers.retry import TRANSIENT_ERRORS, MidStreamError, RetryPolicy
+from kernel_forge.proposers.options import ProviderOptions, choices
+from kernel_forge.proposers.retry import TRANSIENT_ERRORS, MidStreamError
 from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 
 #: the openai SDK releases kforge is tested with (pyproject.toml says the same)
 SDK_REQUIREMENT = "openai>=3.60,<4"
-LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+LIMIT_FIELDS = choices("max_tokens_field")
+EFFORTS = choices("reasoning_effort")
 _ORDER = EFFORTS
 TERMINAL_EVENTS = ("response.completed", "response.incomplete")
 
@@ -69,29 +67,18 @@ class OpenAIProposer(ModelProposer):
     provider = "openai"
     thinking_word = "reasoning"
 
-    def __init__(self, model: str, api_key: str | None = None, base_url: str | None = None,
-                 max_tokens: int | None = None, temperature: float | None = None, timeout: float = 120,
-                 max_attempts: int = 5, prices: PriceTable | Mapping[str, object] | None = None, *,
-                 sleep: Callable[[float], None] | None = None, retry: RetryPolicy | None = None,
-                 parallel: int = 4, max_tokens_field: str | None = None, stream: bool = True,
-                 max_tokens_cap: int | None = None, timeout_retries: int = 2,
-                 reasoning_effort: str | None = None, answer_format: str = "fenced", prompt_cache: bool = True,
-                 cache_ttl: str = "auto", budget: Budget | None = None, capabilities: Capabilities | None = None,
-                 server: str = "auto", clock=None, context_tokens: int | None = None):
-        if reasoning_effort is not None and reasoning_effort not in EFFORTS:
+    def __init__(self, model: str, options: ProviderOptions | None = None, **wiring: Any):
+        """``model`` asked as ``options`` say (``wiring``: as :class:`ModelProposer` takes it)."""
+        options = options or ProviderOptions()
+        effort, max_tokens_field = options.reasoning_effort, options.max_tokens_field
+        if effort is not None and effort not in EFFORTS:
             raise InputError(f"openai: reasoning_effort must be one of {', '.join(EFFORTS)}, "
-                             f"got {reasoning_effort!r}")
+                             f"got {effort!r}")
         if max_tokens_field is not None and max_tokens_field not in LIMIT_FIELDS:
             raise InputError(f"openai: max_tokens_field must be 'max_tokens' or 'max_completion_tokens', "
                              f"got {max_tokens_field!r}")
         self._field_override = max_tokens_field
-        super().__init__(model, api_key=api_key, base_url=base_url, max_tokens=max_tokens,
-                         temperature=temperature, timeout=timeout, max_attempts=max_attempts,
-                         prices=prices, sleep=sleep, retry=retry, parallel=parallel, stream=stream,
-                         max_tokens_cap=max_tokens_cap, timeout_retries=timeout_retries,
-                         reasoning_effort=reasoning_effort, answer_format=answer_format,
-                         prompt_cache=prompt_cache, cache_ttl=cache_ttl, budget=budget,
-                         capabilities=capabilities, server=server, clock=clock, context_tokens=context_tokens)
+        super().__init__(model, options, **wiring)
         self.api = self.caps.api if self.caps.api in ("responses", "chat") else "chat"
         if self.api == "responses":
             self.max_tokens_field = "max_output_tokens"
@@ -100,11 +87,11 @@ class OpenAIProposer(ModelProposer):
                 self.caps.limit_field if self.caps.limit_field in LIMIT_FIELDS else "max_tokens")
         self._sdk = import_sdk("openai", SDK_REQUIREMENT)
         self._sdk_error = self._sdk.OpenAIError
-        key = self._api_key(api_key, "OPENAI_API_KEY",
+        key = self._api_key(wiring.get("api_key"), "OPENAI_API_KEY",
                             missing="no OpenAI API key: set OPENAI_API_KEY or pass api_key",
                             hint="export OPENAI_API_KEY=sk-...  (a local OpenAI-compatible server given "
                                  "with --base-url needs no key)")
-        self._client = self._sdk.OpenAI(api_key=key, base_url=base_url, timeout=self._timeout(),
+        self._client = self._sdk.OpenAI(api_key=key, base_url=self.base_url, timeout=self._timeout(),
                                         max_retries=0)
         schema = proposal_schema()
         self._tool = ({"type": "function", "name": TOOL_NAME, "description": TOOL_DESCRIPTION,

@@ -58,6 +58,7 @@ from kernel_forge.proposers.budget import Budget, BudgetRefused, estimate_tokens
 from kernel_forge.proposers.capabilities import Capabilities
 from kernel_forge.proposers.capabilities import for_model as capabilities_for
 from kernel_forge.proposers.context import MIN_OUTPUT, ContextRefused, cut
+from kernel_forge.proposers.options import ProviderOptions, choices
 from kernel_forge.proposers.pricing import PriceTable, price_table
 from kernel_forge.proposers.retry import CONNECT, MIDSTREAM, TIMEOUT, TRANSIENT_ERRORS, Failure, RetryPolicy, call_with_retry, classify_exception, error_type
 from kernel_forge.proposers.schema import TOOL_NAME, ProposalSchemaError, check_proposal, to_proposal
@@ -79,8 +80,8 @@ PREFIX_CHARS_PER_TOKEN = 3.5
 DEFAULT_EFFORT = "high"
 #: seconds of the short cache lifetimes, by name
 TTL_SECONDS = {"5m": 300, "1h": 3600, "30m": 1800, "12h": 43200}
-ANSWER_FORMATS = ("fenced", "tool")
-CACHE_TTLS = ("auto", "short", "long")
+ANSWER_FORMATS = choices("answer_format")
+CACHE_TTLS = choices("cache_ttl")
 #: the API key sent to a server given with a base URL when none is set (local servers take any)
 NO_KEY = "not-needed"
 
@@ -305,42 +306,46 @@ class ModelProposer:
                    "block), then one ```json block with launch, tunables, direction, technique and "
                    "predicted_speedup where they apply.")
 
-    def __init__(self, model: str, *, api_key: str | None, base_url: str | None, max_tokens: int | None,
-                 temperature: float | None, timeout: float, max_attempts: int,
-                 prices: PriceTable | Mapping[str, object] | None,
-                 sleep: Callable[[float], None] | None = None, retry: RetryPolicy | None = None,
-                 parallel: int = 4, stream: bool = True, max_tokens_cap: int | None = None,
-                 timeout_retries: int = 2, reasoning_effort: str | None = None, answer_format: str = "fenced",
-                 prompt_cache: bool = True, cache_ttl: str = "auto", budget: Budget | None = None,
-                 capabilities: Capabilities | None = None, server: str = "auto",
-                 clock: Callable[[], float] | None = None, context_tokens: int | None = None):
+    def __init__(self, model: str, options: ProviderOptions | None = None, *, api_key: str | None = None,
+                 prices: PriceTable | Mapping[str, object] | None = None, budget: Budget | None = None,
+                 capabilities: Capabilities | None = None, sleep: Callable[[float], None] | None = None,
+                 retry: RetryPolicy | None = None, parallel: int = 4, clock: Callable[[], float] | None = None):
+        """``model`` asked as ``options`` say; ``api_key`` (default: the provider's variable),
+        ``prices`` (overrides of the table), a shared ``budget``; ``capabilities``, ``sleep``,
+        ``retry``, ``parallel`` and ``clock`` replace the table entry, the waits between retries, the
+        retry policy, the fan-out and the clock (tests)."""
+        options = options or ProviderOptions()
+        max_tokens, timeout = options.max_tokens, options.request_timeout_s
         if not model or not isinstance(model, str):
             raise InputError(f"{self.provider}: a model name is required")
         if max_tokens is not None and max_tokens < 1:
             raise InputError(f"{self.provider}: max_tokens must be >= 1, got {max_tokens}")
         if timeout is None or not timeout > 0:
             raise InputError(f"{self.provider}: the request timeout must be > 0 seconds, got {timeout}")
-        if answer_format not in ANSWER_FORMATS:
+        if options.answer_format not in ANSWER_FORMATS:
             raise InputError(f"{self.provider}: answer_format must be one of {', '.join(ANSWER_FORMATS)}, "
-                             f"got {answer_format!r}")
-        if cache_ttl not in CACHE_TTLS:
-            raise InputError(f"{self.provider}: cache_ttl must be one of {', '.join(CACHE_TTLS)}, got {cache_ttl!r}")
+                             f"got {options.answer_format!r}")
+        if options.cache_ttl not in CACHE_TTLS:
+            raise InputError(f"{self.provider}: cache_ttl must be one of {', '.join(CACHE_TTLS)}, "
+                             f"got {options.cache_ttl!r}")
+        self.options = options
+        base_url, context_tokens = options.base_url, options.context_tokens
         self.model = model
         self.name = f"{self.provider}:{model}"
         self.base_url = base_url
-        self.caps = capabilities or capabilities_for(self.provider, model, base_url=base_url, server=server)
+        self.caps = capabilities or capabilities_for(self.provider, model, base_url=base_url, server=options.server)
         if context_tokens is not None:     # the served model's window (a local server the table cannot know)
             if int(context_tokens) < 1024:
                 raise InputError(f"{self.provider}: --context-tokens must be >= 1024, got {context_tokens}")
             self.caps = dataclasses.replace(self.caps, context=int(context_tokens))
-        self.temperature = temperature
-        self.reasoning_effort = reasoning_effort
-        self.answer_format = answer_format
-        self.prompt_cache = bool(prompt_cache)
-        self.cache_ttl = cache_ttl
+        self.temperature = options.temperature
+        self.reasoning_effort = options.reasoning_effort
+        self.answer_format = options.answer_format
+        self.prompt_cache = bool(options.prompt_cache)
+        self.cache_ttl = options.cache_ttl
         self.budget = budget
         self.timeout = float(timeout)
-        self.stream = bool(stream)
+        self.stream = bool(options.stream)
         self.prices = price_table(prices)
         self.priced = self.prices.lookup(self.provider, model) is not None
         self.local = is_local_url(base_url)
@@ -350,13 +355,13 @@ class ModelProposer:
         self._resolve(max_tokens)     # sets max_tokens, thinking settings (provider hook)
         # the model's own maximum binds where the table knows it; a local server's is the served model's
         authoritative = self.caps.known and self.caps.api != "chat"
-        if max_tokens_cap is not None:
-            cap = int(max_tokens_cap)
+        if options.max_tokens_cap is not None:
+            cap = int(options.max_tokens_cap)
         else:   # the model's maximum; elsewhere up to four times the first limit
             cap = self.caps.max_output if authoritative else max(self.caps.max_output, 4 * self.max_tokens)
         self.max_tokens_cap = max(min(cap, self.caps.max_output) if authoritative else cap, self.max_tokens)
         if retry is None:
-            retry = RetryPolicy(max_attempts=max_attempts, timeout_retries=timeout_retries,
+            retry = RetryPolicy(max_attempts=options.max_attempts, timeout_retries=options.timeout_retries,
                                 connect_attempts=LOCAL_CONNECT_ATTEMPTS if self.local else None)
         if sleep is not None:
             retry = dataclasses.replace(retry, sleep=sleep)

@@ -16,6 +16,7 @@ from kernel_forge.proposers.base import ModelCall, Proposal, ProposalRequest
 from kernel_forge.proposers import pricing, retry, schema
 from kernel_forge.proposers.answer import apply_edits, read_answer
 from kernel_forge.proposers.models import make_model_proposer, parse_model_spec
+from kernel_forge.proposers.options import ProviderOptions
 from kernel_forge.common.scrub import REDACTED, scrub
 
 from loopback import clean_env, closed_port_url, error, loopback, raw_arguments, text, tool  # noqa: F401  (fixtures)
@@ -60,20 +61,19 @@ TEST_PRICES = {"anthropic:claude-test-1": {"input": 3.0, "output": 15.0},
 def make(provider: str, server, *, model: str | None = None, **kw):
     """A proposer for the transport, repair and retry tests: a model the table does not list (the
     generic request), answering with the submit_kernel tool unless told otherwise."""
-    kw.setdefault("timeout", 0.3)
+    kw.setdefault("request_timeout_s", 0.3)
     kw.setdefault("answer_format", "tool")
     kw.setdefault("prices", TEST_PRICES)
     if "retry" not in kw:
         kw.setdefault("sleep", Sleeps())
     if provider == "anthropic":
-        from kernel_forge.proposers.anthropic_provider import AnthropicProposer
         kw.setdefault("api_key", ANTHROPIC_KEY)
         kw.setdefault("max_tokens", 8192)
-        return AnthropicProposer(model or TEST_MODELS["anthropic"], base_url=server.anthropic_base_url, **kw)
-    from kernel_forge.proposers.openai_provider import OpenAIProposer
+        return make_model_proposer(f"anthropic:{model or TEST_MODELS['anthropic']}", base_url=server.anthropic_base_url,
+                                   **kw)
     kw.setdefault("api_key", OPENAI_KEY)
     kw.setdefault("max_tokens", 8192)
-    return OpenAIProposer(model or TEST_MODELS["openai"], base_url=server.openai_base_url, **kw)
+    return make_model_proposer(f"openai:{model or TEST_MODELS['openai']}", base_url=server.openai_base_url, **kw)
 
 
 def calls_json(calls: list[ModelCall]) -> str:
@@ -205,7 +205,7 @@ def test_timeout_then_success(loopback, provider):
     # the silence outlasts the timeout by far, and the quick answer has a whole second: a loaded
     # machine (pytest -n, other jobs) must not time out the second attempt too (0.3 s did, now and then)
     loopback.script(provider, tool(GOOD).slow(4.0), tool(GOOD))
-    result = make(provider, loopback, timeout=1.0, sleep=sleeps).propose(REQUEST)
+    result = make(provider, loopback, request_timeout_s=1.0, sleep=sleeps).propose(REQUEST)
     assert len(result.proposals) == 1 and result.errors == []
     (call,) = result.calls
     assert call.attempts == 2 and len(sleeps) == 1
@@ -335,7 +335,7 @@ def test_openai_custom_base_url_needs_no_key(loopback, monkeypatch):
     from kernel_forge.proposers.openai_provider import OpenAIProposer
 
     loopback.script("openai", tool(GOOD, input_tokens=700, output_tokens=70))
-    p = OpenAIProposer("qwen2.5-coder:32b", base_url=loopback.openai_base_url, timeout=0.3)
+    p = OpenAIProposer("qwen2.5-coder:32b", ProviderOptions(base_url=loopback.openai_base_url, request_timeout_s=0.3))
     result = p.propose(REQUEST)
     assert result.errors == [] and len(result.proposals) == 1
     (req,) = loopback.requests("openai")
@@ -361,7 +361,7 @@ def test_api_key_from_environment(loopback, monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     loopback.script("openai", tool(GOOD))
-    result = OpenAIProposer("gpt-5", base_url=loopback.openai_base_url, timeout=0.3).propose(REQUEST)
+    result = OpenAIProposer("gpt-5", ProviderOptions(base_url=loopback.openai_base_url, request_timeout_s=0.3)).propose(REQUEST)
     assert len(result.proposals) == 1
     assert loopback.requests("openai")[0].headers["authorization"] == f"Bearer {OPENAI_KEY}"
 
@@ -474,7 +474,7 @@ def test_make_model_proposer_builds_both(loopback):
     from kernel_forge.proposers.openai_provider import OpenAIProposer
 
     a = make_model_proposer("anthropic:claude-haiku-4-5", base_url=loopback.anthropic_base_url,
-                            api_key=ANTHROPIC_KEY, max_tokens=4096, timeout=0.3, answer_format="tool")
+                            api_key=ANTHROPIC_KEY, max_tokens=4096, request_timeout_s=0.3, answer_format="tool")
     o = make_model_proposer("openai:qwen2.5-coder:32b", base_url=loopback.openai_base_url, answer_format="tool",
                             prices={"openai:qwen2.5-coder:32b": {"input": 0.1, "output": 0.2}})
     assert isinstance(a, AnthropicProposer) and a.name == "anthropic:claude-haiku-4-5" and a.max_tokens == 4096
@@ -736,17 +736,18 @@ def test_reasoning_settings_are_checked():
     from kernel_forge.proposers.openai_provider import OpenAIProposer
 
     with pytest.raises(InputError, match=">= 1024"):
-        AnthropicProposer("claude-sonnet-4-5", api_key=ANTHROPIC_KEY, thinking_budget=512)
+        AnthropicProposer("claude-sonnet-4-5", ProviderOptions(thinking_budget=512), api_key=ANTHROPIC_KEY)
     with pytest.raises(InputError, match="not both"):
-        AnthropicProposer("claude-sonnet-4-5", api_key=ANTHROPIC_KEY, thinking_budget=2048, thinking="adaptive")
+        AnthropicProposer("claude-sonnet-4-5", ProviderOptions(thinking_budget=2048, thinking="adaptive"),
+                          api_key=ANTHROPIC_KEY)
     with pytest.raises(InputError, match="low, medium, high"):
-        AnthropicProposer("claude-sonnet-4-5", api_key=ANTHROPIC_KEY, reasoning_effort="minimal")
+        AnthropicProposer("claude-sonnet-4-5", ProviderOptions(reasoning_effort="minimal"), api_key=ANTHROPIC_KEY)
     with pytest.raises(InputError, match="reasoning_effort"):
-        OpenAIProposer("gpt-5", api_key=OPENAI_KEY, reasoning_effort="huge")
+        OpenAIProposer("gpt-5", ProviderOptions(reasoning_effort="huge"), api_key=OPENAI_KEY)
     with pytest.raises(InputError, match="max_tokens_field"):
-        OpenAIProposer("gpt-5", api_key=OPENAI_KEY, max_tokens_field="max_output_tokens")
+        OpenAIProposer("gpt-5", ProviderOptions(max_tokens_field="max_output_tokens"), api_key=OPENAI_KEY)
     with pytest.raises(InputError, match="timeout"):
-        OpenAIProposer("gpt-5", api_key=OPENAI_KEY, timeout=0)
+        OpenAIProposer("gpt-5", ProviderOptions(request_timeout_s=0), api_key=OPENAI_KEY)
 
 
 # ------------------------------------------------------------------------- truncated answers
@@ -864,7 +865,7 @@ def test_timeouts_are_counted_and_retried_a_bounded_number_of_times(loopback, pr
     sleeps = Sleeps()
     loopback.script(provider, *[tool(GOOD).slow(1.0)] * 3, tool(GOOD))
     # 8 output tokens: a whole answer waited for at once is given no longer than the 0.3 s either
-    result = make(provider, loopback, timeout=0.3, timeout_retries=1, sleep=sleeps, stream=stream,
+    result = make(provider, loopback, request_timeout_s=0.3, timeout_retries=1, sleep=sleeps, stream=stream,
                   max_tokens=8).propose(REQUEST)
 
     assert result.proposals == [] and result.unreachable is False
@@ -878,7 +879,7 @@ def test_timeouts_are_counted_and_retried_a_bounded_number_of_times(loopback, pr
 def test_a_whole_answer_of_32k_tokens_is_given_the_time_it_takes_not_the_120_s_timeout(loopback, provider):
     """Issue 34: the non-streaming path waited 120 s for answers of 32,000 tokens or more."""
     loopback.script(provider, tool(GOOD))
-    p = make(provider, loopback, timeout=120, stream=False, max_tokens=32_000, context_tokens=65_536)
+    p = make(provider, loopback, request_timeout_s=120, stream=False, max_tokens=32_000, context_tokens=65_536)
     sent = []
     resource = p._client.messages if provider == "anthropic" else (
         p._client.responses if p.api == "responses" else p._client.chat.completions)
@@ -900,7 +901,7 @@ def test_a_whole_answer_of_32k_tokens_is_given_the_time_it_takes_not_the_120_s_t
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_streamed_answer_may_take_longer_than_the_timeout(loopback, provider):
     loopback.script(provider, tool(GOOD, input_tokens=1000).trickle(0.15))      # ~8 events: over a second in all
-    result = make(provider, loopback, timeout=0.5).propose(REQUEST)
+    result = make(provider, loopback, request_timeout_s=0.5).propose(REQUEST)
 
     assert result.errors == [] and result.proposals[0].source == KERNEL
     (call,) = result.calls
@@ -1039,7 +1040,7 @@ def test_a_closed_port_makes_the_request_unreachable_after_few_attempts(provider
     sleeps = Sleeps()
     cls, key, base = ((AnthropicProposer, ANTHROPIC_KEY, url) if provider == "anthropic"
                       else (OpenAIProposer, OPENAI_KEY, url + "/v1"))
-    p = cls("some-model", api_key=key, base_url=base, timeout=2, sleep=sleeps)
+    p = cls("some-model", ProviderOptions(base_url=base, request_timeout_s=2), api_key=key, sleep=sleeps)
     result = p.propose(dataclasses.replace(REQUEST, n=2))
 
     assert result.unreachable is True and result.proposals == []
@@ -1168,7 +1169,7 @@ def test_a_local_server_s_truncation_retry_leaves_its_prompt_room_in_the_context
     from kernel_forge.proposers.budget import estimate_tokens
 
     loopback.script("chat", tool(GOOD, output_tokens=20_000), tool(GOOD, output_tokens=1_000))
-    p = make_model_proposer("openai:served-model", base_url=loopback.openai_base_url, api_key="k", timeout=5,
+    p = make_model_proposer("openai:served-model", base_url=loopback.openai_base_url, api_key="k", request_timeout_s=5,
                             server="vllm", prices={"openai:served-model": [0.1, 0.2]}, max_tokens=16_384)
     assert p.caps.context == 32_768 and p.max_tokens_cap == 65_536
     result = p.propose(REQUEST)
@@ -1186,8 +1187,9 @@ def test_the_thinking_budget_fallback_stays_within_the_model_s_maximum(loopback)
     caps = dataclasses.replace(capabilities.entries()["anthropic:claude-opus-4-6"], max_output=1_500)
     loopback.script("anthropic", error(400, '"thinking.type.adaptive" is not supported for this model. Use '
                                             '"thinking.type.enabled" with budget_tokens.'), tool(GOOD))
-    p = AnthropicProposer("claude-opus-4-6", base_url=loopback.anthropic_base_url, api_key=ANTHROPIC_KEY,
-                          timeout=5, max_tokens=1_000, capabilities=caps, prices=TEST_PRICES, sleep=Sleeps())
+    p = AnthropicProposer("claude-opus-4-6", ProviderOptions(base_url=loopback.anthropic_base_url, request_timeout_s=5,
+                                                             max_tokens=1_000),
+                          api_key=ANTHROPIC_KEY, capabilities=caps, prices=TEST_PRICES, sleep=Sleeps())
     result = p.propose(REQUEST)
     first, relaxed = (r.body for r in loopback.requests("anthropic"))
     assert first["thinking"] == {"type": "adaptive"} and relaxed["thinking"]["type"] == "enabled"

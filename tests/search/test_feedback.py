@@ -510,7 +510,7 @@ def test_an_unreachable_base_url_stops_after_one_iteration(tmp_path, clean_env):
     from kernel_forge.proposers.models import make_model_proposer
 
     url = closed_port_url()
-    proposer = make_model_proposer("openai:gpt-5", base_url=url, api_key=KEYS["openai"], timeout=2,
+    proposer = make_model_proposer("openai:gpt-5", base_url=url, api_key=KEYS["openai"], request_timeout_s=2,
                                    max_attempts=2, sleep=lambda s: None)
     probe = proposer.propose(loop_module.ProposalRequest(system="s", prompt="p"))
     if not probe.unreachable:
