@@ -45,7 +45,11 @@ from typing import Any
 
 from kernel_forge.common.errors import InputError
 from kernel_forge.proposers.base import ProposalRequest
-from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, WITHOUT_TEMPERATURE, CachePlan, ModelProposer, Progress, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
+from kernel_forge.proposers.cache_plan import CachePlan
+from kernel_forge.proposers.provider import DEFAULT_EFFORT, ModelProposer
+from kernel_forge.proposers.relaxation import WITHOUT_TEMPERATURE, Relaxation
+from kernel_forge.proposers.transport import ASSEMBLY_ERRORS, StreamAssemblyError, as_count, import_sdk
+from kernel_forge.proposers.usage import Progress, Usage
 from kernel_forge.proposers.options import ProviderOptions, choices
 from kernel_forge.proposers.retry import MidStreamError
 from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
@@ -236,15 +240,15 @@ class AnthropicProposer(ModelProposer):
         usage = getattr(response, "usage", None)
         if usage is None:
             return Usage(reasoning_reported=False)
-        written = _int(getattr(usage, "cache_creation_input_tokens", 0))
+        written = as_count(getattr(usage, "cache_creation_input_tokens", 0))
         by_ttl = getattr(usage, "cache_creation", None)
-        hour = min(written, _int(getattr(by_ttl, "ephemeral_1h_input_tokens", 0))) if by_ttl is not None else 0
+        hour = min(written, as_count(getattr(by_ttl, "ephemeral_1h_input_tokens", 0))) if by_ttl is not None else 0
         details = getattr(usage, "output_tokens_details", None)
-        return Usage(input=_int(getattr(usage, "input_tokens", 0)),
-                     output=_int(getattr(usage, "output_tokens", 0)),
-                     reasoning=_int(getattr(details, "thinking_tokens", 0)) if details is not None else 0,
+        return Usage(input=as_count(getattr(usage, "input_tokens", 0)),
+                     output=as_count(getattr(usage, "output_tokens", 0)),
+                     reasoning=as_count(getattr(details, "thinking_tokens", 0)) if details is not None else 0,
                      reasoning_reported=details is not None,
-                     cache_read=_int(getattr(usage, "cache_read_input_tokens", 0)),
+                     cache_read=as_count(getattr(usage, "cache_read_input_tokens", 0)),
                      cache_write=written - hour, cache_write_long=hour)
 
     def _truncated(self, response: Any) -> bool:
@@ -377,7 +381,7 @@ def _budget_thinking(body: dict, budget: int, max_output: int) -> dict:
     limit; a limit with no room for the least budget is raised to twice it, never above the
     model's maximum (``max_output``)."""
     new = copy.deepcopy(body)
-    limit = _int(new.get("max_tokens")) or max_output
+    limit = as_count(new.get("max_tokens")) or max_output
     if limit <= MIN_THINKING_BUDGET:
         limit = min(2 * MIN_THINKING_BUDGET, max_output)
     budget = max(MIN_THINKING_BUDGET, min(budget, limit - 1))

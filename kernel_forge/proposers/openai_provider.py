@@ -46,7 +46,11 @@ from typing import Any
 from kernel_forge.common.errors import InputError
 from kernel_forge.common.reads import nesting_problem
 from kernel_forge.proposers.base import ProposalRequest
-from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, WITHOUT_TEMPERATURE, CachePlan, ModelProposer, Progress, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
+from kernel_forge.proposers.cache_plan import CachePlan
+from kernel_forge.proposers.provider import DEFAULT_EFFORT, ModelProposer
+from kernel_forge.proposers.relaxation import WITHOUT_TEMPERATURE, Relaxation
+from kernel_forge.proposers.transport import ASSEMBLY_ERRORS, StreamAssemblyError, as_count, import_sdk
+from kernel_forge.proposers.usage import Progress, Usage
 from kernel_forge.proposers.options import ProviderOptions, choices
 from kernel_forge.proposers.retry import TRANSIENT_ERRORS, MidStreamError
 from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
@@ -307,21 +311,21 @@ class OpenAIProposer(ModelProposer):
         if usage is None:
             return Usage(reasoning_reported=False)
         if self.api == "responses":
-            total = _int(getattr(usage, "input_tokens", 0))
+            total = as_count(getattr(usage, "input_tokens", 0))
             idetails = getattr(usage, "input_tokens_details", None)
             odetails = getattr(usage, "output_tokens_details", None)
-            output = _int(getattr(usage, "output_tokens", 0))
-            reasoning = _int(getattr(odetails, "reasoning_tokens", 0)) if odetails is not None else 0
+            output = as_count(getattr(usage, "output_tokens", 0))
+            reasoning = as_count(getattr(odetails, "reasoning_tokens", 0)) if odetails is not None else 0
         else:
-            total = _int(getattr(usage, "prompt_tokens", 0))
+            total = as_count(getattr(usage, "prompt_tokens", 0))
             idetails = getattr(usage, "prompt_tokens_details", None)
             odetails = getattr(usage, "completion_tokens_details", None)
-            output = _int(getattr(usage, "completion_tokens", 0))
-            reasoning = _int(getattr(odetails, "reasoning_tokens", 0)) if odetails is not None else 0
-        cached = min(total, _int(getattr(idetails, "cached_tokens", 0))) if idetails is not None else 0
-        written = min(total - cached, _int(getattr(idetails, "cache_write_tokens", 0))) if idetails is not None else 0
+            output = as_count(getattr(usage, "completion_tokens", 0))
+            reasoning = as_count(getattr(odetails, "reasoning_tokens", 0)) if odetails is not None else 0
+        cached = min(total, as_count(getattr(idetails, "cached_tokens", 0))) if idetails is not None else 0
+        written = min(total - cached, as_count(getattr(idetails, "cache_write_tokens", 0))) if idetails is not None else 0
         ttl = getattr(idetails, "cache_write_tokens_details", None) if idetails is not None else None
-        long = min(written, _int(getattr(ttl, "ttl_12h_tokens", 0))) if ttl is not None else 0
+        long = min(written, as_count(getattr(ttl, "ttl_12h_tokens", 0))) if ttl is not None else 0
         return Usage(input=total - cached - written, output=output, reasoning=reasoning,
                      reasoning_reported=odetails is not None and getattr(odetails, "reasoning_tokens", None) is not None,
                      cache_read=cached, cache_write=written - long, cache_write_long=long)

@@ -1050,7 +1050,7 @@ def test_a_closed_port_makes_the_request_unreachable_after_few_attempts(provider
 
 
 def test_local_urls():
-    from kernel_forge.proposers.provider import is_local_url
+    from kernel_forge.proposers.transport import is_local_url
 
     for url in ("http://localhost:8000/v1", "http://127.0.0.1:11434/v1", "http://10.1.2.3/v1",
                 "https://192.168.0.7:8443", "http://[::1]:8000", "http://gpu.localhost/v1"):
