@@ -38,6 +38,10 @@ class StreamAssemblyError(Exception):
     strays from the wire format); recorded as a failed call, not retried."""
 
 
+class EmptyStream(Exception):
+    """The server closed a streamed answer without sending any chunk."""
+
+
 #: what assembling a sloppy stream can raise (the HTTP library's and the SDKs' errors are not among them)
 ASSEMBLY_ERRORS = (ValueError, KeyError, IndexError, TypeError, AttributeError, AssertionError)
 
