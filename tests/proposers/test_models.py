@@ -30,3 +30,11 @@ def test_an_unknown_provider_lists_every_registered_form():
     assert "unknown provider 'mistral'" in str(info.value)
     assert all(p.form in info.value.hint for p in models.PROVIDERS.values())
     assert models.SPEC_FORMS == "anthropic:MODEL or openai:MODEL"
+
+
+@pytest.mark.parametrize("spec", ["gpt-5", "google:gemini-2.5-pro", "openai:", "anthropic:  ", "", "claude"])
+def test_make_model_proposer_rejects_bad_specs(spec):
+    with pytest.raises(InputError) as info:
+        models.make_model_proposer(spec)
+    text_ = str(info.value)
+    assert "anthropic:MODEL" in text_ and "openai:MODEL" in text_
