@@ -19,13 +19,9 @@ PRICES_SCHEMA = {"additionalProperties": {"anyOf": [
 
 
 @dataclass
-class ProposerConfig(ProviderOptions):
-    """Where proposals come from, and how models are asked. No model and no replay: the built-in
-    tuner.  Every field is a ``kforge optimize`` option and a ``proposer`` config key: the provider
-    options (its base) and the run's own (which models, how an ensemble takes turns, a replay,
-    price overrides)."""
-
-    SECTION: ClassVar[str] = "proposer"
+class ProposalSource:
+    """Where a run's proposals come from: which models (an ensemble taking turns or all at once), a
+    replay, or neither (the built-in tuner); and the price overrides its budget counts with."""
 
     models: list[str] = setting(factory=list, pattern=MODEL_SPEC, must=SPEC_FORMS, flag="--model",
                                 help=f"{SPEC_FORMS}; repeat for an ensemble")
@@ -37,6 +33,15 @@ class ProposerConfig(ProviderOptions):
     prices: dict = setting(factory=dict, json_schema=PRICES_SCHEMA,
                            help="price overrides {\"provider:model\": {\"input\": $, \"output\": $, \"cache_read\": $, "
                                 "\"cache_write\": $}} per million tokens")
+
+
+@dataclass
+class ProposerConfig(ProviderOptions, ProposalSource):
+    """Where proposals come from, and how models are asked. No model and no replay: the built-in
+    tuner.  Every field is a ``kforge optimize`` option and a ``proposer`` config key: the run's own
+    (:class:`ProposalSource`, first) and the provider options."""
+
+    SECTION: ClassVar[str] = "proposer"
 
     @property
     def kind(self) -> str:
