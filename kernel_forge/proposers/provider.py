@@ -167,7 +167,6 @@ class ModelProposer:
         self._last_propose: float | None = None
         #: seconds between the last two requests (an iteration's length): picks the cache lifetime
         self.interval: float | None = None
-
         self._primed = False          # a request of this run has been answered (relaxations learned)
 
     def _resolve(self, max_tokens: int | None) -> None:
@@ -282,8 +281,9 @@ class ModelProposer:
 
     # -- the caching plan -------------------------------------------------------------------
     def _plan(self, request: ProposalRequest, n: int) -> CachePlan:
+        ttl = static_ttl(self.caps, self.cache_ttl, self.interval)
         return plan_cache(request, n, system=self.system_text(request.system), name=self.name, caps=self.caps,
-                          prompt_cache=self.prompt_cache, static_ttl=static_ttl(self.caps, self.cache_ttl, self.interval))
+                          prompt_cache=self.prompt_cache, static_ttl=ttl)
 
     # -- the protocol -----------------------------------------------------------------------
     def propose(self, request: ProposalRequest) -> ProposalResult:
@@ -326,7 +326,6 @@ class ModelProposer:
         result.unreachable = bool(connect_failed) and all(connect_failed)
         self._primed = self._primed or any(c.response is not None and c.error is None for c in result.calls)
         return result
-
 
     def _initial(self, request: ProposalRequest, index: int, plan: CachePlan) -> dict:
         return self.learned.apply(self._initial_body(request, index, plan), self._relaxations())
