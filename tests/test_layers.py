@@ -6,7 +6,8 @@ The order, lowest first (README, "Architecture"):
 
     common < proposers < config < model, patterns < kinds < gpu < gate < evidence < archive < reports < search < app
 
-(proposers stand on common only: the settings declare their provider options with them)
+(proposers stand on common only; config sits above them, since ``ProposerConfig`` extends the provider
+options they declare)
 
 plus the package root (``__version__`` only, importable from anywhere) and the entry point above
 everything.
