@@ -49,3 +49,10 @@ def test_every_tool_argument_is_a_keyword_its_service_method_takes():
 def test_the_server_is_built_through_the_sdk_s_public_api_only():
     source = inspect.getsource(mcp_server) + inspect.getsource(mcp_tools)
     assert "._tool_manager" not in source and "server._" not in source
+
+
+def test_a_setting_a_tool_names_differently_from_its_field_is_named_as_on_the_command_line():
+    from kernel_forge.config.sections import command_line
+
+    renamed = [(n, command_line().place(n.section, n.field)) for t in mcp_tools.TOOLS for n in t.named if n.name]
+    assert renamed and all(n.name == flag.removeprefix("--").replace("-", "_") for n, flag in renamed), renamed
