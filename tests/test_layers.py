@@ -5,8 +5,11 @@ Only kernel_forge/gpu/ imports a CUDA module (CuPy, cuda.bindings, cuda.core, CU
 
 The order, lowest first (README, "Architecture"):
 
-    common < config < model, patterns < kinds < gpu < records, analysis < gate < evidence < archive < proposers
+    common < proposers < config < model, patterns < kinds < gpu < records, analysis < gate < evidence < archive
         < reports < search < authoring < ci < app
+
+(proposers stand on common only; config sits above them, since ``ProposerConfig`` extends the provider
+options they declare)
 
 plus the package root (``__version__`` only, importable from anywhere) and the entry point above
 everything.
@@ -20,8 +23,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "kernel_forge"
 
-LAYERS = {"common": 0, "config": 1, "model": 2, "patterns": 2, "kinds": 2.5, "gpu": 3, "records": 3.2, "analysis": 3.5, "gate": 4,
-          "evidence": 5, "archive": 6, "proposers": 7, "reports": 8, "search": 9, "authoring": 9.4, "ci": 9.7, "app": 10}
+LAYERS = {"common": 0, "proposers": 0.5, "config": 1, "model": 2, "patterns": 2, "kinds": 2.5, "gpu": 3, "records": 3.2,
+          "analysis": 3.5, "gate": 4, "evidence": 5, "archive": 6, "reports": 8, "search": 9, "authoring": 9.4, "ci": 9.7,
+          "app": 10}
 TOP = {"kernel_forge": -1, "kernel_forge.__main__": 11, "kernel_forge.entry": 11}
 MAX_CHAIN = 10
 

@@ -112,8 +112,8 @@ def estimate(loop, prop, task=None) -> Budget:
         return b
     if prop.kind != "models":
         return b
-    from kernel_forge.app.run_setup import model_options
     from kernel_forge.proposers.models import make_model_proposer, parse_model_spec
+    from kernel_forge.proposers.options import options_of
     from kernel_forge.proposers.pricing import PriceTable
 
     per_iteration = loop.candidates * (len(prop.models) if prop.ensemble == "parallel" else 1)
@@ -128,8 +128,7 @@ def estimate(loop, prop, task=None) -> Budget:
     for spec in prop.models:
         provider, model = parse_model_spec(spec)
         # the output limits as the proposer sends them (the capability table's, or the options')
-        probe = make_model_proposer(spec, base_url=prop.base_url, prices=table, api_key="budget-probe",
-                                    **model_options(prop))
+        probe = make_model_proposer(spec, options_of(prop), prices=table, api_key="budget-probe")
         # the retry of a cut-off answer asks for twice the limit, up to the cap; a repair turn keeps the
         # limit of the answer it repairs and quotes that answer (thinking included) in its input
         first = probe.max_tokens

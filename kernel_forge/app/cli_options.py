@@ -1,7 +1,7 @@
 """Command-line options generated from the settings declaration (:mod:`kernel_forge.config`).
 
 Every field of a section's dataclass (``LoopConfig``, ``GateOptions``, ``ProposerConfig`` ...)
-becomes a click option named as :func:`~kernel_forge.config.setting.option_names` says; its help
+becomes a click option named as :func:`~kernel_forge.common.setting.option_names` says; its help
 and default are the field's, its type comes from the annotation (``bool`` -> ``--x/--no-x``,
 ``int``, ``float``, ``str``, ``Literal[...]`` -> a choice, ``list[...]`` -> a repeatable option; a
 ``dict`` field is config-file only).  A field added to a section appears as an option without
@@ -24,7 +24,7 @@ from typing import Any
 import click
 
 from kernel_forge.config.build import OnCommandLine, check_value
-from kernel_forge.config.setting import Spec, fields_of, is_bool, is_mapping, option_names, strip_optional
+from kernel_forge.common.setting import Spec, fields_of, is_bool, is_mapping, option_names, strip_optional
 
 EXPLICIT = frozenset({click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT,
                       click.core.ParameterSource.PROMPT})

@@ -24,7 +24,8 @@ Resources: ``kforge://runs/{run}/summary`` (summary.json) and ``kforge://runs/{r
 The tools call the same library functions as the CLI (``validate_manifest``, ``run_eval``,
 ``start_run``, ``replay_check.replay``) with the same option checks and limits; this module
 only translates arguments and results.  :class:`Service` holds the calls and knows nothing of
-MCP; :func:`build_server` wraps it with the ``mcp`` SDK (imported only here, lazily).
+MCP; the tools are generated from their rows in :mod:`.mcp_tools` and the settings' declaration,
+and :func:`build_server` serves them with the ``mcp`` SDK (imported only there and here, lazily).
 
 Test hook: ``KFORGE_MCP_TEST_GATE`` makes the server answer from a gate that is not measured —
 ``recorded:RUN_DIR`` (the verdicts recorded in that run's history.json) or
@@ -93,14 +94,6 @@ def _plain(obj):
     return str(obj)
 
 
-#: the settings the tools take as named arguments, and the argument that names each in a message
-GATE_ARGUMENTS = {("gate", "warmup"): "warmup", ("gate", "reps"): "reps", ("gate", "seed"): "seed",
-                  ("gate", "launch_timeout_s"): "timeout", ("gate", "arch"): "arch"}
-OPTIMIZE_ARGUMENTS = {("loop", "max_iterations"): "max_iterations", ("loop", "candidates"): "candidates",
-                      ("loop", "time_limit_s"): "time_limit", ("loop", "tune_budget"): "tune_budget",
-                      ("loop", "budget_usd"): "budget_usd", ("loop", "patience"): "patience",
-                      ("loop", "hints"): "hints", ("proposer", "models"): "models",
-                      ("proposer", "base_url"): "base_url", ("proposer", "replay"): "replay"}
 #: how a value inside the ``settings`` argument is named: ``settings: $.gate.min_reps``
 SETTINGS = "settings"
 #: the settings that name a file or folder (checked like every path an agent gives), and the
@@ -221,14 +214,16 @@ class Service:
         except UnicodeDecodeError as exc:
             raise InputError(f"{argument}: {path}: the kernel file is not UTF-8 text (byte offset {exc.start})") from None
 
-    def _options(self, named: dict[str, Any], settings, *, quick: bool = False):
+    def _options(self, tool: str, named: dict[str, Any], settings, *, quick: bool = False):
         """The GateOptions of eval_kernel and replay: the defaults, ``settings`` (its gate section),
-        ``quick``, then the named arguments; every value through the one validator."""
+        ``quick``, then the named arguments of ``tool``; every value through the one validator."""
         from kernel_forge.app import option_checks
+        from kernel_forge.app.mcp_tools import named_arguments
         from kernel_forge.config.gate import GateOptions
 
-        opts = settings_object(GateOptions, named, GATE_ARGUMENTS, sections_of(settings, ("gate",)), quick=quick)
-        option_checks.check_settings(opts, where_of(GATE_ARGUMENTS))
+        arguments = named_arguments(tool)
+        opts = settings_object(GateOptions, named, arguments, sections_of(settings, ("gate",)), quick=quick)
+        option_checks.check_settings(opts, where_of(arguments))
         return opts
 
     def _busy(self) -> str | None:
@@ -293,8 +288,8 @@ class Service:
         if path is not None:
             source = self._kernel_text(path)
         self._refuse_while_running("eval_kernel")
-        opts = self._options(dict(warmup=warmup, reps=reps, seed=seed, timeout=timeout, arch=arch), settings,
-                             quick=quick)
+        opts = self._options("eval_kernel", dict(warmup=warmup, reps=reps, seed=seed, timeout=timeout, arch=arch),
+                             settings, quick=quick)
         cand = parse_candidate(source, name=path or "kernel.cu")
         try:
             result, _table = run_eval(manifest, None, opts, with_initial=initial, with_baselines=baselines,
@@ -337,6 +332,7 @@ class Service:
                  patience: int | None = None, quick: bool = False, hints: str | None = None,
                  settings: dict | None = None) -> dict:
         from kernel_forge.app import option_checks
+        from kernel_forge.app.mcp_tools import named_arguments
         from kernel_forge.app.run_setup import start_run
         from kernel_forge.config.gate import GateOptions
         from kernel_forge.config.loop import LoopConfig
@@ -349,10 +345,11 @@ class Service:
         if replay is not None:
             self._inside(replay, "replay")
         given = sections_of(settings, ("loop", "gate", "proposer"))
-        loop, gate_opts, prop = (settings_object(cls, named, OPTIMIZE_ARGUMENTS, given, quick=quick)
+        arguments = named_arguments("optimize")
+        loop, gate_opts, prop = (settings_object(cls, named, arguments, given, quick=quick)
                                  for cls in (LoopConfig, GateOptions, ProposerConfig))
         for obj in (loop, gate_opts, prop):
-            option_checks.check_settings(obj, where_of(OPTIMIZE_ARGUMENTS))
+            option_checks.check_settings(obj, where_of(arguments))
         if prop.replay and prop.models:
             raise InputError("replay and models are exclusive: a run replays recorded proposals or asks models")
         busy = self._busy()
@@ -441,7 +438,7 @@ class Service:
         self._manifest(str(manifest), f"request ({request}: $.manifest)")
         self._kernel_text(str(kernel), f"request ({request}: $.kernel)")
         self._refuse_while_running("replay")
-        opts = self._options(dict(warmup=warmup, reps=reps, timeout=timeout), settings, quick=quick)
+        opts = self._options("replay", dict(warmup=warmup, reps=reps, timeout=timeout), settings, quick=quick)
         result, _table = replay(request, opts, gate_factory=self.gate_factory)
         result["gate"] = self.gate_label
         return _plain(result)
@@ -456,121 +453,25 @@ class Service:
         return p.read_text(encoding="utf-8")
 
 
-def unknown_arguments(tool: str, unknown: list[str], known: list[str]) -> str:
-    """The message for arguments a tool does not take: each, with a close known name if there is one."""
-    import difflib
-
-    parts = []
-    for k in unknown:
-        close = difflib.get_close_matches(str(k), known, n=1, cutoff=0.6)
-        parts.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    return (f"{tool}: unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(parts)}; nothing was done. "
-            f"{tool} takes: {', '.join(known) or 'no arguments'}")
-
-
-def strict_arguments(tool) -> None:
-    """Make an MCP tool refuse arguments it does not take: its input schema says
-    ``additionalProperties: false`` and a call with an unknown one is a tool error naming the
-    known ones (the SDK would drop it silently: ``{"model": [...]}`` ran the tuner)."""
-    from pydantic import ConfigDict, model_validator
-
-    base = tool.fn_metadata.arg_model
-    known = sorted(f.alias or name for name, f in base.model_fields.items())
-    name = tool.name
-
-    def _only_known(cls, data):
-        if isinstance(data, dict):
-            unknown = [k for k in data if k not in known]
-            if unknown:
-                raise ValueError(unknown_arguments(name, unknown, known))
-        return data
-
-    strict = type(f"{name} arguments", (base,), {
-        "model_config": ConfigDict(arbitrary_types_allowed=True, extra="forbid"),
-        "_only_known": model_validator(mode="before")(classmethod(_only_known))})
-    tool.fn_metadata.arg_model = strict
-    tool.parameters = {**tool.parameters, "additionalProperties": False}
-
-
 def build_server(service: Service):
     """The MCP server (``mcp`` SDK) whose tools and resources call ``service``."""
     try:
         from mcp.server.mcpserver import MCPServer
-        from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+        from mcp.server.mcpserver.exceptions import ResourceError
         from mcp.server.mcpserver.resources import FunctionResource
     except ImportError as exc:
         from kernel_forge.common.errors import EnvironmentProblem
         raise EnvironmentProblem(f"the MCP SDK is not installed ({exc})",
                                  hint='pip install "cuda-kernel-forge[mcp]" (the official mcp package, 2.x)') from None
     from kernel_forge import __version__
+    from kernel_forge.app.mcp_tools import make_tools
 
-    server = MCPServer("kforge", version=__version__, instructions=(
+    server = MCPServer("kforge", version=__version__, tools=make_tools(service), instructions=(
         "kernel_forge: an honest gate for one CUDA kernel. validate_manifest checks a task; eval_kernel runs a kernel "
         "through the anti-cheat gate (verdict, reason, per-case times, % of peak, bound, registers); optimize starts a "
         "run in the background; run_status follows it; replay re-checks a recorded time. Paths are relative to the "
         "server's working folder and must stay inside it (or a folder the user allowed with kforge mcp --allow). "
         "A manifest's reference is Python code that runs as the user."))
-
-    def call(fn, *args, **kwargs) -> dict[str, Any]:
-        try:
-            return fn(*args, **kwargs)
-        except KForgeError as exc:
-            raise ToolError(f"{type(exc).__name__} (exit code {exc.exit_code} in the CLI): {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - the message reaches the agent, the traceback stderr
-            traceback.print_exc(file=sys.stderr)
-            raise ToolError(f"internal error: {type(exc).__name__}: {exc} (please report)") from None
-
-    @server.tool(structured_output=True)
-    def doctor() -> dict[str, Any]:
-        """What this machine has: GPU, driver, CUDA/NVRTC, bindings, CuPy, which LLM keys are set (never values)."""
-        return call(service.doctor)
-
-    @server.tool(structured_output=True)
-    def validate_manifest(manifest: str, deep: bool = False, arch: str = "sm_90") -> dict[str, Any]:
-        """Check a task manifest without a GPU: schema, meaning, files (and where they resolve), case sizes,
-        the initial kernel and templates (static rules, signature, NVRTC for arch), weak cases."""
-        return call(service.validate_manifest, manifest, deep=deep, arch=arch)
-
-    @server.tool(structured_output=True)
-    def eval_kernel(manifest: str, source: str | None = None, path: str | None = None, quick: bool = False,
-                    reps: int | None = None, warmup: int | None = None, seed: int | None = None,
-                    timeout: float | None = None, holdout: bool = True, baselines: bool = True, initial: bool = True,
-                    settings: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Run one kernel (source text, or path of a .cu file) through the gate on every case of manifest:
-        verdict and reason code, per-case median µs with its p20-p80 band, % of peak bandwidth/FLOP/s, the bound,
-        speedups vs the initial kernel and vendor baselines, and the compiler's resources (registers, spills).
-        Unset numbers take kforge's defaults; settings: {"gate": {...}} holds any other gate setting, as in a
-        kforge optimize --config file."""
-        return call(service.eval_kernel, manifest, source, path, quick=quick, reps=reps, warmup=warmup, seed=seed,
-                    timeout=timeout, holdout=holdout, baselines=baselines, initial=initial, settings=settings)
-
-    @server.tool(structured_output=True)
-    def optimize(manifest: str, models: list[str] | None = None, base_url: str | None = None,
-                 replay: str | None = None, max_iterations: int | None = None, candidates: int | None = None,
-                 time_limit: float | None = None, tune_budget: int | None = None, budget_usd: float | None = None,
-                 patience: int | None = None, quick: bool = False, hints: str | None = None,
-                 settings: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Start `kforge optimize` on manifest in the background (no models: the built-in tuner; models like
-        "anthropic:claude-sonnet-5-5" use the keys in the server's environment). Returns the run folder at once;
-        follow it with run_status. settings: {"loop": {...}, "gate": {...}, "proposer": {...}} holds any other
-        setting, as in a kforge optimize --config file (the named arguments win over it)."""
-        return call(service.optimize, manifest, models=models, base_url=base_url, replay=replay,
-                    max_iterations=max_iterations, candidates=candidates, time_limit=time_limit,
-                    tune_budget=tune_budget, budget_usd=budget_usd, patience=patience, quick=quick, hints=hints,
-                    settings=settings)
-
-    @server.tool(structured_output=True)
-    def run_status(run: str, wait_s: float = 0.0) -> dict[str, Any]:
-        """Progress of a run folder (or a run name under the runs folder): attempts gated, best so far, and when
-        finished the stop reason, speedups and holdout. wait_s waits up to that long for a run of this server."""
-        return call(service.run_status, run, wait_s=wait_s)
-
-    @server.tool(structured_output=True)
-    def replay(request: str, reps: int | None = None, warmup: int | None = None, quick: bool = False,
-               settings: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Re-run a recorded best-case-NAME.json (the best kernel on that case, same seeds) and say whether its
-        recorded median holds within the measured noise band. settings: {"gate": {...}}, as in a config file."""
-        return call(service.replay, request, reps=reps, warmup=warmup, quick=quick, settings=settings)
 
     def read(run: str, name: str) -> str:
         try:
@@ -587,9 +488,6 @@ def build_server(service: Service):
                      description="report.md of a finished run")
     def report_resource(run: str) -> str:
         return read(run, "report.md")
-
-    for tool in server._tool_manager.list_tools():
-        strict_arguments(tool)
 
     listed: set[str] = set()
 

@@ -18,19 +18,15 @@ from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.config.sections import command_line
 from kernel_forge.gate.gate import Gate
 from kernel_forge.search.loop import Optimizer
-from kernel_forge.proposers.base import ProposalRequest, ProposalResult
+from kernel_forge.proposers.ensemble import EnsembleProposer
 from kernel_forge.model.task import Task, load_task
-
-
-#: ProposerConfig fields that only one provider's proposers take
-ANTHROPIC_ONLY = ("thinking_budget", "thinking")
-OPENAI_ONLY = ("max_tokens_field", "server")
 
 
 def check_proposer(cfg: ProposerConfig) -> None:
     """What the option types cannot say about a ProposerConfig (an :class:`InputError` naming the
     option, before any GPU probe or model call)."""
     from kernel_forge.proposers.models import parse_model_spec
+    from kernel_forge.proposers.options import ProviderOptions, names, only_for
     from kernel_forge.proposers.pricing import PriceTable
 
     if cfg.replay and cfg.models:
@@ -44,13 +40,16 @@ def check_proposer(cfg: ProposerConfig) -> None:
         if not cfg.models:
             raise InputError("--base-url (proposer.base_url) needs --model: the model the endpoint serves",
                              hint="e.g. --model openai:qwen2.5-coder:32b --base-url http://localhost:8000/v1")
+    if cfg.server != "auto" and (cfg.base_url is None or "openai" not in providers):
+        raise InputError(f"--server {cfg.server} (proposer.server) names the OpenAI-compatible server behind "
+                         "--base-url: it needs --base-url and an openai:MODEL model")
     if cfg.models:
-        for name in ANTHROPIC_ONLY:
-            if getattr(cfg, name) is not None and "anthropic" not in providers:
-                raise InputError(f"--{name.replace('_', '-')} (proposer.{name}) applies to anthropic:MODEL "
-                                 f"models only; the run asks {', '.join(cfg.models)}")
-        if cfg.max_tokens_field is not None and "openai" not in providers:
-            raise InputError("--max-tokens-field (proposer.max_tokens_field) applies to openai:MODEL models only")
+        defaults = ProviderOptions()
+        for name in names():             # an option only one provider takes, given for a run without it
+            only = only_for(name)
+            if only is not None and only not in providers and getattr(cfg, name) != getattr(defaults, name):
+                raise InputError(f"{command_line().place('proposer', name)} (proposer.{name}) applies to "
+                                 f"{only}:MODEL models only; the run asks {', '.join(cfg.models)}")
     if cfg.thinking is not None and cfg.thinking_budget is not None:
         raise InputError("give --thinking-budget (manual extended thinking) or --thinking, not both")
     if cfg.reasoning_effort in ("none", "minimal") and "anthropic" in providers:
@@ -59,9 +58,6 @@ def check_proposer(cfg: ProposerConfig) -> None:
     if cfg.max_tokens_cap is not None and cfg.max_tokens is not None and cfg.max_tokens_cap < cfg.max_tokens:
         raise InputError(f"--max-output-tokens-cap ({cfg.max_tokens_cap}) is below --max-output-tokens "
                          f"({cfg.max_tokens})")
-    if cfg.server != "auto" and (cfg.base_url is None or "openai" not in providers):
-        raise InputError(f"--server {cfg.server} (proposer.server) names the OpenAI-compatible server behind "
-                         "--base-url: it needs --base-url and an openai:MODEL model")
     PriceTable(cfg.prices or None, where="$.proposer.prices")   # malformed overrides fail here, naming the entry
 
 
@@ -123,6 +119,7 @@ def first_call_worst_case(cfg: ProposerConfig, spec: str, table=None):
     from kernel_forge.search.prompts import system_prompt
     from kernel_forge.proposers.budget import estimate_tokens
     from kernel_forge.proposers.models import make_model_proposer, parse_model_spec
+    from kernel_forge.proposers.options import options_of
     from kernel_forge.proposers.pricing import PriceTable
 
     table = table or PriceTable(cfg.prices or None)
@@ -130,47 +127,9 @@ def first_call_worst_case(cfg: ProposerConfig, spec: str, table=None):
     price = table.lookup(provider, model)
     if price is None:
         return None
-    probe = make_model_proposer(spec, base_url=cfg.base_url, prices=table, api_key="budget-probe",
-                                **model_options(cfg))
+    probe = make_model_proposer(spec, options_of(cfg), prices=table, api_key="budget-probe")
     tokens_in = estimate_tokens(system_prompt())
     return table.worst_case(provider, model, tokens_in, probe.max_tokens).usd, probe.max_tokens, tokens_in, price
-
-
-def model_options(cfg: ProposerConfig) -> dict:
-    """The keyword arguments a model proposer takes from ``cfg``."""
-    return dict(max_tokens=cfg.max_tokens, max_tokens_cap=cfg.max_tokens_cap, temperature=cfg.temperature,
-                reasoning_effort=cfg.reasoning_effort, thinking_budget=cfg.thinking_budget, thinking=cfg.thinking,
-                timeout=cfg.request_timeout_s, timeout_retries=cfg.timeout_retries, max_attempts=cfg.max_attempts,
-                stream=cfg.stream, max_tokens_field=cfg.max_tokens_field, prompt_cache=cfg.prompt_cache,
-                cache_ttl=cfg.cache_ttl, answer_format=cfg.answer_format, server=cfg.server,
-                context_tokens=cfg.context_tokens)
-
-
-class EnsembleProposer:
-    """Several model proposers: one per iteration in turn, or all of them each iteration."""
-
-    def __init__(self, members, mode: str = "round-robin"):
-        if mode not in ("round-robin", "parallel"):
-            raise InputError(f"--ensemble must be round-robin or parallel, not {mode!r}")
-        self.members, self.mode = members, mode
-        self.name = "+".join(m.name for m in members)
-        self.needs_prompt = True
-
-    def propose(self, request: ProposalRequest) -> ProposalResult:
-        if self.mode == "round-robin" or len(self.members) == 1:
-            member = self.members[(request.iteration - 1) % len(self.members)]
-            return member.propose(request)
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(max_workers=len(self.members)) as pool:
-            results = list(pool.map(lambda m: m.propose(request), self.members))
-        merged = ProposalResult(unreachable=all(r.unreachable for r in results))
-        for r in results:
-            for p in r.proposals:       # Proposal.calls index the merged list
-                p.calls = [i + len(merged.calls) for i in p.calls]
-            merged.proposals += r.proposals
-            merged.calls += r.calls
-            merged.errors += r.errors
-        return merged
 
 
 def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = None, *,
@@ -187,9 +146,10 @@ def make_proposer(cfg: ProposerConfig, task: Task, history: list[dict] | None = 
     if cfg.models:
         from kernel_forge.proposers.budget import Budget
         from kernel_forge.proposers.models import make_model_proposer
+        from kernel_forge.proposers.options import options_of
         budget = Budget(budget_usd, spent_usd) if budget_usd is not None else None
-        members = [make_model_proposer(m, base_url=cfg.base_url, prices=cfg.prices or None, budget=budget,
-                                       **model_options(cfg)) for m in cfg.models]
+        members = [make_model_proposer(m, options_of(cfg), prices=cfg.prices or None, budget=budget)
+                   for m in cfg.models]
         return EnsembleProposer(members, cfg.ensemble)
     from kernel_forge.search.bound import bound_templates
     from kernel_forge.search.tuner import TuneProposer

@@ -345,7 +345,7 @@ def make_model(cfg: DescribeConfig, description: str) -> TextModel:
     if cfg.budget_usd is not None:
         from kernel_forge.proposers.budget import Budget
         budget = Budget(cfg.budget_usd)
-    opts = dict(max_tokens=cfg.max_tokens, timeout=cfg.request_timeout_s, temperature=cfg.temperature,
+    opts = dict(max_tokens=cfg.max_tokens, request_timeout_s=cfg.request_timeout_s, temperature=cfg.temperature,
                 reasoning_effort=cfg.reasoning_effort, budget=budget)
     model = ProviderText(cfg.model, base_url=cfg.base_url, **opts)
     if budget is not None and not model.proposer.priced:

@@ -17,7 +17,7 @@ from typing import Any
 
 from kernel_forge.common.errors import InputError
 from kernel_forge.common.json_path import json_path
-from kernel_forge.config.setting import Spec, bound_words, fields_of, strip_optional
+from kernel_forge.common.setting import Spec, bound_words, fields_of, strip_optional
 
 
 # ------------------------------------------------------------------------------ where

@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kernel_forge.config.proposer import EFFORTS, MODEL_SPEC
-from kernel_forge.config.setting import DAY_S, MAX_TOKENS, setting
+from kernel_forge.proposers.models import MODEL_SPEC, SPEC_FORMS
+from kernel_forge.proposers.options import EFFORTS
+from kernel_forge.common.setting import DAY_S, MAX_TOKENS, setting
 
 
 @dataclass
@@ -14,8 +15,8 @@ class DescribeConfig:
 
     SECTION: ClassVar[str] = "describe"
 
-    model: str | None = setting(None, pattern=MODEL_SPEC, must="anthropic:MODEL or openai:MODEL", flag="--model",
-                                help="anthropic:MODEL or openai:MODEL that writes the task (key from ANTHROPIC_API_KEY "
+    model: str | None = setting(None, pattern=MODEL_SPEC, must=SPEC_FORMS, flag="--model",
+                                help=f"{SPEC_FORMS} that writes the task (key from ANTHROPIC_API_KEY "
                                      "/ OPENAI_API_KEY)")
     base_url: str | None = setting(None, flag="--base-url", help="the model's endpoint (http:// or https://): an "
                                                                  "OpenAI-compatible server, a gateway")

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from kernel_forge.config.setting import DAY_S, MAX_LAUNCHES, MAX_SEED, setting
+from kernel_forge.common.setting import DAY_S, MAX_LAUNCHES, MAX_SEED, setting
 
 #: ``--quick``: one input draw, no repeat launch, no kept copy of a chosen timed launch (the last
 #: timed launch's outputs are checked in every mode)

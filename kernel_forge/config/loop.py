@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import ClassVar, Literal
 
-from kernel_forge.config.setting import MAX_COUNT, MAX_SEED, YEAR_S, setting
+from kernel_forge.common.setting import MAX_COUNT, MAX_SEED, YEAR_S, setting
 
 #: --budget-usd when none is given (0 turns the limit off)
 DEFAULT_BUDGET_USD = 20.0

@@ -16,7 +16,7 @@ from typing import Any
 
 from kernel_forge.common.writes import write_text
 from kernel_forge.config.sections import RUN_SECTIONS
-from kernel_forge.config.setting import Field, fields_of, strip_optional
+from kernel_forge.common.setting import Field, fields_of, strip_optional
 
 #: the settings every run.json has held since runs were first recorded; a setting added since is
 #: optional in the schema, so that the runs of earlier releases still read (and resume)

@@ -10,7 +10,7 @@ from kernel_forge.config.describe import DescribeConfig
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.config.loop import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
-from kernel_forge.config.setting import option_names
+from kernel_forge.common.setting import option_names
 
 #: the sections of a run, in the order of ``kforge optimize --help``; each is a config file section
 RUN_SECTIONS: tuple[tuple[str, type], ...] = (("loop", LoopConfig), ("proposer", ProposerConfig), ("gate", GateOptions))

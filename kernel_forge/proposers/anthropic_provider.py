@@ -40,21 +40,23 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kernel_forge.common.errors import InputError
 from kernel_forge.proposers.base import ProposalRequest
-from kernel_forge.proposers.budget import Budget
-from kernel_forge.proposers.capabilities import Capabilities
-from kernel_forge.proposers.provider import ASSEMBLY_ERRORS, DEFAULT_EFFORT, WITHOUT_TEMPERATURE, CachePlan, ModelProposer, Progress, Relaxation, StreamAssemblyError, Usage, _int, import_sdk
-from kernel_forge.proposers.pricing import PriceTable
-from kernel_forge.proposers.retry import MidStreamError, RetryPolicy
+from kernel_forge.proposers.cache_plan import CachePlan
+from kernel_forge.proposers.provider import DEFAULT_EFFORT, ModelProposer
+from kernel_forge.proposers.relaxation import WITHOUT_TEMPERATURE, Relaxation
+from kernel_forge.proposers.transport import ASSEMBLY_ERRORS, StreamAssemblyError, as_count, import_sdk
+from kernel_forge.proposers.usage import Progress, Usage
+from kernel_forge.proposers.options import ProviderOptions, choices
+from kernel_forge.proposers.retry import MidStreamError
 from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 
 #: the anthropic SDK releases kforge is tested with (pyproject.toml says the same)
 SDK_REQUIREMENT = "anthropic>=2.17,<3"
-THINKING_MODES = ("adaptive", "disabled")
+THINKING_MODES = choices("thinking")
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 MIN_THINKING_BUDGET = 1024          # the API's minimum budget_tokens
 #: the thinking budget when none is given: half the output limit, at most this
@@ -64,15 +66,10 @@ DEFAULT_THINKING_BUDGET = 16000
 class AnthropicProposer(ModelProposer):
     provider = "anthropic"
 
-    def __init__(self, model: str, api_key: str | None = None, base_url: str | None = None,
-                 max_tokens: int | None = None, temperature: float | None = None, timeout: float = 120,
-                 max_attempts: int = 5, prices: PriceTable | Mapping[str, object] | None = None, *,
-                 sleep: Callable[[float], None] | None = None, retry: RetryPolicy | None = None,
-                 parallel: int = 4, stream: bool = True, max_tokens_cap: int | None = None,
-                 timeout_retries: int = 2, reasoning_effort: str | None = None,
-                 thinking_budget: int | None = None, thinking: str | None = None, prompt_cache: bool = True,
-                 answer_format: str = "fenced", cache_ttl: str = "auto", budget: Budget | None = None,
-                 capabilities: Capabilities | None = None, clock=None, context_tokens: int | None = None):
+    def __init__(self, model: str, options: ProviderOptions | None = None, **wiring: Any):
+        """``model`` asked as ``options`` say (``wiring``: as :class:`ModelProposer` takes it)."""
+        options = options or ProviderOptions()
+        thinking_budget, thinking, effort = options.thinking_budget, options.thinking, options.reasoning_effort
         if thinking_budget is not None and thinking_budget != 0:
             if thinking_budget < MIN_THINKING_BUDGET:
                 raise InputError(f"anthropic: thinking_budget must be >= {MIN_THINKING_BUDGET} tokens "
@@ -82,25 +79,19 @@ class AnthropicProposer(ModelProposer):
                                  f"{thinking!r}, not both")
         if thinking is not None and thinking not in THINKING_MODES:
             raise InputError(f"anthropic: thinking must be one of {', '.join(THINKING_MODES)}, got {thinking!r}")
-        if reasoning_effort is not None and reasoning_effort not in EFFORTS:
+        if effort is not None and effort not in EFFORTS:
             raise InputError(f"anthropic: reasoning effort (output_config.effort) must be one of "
-                             f"{', '.join(EFFORTS)}, got {reasoning_effort!r}")
+                             f"{', '.join(EFFORTS)}, got {effort!r}")
         self.thinking_budget = int(thinking_budget) if thinking_budget else None
         self.thinking = thinking
-        super().__init__(model, api_key=api_key, base_url=base_url, max_tokens=max_tokens,
-                         temperature=temperature, timeout=timeout, max_attempts=max_attempts,
-                         prices=prices, sleep=sleep, retry=retry, parallel=parallel, stream=stream,
-                         max_tokens_cap=max_tokens_cap, timeout_retries=timeout_retries,
-                         reasoning_effort=reasoning_effort, answer_format=answer_format,
-                         prompt_cache=prompt_cache, cache_ttl=cache_ttl, budget=budget,
-                         capabilities=capabilities, clock=clock, context_tokens=context_tokens)
+        super().__init__(model, options, **wiring)
         self._sdk = import_sdk("anthropic", SDK_REQUIREMENT)
         self._sdk_error = self._sdk.AnthropicError
-        key = self._api_key(api_key, "ANTHROPIC_API_KEY",
+        key = self._api_key(wiring.get("api_key"), "ANTHROPIC_API_KEY",
                             missing="no Anthropic API key: set ANTHROPIC_API_KEY or pass api_key",
                             hint="export ANTHROPIC_API_KEY=sk-ant-...  (or use --base-url for a local "
                                  "Anthropic-compatible server that needs no key)")
-        self._client = self._sdk.Anthropic(api_key=key, base_url=base_url, timeout=self._timeout(),
+        self._client = self._sdk.Anthropic(api_key=key, base_url=self.base_url, timeout=self._timeout(),
                                            max_retries=0)
         self._tool = {"name": TOOL_NAME, "description": TOOL_DESCRIPTION,
                       "input_schema": proposal_schema()}
@@ -249,15 +240,15 @@ class AnthropicProposer(ModelProposer):
         usage = getattr(response, "usage", None)
         if usage is None:
             return Usage(reasoning_reported=False)
-        written = _int(getattr(usage, "cache_creation_input_tokens", 0))
+        written = as_count(getattr(usage, "cache_creation_input_tokens", 0))
         by_ttl = getattr(usage, "cache_creation", None)
-        hour = min(written, _int(getattr(by_ttl, "ephemeral_1h_input_tokens", 0))) if by_ttl is not None else 0
+        hour = min(written, as_count(getattr(by_ttl, "ephemeral_1h_input_tokens", 0))) if by_ttl is not None else 0
         details = getattr(usage, "output_tokens_details", None)
-        return Usage(input=_int(getattr(usage, "input_tokens", 0)),
-                     output=_int(getattr(usage, "output_tokens", 0)),
-                     reasoning=_int(getattr(details, "thinking_tokens", 0)) if details is not None else 0,
+        return Usage(input=as_count(getattr(usage, "input_tokens", 0)),
+                     output=as_count(getattr(usage, "output_tokens", 0)),
+                     reasoning=as_count(getattr(details, "thinking_tokens", 0)) if details is not None else 0,
                      reasoning_reported=details is not None,
-                     cache_read=_int(getattr(usage, "cache_read_input_tokens", 0)),
+                     cache_read=as_count(getattr(usage, "cache_read_input_tokens", 0)),
                      cache_write=written - hour, cache_write_long=hour)
 
     def _truncated(self, response: Any) -> bool:
@@ -390,7 +381,7 @@ def _budget_thinking(body: dict, budget: int, max_output: int) -> dict:
     limit; a limit with no room for the least budget is raised to twice it, never above the
     model's maximum (``max_output``)."""
     new = copy.deepcopy(body)
-    limit = _int(new.get("max_tokens")) or max_output
+    limit = as_count(new.get("max_tokens")) or max_output
     if limit <= MIN_THINKING_BUDGET:
         limit = min(2 * MIN_THINKING_BUDGET, max_output)
     budget = max(MIN_THINKING_BUDGET, min(budget, limit - 1))

@@ -65,7 +65,7 @@ def test_resume_and_resume_dry_run_print_the_budget_line_with_what_was_spent(kfo
 
     spec = "anthropic:claude-sonnet-5-5"
     loopback.script("anthropic", tool({"source": vector_add("pass 300"), "rationale": "r"}, input_tokens=20_000))
-    proposer = make_model_proposer(spec, base_url=loopback.anthropic_base_url, api_key="k", timeout=5)
+    proposer = make_model_proposer(spec, base_url=loopback.anthropic_base_url, api_key="k", request_timeout_s=5)
     opt = new_run(tmp_path, proposer=proposer, prop=ProposerConfig(models=[spec], base_url=loopback.url),
                   max_iterations=1, budget_usd=7)
     spent = opt.run()["cost_usd"]

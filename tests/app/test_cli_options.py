@@ -17,7 +17,7 @@ from kernel_forge.app.cli_common import handle_errors
 from kernel_forge.app.cli_run import optimize_options, resolve_configs
 from kernel_forge.app.cli_options import apply_options
 from kernel_forge.config.build import OnCommandLine, check_value
-from kernel_forge.config.setting import Spec, fields_of, setting
+from kernel_forge.common.setting import Spec, fields_of, setting
 from kernel_forge.common.errors import InputError
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.config.loop import LoopConfig

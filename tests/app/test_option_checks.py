@@ -15,7 +15,7 @@ from kernel_forge.config.describe import DescribeConfig
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.config.loop import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
-from kernel_forge.config.setting import bound_words, fields_of, strip_optional
+from kernel_forge.common.setting import bound_words, fields_of, strip_optional
 
 SECTIONS = {"loop": LoopConfig, "gate": GateOptions, "proposer": ProposerConfig, "describe": DescribeConfig}
 
@@ -70,7 +70,7 @@ def test_every_setting_has_help(section):
 
 
 def test_the_bound_words_name_each_kind_of_bound():
-    from kernel_forge.config.setting import Spec
+    from kernel_forge.common.setting import Spec
 
     assert bound_words(Spec(min=1)) == "at least 1"
     assert bound_words(Spec(above=0)) == "> 0"

@@ -11,7 +11,7 @@ from kernel_forge.common.errors import InputError
 from kernel_forge.config import schema as generator
 from kernel_forge.config.build import InFile, check_values
 from kernel_forge.config.sections import RUN_SECTIONS
-from kernel_forge.config.setting import fields_of
+from kernel_forge.common.setting import fields_of
 from kernel_forge.evidence.run_dir import schema
 
 
@@ -23,7 +23,7 @@ def test_the_committed_run_schema_is_the_generated_one():
 
 
 def test_a_changed_declaration_makes_the_check_fail(monkeypatch):
-    from kernel_forge.config.setting import SPEC, Spec
+    from kernel_forge.common.setting import SPEC, Spec
 
     loop = dict(RUN_SECTIONS)["loop"]
     field = loop.__dataclass_fields__["roof_stop"]

@@ -20,7 +20,7 @@ NEW_KNOB = r'''
 import dataclasses, json, random, sys, types
 from click.testing import CliRunner
 from kernel_forge.config import gate as G
-from kernel_forge.config.setting import setting
+from kernel_forge.common.setting import setting
 
 @dataclasses.dataclass
 class TimingOptions(G.TimingOptions):

@@ -45,7 +45,7 @@ def proposer_for(key: str, server: Loopback, **kw):
     provider, spec, local = spec_of(key)
     url = server.anthropic_base_url if provider == "anthropic" else server.openai_base_url
     extra = {"server": local, "prices": {spec: [0.1, 0.2]}} if local else {}
-    return make_model_proposer(spec, base_url=url, api_key=KEYS[provider], timeout=5, **extra, **kw)
+    return make_model_proposer(spec, base_url=url, api_key=KEYS[provider], request_timeout_s=5, **extra, **kw)
 
 
 def expect_body(caps, provider: str, body: dict) -> None:
@@ -375,7 +375,7 @@ def test_an_unlisted_model_learns_a_rejected_parameter_once_for_the_whole_fan_ou
     loopback.script("openai", error(400, "Unsupported value: 'reasoning.effort' does not support 'high' with this "
                                          "model. Supported values are: 'low' and 'medium'."),
                     *[tool({"source": vector_add(f"pass {i}"), "rationale": "r"}) for i in range(4)])
-    p = make_model_proposer("openai:gpt-7-preview", api_key=KEYS["openai"], base_url=None, timeout=5)
+    p = make_model_proposer("openai:gpt-7-preview", api_key=KEYS["openai"], base_url=None, request_timeout_s=5)
     p._client = p._client.with_options(base_url=loopback.openai_base_url)   # OpenAI's own API, here the loopback
     result = p.propose(shared_request(4, 1))
     bodies = [r.body for r in loopback.requests("openai")]

@@ -102,7 +102,7 @@ def test_keepalives_keep_a_slow_stream_open_past_the_silence_timeout(loopback, r
     events, SSE comments)
     between them are read, so the timeout counts silence, not the time the answer takes."""
     loopback.script(route, tool(GOOD).trickle(0.5).keepalive(0.1))
-    result = proposer(route, loopback, timeout=0.3).propose(REQUEST)
+    result = proposer(route, loopback, request_timeout_s=0.3).propose(REQUEST)
     assert result.errors == [] and len(result.proposals) == 1
     assert result.calls[0].attempts == 1 and result.calls[0].timeouts == 0
 

@@ -512,7 +512,7 @@ def test_an_unreachable_base_url_stops_after_one_iteration(tmp_path, clean_env):
     from kernel_forge.proposers.models import make_model_proposer
 
     url = closed_port_url()
-    proposer = make_model_proposer("openai:gpt-5", base_url=url, api_key=KEYS["openai"], timeout=2,
+    proposer = make_model_proposer("openai:gpt-5", base_url=url, api_key=KEYS["openai"], request_timeout_s=2,
                                    max_attempts=2, sleep=lambda s: None)
     probe = proposer.propose(loop_module.ProposalRequest(system="s", prompt="p"))
     if not probe.unreachable:
@@ -613,7 +613,7 @@ def test_gpu_replay_profiles_the_best_and_each_new_best(tmp_path, name, template
 
 
 def test_a_parallel_ensemble_keeps_each_proposal_on_its_own_calls():
-    from kernel_forge.app.run_setup import EnsembleProposer
+    from kernel_forge.proposers.ensemble import EnsembleProposer
     from kernel_forge.proposers.base import ProposalRequest
 
     def member(name, cost, unreachable=False):

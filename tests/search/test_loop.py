@@ -26,7 +26,8 @@ from kernel_forge.config.gate import GateOptions
 from kernel_forge.config.loop import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.config.file import load_config_file
-from kernel_forge.app.run_setup import EnsembleProposer, resume_run, start_run
+from kernel_forge.app.run_setup import resume_run, start_run
+from kernel_forge.proposers.ensemble import EnsembleProposer
 from kernel_forge.proposers.models import make_model_proposer
 from kernel_forge.proposers.pricing import cost
 from kernel_forge.proposers.replay import ReplayProposer
@@ -389,7 +390,7 @@ def test_budget_and_token_stops_with_a_model(tmp_path, loopback, clean_env, rule
                                           input_tokens=1000, output_tokens=500))
     # no per-call budget check here (the proposer is built without one): the loop's own stop between iterations
     proposer = make_model_proposer(SPECS["anthropic"], base_url=loopback.anthropic_base_url,
-                                   api_key=ANTHROPIC_KEY, timeout=5, max_tokens=1000)
+                                   api_key=ANTHROPIC_KEY, request_timeout_s=5, max_tokens=1000)
     opt = new_run(tmp_path, proposer=proposer, prop=ProposerConfig(models=[SPECS["anthropic"]], max_tokens=1000),
                   max_iterations=9, **{rule: limit})
     opt.run()
@@ -410,7 +411,7 @@ def test_the_budget_is_checked_before_every_call_and_never_overshot(tmp_path, lo
         loopback.script("anthropic", tool({"source": vector_add(f"pass {t}"), "rationale": "faster"},
                                           input_tokens=1000, output_tokens=500))
     proposer = make_model_proposer(SPECS["anthropic"], base_url=loopback.anthropic_base_url, api_key=ANTHROPIC_KEY,
-                                   timeout=5, max_tokens=1000, budget=Budget(budget))
+                                   request_timeout_s=5, max_tokens=1000, budget=Budget(budget))
     opt = new_run(tmp_path, proposer=proposer, prop=ProposerConfig(models=[SPECS["anthropic"]], max_tokens=1000),
                   max_iterations=20, budget_usd=budget)
     opt.run()
@@ -553,7 +554,7 @@ def test_kill_while_proposing_does_not_use_up_an_iteration(tmp_path):
 
 def model_proposer(provider: str, server, **kw):
     url = server.anthropic_base_url if provider == "anthropic" else server.openai_base_url
-    return make_model_proposer(SPECS[provider], base_url=url, api_key=KEYS[provider], timeout=5, **kw)
+    return make_model_proposer(SPECS[provider], base_url=url, api_key=KEYS[provider], request_timeout_s=5, **kw)
 
 
 def prompt_of(provider: str, body: dict) -> str:

@@ -56,7 +56,7 @@ def _proposer(route: str, server, **kw):
     spec, local, _ = FAULTS[route]
     url = server.anthropic_base_url if route == "anthropic" else server.openai_base_url
     extra = {"server": local, "prices": {spec: [0.5, 2.0]}} if local else {}
-    return make_model_proposer(spec, base_url=url, api_key=KEY, timeout=5, sleep=lambda s: None, **extra, **kw)
+    return make_model_proposer(spec, base_url=url, api_key=KEY, request_timeout_s=5, sleep=lambda s: None, **extra, **kw)
 
 
 @pytest.mark.parametrize("route", sorted(FAULTS))
@@ -97,7 +97,7 @@ def test_the_worst_case_printed_before_a_run_is_not_below_what_a_scripted_run_re
                         text("Still thinking ...", output_tokens=10**6))           # the repair, cut off
     prop = ProposerConfig(models=[spec], base_url=loopback.url)
     loop = dict(max_iterations=iterations, candidates=candidates)
-    proposer = make_model_proposer(spec, base_url=loopback.anthropic_base_url, api_key=KEY, timeout=5,
+    proposer = make_model_proposer(spec, base_url=loopback.anthropic_base_url, api_key=KEY, request_timeout_s=5,
                                    sleep=lambda s: None, parallel=1)
     opt = new_run(tmp_path, proposer=proposer, prop=prop, **loop)
     summary = opt.run()

@@ -9,7 +9,7 @@ from typing import ClassVar
 from kernel_forge.config.gate import GateOptions, TimingOptions
 from kernel_forge.config.loop import LoopConfig
 from kernel_forge.config.sections import RUN_SECTIONS
-from kernel_forge.config.setting import Spec, fields_of, option_names, setting, strip_optional
+from kernel_forge.common.setting import Spec, fields_of, option_names, setting, strip_optional
 
 
 def test_a_setting_keeps_its_default_and_its_spec():
@@ -79,7 +79,7 @@ def test_every_numeric_setting_declares_a_ceiling():
     from kernel_forge.config.build import OnCommandLine, check_value
     from kernel_forge.config.describe import DescribeConfig
     from kernel_forge.config.sections import RUN_SECTIONS
-    from kernel_forge.config.setting import fields_of, strip_optional
+    from kernel_forge.common.setting import fields_of, strip_optional
 
     numeric = 0
     for section, cls in [*RUN_SECTIONS, ("describe", DescribeConfig)]:

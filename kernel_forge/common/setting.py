@@ -48,13 +48,16 @@ class Spec:
 def setting(default: Any = dataclasses.MISSING, *, help: str, factory: Callable[[], Any] | None = None,
             min: float | None = None, above: float | None = None, max: float | None = None,
             below: float | None = None, pattern: str | None = None, valid: Callable[[Any], bool] | None = None,
-            must: str | None = None, flag: str | None = None, json_schema: Mapping[str, Any] | None = None):
-    """A dataclass field with its :class:`Spec` (``factory`` instead of ``default`` for a list or a dict)."""
+            must: str | None = None, flag: str | None = None, json_schema: Mapping[str, Any] | None = None,
+            metadata: Mapping[str, Any] | None = None):
+    """A dataclass field with its :class:`Spec` (``factory`` instead of ``default`` for a list or a dict);
+    ``metadata``: more of the field's metadata, for a section's own keys (which provider takes it)."""
     spec = Spec(help=help, min=min, above=above, max=max, below=below, pattern=pattern, valid=valid, must=must,
                 flag=flag, json_schema=json_schema)
+    meta = {**(metadata or {}), SPEC: spec}
     if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata={SPEC: spec})
-    return dataclasses.field(default=default, metadata={SPEC: spec})
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
