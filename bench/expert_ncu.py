@@ -30,12 +30,12 @@ def main() -> None:
     from kernel_forge.gate.diagnosis import diagnose, directions
     from kernel_forge.config.gate import GateOptions
     from kernel_forge.gate.gate import Gate
-    from kernel_forge.patterns import by_name
+    from kernel_forge.kernels.library import by_name
     from kernel_forge.gate.profiler import METRICS, PIPE_METRICS, find_ncu, query_metrics
     from kernel_forge.model.task import load_task
 
     task = load_task(ROOT / "manifests" / "matmul_f32.json")
-    kernels = {"tiled32_rpt4": load_candidate(ROOT / "manifests" / "templates" / "matmul_f32_tiled.cu")
+    kernels = {"tiled32_rpt4": load_candidate(by_name("matmul_f32_tiled").path)
                .with_defines({"TILE": 32, "RPT": 4}),
                "gemm_simt_warptile": load_candidate(by_name("gemm_simt_warptile").path)}
     ncu = find_ncu()

@@ -4,7 +4,7 @@ longer than ten modules.  Lazy imports (inside functions) and TYPE_CHECKING impo
 
 The order, lowest first (README, "Architecture"):
 
-    common < config < model, patterns < kinds < gpu < gate < evidence < archive < proposers < reports < search < app
+    common < config < model, kernels < kinds < gpu < gate < evidence < archive < proposers < reports < search < app
 
 plus the package root (``__version__`` only, importable from anywhere) and the entry point above
 everything.
@@ -18,7 +18,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "kernel_forge"
 
-LAYERS = {"common": 0, "config": 1, "model": 2, "patterns": 2, "kinds": 2.5, "gpu": 3, "gate": 4, "evidence": 5, "archive": 6,
+LAYERS = {"common": 0, "config": 1, "model": 2, "kernels": 2, "kinds": 2.5, "gpu": 3, "gate": 4, "evidence": 5, "archive": 6,
           "proposers": 7, "reports": 8, "search": 9, "app": 10}
 TOP = {"kernel_forge": -1, "kernel_forge.__main__": 11, "kernel_forge.entry": 11}
 MAX_CHAIN = 10
