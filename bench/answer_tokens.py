@@ -4,9 +4,10 @@ edits against the parent where the proposal has one.
 
 The answers are the recorded proposals kforge ships: the seven model proposals of the recorded
 matmul run (tests/data/run-matmul_f32: source, rationale, launch, tunables, parent) and the
-template kernels of the kernel library (its variants: kernel_forge/kernels/KIND/) as proposals against their task's initial kernel.  Each
-is written out in the three forms exactly as kernel_forge/proposers/answer.py reads them (and the
-JSON form as the tool arguments the model had to emit, kernel JSON-escaped), and counted with a
+bundled tasks' templates (the kernel library's variants) as proposals against their task's
+initial kernel.  Each is written out in the three forms exactly as
+kernel_forge/proposers/answer.py reads them (and the JSON form as the tool arguments the model
+had to emit, kernel JSON-escaped), and counted with a
 real tokenizer: OpenAI's o200k_base from the ``bpe-openai`` package (it ships the encoding, so
 nothing is downloaded; ``pip install bpe-openai``), else ``tiktoken`` if its encoding is cached,
 else 4 characters a token (said so in the output).  Anthropic's tokenizer is not public; the

@@ -7,7 +7,7 @@ diagnosis has its times; the diagnosis is printed as the prompt shows it.  Write
 ``ncu-metrics.json``: the metrics asked for, those this ncu lacks, each case's pipe fields, the
 instruction mix, the named limit per case.
 
-    python bench/expert_ncu.py --out OUT
+    python bench/evidence/h200-2026-12-02-s6/b/expert_ncu.py --out OUT
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[4]     # the repository (this script sits beside its evidence)
 sys.path.insert(0, str(ROOT))
 
 

@@ -102,7 +102,7 @@ PY
 tar czf "$OUT/runs.tgz" -C "$W" runs 2>/dev/null
 
 say "== 5. ncu: pipe metrics on this GPU and the diagnosis they give"
-timeout 150 python3 bench/expert_ncu.py --out "$OUT" 2>&1 | grep -v "^\[kforge\]" >> "$LOG"
+timeout 150 python3 bench/evidence/h200-2026-12-02-s6/b/expert_ncu.py --out "$OUT" 2>&1 | grep -v "^\[kforge\]" >> "$LOG"
 say "ncu rc=$?"
 say "done in $(( $(date +%s) - t0 )) s"
 rm -rf "$W"
