@@ -19,7 +19,7 @@ file of its own by its path, relative to the manifest (:func:`kernel_forge.model
 
 Headers shared by kernels sit in ``include/``: :func:`headers` hands each to NVRTC in memory as
 ``kforge/<file>`` (:mod:`kernel_forge.gpu.nvrtc`), so a kernel includes one with
-``#include "kforge/tf32_mma.cuh"``.  ``include/_io.cuh`` is for the bound templates only: the
+``#include "kforge/cp_async.cuh"``.  ``include/_io.cuh`` is for the bound templates only: the
 binder writes its text into each bound kernel (:func:`include_text`).
 """
 from __future__ import annotations

@@ -50,17 +50,23 @@ def test_the_binder_s_templates_are_the_library_s_bound_kernels():
         assert library.by_name(name).kind in IDENTIFIED_KINDS
 
 
-def test_the_tf32_mma_helpers_live_once_in_the_library_header():
-    header = library.headers()["kforge/tf32_mma.cuh"]
-    wrappers = ("kf_tf32(float x)", "kf_mma_tf32(float* d", "kf_cp_async16(void* smem", "kf_cp_async4(void* smem")
-    assert all(w in header for w in wrappers)
-    for name in ("gemm/gemm_tf32x3_mma", "gemm/gemm_tf32x3"):
-        text = library.by_name(name).text()
-        assert '#include "kforge/tf32_mma.cuh"' in text
-        assert not any(w in text for w in wrappers), f"{name} defines a wrapper the header holds"
-        shown = library.by_name(name).source()                # what a model is shown: self-contained
-        assert "kforge/tf32_mma.cuh\"" not in shown and all(w in shown for w in wrappers)
-    assert "_io.cuh" not in " ".join(library.headers())       # the binder's, written into each bound kernel
+HEADERS = {"kforge/tf32_mma.cuh": ("kf_tf32(float x)", "kf_mma_tf32(float* d"),
+           "kforge/cp_async.cuh": ("kf_cp_async16(void* smem", "kf_cp_async4(void* smem", "kf_cp_async_wait()")}
+USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh"),
+         "gemm/gemm_tf32x3": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh"),
+         "gemm/gemm_f16_mma": ("kforge/cp_async.cuh",)}
+
+
+@pytest.mark.parametrize("name", USERS)
+def test_the_mma_and_cp_async_wrappers_live_once_in_the_library_s_headers(name):
+    assert set(library.headers()) == set(HEADERS)       # _io.cuh is the binder's, written into each bound kernel
+    text, shown = library.by_name(name).text(), library.by_name(name).source()
+    for header in USERS[name]:
+        wrappers = HEADERS[header]
+        assert all(w in library.headers()[header] for w in wrappers)
+        assert f'#include "{header}"' in text
+        assert not any(w in text for w in wrappers), f"{name} defines a wrapper {header} holds"
+        assert f'"{header}"' not in shown and all(w in shown for w in wrappers)    # what a model is shown: whole
 
 
 def test_a_bound_gemm_on_the_tensor_cores_is_written_whole_with_the_header_s_text(tmp_path):
@@ -71,8 +77,9 @@ def test_a_bound_gemm_on_the_tensor_cores_is_written_whole_with_the_header_s_tex
     match = Match("gemm", {"a": "a", "b": "b", "c": "c", "m": "m", "n": "n", "k": "k"}, {})
     bound = {b.label: b.source for b in bind.instantiate(task, match)}
     assert set(bound) == {"bound_gemm.cu", "bound_gemm_tf32x3.cu"}
-    assert "kforge/tf32_mma.cuh\"" not in bound["bound_gemm_tf32x3.cu"]           # a complete kernel, like _io.cuh's part
-    assert library.headers()["kforge/tf32_mma.cuh"].rstrip("\n") in bound["bound_gemm_tf32x3.cu"]
+    for header in USERS["gemm/gemm_tf32x3"]:              # a complete kernel, like _io.cuh's part
+        assert f'"{header}"' not in bound["bound_gemm_tf32x3.cu"]
+        assert library.headers()[header].rstrip("\n") in bound["bound_gemm_tf32x3.cu"]
     assert "@@" not in bound["bound_gemm_tf32x3.cu"] and "kf_ld4" in bound["bound_gemm.cu"]
 
 

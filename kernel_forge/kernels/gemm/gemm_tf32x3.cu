@@ -85,10 +85,11 @@
 
 #define KF_THREADS THREADS, 1
 
-// -- PTX wrappers (sm_80+), from the kernel library's header kforge/tf32_mma.cuh.  The tests' host
-// emulation defines KF_EMULATED_PTX and supplies its own.
+// -- PTX wrappers (sm_80+), from the kernel library's headers kforge/tf32_mma.cuh and
+// kforge/cp_async.cuh.  The tests' host emulation defines KF_EMULATED_PTX and supplies its own.
 #ifndef KF_EMULATED_PTX
 #include "kforge/tf32_mma.cuh"
+#include "kforge/cp_async.cuh"
 #endif
 
 // x = hi + lo with both parts TF32: hi carries the top 11 significant bits, lo the next 11

@@ -1,6 +1,7 @@
-// kforge/tf32_mma.cuh -- the PTX wrappers of the split-precision TF32 GEMMs (sm_80+): TF32 rounding,
-// mma.sync.m16n8k8 and cp.async.  One copy for the library's kernels that use them (gemm/gemm_tf32x3_mma,
-// gemm/gemm_tf32x3); NVRTC gets it in memory by this name (kernel_forge/kernels/library.py).
+// kforge/tf32_mma.cuh -- the TF32 tensor-core wrappers of the split-precision GEMMs (sm_80+): TF32
+// rounding and mma.sync.m16n8k8.  One copy for the library's kernels that use them
+// (gemm/gemm_tf32x3_mma, gemm/gemm_tf32x3); NVRTC gets it in memory by this name
+// (kernel_forge/kernels/library.py).
 // x rounded to TF32 (10-bit mantissa, round to nearest, ties away from zero): an fp32 bit pattern
 // with the low 13 bits zero
 __device__ __forceinline__ unsigned kf_tf32(float x)
@@ -21,23 +22,3 @@ __device__ __forceinline__ void kf_mma_tf32(float* d, const unsigned* a, const u
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-
-// 16 bytes global -> shared, asynchronously; src_bytes < 16 fills the rest with zeros
-__device__ __forceinline__ void kf_cp_async16(void* smem, const void* gmem, int src_bytes)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(gmem), "r"(src_bytes));
-}
-
-// 4 bytes global -> shared, asynchronously; src_bytes = 0 writes a zero
-__device__ __forceinline__ void kf_cp_async4(void* smem, const void* gmem, int src_bytes)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(s), "l"(gmem), "r"(src_bytes));
-}
-
-__device__ __forceinline__ void kf_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-// wait until at most N of this thread's committed groups are still in flight
-template <int N>
-__device__ __forceinline__ void kf_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
