@@ -78,3 +78,16 @@ def test_the_paths_bundled_manifests_of_earlier_releases_used_still_name_the_lib
         (tmp_path / "templates" / "vector_add_vec4.cu").resolve(),)
     for missing in ("templates/mine.cu", "templates/row_norm.cu", "other/vector_add_vec4.cu"):
         assert refused(manifest(tmp_path, [missing])).json_path == "$.templates[0]", missing
+
+
+def test_kforge_validate_exits_2_naming_the_file_and_the_json_path_of_an_unknown_library_kernel(tmp_path):
+    from click.testing import CliRunner
+
+    from kernel_forge.app.cli import cli
+
+    path = manifest(tmp_path, ["elementwise/vector_add_vec4", "elementwise/vector_add_vec8"])
+    before = sorted(p.name for p in tmp_path.iterdir())
+    res = CliRunner().invoke(cli, ["validate", "--no-compile", str(path)])
+    assert res.exit_code == 2, res.output
+    assert f"{path}: $.templates[1]: no kernel named elementwise/vector_add_vec8" in res.output
+    assert "Traceback" not in res.output and sorted(p.name for p in tmp_path.iterdir()) == before
