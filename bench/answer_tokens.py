@@ -4,9 +4,10 @@ edits against the parent where the proposal has one.
 
 The answers are the recorded proposals kforge ships: the seven model proposals of the recorded
 matmul run (tests/data/run-matmul_f32: source, rationale, launch, tunables, parent) and the
-template kernels of manifests/templates/ as proposals against their task's initial kernel.  Each
-is written out in the three forms exactly as kernel_forge/proposers/answer.py reads them (and the
-JSON form as the tool arguments the model had to emit, kernel JSON-escaped), and counted with a
+bundled tasks' templates (the kernel library's variants) as proposals against their task's
+initial kernel.  Each is written out in the three forms exactly as
+kernel_forge/proposers/answer.py reads them (and the JSON form as the tool arguments the model
+had to emit, kernel JSON-escaped), and counted with a
 real tokenizer: OpenAI's o200k_base from the ``bpe-openai`` package (it ships the encoding, so
 nothing is downloaded; ``pip install bpe-openai``), else ``tiktoken`` if its encoding is cached,
 else 4 characters a token (said so in the output).  Anthropic's tokenizer is not public; the
@@ -25,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kernel_forge.kernels import library  # noqa: E402
 from kernel_forge.model.candidate import parse_candidate  # noqa: E402
 from kernel_forge.proposers.answer import read_answer  # noqa: E402
 from kernel_forge.model.task import load_task  # noqa: E402
@@ -109,7 +111,7 @@ def recorded() -> list[dict]:
         seen.add(a["label"])
         out.append({"name": f"matmul_f32 {a['id']}", "source": sources[a["id"]],
                     "rationale": a.get("rationale") or "tiled version", "parent": sources[a["parent"]]})
-    for t in sorted((ROOT / "manifests" / "templates").glob("*.cu")):
+    for t in sorted((k.path for k in library.index() if k.role == "variant"), key=lambda p: p.name):
         task_name = next((m.stem for m in (ROOT / "manifests").glob("*.json") if t.stem.startswith(m.stem)), None)
         if task_name is None:
             continue

@@ -23,13 +23,13 @@ say() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$LOG"; }
 
 say "== 1. GPU tests"
 timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu -k "mma or tensor or f16" \
-  tests/patterns/test_patterns.py tests/patterns/test_tensor_core.py > "$OUT/tests.log" 2>&1
+  tests/kernels/test_patterns.py tests/kernels/test_tensor_core.py > "$OUT/tests.log" 2>&1
 say "tests rc=$?: $(tail -1 "$OUT/tests.log")"
 
 say "== 2. default settings through kforge eval"
 for pair in "matmul_f32 gemm_tf32x3_mma" "matmul_f16 gemm_f16_mma"; do
   set -- $pair
-  timeout 120 python3 -m kernel_forge eval "manifests/$1.json" "kernel_forge/patterns/$2.cu" >> "$LOG" 2>&1
+  timeout 120 python3 -m kernel_forge eval "manifests/$1.json" "kernel_forge/kernels/gemm/$2.cu" >> "$LOG" 2>&1
   say "eval $2 on $1: rc=$?"
 done
 

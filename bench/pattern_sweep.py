@@ -27,7 +27,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench-out")
     ap.add_argument("--task", required=True)
-    ap.add_argument("--pattern", help="a pattern name (kernel_forge/patterns/index.json)")
+    ap.add_argument("--pattern", help="a library kernel's name, KIND/NAME or NAME (kernel_forge/kernels/index.json)")
     ap.add_argument("--kernel", help="or a kernel file with tunables")
     ap.add_argument("--case", action="append", default=[], help="NAME or NAME:FILTER (repeatable)")
     ap.add_argument("--weight", action="append", default=[], help="NAME=SHARE of the time limit (default equal)")
@@ -40,7 +40,7 @@ def main() -> None:
     from kernel_forge.model.candidate import load_candidate
     from kernel_forge.config.gate import GateOptions
     from kernel_forge.gate.gate import Gate
-    from kernel_forge.patterns import by_name
+    from kernel_forge.kernels.library import by_name
     from kernel_forge.model.task import load_task
 
     t_start = time.perf_counter()

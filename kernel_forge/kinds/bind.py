@@ -1,8 +1,10 @@
-"""Patterns bound to the task's signature: a kind's template (``kinds/templates/KIND.cu``, written
-against role names) instantiated with the task's entry name, its parameters as written, the
-storage type of each bound buffer (float, __half, __nv_bfloat16), the optional parts the binding
-has (weight, bias, mean / rstd outputs, residual ...), the kind's parameters (epsilon, function,
-taps, edge mode) and a launch written in the manifest's own size expressions.
+"""Patterns bound to the task's signature: a kind's template (a ``bound`` kernel of the library,
+``kernel_forge/kernels/KIND/NAME.cu``, written against role names) instantiated with the task's
+entry name, its parameters as written, the storage type of each bound buffer (float, __half,
+__nv_bfloat16), the optional parts the binding has (weight, bias, mean / rstd outputs, residual
+...), the kind's parameters (epsilon, function, taps, edge mode) and a launch written in the
+manifest's own size expressions.  The library headers a template includes are written in, like
+``_io.cuh``, so each bound pattern is one self-contained file.
 
 The result is one complete ``.cu`` per bound pattern: the template's body, then an entry point
 with the task's exact signature that calls the body with the bound arguments.  It carries its
@@ -17,11 +19,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
+from kernel_forge.kernels import library
 from kernel_forge.kinds.match import Match
-
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 _CTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 _INTS = {"int32": "int", "int64": "long long", "uint32": "unsigned", "uint64": "unsigned long long"}
@@ -34,7 +34,7 @@ class Unbindable(Exception):
 
 @dataclass(frozen=True)
 class Bound:
-    pattern: str       #: the template's name (its kind's pattern)
+    pattern: str       #: the template's stem (its kind's pattern)
     label: str         #: the file name the tuner records it under
     source: str        #: the complete .cu
     match: Match
@@ -49,7 +49,7 @@ class _Writer:
         self.defines: dict[str, str] = {}
         self.slots: dict[str, str] = {}
         self.headers: set[str] = set()
-        self.template: str | None = None        #: a writer's choice of template, in place of its kind's
+        self.template: str | None = None        #: a writer's choice of template (a library name), in place of its kind's
 
     # -- roles -----------------------------------------------------------------------------
     def role(self, role: str) -> str | None:
@@ -106,7 +106,7 @@ class _Writer:
 
     # -- the file ----------------------------------------------------------------------------
     def source(self, template: str, call: str, what: str) -> str:
-        body = (TEMPLATES / template).read_text(encoding="utf-8")
+        body = library.by_name(template).source()      # the library headers it includes, written in
         for k, v in self.slots.items():
             body = body.replace(f"@@{k}@@", v)
         left = re.findall(r"@@\w+@@", body)
@@ -114,11 +114,11 @@ class _Writer:
             raise Unbindable(f"template {template} has unfilled slots {left}")
         sig = self.task.signature
         params = ", ".join(p.text for p in sig.params)
-        head = [f"// {sig.name} -- bound pattern {Path(template).stem} for {what}, written by kforge for this",
+        head = [f"// {sig.name} -- bound pattern {template.split('/')[1]} for {what}, written by kforge for this",
                 "// task's own signature (kernel_forge/kinds)."]
         types = [f"typedef {c} kf_{r}_t;" for r, c in sorted(self.types.items())]
         defs = [f"#define {k} {v}" for k, v in sorted(self.defines.items())]
-        io = (TEMPLATES / "_io.cuh").read_text(encoding="utf-8")
+        io = library.include_text("_io.cuh")
         entry = (f'extern "C" __global__ void __launch_bounds__(KF_THREADS)\n{sig.name}({params})\n{{\n'
                  f"    {call};\n}}\n")
         return "\n".join([*head, *sorted(self.headers), *types, *defs, io, body, entry])
@@ -200,7 +200,7 @@ def _stencil2d(w: _Writer) -> str:
 def _box_filter(w: _Writer) -> str:
     p = w.match.params
     x, y = w.buffer("x"), w.buffer("y")
-    w.template = "box_filter_x.cu" if p.get("axis") == "x" else "box_filter_y.cu"
+    w.template = "box_filter/box_filter_x" if p.get("axis") == "x" else "box_filter/box_filter_y"
     w.defines.update(KF_EDGE_CLAMP=int(p.get("edge") == "clamp"), KF_MEAN=int(p.get("norm", "mean") == "mean"))
     w.slots.update(ROWS=w.launch_size("rows"), COLS=w.launch_size("cols"), RADIUS=w.launch_size("radius"))
     return f"kf_box_filter({x}, {y}, {w.size('rows')}, {w.size('cols')}, {w.size('radius')})"
@@ -223,7 +223,7 @@ def _scan(w: _Writer) -> str:
         raise Unbindable("the bound prefix sum adds floating-point values")
     w.defines["KF_EXCLUSIVE"] = int(bool(w.match.params.get("exclusive")))
     if w.match.params.get("per_row"):             # a prefix sum of each row: a warp per row
-        w.template = "scan_rows.cu"
+        w.template = "scan/scan_rows"
         w.slots["ROWS"] = w.launch_size("rows")
         return f"kf_scan_rows({x}, {y}, {w.size('rows')}, {w.size('cols')})"
     w.slots["N"] = w.launch_size("n")
@@ -307,27 +307,28 @@ def _gemm(w: _Writer) -> str:
             f"{bias})")
 
 
+#: kind -> (its first bound template, by library name; the writer)
 _WRITERS = {
-    "gemm": ("gemm.cu", _gemm),
-    "transpose": ("transpose.cu", _transpose),
-    "reduction": ("reduction.cu", _reduction),
-    "row_norm": ("row_norm.cu", _row_norm),
-    "row_softmax": ("row_softmax.cu", _row_softmax),
-    "elementwise": ("elementwise.cu", _elementwise),
-    "stencil2d": ("stencil2d.cu", _stencil2d),
-    "gather": ("gather.cu", _gather),
-    "scan": ("scan.cu", _scan),
-    "histogram": ("histogram.cu", _histogram),
-    "box_filter": ("box_filter_y.cu", _box_filter),
-    "column_reduction": ("column_reduction.cu", _column_reduction),
-    "row_reduction": ("row_reduction.cu", _row_reduction),
+    "gemm": ("gemm/gemm", _gemm),
+    "transpose": ("transpose/transpose", _transpose),
+    "reduction": ("reduction/reduction", _reduction),
+    "row_norm": ("row_norm/row_norm", _row_norm),
+    "row_softmax": ("row_softmax/row_softmax", _row_softmax),
+    "elementwise": ("elementwise/elementwise", _elementwise),
+    "stencil2d": ("stencil2d/stencil2d", _stencil2d),
+    "gather": ("gather/gather", _gather),
+    "scan": ("scan/scan", _scan),
+    "histogram": ("histogram/histogram", _histogram),
+    "box_filter": ("box_filter/box_filter_y", _box_filter),
+    "column_reduction": ("column_reduction/column_reduction", _column_reduction),
+    "row_reduction": ("row_reduction/row_reduction", _row_reduction),
 }
 
 
 #: further bound patterns of a kind, written by the same writer: the tuner gates and searches each
 #: beside the first (fp32 GEMM: the split-precision TF32 tensor-core pattern beside the SIMT one)
 _MORE = {
-    "gemm": ("gemm_tf32x3.cu",),
+    "gemm": ("gemm/gemm_tf32x3",),
 }
 
 
@@ -345,6 +346,6 @@ def instantiate(task, match: Match) -> list[Bound]:
         w = _Writer(task, match)
         call = write(w)
         template = w.template or template      # a writer may choose its kind's other template (per-row scan)
-        stem = Path(template).stem
+        stem = template.split("/")[1]
         out.append(Bound(stem, f"bound_{stem}.cu", w.source(template, call, match.describe()), match))
     return out

@@ -278,6 +278,41 @@ def _resolve(base: Path, rel: str, file: str, jp: str) -> Path:
     return q
 
 
+def _template(base: Path, entry: str, file: str, jp: str) -> Path:
+    """A ``templates`` entry: a kernel of the library by its name (``"gemm/matmul_f32_tiled"``:
+    :mod:`kernel_forge.kernels.library`), else a file by its path relative to the manifest."""
+    from kernel_forge.kernels import library
+
+    if library.NAME.fullmatch(entry) and not (base / entry).is_file():
+        found = library.by_name(entry)
+        if found is None:
+            raise _err(f"no kernel named {entry} in kforge's library, and no file {entry} beside the manifest",
+                       file, jp, hint="name a library kernel as KIND/NAME (kforge's kernels: "
+                       + ", ".join(library.names("pattern") + library.names("variant"))
+                       + "), or your own file by its path with its extension (templates/mine.cu)")
+        if found.role == "bound":
+            raise _err(f"{entry} is a bound template: kforge writes it for a task's own signature itself "
+                       "(the tuner's bound patterns); it cannot be listed as it is", file, jp)
+        return found.path
+    former = _former_location(entry)
+    if former is not None and not (base / entry).is_file():
+        return former
+    return _resolve(base, entry, file, jp)
+
+
+def _former_location(entry: str) -> Path | None:
+    """Where a bundled manifest of an earlier release had its templates, spelled as it spelled
+    them (``templates/NAME.cu`` beside it, ``../kernel_forge/patterns/NAME.cu``): those files are
+    the library's now, and recorded runs keep those manifests.  The library kernel's file, or None."""
+    from kernel_forge.kernels import library
+
+    parts = Path(entry).parts
+    if not ((len(parts) == 2 and parts[0] == "templates") or parts[-3:-1] == ("kernel_forge", "patterns")):
+        return None
+    found = library.by_name(Path(entry).stem)
+    return found.path if found is not None and found.role != "bound" and found.file == parts[-1] else None
+
+
 def _callable(spec: dict, base: Path, file: str, jp: str) -> CallableRef:
     if "python" in spec:
         rel, _, func = spec["python"].rpartition(":")
@@ -320,8 +355,8 @@ def _build(data: dict, path: Path) -> Task:
             raise _err("baselines must be Python callables (they run on CuPy arrays)", file,
                        json_path("baselines", k))
     initial = _resolve(base, data["initial"], file, "$.initial") if "initial" in data else None
-    templates = tuple(_resolve(base, rel, file, json_path("templates", i))
-                      for i, rel in enumerate(data.get("templates", [])))
+    templates = tuple(_template(base, entry, file, json_path("templates", i))
+                      for i, entry in enumerate(data.get("templates", [])))
     from kernel_forge.model import headers as task_headers
     header_names = task_headers.resolve(base, list(data.get("headers", [])), file)
 

@@ -56,9 +56,9 @@ def gate_source(source: str) -> str:
 
 
 def _has_pattern_of(kind: str, templates) -> bool:
-    from kernel_forge.patterns import index
+    from kernel_forge.kernels.library import patterns
 
-    mine = {p.path.resolve() for p in index() if p.kind == kind}
+    mine = {p.path for p in patterns() if p.kind == kind}
     return any(Path(t).resolve() in mine for t in templates)
 
 

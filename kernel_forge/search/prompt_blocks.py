@@ -15,7 +15,7 @@ HISTORY_KERNEL_CHARS = 4000   #: one earlier correct kernel
 FAILURES_CHARS = 9000         #: all recent failures together
 FAILURE_CHARS = 3000          #: one failure's source or diff
 RETRIEVED_CHARS = 8000        #: all kernels from other tasks together
-PATTERN_CHARS = 10000         #: an expert pattern (kernel_forge/patterns), shown whole
+PATTERN_CHARS = 10000         #: an expert pattern (kernel_forge/kernels), shown whole
 REFERENCE_CHARS = 6000
 HEADER = re.compile(r"^\s*//\s*kforge:")
 

@@ -12,7 +12,7 @@ evidence keeps (enough for :func:`examples_from_record` to rebuild the same sect
 :func:`best_settings` gives the tuner the best archived defines of the same task and GPU,
 per template label, and :func:`warm_start_configs` keeps those a template still accepts.
 
-:func:`with_pattern` puts the expert pattern of the task's kind (:mod:`kernel_forge.patterns`)
+:func:`with_pattern` puts the expert pattern of the task's kind (:mod:`kernel_forge.kernels.fit`)
 first among the examples when the archive holds no kernel of this very task, so a first run
 starts from how an expert writes this kind of operation; other tasks' kernels follow it.
 """
@@ -148,18 +148,18 @@ def pattern_example(task) -> Example | None:
     first), or None when there is none for its kind."""
     import hashlib
 
-    from kernel_forge import patterns
+    from kernel_forge.kernels import fit
 
-    found = patterns.for_task(task) if not isinstance(task, (str, TaskQuery)) else []
+    found = fit.for_task(task) if not isinstance(task, (str, TaskQuery)) else []
     if not found:
         return None
     p = found[0]
     src = p.source()
     src, cut = truncate_source(src, PATTERN_CHARS)
     return Example(id=0, content_hash=hashlib.sha256(p.source().encode()).hexdigest(), task_name=p.task,
-                   description=patterns.KINDS.get(p.kind, ""), source=src, launch=None, defines={}, score_us=0.0,
+                   description=fit.KINDS.get(p.kind, ""), source=src, launch=None, defines={}, score_us=0.0,
                    speedup_vs_initial=None, cases=[], bound="", run="", attempt="", label=p.file, gpu_name="",
-                   same_task=False, similarity=None, truncated=cut, source_chars=len(p.source()), pattern=p.name,
+                   same_task=False, similarity=None, truncated=cut, source_chars=len(p.source()), pattern=p.stem,
                    kind=p.kind, technique=p.technique)
 
 
@@ -332,7 +332,7 @@ def retrieve_for_run(task, *, path=None, k: int = 3, max_chars: int = 6000, gpu:
     p = Path(path) if path else default_path()
     out = Retrieved(archive=str(p), k=k, max_chars=max_chars, gpu=gpu)
     if not isinstance(task, (str, TaskQuery)):
-        from kernel_forge.patterns import classify
+        from kernel_forge.kernels.fit import classify
         out.kind = dict(vars(classify(task)))
     if p.exists():
         try:

@@ -232,7 +232,7 @@ def test_a_tf32_tensor_core_kernel_of_the_fp32_task_is_measured_against_the_spli
     """The same recorded best, said to be the 3xTF32 pattern: the roof is the TF32 tensor pipe's rate
     spent three times per product, the pipe named is the tensor pipe, and the note gives the
     tolerance argument for the split."""
-    from kernel_forge.patterns import by_name
+    from kernel_forge.kernels.library import by_name
 
     at = rec.attempts()
     best = at["a0004"]["evaluation"]

@@ -1,4 +1,4 @@
-"""bench/quick_vs_full.py's arithmetic (the GPU part runs in bench/device_gate.sh): the noise band
+"""bench/quick_vs_full.py's arithmetic (the GPU part runs in bench/evidence/h200-2026-12-02-s6/a/device_gate.sh): the noise band
 and the table that says whether --quick and the full gate agree."""
 from __future__ import annotations
 

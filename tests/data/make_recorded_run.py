@@ -161,7 +161,7 @@ def main() -> None:
     attempts.append(attempt("a0002", 1, "anthropic:claude-sonnet-4-5", short, ev2, parent="a0000",
                             rationale="unroll the k loop", calls=["model-001.json"]))
     # a0003..a0005: one tuned proposal (the tiled template), three settings
-    tiled = load_candidate(ROOT / "manifests" / "templates" / "matmul_f32_tiled.cu")
+    tiled = load_candidate(ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_tiled.cu")
     tiled = replace(tiled, name="tiled.cu")
     times = {(16, 1): {"sq256": 9.8, "rect": 11.0, "large": 9800.0},
              (32, 4): {"sq256": 6.0, "rect": 7.0, "large": 5270.0},
@@ -179,13 +179,13 @@ def main() -> None:
         if best:
             attempts[-1]["profile"] = "profiles/a0004.json"
     # a0006: register-blocked kernel, better on the large case only
-    reg = parse_candidate(fixed(ROOT / "manifests" / "templates" / "matmul_f32_regblock.cu",
+    reg = parse_candidate(fixed(ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_regblock.cu",
                                 {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "MINB": 1}), name="a0006.cu")
     ev6 = evaluate(reg, {"sq256": 8.0, "rect": 8.5, "large": 4100.0}, compile_info=compiled(reg))
     attempts.append(attempt("a0006", 3, "anthropic:claude-sonnet-4-5", reg, ev6, parent="a0004",
                             rationale="64x64 block tiles, 4x4 register tiles", calls=["model-003.json"]))
     # a0007: passes the shown cases, fails a hidden one (its details must never reach a prompt)
-    ragged = parse_candidate(fixed(ROOT / "manifests" / "templates" / "matmul_f32_tiled.cu", {"TILE": 32, "RPT": 8})
+    ragged = parse_candidate(fixed(ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_tiled.cu", {"TILE": 32, "RPT": 8})
                              .replace("// matmul_f32: classic", "// assumes m % 8 == 0; matmul_f32: classic"), name="a0007.cu")
     ev7 = evaluate(ragged, {"sq256": 5.9, "rect": 6.9, "large": 5900.0}, compile_info=compiled(ragged))
     attempts.append(attempt("a0007", 3, "anthropic:claude-sonnet-4-5", ragged, ev7, parent="a0004",

@@ -1,4 +1,4 @@
-"""The memoisation corpus under the host CUDA emulation of tests/search/test_tuner_templates.py (CPU, C++20).
+"""The memoisation corpus under the host CUDA emulation of tests/kernels/test_tuner_templates.py (CPU, C++20).
 
 Proves on the CPU what the GPU tests can only infer from times: each cache really is served on a
 later launch, and its twin (-DKF_TWIN=1) never serves it.  One process makes several launches, so
@@ -84,7 +84,7 @@ template <class T> T atomicExch(T* p, T v) { std::lock_guard<std::mutex> g(emu_a
 
 @lru_cache(maxsize=1)
 def _templates():
-    spec = importlib.util.spec_from_file_location("_kforge_test_templates", ROOT / "tests" / "search" / "test_tuner_templates.py")
+    spec = importlib.util.spec_from_file_location("_kforge_test_templates", ROOT / "tests" / "kernels" / "test_tuner_templates.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -14,6 +14,7 @@ from kernel_forge.common import compiled_rules, static_rules
 from kernel_forge.config.gate import GateOptions
 from kernel_forge.gate.gate import Gate
 from kernel_forge.gpu.nvrtc import compile_source
+from kernel_forge.kernels import library
 from kernel_forge.model.candidate import load_candidate, parse_candidate
 from kernel_forge.model.task import load_task
 
@@ -51,7 +52,7 @@ SPELLINGS = {
 
 
 def _honest_files() -> list[Path]:
-    files = sorted((ROOT / "tests" / "honest").glob("*.cu")) + sorted((ROOT / "kernel_forge" / "patterns").glob("*.cu"))
+    files = sorted((ROOT / "tests" / "honest").glob("*.cu")) + sorted(k.path for k in library.patterns())
     for manifest in sorted(MANIFESTS.glob("*.json")):
         task = load_task(manifest)
         files += [p for p in [task.initial, *task.templates] if p is not None]

@@ -22,7 +22,7 @@ SMALL = {"BM": 32, "BN": 32, "BK": 32, "TM": 4, "TN": 4, "MINB": 1}
 
 
 def regblock_rule():
-    template = load_candidate(ROOT / "manifests" / "templates" / "matmul_f32_regblock.cu")
+    template = load_candidate(ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_regblock.cu")
     rule = Rule((Branch("m*n*k >= 1073741824", LARGE), Branch(None, SMALL)))
     return replace(template, name="regblock-rule.cu", dispatch=rule, defines=dict(SMALL))
 
@@ -67,7 +67,7 @@ def test_a_rule_that_only_speeds_up_4096_cubed_moves_the_best_case_by_case_side_
     from kernel_forge.search.selection import compare
 
     task = load_task(ROOT / "manifests" / "matmul_f32.json")
-    template = load_candidate(ROOT / "manifests" / "templates" / "matmul_f32_regblock.cu")
+    template = load_candidate(ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_regblock.cu")
     one_setting = replace(template, name="small-everywhere.cu", defines=dict(SMALL))
     with Gate(task, GateOptions()) as gate:
         best_ev, rule_ev = gate.retime([one_setting, regblock_rule()], rounds=2)

@@ -15,10 +15,10 @@ the table.
 
 CPU: the corpus covers every required kind; every file passes the static rules and the task's
 signature, compiles with NVRTC for sm_90 without spills; the plain-CUDA ones also run under the
-host emulation of tests/search/test_tuner_templates.py on awkward sizes and match the reference.  GPU: every
+host emulation of tests/kernels/test_tuner_templates.py on awkward sizes and match the reference.  GPU: every
 file passes the strict gate (two draws, repeat launch, post-timing checks, holdout included)
 after the task's initial kernel on the same gate, and its time is recorded (printed, and written
-as JSON lines to ``$KFORGE_HONEST_OUT`` when set: bench/device_gate.sh collects them).
+as JSON lines to ``$KFORGE_HONEST_OUT`` when set: bench/evidence/h200-2026-12-02-s6/a/device_gate.sh collects them).
 """
 from __future__ import annotations
 

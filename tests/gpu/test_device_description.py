@@ -125,7 +125,7 @@ def test_tensor_cores_are_the_ceiling_only_for_16_bit_matrix_products(h200, tmp_
 
 
 def test_a_tf32_mma_kernel_of_an_fp32_task_gets_the_split_tf32_ceiling(h200):
-    from kernel_forge.patterns import by_name
+    from kernel_forge.kernels.library import by_name
 
     task = _task("matmul_f32")
     tf = by_name("gemm_tf32x3_mma").source()

@@ -10,8 +10,8 @@ from kernel_forge.model.candidate import load_candidate
 from kernel_forge.gpu.instruction_mix import hot_loop, loops, mix_for_candidate, mix_of, parse_ptx, parse_sass, ratios, render
 
 ROOT = Path(__file__).resolve().parents[2]
-TILED = ROOT / "manifests" / "templates" / "matmul_f32_tiled.cu"
-WARPTILE = ROOT / "kernel_forge" / "patterns" / "gemm_simt_warptile.cu"
+TILED = ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_tiled.cu"
+WARPTILE = ROOT / "kernel_forge" / "kernels" / "gemm" / "gemm_simt_warptile.cu"
 
 SASS = """
 	.section	.text.other,"ax",@progbits
@@ -143,7 +143,7 @@ def test_a_kernel_that_does_not_compile_gives_an_error_entry_not_an_exception(nv
 
 
 def test_a_kernel_without_loops_reports_the_whole_kernel(nvrtc):
-    cand = load_candidate(ROOT / "manifests" / "templates" / "vector_add_vec4.cu")
+    cand = load_candidate(ROOT / "kernel_forge" / "kernels" / "elementwise" / "vector_add_vec4.cu")
     mix = mix_of(cand.source, arch="sm_90", entry="vector_add", defines=cand.compile_defines(), prefer="ptx")
     assert mix.hot_loop is None and mix.kernel["ldg"] >= 4
     assert mix.kernel_widths["ldg"]["128"] >= 4 and "whole kernel (no loop)" in render(mix)

@@ -326,3 +326,25 @@ def test_the_tasks_hash_covers_its_headers(world, tmp_path):
     before = load_task(manifest).hash()
     (manifest.parent / "common.cuh").write_text("#define SCALE 2\n")
     assert load_task(manifest).hash() != before
+
+
+# -- the kernel library's shared headers (kforge/FILE) -----------------------------------------------
+
+def test_a_kernel_includes_a_library_header_by_its_kforge_name(world):
+    r = compile_source('#include "kforge/tf32_mma.cuh"\n'
+                       'extern "C" __global__ void k(unsigned* o, const float* x) { o[0] = kf_tf32(x[0]); }\n',
+                       arch="sm_90")
+    assert r.cubin[:4] == b"\x7fELF" and "cvt.rna.tf32.f32" in r.ptx
+    no_secret_in(world["cache"])
+
+
+def test_a_library_header_name_the_library_does_not_hold_fails_naming_the_line(world):
+    with pytest.raises(CompileError) as info:
+        compile_source('// a kernel\n#include "kforge/missing.cuh"\n' + ENTRY, arch="sm_90")
+    assert 'line 2: cannot open source file "kforge/missing.cuh"' in str(info.value)
+
+
+def test_a_kernel_naming_no_library_header_gets_none(world):
+    assert nvrtc.with_library_headers(ENTRY, {"common.cuh": "int x;"}) == {"common.cuh": "int x;"}
+    got = nvrtc.with_library_headers('#include "kforge/tf32_mma.cuh"\n' + ENTRY)
+    assert "kforge/tf32_mma.cuh" in got and "mma.sync.aligned.m16n8k8" in got["kforge/tf32_mma.cuh"]

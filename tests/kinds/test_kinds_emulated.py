@@ -1,4 +1,4 @@
-"""Bound patterns run on the host: the CUDA emulation of tests/search/test_tuner_templates.py (one OS
+"""Bound patterns run on the host: the CUDA emulation of tests/kernels/test_tuner_templates.py (one OS
 thread per CUDA thread, AddressSanitizer on exact-size buffers) runs each bound pattern on its
 task's correctness and holdout cases and on sizes that reach its other paths, at its default
 setting (what the tuner gates first) and at a second setting, and compares with the reference

@@ -142,7 +142,7 @@ def test_a_rule_that_cannot_run_on_the_task_is_refused_before_the_gpu_naming_the
 
 
 def test_a_rule_on_the_matmul_template_uses_the_case_variables():
-    text = (ROOT / "manifests/templates/matmul_f32_regblock.cu").read_text()
+    text = (ROOT / "kernel_forge/kernels/gemm/matmul_f32_regblock.cu").read_text()
     text = text.replace("// kforge: constraint 2 * 4 *", "// kforge: dispatch m*n*k >= 1073741824 -> BM=128, BN=128, "
                         "BK=16, TM=8, TN=8\n// kforge: dispatch default -> BM=32, BN=32, BK=32, TM=4, TN=4\n"
                         "// kforge: constraint 2 * 4 *")
@@ -220,7 +220,7 @@ def test_the_system_prompt_explains_dispatch_lines():
 
 
 def test_a_kernel_without_a_rule_is_unchanged(tmp_path):
-    cand = load_candidate(ROOT / "manifests/templates/vector_add_vec4.cu")
+    cand = load_candidate(ROOT / "kernel_forge/kernels/elementwise/vector_add_vec4.cu")
     assert cand.dispatch is None and "dispatch" not in cand.render()
     assert variants([cand]) == [cand]
 

@@ -183,7 +183,7 @@ def _attempts_from(name: str, template: str):
 
 def test_the_loop_hook_proposes_the_fitted_rule_on_the_template_once():
     task = load_task(ROOT / "manifests" / "matmul_f32.json")
-    attempts, candidate = _attempts_from("matmul_regblock_h200.json", "manifests/templates/matmul_f32_regblock.cu")
+    attempts, candidate = _attempts_from("matmul_regblock_h200.json", "kernel_forge/kernels/gemm/matmul_f32_regblock.cu")
     props = propose_rules(attempts, attempts, task, candidate=candidate)
     assert len(props) == 1
     p = props[0]
@@ -193,7 +193,7 @@ def test_the_loop_hook_proposes_the_fitted_rule_on_the_template_once():
     top = min(attempts, key=lambda a: a.score_us)
     assert p.parent == top.id and p.label == "matmul_f32_regblock.cu+dispatch" and p.direction == DIRECTION
     assert "every performance case within noise of its own best" in p.rationale
-    assert cand.tunables == load_candidate(ROOT / "manifests/templates/matmul_f32_regblock.cu").tunables
+    assert cand.tunables == load_candidate(ROOT / "kernel_forge/kernels/gemm/matmul_f32_regblock.cu").tunables
     # once an attempt carries this rule, it is not proposed again (a resumed or later iteration)
     rule_attempt = Attempt(id="a0099", iteration=1, proposer="tune", label=p.label, dispatch=cand.dispatch.to_json())
     assert propose_rules(attempts, attempts + [rule_attempt], task, candidate=candidate) == []
@@ -201,7 +201,7 @@ def test_the_loop_hook_proposes_the_fitted_rule_on_the_template_once():
 
 def test_the_loop_hook_proposes_nothing_where_one_setting_suffices():
     task = load_task(ROOT / "manifests" / "vector_add.json")
-    attempts, candidate = _attempts_from("vector_add_vec4_h200.json", "manifests/templates/vector_add_vec4.cu")
+    attempts, candidate = _attempts_from("vector_add_vec4_h200.json", "kernel_forge/kernels/elementwise/vector_add_vec4.cu")
     assert propose_rules(attempts, attempts, task, candidate=candidate) == []
 
 

@@ -587,7 +587,7 @@ def test_gpu_replay_profiles_the_best_and_each_new_best(tmp_path, name, template
 
     root = Path(MANIFEST).parents[1]
     task = load_task(root / "manifests" / f"{name}.json")
-    tuned = load_candidate(root / "manifests" / "templates" / template)
+    tuned = load_candidate(next((root / "kernel_forge" / "kernels").glob(f"*/{template}")))
     fixed = replace(tuned, tunables={}, constraints=()).render()          # the template at its defaults
     props = tmp_path / "props"
     props.mkdir()

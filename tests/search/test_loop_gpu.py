@@ -47,7 +47,7 @@ def test_replay_run_picks_the_faster_kernel_and_rejects_the_wrong_one(tmp_path):
     (props / "2_slower.cu").write_text(naive.replace(
         "acc += arow[p] * b[(size_t)p * n + col];",
         "acc += arow[p] * b[(size_t)p * n + col]; acc = __fmaf_rn(acc, 1.0f, 0.0f) + 0.0f * __sinf(acc);"))
-    (props / "3_faster.cu").write_text(_fixed(ROOT / "manifests" / "templates" / "matmul_f32_tiled.cu",
+    (props / "3_faster.cu").write_text(_fixed(ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_tiled.cu",
                                               {"TILE": 32, "RPT": 4}))
     opt = start_run(task.path, LoopConfig(max_iterations=5), GateOptions(**FAST_GATE),
                     ProposerConfig(replay=str(props)), runs_dir=tmp_path / "runs")
@@ -181,7 +181,7 @@ def test_ci_regression_gate_passes_approved_and_fails_wrong_or_slower(tmp_path):
 
     task = load_task(ROOT / "manifests" / "vector_add.json")
     fast = tmp_path / "fast.cu"
-    fast.write_text(_fixed(ROOT / "manifests" / "templates" / "vector_add_vec4.cu", {}))
+    fast.write_text(_fixed(ROOT / "kernel_forge" / "kernels" / "elementwise" / "vector_add_vec4.cu", {}))
     wrong = tmp_path / "wrong.cu"
     wrong.write_text(task.initial.read_text().replace("a[i] + b[i]", "a[i] - b[i]"))
     sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731

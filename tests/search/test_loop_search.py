@@ -39,7 +39,7 @@ class LandscapeGate(ScriptedGate):
         if "WM" in cand.defines:                     # the warp-tiled pattern: slower than regblock's optimum
             return 150.0 + cand.defines["WM"] / 16
         if "TM" in cand.defines and "BM" in cand.defines:
-            vals = load_candidate(ROOT / "manifests" / "templates" / "matmul_f32_regblock.cu").tunables
+            vals = load_candidate(ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_regblock.cu").tunables
             dist = sum(abs(sorted(vals[n]).index(cand.defines[n]) - sorted(vals[n]).index(OPT[n])) for n in OPT)
             return 50.0 * (1 + 0.3 * dist)
         if "TILE" in cand.defines:
@@ -117,7 +117,7 @@ class ShapeLandscapeGate(LandscapeGate):
 
     def time_us(self, cand, case=None):
         if case == "large" and "TM" in cand.defines and "WM" not in cand.defines:
-            vals = load_candidate(ROOT / "manifests" / "templates" / "matmul_f32_regblock.cu").tunables
+            vals = load_candidate(ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_regblock.cu").tunables
             d = cand.defines
             dist = sum(abs(sorted(vals[n]).index(d[n]) - sorted(vals[n]).index(self.LARGE[n])) for n in self.LARGE)
             return 40.0 * (1 + 0.3 * dist)

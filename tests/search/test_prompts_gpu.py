@@ -24,10 +24,10 @@ pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 PROPOSALS = {
-    "matmul_f32": [("templates/matmul_f32_tiled.cu", {"TILE": 32, "RPT": 4}),
-                   ("templates/matmul_f32_regblock.cu", {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "MINB": 1})],
-    "softmax_rows": [("templates/softmax_rows_group.cu", {"GROUP": 128, "RPB": 1, "ITEMS": 2}),
-                     ("templates/softmax_rows_group.cu", {"GROUP": 256, "RPB": 1, "ITEMS": 4})],
+    "matmul_f32": [("../kernel_forge/kernels/gemm/matmul_f32_tiled.cu", {"TILE": 32, "RPT": 4}),
+                   ("../kernel_forge/kernels/gemm/matmul_f32_regblock.cu", {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "MINB": 1})],
+    "softmax_rows": [("../kernel_forge/kernels/row_softmax/softmax_rows_group.cu", {"GROUP": 128, "RPB": 1, "ITEMS": 2}),
+                     ("../kernel_forge/kernels/row_softmax/softmax_rows_group.cu", {"GROUP": 256, "RPB": 1, "ITEMS": 4})],
 }
 HOLDOUT = {"matmul_f32": ("m=263", "n=131, k=67"), "softmax_rows": ("rows=517", "cols=3079")}
 

@@ -13,7 +13,7 @@ from kernel_forge.search.prompts import PromptContext, build_prompt_parts
 from kernel_forge.model.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES = ROOT / "manifests" / "templates"
+TEMPLATES = ROOT / "kernel_forge" / "kernels" / "gemm"     # the matmul_f32 templates of the library
 
 
 def ev(**cases) -> dict:

@@ -13,6 +13,7 @@ import pytest
 from kernel_forge.archive.harvest import archive_run
 from kernel_forge.archive.store import add_entries
 from kernel_forge.evidence.run_dir import schema
+from kernel_forge.kernels import library
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.model.task import load_task
 from kernel_forge.search.retrieval import MIN_EXAMPLE_CHARS, Example, Retrieved, TaskQuery, best_settings, examples_from_record, render_examples, retrieval_record, retrieve, retrieve_for_run, truncate_source, warm_start_configs
@@ -20,6 +21,8 @@ from kernel_forge.search.retrieval import MIN_EXAMPLE_CHARS, Example, Retrieved,
 from archive_fakes import GPU, MANIFESTS, TUNED_HEADER, entry, kernel, run_task
 from archive_fakes import arch  # noqa: F401  (a fixture)
 from fakes import vector_add
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_retrieval_schema_is_strict_and_matches_the_record():
@@ -46,7 +49,7 @@ def three_tasks(arch):
     for t in TASKS:
         raw = json.loads((MANIFESTS / f"{t}.json").read_text())
         for i, tpl in enumerate(raw["templates"]):
-            entries.append(entry(t, 100.0 + i, source=(MANIFESTS / tpl).read_text(), label=Path(tpl).name,
+            entries.append(entry(t, 100.0 + i, source=library.by_name(tpl).text(), label=library.by_name(tpl).file,
                                  defines={"V": i}))
         entries.append(entry(t, 600.0, proposer="initial", label=f"{t}.cu"))
     add_entries(arch, entries)
@@ -71,9 +74,9 @@ def test_tasks_with_many_archived_kernels_do_not_drown_the_ranking(arch):
         raw = json.loads(m.read_text())
         many = raw["name"] in ("softmax_rows", "layernorm", "matmul_f32", "transpose")
         for i in range(60 if many else 1):
-            for tpl in (t for t in raw["templates"] if t.startswith("templates/")):   # the bundled templates, not patterns
-                entries.append(entry(raw["name"], 100.0 + i, source=(MANIFESTS / tpl).read_text() + f"// v{i}\n",
-                                     label=Path(tpl).name, defines={"V": i}))
+            for tpl in (t for t in raw["templates"] if library.by_name(t).role == "variant"):   # the bundled templates, not patterns
+                entries.append(entry(raw["name"], 100.0 + i, source=library.by_name(tpl).text() + f"// v{i}\n",
+                                     label=library.by_name(tpl).file, defines={"V": i}))
     add_entries(arch, entries)
     got = retrieve(arch, LOG_SOFTMAX, k=8, max_chars=100000)
     assert [e.task_name for e in got][:2] == ["softmax_rows", "layernorm"]
@@ -95,10 +98,10 @@ def test_the_same_task_comes_first_then_the_most_similar_others(three_tasks):
 
 def test_the_bundled_softmax_task_against_runs_of_layernorm_and_softmax(tmp_path, arch):
     """The closing note's question, answered by real runs of the loop (scripted verdicts)."""
-    ln = run_task(tmp_path, "layernorm", {"01.cu": kernel("templates/layernorm_group.cu", "pass 300")}, tune_budget=3)
-    sm = run_task(tmp_path, "softmax_rows", {"01.cu": kernel("templates/softmax_rows_group.cu", "pass 200"),
+    ln = run_task(tmp_path, "layernorm", {"01.cu": kernel("../kernel_forge/kernels/row_norm/layernorm_group.cu", "pass 300")}, tune_budget=3)
+    sm = run_task(tmp_path, "softmax_rows", {"01.cu": kernel("../kernel_forge/kernels/row_softmax/softmax_rows_group.cu", "pass 200"),
                                              "02.cu": kernel("softmax_rows", "pass 500")}, tune_budget=3)
-    mm = run_task(tmp_path, "matmul_f32", {"01.cu": kernel("templates/matmul_f32_tiled.cu", "pass 300")}, tune_budget=3)
+    mm = run_task(tmp_path, "matmul_f32", {"01.cu": kernel("../kernel_forge/kernels/gemm/matmul_f32_tiled.cu", "pass 300")}, tune_budget=3)
     for opt in (ln, sm, mm):
         archive_run(opt.run_dir.path, arch, task=opt.task)
     got = retrieve(arch, sm.task)
@@ -195,7 +198,7 @@ def test_retrieve_for_run_gives_examples_and_settings_and_survives_a_bad_archive
     assert any("softmax_rows#" in l and "(this task)" in l for l in lines)
     assert "settings to gate first for softmax_rows_group.cu (1)" in lines[-1]
 
-    cand = parse_candidate((MANIFESTS / "templates" / "softmax_rows_group.cu").read_text())
+    cand = parse_candidate((ROOT / "kernel_forge" / "kernels" / "row_softmax" / "softmax_rows_group.cu").read_text())
     (warm,) = back.configs_for(cand, "softmax_rows_group.cu")
     assert warm == {**cand.defines, "GROUP": 256} and back.configs_for(cand, "other.cu") == []
     assert back.setting_for("softmax_rows_group.cu", warm)["score_us"] == 90.0

@@ -35,7 +35,7 @@ def no_initial(folder: Path, templates: bool = False) -> Path:
     data["reference"] = {"python": "vector_add.py:reference"}
     data["baselines"] = {}
     if templates:
-        shutil.copy(ROOT / "manifests" / "templates" / "vector_add_gridstride.cu", folder / "vector_add_gridstride.cu")
+        shutil.copy(ROOT / "kernel_forge" / "kernels" / "elementwise" / "vector_add_gridstride.cu", folder / "vector_add_gridstride.cu")
         data["templates"] = ["vector_add_gridstride.cu"]
     m = folder / "vector_add.json"
     m.write_text(json.dumps(data, indent=2))

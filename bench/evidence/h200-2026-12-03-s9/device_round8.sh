@@ -7,7 +7,7 @@
 #            (kforge's kernel time beside ncu's) (logs packed into $OUT/round8-a.tgz, the tally in
 #            $OUT/summary.txt)
 #   STAGE=b  tests/gate/test_adversarial.py alone (the honest twins compare times), then
-#            bench/device_gate2.sh (clock offset, flush, placement, memory-scan attacks, the gate's
+#            bench/evidence/h200-2026-12-03-s9/stage-b/device_gate2.sh (clock offset, flush, placement, memory-scan attacks, the gate's
 #            cost beside Kernel Tuner's, --quick vs full)
 set -u
 . bench/device_env.sh
@@ -33,7 +33,7 @@ b)
   echo "[r8b] adversarial rc=$? in $(( $(date +%s) - t0 )) s" | tee "$OUT/summary.txt"
   grep -E "^=+ .*(passed|failed|error)|^FAILED|^ERROR" "$W/gpu-tests.log" | tail -20 | tee -a "$OUT/summary.txt"
   mkdir -p "$W/gate2"
-  OUT="$W/gate2" BUDGET=${BUDGET:-170} bash bench/device_gate2.sh > "$W/gate2.stdout" 2>&1
+  OUT="$W/gate2" BUDGET=${BUDGET:-170} bash bench/evidence/h200-2026-12-03-s9/stage-b/device_gate2.sh > "$W/gate2.stdout" 2>&1
   echo "[r8b] gate2 rc=$? at $(( $(date +%s) - t0 )) s" | tee -a "$OUT/summary.txt"
   grep "device_gate2\]" "$W/gate2/device_gate2.log" | tee -a "$OUT/summary.txt"
   cp "$W/gate2/vs_kernel_tuner.json" "$W/gate2/gate_cost.md" "$W/gate2/quick_vs_full.md" "$OUT/" 2>/dev/null

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Round 6, second device call (about 6-7 minutes): the expert patterns and templates
-# (bench/device_expert.sh), then the GPU tests of patterns and profiles. Packed into
+# (bench/evidence/h200-2026-12-02-s6/b/device_expert.sh), then the GPU tests of patterns and profiles. Packed into
 # $OUT/round6b.tgz; the logs' key lines in $OUT/summary.txt.
 set -u
 OUT=${OUT:-gpu-out}
 W=/tmp/r6b; rm -rf "$W"; mkdir -p "$W/expert"
 t0=$(date +%s)
-OUT="$W/expert" bash bench/device_expert.sh > "$W/device_expert.stdout" 2>&1
+OUT="$W/expert" bash bench/evidence/h200-2026-12-02-s6/b/device_expert.sh > "$W/device_expert.stdout" 2>&1
 echo "[r6b] expert stage rc=$? $(( $(date +%s) - t0 )) s" >> "$W/summary.txt"
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 timeout ${TESTS_TIMEOUT:-100} python3 -m pytest -m gpu -q -rs -p no:cacheprovider -n 3 \

@@ -1,9 +1,9 @@
-"""Expert pattern kernels: how an expert writes each kind of operation, checked by our own gate.
+"""Which library kernels fit a task: the kind of operation it is, and the expert patterns of that kind.
 
-The folder holds one ``.cu`` file per pattern and ``index.json`` naming each one's kind, the
-bundled task whose signature it carries (so it is gated against that task's cases, holdout
-included: ``tests/patterns/test_patterns.py``) and a one-line technique.  :func:`classify` says which
-kind of operation a task is -- the manifest's ``kind`` where it states one, else from its name,
+The expert patterns are the library's kernels of role ``pattern`` (:mod:`kernel_forge.kernels.library`:
+how an expert writes each kind of operation, each gated against the bundled task whose signature it
+carries, holdout included: ``tests/kernels/test_patterns.py``).  :func:`classify` says which kind of
+operation a task is -- the manifest's ``kind`` where it states one, else from its name,
 description, signature, argument shapes and cost model -- so that
 
 * retrieval (:mod:`kernel_forge.search.retrieval`) offers the pattern of the task's kind to a model
@@ -14,11 +14,11 @@ description, signature, argument shapes and cost model -- so that
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
+
+from kernel_forge.kernels.library import Kernel, patterns
 
 #: the kinds of operation, with what they look like (the manifest's "kind" takes one of these)
 KINDS = {
@@ -37,8 +37,6 @@ KINDS = {
     "other": "none of the kinds above",
 }
 
-_HERE = Path(__file__).resolve().parent
-
 #: keywords that name a kind, checked in this order on the name and the description
 _KEYWORDS = (
     ("gemm", r"\b(matmul|gemm|sgemm|dgemm|hgemm|mat_?mul|matrix[ -](product|multiplication|multiply))\b|\bA\s*@\s*B\b"),
@@ -51,36 +49,9 @@ _KEYWORDS = (
 )
 
 
-@dataclass(frozen=True)
-class Pattern:
-    name: str          #: the index's name (the file's stem)
-    file: str          #: the .cu file in this folder
-    kind: str          #: one of KINDS
-    task: str          #: the bundled task whose signature it carries
-    technique: str     #: one line for the prompt
-
-    @property
-    def path(self) -> Path:
-        return _HERE / self.file
-
-    def source(self) -> str:
-        return self.path.read_text(encoding="utf-8")
-
-
-@lru_cache(maxsize=1)
-def index() -> tuple[Pattern, ...]:
-    """Every pattern of ``index.json``, in its order."""
-    data = json.loads((_HERE / "index.json").read_text(encoding="utf-8"))
-    return tuple(Pattern(**{k: p[k] for k in ("name", "file", "kind", "task", "technique")})
-                 for p in data["patterns"])
-
-
-def of_kind(kind: str) -> list[Pattern]:
-    return [p for p in index() if p.kind == kind]
-
-
-def by_name(name: str) -> Pattern | None:
-    return next((p for p in index() if p.name == name), None)
+def of_kind(kind: str) -> list[Kernel]:
+    """The expert patterns of ``kind``, in the library's order."""
+    return [p for p in patterns() if p.kind == kind]
 
 
 @dataclass(frozen=True)
@@ -141,7 +112,7 @@ def classify(task) -> Kind:
     return found if found is not None else Kind("other", "none", "nothing in the manifest names a kind")
 
 
-def signature_matches(pattern: Pattern, task) -> bool:
+def signature_matches(pattern: Kernel, task) -> bool:
     """Whether the pattern defines the task's entry point with exactly the task's parameters."""
     from kernel_forge.common.errors import KForgeError
     from kernel_forge.model.signature import check_matches, find_entry
@@ -158,11 +129,11 @@ def signature_matches(pattern: Pattern, task) -> bool:
                for w, g in zip(task.signature.params, sig.params)) and len(task.signature.params) == len(sig.params)
 
 
-def for_task(task) -> list[Pattern]:
+def for_task(task) -> list[Kernel]:
     """The patterns of the task's kind, those that carry its exact signature first."""
     kind = classify(task).kind
     found = of_kind(kind)
-    return sorted(found, key=lambda p: (not signature_matches(p, task), index().index(p)))
+    return sorted(found, key=lambda p: (not signature_matches(p, task), patterns().index(p)))
 
 
 def tuner_templates(task) -> list[Path]:

@@ -85,48 +85,11 @@
 
 #define KF_THREADS THREADS, 1
 
-// -- PTX wrappers (sm_80+).  The tests' host emulation defines KF_EMULATED_PTX and supplies its own.
+// -- PTX wrappers (sm_80+), from the kernel library's headers kforge/tf32_mma.cuh and
+// kforge/cp_async.cuh.  The tests' host emulation defines KF_EMULATED_PTX and supplies its own.
 #ifndef KF_EMULATED_PTX
-// x rounded to TF32 (10-bit mantissa, round to nearest, ties away from zero): an fp32 bit pattern
-// with the low 13 bits zero
-__device__ __forceinline__ unsigned kf_tf32(float x)
-{
-    unsigned r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
-}
-
-// d += a (16 x 8, row) * b (8 x 8, col), fp32 accumulate.  With g = lane / 4, t = lane % 4:
-//   a[0] = A[g][t], a[1] = A[g+8][t], a[2] = A[g][t+4], a[3] = A[g+8][t+4]
-//   b[0] = B[t][g], b[1] = B[t+4][g]
-//   d[0] = D[g][2t], d[1] = D[g][2t+1], d[2] = D[g+8][2t], d[3] = D[g+8][2t+1]
-__device__ __forceinline__ void kf_mma_tf32(float* d, const unsigned* a, const unsigned* b)
-{
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// 16 bytes global -> shared, asynchronously; src_bytes < 16 fills the rest with zeros
-__device__ __forceinline__ void kf_cp_async16(void* smem, const void* gmem, int src_bytes)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(gmem), "r"(src_bytes));
-}
-
-// 4 bytes global -> shared, asynchronously; src_bytes = 0 writes a zero
-__device__ __forceinline__ void kf_cp_async4(void* smem, const void* gmem, int src_bytes)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(s), "l"(gmem), "r"(src_bytes));
-}
-
-__device__ __forceinline__ void kf_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-// wait until at most N of this thread's committed groups are still in flight
-template <int N>
-__device__ __forceinline__ void kf_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+#include "kforge/tf32_mma.cuh"
+#include "kforge/cp_async.cuh"
 #endif
 
 // x = hi + lo with both parts TF32: hi carries the top 11 significant bits, lo the next 11

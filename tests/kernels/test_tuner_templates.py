@@ -1,5 +1,5 @@
-"""Tuning templates (manifests/templates/*.cu): the kernels with tunables that the built-in tuner
-searches.  CPU only, nothing is launched on a GPU:
+"""Tuning templates (the kernel library's kernels that the bundled manifests list: kernel_forge/kernels/KIND/*.cu):
+the kernels with tunables that the built-in tuner searches.  CPU only, nothing is launched on a GPU:
 
 * every template listed by a manifest parses, defines the task's entry with exactly the
   manifest's signature, passes the static rules, and its default configuration satisfies its
@@ -40,8 +40,6 @@ from kernel_forge.model.tolerance import compare
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
-TEMPLATE_DIR = MANIFESTS / "templates"
-PATTERN_DIR = (ROOT / "kernel_forge" / "patterns").resolve()
 MAX_SAMPLE = 10          # NVRTC compiles per template (the extremes of every tunable are forced in)
 STATIC_SMEM_LIMIT = 48 * 1024     # static __shared__ arrays; more is dynamic shared memory, opted into
 SMEM_OPTIN_SM90 = launch_limits("sm_90")["max_smem_per_block_optin"]    # static + dynamic, per block
@@ -90,23 +88,24 @@ def _sample(cand) -> list[dict]:
 # -- the manifests point at the templates ------------------------------------------------------
 
 def test_every_task_has_templates_and_every_template_is_listed():
-    from kernel_forge import patterns
+    from kernel_forge.kernels import library
 
     listed = set()
     for manifest in sorted(MANIFESTS.glob("*.json")):
         task = task_of(manifest.stem)
         assert 1 <= len(task.templates) <= 4, f"{task.name}: {len(task.templates)} templates"
         for p in task.templates:
-            if p.parent == PATTERN_DIR:
-                # an expert pattern serves as a template of the task it was written for
-                pat = next(x for x in patterns.index() if x.path == p)
-                assert pat.task == task.name, f"{p.name} is written for {pat.task}, not {task.name}"
+            kernel = library.of_path(p)
+            assert kernel is not None, f"{p} is not a kernel of the library"
+            # an expert pattern serves as a template of the task it was written for
+            assert kernel.task == task.name, f"{p.name} is written for {kernel.task}, not {task.name}"
+            if kernel.role == "pattern":
                 continue
-            assert p.parent == TEMPLATE_DIR.resolve()
+            assert kernel.role == "variant"
             assert p.name.startswith(task.name + "_"), f"{p.name} is not named <task>_<idea>.cu"
             listed.add(p)
-    on_disk = {p.resolve() for p in TEMPLATE_DIR.glob("*.cu")}
-    assert on_disk == listed, f"templates not listed by any manifest: {sorted(on_disk - listed)}"
+    variants = {k.path for k in library.index() if k.role == "variant"}
+    assert variants == listed, f"templates not listed by any manifest: {sorted(variants - listed)}"
 
 
 def test_missing_template_is_a_manifest_error_with_its_json_path(tmp_path):
@@ -118,7 +117,7 @@ def test_missing_template_is_a_manifest_error_with_its_json_path(tmp_path):
     data["baselines"] = {k: {"python": str((MANIFESTS / v["python"]).resolve())}
                          for k, v in data.get("baselines", {}).items()}
     data.pop("$schema", None)
-    good = str((MANIFESTS / data["templates"][0]).resolve())
+    good = str(task_of("vector_add").templates[0])
     data["templates"] = [good, str(tmp_path / "missing.cu")]
     path = tmp_path / "vector_add.json"
     path.write_text(json.dumps(data))
@@ -341,7 +340,7 @@ template <class F> void emu_launch(emu_dim3 g, emu_dim3 b, size_t smem, F kern)
 }
 '''
 
-# The tensor-core patterns' PTX wrappers (kernel_forge/patterns/gemm_*_mma.cu), emulated from the
+# The tensor-core patterns' PTX wrappers (kernel_forge/kernels/gemm/gemm_*_mma.cu, kernel_forge/kernels/include/tf32_mma.cuh), emulated from the
 # PTX ISA's fragment tables (section "Matrix Fragments for mma.m16n8k8 / m16n8k16", and ldmatrix),
 # written apart from the kernels: a kernel that reads a fragment from the wrong row or column of its
 # shared tile gives wrong products here.  cp.async is emulated at its latest completion: a thread's

@@ -22,7 +22,7 @@
 # twins 35 s, vs_kernel_tuner 20 s, gate_cost 25 s, quick_vs_full what is left (~80 s for ROUNDS=2;
 # it writes its table after each task, so a timeout leaves the tasks done): about 3.8 minutes.
 #
-#   OUT=/tmp/out bash bench/device_gate2.sh
+#   OUT=/tmp/out bash bench/evidence/h200-2026-12-03-s9/stage-b/device_gate2.sh
 set -u
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
@@ -44,14 +44,14 @@ PYTEST=("$PY" -m pytest -m gpu -q -rs -p no:cacheprovider -o console_output_styl
 note "start: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader 2>/dev/null)"
 
 # 1. the launch offset, measured by a fresh worker (its own empty cache), beside the table's figure
-timeout 90 "$PY" bench/clock_offset_probe.py --out "$OUT/clock_offset.json" > "$WORK/offset.out" 2>&1
+timeout 90 "$PY" bench/evidence/h200-2026-12-03-s9/stage-b/clock_offset_probe.py --out "$OUT/clock_offset.json" > "$WORK/offset.out" 2>&1
 note "clock offset rc=$?: $(tr -d '\n ' < "$OUT/clock_offset.json" 2>/dev/null | grep -o '"offset_us":[0-9.]*,"source":"[a-z]*"' | head -1)"
 stage_tail "$WORK/offset.out" 4
 
 # 2. the one-kernel flush on this GPU, and whether the histogram's time depends on where its bins lie
 timeout 60 "${PYTEST[@]}" -s tests/gpu/test_flush.py > "$OUT/attacks.log" 2>&1
 note "flush GPU test rc=$?: $(tail -1 "$OUT/attacks.log")"
-timeout 60 "$PY" bench/placement_probe.py --out "$OUT/placement.json" > "$WORK/placement.out" 2>&1
+timeout 60 "$PY" bench/evidence/h200-2026-12-03-s9/stage-b/placement_probe.py --out "$OUT/placement.json" > "$WORK/placement.out" 2>&1
 note "placement rc=$?"
 stage_tail "$WORK/placement.out" 3
 

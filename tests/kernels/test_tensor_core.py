@@ -1,14 +1,14 @@
-"""The tensor-core patterns (kernel_forge/patterns/gemm_*_mma.cu), without a GPU:
+"""The tensor-core patterns (kernel_forge/kernels/gemm/gemm_*_mma.cu), without a GPU:
 
 * the split-precision TF32 arithmetic in NumPy: TF32 rounding (cvt.rna) of the hi and lo parts,
   products exact in fp32, accumulated in fp32 -- at k = 4096 one TF32 product per term misses
   matmul_f32's tolerance, the three-product split meets it with room;
 * every setting the tuner can propose compiles with NVRTC for sm_90, within 255 registers and
   without spills;
-* settings besides the default (the default runs in tests/search/test_tuner_templates.py) run under
+* settings besides the default (the default runs in tests/kernels/test_tuner_templates.py) run under
   the host CUDA emulation, whose mma / ldmatrix / cp.async follow the PTX ISA's fragment tables.
 
-On a GPU, tests/patterns/test_patterns.py gates every pattern (these included) with holdout.
+On a GPU, tests/kernels/test_patterns.py gates every pattern (these included) with holdout.
 """
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernel_forge import patterns
+from kernel_forge.kernels import library
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.model.task import load_task
 from kernel_forge.model.tolerance import compare
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "search"))
-TENSOR_CORE = [p for p in patterns.index() if p.name.endswith("_mma")]
+TENSOR_CORE = [p for p in library.patterns() if p.name.endswith("_mma")]
 
 
 def tf32(x: np.ndarray) -> np.ndarray:
@@ -85,7 +85,7 @@ def test_the_three_product_split_meets_matmul_f32_s_tolerance_at_k4096_and_one_p
 
 # -- NVRTC: every setting -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("pat", TENSOR_CORE, ids=[p.name for p in TENSOR_CORE])
+@pytest.mark.parametrize("pat", TENSOR_CORE, ids=[p.stem for p in TENSOR_CORE])
 def test_every_setting_of_a_tensor_core_pattern_compiles_for_sm90_without_spills(pat):
     pytest.importorskip("cuda.bindings.nvrtc")
     from kernel_forge.gpu.nvrtc import compile_source
@@ -104,10 +104,10 @@ def test_every_setting_of_a_tensor_core_pattern_compiles_for_sm90_without_spills
 
 
 def test_the_tensor_core_patterns_use_the_instructions_they_name():
-    tf = patterns.by_name("gemm_tf32x3_mma").source()
+    tf = library.by_name("gemm_tf32x3_mma").source()
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in tf and "cvt.rna.tf32.f32" in tf
     assert "cp.async.cg.shared.global" in tf and "cp.async.wait_group" in tf
-    hf = patterns.by_name("gemm_f16_mma").source()
+    hf = library.by_name("gemm_f16_mma").source()
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in hf
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in hf and "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in hf
     assert "cp.async.cg.shared.global" in hf and "cp.async.wait_group" in hf
@@ -128,7 +128,7 @@ def _emulated_settings(cand) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("pat", TENSOR_CORE, ids=[p.name for p in TENSOR_CORE])
+@pytest.mark.parametrize("pat", TENSOR_CORE, ids=[p.stem for p in TENSOR_CORE])
 def test_other_settings_of_a_tensor_core_pattern_match_the_reference_under_emulation(pat, tmp_path):
     emu = pytest.importorskip("test_tuner_templates")
     if emu._host_compiler() is None:
@@ -153,9 +153,9 @@ def test_other_settings_of_a_tensor_core_pattern_match_the_reference_under_emula
 # -- GPU ------------------------------------------------------------------------------------------------
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("pat", TENSOR_CORE, ids=[p.name for p in TENSOR_CORE])
+@pytest.mark.parametrize("pat", TENSOR_CORE, ids=[p.stem for p in TENSOR_CORE])
 def test_gpu_other_settings_of_a_tensor_core_pattern_pass_the_strict_gate(pat):
-    """Beside the default (tests/patterns/test_patterns.py): the settings the emulation runs, on the GPU,
+    """Beside the default (tests/kernels/test_patterns.py): the settings the emulation runs, on the GPU,
     every case and holdout -- a fragment or pipeline slip that only a real warp shows fails here."""
     import dataclasses
 
@@ -169,7 +169,7 @@ def test_gpu_other_settings_of_a_tensor_core_pattern_pass_the_strict_gate(pat):
     try:
         for d in _emulated_settings(cand):
             ev = gate.evaluate(dataclasses.replace(cand, defines=d), roles=("correctness", "performance", "holdout"))
-            print(f"{pat.name} {d}: {ev.reason} (score {ev.score_us} us)")
+            print(f"{pat.stem} {d}: {ev.reason} (score {ev.score_us} us)")
             if not ev.passed:
                 failed.append(f"{d}: {ev.reason}: {ev.message}")
     finally:

@@ -113,18 +113,9 @@ __device__ __forceinline__ void kf_ldmatrix_x4_trans(unsigned* r, const void* ro
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
 }
 
-// 16 bytes global -> shared, asynchronously; src_bytes = 0 writes zeros
-__device__ __forceinline__ void kf_cp_async16(void* smem, const void* gmem, int src_bytes)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(gmem), "r"(src_bytes));
-}
-
-__device__ __forceinline__ void kf_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-// wait until at most N of this thread's committed groups are still in flight
-template <int N>
-__device__ __forceinline__ void kf_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+// 16 bytes global -> shared, asynchronously (src_bytes = 0 writes zeros), commit and wait: the
+// kernel library's kforge/cp_async.cuh
+#include "kforge/cp_async.cuh"
 #endif
 
 // the stored 16-byte chunk of logical chunk c of row r, for rows of CPR chunks (see the header)

@@ -18,7 +18,7 @@
 # quick_vs_full gets what is left of BUDGET (ROUNDS=1 halves it); a stage that runs out of time
 # leaves its partial output and the next stage still runs.
 #
-#   OUT=/tmp/out bash bench/device_gate.sh
+#   OUT=/tmp/out bash bench/evidence/h200-2026-12-02-s6/a/device_gate.sh
 set -u
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
@@ -39,7 +39,7 @@ note "start: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 
 
 # 1. the measured launch offset: a fresh cache, so the worker measures it (a script file; its first
 #    version ran from a heredoc and its worker died looking for <stdin>, bench/evidence/h200-2026-12-02-s6)
-timeout 60 "$PY" bench/clock_offset_probe.py --out "$OUT/clock_offset.json" > /dev/null 2>>"$LOG"
+timeout 60 "$PY" bench/evidence/h200-2026-12-03-s9/stage-b/clock_offset_probe.py --out "$OUT/clock_offset.json" > /dev/null 2>>"$LOG"
 note "clock offset rc=$?: $(tr -d '\n ' < "$OUT/clock_offset.json" | cut -c1-200)"
 
 # 2. the honest corpus (compiled in parallel first by the test module)

@@ -11,7 +11,7 @@ each.  A spread across offsets within a page says the address bits below 2 MiB d
 now gives every buffer the same offset in every mode and worker: gpu/resident.py); a spread
 across pages at one offset says the physical page does (nothing a user-space allocator can fix).
 
-    PYTHONPATH=$PWD python bench/placement_probe.py --out DIR/placement.json
+    PYTHONPATH=$PWD python bench/evidence/h200-2026-12-03-s9/stage-b/placement_probe.py --out DIR/placement.json
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[4]     # the repository (this script sits beside its evidence)
 sys.path.insert(0, str(ROOT))
 
 IN_PAGE = (0, 128, 256, 384, 512, 1024, 2048, 4096, 16384, 65536, 262144, 1 << 20)

@@ -2,14 +2,14 @@
 ptxas's ``-v`` report (registers, spills)?  Three identical compiles of a source new to the cache,
 without and with ``--no-cache``, before and after cuInit (GPU machine; prints one line a compile).
 
-    python bench/probe_nvrtc_cache.py
+    python bench/evidence/h200-2026-12-03-s10/probe_nvrtc_cache.py
 """
 import time
 from pathlib import Path
 
 from cuda.bindings import driver, nvrtc
 
-SOURCE = (Path(__file__).resolve().parent.parent / "manifests" / "vector_add.cu").read_text()
+SOURCE = (Path(__file__).resolve().parents[3] / "manifests" / "vector_add.cu").read_text()
 
 
 def compile_three(label: str, options: list[bytes]) -> None:

@@ -7,7 +7,7 @@ diagnosis has its times; the diagnosis is printed as the prompt shows it.  Write
 ``ncu-metrics.json``: the metrics asked for, those this ncu lacks, each case's pipe fields, the
 instruction mix, the named limit per case.
 
-    python bench/expert_ncu.py --out OUT
+    python bench/evidence/h200-2026-12-02-s6/b/expert_ncu.py --out OUT
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[4]     # the repository (this script sits beside its evidence)
 sys.path.insert(0, str(ROOT))
 
 
@@ -31,12 +31,12 @@ def main() -> None:
     from kernel_forge.analysis.directions import directions
     from kernel_forge.config.gate import GateOptions
     from kernel_forge.gate.gate import Gate
-    from kernel_forge.patterns import by_name
+    from kernel_forge.kernels.library import by_name
     from kernel_forge.gate.profiler import METRICS, PIPE_METRICS, find_ncu, query_metrics
     from kernel_forge.model.task import load_task
 
     task = load_task(ROOT / "manifests" / "matmul_f32.json")
-    kernels = {"tiled32_rpt4": load_candidate(ROOT / "manifests" / "templates" / "matmul_f32_tiled.cu")
+    kernels = {"tiled32_rpt4": load_candidate(by_name("matmul_f32_tiled").path)
                .with_defines({"TILE": 32, "RPT": 4}),
                "gemm_simt_warptile": load_candidate(by_name("gemm_simt_warptile").path)}
     ncu = find_ncu()

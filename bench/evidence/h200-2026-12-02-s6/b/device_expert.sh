@@ -28,11 +28,12 @@ say "== 1. patterns through the strict gate with holdout"
 mkdir -p "$W/eval"
 python3 - > "$W/patterns.txt" <<'PY'
 import json
-for p in json.load(open("kernel_forge/patterns/index.json"))["patterns"]:
-    print(p["name"], p["task"], p["file"])
+for k in json.load(open("kernel_forge/kernels/index.json"))["kernels"]:
+    if k["role"] == "pattern":
+        print(k["name"].split("/")[1], k["task"], k["name"] + ".cu")
 PY
 while read -r name task file; do
-  timeout 90 python3 -m kernel_forge eval "manifests/$task.json" "kernel_forge/patterns/$file" \
+  timeout 90 python3 -m kernel_forge eval "manifests/$task.json" "kernel_forge/kernels/$file" \
     --json "$W/eval/$name.json" >> "$LOG" 2>&1
   say "eval $name on $task: rc=$?"
 done < "$W/patterns.txt"
@@ -60,8 +61,8 @@ timeout 130 python3 bench/pattern_sweep.py --out "$OUT" --task matmul_f32 --patt
   --case "large:BM * BN >= 8192 and TM * TN >= 32" --weight large=2 \
   --case "sq256:BM * BN <= 8192 and (BM // WM) * (BN // WN) <= 8" \
   --case "rect:BM * BN <= 8192 and (BM // WM) * (BN // WN) <= 8" \
-  --compare "manifests/templates/matmul_f32_regblock.cu:BM=128,BN=128,BK=16,TM=8,TN=8,MINB=1" \
-  --compare "manifests/templates/matmul_f32_regblock.cu:BM=32,BN=64,BK=32,TM=4,TN=4,MINB=1" \
+  --compare "kernel_forge/kernels/gemm/matmul_f32_regblock.cu:BM=128,BN=128,BK=16,TM=8,TN=8,MINB=1" \
+  --compare "kernel_forge/kernels/gemm/matmul_f32_regblock.cu:BM=32,BN=64,BK=32,TM=4,TN=4,MINB=1" \
   --time-limit 70 2>&1 | grep -v "^\[kforge\]" >> "$LOG"
 say "sweep matmul rc=$?"
 
@@ -101,7 +102,7 @@ PY
 tar czf "$OUT/runs.tgz" -C "$W" runs 2>/dev/null
 
 say "== 5. ncu: pipe metrics on this GPU and the diagnosis they give"
-timeout 150 python3 bench/expert_ncu.py --out "$OUT" 2>&1 | grep -v "^\[kforge\]" >> "$LOG"
+timeout 150 python3 bench/evidence/h200-2026-12-02-s6/b/expert_ncu.py --out "$OUT" 2>&1 | grep -v "^\[kforge\]" >> "$LOG"
 say "ncu rc=$?"
 say "done in $(( $(date +%s) - t0 )) s"
 rm -rf "$W"

@@ -7,7 +7,7 @@ what the offset would be by the older rules (back-to-back R; medians) for compar
 0.86 µs measured against Nsight Compute on the H200 (KNOWN_US).  A script file, not a heredoc:
 the worker is spawned, and spawn must not look for the parent's main program.
 
-    PYTHONPATH=$PWD python bench/clock_offset_probe.py --out DIR/clock_offset.json
+    PYTHONPATH=$PWD python bench/evidence/h200-2026-12-03-s9/stage-b/clock_offset_probe.py --out DIR/clock_offset.json
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[4]     # the repository (this script sits beside its evidence)
 sys.path.insert(0, str(ROOT))
 
 

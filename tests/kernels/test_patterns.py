@@ -1,7 +1,7 @@
-"""Expert patterns (kernel_forge/patterns): the library, the kind classifier, retrieval and the
+"""Expert patterns (the kernel library's patterns, kernel_forge/kernels): the library, the kind classifier, retrieval and the
 tuner picking them up; every pattern compiles with NVRTC for sm_90 and parses as a candidate
 against the bundled task it is written for (signature, launch on every case).  Host emulation
-against the reference and the NVRTC sample of settings run through tests/search/test_tuner_templates.py
+against the reference and the NVRTC sample of settings run through tests/kernels/test_tuner_templates.py
 (the bundled manifests list every pattern as a template).  On a GPU: every pattern passes the
 strict gate, holdout included."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_forge import patterns
+from kernel_forge.kernels import fit, library
 from kernel_forge.common import static_rules
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.search.retrieval import Example, pattern_example, render_examples, retrieve_for_run, with_pattern
@@ -20,8 +20,8 @@ from kernel_forge.model.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
-PATTERNS = list(patterns.index())
-IDS = [p.name for p in PATTERNS]
+PATTERNS = list(library.patterns())
+IDS = [p.stem for p in PATTERNS]
 
 
 def task_of(name: str):
@@ -37,11 +37,10 @@ def anonymous(task, **raw):
 # -- the library ---------------------------------------------------------------------------------
 
 def test_the_index_lists_every_pattern_file_once_with_a_known_kind_and_a_bundled_task():
-    on_disk = {p.name for p in (ROOT / "kernel_forge" / "patterns").glob("*.cu")}
-    assert {p.file for p in PATTERNS} == on_disk and len(IDS) == len(set(IDS))
+    assert all(p.path.is_file() for p in PATTERNS) and len(IDS) == len(set(IDS))
     for p in PATTERNS:
-        assert p.kind in patterns.KINDS and p.kind != "other"
-        assert (MANIFESTS / f"{p.task}.json").is_file() and p.technique and p.name == Path(p.file).stem
+        assert p.kind in fit.KINDS and p.kind != "other"
+        assert (MANIFESTS / f"{p.task}.json").is_file() and p.technique and p.name == f"{p.kind}/{Path(p.file).stem}"
     # every kind the issue names has a pattern
     assert {"gemm", "row_norm", "row_softmax", "transpose", "histogram", "elementwise", "reduction"} <= {
         p.kind for p in PATTERNS}
@@ -51,7 +50,7 @@ def test_the_index_lists_every_pattern_file_once_with_a_known_kind_and_a_bundled
 def test_every_pattern_carries_its_task_s_signature_and_launches_on_every_case(pat):
     task = task_of(pat.task)
     cand = load_candidate(pat.path)
-    assert patterns.signature_matches(pat, task)
+    assert fit.signature_matches(pat, task)
     assert cand.launch is not None and cand.tunables, "a pattern carries its launch and tunables"
     assert cand.satisfies_constraints() and static_rules.check(cand.source) == []
     for d in cand.configurations():
@@ -74,7 +73,7 @@ def test_every_pattern_compiles_for_sm90_without_spills(pat):
 
 
 def test_the_sgemm_space_holds_the_settings_strong_sgemms_use_and_small_ones():
-    cand = load_candidate(patterns.by_name("gemm_simt_warptile").path)
+    cand = load_candidate(library.by_name("gemm_simt_warptile").path)
     cfgs = [tuple(sorted(d.items())) for d in cand.configurations()]
     want = [dict(BM=128, BN=128, BK=8, WM=32, WN=64, TM=8, TN=8, MINB=2),     # 8 warps 4 x 2, 8 x 8 per lane
             dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, MINB=1),
@@ -90,7 +89,7 @@ def test_the_sgemm_tiling_writes_every_element_of_c_exactly_once():
     """A host replica of the pattern's index arithmetic (tile, warp, lane, sub-tile) on small
     tiles of every valid setting: each element of a BM x BN block tile is owned by exactly one
     (thread, i, j), and each thread's A/B fragments are 16-byte aligned slices of the tile."""
-    cand = load_candidate(patterns.by_name("gemm_simt_warptile").path)
+    cand = load_candidate(library.by_name("gemm_simt_warptile").path)
     seen_settings = set()
     for d in cand.configurations():
         key = (d["BM"], d["BN"], d["WM"], d["WN"], d["TM"], d["TN"])
@@ -130,7 +129,7 @@ def test_the_sgemm_tiling_writes_every_element_of_c_exactly_once():
                                         ("histogram", "histogram"), ("vector_add", "elementwise"),
                                         ("gelu_bf16", "elementwise"), ("reduce_sum", "reduction")])
 def test_every_bundled_task_is_classified_by_its_name(name, kind):
-    k = patterns.classify(task_of(name))
+    k = fit.classify(task_of(name))
     assert (k.kind, k.source) == (kind, "name")
 
 
@@ -138,18 +137,18 @@ def test_every_bundled_task_is_classified_by_its_name(name, kind):
                                         ("histogram", "histogram"), ("vector_add", "elementwise"),
                                         ("reduce_sum", "reduction")])
 def test_without_name_or_description_the_structure_still_tells_the_kind(name, kind):
-    k = patterns.classify(anonymous(task_of(name)))
+    k = fit.classify(anonymous(task_of(name)))
     assert (k.kind, k.source) == (kind, "structure"), k
 
 
 def test_the_manifest_s_kind_wins_and_the_description_is_read():
     t = task_of("layernorm")
-    assert patterns.classify(anonymous(t, kind="row_softmax")) == patterns.Kind(
+    assert fit.classify(anonymous(t, kind="row_softmax")) == fit.Kind(
         "row_softmax", "manifest", 'the manifest says "kind": "row_softmax"')
-    k = patterns.classify(dataclasses.replace(anonymous(t), description="RMS norm over each row"))
+    k = fit.classify(dataclasses.replace(anonymous(t), description="RMS norm over each row"))
     assert (k.kind, k.source) == ("row_norm", "name") and "description" in k.why
     # rows in, rows out, nothing said: not guessed
-    assert patterns.classify(anonymous(task_of("softmax_rows"))).kind == "other"
+    assert fit.classify(anonymous(task_of("softmax_rows"))).kind == "other"
 
 
 def test_a_manifest_with_an_unknown_kind_is_refused_with_its_json_path(tmp_path):
@@ -170,7 +169,7 @@ def test_a_manifest_with_an_unknown_kind_is_refused_with_its_json_path(tmp_path)
     assert "kind" in str(info.value)
     data["kind"] = "elementwise"
     path.write_text(json.dumps(data))
-    assert patterns.classify(load_task(path)).source == "manifest"
+    assert fit.classify(load_task(path)).source == "manifest"
 
 
 # -- the tuner and retrieval ---------------------------------------------------------------------------
@@ -184,10 +183,10 @@ def test_the_tuner_searches_the_patterns_of_a_task_that_lists_no_templates():
     assert [p.name for p in prop.templates] == ["rowsoftmax_online.cu"]
     # a task whose signature no pattern carries gets none (a pattern is gated as it is, never renamed)
     other = dataclasses.replace(t, signature=dataclasses.replace(t.signature, name="my_softmax"))
-    assert patterns.tuner_templates(other) == []
+    assert fit.tuner_templates(other) == []
     # the bundled manifests list theirs, first where they are the stronger template
-    assert task_of("matmul_f32").templates[0] == patterns.by_name("gemm_simt_warptile").path
-    assert task_of("layernorm").templates[0] == patterns.by_name("rownorm_layernorm").path
+    assert task_of("matmul_f32").templates[0] == library.by_name("gemm_simt_warptile").path
+    assert task_of("layernorm").templates[0] == library.by_name("rownorm_layernorm").path
 
 
 def test_retrieval_offers_the_pattern_of_the_kind_when_the_archive_has_none_of_this_task(tmp_path):
@@ -195,7 +194,7 @@ def test_retrieval_offers_the_pattern_of_the_kind_when_the_archive_has_none_of_t
     got = retrieve_for_run(t, path=tmp_path / "none.sqlite", k=3)            # no archive at all
     assert [e.pattern for e in got.examples] == ["gemm_simt_warptile"] and got.kind["kind"] == "gemm"
     ex = got.examples[0]
-    assert ex.source == patterns.by_name("gemm_simt_warptile").source() and not ex.truncated
+    assert ex.source == library.by_name("gemm_simt_warptile").source() and not ex.truncated
     text = render_examples(got.examples)
     assert "expert pattern gemm_simt_warptile for gemm kernels" in text and "holdout" not in text
     # an archived kernel of this very task is something better: no pattern then

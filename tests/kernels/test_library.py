@@ -1,0 +1,106 @@
+"""The kernel library (kernel_forge/kernels/library.py): one place for every kernel kforge ships,
+one way to name them, the headers they share, and the package data that installs them."""
+from __future__ import annotations
+
+import json
+import re
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+
+from kernel_forge.kernels import fit, library
+from kernel_forge.kinds import KINDS as IDENTIFIED_KINDS
+from kernel_forge.kinds import bind
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT / "kernel_forge" / "kernels"
+MANIFESTS = ROOT / "manifests"
+
+
+def test_the_index_lists_every_kernel_file_once_under_its_kind():
+    on_disk = {p.relative_to(LIBRARY).with_suffix("").as_posix() for p in LIBRARY.glob("*/*.cu")}
+    names = [k.name for k in library.index()]
+    assert sorted(names) == sorted(on_disk) and len(names) == len(set(names))
+    stems = [k.stem for k in library.index()]
+    assert len(stems) == len(set(stems)), "a stem names a kernel alone: it must be unique in the library"
+    for k in library.index():
+        assert library.NAME.fullmatch(k.name) and k.role in library.ROLES and k.technique
+        assert k.kind in fit.KINDS or k.kind in IDENTIFIED_KINDS, k.name
+        assert k.path == LIBRARY / k.kind / f"{k.stem}.cu" and k.file == f"{k.stem}.cu"
+        if k.role == "bound":
+            assert not k.task and "@@" in k.text(), f"{k.name}: a bound template has slots and no task"
+        else:
+            assert (MANIFESTS / f"{k.task}.json").is_file() and "@@" not in k.text(), k.name
+
+
+def test_a_kernel_is_found_by_its_name_by_its_stem_and_by_its_file():
+    k = library.by_name("gemm/gemm_simt_warptile")
+    assert k is not None and k.role == "pattern" and k.task == "matmul_f32"
+    assert library.by_name("gemm_simt_warptile") == k            # the name prompts and run records use
+    assert library.of_path(k.path) == k and library.of_path(ROOT / "manifests" / "matmul_f32.cu") is None
+    assert library.by_name("gemm/nothing") is None and library.by_name("row_norm/gemm_simt_warptile") is None
+
+
+def test_the_binder_s_templates_are_the_library_s_bound_kernels():
+    used = {first for first, _ in bind._WRITERS.values()} | {n for more in bind._MORE.values() for n in more}
+    used |= {"box_filter/box_filter_x", "scan/scan_rows"}          # a writer's choice by the kind's parameters
+    assert used == set(library.names("bound"))
+    for name in used:
+        assert library.by_name(name).kind in IDENTIFIED_KINDS
+
+
+HEADERS = {"kforge/tf32_mma.cuh": ("kf_tf32(float x)", "kf_mma_tf32(float* d"),
+           "kforge/cp_async.cuh": ("kf_cp_async16(void* smem", "kf_cp_async4(void* smem", "kf_cp_async_wait()")}
+USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh"),
+         "gemm/gemm_tf32x3": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh"),
+         "gemm/gemm_f16_mma": ("kforge/cp_async.cuh",)}
+
+
+@pytest.mark.parametrize("name", USERS)
+def test_the_mma_and_cp_async_wrappers_live_once_in_the_library_s_headers(name):
+    assert set(library.headers()) == set(HEADERS)       # _io.cuh is the binder's, written into each bound kernel
+    text, shown = library.by_name(name).text(), library.by_name(name).source()
+    for header in USERS[name]:
+        wrappers = HEADERS[header]
+        assert all(w in library.headers()[header] for w in wrappers)
+        assert f'#include "{header}"' in text
+        assert not any(w in text for w in wrappers), f"{name} defines a wrapper {header} holds"
+        assert f'"{header}"' not in shown and all(w in shown for w in wrappers)    # what a model is shown: whole
+
+
+def test_a_bound_gemm_on_the_tensor_cores_is_written_whole_with_the_header_s_text(tmp_path):
+    from kernel_forge.kinds.match import Match
+    from kernel_forge.model.task import load_task
+
+    task = load_task(MANIFESTS / "matmul_f32.json")
+    match = Match("gemm", {"a": "a", "b": "b", "c": "c", "m": "m", "n": "n", "k": "k"}, {})
+    bound = {b.label: b.source for b in bind.instantiate(task, match)}
+    assert set(bound) == {"bound_gemm.cu", "bound_gemm_tf32x3.cu"}
+    for header in USERS["gemm/gemm_tf32x3"]:              # a complete kernel, like _io.cuh's part
+        assert f'"{header}"' not in bound["bound_gemm_tf32x3.cu"]
+        assert library.headers()[header].rstrip("\n") in bound["bound_gemm_tf32x3.cu"]
+    assert "@@" not in bound["bound_gemm_tf32x3.cu"] and "kf_ld4" in bound["bound_gemm.cu"]
+
+
+def test_the_package_data_holds_every_library_file():
+    section = (ROOT / "pyproject.toml").read_text().split("[tool.setuptools.package-data]")[1]
+    globs = re.findall(r'"([^"]+)"', re.search(r"kernel_forge\s*=\s*\[(.*?)\]", section, re.S).group(1))
+    files = [p.relative_to(ROOT / "kernel_forge").as_posix() for p in LIBRARY.rglob("*")
+             if p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts]
+    assert files and [f for f in files if not any(fnmatch(f, g) for g in globs)] == []
+
+
+def test_the_bundled_manifests_name_library_kernels_by_name():
+    for manifest in sorted(MANIFESTS.glob("*.json")):
+        for entry in json.loads(manifest.read_text()).get("templates", []):
+            assert library.NAME.fullmatch(entry) and library.by_name(entry) is not None, (manifest.name, entry)
+
+
+@pytest.mark.parametrize("text, kept", [('#include "kforge/unknown.cuh"\n', True), ('#include "common.cuh"\n', True),
+                                        ('  #  include "kforge/tf32_mma.cuh"\n', False)])
+def test_expand_writes_only_the_library_s_own_headers_in_place(text, kept):
+    out = library.expand(text)
+    assert (out == text) is kept
+    if not kept:
+        assert re.search(r"kf_mma_tf32", out)
