@@ -1,4 +1,4 @@
-"""Masked copies of correct answers: what keeps DESIGN invariant 11.
+"""Masked copies of correct answers: what keeps invariant 11 of ARCHITECTURE.md.
 
 **Invariant 11 — no correct answer is readable by a candidate while it runs.**  A candidate's
 kernel can read any device memory mapped in the worker's context by pointer arithmetic from its

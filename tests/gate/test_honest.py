@@ -10,7 +10,7 @@ ldmatrix, mma.sync, named barriers), ``__grid_constant__`` parameters::
     // covers: <what it exercises, comma separated: see REQUIRED>
     // note: <how; any number of these lines>
 
-A refusal of any of them is a bug in the gate (DESIGN invariant 12).  tests/honest/README.md has
+A refusal of any of them is a bug in the gate (invariant 12 of ARCHITECTURE.md).  tests/honest/README.md has
 the table.
 
 CPU: the corpus covers every required kind; every file passes the static rules and the task's

@@ -1,4 +1,4 @@
-"""Masked answers (kernel_forge/gpu/mask.py, DESIGN invariant 11): the keystream's specification
+"""Masked answers (kernel_forge/gpu/mask.py, invariant 11 of ARCHITECTURE.md): the keystream's specification
 on the host, and on the GPU the mask kernels, the fingerprint of a masked buffer and the
 comparison of masked outputs against masked expected values."""
 from __future__ import annotations
