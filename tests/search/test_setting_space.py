@@ -8,8 +8,8 @@ from kernel_forge.model.candidate import load_candidate
 from kernel_forge.search.setting_space import Space
 
 ROOT = Path(__file__).resolve().parents[2]
-REGBLOCK = ROOT / "manifests" / "templates" / "matmul_f32_regblock.cu"
-TILED = ROOT / "manifests" / "templates" / "matmul_f32_tiled.cu"
+REGBLOCK = ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_regblock.cu"
+TILED = ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_tiled.cu"
 
 
 def space(path=REGBLOCK) -> Space:
