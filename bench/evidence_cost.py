@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from kernel_forge.common import writes  # noqa: E402
-from kernel_forge.config.loop import LoopConfig  # noqa: E402
+from kernel_forge.config.loop_settings import LoopConfig  # noqa: E402
 from kernel_forge.evidence.run_dir import RunDir  # noqa: E402
 from kernel_forge.model.task import load_task  # noqa: E402
 from kernel_forge.search.loop import Optimizer  # noqa: E402

@@ -149,7 +149,7 @@ def main() -> int:
     ap.add_argument("--gating", default="evaluate,precompile", help="one by one (evaluate), compiling ahead (precompile)")
     ap.add_argument("--tag", default="", help="a suffix for the output files (e.g. split for KFORGE_FLUSH=split)")
     args = ap.parse_args()
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.model.task import load_task
 
     tmp = Path(tempfile.mkdtemp(prefix="kforge-gate-cost-"))

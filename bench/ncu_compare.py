@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 def child(manifest: str, case: str, kernel: str | None) -> None:
     """Run under ncu: the candidate on one case, one checked launch plus a few timed ones."""
     from kernel_forge.model.candidate import load_candidate
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
     from kernel_forge.model.task import load_task
 
@@ -95,7 +95,7 @@ def main() -> None:
         child(args.child[0], args.child[1], args.kernel)
         return
     from kernel_forge.model.candidate import load_candidate
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
     from kernel_forge.model.task import load_task
 

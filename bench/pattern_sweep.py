@@ -38,7 +38,7 @@ def main() -> None:
 
     from kernel_forge.common import expressions
     from kernel_forge.model.candidate import load_candidate
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
     from kernel_forge.kernels.library import by_name
     from kernel_forge.model.task import load_task

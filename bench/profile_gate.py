@@ -32,7 +32,7 @@ def top(profile: cProfile.Profile, n: int = 22) -> str:
 
 def profile_task(name: str, report: list[str]) -> None:
     from kernel_forge.model.candidate import load_candidate
-    from kernel_forge.config.gate import GateOptions, TimingOptions
+    from kernel_forge.config.gate_settings import GateOptions, TimingOptions
     from kernel_forge.gate.gate import Gate
     from kernel_forge.gpu.runner import CaseRunner
     from kernel_forge.model.inputs import generate

@@ -53,7 +53,7 @@ def band(full: list, quick: list, noises: list[float]) -> float:
 
 def compare_task(task, rounds: int, progress) -> list[dict]:
     from kernel_forge.model.candidate import load_candidate
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
 
     rows = []

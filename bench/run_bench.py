@@ -71,7 +71,7 @@ def compile_times() -> list[dict]:
 
 def eval_walls() -> dict:
     from kernel_forge.ci.evaluate import run_eval
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
 
     out = {}
     for label, opts in (("strict", GateOptions()), ("quick", GateOptions.quick())):
@@ -90,7 +90,7 @@ def eval_walls() -> dict:
 
 def bandwidth() -> dict:
     from kernel_forge.ci.evaluate import run_eval
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
 
     result, _ = run_eval(ROOT / "manifests" / "vector_add.json", None, GateOptions.quick(), with_initial=True,
                          with_baselines=True, with_holdout=False)
@@ -104,7 +104,7 @@ def bandwidth() -> dict:
 
 def recovery() -> dict:
     from kernel_forge.model.candidate import load_candidate, parse_candidate
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
     from kernel_forge.model.task import load_task
 

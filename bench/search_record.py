@@ -76,7 +76,7 @@ def main() -> int:
     if args.list:
         return 0
 
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
 
     opts = GateOptions.quick() if args.quick else GateOptions()

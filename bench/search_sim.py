@@ -48,7 +48,7 @@ from kernel_forge.search import spaces as search  # noqa: E402
 from kernel_forge.model.candidate import Candidate, load_candidate, parse_candidate  # noqa: E402
 from kernel_forge.evidence.run_dir import RunDir  # noqa: E402
 from kernel_forge.gate.gatelike import InTurn  # noqa: E402
-from kernel_forge.config.loop import LoopConfig  # noqa: E402
+from kernel_forge.config.loop_settings import LoopConfig  # noqa: E402
 from kernel_forge.search.loop import Optimizer  # noqa: E402
 from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult  # noqa: E402
 from kernel_forge.search.tuner import TuneProposer  # noqa: E402

@@ -111,7 +111,7 @@ def summary(per_candidate_s: list[float]) -> dict:
 
 def run_kforge(manifest: Path, quick: bool, cache_root: Path, ahead: bool = False) -> dict:
     from kernel_forge.model.candidate import parse_candidate
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
     from kernel_forge.model.task import load_task
 
@@ -227,8 +227,8 @@ def stencil_manifest(directory: Path) -> Path:
 def run_kforge_stencil(manifest: Path, cache_root: Path) -> dict:
     """kforge's model-free optimize over the kernel's own 54 settings: wall time and what it gated."""
     from kernel_forge.app.run_setup import start_run
-    from kernel_forge.config.gate import GateOptions
-    from kernel_forge.config.loop import LoopConfig
+    from kernel_forge.config.gate_settings import GateOptions
+    from kernel_forge.config.loop_settings import LoopConfig
     from kernel_forge.config.proposer import ProposerConfig
 
     os.environ["KFORGE_CACHE_DIR"] = str(cache_root / "kforge-stencil")

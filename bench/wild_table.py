@@ -114,7 +114,7 @@ def run_expert(d: Path) -> dict | None:
     """The project's expert version gated once on the task's correctness and performance cases."""
     if not (d / "expert.cu").is_file():
         return None
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
     from kernel_forge.model.candidate import load_candidate
     from kernel_forge.model.task import load_task

@@ -232,11 +232,6 @@ def test_the_checks_catch_a_planted_upward_import_a_circle_and_a_guarded_import(
     assert upward(graph(stray)) == ["kernel_forge.misc: not in a layer folder (" + ", ".join(LAYERS) + ")"]
 
 
-#: file names still used twice (config/ beside the room that uses the settings), to be renamed
-#: by whoever next moves one of them; no new name may join them
-KNOWN_TWICE = {"gate.py", "loop.py", "schema.py"}
-
-
 def names_used_twice(paths) -> dict[str, list[str]]:
     """{file name: the folders that hold it} for every module name (``__init__.py`` aside) found in
     more than one folder of the package."""
@@ -247,9 +242,8 @@ def names_used_twice(paths) -> dict[str, list[str]]:
     return {name: sorted(folders) for name, folders in seen.items() if len(folders) > 1}
 
 
-def test_no_new_file_name_is_used_twice():
-    twice = names_used_twice(PACKAGE.rglob("*.py"))
-    assert {n: f for n, f in twice.items() if n not in KNOWN_TWICE} == {}
+def test_no_file_name_is_used_twice():
+    assert names_used_twice(PACKAGE.rglob("*.py")) == {}
 
 
 def test_a_planted_second_file_name_is_found():

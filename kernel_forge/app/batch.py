@@ -65,8 +65,8 @@ def build_options(loop: dict, gate: dict, proposer: dict, where: Where):
     """(LoopConfig, GateOptions, ProposerConfig) of every run of the batch, through the one
     validator (exit 2 before anything runs)."""
     from kernel_forge.config.build import build
-    from kernel_forge.config.gate import GateOptions
-    from kernel_forge.config.loop import LoopConfig
+    from kernel_forge.config.gate_settings import GateOptions
+    from kernel_forge.config.loop_settings import LoopConfig
     from kernel_forge.config.proposer import ProposerConfig
 
     return build(LoopConfig, loop, where), build(GateOptions, gate, where), build(ProposerConfig, proposer, where)

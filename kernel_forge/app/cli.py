@@ -57,7 +57,7 @@ def validate(manifests, deep, strict, arch, no_compile, gpu_memory, quiet, accep
     """Check manifests without a GPU: schema, meaning, files, sizes, the kernels (static rules,
     signature, NVRTC), weak cases. Prints where each reference and data file resolves to."""
     from kernel_forge.authoring.validate import validate_manifest
-    from kernel_forge.config.gate import check_arch
+    from kernel_forge.config.gate_settings import check_arch
 
     check_arch(arch)   # the gate's own rule
     if not (gpu_memory > 0 and gpu_memory < float("inf")):
@@ -125,7 +125,7 @@ def compile_cmd(source, arch, defines, output, no_cache, manifest, mix):
     from kernel_forge.gpu.nvrtc import compile_source
     from kernel_forge.gate.preflight import check_compiled, check_static
     from kernel_forge.app.option_checks import check_output_path
-    from kernel_forge.config.gate import check_arch
+    from kernel_forge.config.gate_settings import check_arch
 
     if arch is not None:
         check_arch(arch)

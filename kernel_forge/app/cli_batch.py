@@ -44,7 +44,7 @@ def batch(ctx, manifests, ray_address, retries, resume, runs_dir, quick, as_json
     from kernel_forge.app.batch import run_batch, table
     from kernel_forge.app.cli_options import given
     from kernel_forge.common.errors import InputError
-    from kernel_forge.config.gate import QUICK
+    from kernel_forge.config.gate_settings import QUICK
 
     typed = given(ctx, batch_options(), params)      # every value checked as optimize checks it
     if resume and manifests:

@@ -52,7 +52,7 @@ GATE_RESERVED = {"--quick", "--json", "--junit", "--devices", "--no-initial", "-
 def gate_command_options():
     """The generated options of ``eval``, ``replay`` and ``gate``: every GateOptions field they use."""
     from kernel_forge.app.cli_options import build_options
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
 
     return build_options([("gate", GateOptions)], reserved=GATE_RESERVED, skip=GATE_SKIP)
 
@@ -68,7 +68,7 @@ def gate_options(f):
 def gate_options_from(ctx: click.Context, params: dict, quick: bool):
     """The GateOptions a gate command was given: the defaults, ``--quick``, then what was typed (checked)."""
     from kernel_forge.app.cli_options import given, layered
-    from kernel_forge.config.gate import QUICK, GateOptions
+    from kernel_forge.config.gate_settings import QUICK, GateOptions
 
     typed = given(ctx, gate_command_options(), params).get("gate", {})
     return layered(GateOptions, QUICK if quick else {}, typed)

@@ -39,7 +39,7 @@ def resolve_configs(ctx: click.Context, params: dict, cfg: dict, *, config_file:
     """Each section's dataclass: its defaults, then the --config file, then ``--quick``, then the
     values typed on the command line (which win)."""
     from kernel_forge.app.cli_options import given, layered
-    from kernel_forge.config.gate import QUICK
+    from kernel_forge.config.gate_settings import QUICK
     from kernel_forge.config.sections import RUN_SECTIONS
 
     sections = sections or RUN_SECTIONS

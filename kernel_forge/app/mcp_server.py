@@ -146,7 +146,7 @@ def settings_object(cls, named: dict[str, Any], arguments, given: dict[str, dict
     import dataclasses
 
     from kernel_forge.config.build import build, section_of
-    from kernel_forge.config.gate import QUICK
+    from kernel_forge.config.gate_settings import QUICK
 
     section = section_of(cls)
     base = dataclasses.replace(cls(), **{**given.get(section, {}), **(QUICK if quick and section == "gate" else {})})
@@ -219,7 +219,7 @@ class Service:
         ``quick``, then the named arguments of ``tool``; every value through the one validator."""
         from kernel_forge.app import option_checks
         from kernel_forge.app.mcp_tools import named_arguments
-        from kernel_forge.config.gate import GateOptions
+        from kernel_forge.config.gate_settings import GateOptions
 
         arguments = named_arguments(tool)
         opts = settings_object(GateOptions, named, arguments, sections_of(settings, ("gate",)), quick=quick)
@@ -334,8 +334,8 @@ class Service:
         from kernel_forge.app import option_checks
         from kernel_forge.app.mcp_tools import named_arguments
         from kernel_forge.app.run_setup import start_run
-        from kernel_forge.config.gate import GateOptions
-        from kernel_forge.config.loop import LoopConfig
+        from kernel_forge.config.gate_settings import GateOptions
+        from kernel_forge.config.loop_settings import LoopConfig
         from kernel_forge.config.proposer import ProposerConfig
 
         named = dict(models=models, base_url=base_url, replay=replay, max_iterations=max_iterations,

@@ -14,7 +14,7 @@ from kernel_forge.common.json_path import json_path
 from kernel_forge.config.build import Where
 from kernel_forge.config.environment import check_base_url, check_environment
 from kernel_forge.config.file import load_config_file
-from kernel_forge.config.gate import GateOptions, devices_syntax
+from kernel_forge.config.gate_settings import GateOptions, devices_syntax
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.config.sections import check_settings as config_check
 

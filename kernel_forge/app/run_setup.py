@@ -12,8 +12,8 @@ from kernel_forge import __version__
 from kernel_forge.common.errors import InputError, InternalError
 from kernel_forge.evidence.run_dir import RunDir, environment_fingerprint
 from kernel_forge.config.build import InFile, build
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.config.sections import command_line
 from kernel_forge.gate.gate import Gate
@@ -72,10 +72,10 @@ def unpriced_models(cfg: ProposerConfig) -> list[str]:
 
 def run_budget(loop, cfg: ProposerConfig) -> float | None:
     """What the run's model calls are held to: ``--budget-usd`` (0: no limit).  The default
-    (:data:`~kernel_forge.config.loop.DEFAULT_BUDGET_USD`) is not applied to a model with no price,
+    (:data:`~kernel_forge.config.loop_settings.DEFAULT_BUDGET_USD`) is not applied to a model with no price,
     whose cost cannot be counted (the budget line says so); a budget given for one is refused by
     :func:`check_budget_prices`."""
-    from kernel_forge.config.loop import DEFAULT_BUDGET_USD
+    from kernel_forge.config.loop_settings import DEFAULT_BUDGET_USD
 
     usd = loop.budget_limit
     if usd is not None and cfg.models and usd == DEFAULT_BUDGET_USD and unpriced_models(cfg):

@@ -343,7 +343,7 @@ class GateWitness:
         return open_gate(task, options)
 
     def check(self, task: Task, witness: Candidate, cases: list[Case], seed: int) -> list[CaseCheck]:
-        from kernel_forge.config.gate import GateOptions
+        from kernel_forge.config.gate_settings import GateOptions
         from kernel_forge.gate.gate import probe_gpu
         from kernel_forge.model.task import load_task
 

@@ -139,7 +139,7 @@ def validate_manifest(path, *, deep: bool = False, arch: str | None = preflight.
     ``reference``: whether the reference runs (the weak-case lint of the outputs); None: unless
     the task is model-written and not reviewed yet (accepted or edited).  A model-written
     reference runs in the sandbox."""
-    from kernel_forge.config.gate import check_arch
+    from kernel_forge.config.gate_settings import check_arch
 
     if arch is not None:
         check_arch(arch, where=arch_where)

@@ -6,7 +6,7 @@ import time
 
 from kernel_forge.common.errors import InputError
 from kernel_forge.config.environment import check_environment
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.config.sections import check_settings
 from kernel_forge.gate.gate import open_gate
 from kernel_forge.gate.preflight import check_kernel, check_sizes, compile_kernel

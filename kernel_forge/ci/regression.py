@@ -29,7 +29,7 @@ from kernel_forge.common.errors import InputError, KForgeError
 from kernel_forge.common.json_path import json_path
 from kernel_forge.evidence.run_dir import RunDir
 from kernel_forge.common.reads import read_json_file
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.model.task import Task, load_task
 from kernel_forge.common.writes import write_files
 

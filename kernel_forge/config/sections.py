@@ -7,8 +7,8 @@ from typing import Any
 
 from kernel_forge.config.build import OnCommandLine, Where, check_settings as _check
 from kernel_forge.config.describe import DescribeConfig
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.common.setting import option_names
 

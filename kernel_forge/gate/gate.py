@@ -25,7 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from kernel_forge.common import static_rules
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.model.candidate import Candidate
 from kernel_forge.gate.gatelike import InTurn
 from kernel_forge.gate.cuda_reference import reference_run

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernel_forge.config.gate import TimingOptions
+from kernel_forge.config.gate_settings import TimingOptions
 from kernel_forge.model.candidate import Launch
 from kernel_forge.common.stats import Timing
 from kernel_forge.model.tolerance import OutputCheck

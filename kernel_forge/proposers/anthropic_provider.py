@@ -52,7 +52,7 @@ from kernel_forge.proposers.transport import ASSEMBLY_ERRORS, StreamAssemblyErro
 from kernel_forge.proposers.usage import Progress, Usage
 from kernel_forge.proposers.options import ProviderOptions, choices
 from kernel_forge.proposers.retry import MidStreamError
-from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
+from kernel_forge.proposers.proposal_schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 
 #: the anthropic SDK releases kforge is tested with (pyproject.toml says the same)
 SDK_REQUIREMENT = "anthropic>=2.17,<3"

@@ -16,7 +16,7 @@ from kernel_forge.proposers.context import ContextRefused
 from kernel_forge.proposers.exchange import exchange
 from kernel_forge.proposers.relaxation import relaxation_for
 from kernel_forge.proposers.retry import CONNECT
-from kernel_forge.proposers.schema import ProposalSchemaError, to_proposal
+from kernel_forge.proposers.proposal_schema import ProposalSchemaError, to_proposal
 from kernel_forge.proposers.transport import as_count
 
 

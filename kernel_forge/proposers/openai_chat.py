@@ -13,7 +13,7 @@ from typing import Any
 from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.cache_plan import CachePlan
 from kernel_forge.proposers.retry import MidStreamError
-from kernel_forge.proposers.schema import TOOL_NAME
+from kernel_forge.proposers.proposal_schema import TOOL_NAME
 from kernel_forge.proposers.transport import ASSEMBLY_ERRORS, EmptyStream, StreamAssemblyError
 from kernel_forge.proposers.usage import Progress
 

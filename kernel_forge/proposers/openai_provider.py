@@ -55,7 +55,7 @@ from kernel_forge.proposers.options import ProviderOptions, choices
 from kernel_forge.proposers.provider import DEFAULT_EFFORT, ModelProposer
 from kernel_forge.proposers.relaxation import Relaxation
 from kernel_forge.proposers.retry import Failure
-from kernel_forge.proposers.schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
+from kernel_forge.proposers.proposal_schema import TOOL_DESCRIPTION, TOOL_NAME, proposal_schema
 from kernel_forge.proposers.transport import EmptyStream, as_count, import_sdk
 from kernel_forge.proposers.usage import Progress, Usage
 

@@ -12,7 +12,7 @@ from typing import Any
 from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.cache_plan import CachePlan
 from kernel_forge.proposers.retry import TRANSIENT_ERRORS, MidStreamError
-from kernel_forge.proposers.schema import TOOL_NAME
+from kernel_forge.proposers.proposal_schema import TOOL_NAME
 from kernel_forge.proposers.transport import EmptyStream
 from kernel_forge.proposers.usage import Progress
 

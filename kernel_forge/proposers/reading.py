@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernel_forge.proposers.answer import read_answer
-from kernel_forge.proposers.schema import TOOL_NAME, check_proposal
+from kernel_forge.proposers.proposal_schema import TOOL_NAME, check_proposal
 
 #: the heading that starts the answer-format section of prompts/system.md
 ANSWER_FORMAT_HEADING = "Answer format:"

@@ -13,7 +13,7 @@ from pathlib import Path
 from kernel_forge.common.errors import InputError
 from kernel_forge.common.reads import MAX_KERNEL, read_jsonl, read_text_file
 from kernel_forge.proposers.base import Exhausted, Proposal, ProposalRequest, ProposalResult
-from kernel_forge.proposers.schema import ProposalSchemaError, check_proposal, to_proposal
+from kernel_forge.proposers.proposal_schema import ProposalSchemaError, check_proposal, to_proposal
 
 
 def _args_from_record(obj: dict) -> dict | None:

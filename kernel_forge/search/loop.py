@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.evidence.run_dir import RunDir
 from kernel_forge.gate.gatelike import GateLike
 from kernel_forge.model.candidate import Candidate

@@ -18,7 +18,7 @@ from kernel_forge.records.attempt import Attempt
 from kernel_forge.records.run_state import RunState
 
 if TYPE_CHECKING:
-    from kernel_forge.config.loop import LoopConfig
+    from kernel_forge.config.loop_settings import LoopConfig
     from kernel_forge.evidence.run_dir import RunDir
     from kernel_forge.gate.gatelike import GateLike
     from kernel_forge.model.task import Task

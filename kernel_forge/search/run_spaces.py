@@ -14,7 +14,7 @@ from kernel_forge.search import spaces
 from kernel_forge.search.setting_space import Space
 
 if TYPE_CHECKING:
-    from kernel_forge.config.loop import LoopConfig
+    from kernel_forge.config.loop_settings import LoopConfig
     from kernel_forge.proposers.base import Proposal
     from kernel_forge.search.kernel_index import KernelIndex
     from kernel_forge.search.strategies import Strategy

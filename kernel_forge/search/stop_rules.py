@@ -2,7 +2,7 @@
 the roof, each a :class:`StopRun` raised with the figures it saw."""
 from __future__ import annotations
 
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.search.run_context import RunContext
 
 #: --max-iterations when it is not given, for models and replays (the tuner has none)

@@ -28,8 +28,8 @@ from kernel_forge.gate import preflight
 from kernel_forge.common import writes
 from kernel_forge.app.cli import cli
 from kernel_forge.app.cli_common import handle_errors
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
 from kernel_forge.model.task import load_task
@@ -1528,7 +1528,7 @@ def test_a_long_history_is_checked_to_its_records_fields(kforge, tmp_path):
 @pytest.mark.parametrize("value, bound", [(-0.01, "at least 0"), (1.5, "at most 1")])
 def test_a_noise_bound_outside_zero_to_one_is_refused_before_anything_runs(value, bound):
     from kernel_forge.common.errors import InputError
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.app.option_checks import check_settings
 
     with pytest.raises(InputError) as err:
@@ -1685,7 +1685,7 @@ def test_a_negative_budget_usd_is_refused_and_zero_means_no_limit(kforge, tmp_pa
     m = make_task(tmp_path / "task")
     said = [kforge("optimize", m, "--budget-usd", v, "--runs-dir", tmp_path / "runs").stderr for v in ("-1", "-0.5")]
     assert said == [f"kforge: error: --budget-usd {v}: must be at least 0, got {v}\n" for v in ("-1.0", "-0.5")]
-    from kernel_forge.config.loop import LoopConfig
+    from kernel_forge.config.loop_settings import LoopConfig
     assert LoopConfig().budget_usd == 20.0 and LoopConfig(budget_usd=0).budget_limit is None
 
 

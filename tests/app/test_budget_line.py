@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
 from kernel_forge.app.run_setup import run_budget
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 
 from loopback import loopback  # noqa: F401  (fixture)

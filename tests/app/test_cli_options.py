@@ -19,8 +19,8 @@ from kernel_forge.app.cli_options import apply_options
 from kernel_forge.config.build import OnCommandLine, check_value
 from kernel_forge.common.setting import Spec, fields_of, setting
 from kernel_forge.common.errors import InputError
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.config.file import load_config_file
 

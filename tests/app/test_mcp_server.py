@@ -18,8 +18,8 @@ import anyio  # noqa: E402
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-from kernel_forge.config.gate import GateOptions  # noqa: E402
-from kernel_forge.config.loop import LoopConfig  # noqa: E402
+from kernel_forge.config.gate_settings import GateOptions  # noqa: E402
+from kernel_forge.config.loop_settings import LoopConfig  # noqa: E402
 from kernel_forge.config.proposer import ProposerConfig  # noqa: E402
 from kernel_forge.app.run_setup import start_run  # noqa: E402
 from kernel_forge.model.task import load_task  # noqa: E402

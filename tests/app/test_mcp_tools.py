@@ -10,7 +10,7 @@ pytest.importorskip("mcp")
 
 from kernel_forge.app import mcp_server, mcp_tools  # noqa: E402
 from kernel_forge.common.setting import fields_of  # noqa: E402
-from kernel_forge.config.gate import GateOptions  # noqa: E402
+from kernel_forge.config.gate_settings import GateOptions  # noqa: E402
 from kernel_forge.proposers.options import ProviderOptions  # noqa: E402
 
 

@@ -12,8 +12,8 @@ from kernel_forge.app import option_checks
 from kernel_forge.common.errors import InputError
 from kernel_forge.config.build import InFile, OnCommandLine, build, check_values
 from kernel_forge.config.describe import DescribeConfig
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.common.setting import bound_words, fields_of, strip_optional
 

@@ -15,8 +15,8 @@ from kernel_forge.app.cli import cli
 from kernel_forge.app.run_setup import start_run
 from kernel_forge.authoring.acceptance import accept, check_usable
 from kernel_forge.common.errors import EnvironmentProblem, InputError
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.model.generated import review
 from kernel_forge.model.task import load_task

@@ -25,8 +25,8 @@ from kernel_forge.authoring.from_description import MAX_DESCRIPTION, check_descr
 from kernel_forge.authoring.validate import validate_manifest
 from kernel_forge.common.errors import InputError
 from kernel_forge.config.describe import DescribeConfig
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.evidence.run_dir import schema
 from kernel_forge.model.task import load_task

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernel_forge.model.candidate import parse_candidate
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gate.gate import Gate
 from kernel_forge.model.task import load_task
 

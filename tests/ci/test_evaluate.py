@@ -11,7 +11,7 @@ import pytest
 from kernel_forge.ci.evaluate import check_gate_settings, run_eval
 from kernel_forge.ci.regression import run_regression
 from kernel_forge.common.errors import InputError
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTOR_ADD = ROOT / "manifests" / "vector_add.json"

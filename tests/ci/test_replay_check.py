@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from kernel_forge.ci import evaluate
 from kernel_forge.app.cli import cli
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
 from kernel_forge.ci.replay_check import FLOOR, judge

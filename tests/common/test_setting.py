@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kernel_forge.config.gate import GateOptions, TimingOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions, TimingOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.sections import RUN_SECTIONS
 from kernel_forge.common.setting import Spec, fields_of, option_names, setting, strip_optional
 

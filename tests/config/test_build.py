@@ -6,8 +6,8 @@ import pytest
 
 from kernel_forge.common.errors import InputError
 from kernel_forge.config.build import AsArguments, InFile, OnCommandLine, build, check_settings, check_values
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 
 

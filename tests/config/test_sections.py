@@ -15,11 +15,11 @@ from kernel_forge.config.sections import RUN_SECTIONS, command_line
 ROOT = Path(__file__).resolve().parents[2]
 
 #: a subprocess that adds a timing knob to the declaration before anything else imports it, as
-#: if the field had been written in kernel_forge/config/gate.py, then asks every entry point
+#: if the field had been written in kernel_forge/config/gate_settings.py, then asks every entry point
 NEW_KNOB = r'''
 import dataclasses, json, random, sys, types
 from click.testing import CliRunner
-from kernel_forge.config import gate as G
+from kernel_forge.config import gate_settings as G
 from kernel_forge.common.setting import setting
 
 @dataclasses.dataclass
@@ -92,7 +92,7 @@ def test_a_timing_knob_added_to_the_declaration_reaches_every_entry_point_and_th
 
 
 def test_roof_stop_is_declared_once_and_every_entry_point_takes_it_from_there():
-    """The real option: `--roof-stop` (LoopConfig.roof_stop) is written in kernel_forge/config/loop.py
+    """The real option: `--roof-stop` (LoopConfig.roof_stop) is written in kernel_forge/config/loop_settings.py
     and read by its consumer (the loop's stop rule); nothing else in the package names it."""
     from kernel_forge.app.cli_batch import batch_options
     from kernel_forge.config import schema
@@ -102,9 +102,9 @@ def test_roof_stop_is_declared_once_and_every_entry_point_takes_it_from_there():
         text = path.read_text(encoding="utf-8")
         if "roof_stop" in text or "roof-stop" in text:
             hits[str(path.relative_to(ROOT))] = text.count("roof_stop") + text.count("roof-stop")
-    assert set(hits) - {"kernel_forge/app/mcp_server.py"} == {"kernel_forge/config/loop.py",
+    assert set(hits) - {"kernel_forge/app/mcp_server.py"} == {"kernel_forge/config/loop_settings.py",
                                                              "kernel_forge/search/stop_rules.py"}, hits
-    assert hits["kernel_forge/config/loop.py"] == 2              # the field, and --roof-stop in max_iterations' help
+    assert hits["kernel_forge/config/loop_settings.py"] == 2              # the field, and --roof-stop in max_iterations' help
     for options in (optimize_options(), batch_options()):
         (opt,) = [o for o in options if o.name == "roof_stop"]
         assert opt.flag == "--roof-stop" and (opt.spec.min, opt.spec.max) == (0, 2)

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from kernel_forge.model.candidate import Candidate, load_candidate, parse_candidate  # noqa: E402
 from kernel_forge.evidence.run_dir import RunDir  # noqa: E402
-from kernel_forge.config.gate import GateOptions  # noqa: E402
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions  # noqa: E402
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.search.loop import Optimizer
 from kernel_forge.records.attempt import Attempt  # noqa: E402
 from kernel_forge.config.proposer import ProposerConfig  # noqa: E402

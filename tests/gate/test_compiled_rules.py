@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
 from kernel_forge.common import compiled_rules, static_rules
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gate.gate import Gate
 from kernel_forge.gpu.nvrtc import compile_source
 from kernel_forge.kernels import library

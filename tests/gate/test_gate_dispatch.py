@@ -16,9 +16,9 @@ from kernel_forge.app.cli import cli
 from kernel_forge.model.dispatch import Rule
 from kernel_forge.common.errors import InputError
 from kernel_forge.evidence.run_dir import RunDir
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gate.gate import Gate
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
 from kernel_forge.ci.regression import approve_run, run_regression

@@ -20,7 +20,7 @@ import pytest
 import fake_gpu
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.common.errors import CudaError
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gpu import mask as mask_mod
 from kernel_forge.gpu.failure import classify
 from test_runner import CAND, SOURCE, InProcessWorker, gate, honest, kernel_fn, task  # noqa: F401

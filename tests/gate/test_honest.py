@@ -33,7 +33,7 @@ import pytest
 
 from kernel_forge.common import static_rules
 from kernel_forge.model.candidate import load_candidate
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gate.gate import Gate
 from kernel_forge.gpu.nvrtc import compile_source
 from kernel_forge.model.signature import check_matches, find_entry

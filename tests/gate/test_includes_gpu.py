@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gate.gate import Gate
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.model.task import load_task

@@ -142,7 +142,7 @@ def test_the_ci_gate_spreads_approved_kernels_over_the_gpus(tmp_path):
     from fakes import ScriptedGate
     from test_bad_input import finished_run, make_task
 
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.ci.regression import approve_run, run_regression
 
     manifest = make_task(tmp_path / "task")

@@ -12,7 +12,7 @@ import pytest
 
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.evidence.run_dir import RunDir
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gate.gate import Gate
 from kernel_forge.gate.profiler import METRICS, PIPE_METRICS, _QUERIED, assign, metrics_to_ask, ncu_command, parse_csv, profile_candidate, query_metrics, refusal, refused_metrics, save_profile, summarise_row, without_raw
 from kernel_forge.model.task import load_task

@@ -22,7 +22,7 @@ import fake_gpu
 import kernel_forge.gate.gate as gate_mod
 import kernel_forge.gpu.timed_launches as timed_mod
 from kernel_forge.model.candidate import parse_candidate
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gate.gate import Gate
 from kernel_forge.gpu import mask as mask_mod
 from kernel_forge.gpu.resident import ALIGN, PAGE, Block, block_layout, case_layout

@@ -13,7 +13,7 @@ import pytest
 
 import kernel_forge.gate.gate as gate_mod
 from kernel_forge.model.candidate import parse_candidate
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gate.gate import Gate
 from kernel_forge.gate.worker import WorkerError
 from kernel_forge.model.task import load_task

@@ -6,7 +6,7 @@ import pytest
 
 from kernel_forge.model.candidate import load_candidate, parse_candidate
 from kernel_forge.app.cli import cli
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gate.gate import Gate
 from kernel_forge.model.task import load_task
 

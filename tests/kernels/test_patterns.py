@@ -236,7 +236,7 @@ def test_the_dry_run_prompt_carries_the_pattern_of_the_task_s_kind():
 @pytest.mark.gpu
 @pytest.mark.parametrize("pat", PATTERNS, ids=IDS)
 def test_every_pattern_passes_the_strict_gate_with_holdout(pat):
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
 
     task = task_of(pat.task)

@@ -159,7 +159,7 @@ def test_gpu_other_settings_of_a_tensor_core_pattern_pass_the_strict_gate(pat):
     every case and holdout -- a fragment or pipeline slip that only a real warp shows fails here."""
     import dataclasses
 
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
 
     task = load_task(ROOT / "manifests" / f"{pat.task}.json")

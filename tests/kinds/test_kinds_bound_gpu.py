@@ -26,7 +26,7 @@ IDS = [p.stem for p in TASKS]
 
 
 def _gate(task, cand):
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
 
     gate = Gate(task, GateOptions())
@@ -65,8 +65,8 @@ USER_KERNELS = {"llmc_layernorm": 5.0, "llmc_softmax": 5.0, "blur3x3": 1.0}
 @pytest.mark.parametrize("name", sorted(USER_KERNELS))
 def test_model_free_optimize_on_a_user_kernel_searches_the_bound_pattern_and_beats_the_naive_kernel(tmp_path, name):
     from kernel_forge.app.run_setup import start_run
-    from kernel_forge.config.gate import GateOptions
-    from kernel_forge.config.loop import LoopConfig
+    from kernel_forge.config.gate_settings import GateOptions
+    from kernel_forge.config.loop_settings import LoopConfig
     from kernel_forge.config.proposer import ProposerConfig
 
     path = ROOT / "tests" / "data" / "kinds" / f"{name}.json"

@@ -12,7 +12,7 @@ from kernel_forge.common.errors import KForgeError
 from kernel_forge.model.resources import case_resources, limits
 from kernel_forge.model.task import Tolerance
 from kernel_forge.model.tolerance import compare
-from kernel_forge.config.gate import TimingOptions
+from kernel_forge.config.gate_settings import TimingOptions
 from kernel_forge.model.worker_protocol import FIRST, KernelSpec, ModuleFacts, Observation, ResolvedLaunch, Run, RunPlan, StageObservation, resolve_launch, timing_counts
 
 

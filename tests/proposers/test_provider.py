@@ -13,7 +13,7 @@ import pytest
 
 from kernel_forge.common.errors import EnvironmentProblem, InputError
 from kernel_forge.proposers.base import ModelCall, Proposal, ProposalRequest, ProposalSlot
-from kernel_forge.proposers import retry, schema
+from kernel_forge.proposers import retry, proposal_schema as schema
 from kernel_forge.proposers.answer import apply_edits, read_answer
 from kernel_forge.proposers.models import make_model_proposer, parse_model_spec
 from kernel_forge.proposers.options import ProviderOptions

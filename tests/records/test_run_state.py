@@ -12,11 +12,11 @@ import kernel_forge.records.run_state as run_state_mod
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import resume_run, start_run
 from kernel_forge.evidence.run_dir import RunDir
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.model.task import load_task
 from kernel_forge.reports.summary import build_summary
 from kernel_forge.records.attempt import Attempt
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.records.run_state import RunState
 
 from fakes import ScriptedGate, vector_add, write_proposals

@@ -7,8 +7,8 @@ from pathlib import Path
 import jsonschema
 
 from kernel_forge.evidence.run_dir import RunDir, schema
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
 from kernel_forge.gate.profiler import save_profile

@@ -581,8 +581,8 @@ def test_gpu_replay_profiles_the_best_and_each_new_best(tmp_path, name, template
     """The real gate's profile of the initial best and of each new best lands in profiles/ (or says
     why not), and the seconds it took are in the history's state."""
     from kernel_forge.model.candidate import load_candidate
-    from kernel_forge.config.gate import GateOptions
-    from kernel_forge.config.loop import LoopConfig
+    from kernel_forge.config.gate_settings import GateOptions
+    from kernel_forge.config.loop_settings import LoopConfig
     from kernel_forge.app.run_setup import start_run
 
     root = Path(MANIFEST).parents[1]

@@ -22,8 +22,8 @@ from click.testing import CliRunner
 from kernel_forge.app.cli import cli
 from kernel_forge.common.errors import InputError
 from kernel_forge.evidence.run_dir import RunDir, schema, validate_file
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.config.file import load_config_file
 from kernel_forge.app.run_setup import resume_run, start_run

@@ -12,14 +12,14 @@ import fake_gpu
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.model.dispatch_variants import variants
 from kernel_forge.evidence.run_dir import RunDir, validate_file
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.search.proposal_candidate import LaunchConflict, candidate_from_proposal
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import resume_run, start_run
 from kernel_forge.proposers.answer import read_answer
 from kernel_forge.proposers.base import Proposal, ProposalResult
-from kernel_forge.proposers.schema import check_proposal, to_proposal
+from kernel_forge.proposers.proposal_schema import check_proposal, to_proposal
 from kernel_forge.ci.regression import approve_run, run_regression
 from kernel_forge.model.task import load_task
 

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from kernel_forge.app.budget_line import estimate
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.proposers.models import make_model_proposer
 

@@ -16,8 +16,8 @@ from kernel_forge.search import strategies
 from kernel_forge.app.budget_line import estimate, render
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.app.cli import cli
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import resume_run, start_run
 from kernel_forge.proposers.base import Proposal

@@ -16,8 +16,8 @@ import pytest
 
 from kernel_forge.app.budget_line import estimate, render
 from kernel_forge.app.run_setup import make_proposer, start_run
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.model.candidate import Launch, load_candidate, parse_candidate
 from kernel_forge.model.task import load_task

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from kernel_forge.app.run_setup import start_run
-from kernel_forge.config.gate import GateOptions
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.gate_settings import GateOptions
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.gate.gate import Gate
 from kernel_forge.model.candidate import load_candidate

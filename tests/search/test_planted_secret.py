@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings (the [cu13]/[cu12] extra) not installed")
 
 from kernel_forge.common.errors import CandidateError, CompileError, SignatureError  # noqa: E402
-from kernel_forge.config.gate import GateOptions  # noqa: E402
+from kernel_forge.config.gate_settings import GateOptions  # noqa: E402
 from kernel_forge.gate.gate import Gate  # noqa: E402
 from kernel_forge.model.task import load_task  # noqa: E402
 from kernel_forge.model.verdict import Evaluation  # noqa: E402

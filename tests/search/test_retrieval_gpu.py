@@ -10,9 +10,9 @@ from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
 from kernel_forge.archive.harvest import archive_run
 from kernel_forge.archive.store import integrity, list_entries, open_archive
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.model.task import load_task
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.search.retrieval import best_settings, retrieve
 
 from archive_fakes import MANIFESTS, history

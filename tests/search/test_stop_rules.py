@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.evidence.run_dir import RunDir
 from kernel_forge.model.task import load_task
 from kernel_forge.search.run_context import RunContext

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from kernel_forge.app.cli import cli
 from kernel_forge.common.errors import InputError
 from kernel_forge.evidence.run_dir import RunDir, schema, validate_file
-from kernel_forge.config.gate import GateOptions
+from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.reports.heatmap import matrix
-from kernel_forge.config.loop import LoopConfig
+from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import first_prompt, resume_run, start_run
 from kernel_forge.model.task import load_task

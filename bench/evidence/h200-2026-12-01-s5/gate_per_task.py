@@ -33,7 +33,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(args.package_root).resolve()))
     os.environ["KFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kforge-cold-")
     from kernel_forge.model.candidate import load_candidate, parse_candidate
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
     from kernel_forge.model.task import load_task
 

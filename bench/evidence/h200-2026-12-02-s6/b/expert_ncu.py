@@ -29,7 +29,7 @@ def main() -> None:
     from kernel_forge.model.candidate import load_candidate
     from kernel_forge.analysis.diagnosis import diagnose
     from kernel_forge.analysis.directions import directions
-    from kernel_forge.config.gate import GateOptions
+    from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.gate.gate import Gate
     from kernel_forge.kernels.library import by_name
     from kernel_forge.gate.profiler import METRICS, PIPE_METRICS, find_ncu, query_metrics
