@@ -5,7 +5,7 @@ Only kernel_forge/gpu/ imports a CUDA module (CuPy, cuda.bindings, cuda.core, CU
 
 The order, lowest first (README, "Architecture"):
 
-    common < proposers < config < model, kernels < kinds < gpu < records, analysis < gate < evidence < archive
+    common < proposers < config < kernels < model < kinds < gpu < records, analysis < gate < evidence < archive
         < reports < search < authoring < ci < app
 
 (proposers stand on common only; config sits above them, since ``ProposerConfig`` extends the provider
@@ -23,7 +23,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "kernel_forge"
 
-LAYERS = {"common": 0, "proposers": 0.5, "config": 1, "model": 2, "kernels": 2, "kinds": 2.5, "gpu": 3, "records": 3.2,
+LAYERS = {"common": 0, "proposers": 0.5, "config": 1, "kernels": 1.5, "model": 2, "kinds": 2.5, "gpu": 3, "records": 3.2,
           "analysis": 3.5, "gate": 4, "evidence": 5, "archive": 6, "reports": 8, "search": 9, "authoring": 9.4, "ci": 9.7,
           "app": 10}
 TOP = {"kernel_forge": -1, "kernel_forge.__main__": 11, "kernel_forge.entry": 11}

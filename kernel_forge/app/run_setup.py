@@ -162,7 +162,7 @@ def listed_templates(task) -> list:
     """The task's templates, else the expert patterns that carry its exact signature."""
     templates = list(getattr(task, "templates", ()) or ())
     if not templates:
-        from kernel_forge.kernels.fit import tuner_templates
+        from kernel_forge.kinds.fit import tuner_templates
         templates = tuner_templates(task)
     return templates
 
@@ -241,7 +241,7 @@ def make_gate(task: Task, gate_opts: GateOptions):
 
 def _retrieval(task: Task, loop: LoopConfig, gate, progress):
     """What the archive gives a new run (with it off: only the expert pattern of the task's kind)."""
-    from kernel_forge.kernels.fit import classify
+    from kernel_forge.kinds.fit import classify
     from kernel_forge.search.retrieval import Retrieved, retrieve_for_run, with_pattern
 
     if (loop.archive or "").lower() == "off":

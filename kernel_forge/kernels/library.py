@@ -2,14 +2,14 @@
 way to name them.
 
 The files sit in ``kernel_forge/kernels/<kind>/<stem>.cu`` (package data), ``<kind>`` one of
-the kinds of operation (:data:`kernel_forge.kernels.fit.KINDS`, :data:`kernel_forge.kinds.KINDS`).
+the kinds of operation (:data:`kernel_forge.kinds.fit.KINDS`, :data:`kernel_forge.kinds.KINDS`).
 A kernel's name is ``<kind>/<stem>`` (``gemm/gemm_simt_warptile``); the stem alone is unique in the
 library and names it too (the tuner labels its attempts ``<stem>.cu``, prompts and run records
 name an expert pattern by its stem).  ``index.json`` says what each one is:
 
 * ``pattern``: an expert pattern, written against the signature of the bundled task ``task``.
   Retrieval shows it to a model and the tuner searches it on a task of its kind that has the same
-  signature and lists no templates (:mod:`kernel_forge.kernels.fit`);
+  signature and lists no templates (:mod:`kernel_forge.kinds.fit`);
 * ``variant``: a tuning template of the bundled task ``task`` (a bundled manifest lists it);
 * ``bound``: a kind's template written against role names, with ``@@SLOT@@`` holes, that
   :mod:`kernel_forge.kinds.bind` writes out for a task's own signature.

@@ -12,7 +12,7 @@ evidence keeps (enough for :func:`examples_from_record` to rebuild the same sect
 :func:`best_settings` gives the tuner the best archived defines of the same task and GPU,
 per template label, and :func:`warm_start_configs` keeps those a template still accepts.
 
-:func:`with_pattern` puts the expert pattern of the task's kind (:mod:`kernel_forge.kernels.fit`)
+:func:`with_pattern` puts the expert pattern of the task's kind (:mod:`kernel_forge.kinds.fit`)
 first among the examples when the archive holds no kernel of this very task, so a first run
 starts from how an expert writes this kind of operation; other tasks' kernels follow it.
 """
@@ -148,7 +148,7 @@ def pattern_example(task) -> Example | None:
     first), or None when there is none for its kind."""
     import hashlib
 
-    from kernel_forge.kernels import fit
+    from kernel_forge.kinds import fit
 
     found = fit.for_task(task) if not isinstance(task, (str, TaskQuery)) else []
     if not found:
@@ -332,7 +332,7 @@ def retrieve_for_run(task, *, path=None, k: int = 3, max_chars: int = 6000, gpu:
     p = Path(path) if path else default_path()
     out = Retrieved(archive=str(p), k=k, max_chars=max_chars, gpu=gpu)
     if not isinstance(task, (str, TaskQuery)):
-        from kernel_forge.kernels.fit import classify
+        from kernel_forge.kinds.fit import classify
         out.kind = dict(vars(classify(task)))
     if p.exists():
         try:

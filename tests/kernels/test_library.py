@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel_forge.kernels import fit, library
+from kernel_forge.kernels import library
+from kernel_forge.kinds import fit
 from kernel_forge.kinds import KINDS as IDENTIFIED_KINDS
 from kernel_forge.kinds import bind
 

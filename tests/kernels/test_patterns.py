@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel_forge.kernels import fit, library
+from kernel_forge.kernels import library
+from kernel_forge.kinds import fit
 from kernel_forge.common import static_rules
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.search.retrieval import Example, pattern_example, render_examples, retrieve_for_run, with_pattern
