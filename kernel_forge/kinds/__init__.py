@@ -21,8 +21,9 @@ from typing import Callable
 from kernel_forge.kinds.linalg import find_gemm, find_histogram
 from kernel_forge.kinds.maps import find_elementwise
 from kernel_forge.kinds.match import Match
+from kernel_forge.kinds.optim import find_optimizer_step
 from kernel_forge.kinds.rows import find_reductions, find_row_norm, find_row_softmax, find_scan
-from kernel_forge.kinds.spatial import find_box_filter, find_gather, find_stencil, find_transpose
+from kernel_forge.kinds.spatial import find_box_filter, find_gather, find_row_pick, find_stencil, find_transpose
 
 #: (kinds a finder can name, finder), most specific first
 FINDERS: tuple[tuple[tuple[str, ...], Callable], ...] = (
@@ -33,7 +34,9 @@ FINDERS: tuple[tuple[tuple[str, ...], Callable], ...] = (
     (("scan",), find_scan),
     (("transpose",), find_transpose),
     (("gather",), find_gather),
+    (("row_pick",), find_row_pick),
     (("histogram",), find_histogram),
+    (("optimizer_step",), find_optimizer_step),
     (("elementwise",), find_elementwise),
     (("stencil2d",), find_stencil),
     (("box_filter",), find_box_filter),
@@ -50,7 +53,9 @@ KINDS = {
     "scan": "inclusive or exclusive prefix sum (of the whole array or of each row)",
     "transpose": "a matrix with its axes swapped",
     "gather": "rows of a table picked by integer indices (an embedding lookup)",
+    "row_pick": "one element of each row picked by an integer index, then mapped: -log(probs[r, target[r]]) ...",
     "histogram": "counts of integer values into bins",
+    "optimizer_step": "an optimizer's in-place update of every parameter: Adam / AdamW, SGD with momentum",
     "elementwise": "a map of every element, or a fused chain: act(x + bias) + residual, alpha * x + z ...",
     "stencil2d": "a K x K stencil or small convolution over a 2-D image (clamped or zero edges)",
     "box_filter": "the mean or sum of the 2r+1 values around each pixel along a row or a column, r a parameter",

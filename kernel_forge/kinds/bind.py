@@ -217,6 +217,53 @@ def _gather(w: _Writer) -> str:
     return f"kf_gather({idx}, {table}, {pos}, {y}, {w.size('rows')}, {w.size('cols')}, {period})"
 
 
+def _row_pick(w: _Writer) -> str:
+    from kernel_forge.kinds.maps import FUNCTIONS
+
+    y, idx, table = w.buffer("y"), w.buffer("index"), w.buffer("table")
+    if w.types["index"] not in _INTS.values() or w.types["table"] in _INTS.values():
+        raise Unbindable("a row pick needs integer indices and a floating-point table")
+    act = FUNCTIONS[w.match.params.get("act", "identity")][1]
+    w.slots["OP"] = f"__device__ __forceinline__ float kf_op(float v)\n{{\n    return {act};\n}}"
+    w.slots["ROWS"] = w.launch_size("rows")
+    return f"kf_row_pick({idx}, {table}, {y}, {w.size('rows')}, {w.size('cols')})"
+
+
+def _optimizer_step(w: _Writer) -> str:
+    p = w.match.params
+    sgd = p.get("rule") == "sgd_momentum"
+    param, grad = w.buffer("param"), w.buffer("grad")
+    state = [w.buffer("buf")] if sgd else [w.buffer("m"), w.buffer("v")]
+    if any(t not in _CTYPES.values() for t in w.types.values()):
+        raise Unbindable("an optimizer step updates floating-point parameters, moments and gradients")
+    w.slots["N"] = w.launch_size("n")
+    decay = p.get("decay", "none")
+    wd = w.scalar("weight_decay", "weight_decay", 0.0)
+    w.defines["KF_DECAY_L2"] = int(decay == "l2" and w.role("weight_decay") is not None)
+    lr = w.scalar("lr", "lr", 1e-3)
+    if sgd:
+        w.template = "optimizer_step/optimizer_sgd"
+        w.defines["KF_NESTEROV"] = int(bool(p.get("nesterov")))
+        mom, damp = w.scalar("momentum", "momentum", 0.9), w.scalar("dampening", "dampening", 0.0)
+        return f"kf_optimizer_sgd({param}, {grad}, {state[0]}, {w.size('n')}, {lr}, {mom}, {damp}, {wd})"
+    m, v = state
+    w.defines["KF_DECAY_DECOUPLED"] = int(decay == "decoupled" and w.role("weight_decay") is not None)
+    b1, b2 = w.scalar("beta1", "beta1", 0.9), w.scalar("beta2", "beta2", 0.999)
+    correction = p.get("correction", "given")
+    if correction == "step":                  # PyTorch's: 1 - beta^t from the step count t
+        t = f"(float)({w.role('step')})" if w.role("step") else None
+        if t is None:
+            raise Unbindable("the bias correction comes from a step count that no kernel parameter carries")
+        c1, c2 = f"(1.0f - powf({b1}, {t}))", f"(1.0f - powf({b2}, {t}))"
+    elif correction == "none":
+        c1 = c2 = "1.0f"
+    else:
+        c1 = w.scalar("beta1_correction", "beta1_correction", 1.0)
+        c2 = w.scalar("beta2_correction", "beta2_correction", 1.0)
+    eps = w.scalar("eps", "eps", 1e-8)
+    return f"kf_optimizer_adam({param}, {grad}, {m}, {v}, {w.size('n')}, {lr}, {b1}, {b2}, {c1}, {c2}, {eps}, {wd})"
+
+
 def _scan(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
     if not all(w.types[r] in _CTYPES.values() for r in ("x", "y")):
@@ -317,6 +364,8 @@ _WRITERS = {
     "elementwise": ("elementwise/elementwise", _elementwise),
     "stencil2d": ("stencil2d/stencil2d", _stencil2d),
     "gather": ("gather/gather", _gather),
+    "row_pick": ("row_pick/row_pick", _row_pick),
+    "optimizer_step": ("optimizer_step/optimizer_adam", _optimizer_step),
     "scan": ("scan/scan", _scan),
     "histogram": ("histogram/histogram", _histogram),
     "box_filter": ("box_filter/box_filter_y", _box_filter),
@@ -345,7 +394,7 @@ def instantiate(task, match: Match) -> list[Bound]:
     for template in (first, *_MORE.get(match.kind, ())):
         w = _Writer(task, match)
         call = write(w)
-        template = w.template or template      # a writer may choose its kind's other template (per-row scan)
+        template = w.template or template      # a writer may choose its kind's other template (per-row scan, SGD)
         stem = template.split("/")[1]
         out.append(Bound(stem, f"bound_{stem}.cu", w.source(template, call, match.describe()), match))
     return out

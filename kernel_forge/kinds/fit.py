@@ -33,7 +33,10 @@ KINDS = {
     "column_reduction": "a sum / max / mean of each column (a bias gradient)",
     "scan": "a prefix sum (inclusive or exclusive)",
     "gather": "rows of a table picked by integer indices (an embedding lookup)",
+    "row_pick": "one element of each row picked by an integer index, then mapped (cross-entropy's -log(probs[r, target[r]]))",
+    "optimizer_step": "an optimizer's in-place update of every parameter (Adam / AdamW, SGD with momentum)",
     "stencil2d": "a K x K stencil or small convolution over a 2-D image",
+    "box_filter": "the mean or sum of the 2r+1 values around each pixel along a row or a column",
     "other": "none of the kinds above",
 }
 

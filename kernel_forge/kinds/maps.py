@@ -37,6 +37,8 @@ FUNCTIONS = {
     "square": (lambda v: v * v, "v * v"),
     "abs": (np.abs, "fabsf(v)"),
     "neg": (lambda v: -v, "-v"),
+    "log": (np.log, "logf(v)"),
+    "neg_log": (lambda v: -np.log(v), "-logf(v)"),      # a negative log-likelihood (cross-entropy's loss)
 }
 
 #: name -> (NumPy, CUDA on floats ``a`` and ``b``)

@@ -4,7 +4,8 @@
 from each other when there is one, so that rows and columns cannot be mistaken for each other),
 runs the reference in the reference process (the user's code never runs in kforge's own process)
 and keeps everything as flat float64 arrays.  :meth:`Probe.rerun` runs the reference again on
-changed inputs (the row norms use it to read the epsilon on rows of tiny variance).
+changed inputs (the row norms use it to read the epsilon on rows of tiny variance) or changed
+scalars (the optimizer steps use it to tell which scalar is the learning rate, which beta1 ...).
 """
 from __future__ import annotations
 
@@ -62,8 +63,10 @@ class Probe:
         """Integer scalars equal to ``value``, in signature order."""
         return [n for n, v in self.int_scalars().items() if v == value]
 
-    def rerun(self, changes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The reference's outputs on these inputs with ``changes`` (name -> values) applied."""
+    def rerun(self, changes: dict[str, np.ndarray], scalars: dict[str, float] | None = None) -> dict[str, np.ndarray]:
+        """The reference's outputs on these inputs with ``changes`` (name -> values) applied, and
+        the scalars ``scalars`` (name -> value) in place of the case's (the optimizer steps tell
+        their scalars' roles apart so)."""
         from kernel_forge.model.reference_process import run_reference
 
         bufs = dict(self.inputs.buffers)
@@ -71,7 +74,8 @@ class Probe:
             dt = self.arg(name).param.dtype
             arr = np.asarray(vals, dtype=np.float64).reshape(bufs[name].shape)
             bufs[name] = from_float(arr.astype(np.float32), dt) if dt.name == "bfloat16" else arr.astype(dt.numpy)
-        new = CaseInputs(case=self.inputs.case, seed=self.inputs.seed, buffers=bufs, scalars=self.inputs.scalars)
+        new = CaseInputs(case=self.inputs.case, seed=self.inputs.seed, buffers=bufs,
+                         scalars={**self.inputs.scalars, **(scalars or {})})
         out = run_reference(self.task, new.case.name, new.seed, new)
         return {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in out.items()}
 

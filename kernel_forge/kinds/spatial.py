@@ -1,5 +1,6 @@
 """Hypotheses that move data: 2-D stencils and small convolutions (K x K taps, edge modes), transposes,
-and gathers (embedding lookups with integer indices)."""
+gathers (embedding lookups with integer indices) and row picks (one element of each row by an
+integer index, then mapped: cross-entropy's loss)."""
 from __future__ import annotations
 
 import numpy as np
@@ -116,6 +117,37 @@ def find_gather(probe) -> Iterator[Match]:
                 added = picked + probe.values[pos].reshape(period, dim)[np.arange(n) % period]
                 if close(got, added.reshape(-1)) and param_for(probe, period) is not None:
                     yield Match("gather", {**binding, "pos": pos, "period": param_for(probe, period)}, {})
+    return
+
+
+def find_row_pick(probe) -> Iterator[Match]:
+    """``y[r] = f(table[r, index[r]])``: one element of each row of a table, in the column an
+    integer index names per row, mapped by ``f`` from the elementwise functions
+    (:data:`kernel_forge.kinds.maps.FUNCTIONS`: identity, -log, log, exp ...).  llm.c's
+    crossentropy_forward is ``losses[b, t] = -log(probs[b, t, targets[b, t]])``."""
+    from kernel_forge.kinds.maps import FUNCTIONS
+
+    outs = probe.buffers(output=True)
+    if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
+        return
+    y = outs[0]
+    rows = probe.sizes[y]
+    got = probe.outputs[y]
+    for idx in probe.inputs_of(rows, floating=False):
+        ids = probe.values[idx].astype(np.int64)
+        for table in probe.inputs_of(floating=True):
+            size = probe.sizes[table]
+            if table == y or rows == 0 or size % rows or size == rows:
+                continue
+            cols = size // rows
+            if ids.min() < 0 or ids.max() >= cols:
+                continue
+            picked = probe.values[table].reshape(rows, cols)[np.arange(rows), ids]
+            r = param_for(probe, rows)
+            binding = {"y": y, "index": idx, "table": table, "rows": r, "cols": param_for(probe, cols, avoid=(r,))}
+            for act, (fn, _) in FUNCTIONS.items():
+                if close(got, fn(picked)):
+                    yield Match("row_pick", binding, {"act": act})
     return
 
 

@@ -63,7 +63,34 @@ PUBLIC = {
                  {"axis": "x", "edge": "zero", "norm": "sum"}),
     "sgemm_tn": ("gemm", {"a": "A", "b": "B", "c": "C", "m": "m", "n": "n", "k": "k", "alpha": "alpha", "beta": "beta",
                           "bias": None}, {"trans_a": True, "trans_b": False}),
+    "nll_bf16": ("row_pick", {"y": "loss", "index": "target", "table": "logp", "rows": "n", "cols": "classes"},
+                 {"act": "neg"}),
+    # lr and weight_decay are both 0.01 on every case, eps is a constant: the rerun with telling scalars
+    # (and the one of tiny moments) says which is which
+    "adamw_torch": ("optimizer_step", {"param": "param", "grad": "grad", "m": "exp_avg", "v": "exp_avg_sq",
+                                       "lr": "lr", "beta1": "beta1", "beta2": "beta2", "step": "step",
+                                       "weight_decay": "weight_decay", "eps": None, "beta1_correction": None,
+                                       "beta2_correction": None, "n": "n"},
+                    {"rule": "adamw", "decay": "decoupled", "correction": "step", "eps": 1e-8}),
+    "sgd_momentum": ("optimizer_step", {"param": "param", "grad": "grad", "buf": "momentum_buf", "lr": "lr",
+                                        "momentum": "momentum", "dampening": "dampening",
+                                        "weight_decay": "weight_decay", "n": "n"},
+                     {"rule": "sgd_momentum", "nesterov": False, "decay": "l2"}),
 }
+
+#: the wild corpus's kernels of these kinds (bench/wild/NAME/NAME.json) -> (kind, roles, params)
+WILD = {
+    "llmc_crossentropy": ("row_pick", {"y": "losses", "index": "targets", "table": "probs", "rows": "B*T", "cols": "V"},
+                          {"act": "neg_log"}),
+    # learning_rate == beta2_correction == 0.001 on every case: the rerun with telling scalars says which is which
+    "llmc_adamw": ("optimizer_step", {"param": "params_memory", "grad": "grads_memory", "m": "m_memory",
+                                      "v": "v_memory", "lr": "learning_rate", "beta1": "beta1", "beta2": "beta2",
+                                      "beta1_correction": "beta1_correction", "beta2_correction": "beta2_correction",
+                                      "eps": "eps", "weight_decay": "weight_decay", "step": None,
+                                      "n": "num_parameters"},
+                   {"rule": "adamw", "decay": "decoupled", "correction": "given"}),
+}
+WILD_DIR = ROOT / "bench" / "wild"
 
 
 def _check(found, kind, roles, params):
@@ -91,6 +118,12 @@ def test_public_signatures_and_the_new_kinds_are_identified_with_their_binding(n
     found = identify(load_task(DATA / f"{name}.json"))
     _check(found, *PUBLIC[name])
     assert time.monotonic() - t0 < 5.0          # < ~1 s once the reference process is up; a cold start is slower
+
+
+@pytest.mark.parametrize("name", sorted(WILD))
+def test_the_wild_corpus_s_cross_entropy_and_adamw_are_identified_with_their_binding(name):
+    found = identify(load_task(WILD_DIR / name / f"{name}.json"))
+    _check(found, *WILD[name])
 
 
 def test_a_reference_of_no_known_kind_is_nothing_matched_not_an_error():
@@ -161,7 +194,8 @@ def test_validate_prints_the_kind_and_refuses_a_wrong_stated_kind_naming_its_jso
 
 BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16",
             "bias_gelu_residual", "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced",
-            "reduce_max", "matmul_forward", "byte_histogram", "hist_mod", "cumsum_rows", "box_rows"]
+            "reduce_max", "matmul_forward", "byte_histogram", "hist_mod", "cumsum_rows", "box_rows", "nll_bf16",
+            "adamw_torch", "sgd_momentum"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -238,6 +272,166 @@ def test_a_box_filter_down_the_columns_with_its_radius_a_parameter():
     assert bound.label == "bound_box_filter_y.cu" and "#define KF_EDGE_CLAMP 1" in bound.source
 
 
+# -- row picks and optimizer steps ------------------------------------------------------------------
+
+#: references that come close to a row pick or an optimizer step and are neither: nothing may match
+NEAR_MISSES = {
+    "nll_bf16": {   # the column after the target's
+        "nll_next_column": "def nll_next_column(logp, target, loss, classes, n):\n"
+                           "    lp = logp.reshape(n, classes).astype(np.float64)\n"
+                           "    loss[...] = -lp[np.arange(n), (target.reshape(n) + 1) % classes]\n",
+        # the target's column of the row after (the table's rows and the losses out of step)
+        "nll_next_row": "def nll_next_row(logp, target, loss, classes, n):\n"
+                        "    lp = logp.reshape(n, classes).astype(np.float64)\n"
+                        "    loss[...] = -lp[(np.arange(n) + 1) % n, target.reshape(n)]\n",
+    },
+    "adamw_torch": {   # the second moment with beta1
+        "adamw_beta1_twice": "def adamw_beta1_twice(exp_avg, exp_avg_sq, param, grad, step, weight_decay, lr, beta1, "
+                             "beta2, n):\n"
+                             "    g = grad.astype(np.float64); p = param * (1.0 - lr * weight_decay)\n"
+                             "    m = beta1 * exp_avg + (1 - beta1) * g; v = beta1 * exp_avg_sq + (1 - beta1) * g * g\n"
+                             "    param[...] = p - lr / (1 - beta1 ** step) * m / (np.sqrt(v / (1 - beta2 ** step)) + 1e-8)\n"
+                             "    exp_avg[...] = m; exp_avg_sq[...] = v\n",
+        # the first moment's weights swapped: (1 - beta1) m + beta1 g
+        "adamw_swapped": "def adamw_swapped(exp_avg, exp_avg_sq, param, grad, step, weight_decay, lr, beta1, beta2, n):\n"
+                         "    g = grad.astype(np.float64); p = param * (1.0 - lr * weight_decay)\n"
+                         "    m = (1 - beta1) * exp_avg + beta1 * g; v = beta2 * exp_avg_sq + (1 - beta2) * g * g\n"
+                         "    param[...] = p - lr / (1 - beta1 ** step) * m / (np.sqrt(v / (1 - beta2 ** step)) + 1e-8)\n"
+                         "    exp_avg[...] = m; exp_avg_sq[...] = v\n",
+        # the bias correction of the first moment only
+        "adamw_half_corrected": "def adamw_half_corrected(exp_avg, exp_avg_sq, param, grad, step, weight_decay, lr, beta1, "
+                                "beta2, n):\n"
+                                "    g = grad.astype(np.float64); p = param * (1.0 - lr * weight_decay)\n"
+                                "    m = beta1 * exp_avg + (1 - beta1) * g; v = beta2 * exp_avg_sq + (1 - beta2) * g * g\n"
+                                "    param[...] = p - lr / (1 - beta1 ** step) * m / (np.sqrt(v) + 1e-8)\n"
+                                "    exp_avg[...] = m; exp_avg_sq[...] = v\n",
+    },
+    "sgd_momentum": {   # the buffer updated, the parameter stepped along the gradient alone
+        "sgd_unused_buffer": "def sgd_unused_buffer(grad, momentum_buf, param, lr, momentum, dampening, weight_decay, n):\n"
+                             "    g = grad + weight_decay * param; b = momentum * momentum_buf + (1 - dampening) * g\n"
+                             "    param[...] = param - lr * g; momentum_buf[...] = b\n",
+    },
+}
+
+
+@pytest.mark.parametrize("name, ref", [(n, r) for n, refs in sorted(NEAR_MISSES.items()) for r in sorted(refs)])
+def test_a_reference_that_comes_close_to_a_row_pick_or_an_optimizer_step_matches_nothing(tmp_path, name, ref):
+    path = _copy(tmp_path, name, lambda d: d.update(reference={"python": f"refs.py:{ref}"}), NEAR_MISSES[name][ref])
+    found = identify(load_task(path))
+    assert found.match is None, found.match.describe()
+
+
+def test_plain_adam_has_no_weight_decay_and_is_bound_without_one(tmp_path):
+    """Adam = AdamW with weight_decay 0: a signature without one, the bias corrections from the step."""
+    ref = ("def adam_plain(exp_avg, exp_avg_sq, param, grad, step, lr, beta1, beta2, n):\n"
+           "    g = grad.astype(np.float64); m = beta1 * exp_avg + (1 - beta1) * g\n"
+           "    v = beta2 * exp_avg_sq + (1 - beta2) * g * g\n"
+           "    param[...] = param - lr * (m / (1 - beta1 ** step)) / (np.sqrt(v / (1 - beta2 ** step)) + 1e-8)\n"
+           "    exp_avg[...] = m; exp_avg_sq[...] = v\n")
+
+    def edit(d):
+        d["signature"] = d["signature"].replace("int step, float weight_decay,", "int step,").replace("adamw_torch", "adam_plain")
+        d["name"] = "adam_plain"
+        del d["args"]["weight_decay"]
+        d["reference"] = {"python": "refs.py:adam_plain"}
+
+    task = load_task(_copy(tmp_path, "adamw_torch", edit, ref))
+    found = identify(task)
+    _check(found, "optimizer_step", {"param": "param", "m": "exp_avg", "v": "exp_avg_sq", "lr": "lr", "step": "step",
+                                     "weight_decay": None}, {"rule": "adam", "decay": "none", "correction": "step"})
+    [bound] = instantiate(task, found.match)
+    assert "#define KF_DECAY_DECOUPLED 0" in bound.source and "#define KF_DECAY_L2 0" in bound.source
+    assert "(1.0f - powf((float)(beta1), (float)(step)))" in bound.source and ", 1e-08f, 0.0f);" in bound.source
+
+
+def test_nesterov_momentum_is_read_and_bound(tmp_path):
+    ref = ("def sgd_nesterov(grad, momentum_buf, param, lr, momentum, dampening, weight_decay, n):\n"
+           "    g = grad + weight_decay * param; b = momentum * momentum_buf + (1 - dampening) * g\n"
+           "    param[...] = param - lr * (g + momentum * b); momentum_buf[...] = b\n")
+    task = load_task(_copy(tmp_path, "sgd_momentum", lambda d: d.update(reference={"python": "refs.py:sgd_nesterov"}),
+                           ref))
+    found = identify(task)
+    _check(found, "optimizer_step", {"buf": "momentum_buf", "momentum": "momentum", "lr": "lr"},
+           {"rule": "sgd_momentum", "nesterov": True, "decay": "l2"})
+    [bound] = instantiate(task, found.match)
+    assert bound.label == "bound_optimizer_sgd.cu" and "#define KF_NESTEROV 1" in bound.source
+
+
+def test_validate_names_the_kind_and_the_bound_pattern_of_the_corpus_s_cross_entropy_and_adamw():
+    from click.testing import CliRunner
+
+    from kernel_forge.app.cli import cli
+
+    for name, line, label in (
+            ("llmc_crossentropy", "kind: row_pick (y=losses, index=targets, table=probs, rows=B*T, cols=V; act=neg_log)",
+             "bound_row_pick.cu"),
+            ("llmc_adamw", "kind: optimizer_step (param=params_memory, grad=grads_memory, m=m_memory, v=v_memory, "
+                           "lr=learning_rate, beta1=beta1, beta2=beta2, beta1_correction=beta1_correction, "
+                           "beta2_correction=beta2_correction, eps=eps, weight_decay=weight_decay, n=num_parameters; "
+                           "rule=adamw, decay=decoupled, correction=given)", "bound_optimizer_adam.cu")):
+        res = CliRunner().invoke(cli, ["validate", "--no-compile", str(WILD_DIR / name / f"{name}.json")])
+        assert res.exit_code == 0, res.output
+        assert line in res.output and f"bound patterns: {label}" in res.output, res.output
+
+
+def test_a_manifest_may_state_the_new_kinds_and_they_are_checked(tmp_path):
+    from click.testing import CliRunner
+
+    from kernel_forge.app.cli import cli
+
+    for name, kind in (("nll_bf16", {"name": "row_pick", "params": {"act": "neg"}}),
+                       ("sgd_momentum", {"name": "optimizer_step", "binding": {"lr": "lr", "buf": "momentum_buf"}})):
+        res = CliRunner().invoke(cli, ["validate", "--no-compile", str(_copy(tmp_path, name, lambda d: d.update(kind=kind)))])
+        assert res.exit_code == 0 and f"kind: {kind['name']} (" in res.output and "stated by the manifest" in res.output, \
+            res.output
+    wrong = _copy(tmp_path, "sgd_momentum", lambda d: d.update(kind={"name": "optimizer_step", "binding": {"lr": "momentum"}}))
+    res = CliRunner().invoke(cli, ["validate", "--no-compile", str(wrong)])
+    assert res.exit_code == 2 and "$.kind" in res.output
+
+
+#: the bound patterns of the two new kinds, each on a task that reaches it (fp32 and bf16 storage)
+NEW_PATTERNS = [(WILD_DIR / "llmc_crossentropy" / "llmc_crossentropy.json", "bound_row_pick.cu"),
+                (DATA / "nll_bf16.json", "bound_row_pick.cu"),
+                (WILD_DIR / "llmc_adamw" / "llmc_adamw.json", "bound_optimizer_adam.cu"),
+                (DATA / "adamw_torch.json", "bound_optimizer_adam.cu"),
+                (DATA / "sgd_momentum.json", "bound_optimizer_sgd.cu")]
+
+
+@pytest.mark.parametrize("path, label", NEW_PATTERNS, ids=[p.stem for p, _ in NEW_PATTERNS])
+def test_the_row_pick_and_optimizer_patterns_compile_at_every_setting_without_spills(path, label):
+    """As tests/kernels/test_tuner_templates.py::test_sampled_configurations_compile_without_spills,
+    every setting: NVRTC for sm_90, no warning, no spill."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from kernel_forge.gpu.nvrtc import compile_source
+    from kernel_forge.model.candidate import parse_candidate
+
+    task = load_task(path)
+    [bound] = instantiate(task, identify(task).match)
+    assert bound.label == label
+    cand = parse_candidate(bound.source, name=bound.label)
+    configs = cand.configurations()
+    assert len(configs) >= 20
+    for d in configs:
+        result = compile_source(cand.source, arch="sm_90", defines=d, file_label=bound.label)
+        assert result.cubin and "warning" not in result.log.lower(), f"{d}: {result.log}"
+        res = result.resources
+        assert res.get("spill_stores", 0) + res.get("spill_loads", 0) == 0, f"{d}: {res}"
+        for case in task.cases:
+            grid, block, _ = cand.launch.resolve({**case.vars, **d})
+            assert 1 <= grid[0] < 2 ** 31 and block[0] <= 1024, (d, case.name)
+
+
+@pytest.mark.parametrize("storage", ["half", "bf16"])
+@pytest.mark.parametrize("name", ["adamw_torch", "sgd_momentum"])
+def test_optimizer_steps_compile_for_fp16_and_bf16_parameters_and_moments(tmp_path, name, storage):
+    task = load_task(_retyped(tmp_path, name, _TYPES[storage]))
+    found = identify(task)
+    assert found.match is not None, found.why
+    [bound] = instantiate(task, found.match)
+    assert f"typedef {_TYPES[storage]} kf_param_t;" in bound.source
+    assert _compiled(task, bound).resources.get("spill_stores", 0) == 0
+
+
 @pytest.mark.parametrize("name", BINDABLE)
 def test_every_bound_pattern_is_a_complete_kernel_with_the_task_s_own_signature_and_compiles(name):
     task = load_task(DATA / f"{name}.json")
@@ -263,7 +457,7 @@ def test_an_fp32_gemm_gets_the_split_tf32_tensor_core_pattern_beside_the_simt_on
 
 @pytest.mark.parametrize("storage", sorted(_TYPES))
 @pytest.mark.parametrize("name", ["llmc_layernorm", "llmc_softmax", "bias_gelu_residual", "blur3x3", "embedding",
-                                  "cumsum_rows"])
+                                  "cumsum_rows", "nll_bf16"])
 def test_bound_patterns_compile_for_fp32_fp16_and_bf16_storage(tmp_path, name, storage):
     task = load_task(_retyped(tmp_path, name, _TYPES[storage]))
     found = identify(task)

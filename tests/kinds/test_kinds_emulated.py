@@ -93,6 +93,13 @@ TASKS = {
     ROOT / "manifests" / "vector_add.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
     ROOT / "manifests" / "layernorm.json": ({"WPR": 4, "RPB": 1, "ITEMS": 2, "STREAM": 1},
                                             [{"rows": 2, "cols": 3000}, {"rows": 9, "cols": 1024}]),
+    ROOT / "bench" / "wild" / "llmc_crossentropy" / "llmc_crossentropy.json": (   # -log(probs[r, targets[r]])
+        {"BLOCK": 64, "RPT": 8, "NC": 0}, [{"B": 1, "T": 1, "V": 33}, {"B": 3, "T": 250, "V": 40}]),   # targets < 33
+    DATA / "nll_bf16.json": ({"BLOCK": 64, "RPT": 2, "NC": 0}, [{"n": 1, "classes": 17}, {"n": 700, "classes": 20}]),
+    ROOT / "bench" / "wild" / "llmc_adamw" / "llmc_adamw.json": (   # whole 16-byte tiles, then the scalar tail
+        {"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 1}, {"n": 2048}, {"n": 4101}]),
+    DATA / "adamw_torch.json": ({"BLOCK": 128, "VPT": 4, "STREAM": 0}, [{"n": 3}, {"n": 2561}]),
+    DATA / "sgd_momentum.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 2}, {"n": 4099}]),
 }
 IDS = [p.stem for p in TASKS]
 #: the second setting of the bound patterns that have other tunables than their kind's first

@@ -113,3 +113,32 @@ def sgemm_tn(m, n, k, alpha, A, B, beta, C):
     a = A.reshape(k, m).astype(np.float64)
     b = B.reshape(k, n).astype(np.float64)
     C[...] = (alpha * (a.T @ b) + beta * C.reshape(m, n).astype(np.float64)).reshape(C.shape)
+
+
+def nll_bf16(logp, target, loss, classes, n):
+    """A negative log-likelihood from log-probabilities (PyTorch's nll_loss, reduction='none'):
+    loss[r] = -logp[r, target[r]], bf16 log-probabilities, 64-bit targets."""
+    lp = logp.reshape(n, classes).astype(np.float64)
+    loss[...] = -lp[np.arange(n), target.reshape(n)]
+
+
+def adamw_torch(exp_avg, exp_avg_sq, param, grad, step, weight_decay, lr, beta1, beta2, n):
+    """PyTorch's AdamW (a bf16 gradient, fp32 master weights): the decay first, the bias
+    corrections from the step count, eps a constant 1e-8."""
+    g = grad.astype(np.float64)
+    p = param.astype(np.float64) * (1.0 - lr * weight_decay)
+    m = beta1 * exp_avg + (1.0 - beta1) * g
+    v = beta2 * exp_avg_sq + (1.0 - beta2) * g * g
+    denom = np.sqrt(v) / math.sqrt(1.0 - beta2 ** step) + 1e-8
+    param[...] = p - (lr / (1.0 - beta1 ** step)) * m / denom
+    exp_avg[...] = m
+    exp_avg_sq[...] = v
+
+
+def sgd_momentum(grad, momentum_buf, param, lr, momentum, dampening, weight_decay, n):
+    """PyTorch's SGD with momentum, dampening and (L2) weight decay, not Nesterov."""
+    p = param.astype(np.float64)
+    g = grad.astype(np.float64) + weight_decay * p
+    b = momentum * momentum_buf + (1.0 - dampening) * g
+    param[...] = p - lr * b
+    momentum_buf[...] = b
