@@ -44,6 +44,7 @@ class ScrubbedPool:
                 total += n
         stream.synchronize()
         self.pool.free_all_blocks()
+        del mem     # the loop's last chunk: a reference of ours would keep it remembered (and allocated) below
         # chunks the pool still holds (in use) stay remembered; the others are released now
         self._chunks = [m for m in self._chunks if sys.getrefcount(m) > 3]
         return total

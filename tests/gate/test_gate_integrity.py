@@ -121,22 +121,6 @@ def test_a_failing_module_global_snapshot_is_a_harness_error_not_the_kernels(gat
     assert "module global snapshot" in ev.message and "not the kernel's fault" in ev.message
 
 
-@pytest.mark.parametrize("call, code, want", [
-    ("cuLaunchKernel", "CUDA_ERROR_INVALID_VALUE", "cuda"),
-    ("cuLaunchCooperativeKernel", "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", "cuda"),
-    ("cuModuleLoadData", "CUDA_ERROR_INVALID_IMAGE", "cuda"),
-    ("cuMemcpyDtoDAsync(a buffer reset or copy)", "CUDA_ERROR_INVALID_VALUE", "harness"),
-    ("cuMemsetD32Async(poisoning an output)", "CUDA_ERROR_INVALID_VALUE", "harness"),
-    ("cuMemcpyDtoDAsync(module global restore of g)", "CUDA_ERROR_ILLEGAL_ADDRESS", "cuda"),   # sticky: a crash
-    ("cuMemcpyDtoD(module global snapshot)", "CUDA_ERROR_OUT_OF_MEMORY", "out_of_memory"),
-])
-def test_who_a_cuda_error_is_blamed_on(call, code, want):
-    got = classify(CudaError(call, code))
-    assert got.kind == want, got
-    if code == "CUDA_ERROR_ILLEGAL_ADDRESS":
-        assert got.sticky
-
-
 def test_a_harness_error_is_never_shown_to_a_model_as_the_kernels_failure():
     from types import SimpleNamespace
 

@@ -1,5 +1,5 @@
-"""The device as the prompt describes it: DeviceInfo's per-SM limits, the shipped H200 file, the
-compute ceiling per task, and the occupancy calculator (CPU)."""
+"""The device as the prompt describes it: the shipped H200 file, the compute ceiling per task, and the
+occupancy calculator (CPU).  DeviceInfo itself (its per-SM limits, an older env.json) is in test_driver.py."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,6 @@ import pytest
 
 from kernel_forge.gpu import device_description as dd
 from kernel_forge.common.errors import InputError
-from kernel_forge.gpu.driver import DeviceInfo
-from kernel_forge.model.limits import arch_limits
 from kernel_forge.model.occupancy import occupancy, resources_for_case
 from kernel_forge.model.task import load_task
 
@@ -24,34 +22,6 @@ PROBE = ROOT / "bench" / "evidence" / "h200-2026-12-01-s4" / "probe" / "probe.js
 @pytest.fixture(scope="module")
 def h200():
     return dd.load(dd.shipped("h200"))
-
-
-# ---------------------------------------------------------------------------- DeviceInfo
-
-def test_device_info_keeps_old_keys_and_adds_per_sm_limits():
-    d = H200.to_json()         # built without the new fields, as before this round
-    old_keys = {"ordinal", "name", "cc", "sms", "clock_khz", "mem_clock_khz", "bus_width_bits", "memory_bytes",
-                "l2_bytes", "max_threads_per_block", "max_block", "max_grid", "max_smem_per_block",
-                "max_smem_per_block_optin", "driver_version", "arch", "theoretical_bandwidth", "fp32_peak", "tensor_peak"}
-    assert old_keys <= set(d)
-    assert (d["max_registers_per_sm"], d["max_registers_per_thread"], d["max_smem_per_sm"], d["reserved_smem_per_block"],
-            d["max_threads_per_sm"], d["max_blocks_per_sm"], d["warp_size"]) == (65536, 255, 233472, 1024, 2048, 32, 32)
-    assert d["fp64_peak"] == d["fp32_peak"] / 2 and d["fp16_peak"] == 2 * d["fp32_peak"]
-
-
-def test_an_older_env_json_loads_with_the_arch_defaults():
-    old = {k: v for k, v in json.loads(json.dumps(H200.to_json())).items()
-           if not k.startswith(("max_registers", "max_threads_per_sm", "max_blocks", "reserved", "warp", "const",
-                                "fp32_to", "fp64", "fp16", "int32")) and k != "max_smem_per_sm"}
-    back = DeviceInfo.from_json(old)
-    assert back.cc == (9, 0) and back.limit("max_smem_per_sm") == 233472 and back.limit("max_blocks_per_sm") == 32
-    full = dd.complete(old)
-    assert full["max_threads_per_sm"] == 2048 and full["arch"] == "sm_90" and full["fp64_peak"] > 0
-    # a driver value wins over the arch's
-    assert DeviceInfo.from_json({**old, "max_blocks_per_sm": 16}).limit("max_blocks_per_sm") == 16
-    # an Ada GPU's limits differ from Hopper's
-    assert arch_limits((8, 9))["max_threads_per_sm"] == 1536 and arch_limits((8, 9))["max_smem_per_sm"] == 100 * 1024
-    assert arch_limits((9, 5))["max_smem_per_sm"] == 228 * 1024     # an unknown newer arch: the nearest older one
 
 
 def test_the_shipped_h200_description_is_the_driver_s_values(h200):

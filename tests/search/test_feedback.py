@@ -17,8 +17,6 @@ from click.testing import CliRunner
 from kernel_forge.search import diagnoses as diagnoses_module, loop as loop_module, request_build
 from kernel_forge.app.cli import cli
 from kernel_forge.analysis.diagnosis import Diagnosis
-from kernel_forge.common.errors import InputError
-from kernel_forge.gate.gatelike import GateLike
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import resume_run
 from kernel_forge.proposers.base import Proposal, ProposalResult
@@ -433,52 +431,6 @@ def test_a_profile_that_is_unavailable_says_why(tmp_path):
     prof = read(opt.run_dir, "profiles/a0000.json")
     assert prof["available"] is False and prof["reason"] == "the scripted gate has no profiler"
     assert "[kforge]   no profile of a0001: the scripted gate has no profiler" in lines
-
-
-# ---------------------------------------------------------------------------------- GateLike
-
-def test_scripted_and_recorded_gates_are_gatelike(tmp_path, task):
-    assert isinstance(ScriptedGate(task), GateLike)
-    assert isinstance(RecordedGate({}), GateLike)
-
-    class NoProfile:                                   # the check can fail
-        def evaluate(self, candidate, *, roles=(), kind="candidate"): ...
-        def retime(self, candidates, rounds=2): ...
-        def evaluate_baseline(self, name): ...
-        def device_info(self): ...
-        def calibrate(self): ...
-        def precompile(self, candidates): ...
-        def close(self): ...
-
-    assert not isinstance(NoProfile(), GateLike)
-
-
-def test_recorded_gate_behaves_like_a_gate(tmp_path, task):
-    opt = new_run(tmp_path, [vector_add("mismatch 300"), vector_add("pass 400")], max_iterations=5)
-    opt.run()
-    gate = RecordedGate.from_run(opt.run_dir.path)
-    wrong, fast = opt._candidate(opt.state.attempts[1]), opt._candidate(opt.state.attempts[2])
-    assert gate.evaluate(wrong).reason == "mismatch"
-    ev = gate.evaluate(fast)
-    assert ev.passed and {c.role for c in ev.cases} == {"correctness", "performance"}
-    assert gate.evaluate(fast, roles=("holdout",)).passed
-    old, new = gate.retime([wrong, fast])
-    assert {c.role for c in new.cases} == {"performance"} and new.score_us == pytest.approx(400)
-    assert gate.evaluate_baseline("cupy_add").passed
-    assert gate.evaluate_baseline("nope").reason == "harness_error"
-    assert gate.device_info()["name"] == "NVIDIA H200 (scripted)" and gate.calibrate()["bandwidth"] > 0
-    gate.precompile([fast])
-    unknown = replace(fast, source=fast.source + "\n// another\n")
-    with pytest.raises(InputError, match="no recorded verdict"):
-        gate.evaluate(unknown)
-    assert gate.profile(unknown, ["n16M"]) == {"available": False, "reason": gate_reason(), "tool": "",
-                                              "seconds": 0.0, "cases": {}}
-    gate.close()
-
-
-def gate_reason() -> str:
-    from kernel_forge.gate.recorded import NO_PROFILE
-    return NO_PROFILE
 
 
 # ------------------------------------------------------------------------------ unreachable
