@@ -1,5 +1,5 @@
-"""The module-global reader (gpu/module_state.py's module_globals), without a GPU; the kernel clock's
-bookkeeping is in test_kernel_clock.py."""
+"""The module-global reader (gpu/module_state.py's module_globals), without a GPU: which globals a
+CUBIN holds, read from its symbol table."""
 from __future__ import annotations
 
 import pytest
