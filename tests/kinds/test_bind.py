@@ -1,5 +1,4 @@
-"""kernel_forge/kinds/bind.py: a kind's bound pattern instantiated for the task's own signature (the source
-it writes, and the reasons it gives when it cannot write one); their compiles and the gate: test_kinds*.py."""
+"""kernel_forge/kinds/bind.py: bound patterns written for the task's own signature, and why one cannot be."""
 from __future__ import annotations
 
 from pathlib import Path

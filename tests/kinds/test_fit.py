@@ -1,5 +1,4 @@
-"""kernel_forge/kinds/fit.py: the kind classifier (manifest, name, description, structure) and which library
-patterns fit a task."""
+"""kernel_forge/kinds/fit.py: the kind classifier and which library patterns fit a task."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,4 +1,4 @@
-"""kernel_forge/kinds/linalg.py: the matrix-product and histogram hypotheses, on probes built here (no reference runs)."""
+"""kernel_forge/kinds/linalg.py: the matrix-product and histogram hypotheses, on probes built here."""
 from __future__ import annotations
 
 import math

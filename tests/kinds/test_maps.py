@@ -1,4 +1,4 @@
-"""kernel_forge/kinds/maps.py: elementwise maps and fused elementwise chains, on probes built here (no reference runs)."""
+"""kernel_forge/kinds/maps.py: elementwise maps and fused chains, on probes built here."""
 from __future__ import annotations
 
 import math

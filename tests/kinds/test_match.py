@@ -1,4 +1,4 @@
-"""kernel_forge/kinds/match.py: the record of an identified operation and the comparisons every kind's test uses."""
+"""kernel_forge/kinds/match.py: the record of an identified operation and the comparisons the kinds use."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""kernel_forge/kinds/probe.py: what the reference does on one small case, and who is who among its parameters."""
+"""kernel_forge/kinds/probe.py: the reference on one small case, and who is who among its parameters."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,5 +1,4 @@
-"""kernel_forge/kinds/rows.py: row norms, row softmax, reductions along an axis and prefix sums, on probes built
-here (no reference runs)."""
+"""kernel_forge/kinds/rows.py: row norms, softmax, reductions and prefix sums, on probes built here."""
 from __future__ import annotations
 
 import math

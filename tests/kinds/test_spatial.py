@@ -1,5 +1,4 @@
-"""kernel_forge/kinds/spatial.py: 2-D stencils, transposes, gathers and box filters, on probes built here (no
-reference runs); the expected images are written out pixel by pixel."""
+"""kernel_forge/kinds/spatial.py: stencils, transposes, gathers and box filters, on probes built here."""
 from __future__ import annotations
 
 import math

@@ -1,5 +1,4 @@
-"""kernel_forge/model/clip.py: clipping a kernel's source for a prompt without losing its main loop (tests moved
-from tests/search/test_reflection.py and test_prompts.py), and plain text clipped to its head and tail."""
+"""kernel_forge/model/clip.py: clipping a kernel's source for a prompt without losing its main loop."""
 from __future__ import annotations
 
 import re

@@ -1,5 +1,4 @@
-"""kernel_forge/model/dispatch_variants.py: a kernel with a dispatch rule as the gate runs it, one variant per
-distinct setting and the cases grouped by the setting the rule picks (two tests moved from test_dispatch.py)."""
+"""kernel_forge/model/dispatch_variants.py: a dispatch rule as the variants and case groups the gate runs."""
 from __future__ import annotations
 
 from pathlib import Path

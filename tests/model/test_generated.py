@@ -1,6 +1,4 @@
-"""kernel_forge/model/generated.py: the ``generated`` block of a task ``kforge init --describe`` wrote, its file
-hashes, and whether the files are still as generated (accepting or refusing such a task:
-tests/authoring/test_acceptance.py)."""
+"""kernel_forge/model/generated.py: a generated task's block, its file hashes and its review state."""
 from __future__ import annotations
 
 import dataclasses

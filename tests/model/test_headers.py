@@ -1,6 +1,4 @@
-"""kernel_forge/model/headers.py: the task's own headers, files in the manifest's folder, checked when the
-manifest is loaded and again when read (four tests moved from tests/gpu/test_nvrtc_includes.py, which need no
-NVRTC)."""
+"""kernel_forge/model/headers.py: the task's own headers, checked at load and again when read."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,4 @@
-"""kernel_forge/model/limits.py: the launch limits known without a GPU (every supported GPU's, an arch's, a
-described device's) and what is wrong with a launch, in words."""
+"""kernel_forge/model/limits.py: launch limits known without a GPU, and a launch's problems in words."""
 from __future__ import annotations
 
 import pytest

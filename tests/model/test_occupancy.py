@@ -1,5 +1,4 @@
-"""kernel_forge/model/occupancy.py: the pure-Python occupancy calculator against the driver's and ncu's answers on
-the H200 (tests moved from tests/gpu/test_device_description.py) and its allocation units."""
+"""kernel_forge/model/occupancy.py: the pure-Python occupancy calculator, against the H200's driver and ncu."""
 from __future__ import annotations
 
 import json

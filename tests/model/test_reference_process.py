@@ -1,6 +1,4 @@
-"""kernel_forge/model/reference_process.py: Python references run in a child process, bounded in time, that a
-failing, exiting or hanging reference cannot take kforge down with (the sandboxed child:
-test_reference_sandbox.py)."""
+"""kernel_forge/model/reference_process.py: Python references run in a child process, bounded in time."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,6 +1,4 @@
-"""kernel_forge/model/references.py: loading the user's reference callables, calling them so that whatever they
-do to end themselves is a ReferenceError_, and checking their outputs (run here, in-process; the child process
-that runs them for kforge: test_reference_process.py)."""
+"""kernel_forge/model/references.py: loading, calling and checking the user's reference callables."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,5 +1,4 @@
-"""kernel_forge/model/resources.py: what a compiled kernel uses for one launch and the occupancy that allows
-(tests moved from test_worker_protocol.py), and which resource limits it."""
+"""kernel_forge/model/resources.py: what a compiled kernel uses for one launch, and which resource limits it."""
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,4 @@
-"""kernel_forge/model/tolerance.py: comparing a kernel's outputs with the reference's under tolerances, the
-specification the GPU comparison follows (tests moved from test_inputs_tolerance.py), and the dtype the GPU
-reads the expected values in."""
+"""kernel_forge/model/tolerance.py: comparing a kernel's outputs with the reference's under tolerances."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""kernel_forge/model/verdict.py: the gate's verdict as data: reason codes, per-case results, and their JSON."""
+"""kernel_forge/model/verdict.py: the gate's verdict as data: reason codes, per-case results, their JSON."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,4 @@
-"""kernel_forge/model/weak_cases.py: warnings about cases a wrong kernel could pass: inputs that never go negative
-or never change (decided from their init, nothing drawn) and outputs that zeros or a constant would match."""
+"""kernel_forge/model/weak_cases.py: warnings about cases a wrong kernel could pass."""
 from __future__ import annotations
 
 import json
