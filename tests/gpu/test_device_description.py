@@ -1,19 +1,16 @@
-"""The device as the prompt describes it: the shipped H200 file, the compute ceiling per task, and the
-occupancy calculator (CPU).  DeviceInfo itself (its per-SM limits, an older env.json) is in test_driver.py."""
+"""The device as the prompt describes it: the shipped H200 file and the compute ceiling per task (CPU).
+DeviceInfo itself is in test_driver.py, the occupancy calculator in tests/model/test_occupancy.py."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kernel_forge.gpu import device_description as dd
 from kernel_forge.common.errors import InputError
-from kernel_forge.model.occupancy import occupancy, resources_for_case
 from kernel_forge.model.task import load_task
 
-from fakes import H200
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = ROOT / "bench" / "evidence" / "h200-2026-12-01-s4" / "probe" / "probe.json"
@@ -137,58 +134,3 @@ def test_the_device_section_of_a_bf16_elementwise_task_keeps_to_cuda_cores(h200)
 def test_without_calibration_the_theoretical_bandwidth_is_named_as_such(h200):
     text = dd.render(h200[0], None, _task("vector_add"))
     assert "Memory: theoretical bandwidth (not measured) 4814 GB/s" in text
-
-
-# --------------------------------------------------------------------------- occupancy
-
-def test_occupancy_matches_the_driver_on_the_h200(h200):
-    """cuOccupancyMaxActiveBlocksPerMultiprocessor on the H200 (probe): a 32-register kernel with
-    2 KB of static shared memory fits 32/16/8/4/2 blocks at 64..1024 threads."""
-    probe = json.loads(PROBE.read_text())
-    regs = probe["func_attrs_mm_plain"]["CU_FUNC_ATTRIBUTE_NUM_REGS"]
-    smem = probe["func_attrs_mm_plain"]["CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"]
-    for threads, blocks in probe["occupancy_mm_plain"].items():
-        r = occupancy(int(threads), regs, smem, 0, h200[0])
-        assert r["blocks_per_sm"] == blocks, threads
-        assert r["occupancy"] == 1.0 and r["source"] == "computed"
-
-
-def test_occupancy_limits_agree_with_ncu(h200):
-    """ncu's launch__occupancy_limit_registers / _warps / _blocks for that kernel at 256 threads."""
-    r = occupancy(256, 32, 2048, 0, h200[0])
-    assert (r["limits"]["registers"], r["limits"]["threads"], r["limits"]["blocks"]) == (8, 8, 32)
-
-
-@pytest.mark.parametrize("threads, regs, static, dynamic, blocks, limiter", [
-    (256, 128, 0, 0, 2, "registers"),            # 4096 registers a warp: 4 warps per partition
-    (256, 72, 0, 0, 3, "registers"),             # 72 x 32 = 2304 -> 2304 per warp: 7 per partition, 28 warps
-    (128, 32, 48 * 1024, 0, 4, "shared_memory"),  # 49152 + 1024 reserved per block
-    (128, 32, 0, 100 * 1024, 2, "shared_memory"),
-    (32, 16, 0, 0, 32, "blocks"),
-    (1024, 32, 0, 0, 2, "threads"),
-    (1024, 255, 0, 0, 0, "registers"),           # does not fit one block
-    (128, 32, 40000, 200000, 0, "shared_memory"),  # above the opt-in maximum
-])
-def test_occupancy_cases(h200, threads, regs, static, dynamic, blocks, limiter):
-    r = occupancy(threads, regs, static, dynamic, h200[0])
-    assert (r["blocks_per_sm"], r["occupancy_limiter"]) == (blocks, limiter)
-    assert r["warps_per_sm"] == blocks * -(-threads // 32)
-    if blocks == 0:
-        assert r["problem"]
-
-
-def test_resources_for_case_reads_ptxas_and_the_launch(h200):
-    info = {"resources": {"registers": 40, "spill_stores": 8, "spill_loads": 4, "smem": 4096, "stack": 16}}
-    r = resources_for_case(info, {"grid": [10, 1, 1], "block": [16, 16, 1], "shared_mem": 1024}, h200[0])
-    assert (r["threads_per_block"], r["registers"], r["static_smem"], r["dynamic_smem"]) == (256, 40, 4096, 1024)
-    assert (r["spill_stores"], r["spill_loads"], r["local_bytes"]) == (8, 4, 16)
-    assert r["blocks_per_sm"] == 6          # 40 regs -> 1280 per warp: 12 warps per partition, 48 warps
-    assert resources_for_case({"resources": {}}, {"block": [1]}, h200[0]) is None
-    assert resources_for_case(info, None, h200[0]) is None
-
-
-def test_an_ada_gpu_fits_fewer_threads(h200):
-    ada = dd.complete({**json.loads(json.dumps(replace(H200, cc=(8, 9)).to_json())),
-                       "max_threads_per_sm": None, "max_smem_per_sm": None, "max_blocks_per_sm": None})
-    r = occupancy(1024, 32, 0, 0, ada)
-    assert ada["max_threads_per_sm"] == 1536 and r["blocks_per_sm"] == 1

@@ -1,5 +1,6 @@
-"""Expert patterns (the kernel library's patterns, kernel_forge/kernels): the library, the kind classifier, retrieval and the
-tuner picking them up; every pattern compiles with NVRTC for sm_90 and parses as a candidate
+"""Expert patterns (the kernel library's patterns, kernel_forge/kernels): the library, a manifest's
+kind checked, retrieval and the tuner picking them up (the kind classifier itself:
+tests/kinds/test_fit.py); every pattern compiles with NVRTC for sm_90 and parses as a candidate
 against the bundled task it is written for (signature, launch on every case).  Host emulation
 against the reference and the NVRTC sample of settings run through tests/kernels/test_tuner_templates.py
 (the bundled manifests list every pattern as a template).  On a GPU: every pattern passes the
@@ -124,33 +125,6 @@ def test_the_sgemm_tiling_writes_every_element_of_c_exactly_once():
 
 
 # -- kinds ------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("name, kind", [("matmul_f32", "gemm"), ("matmul_f16", "gemm"), ("layernorm", "row_norm"),
-                                        ("softmax_rows", "row_softmax"), ("transpose", "transpose"),
-                                        ("histogram", "histogram"), ("vector_add", "elementwise"),
-                                        ("gelu_bf16", "elementwise"), ("reduce_sum", "reduction")])
-def test_every_bundled_task_is_classified_by_its_name(name, kind):
-    k = fit.classify(task_of(name))
-    assert (k.kind, k.source) == (kind, "name")
-
-
-@pytest.mark.parametrize("name, kind", [("matmul_f32", "gemm"), ("transpose", "transpose"),
-                                        ("histogram", "histogram"), ("vector_add", "elementwise"),
-                                        ("reduce_sum", "reduction")])
-def test_without_name_or_description_the_structure_still_tells_the_kind(name, kind):
-    k = fit.classify(anonymous(task_of(name)))
-    assert (k.kind, k.source) == (kind, "structure"), k
-
-
-def test_the_manifest_s_kind_wins_and_the_description_is_read():
-    t = task_of("layernorm")
-    assert fit.classify(anonymous(t, kind="row_softmax")) == fit.Kind(
-        "row_softmax", "manifest", 'the manifest says "kind": "row_softmax"')
-    k = fit.classify(dataclasses.replace(anonymous(t), description="RMS norm over each row"))
-    assert (k.kind, k.source) == ("row_norm", "name") and "description" in k.why
-    # rows in, rows out, nothing said: not guessed
-    assert fit.classify(anonymous(task_of("softmax_rows"))).kind == "other"
-
 
 def test_a_manifest_with_an_unknown_kind_is_refused_with_its_json_path(tmp_path):
     from kernel_forge.common.errors import ManifestError

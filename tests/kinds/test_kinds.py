@@ -1,8 +1,9 @@
 """kernel_forge/kinds: the operation read from the reference (kind, binding, parameters) for the
 bundled tasks and for public signatures (tests/data/kinds), nothing matched for an operation of no
 known kind, a stated kind checked, and the bound patterns instantiated for the task's own
-signature, compiled with NVRTC for every storage type the kind allows.  Their gate runs on a GPU:
-test_kinds_bound_gpu.py."""
+signature, compiled with NVRTC for every storage type the kind allows.  The source a bound pattern
+is written as: test_bind.py; each kind's hypotheses on their own: test_linalg.py, test_maps.py,
+test_rows.py, test_spatial.py.  Their gate runs on a GPU: test_kinds_bound_gpu.py."""
 from __future__ import annotations
 
 import json
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kernel_forge.kinds import KindMismatch, identify
-from kernel_forge.kinds.bind import Unbindable, instantiate
+from kernel_forge.kinds.bind import instantiate
 from kernel_forge.model.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -440,21 +441,6 @@ def test_every_bound_pattern_is_a_complete_kernel_with_the_task_s_own_signature_
         assert res.resources.get("spill_stores", 0) == 0, bound.label
 
 
-@pytest.mark.parametrize("name", ["matmul_forward", "sgemm_tn"])
-def test_an_fp32_gemm_gets_the_split_tf32_tensor_core_pattern_beside_the_simt_one(name):
-    from kernel_forge.model.candidate import parse_candidate
-
-    task = load_task(DATA / f"{name}.json")
-    bounds = instantiate(task, identify(task).match)
-    assert [b.label for b in bounds] == ["bound_gemm.cu", "bound_gemm_tf32x3.cu"]
-    tf = bounds[1].source
-    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in tf and "kf_split(" in tf
-    trans = {"matmul_forward": ("0", "1"), "sgemm_tn": ("1", "0")}[name]
-    assert f"#define KF_TRANS_A {trans[0]}" in tf and f"#define KF_TRANS_B {trans[1]}" in tf
-    cand = parse_candidate(tf, name=bounds[1].label)
-    assert cand.launch.shared_mem not in (0, "0") and 40 <= len(cand.configurations()) <= 200
-
-
 @pytest.mark.parametrize("storage", sorted(_TYPES))
 @pytest.mark.parametrize("name", ["llmc_layernorm", "llmc_softmax", "bias_gelu_residual", "blur3x3", "embedding",
                                   "cumsum_rows", "nll_bf16"])
@@ -465,31 +451,6 @@ def test_bound_patterns_compile_for_fp32_fp16_and_bf16_storage(tmp_path, name, s
     [bound] = instantiate(task, found.match)
     assert (f"typedef {_TYPES[storage]} kf_y_t;" in bound.source)
     _compiled(task, bound)
-
-
-def test_a_binding_no_pattern_can_be_written_for_says_why():
-    from kernel_forge.kinds.match import Match
-
-    task = load_task(MANIFESTS / "histogram.json")
-    found = identify(task).match
-    with pytest.raises(Unbindable, match="no bound pattern for kind sort"):
-        instantiate(task, Match("sort", found.binding, {}))
-    # a bin count that no parameter carries, and the output's shape is a size, not a number
-    with pytest.raises(Unbindable, match=r"no kernel parameter carries the number of bins, and bins's shape \['nbins'\]"):
-        instantiate(task, Match("histogram", {**found.binding, "nbins": None}, found.params))
-
-
-@pytest.mark.parametrize("name, storage", [("byte_histogram", "unsigned char"), ("hist_mod", "int")])
-def test_the_bound_histogram_counts_into_a_tally_it_moves_into_the_bins_so_no_zeroed_output_is_needed(name, storage):
-    """hist_mod's counts are a pure output (poisoned by the gate): the pattern must overwrite every bin."""
-    task = load_task(DATA / f"{name}.json")
-    [bound] = instantiate(task, identify(task).match)
-    assert f"typedef {storage} kf_x_t;" in bound.source
-    assert ("typedef unsigned long long kf_count_t;" in bound.source) == (name == "hist_mod")
-    assert ("#define KF_INDEX_MODULO 1" in bound.source) == (name == "hist_mod")
-    assert "bins[b] = (kf_bins_t)(" in bound.source           # the last block writes every bin
-    if name == "byte_histogram":                              # 256 bins: the output's own shape
-        assert "kf_histogram(buffer, histo, ((long long)(size)), 256LL)" in bound.source
 
 
 def test_the_tuner_gates_a_bound_pattern_at_its_default_setting_before_searching_its_settings(tmp_path):

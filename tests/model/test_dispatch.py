@@ -1,5 +1,6 @@
 """Dispatch rules (settings per shape) in a kernel's ``// kforge:`` header: parsing, checks that
-name the kernel line, the rule against a task's cases, and what uses it before the GPU."""
+name the kernel line, the rule against a task's cases, and what uses it before the GPU (its
+variants, one per setting: test_dispatch_variants.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,10 +10,9 @@ from click.testing import CliRunner
 
 from kernel_forge.gate import preflight
 from kernel_forge.search import spaces as search
-from kernel_forge.model.candidate import load_candidate, parse_candidate
+from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.app.cli import cli
 from kernel_forge.model.dispatch import Rule, problem
-from kernel_forge.model.dispatch_variants import variants
 from kernel_forge.common.errors import CandidateError, CompileError
 from kernel_forge.model.task import load_task
 
@@ -162,17 +162,6 @@ def test_a_rule_is_a_kernel_of_its_own_for_de_duplication_and_is_gated_whole():
     assert len(search.expand(plain, 24)) == len(plain.configurations()) == 5
 
 
-def test_a_rule_compiles_once_per_distinct_setting():
-    cand = parse_candidate(kernel("""// kforge: dispatch n >= 67108864 -> BLOCK=512
-// kforge: dispatch n >= 16777216 -> BLOCK=128, ITEMS=2
-// kforge: dispatch default -> BLOCK=512
-"""), name="k.cu")
-    got = variants([cand])
-    assert [v.defines for v in got] == [{"BLOCK": 512, "ITEMS": 1}, {"BLOCK": 128, "ITEMS": 2}]
-    assert all(v.dispatch is None and v.source == cand.source for v in got)
-    assert len({v.sha256 for v in got}) == 2
-
-
 def test_every_setting_of_a_rule_is_compiled_before_the_gpu_and_a_failing_one_names_its_line(tmp_path):
     failing = kernel("// kforge: dispatch n >= 16777216 -> BLOCK=512\n// kforge: dispatch default -> BLOCK=128\n",
                      head=HEAD).replace("#ifndef ITEMS", "#if BLOCK == 512\n#error \"no 512 here\"\n#endif\n#ifndef ITEMS")
@@ -217,12 +206,6 @@ def test_kforge_validate_refuses_a_template_whose_rule_no_case_takes(tmp_path):
 def test_the_system_prompt_explains_dispatch_lines():
     from kernel_forge.search.prompts import system_prompt
     assert "// kforge: dispatch default" in system_prompt()
-
-
-def test_a_kernel_without_a_rule_is_unchanged(tmp_path):
-    cand = load_candidate(ROOT / "kernel_forge/kernels/elementwise/vector_add_vec4.cu")
-    assert cand.dispatch is None and "dispatch" not in cand.render()
-    assert variants([cand]) == [cand]
 
 
 def _many_lines(count: int) -> str:

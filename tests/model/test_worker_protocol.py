@@ -1,4 +1,5 @@
-"""The worker protocol's CPU parts: timing counts, launches, messages, resources, poison patterns."""
+"""The worker protocol's CPU parts: timing counts, launches, messages, poison patterns (the resources a
+launch uses: test_resources.py)."""
 from __future__ import annotations
 
 import pickle
@@ -9,11 +10,10 @@ import pytest
 from kernel_forge.model.candidate import Launch
 from kernel_forge.common.dtypes import BY_NAME, poison_memset, poison_value
 from kernel_forge.common.errors import KForgeError
-from kernel_forge.model.resources import case_resources, limits
 from kernel_forge.model.task import Tolerance
 from kernel_forge.model.tolerance import compare
 from kernel_forge.config.gate_settings import TimingOptions
-from kernel_forge.model.worker_protocol import FIRST, KernelSpec, ModuleFacts, Observation, ResolvedLaunch, Run, RunPlan, StageObservation, resolve_launch, timing_counts
+from kernel_forge.model.worker_protocol import FIRST, KernelSpec, Observation, ResolvedLaunch, Run, RunPlan, StageObservation, resolve_launch, timing_counts
 
 
 @pytest.mark.parametrize("estimate_s, reps, warmup", [
@@ -68,27 +68,3 @@ def test_a_memset_of_the_poison_pattern_writes_the_poison_value(dtype):
     assert filled.tobytes() == want.tobytes()
     if dtype.kind == "float" and dtype.name != "bfloat16":
         assert np.isfinite(filled).all()
-
-
-SM = {"max_threads": 2048, "max_blocks": 32, "registers": 65536, "shared_memory": 233472, "reserved_smem": 1024}
-
-
-@pytest.mark.parametrize("threads, blocks", [(64, 32), (128, 16), (256, 8), (512, 4), (1024, 2)])
-def test_resources_of_a_tiled_matmul_match_the_occupancy_measured_on_the_h200(threads, blocks):
-    # bench/evidence/h200-2026-12-01-s4: 32 registers, 2 KB static smem -> 32/16/8/4/2 blocks per SM
-    launch = ResolvedLaunch((16, 16, 1), (threads, 1, 1), 0)
-    facts = ModuleFacts(registers=32, static_smem=2048, occupancy={(threads, 0): blocks}, sm=SM)
-    assert min(limits(facts, launch).values()) == blocks
-    res = case_resources(facts, launch, {"spill_stores": 0, "spill_loads": 4})
-    assert res["blocks_per_sm"] == blocks and res["warps_per_sm"] == 64 and res["occupancy"] == 1.0
-    assert res["occupancy_limiter"] == "threads" and res["spill_loads"] == 4 and res["static_smem"] == 2048
-
-
-def test_the_limiter_is_the_resource_that_allows_fewest_blocks():
-    launch = ResolvedLaunch((1, 1, 1), (256, 1, 1), 96 << 10)
-    facts = ModuleFacts(registers=64, static_smem=0, occupancy={(256, 96 << 10): 2}, sm=SM)
-    res = case_resources(facts, launch)
-    assert res["occupancy_limiter"] == "shared_memory" and res["occupancy"] == 0.25
-    facts = ModuleFacts(registers=128, occupancy={(256, 0): 2}, sm=SM)
-    assert case_resources(facts, ResolvedLaunch((1, 1, 1), (256, 1, 1), 0))["occupancy_limiter"] == "registers"
-    assert case_resources(None, launch) is None and case_resources(facts, None) is None

@@ -1,12 +1,11 @@
-"""The attempt ledger and its lessons, and clipping that keeps a kernel's main loop."""
+"""The attempt ledger and its lessons, and history kernels in the prompt keeping their main loop (the
+clipping itself: tests/model/test_clip.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from kernel_forge.search import reflection
-from kernel_forge.model.clip import clip_kernel, hot_loop, loops
+from kernel_forge.model.clip import hot_loop
 from kernel_forge.records.attempt import Attempt
 from kernel_forge.search.prompt_blocks import PromptAttempt
 from kernel_forge.search.prompts import PromptContext, build_prompt_parts
@@ -98,46 +97,6 @@ def hot_text(src: str) -> str:
     loop = hot_loop(src)
     lines = src.splitlines()
     return "\n".join(lines[loop.first_line:loop.last_line + 1])
-
-
-@pytest.mark.parametrize("name, head", [("matmul_f32_regblock.cu", "for (int t = 0; t < ntiles; ++t) {"),
-                                        ("matmul_f32_tiled.cu", "for (int k0 = 0; k0 < k; k0 += TILE) {")])
-def test_the_main_loop_of_a_real_sgemm_is_found_and_kept_whole(name, head):
-    src = (TEMPLATES / name).read_text()
-    loop = hot_text(src)
-    assert loop.strip().startswith(head) and loop.rstrip().endswith("}")
-    for limit in (len(loop) + 400, (len(loop) + len(src)) // 2):
-        out = clip_kernel(src, limit)
-        assert loop in out, (name, limit)
-        assert "matmul_f32(const float* __restrict__ a" in out          # the entry point's signature
-        assert "left out ..." in out
-        others = [l for l in out.splitlines() if "left out" not in l]
-        assert all(l in src.splitlines() for l in others)              # lines kept whole, never cut
-    assert clip_kernel(src, len(src)) == src
-
-
-def test_setup_is_clipped_first_and_said_where():
-    src = (TEMPLATES / "matmul_f32_regblock.cu").read_text()
-    out = clip_kernel(src, 3000)
-    assert "before the main loop:" in out and len(out) < len(src)
-    assert "fetch(0);" in out                                          # the lines right before the loop stay
-
-
-def test_a_main_loop_larger_than_the_limit_keeps_its_hottest_inner_loop():
-    src = (TEMPLATES / "matmul_f32_regblock.cu").read_text()
-    outer = hot_text(src)
-    out = clip_kernel(src, len(outer) - 200)
-    assert outer not in out
-    assert "for (int kk = 0; kk < BK; ++kk) {" in out and "acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);" in out
-
-
-def test_loops_ignore_keywords_in_comments_and_strings_and_know_do_while():
-    src = ('// for (;;) { not code }\nconst char* s = "while (1) {";\n__global__ void k(float* x) {\n'
-           "  int i = 0;\n  do { x[i] = x[i] * 2.0f + 1.0f; i++; } while (i < 8);\n"
-           "  for (int j = 0; j < 4; ++j) x[j] += 1.0f;\n}\n")
-    found = loops(src)
-    assert [(l.first_line, l.last_line) for l in found] == [(4, 4), (5, 5)]
-    assert hot_loop(src).first_line == 4
 
 
 def test_history_kernels_in_the_prompt_keep_their_main_loop():

@@ -1,0 +1,111 @@
+"""kernel_forge/kinds/bind.py: bound patterns written for the task's own signature, and why one cannot be."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernel_forge.kinds import KINDS, identify
+from kernel_forge.kinds.bind import Unbindable, instantiate, kinds_with_patterns
+from kernel_forge.kinds.match import Match
+from kernel_forge.model.task import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+DATA = ROOT / "tests" / "data" / "kinds"
+
+#: layernorm's (x, gamma, beta, y, rows, cols, eps) as a layer norm's roles
+LAYERNORM = {"x": "x", "y": "y", "weight": "gamma", "bias": "beta", "rows": "rows", "cols": "cols", "eps": "eps"}
+
+
+def test_a_row_norm_is_one_file_ending_in_the_task_s_own_entry_point_with_its_parts_switched_on():
+    [bound] = instantiate(load_task(MANIFESTS / "layernorm.json"), Match("row_norm", LAYERNORM, {"norm": "layer"}))
+    src = bound.source
+    assert (bound.pattern, bound.label) == ("row_norm", "bound_row_norm.cu") and "@@" not in src
+    for line in ("#define KF_RMS 0", "#define KF_HAS_W 1", "#define KF_HAS_B 1", "#define KF_MEAN 0",
+                 "#define KF_RSTD 0", "typedef float kf_x_t;", "typedef float kf_s_t;",
+                 "// kforge: grid = [cdiv((rows), RPB), 1, 1]"):         # the launch in the manifest's sizes
+        assert line in src.splitlines(), line
+    assert src.endswith(
+        'extern "C" __global__ void __launch_bounds__(KF_THREADS)\n'
+        "layernorm(const float* x, const float* gamma, const float* beta, float* y, int rows, int cols, float eps)\n{\n"
+        "    kf_row_norm(x, gamma, beta, y, nullptr, nullptr, nullptr, ((long long)(rows)), (int)((long long)(cols)), "
+        "(float)(eps));\n}\n")
+
+
+def test_an_epsilon_no_parameter_carries_is_written_in_as_a_float_literal():
+    task = load_task(MANIFESTS / "layernorm.json")
+    [bound] = instantiate(task, Match("row_norm", {**LAYERNORM, "eps": None, "weight": None, "bias": None},
+                                      {"norm": "rms", "eps": 1e-6}))
+    assert {"#define KF_RMS 1", "#define KF_HAS_W 0", "#define KF_HAS_B 0"} <= set(bound.source.splitlines())
+    assert "kf_row_norm(x, nullptr, nullptr, y, nullptr, nullptr, nullptr, ((long long)(rows)), " \
+           "(int)((long long)(cols)), 1e-06f);" in bound.source
+    [half] = instantiate(task, Match("row_norm", {**LAYERNORM, "eps": None}, {"norm": "layer", "eps": 0.5}))
+    assert "(int)((long long)(cols)), 0.5f);" in half.source
+
+
+def test_bf16_storage_brings_its_header_and_types_and_the_map_its_cuda_function():
+    task = load_task(MANIFESTS / "gelu_bf16.json")
+    [bound] = instantiate(task, Match("elementwise", {"x": "x", "y": "y", "n": "n"}, {"form": "map", "act": "gelu_tanh"}))
+    lines = bound.source.splitlines()
+    assert "#include <cuda_bf16.h>" in lines and "#define KF_BF16 1" in lines
+    assert "typedef __nv_bfloat16 kf_x_t;" in lines and "typedef __nv_bfloat16 kf_y_t;" in lines
+    assert "typedef float kf_z_t;" in lines and "#define KF_HAS_Z 0" in lines       # no second operand
+    assert "    v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));" in lines
+    assert "    kf_elementwise(x, nullptr, nullptr, nullptr, y, ((long long)(n)), 1LL, 1.0f);" in lines
+
+
+def test_a_binding_that_cannot_be_written_says_what_is_missing_or_unsupported():
+    layernorm = load_task(MANIFESTS / "layernorm.json")
+    with pytest.raises(Unbindable, match="^the binding has no y$"):
+        instantiate(layernorm, Match("row_norm", {k: v for k, v in LAYERNORM.items() if k != "y"}, {"norm": "layer"}))
+    with pytest.raises(Unbindable, match=r"^no kernel parameter carries the rows \(a size the kernel must be given\)$"):
+        instantiate(layernorm, Match("row_softmax", {"x": "x", "y": "y", "rows": None, "cols": "cols"}, {}))
+    f16 = load_task(MANIFESTS / "matmul_f16.json")
+    with pytest.raises(Unbindable, match=r"^the bound gemm is float32 \(SIMT FFMA\)$"):
+        instantiate(f16, Match("gemm", {"a": "a", "b": "b", "c": "c", "m": "m", "n": "n", "k": "k"}, {}))
+
+
+def test_every_kind_identification_can_name_has_a_bound_pattern():
+    assert sorted(kinds_with_patterns()) == sorted(KINDS)
+
+
+# -- moved from test_kinds.py: what instantiate writes for identified tasks ------------------------------
+
+@pytest.mark.parametrize("name", ["matmul_forward", "sgemm_tn"])
+def test_an_fp32_gemm_gets_the_split_tf32_tensor_core_pattern_beside_the_simt_one(name):
+    from kernel_forge.model.candidate import parse_candidate
+
+    task = load_task(DATA / f"{name}.json")
+    bounds = instantiate(task, identify(task).match)
+    assert [b.label for b in bounds] == ["bound_gemm.cu", "bound_gemm_tf32x3.cu"]
+    tf = bounds[1].source
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in tf and "kf_split(" in tf
+    trans = {"matmul_forward": ("0", "1"), "sgemm_tn": ("1", "0")}[name]
+    assert f"#define KF_TRANS_A {trans[0]}" in tf and f"#define KF_TRANS_B {trans[1]}" in tf
+    cand = parse_candidate(tf, name=bounds[1].label)
+    assert cand.launch.shared_mem not in (0, "0") and 40 <= len(cand.configurations()) <= 200
+
+
+def test_a_binding_no_pattern_can_be_written_for_says_why():
+    task = load_task(MANIFESTS / "histogram.json")
+    found = identify(task).match
+    with pytest.raises(Unbindable, match="no bound pattern for kind sort"):
+        instantiate(task, Match("sort", found.binding, {}))
+    # a bin count that no parameter carries, and the output's shape is a size, not a number
+    with pytest.raises(Unbindable, match=r"no kernel parameter carries the number of bins, and bins's shape \['nbins'\]"):
+        instantiate(task, Match("histogram", {**found.binding, "nbins": None}, found.params))
+
+
+@pytest.mark.parametrize("name, storage", [("byte_histogram", "unsigned char"), ("hist_mod", "int")])
+def test_the_bound_histogram_counts_into_a_tally_it_moves_into_the_bins_so_no_zeroed_output_is_needed(name, storage):
+    """hist_mod's counts are a pure output (poisoned by the gate): the pattern must overwrite every bin."""
+    task = load_task(DATA / f"{name}.json")
+    [bound] = instantiate(task, identify(task).match)
+    assert f"typedef {storage} kf_x_t;" in bound.source
+    assert ("typedef unsigned long long kf_count_t;" in bound.source) == (name == "hist_mod")
+    assert ("#define KF_INDEX_MODULO 1" in bound.source) == (name == "hist_mod")
+    assert "bins[b] = (kf_bins_t)(" in bound.source           # the last block writes every bin
+    if name == "byte_histogram":                              # 256 bins: the output's own shape
+        assert "kf_histogram(buffer, histo, ((long long)(size)), 256LL)" in bound.source
+

@@ -1,0 +1,76 @@
+"""kernel_forge/kinds/linalg.py: the matrix-product and histogram hypotheses, on probes built here."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from kernel_forge.kinds.linalg import find_gemm, find_histogram
+from kernel_forge.kinds.match import Match
+from kernel_forge.kinds.probe import Probe
+from kernel_forge.model.inputs import CaseInputs
+from kernel_forge.model.task import Case, load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+RNG = np.random.default_rng(5)
+
+
+def probe(path: Path, values: dict, outputs: dict, **vars) -> Probe:
+    """The probe of the task at ``path`` on a case with ``vars``: ``values`` its inputs (pure outputs: NaN),
+    ``outputs`` what the reference wrote."""
+    task = load_task(path)
+    case = Case("probe", "correctness", vars, 0)
+    scalars = {a.name: task.scalar(a, case) for a in task.args if not a.is_buffer}
+    sizes = {a.name: math.prod(task.shape(a, case)) for a in task.args if a.is_buffer}
+    flat = {n: np.asarray(values[n], dtype=np.float64).reshape(-1) if n in values else np.full(s, np.nan)
+            for n, s in sizes.items()}
+    return Probe(task=task, inputs=CaseInputs(case, 0, {}, scalars), values=flat, scalars=scalars,
+                 outputs={n: np.asarray(v, dtype=np.float64).reshape(-1) for n, v in outputs.items()}, sizes=sizes)
+
+
+def test_a_plain_matrix_product_binds_each_operand_and_size():
+    a, b = RNG.standard_normal((3, 5)), RNG.standard_normal((5, 4))
+    p = probe(ROOT / "manifests" / "matmul_f32.json", {"a": a, "b": b}, {"c": a @ b}, m=3, n=4, k=5)
+    assert next(find_gemm(p)) == Match("gemm", {"a": "a", "b": "b", "c": "c", "m": "m", "n": "n", "k": "k",
+                                                "alpha": None, "beta": None, "bias": None},
+                                       {"trans_a": False, "trans_b": False})
+
+
+def test_alpha_beta_and_a_transposed_a_are_read_off_the_values():
+    """sgemm_tn: C = alpha * A^T @ B + beta * C, with A stored k x m (alpha 1.5, beta -0.5 in the manifest)."""
+    A, B, C = RNG.standard_normal((5, 3)), RNG.standard_normal((5, 4)), RNG.standard_normal((3, 4))
+    p = probe(ROOT / "tests" / "data" / "kinds" / "sgemm_tn.json", {"A": A, "B": B, "C": C},
+              {"C": 1.5 * A.T @ B - 0.5 * C}, m=3, n=4, k=5)
+    m = next(find_gemm(p))
+    assert (m.binding["alpha"], m.binding["beta"], m.binding["bias"]) == ("alpha", "beta", None)
+    assert (m.binding["a"], m.binding["b"], m.binding["c"]) == ("A", "B", "C")
+    assert m.params == {"trans_a": True, "trans_b": False}
+
+
+def test_a_product_that_is_not_what_the_reference_wrote_is_no_gemm():
+    a, b = RNG.standard_normal((3, 5)), RNG.standard_normal((5, 4))
+    p = probe(ROOT / "manifests" / "matmul_f32.json", {"a": a, "b": b}, {"c": a @ b + 1.0}, m=3, n=4, k=5)
+    assert list(find_gemm(p)) == []
+
+
+def test_a_histogram_that_skips_values_outside_the_bins_is_read_as_ignore():
+    x = np.array([0, 1, 1, 3, -2, 7])          # -2 and 7 fall outside 4 bins
+    p = probe(ROOT / "manifests" / "histogram.json", {"x": x, "bins": np.zeros(4)}, {"bins": [1, 2, 0, 1]},
+              n=6, nbins=4)
+    assert list(find_histogram(p)) == [Match("histogram", {"x": "x", "bins": "bins", "n": "n", "nbins": "nbins"},
+                                             {"index": "ignore"})]
+
+
+def test_a_histogram_of_values_modulo_the_bin_count_is_read_as_modulo():
+    x = np.array([0, 1, 1, 3, 6, 7])           # mod 4: 0 1 1 3 2 3
+    p = probe(ROOT / "manifests" / "histogram.json", {"x": x, "bins": np.zeros(4)}, {"bins": [1, 2, 1, 2]},
+              n=6, nbins=4)
+    assert [m.params["index"] for m in find_histogram(p)] == ["modulo"]
+
+
+def test_values_all_inside_the_bins_are_counted_directly_and_named_once():
+    x = np.array([0, 1, 1, 3])
+    p = probe(ROOT / "manifests" / "histogram.json", {"x": x, "bins": np.zeros(5)}, {"bins": [1, 2, 0, 1, 0]},
+              n=4, nbins=5)
+    assert [m.params["index"] for m in find_histogram(p)] == ["direct", "modulo"]   # x % 5 is x itself

@@ -1,0 +1,70 @@
+"""kernel_forge/kinds/maps.py: elementwise maps and fused chains, on probes built here."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernel_forge.kinds.maps import FUNCTIONS, find_elementwise
+from kernel_forge.kinds.match import Match
+from kernel_forge.kinds.probe import Probe
+from kernel_forge.model.inputs import CaseInputs
+from kernel_forge.model.task import Case, load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+VECTOR_ADD = ROOT / "manifests" / "vector_add.json"          # (a, b, c, n)
+RNG = np.random.default_rng(11)
+
+
+def probe(path: Path, values: dict, outputs: dict, **vars) -> Probe:
+    """The probe of the task at ``path`` on a case with ``vars``: ``values`` its inputs (pure outputs: NaN),
+    ``outputs`` what the reference wrote."""
+    task = load_task(path)
+    case = Case("probe", "correctness", vars, 0)
+    scalars = {a.name: task.scalar(a, case) for a in task.args if not a.is_buffer}
+    sizes = {a.name: math.prod(task.shape(a, case)) for a in task.args if a.is_buffer}
+    flat = {n: np.asarray(values[n], dtype=np.float64).reshape(-1) if n in values else np.full(s, np.nan)
+            for n, s in sizes.items()}
+    return Probe(task=task, inputs=CaseInputs(case, 0, {}, scalars), values=flat, scalars=scalars,
+                 outputs={n: np.asarray(v, dtype=np.float64).reshape(-1) for n, v in outputs.items()}, sizes=sizes)
+
+
+@pytest.mark.parametrize("name, value, want", [
+    ("relu", -2.0, 0.0), ("relu", 3.0, 3.0), ("leaky_relu", -2.0, -0.02), ("square", -3.0, 9.0),
+    ("softplus", 0.0, math.log(2.0)), ("silu", 0.0, 0.0), ("sigmoid", 0.0, 0.5), ("neg", 2.5, -2.5),
+    ("gelu_erf", 1.0, 0.5 * (1.0 + math.erf(1.0 / math.sqrt(2.0)))),
+    ("gelu_tanh", 1.0, 0.5 * (1.0 + math.tanh(math.sqrt(2.0 / math.pi) * 1.044715))),
+])
+def test_each_function_s_numpy_form_is_the_function_it_names(name, value, want):
+    assert float(np.asarray(FUNCTIONS[name][0](np.array([value])), dtype=np.float64)[0]) == pytest.approx(want, rel=1e-12)
+
+
+def test_a_sum_of_two_inputs_is_a_binary_add_bound_to_its_operands():
+    a, b = RNG.standard_normal(37), RNG.standard_normal(37)
+    p = probe(VECTOR_ADD, {"a": a, "b": b}, {"c": a + b}, n=37)
+    assert next(find_elementwise(p)) == Match("elementwise", {"y": "c", "n": "n", "x": "a", "z": "b"},
+                                              {"form": "binary", "op": "add"})
+
+
+def test_a_function_of_one_input_is_a_map_naming_the_function():
+    a, b = RNG.standard_normal(37), RNG.standard_normal(37)
+    p = probe(VECTOR_ADD, {"a": a, "b": b}, {"c": np.maximum(b, 0.0)}, n=37)
+    assert next(find_elementwise(p)) == Match("elementwise", {"y": "c", "n": "n", "x": "b"},
+                                              {"form": "map", "act": "relu"})
+
+
+def test_an_activation_of_an_input_plus_a_row_broadcast_bias_plus_a_residual_is_one_fused_chain():
+    x, bias, res = RNG.standard_normal((3, 4)), RNG.standard_normal(4), RNG.standard_normal((3, 4))
+    silu = (x + bias) / (1.0 + np.exp(-(x + bias)))
+    p = probe(ROOT / "tests" / "data" / "kinds" / "bias_gelu_residual.json", {"x": x, "bias": bias, "res": res},
+              {"out": silu + res}, rows=3, cols=4)
+    assert next(find_elementwise(p)) == Match(
+        "elementwise", {"y": "out", "n": "rows*cols", "x": "x", "bias": "bias", "res": "res", "cols": "cols"},
+        {"form": "bias_act_res", "act": "silu"})
+
+
+def test_an_output_no_hypothesis_reproduces_is_no_elementwise_map():
+    a, b = RNG.standard_normal(37), RNG.standard_normal(37)
+    assert list(find_elementwise(probe(VECTOR_ADD, {"a": a, "b": b}, {"c": np.sort(a)}, n=37))) == []

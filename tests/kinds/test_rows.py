@@ -1,0 +1,98 @@
+"""kernel_forge/kinds/rows.py: row norms, softmax, reductions and prefix sums, on probes built here."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from kernel_forge.kinds.match import Match
+from kernel_forge.kinds.probe import Probe
+from kernel_forge.kinds.rows import _segments, find_reductions, find_row_norm, find_row_softmax, find_scan
+from kernel_forge.model.inputs import CaseInputs
+from kernel_forge.model.task import Case, load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS, DATA = ROOT / "manifests", ROOT / "tests" / "data" / "kinds"
+RNG = np.random.default_rng(17)
+
+
+def probe(path: Path, values: dict, outputs: dict, **vars) -> Probe:
+    """The probe of the task at ``path`` on a case with ``vars``: ``values`` its inputs (pure outputs: NaN),
+    ``outputs`` what the reference wrote."""
+    task = load_task(path)
+    case = Case("probe", "correctness", vars, 0)
+    scalars = {a.name: task.scalar(a, case) for a in task.args if not a.is_buffer}
+    sizes = {a.name: math.prod(task.shape(a, case)) for a in task.args if a.is_buffer}
+    flat = {n: np.asarray(values[n], dtype=np.float64).reshape(-1) if n in values else np.full(s, np.nan)
+            for n, s in sizes.items()}
+    return Probe(task=task, inputs=CaseInputs(case, 0, {}, scalars), values=flat, scalars=scalars,
+                 outputs={n: np.asarray(v, dtype=np.float64).reshape(-1) for n, v in outputs.items()}, sizes=sizes)
+
+
+def _layernorm_inputs():
+    return RNG.normal(0.5, 2.0, (3, 8)), RNG.normal(1.0, 0.5, 8), RNG.normal(0.0, 0.5, 8)
+
+
+def test_a_layer_norm_with_weight_and_bias_binds_them_and_its_epsilon_parameter():
+    x, gamma, beta = _layernorm_inputs()
+    mean, var = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)
+    y = (x - mean) / np.sqrt(var + 1e-5) * gamma + beta
+    p = probe(MANIFESTS / "layernorm.json", {"x": x, "gamma": gamma, "beta": beta}, {"y": y}, rows=3, cols=8)
+    assert next(find_row_norm(p)) == Match("row_norm", {
+        "x": "x", "y": "y", "weight": "gamma", "bias": "beta", "mean": None, "rstd": None, "var": None,
+        "rows": "rows", "cols": "cols", "eps": "eps"}, {"norm": "layer"})
+
+
+def test_an_rms_norm_has_no_mean_taken_out_and_here_no_bias():
+    x, gamma, _ = _layernorm_inputs()
+    y = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5) * gamma
+    p = probe(MANIFESTS / "layernorm.json", {"x": x, "gamma": gamma, "beta": np.zeros(8) + 3.0}, {"y": y},
+              rows=3, cols=8)
+    m = next(find_row_norm(p))
+    assert m.params == {"norm": "rms"} and (m.binding["weight"], m.binding["bias"]) == ("gamma", None)
+
+
+def test_softmax_and_log_softmax_of_each_row_are_told_apart():
+    x = RNG.uniform(-5.0, 5.0, (3, 5))
+    lse = np.log(np.exp(x).sum(axis=1, keepdims=True))
+    for y, log in ((np.exp(x - lse), False), (x - lse, True)):
+        p = probe(MANIFESTS / "softmax_rows.json", {"x": x}, {"y": y}, rows=3, cols=5)
+        assert list(find_row_softmax(p)) == [Match("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"},
+                                                   {"log": log})]
+
+
+def test_a_whole_reduction_names_its_operation():
+    x = RNG.standard_normal(10)
+    p = probe(DATA / "reduce_max.json", {"in": x}, {"out": [x.max()]}, n=10)
+    assert list(find_reductions(p)) == [Match("reduction", {"x": "in", "y": "out", "n": "n"},
+                                              {"op": "max", "axis": None})]
+
+
+def test_column_sums_of_a_batch_of_rows_are_a_column_reduction_over_a_product_of_sizes():
+    dout = RNG.standard_normal((2, 3, 4))
+    p = probe(DATA / "bias_backward.json", {"dout": dout}, {"dbias": dout.reshape(6, 4).sum(axis=0)}, B=2, T=3, OC=4)
+    assert next(find_reductions(p)) == Match("column_reduction", {"x": "dout", "y": "dbias", "rows": "B*T", "cols": "OC"},
+                                             {"op": "sum"})
+
+
+def test_a_sum_per_512_values_the_last_segment_short_is_a_row_reduction_over_segments():
+    x = RNG.standard_normal(1030)                  # segments of 512, 512 and 6 values
+    sums = [x[:512].sum(), x[512:1024].sum(), x[1024:].sum()]
+    p = probe(ROOT / "bench" / "wild" / "cs_reduction" / "cs_reduction.json", {"g_idata": x}, {"g_odata": sums}, n=1030)
+    assert list(find_reductions(p)) == [Match("row_reduction", {"x": "g_idata", "y": "g_odata", "n": "n"},
+                                              {"op": "sum", "segment": 512})]
+
+    # the segment lengths tried: powers of two that give that many segments and do not divide the size
+    assert (_segments(1030, 3), _segments(1000, 2), _segments(1024, 2), _segments(5, 3)) == ([512], [512], [], [2])
+
+
+def test_prefix_sums_of_the_whole_array_and_of_each_row_inclusive_or_exclusive():
+    v = RNG.uniform(0.0, 1.0, 6)
+    p = probe(DATA / "exclusive_scan.json", {"in": v}, {"out": np.cumsum(v) - v}, n=6)
+    assert list(find_scan(p)) == [Match("scan", {"x": "in", "y": "out", "n": "n"},
+                                        {"exclusive": True, "per_row": False})]
+    x = RNG.uniform(0.0, 1.0, (3, 4))
+    p = probe(DATA / "cumsum_rows.json", {"x": x}, {"y": np.cumsum(x, axis=1)}, rows=3, cols=4)
+    assert list(find_scan(p)) == [Match("scan", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"},
+                                        {"exclusive": False, "per_row": True})]

@@ -1,0 +1,102 @@
+"""kernel_forge/kinds/spatial.py: stencils, transposes, gathers and box filters, on probes built here."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernel_forge.kinds.match import Match
+from kernel_forge.kinds.probe import Probe
+from kernel_forge.kinds.spatial import find_box_filter, find_gather, find_stencil, find_transpose
+from kernel_forge.model.inputs import CaseInputs
+from kernel_forge.model.task import Case, load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "kinds"
+RNG = np.random.default_rng(23)
+
+
+def probe(path: Path, values: dict, outputs: dict, **vars) -> Probe:
+    """The probe of the task at ``path`` on a case with ``vars``: ``values`` its inputs (pure outputs: NaN),
+    ``outputs`` what the reference wrote."""
+    task = load_task(path)
+    case = Case("probe", "correctness", vars, 0)
+    scalars = {a.name: task.scalar(a, case) for a in task.args if not a.is_buffer}
+    sizes = {a.name: math.prod(task.shape(a, case)) for a in task.args if a.is_buffer}
+    flat = {n: np.asarray(values[n], dtype=np.float64).reshape(-1) if n in values else np.full(s, np.nan)
+            for n, s in sizes.items()}
+    return Probe(task=task, inputs=CaseInputs(case, 0, {}, scalars), values=flat, scalars=scalars,
+                 outputs={n: np.asarray(v, dtype=np.float64).reshape(-1) for n, v in outputs.items()}, sizes=sizes)
+
+
+def stencil(img: np.ndarray, taps: np.ndarray, clamp: bool) -> np.ndarray:
+    """out[i, j] = sum of taps[dy, dx] * img[i + dy - r, j + dx - r], outside the image clamped or zero."""
+    h, w = img.shape
+    k = taps.shape[0]
+    out = np.zeros_like(img)
+    for i in range(h):
+        for j in range(w):
+            for dy in range(k):
+                for dx in range(k):
+                    y, x = i + dy - k // 2, j + dx - k // 2
+                    if clamp:
+                        y, x = min(max(y, 0), h - 1), min(max(x, 0), w - 1)
+                    elif not (0 <= y < h and 0 <= x < w):
+                        continue
+                    out[i, j] += taps[dy, dx] * img[y, x]
+    return out
+
+
+def test_a_transpose_binds_the_input_s_rows_and_columns():
+    x = RNG.standard_normal((3, 4))
+    p = probe(ROOT / "manifests" / "transpose.json", {"x": x}, {"y": x.T}, rows=3, cols=4)
+    assert list(find_transpose(p)) == [Match("transpose", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {})]
+
+
+def test_a_blur_with_clamped_edges_and_no_taps_parameter_gets_its_taps_fitted():
+    taps = np.array([[1, 2, 1], [2, 4, 2], [1, 2, 1]]) / 16.0
+    x = RNG.uniform(0.0, 1.0, (6, 7))
+    p = probe(DATA / "blur3x3.json", {"x": x}, {"y": stencil(x, taps, clamp=True)}, h=6, w=7)
+    m = next(find_stencil(p))
+    assert (m.kind, m.binding) == ("stencil2d", {"x": "x", "y": "y", "taps": None, "rows": "h", "cols": "w"})
+    assert (m.params["k"], m.params["edge"]) == (3, "clamp")
+    assert m.params["taps"] == pytest.approx(taps.reshape(-1).tolist(), abs=1e-7)
+
+
+def test_a_5x5_convolution_with_zero_edges_binds_its_filter_parameter():
+    filt = RNG.standard_normal((5, 5))
+    img = RNG.standard_normal((6, 7))
+    p = probe(DATA / "conv5x5.json", {"img": img, "filt": filt}, {"out": stencil(img, filt, clamp=False)}, H=6, W=7)
+    assert next(find_stencil(p)) == Match("stencil2d", {"x": "img", "y": "out", "taps": "filt", "rows": "H", "cols": "W"},
+                                          {"k": 5, "edge": "zero"})
+
+
+def test_rows_of_a_table_picked_by_index_are_a_gather_and_an_index_past_the_table_is_not():
+    idx, table = np.array([7, 0, 999]), RNG.standard_normal((1000, 4))
+    p = probe(DATA / "embedding.json", {"idx": idx, "table": table}, {"out": table[idx]}, n=3, dim=4)
+    assert list(find_gather(p)) == [Match("gather", {"y": "out", "index": "idx", "table": "table", "rows": "n",
+                                                     "cols": "dim"}, {})]
+    outside = probe(DATA / "embedding.json", {"idx": np.array([7, 0, 1000]), "table": table}, {"out": table[idx]},
+                    n=3, dim=4)
+    assert list(find_gather(outside)) == []
+
+
+def test_a_gather_plus_the_row_of_a_second_table_by_position_names_the_position_table_and_its_period():
+    """llm.c's encoder: out[b, t] = wte[inp[b, t]] + wpe[t]."""
+    inp, wte, wpe = np.array([[9, 1, 4], [4, 0, 2]]), RNG.standard_normal((10, 4)), RNG.standard_normal((3, 4))
+    out = np.stack([[wte[inp[b, t]] + wpe[t] for t in range(3)] for b in range(2)])
+    p = probe(ROOT / "bench" / "wild" / "llmc_encoder" / "llmc_encoder.json", {"inp": inp, "wte": wte, "wpe": wpe},
+              {"out": out}, B=2, T=3, C=4, V=10)
+    assert next(find_gather(p)) == Match("gather", {"y": "out", "index": "inp", "table": "wte", "rows": "B*T", "cols": "C",
+                                                    "pos": "wpe", "period": "T"}, {})
+
+
+def test_a_sum_along_each_row_with_zero_edges_and_its_radius_a_parameter_is_a_box_filter():
+    src = RNG.uniform(0.0, 1.0, (4, 7))
+    dst = np.array([[sum(src[i, j + d] for d in (-1, 0, 1) if 0 <= j + d < 7) for j in range(7)] for i in range(4)])
+    p = probe(DATA / "box_rows.json", {"src": src}, {"dst": dst}, width=7, height=4, radius=1)
+    assert list(find_box_filter(p)) == [Match("box_filter", {"x": "src", "y": "dst", "rows": "height", "cols": "width",
+                                                             "radius": "radius"},
+                                              {"axis": "x", "edge": "zero", "norm": "sum"})]
