@@ -226,8 +226,8 @@ def write_report(run_dir, summary: dict, attempts: list[dict]) -> None:
         lines += [f"## Best: {best['id']} ({best['proposer']} {best['label']})", "",
                   f"score {best['score_us']:.2f} µs, x{best['speedup_vs_initial']:.2f} vs {against}"
                   + "".join(f", x{v:.2f} vs {k}" for k, v in best["speedup_vs_baselines"].items() if v)
-                  + _slower_text(best),
-                  "; hidden (holdout) cases with fresh inputs: "
+                  + _slower_text(best)
+                  + "; hidden (holdout) cases with fresh inputs: "
                   + ("passed" if (best.get("holdout") or {}).get("passed") else
                      f"not run ({against} is still the best)" if best.get("holdout") is None else
                      f"FAILED ({best['holdout'].get('reason')})"), ""]

@@ -474,13 +474,3 @@ def test_the_tuner_gates_a_bound_pattern_at_its_default_setting_before_searching
     # it failed: the binding is dropped, and with nothing else left the tuner is done
     with pytest.raises(Exhausted):
         tuner.propose(ProposalRequest(system="", prompt="", spent=[first.label]))
-
-
-def test_a_task_whose_templates_hold_its_kind_s_pattern_gets_no_bound_copy(tmp_path):
-    from kernel_forge.search.bound import bound_templates
-
-    task = load_task(MANIFESTS / "layernorm.json")
-    found = bound_templates(task, task.templates, where=tmp_path)
-    assert found.templates == [] and any("not needed" in n for n in found.notes)
-    none = bound_templates(load_task(DATA / "sort_rows.json"), [], where=tmp_path)
-    assert none.templates == [] and none.match is None

@@ -1,9 +1,9 @@
 """Model-backed proposers through the real ``anthropic`` and ``openai`` SDKs against a scripted
-loopback server (tests/loopback.py).  No other address is contacted; waits are injected."""
+loopback server (tests/loopback.py).  No other address is contacted; waits are injected.
+What one provider alone does is in test_anthropic_provider.py and test_openai_provider.py."""
 from __future__ import annotations
 
 import dataclasses
-import email.utils
 import json
 import re
 import subprocess
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from kernel_forge.common.errors import EnvironmentProblem, InputError
-from kernel_forge.proposers.base import ModelCall, Proposal, ProposalRequest, ProposalSlot
+from kernel_forge.proposers.base import ModelCall, ProposalRequest, ProposalSlot
 from kernel_forge.proposers import retry, proposal_schema as schema
 from kernel_forge.proposers.answer import apply_edits, read_answer
 from kernel_forge.proposers.models import make_model_proposer, parse_model_spec
@@ -249,61 +249,6 @@ def test_max_attempts_argument(loopback):
 
 # ------------------------------------------------------------------------- repair
 
-def test_openai_malformed_json_gets_one_repair(loopback):
-    loopback.script("openai", raw_arguments('{"source": "__global__ void k() {}", "rationale": '), tool(GOOD))
-    result = make("openai", loopback).propose(REQUEST)
-
-    assert result.errors == [] and len(result.proposals) == 1
-    assert result.proposals[0].source == KERNEL
-    first, second = result.calls
-    assert first.error.startswith("invalid answer: the arguments are not valid JSON")
-    assert second.error is None
-
-    reqs = loopback.requests("openai")
-    assert len(reqs) == 2
-    msgs = reqs[1].body["messages"]
-    assert msgs[:2] == reqs[0].body["messages"]
-    assistant, tool_msg = msgs[2], msgs[3]
-    assert assistant["role"] == "assistant"
-    call_id = assistant["tool_calls"][0]["id"]
-    assert assistant["tool_calls"][0]["function"]["arguments"].startswith('{"source"')
-    assert tool_msg["role"] == "tool" and tool_msg["tool_call_id"] == call_id
-    assert "not valid JSON" in tool_msg["content"]
-    # the quoted problem is the one recorded for the first call
-    assert first.error.removeprefix("invalid answer: ") in tool_msg["content"]
-    assert second.request == reqs[1].body
-
-
-def test_anthropic_schema_failure_gets_one_repair(loopback):
-    missing_source = {"rationale": "forgot the source"}
-    loopback.script("anthropic", tool(missing_source, note="Trying."), tool(GOOD))
-    result = make("anthropic", loopback).propose(REQUEST)
-
-    assert result.errors == [] and len(result.proposals) == 1
-    reqs = loopback.requests("anthropic")
-    msgs = reqs[1].body["messages"]
-    assert msgs[0] == {"role": "user", "content": "Make saxpy faster."}
-    assistant, user = msgs[1], msgs[2]
-    assert assistant["role"] == "assistant"
-    assert assistant["content"][0] == {"type": "text", "text": "Trying."}
-    use = assistant["content"][1]
-    assert use["type"] == "tool_use" and use["input"] == missing_source
-    (res,) = user["content"]
-    assert res["type"] == "tool_result" and res["tool_use_id"] == use["id"] and res["is_error"] is True
-    assert "$: missing required field 'source'" in res["content"]
-    assert reqs[1].body["tool_choice"]["name"] == "submit_kernel"
-
-
-def test_anthropic_non_object_tool_input_is_repaired(loopback):
-    # a non-streamed body can carry a tool input that is not an object (a streamed one cannot)
-    loopback.script("anthropic", raw_arguments('{"source": "trunc'), tool(GOOD))
-    result = make("anthropic", loopback, stream=False).propose(REQUEST)
-    assert len(result.proposals) == 1 and result.errors == []
-    assert result.calls[0].error.startswith("invalid answer: $: expected an object")
-    msgs = loopback.requests("anthropic")[1].body["messages"]
-    assert msgs[1]["content"][0]["input"] == {}          # replayed as an object, as the API requires
-    assert "$: expected an object" in msgs[2]["content"][0]["content"]
-
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_schema_failure_twice_is_recorded_not_raised(loopback, provider):
@@ -330,20 +275,6 @@ def test_text_answer_without_code_is_repaired_then_fails(loopback):
 
 
 # ------------------------------------------------------------------------- compatible servers
-
-def test_openai_custom_base_url_needs_no_key(loopback, monkeypatch):
-    from kernel_forge.proposers.openai_provider import OpenAIProposer
-
-    loopback.script("openai", tool(GOOD, input_tokens=700, output_tokens=70))
-    p = OpenAIProposer("qwen2.5-coder:32b", ProviderOptions(base_url=loopback.openai_base_url, request_timeout_s=0.3))
-    result = p.propose(REQUEST)
-    assert result.errors == [] and len(result.proposals) == 1
-    (req,) = loopback.requests("openai")
-    assert req.headers["authorization"] == "Bearer not-needed"
-    assert req.body["model"] == "qwen2.5-coder:32b"
-    assert req.body["max_tokens"] == 8192 and "max_completion_tokens" not in req.body
-    (call,) = result.calls
-    assert call.input_tokens == 700 and call.cost_usd == 0.0 and p.priced is False
 
 
 def test_openai_default_endpoint_without_key_is_an_environment_problem():
@@ -534,141 +465,7 @@ def test_scrub_removes_keys_and_patterns():
     assert call.request["k"] == OPENAI_KEY
 
 
-# ------------------------------------------------------------------------- schema and retry units
-
-def test_schema_messages_and_conversion():
-    assert schema.check_proposal(GOOD) is None
-    assert schema.check_proposal({"source": "x"}) == "$: missing required field 'rationale'"
-    assert schema.check_proposal("x").startswith("$: expected an object")
-    msg = schema.check_proposal({**GOOD, "launch": {"grid": [1, 2, 3, 4], "block": [1.5], "warps": 4}})
-    assert "$.launch: unexpected field(s) 'warps'" in msg
-    assert "$.launch.grid: allows at most 3 item(s), got 4" in msg
-    assert "$.launch.block[0]: expected a non-negative integer or a non-empty expression string, got 1.5" in msg
-    assert schema.check_proposal({**GOOD, "tunables": {"BLOCK": []}}) == \
-        "$.tunables.BLOCK: needs at least 1 item(s), got 0"
-    assert "not a valid macro name" in schema.check_proposal({**GOOD, "tunables": {"2X": [1]}})
-    assert "$.tunables.B[0]: expected number" in schema.check_proposal({**GOOD, "tunables": {"B": ["8"]}})
-    assert schema.check_proposal({**GOOD, "source": "   "}) == "$.source: must not be blank"
-
-    p = schema.to_proposal({"source": KERNEL, "rationale": " r ", "launch": {"grid": [4], "block": [64]}},
-                           proposer="x:y")
-    assert p == Proposal(source=KERNEL, rationale="r", launch={"grid": [4], "block": [64], "shared_mem": 0},
-                         tunables=None, proposer="x:y")
-    with pytest.raises(schema.ProposalSchemaError, match=r"\$\.launch\.grid"):
-        schema.to_proposal(BAD_GRID)
-
-
-def test_retry_after_parsing_and_caps():
-    now = 1_700_000_000.0
-    date = email.utils.formatdate(now + 7, usegmt=True)
-    assert retry.parse_retry_after({"Retry-After": date}, now=lambda: now) == pytest.approx(7, abs=1)
-    assert retry.parse_retry_after({"retry-after": "3.5"}) == 3.5
-    assert retry.parse_retry_after({"retry-after": "3", "retry-after-ms": "250"}) == 0.25
-    assert retry.parse_retry_after({"retry-after": "soon"}) is None
-    assert retry.parse_retry_after({}) is None
-    past = email.utils.formatdate(now - 60, usegmt=True)
-    assert retry.parse_retry_after({"Retry-After": past}, now=lambda: now) == 0.0
-
-    policy = retry.RetryPolicy(max_delay=10.0, base_delay=1.0, jitter=0.5, random=lambda: 1.0)
-    assert policy.delay(1, {"retry-after": "3600"}) == 10.0          # capped
-    assert policy.delay(1, None) == 0.5                              # full jitter taken
-    assert policy.delay(10, None) == 5.0                             # capped then jittered
-    with pytest.raises(ValueError):
-        retry.RetryPolicy(max_attempts=0)
-
-
-def test_call_with_retry_without_http():
-    sleeps = Sleeps()
-    seen = []
-
-    def flaky():
-        seen.append(1)
-        if len(seen) < 3:
-            raise TimeoutError("slow")
-        return "done"
-
-    out = retry.call_with_retry(flaky, retry.RetryPolicy(sleep=sleeps, random=lambda: 0.0))
-    assert out.ok and out.value == "done" and out.attempts == 3 and sleeps == [1.0, 2.0] == out.delays
-
-    def bug():
-        raise KeyError("not a call failure")
-
-    with pytest.raises(KeyError):
-        retry.call_with_retry(bug, retry.RetryPolicy(sleep=sleeps))
-
-
 # ------------------------------------------------------------------------- reasoning models
-
-@pytest.mark.parametrize("stream", [True, False])
-def test_anthropic_thinking_budget_sends_enabled_thinking_with_tool_choice_auto(loopback, stream):
-    reply = tool(GOOD, input_tokens=1200, output_tokens=900).thinking("Coalesce the loads first.", "c2lnLUFBQQ==")
-    loopback.script("anthropic", reply.usage(reasoning=600))
-    result = make("anthropic", loopback, model="claude-haiku-4-5", thinking_budget=2048, max_tokens=8192,
-                  stream=stream).propose(REQUEST)
-
-    assert result.errors == [] and result.proposals[0].source == KERNEL and loopback.rejected == []
-    (req,) = loopback.requests("anthropic")
-    assert req.body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
-    assert req.body["max_tokens"] == 8192                   # thinking counts toward max_tokens
-    # Haiku 4.5 rejects a forced tool choice while it thinks: auto, so no 400
-    assert req.body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
-    assert req.body.get("stream", False) is stream and "output_config" not in req.body   # it takes no effort
-    (call,) = result.calls
-    assert call.request == req.body
-    assert (call.output_tokens, call.reasoning_tokens, call.reasoning_reported) == (900, 600, True)
-    assert call.response["content"][0] == {"type": "thinking", "thinking": "Coalesce the loads first.",
-                                           "signature": "c2lnLUFBQQ=="}
-    assert call.cost_usd == pytest.approx(1200 * 1.0 / 1e6 + 900 * 5.0 / 1e6)   # thinking is output
-
-
-def test_anthropic_adaptive_thinking_answer_in_text_is_taken_from_its_fenced_block(loopback):
-    answer = "Here it is.\n\n```cuda\n" + KERNEL + "```\nOne element per thread."
-    loopback.script("anthropic", text(answer).thinking("plan", "c2ln"))
-    result = make("anthropic", loopback, thinking="adaptive", reasoning_effort="high").propose(REQUEST)
-
-    body = loopback.requests("anthropic")[0].body
-    assert body["thinking"] == {"type": "adaptive"} and body["output_config"] == {"effort": "high"}
-    assert body["tool_choice"]["type"] == "auto" and "temperature" not in body
-    (prop,) = result.proposals
-    assert prop.source == KERNEL and prop.rationale.startswith("[from text]")
-
-
-@pytest.mark.parametrize("stream", [True, False])
-def test_thinking_blocks_are_replayed_unchanged_in_the_repair_turn(loopback, stream):
-    first = tool(BAD_GRID, note="Trying.").thinking("The grid must cover n.", "c2lnLVhZWi8rPT0=").redacted("RU5DUllQVEVE")
-    loopback.script("anthropic", first, tool(GOOD))
-    result = make("anthropic", loopback, thinking_budget=1024, stream=stream).propose(REQUEST)
-
-    assert result.errors == [] and result.proposals[0].calls == [0, 1]
-    first_req, repair = (r.body for r in loopback.requests("anthropic"))
-    assistant = repair["messages"][1]
-    assert assistant["role"] == "assistant"
-    assert assistant["content"][:3] == [
-        {"type": "thinking", "thinking": "The grid must cover n.", "signature": "c2lnLVhZWi8rPT0="},
-        {"type": "redacted_thinking", "data": "RU5DUllQVEVE"},
-        {"type": "text", "text": "Trying."}]
-    use = assistant["content"][3]
-    assert use["type"] == "tool_use" and use["input"] == BAD_GRID
-    assert repair["messages"][2]["content"][0]["tool_use_id"] == use["id"]
-    assert repair["thinking"] == first_req["thinking"] and repair["tool_choice"]["type"] == "auto"
-
-
-@pytest.mark.parametrize("stream", [True, False])
-def test_openai_reasoning_effort_and_reasoning_and_cached_tokens(loopback, stream):
-    loopback.script("openai", tool(GOOD, input_tokens=10_000, output_tokens=1_000).usage(reasoning=600, cache_read=8_000))
-    result = make("openai", loopback, reasoning_effort="high", stream=stream).propose(REQUEST)
-
-    assert result.errors == []
-    (req,) = loopback.requests("openai")
-    assert req.body["reasoning_effort"] == "high" and "temperature" not in req.body
-    assert req.body.get("stream_options") == ({"include_usage": True} if stream else None)
-    (call,) = result.calls
-    assert call.request == req.body
-    assert (call.input_tokens, call.cache_read_tokens, call.output_tokens, call.reasoning_tokens) == \
-        (10_000, 8_000, 1_000, 600)
-    # gpt-5: $1.25 input, $0.125 cached input, $10 output per million
-    assert call.cost_usd == pytest.approx((2_000 * 1.25 + 8_000 * 0.125 + 1_000 * 10.0) / 1e6)
-
 
 def test_reasoning_settings_are_checked():
     from kernel_forge.proposers.anthropic_provider import AnthropicProposer
@@ -776,16 +573,6 @@ def test_400_naming_temperature_twice_fails_and_other_400s_are_not_retried(loopb
     assert result.proposals == [] and len(result.calls) == 1 and loopback.pending(provider) == 1
 
 
-def test_anthropic_model_rejecting_a_forced_tool_choice_gets_auto(loopback):
-    loopback.script("anthropic", error(400, "tool_choice: forced tool use is not supported with this model"),
-                    tool(GOOD), tool(GOOD))
-    p = make("anthropic", loopback)
-    p.propose(REQUEST)
-    p.propose(REQUEST)
-    choices = [r.body["tool_choice"]["type"] for r in loopback.requests("anthropic")]
-    assert choices == ["tool", "auto", "auto"]
-
-
 def test_openai_model_rejecting_max_tokens_gets_max_completion_tokens(loopback):
     loopback.script("openai", error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
                                          "Use 'max_completion_tokens' instead."), tool(GOOD))
@@ -878,28 +665,6 @@ PREFIX = "# Task: saxpy\nReference: y = a * x + y\n"
 DIRECTED = ProposalRequest(system="You write CUDA kernels.", prompt="unused", n=2, static_prefix=PREFIX,
                            slots=[ProposalSlot(prompt="Direction: vectorise the loads.", direction="vectorise"),
                                   ProposalSlot(prompt="Direction: unroll by four.", direction="unroll")])
-
-
-def test_anthropic_static_prefix_is_a_cached_block_before_each_proposals_prompt(loopback):
-    big = PREFIX + "Reference details.\n" * 1200                 # well above the 4,096-token minimum
-    directed = dataclasses.replace(DIRECTED, static_prefix=big)
-    loopback.script("anthropic", tool({**GOOD, "rationale": "a"}), tool({**GOOD, "rationale": "b"}))
-    result = make("anthropic", loopback, parallel=1).propose(directed)
-
-    bodies = [r.body for r in loopback.requests("anthropic")]
-    cached = {"type": "ephemeral"}
-    for body, prompt in zip(bodies, [s.prompt for s in DIRECTED.slots]):
-        assert body["messages"] == [{"role": "user", "content": [
-            {"type": "text", "text": big, "cache_control": cached}, {"type": "text", "text": prompt}]}]
-        assert "cache_control" not in body["system"][0]       # the system prompt is inside the first breakpoint
-    assert [(p.direction, p.rationale) for p in result.proposals] == [("vectorise", "a"), ("unroll", "b")]
-    first, second = result.calls
-    assert first.cache_write_tokens > 0 and first.cache_read_tokens == 0
-    assert second.cache_read_tokens == first.cache_write_tokens and second.cache_write_tokens == 0
-
-    loopback.script("anthropic", tool(GOOD))
-    make("anthropic", loopback, prompt_cache=False).propose(dataclasses.replace(directed, n=1))
-    assert "cache_control" not in json.dumps(loopback.requests("anthropic")[-1].body)
 
 
 def test_openai_static_prefix_starts_each_proposals_message(loopback):
@@ -1069,22 +834,3 @@ def test_a_local_server_s_truncation_retry_leaves_its_prompt_room_in_the_context
     first, retry_ = (r.body for r in loopback.requests("chat"))
     assert first["max_tokens"] == 16_384 and "asked again with max_tokens=" in result.calls[0].error
     assert 16_384 < retry_["max_tokens"] <= 32_768 - estimate_tokens(retry_) < 32_768
-
-
-@pytest.mark.filterwarnings("ignore:Using Claude with")
-def test_the_thinking_budget_fallback_stays_within_the_model_s_maximum(loopback):
-    """The fallback from adaptive thinking to a budget set max_tokens = budget x 2 uncapped."""
-    from kernel_forge.proposers import capabilities
-    from kernel_forge.proposers.anthropic_provider import AnthropicProposer
-
-    caps = dataclasses.replace(capabilities.entries()["anthropic:claude-opus-4-6"], max_output=1_500)
-    loopback.script("anthropic", error(400, '"thinking.type.adaptive" is not supported for this model. Use '
-                                            '"thinking.type.enabled" with budget_tokens.'), tool(GOOD))
-    p = AnthropicProposer("claude-opus-4-6", ProviderOptions(base_url=loopback.anthropic_base_url, request_timeout_s=5,
-                                                             max_tokens=1_000),
-                          api_key=ANTHROPIC_KEY, capabilities=caps, prices=TEST_PRICES, sleep=Sleeps())
-    result = p.propose(REQUEST)
-    first, relaxed = (r.body for r in loopback.requests("anthropic"))
-    assert first["thinking"] == {"type": "adaptive"} and relaxed["thinking"]["type"] == "enabled"
-    assert relaxed["thinking"]["budget_tokens"] < relaxed["max_tokens"] <= 1_500
-    assert result.errors == []

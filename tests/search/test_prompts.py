@@ -1,4 +1,5 @@
-"""The prompt built from a recorded matmul_f32 run (CPU): what it shows, what it bounds, what it hides."""
+"""The prompt built from a recorded matmul_f32 run (CPU): what it shows, what it bounds, what it hides.
+How it shows failed attempts is in test_prompt_failures.py."""
 from __future__ import annotations
 
 import re
@@ -133,66 +134,6 @@ def test_history_is_bounded_by_count_and_by_characters():
 
 def test_normalise_ignores_define_values_and_spacing():
     assert normalise("// kforge: define A = 1\nint  x;\n") == normalise("// kforge: define A = 2\nint x;")
-
-
-# ---------------------------------------------------------------------------- failures
-
-def test_a_compile_error_is_mapped_to_the_line_of_its_source():
-    _, dyn = parts()
-    fails = section(dyn, "Recent failures")
-    assert "- a0001: compile_error: a0001.cu: NVRTC could not compile it: line 14" in fails
-    block = fails[fails.index("## a0001"):fails.index("## a0002")]
-    assert "- line 14: identifier \"arw\" is undefined" in block
-    assert "     14 |         acc += arw[p] * b[(size_t)p * n + col];" in block
-    assert "Its change from a0000:" in block and "+        acc += arw[p]" in block     # the diff, shorter than its source
-
-
-def test_a_mismatch_shows_the_case_the_gate_s_message_and_the_first_mismatches():
-    _, dyn = parts()
-    fails = section(dyn, "Recent failures")
-    block = fails[fails.index("## a0002"):]
-    assert block.startswith("## a0002: mismatch (outputs differ from the reference beyond tolerance)")
-    assert "- case odd (m=31, n=37, k=29): mismatch: draw 1 (seed 0), first launch: c: 1147 of 1147 elements differ" in block
-    assert "first mismatches of c: [0, 0] got 1.0371, expected -0.4185; [0, 1] got 2.2063, expected 2.7352" in block
-    assert "-    for (int p = 0; p < k; ++p) {\n+    for (int p = 0; p + 1 < k; ++p) {" in block
-
-
-def test_a_failure_shows_its_defines_and_a_diff_the_loop_gives():
-    at = rec.attempts()
-    f = replace(rec.prompt_attempt(at["a0002"]), defines={"BLOCK": 128}, diff="--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n",
-                direction="unroll k by 4")
-    _, dyn = parts(failures=[f])
-    fails = section(dyn, "Recent failures")
-    assert "defines BLOCK=128" in fails and "Its direction was: unroll k by 4" in fails
-    assert "```diff\n--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n```" in fails
-    # with no parent to diff against, the source itself
-    lone = replace(rec.prompt_attempt(at["a0002"]), parent=None)
-    _, dyn = parts(failures=[lone], history=[])
-    assert "Its source:\n```cuda\n// matmul_f32: row-major" in section(dyn, "Recent failures")
-
-
-def test_failures_are_deduplicated_and_bounded():
-    at = rec.attempts()
-    f = rec.prompt_attempt(at["a0002"])
-    many = [replace(f, id=f"a{200 + i:04d}") for i in range(6)]              # the same source six times
-    _, dyn = parts(failures=many)
-    assert section(dyn, "Recent failures").count("## a02") == 1
-    long = [replace(f, id=f"a{300 + i:04d}", parent=None, source=f.source + f"\n// {i}\n" + "// pad\n" * 2000)
-            for i in range(8)]
-    _, dyn = parts(failures=long)
-    assert len(section(dyn, "Recent failures")) < 12000
-
-
-def test_a_fix_turn_shows_the_complete_failed_source():
-    at = rec.attempts()
-    fix = rec.prompt_attempt(at["a0001"])
-    _, dyn = parts(fix=fix)
-    sec = section(dyn, "Fix this failed attempt")
-    assert sec.startswith("# Fix this failed attempt: a0001\nIt failed with compile_error")
-    assert "Its complete source:\n```cuda\n" + fix.source.split("\n")[0] in sec
-    assert "acc += arw[p]" in sec and "     14 |" in sec
-    assert "## a0001" not in section(dyn, "Recent failures")                 # not shown twice
-    assert section(dyn, "Your job").startswith("# Your job\nSubmit the repaired kernel")
 
 
 # ---------------------------------------------------------------- crossover, archive, direction
