@@ -27,7 +27,6 @@ from click.testing import CliRunner
 from kernel_forge.gate import preflight
 from kernel_forge.common import writes
 from kernel_forge.app.cli import cli
-from kernel_forge.app.cli_common import handle_errors
 from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
@@ -1899,32 +1898,6 @@ def test_ctrl_c_while_kforge_exits_changes_nothing_and_prints_no_traceback(tmp_p
         want = 0 if args[-1] == str(m) else 2
         assert p.returncode == want, (args, p.returncode, p.stderr)
         assert "Traceback" not in p.stderr and "interrupted" not in p.stderr and p.stdout.endswith("after\n"), p.stderr
-
-
-def test_an_interrupt_wrapped_by_python_is_still_an_interrupt():
-    """Ctrl-C while a dataclass is being created reaches kforge as Python 3.11's RuntimeError
-    ("Error calling __set_name__ ...") caused by the KeyboardInterrupt: it is an interrupt (exit
-    130), not an internal error; an unrelated RuntimeError is not."""
-    from kernel_forge.common.errors import caused_by_interrupt
-
-    def wrapped():
-        try:
-            raise KeyboardInterrupt
-        except KeyboardInterrupt as ki:
-            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'seeds'") from ki
-
-    with pytest.raises(RuntimeError) as info:
-        wrapped()
-    assert caused_by_interrupt(info.value) and caused_by_interrupt(KeyboardInterrupt())
-    assert not caused_by_interrupt(RuntimeError("no"))
-
-    @handle_errors
-    def command():
-        wrapped()
-
-    with pytest.raises(SystemExit) as out:
-        command()
-    assert out.value.code == 130
 
 
 # ------------------------------------------------------------------------------ issue 33, beside the table

@@ -1,4 +1,4 @@
-"""The worker protocol's CPU parts: timing counts, launches, messages, resources, poison patterns."""
+"""The worker protocol's CPU parts: timing counts, launches, messages, resources."""
 from __future__ import annotations
 
 import pickle
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kernel_forge.model.candidate import Launch
-from kernel_forge.common.dtypes import BY_NAME, poison_memset, poison_value
+from kernel_forge.common.dtypes import BY_NAME
 from kernel_forge.common.errors import KForgeError
 from kernel_forge.model.resources import case_resources, limits
 from kernel_forge.model.task import Tolerance
@@ -55,19 +55,6 @@ def test_messages_survive_the_pipe():
     back = pickle.loads(pickle.dumps(obs))
     assert back.stage(FIRST).outputs[0].ok and back.stage(FIRST).fingerprints["c"] == 2**63 + 5
     assert back.stage("second launch") is None
-
-
-@pytest.mark.parametrize("dtype", list(BY_NAME.values()), ids=lambda d: d.name)
-def test_a_memset_of_the_poison_pattern_writes_the_poison_value(dtype):
-    width, pattern = poison_memset(dtype)
-    assert width in (1, 2, 4) and 0 <= pattern < 2 ** (8 * width)
-    n = 6
-    filled = np.frombuffer(np.full(n * dtype.itemsize // width, pattern, dtype=f"<u{width}").tobytes(),
-                           dtype=dtype.numpy)
-    want = np.full(n, poison_value(dtype), dtype=dtype.numpy)
-    assert filled.tobytes() == want.tobytes()
-    if dtype.kind == "float" and dtype.name != "bfloat16":
-        assert np.isfinite(filled).all()
 
 
 SM = {"max_threads": 2048, "max_blocks": 32, "registers": 65536, "shared_memory": 233472, "reserved_smem": 1024}
