@@ -1666,20 +1666,6 @@ def test_a_bad_value_gets_the_same_words_from_every_entry_point(bad: Same, kforg
     assert set(bodies.values()) == {bad.body.removeprefix("must be")}, bodies
 
 
-def test_batch_takes_every_optimize_option_and_refuses_the_same_values(kforge, tmp_path):
-    """Batch's options are generated from the same declaration as optimize's: --max-iterations -1
-    is a bad input (exit 2) before anything runs, as in optimize, not an environment error."""
-    from kernel_forge.app.cli_batch import batch_options
-    from kernel_forge.app.cli_run import optimize_options
-
-    assert {o.decls for o in batch_options()} == {o.decls for o in optimize_options()}
-    m = make_task(tmp_path / "task")
-    said = [_refused(kforge(cmd, m, "--max-iterations", "-1", "--runs-dir", tmp_path / "runs")) for cmd in
-            ("optimize", "batch")]
-    assert said[0] == said[1] == "kforge: error: --max-iterations -1: must be at least 1, got -1\n"
-    assert not (tmp_path / "runs").exists()
-
-
 def test_a_negative_budget_usd_is_refused_and_zero_means_no_limit(kforge, tmp_path):
     m = make_task(tmp_path / "task")
     said = [kforge("optimize", m, "--budget-usd", v, "--runs-dir", tmp_path / "runs").stderr for v in ("-1", "-0.5")]
@@ -1832,18 +1818,6 @@ def test_after_a_hung_reference_the_next_one_gets_a_fresh_process(kforge, tmp_pa
     assert f"ok   {good}" in r.stdout and time.perf_counter() - t0 < 30
 
 
-def test_doctor_and_the_no_gpu_hint_name_the_same_commands():
-    from kernel_forge.app.doctor import collect, render
-    from kernel_forge.common.errors import NO_GPU_COMMANDS, NoGPUError
-
-    hint = NoGPUError("x").hint
-    report = collect()
-    report["gpu"] = {"ok": False, "error": "no GPU (test)"}      # what a machine without one reports
-    text = render(report)
-    listed = text.split("without a GPU these work: ", 1)[1].splitlines()[0]
-    assert listed == hint.split("commands that work without a GPU: ", 1)[1] == ", ".join(NO_GPU_COMMANDS)
-
-
 def test_ctrl_c_while_kforge_starts_is_interrupted_not_a_traceback(tmp_path):
     """SIGINT at any moment after Python is up (the first 0.4 s are the CLI's imports): exit 130
     and 'kforge: interrupted', never a traceback or click's 'Aborted!'."""
@@ -1917,18 +1891,6 @@ def test_the_table_holds_every_class_of_issue_33_but_the_npy_one():
                 "--reps 10^23", "--seed 10^23", "--candidates 10^23", "--tune-budget 10^23"):
         assert row in names, row
     assert len(ISSUE33_ROWS) >= 26 and all(b.found for b in ISSUE33_ROWS)
-
-
-def test_dry_run_shows_the_hints_of_its_config_and_the_command_line_wins(kforge, tmp_path):
-    """--dry-run read no --config: its hints were missing from the printed prompt."""
-    m = make_task(tmp_path / "task")
-    cfg = tmp_path / "opt.json"
-    cfg.write_text(json.dumps({"manifest": str(m), "loop": {"hints": "stage the tile in shared memory"}}))
-    r = kforge("optimize", "--dry-run", "--config", cfg)
-    assert r.exit_code == 0, r.stderr
-    assert "# Hints\nstage the tile in shared memory" in r.stdout
-    r = kforge("optimize", m, "--dry-run", "--config", cfg, "--hints", "use float4 loads")
-    assert r.exit_code == 0 and "use float4 loads" in r.stdout and "stage the tile" not in r.stdout
 
 
 def test_every_entry_point_that_takes_an_arch_refuses_a_bad_one_in_the_same_words(kforge, tmp_path):
