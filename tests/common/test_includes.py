@@ -9,7 +9,6 @@ import pytest
 from kernel_forge.common import includes
 from kernel_forge.common.includes import ALLOWED, BUILTIN, Allowed, check_source, opened_files, refused_opened, splice
 
-
 NO_GUARDS = frozenset()          # no toolkit headers read for their computed includes
 
 

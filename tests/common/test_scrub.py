@@ -7,7 +7,6 @@ import json
 from kernel_forge.common.scrub import REDACTED, scrub
 from kernel_forge.proposers.base import ModelCall
 
-
 ANTHROPIC_KEY = "sk-ant-api03-LOOPBACK-secret-0123456789abcdef"
 OPENAI_KEY = "sk-proj-LOOPBACK-secret-0123456789abcdef"
 
