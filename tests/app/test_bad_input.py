@@ -1770,62 +1770,6 @@ def test_after_a_hung_reference_the_next_one_gets_a_fresh_process(kforge, tmp_pa
     assert f"ok   {good}" in r.stdout and time.perf_counter() - t0 < 30
 
 
-def test_ctrl_c_while_kforge_starts_is_interrupted_not_a_traceback(tmp_path):
-    """SIGINT at any moment after Python is up (the first 0.4 s are the CLI's imports): exit 130
-    and 'kforge: interrupted', never a traceback or click's 'Aborted!'."""
-    import signal
-    import subprocess
-    import sys
-
-    if not hasattr(signal, "SIGINT") or os.name == "nt":
-        pytest.skip("POSIX signals")
-    m = make_task(tmp_path / "task")
-    # "up" once kforge's entry point is loaded (two small modules): from there on, Ctrl-C is kforge's to handle
-    code = "import sys; from kernel_forge.entry import main; sys.stdout.write('up\\n'); sys.stdout.flush(); main()"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.4):
-        p = subprocess.Popen([sys.executable, "-c", code, "validate", "--no-compile", str(m)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        assert p.stdout.readline() == "up\n"
-        time.sleep(delay)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=120)
-        if p.returncode == 0:
-            continue                                   # it finished before the signal came
-        assert p.returncode == 130, (delay, p.returncode, err)
-        assert "Traceback" not in err and "Aborted" not in err and err.strip().endswith("kforge: interrupted"), err
-
-
-def test_ctrl_c_while_kforge_exits_changes_nothing_and_prints_no_traceback(tmp_path):
-    """Issue 31: once the command's status is decided, a Ctrl-C in Python's teardown (here: sent from
-    the last exit handler, as a late Ctrl-C lands) is ignored: before, it raised in the exit handler
-    (a traceback) or, once Python had reset its handler, killed kforge by the signal (exit -2, no
-    message)."""
-    import signal
-    import subprocess
-    import sys
-
-    if not hasattr(signal, "SIGINT") or os.name == "nt":
-        pytest.skip("POSIX signals")
-    m = make_task(tmp_path / "task")
-    code = ("import atexit, signal, sys, time\n"
-            "from kernel_forge.entry import main\n"
-            "def late():\n"
-            "    signal.raise_signal(signal.SIGINT)\n"
-            "    time.sleep(0.05)\n"
-            "    sys.stdout.write('after\\n')\n"
-            "atexit.register(late)\n"
-            "main()\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    for args in (["validate", "--no-compile", str(m)], ["validate", "--no-compile", str(tmp_path / "missing.json")]):
-        p = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        want = 0 if args[-1] == str(m) else 2
-        assert p.returncode == want, (args, p.returncode, p.stderr)
-        assert "Traceback" not in p.stderr and "interrupted" not in p.stderr and p.stdout.endswith("after\n"), p.stderr
-
-
 # ------------------------------------------------------------------------------ issue 33, beside the table
 
 def test_the_table_holds_every_class_of_issue_33_but_the_npy_one():
