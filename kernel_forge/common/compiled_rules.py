@@ -12,7 +12,7 @@ assembly or ``clock64()``; a ``__managed__`` variable is ``.global .attribute(.m
 gives ``.loc`` lines, so a finding names the kernel line where the PTX says which.
 
 Honest kernels declare no external function but ``__assertfail`` (``assert``); CUB, cooperative
-groups (grid sync too), templates and inline PTX compile to none (tests/gate/test_compiled_rules.py
+groups (grid sync too), templates and inline PTX compile to none (tests/common/test_compiled_rules.py
 compiles every kernel of tests/honest/ through these rules).  Pure text in, findings out: no GPU.
 """
 from __future__ import annotations

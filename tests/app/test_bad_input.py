@@ -27,7 +27,6 @@ from click.testing import CliRunner
 from kernel_forge.gate import preflight
 from kernel_forge.common import writes
 from kernel_forge.app.cli import cli
-from kernel_forge.app.cli_common import handle_errors
 from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
@@ -1391,54 +1390,6 @@ def test_validate_goes_on_after_a_reference_that_exits(kforge, tmp_path):
     assert f"ok   {good}: vector_add" in r.stdout
 
 
-def test_validate_prints_where_files_resolve_and_marks_those_outside(kforge, tmp_path):
-    m = make_task(tmp_path / "task")
-    outside = tmp_path / "elsewhere"
-    outside.mkdir()
-    shutil.move(m.parent / "vector_add.py", outside / "ref.py")
-    np.save(m.parent / "a.npy", np.random.default_rng(0).standard_normal(37).astype(np.float32))
-
-    def change(d):
-        d["reference"] = {"python": "../elsewhere/ref.py:reference"}
-        d["cases"] = [c for c in d["cases"] if c["name"] == "tiny"] + [
-            {"name": "perf", "role": "performance", "vars": {"n": 37}}]
-        d["args"]["a"]["init"] = {"kind": "npy", "path": "a.npy"}
-    edit(m, change)
-    r = kforge("validate", "--no-compile", m)
-    assert r.exit_code == 0, r.output
-    lines = r.stdout.splitlines()
-    assert f"  reference  {outside / 'ref.py'}:reference  (outside the manifest's folder)" in lines
-    assert f"  npy a      {m.parent / 'a.npy'}" in lines
-    assert f"  initial    {m.parent / 'vector_add.cu'}" in lines
-
-
-def test_validate_never_allocates_a_large_case(kforge, tmp_path):
-    """Half a billion elements took 15 s and 6.4 GB; now sizes are estimated and the reference is
-    not run on it (it is over the quick limit and --deep is not given)."""
-    import resource
-
-    m = edit(make_task(tmp_path / "task"), lambda d: d["cases"].append(
-        {"name": "n500M", "role": "performance", "vars": {"n": 5 * 10**8}}))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
-    r = kforge("validate", "--no-compile", m)
-    assert r.exit_code == 0, r.output
-    assert time.perf_counter() - t0 < 10
-    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-    assert grown_kib < 1_000_000, f"peak memory grew by {grown_kib} KiB"
-    assert "reference not run on n16M, n64M, holdout, n500M: over 4194304 elements" in r.stdout
-
-
-def test_deep_validation_runs_references_only_on_cases_that_fit(kforge, tmp_path, monkeypatch):
-    m = make_task(tmp_path / "task")
-    # 3 GiB: every case fits (n64M needs 2.3 GiB), but only those under half of it are run deep
-    monkeypatch.setattr(preflight, "host_memory", lambda: 3 * 2**30)
-    r = kforge("validate", "--no-compile", "--deep", m)
-    assert r.exit_code == 0, r.output
-    assert "reference not run on n64M: too large for this host's memory" in r.stdout
-    assert "n16M" not in r.stdout
-
-
 def test_approve_keeps_a_backup_of_the_approved_copy_it_replaces(kforge, tmp_path):
     m = make_task(tmp_path / "task")
     first = finished_run(tmp_path / "one", m, fake="pass 400")
@@ -1667,20 +1618,6 @@ def test_a_bad_value_gets_the_same_words_from_every_entry_point(bad: Same, kforg
     assert set(bodies.values()) == {bad.body.removeprefix("must be")}, bodies
 
 
-def test_batch_takes_every_optimize_option_and_refuses_the_same_values(kforge, tmp_path):
-    """Batch's options are generated from the same declaration as optimize's: --max-iterations -1
-    is a bad input (exit 2) before anything runs, as in optimize, not an environment error."""
-    from kernel_forge.app.cli_batch import batch_options
-    from kernel_forge.app.cli_run import optimize_options
-
-    assert {o.decls for o in batch_options()} == {o.decls for o in optimize_options()}
-    m = make_task(tmp_path / "task")
-    said = [_refused(kforge(cmd, m, "--max-iterations", "-1", "--runs-dir", tmp_path / "runs")) for cmd in
-            ("optimize", "batch")]
-    assert said[0] == said[1] == "kforge: error: --max-iterations -1: must be at least 1, got -1\n"
-    assert not (tmp_path / "runs").exists()
-
-
 def test_a_negative_budget_usd_is_refused_and_zero_means_no_limit(kforge, tmp_path):
     m = make_task(tmp_path / "task")
     said = [kforge("optimize", m, "--budget-usd", v, "--runs-dir", tmp_path / "runs").stderr for v in ("-1", "-0.5")]
@@ -1833,100 +1770,6 @@ def test_after_a_hung_reference_the_next_one_gets_a_fresh_process(kforge, tmp_pa
     assert f"ok   {good}" in r.stdout and time.perf_counter() - t0 < 30
 
 
-def test_doctor_and_the_no_gpu_hint_name_the_same_commands():
-    from kernel_forge.app.doctor import collect, render
-    from kernel_forge.common.errors import NO_GPU_COMMANDS, NoGPUError
-
-    hint = NoGPUError("x").hint
-    report = collect()
-    report["gpu"] = {"ok": False, "error": "no GPU (test)"}      # what a machine without one reports
-    text = render(report)
-    listed = text.split("without a GPU these work: ", 1)[1].splitlines()[0]
-    assert listed == hint.split("commands that work without a GPU: ", 1)[1] == ", ".join(NO_GPU_COMMANDS)
-
-
-def test_ctrl_c_while_kforge_starts_is_interrupted_not_a_traceback(tmp_path):
-    """SIGINT at any moment after Python is up (the first 0.4 s are the CLI's imports): exit 130
-    and 'kforge: interrupted', never a traceback or click's 'Aborted!'."""
-    import signal
-    import subprocess
-    import sys
-
-    if not hasattr(signal, "SIGINT") or os.name == "nt":
-        pytest.skip("POSIX signals")
-    m = make_task(tmp_path / "task")
-    # "up" once kforge's entry point is loaded (two small modules): from there on, Ctrl-C is kforge's to handle
-    code = "import sys; from kernel_forge.entry import main; sys.stdout.write('up\\n'); sys.stdout.flush(); main()"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.4):
-        p = subprocess.Popen([sys.executable, "-c", code, "validate", "--no-compile", str(m)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        assert p.stdout.readline() == "up\n"
-        time.sleep(delay)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=120)
-        if p.returncode == 0:
-            continue                                   # it finished before the signal came
-        assert p.returncode == 130, (delay, p.returncode, err)
-        assert "Traceback" not in err and "Aborted" not in err and err.strip().endswith("kforge: interrupted"), err
-
-
-def test_ctrl_c_while_kforge_exits_changes_nothing_and_prints_no_traceback(tmp_path):
-    """Issue 31: once the command's status is decided, a Ctrl-C in Python's teardown (here: sent from
-    the last exit handler, as a late Ctrl-C lands) is ignored: before, it raised in the exit handler
-    (a traceback) or, once Python had reset its handler, killed kforge by the signal (exit -2, no
-    message)."""
-    import signal
-    import subprocess
-    import sys
-
-    if not hasattr(signal, "SIGINT") or os.name == "nt":
-        pytest.skip("POSIX signals")
-    m = make_task(tmp_path / "task")
-    code = ("import atexit, signal, sys, time\n"
-            "from kernel_forge.entry import main\n"
-            "def late():\n"
-            "    signal.raise_signal(signal.SIGINT)\n"
-            "    time.sleep(0.05)\n"
-            "    sys.stdout.write('after\\n')\n"
-            "atexit.register(late)\n"
-            "main()\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    for args in (["validate", "--no-compile", str(m)], ["validate", "--no-compile", str(tmp_path / "missing.json")]):
-        p = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        want = 0 if args[-1] == str(m) else 2
-        assert p.returncode == want, (args, p.returncode, p.stderr)
-        assert "Traceback" not in p.stderr and "interrupted" not in p.stderr and p.stdout.endswith("after\n"), p.stderr
-
-
-def test_an_interrupt_wrapped_by_python_is_still_an_interrupt():
-    """Ctrl-C while a dataclass is being created reaches kforge as Python 3.11's RuntimeError
-    ("Error calling __set_name__ ...") caused by the KeyboardInterrupt: it is an interrupt (exit
-    130), not an internal error; an unrelated RuntimeError is not."""
-    from kernel_forge.common.errors import caused_by_interrupt
-
-    def wrapped():
-        try:
-            raise KeyboardInterrupt
-        except KeyboardInterrupt as ki:
-            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'seeds'") from ki
-
-    with pytest.raises(RuntimeError) as info:
-        wrapped()
-    assert caused_by_interrupt(info.value) and caused_by_interrupt(KeyboardInterrupt())
-    assert not caused_by_interrupt(RuntimeError("no"))
-
-    @handle_errors
-    def command():
-        wrapped()
-
-    with pytest.raises(SystemExit) as out:
-        command()
-    assert out.value.code == 130
-
-
 # ------------------------------------------------------------------------------ issue 33, beside the table
 
 def test_the_table_holds_every_class_of_issue_33_but_the_npy_one():
@@ -1944,18 +1787,6 @@ def test_the_table_holds_every_class_of_issue_33_but_the_npy_one():
                 "--reps 10^23", "--seed 10^23", "--candidates 10^23", "--tune-budget 10^23"):
         assert row in names, row
     assert len(ISSUE33_ROWS) >= 26 and all(b.found for b in ISSUE33_ROWS)
-
-
-def test_dry_run_shows_the_hints_of_its_config_and_the_command_line_wins(kforge, tmp_path):
-    """--dry-run read no --config: its hints were missing from the printed prompt."""
-    m = make_task(tmp_path / "task")
-    cfg = tmp_path / "opt.json"
-    cfg.write_text(json.dumps({"manifest": str(m), "loop": {"hints": "stage the tile in shared memory"}}))
-    r = kforge("optimize", "--dry-run", "--config", cfg)
-    assert r.exit_code == 0, r.stderr
-    assert "# Hints\nstage the tile in shared memory" in r.stdout
-    r = kforge("optimize", m, "--dry-run", "--config", cfg, "--hints", "use float4 loads")
-    assert r.exit_code == 0 and "use float4 loads" in r.stdout and "stage the tile" not in r.stdout
 
 
 def test_every_entry_point_that_takes_an_arch_refuses_a_bad_one_in_the_same_words(kforge, tmp_path):

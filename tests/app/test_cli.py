@@ -188,7 +188,7 @@ def test_compile_bad_header(run, tmp_path):
     assert f"kforge: error: {p}:2: unknown kforge header 'gird = [1]'" in r.stderr
 
 
-# -- eval and doctor without a GPU ---------------------------------------------------------
+# -- eval without a GPU (kforge doctor: test_doctor.py) ----------------------------------------
 
 @no_gpu
 def test_eval_without_gpu(run):
@@ -204,33 +204,6 @@ def test_eval_broken_manifest_is_input_error(run, broken_manifest):
     r = run("eval", str(broken_manifest))
     assert r.exit_code == 2
     assert f"{broken_manifest}: $.cases[1].role" in r.stderr
-
-
-@no_gpu
-def test_doctor_without_gpu(run):
-    r = run("doctor", env={"ANTHROPIC_API_KEY": SECRET, "OPENAI_API_KEY": ""})
-    assert r.exit_code == 3
-    out = r.output
-    assert "GPU      none: no usable NVIDIA GPU" in out
-    assert "LLM keys ANTHROPIC_API_KEY set, OPENAI_API_KEY not set" in out
-    if HAS_NVRTC:
-        from kernel_forge.gpu.nvrtc import nvrtc_version
-        assert f"NVRTC    {nvrtc_version()} (archs " in out
-    assert "without a GPU these work: kforge validate" in out
-    assert SECRET not in out
-    no_traceback(r)
-
-
-def test_doctor_never_prints_key_values(run):
-    env = {"ANTHROPIC_API_KEY": SECRET, "OPENAI_API_KEY": "sk-openai-secret456"}
-    for args in (("doctor",), ("doctor", "--json")):
-        r = run(*args, env=env)
-        assert r.exit_code in (0, 3)
-        assert SECRET not in r.output and "secret456" not in r.output
-    report = json.loads(run("doctor", "--json", env=env).stdout)
-    assert report["llm_keys"]["ANTHROPIC_API_KEY"] is True
-    assert report["llm_keys"]["OPENAI_API_KEY"] is True
-    assert report["kernel_forge"] == __version__
 
 
 def test_version(run):
@@ -274,26 +247,6 @@ def test_importing_does_not_load_gpu_libraries():
                     "kernel_forge.gate.gate; assert 'cupy' not in sys.modules and 'cuda.bindings' not in "
                     "sys.modules, sorted(m for m in sys.modules if m.startswith(('cupy', 'cuda')))")
     assert p.returncode == 0, p.stderr
-
-
-def test_optimize_dry_run_prints_the_first_prompt_without_a_gpu(run):
-    r = run("optimize", "manifests/vector_add.json", "--dry-run", "--hints", "try float4 loads")
-    assert r.exit_code == 0, r.output
-    out = r.stdout
-    assert "=== system prompt ===" in out and "Answer format:" in out
-    assert 'extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n)' in out
-    assert "- `float* c`: shape [n], output" in out
-    assert "Default launch: grid [cdiv(n, 256)], block [256]" in out
-    assert "try float4 loads" in out and "not measured yet" in out
-    assert "n=1000003" in out                      # a shown case
-    assert "3145745" not in out                    # the holdout case's size never appears
-    assert "Cases you are shown" in out
-
-
-def test_optimize_dry_run_needs_a_manifest(run):
-    r = run("optimize", "--dry-run")
-    assert r.exit_code == 2
-    assert "--dry-run needs a MANIFEST" in r.stderr
 
 
 def test_validate_checks_the_templates_signature(run, broken_manifest, tmp_path):

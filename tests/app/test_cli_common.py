@@ -118,43 +118,6 @@ def test_a_child_programs_own_main_block_may_set_its_status():
     assert exits_outside_main(src.replace("if __name__ == '__main__':\n    ", "")) == [6]
 
 
-class _InterruptedRun:
-    """An optimizer that a Ctrl-C stops in the middle of its run."""
-
-    def __init__(self, run_dir: Path):
-        self.run_dir = type("RunDir", (), {"path": run_dir})()
-        self.gate = self
-        self.closed = False
-
-    def run(self):
-        raise KeyboardInterrupt
-
-    def close(self):
-        self.closed = True
-
-
-def test_an_interrupted_optimize_says_how_to_resume_closes_the_gate_and_exits_130_at_the_edge(monkeypatch, tmp_path):
-    from click.testing import CliRunner
-
-    from kernel_forge.app import run_setup
-    from kernel_forge.app.cli import cli
-
-    started = []
-
-    def start_run(manifest, *args, **kwargs):
-        started.append(_InterruptedRun(tmp_path / "run-001"))
-        return started[0]
-
-    monkeypatch.setattr(run_setup, "start_run", start_run)
-    monkeypatch.chdir(PACKAGE.parent)
-    r = CliRunner().invoke(cli, ["optimize", "manifests/vector_add.json", "--max-iterations", "1"],
-                           catch_exceptions=False)
-    assert r.exit_code == 130
-    assert f"[kforge] interrupted; resume with: kforge optimize --resume {tmp_path / 'run-001'}" in r.stderr
-    assert r.stderr.rstrip().endswith("kforge: interrupted")        # worded by handle_errors, as every interrupt
-    assert started and started[0].closed
-
-
 def click_imports(source: str) -> list[int]:
     """Lines that import click (at any depth)."""
     return sorted(n.lineno for n in ast.walk(ast.parse(source))

@@ -1,6 +1,6 @@
 """``kforge optimize`` options generated from LoopConfig, ProposerConfig and GateOptions: names,
-help from the declaration, command line over --config over defaults, and bad values refused
-before anything runs (no GPU, no network)."""
+help from the declaration, and bad values refused before anything runs (no GPU, no network).  Which
+value wins (command line over --config over defaults) is tested in test_cli_run.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -138,32 +138,6 @@ def test_a_clashing_new_field_gets_its_sections_name():
     assert names[("gate", "arch")] == ("--arch",) and names[("loop", "arch")] == ("--loop-arch",)
 
 
-# ------------------------------------------------------------------------------ precedence
-
-def test_command_line_wins_over_config_which_wins_over_defaults(tmp_path):
-    cfg = tmp_path / "cfg.json"
-    cfg.write_text(json.dumps({"loop": {"max_iterations": 3, "patience": 2},
-                               "gate": {"warmup": 5, "flush_l2": False, "extra_draws": 2},
-                               "proposer": {"models": ["openai:gpt-5"], "max_tokens": 4096, "stream": False}}))
-    # --max-iterations 7 and --flush equal the defaults: typed, they still win over the file
-    r, conf = run_probe("--config", cfg, "--max-iterations", 7, "--flush", "--max-output-tokens", 2048)
-    assert r.exit_code == 0, r.output
-    assert (conf["loop"]["max_iterations"], conf["loop"]["patience"], conf["loop"]["candidates"]) == (7, 2, 4)
-    assert (conf["gate"]["warmup"], conf["gate"]["flush_l2"], conf["gate"]["extra_draws"]) == (5, True, 2)
-    assert (conf["proposer"]["models"], conf["proposer"]["max_tokens"], conf["proposer"]["stream"]) == \
-        (["openai:gpt-5"], 2048, False)
-    # --quick lies between the file and the command line
-    r, conf = run_probe("--config", cfg, "--quick", "--extra-draws", 3)
-    assert (conf["gate"]["extra_draws"], conf["gate"]["repeat_check"]) == (3, False)
-
-
-def test_defaults_without_anything_are_the_dataclass_defaults():
-    r, conf = run_probe()
-    assert r.exit_code == 0
-    assert conf == {"loop": dataclasses.asdict(LoopConfig()), "proposer": dataclasses.asdict(ProposerConfig()),
-                    "gate": dataclasses.asdict(GateOptions())}
-
-
 # ------------------------------------------------------------------------------ bad values
 
 @pytest.mark.parametrize("section, values, expected", [
@@ -237,16 +211,6 @@ def test_eval_takes_the_gate_options_as_typed_over_quick(monkeypatch, tmp_path):
     assert r.exit_code == 2 and "stop here" in r.stderr
     o = seen["options"]
     assert (o.reps, o.flush_l2, o.extra_draws, o.repeat_check, o.max_noise, o.warmup) == (7, False, 2, False, 0.01, 10)
-
-
-def test_batch_resume_takes_no_options(kforge, tmp_path):
-    r = kforge("batch", "--resume", tmp_path, "--max-iterations", "3", "--quick")
-    assert r.exit_code == 2 and "(not --max-iterations, --quick)" in r.stderr
-
-
-def test_resume_takes_only_loop_options(kforge, tmp_path):
-    r = kforge("optimize", "--resume", tmp_path, "--model", "openai:gpt-5", "--warmup", 3)
-    assert r.exit_code == 2 and "not --model, --warmup" in r.stderr
 
 
 def test_check_value_units():

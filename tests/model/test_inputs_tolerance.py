@@ -1,5 +1,5 @@
-"""kernel_forge.model.inputs, common.dtypes and common.stats: seeded inputs, bf16 bits, timing statistics.
-CPU only.  (Output comparison, model/tolerance.py: test_tolerance.py.)"""
+"""kernel_forge.model.inputs: seeded inputs.  CPU only (the bf16 bits and the timing statistics:
+tests/common/test_dtypes.py and test_stats.py; output comparison: test_tolerance.py)."""
 from __future__ import annotations
 
 import json
@@ -8,11 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernel_forge.common import dtypes
-from kernel_forge.common.dtypes import BFLOAT16, FLOAT16, FLOAT32, INT32, UINT32, from_float, poison_value, to_float
+from kernel_forge.common.dtypes import BFLOAT16, FLOAT32, INT32, UINT32, poison_value
 from kernel_forge.common.errors import ManifestError
 from kernel_forge.model.inputs import generate, host_values
-from kernel_forge.common.stats import Timing, faster_beyond_noise, geomean, noise_band, summarize
 from kernel_forge.model.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,12 +118,6 @@ def test_pure_outputs_are_poisoned(task):
     assert np.all(g.buffers["acc"] == 1.0)
 
 
-def test_poison_values_are_finite():
-    for dt in {d.name: d for d in dtypes.C_TYPES.values()}.values():
-        pv = np.asarray(poison_value(dt)).astype(dt.numpy)
-        assert np.all(np.isfinite(to_float(pv, dt))), dt.name
-
-
 def test_randint_bounds_and_dtype(task):
     r = generate(task, task.case("a"), 3).buffers["r"]
     assert r.dtype == np.int32
@@ -176,123 +168,3 @@ def test_npy_with_wrong_size(tmp_path, task):
     assert "holds 10 elements, shape (2, 32) needs 64" in str(ei.value)
 
 
-# -- dtypes: bf16 ------------------------------------------------------------------------------
-
-def bf16(*values) -> list[int]:
-    return [int(v) for v in from_float(np.array(values, dtype=np.float32), BFLOAT16)]
-
-
-def test_bf16_exact_values():
-    assert bf16(1.0, -2.5, 0.0, -0.0, np.inf, -np.inf) == [0x3F80, 0xC020, 0x0000, 0x8000, 0x7F80, 0xFF80]
-
-
-def test_bf16_round_to_nearest_even():
-    # 1 + 2^-8 lies halfway between 0x3F80 (even) and 0x3F81: ties go to even
-    assert bf16(1 + 2 ** -8) == [0x3F80]
-    # 1 + 3 * 2^-8 lies halfway between 0x3F81 (odd) and 0x3F82 (even)
-    assert bf16(1 + 3 * 2 ** -8) == [0x3F82]
-    # just above the halfway point rounds up
-    assert bf16(1 + 2 ** -8 + 2 ** -16) == [0x3F81]
-    # the carry propagates into the exponent
-    assert bf16(np.float32(np.frombuffer(np.uint32(0x3FFF8000).tobytes(), np.float32)[0])) == [0x4000]
-    # the largest float32 rounds to infinity, as hardware does
-    assert bf16(np.finfo(np.float32).max) == [0x7F80]
-
-
-def test_bf16_nan():
-    out = bf16(np.nan, -np.nan)
-    assert out == [0x7FC0, 0x7FC0]
-    assert np.isnan(to_float(np.array(out, np.uint16), BFLOAT16)).all()
-
-
-def test_bf16_round_trip_of_representable_values():
-    bits = np.arange(0, 0x10000, dtype=np.uint32).astype(np.uint16)
-    finite = bits[np.isfinite(to_float(bits, BFLOAT16))]
-    assert np.array_equal(from_float(to_float(finite, BFLOAT16), BFLOAT16), finite)
-
-
-def test_to_float_other_dtypes():
-    a = np.array([1.5, 2.5], np.float32)
-    assert to_float(a, FLOAT32) is not None and np.array_equal(to_float(a, FLOAT32), a)
-    assert from_float(np.array([1.5, -2.0]), INT32).dtype == np.int32
-    assert from_float(np.array([1.5]), FLOAT16).dtype == np.float16
-
-
-# -- stats ---------------------------------------------------------------------------------------
-
-def test_summarize_values():
-    t = summarize([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
-    assert t.median == 5.5 and t.mean == 5.5 and t.min == 1.0 and t.max == 10.0
-    assert t.p10 == pytest.approx(1.9) and t.p90 == pytest.approx(9.1)
-    assert t.p20 == pytest.approx(2.8) and t.p80 == pytest.approx(8.2)
-    assert t.cv == pytest.approx(np.std(np.arange(1, 11), ddof=1) / 5.5)
-    assert t.spread == pytest.approx((9.1 - 1.9) / 5.5)
-    assert noise_band(t) == pytest.approx((8.2 - 2.8) / 11)
-    assert t.samples_us == tuple(float(x) for x in range(1, 11))
-
-
-def test_summarize_single_sample_and_order():
-    t = summarize([5.0])
-    assert (t.median, t.p10, t.p90, t.cv) == (5.0, 5.0, 5.0, 0.0)
-    assert summarize([3, 1, 2]).median == 2.0
-
-
-@pytest.mark.parametrize("samples, message", [
-    ([], "no timing samples"),
-    ([1.0, -1.0], "finite and non-negative"),
-    ([1.0, float("nan")], "finite and non-negative"),
-    ([float("inf")], "finite and non-negative"),
-])
-def test_summarize_rejects_bad_samples(samples, message):
-    with pytest.raises(ValueError, match=message):
-        summarize(samples)
-
-
-def test_timing_json_round_trip():
-    t = summarize([1.0, 2.0, 4.0], flushed=False, graph_us=0.5)
-    d = t.to_json()
-    assert d["n"] == 3 and d["flushed"] is False and d["graph_us"] == 0.5
-    assert d["samples_us"] == [1.0, 2.0, 4.0]
-    assert "samples_us" not in t.to_json(with_samples=False)
-    assert Timing.from_json(d) == t
-
-
-def test_geomean():
-    assert geomean([1, 4, 16]) == pytest.approx(4.0)
-    assert geomean([2.0]) == pytest.approx(2.0)
-    assert geomean([10, 1000]) == pytest.approx(100.0)
-
-
-@pytest.mark.parametrize("values", [[], [0, 1], [-1.0], [float("inf")], [float("nan")]])
-def test_geomean_rejects(values):
-    with pytest.raises(ValueError, match="geometric mean needs positive finite values"):
-        geomean(values)
-
-
-def test_faster_beyond_noise():
-    old = summarize([10.0] * 20)
-    assert faster_beyond_noise(summarize([5.0] * 20), old)
-    assert not faster_beyond_noise(old, summarize([5.0] * 20))
-    # within the 1 % margin
-    assert not faster_beyond_noise(summarize([9.95] * 20), old)
-    assert faster_beyond_noise(summarize([9.95] * 20), old, margin=0.001)
-    # overlapping noise bands: medians differ but p80(new) >= p20(old)
-    noisy_old = summarize(list(np.linspace(8.0, 12.0, 21)))
-    noisy_new = summarize(list(np.linspace(7.0, 11.0, 21)))
-    assert noisy_new.median < noisy_old.median * 0.99
-    assert not faster_beyond_noise(noisy_new, noisy_old)
-
-
-def test_median_noise_is_half_the_order_statistic_interval_over_the_median():
-    from kernel_forge.common.stats import median_noise
-
-    ten = [float(x) for x in range(1, 11)]                     # median 5.5; 95 % interval x(2)..x(9)
-    assert median_noise(ten) == pytest.approx((9 - 2) / (2 * 5.5))
-    twenty = [float(x) for x in range(1, 21)]                  # x(6)..x(15)
-    assert median_noise(twenty) == pytest.approx((15 - 6) / (2 * 10.5))
-    assert median_noise([3.0] * 12) == 0.0
-    assert median_noise([1.0, 2.0, 3.0, 4.0]) == float("inf")   # too few for an interval
-    rng = np.random.default_rng(0)
-    wide = median_noise(100 * (1 + 0.05 * rng.standard_normal(40)))
-    narrow = median_noise(100 * (1 + 0.005 * rng.standard_normal(40)))
-    assert narrow < 0.005 < wide

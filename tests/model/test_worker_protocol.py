@@ -1,5 +1,5 @@
-"""The worker protocol's CPU parts: timing counts, launches, messages, poison patterns (the resources a
-launch uses: test_resources.py)."""
+"""The worker protocol's CPU parts: timing counts, launches, messages (the resources a launch uses:
+test_resources.py; the poison patterns: tests/common/test_dtypes.py)."""
 from __future__ import annotations
 
 import pickle
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kernel_forge.model.candidate import Launch
-from kernel_forge.common.dtypes import BY_NAME, poison_memset, poison_value
+from kernel_forge.common.dtypes import BY_NAME
 from kernel_forge.common.errors import KForgeError
 from kernel_forge.model.task import Tolerance
 from kernel_forge.model.tolerance import compare
@@ -57,14 +57,3 @@ def test_messages_survive_the_pipe():
     assert back.stage("second launch") is None
 
 
-@pytest.mark.parametrize("dtype", list(BY_NAME.values()), ids=lambda d: d.name)
-def test_a_memset_of_the_poison_pattern_writes_the_poison_value(dtype):
-    width, pattern = poison_memset(dtype)
-    assert width in (1, 2, 4) and 0 <= pattern < 2 ** (8 * width)
-    n = 6
-    filled = np.frombuffer(np.full(n * dtype.itemsize // width, pattern, dtype=f"<u{width}").tobytes(),
-                           dtype=dtype.numpy)
-    want = np.full(n, poison_value(dtype), dtype=dtype.numpy)
-    assert filled.tobytes() == want.tobytes()
-    if dtype.kind == "float" and dtype.name != "bfloat16":
-        assert np.isfinite(filled).all()
