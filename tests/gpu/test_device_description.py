@@ -15,7 +15,7 @@ from kernel_forge.model.limits import arch_limits
 from kernel_forge.model.occupancy import occupancy, resources_for_case
 from kernel_forge.model.task import load_task
 
-from fakes import H200
+from tests.support.fakes import H200
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = ROOT / "bench" / "evidence" / "h200-2026-12-01-s4" / "probe" / "probe.json"
