@@ -10,7 +10,8 @@ the kernels with tunables that the built-in tuner searches.  CPU only, nothing i
   defaults also compile for sm_80;
 * with a host C++ compiler, the default configuration of every template runs under a small
   CUDA emulation (tests/support/host_emulation.py: one OS thread per CUDA thread, AddressSanitizer
-  on exact-size buffers) on awkward sizes and is checked against the task's reference with the task's tolerance.
+  on exact-size buffers) on awkward sizes and is checked against the task's reference with the
+  task's tolerance.
   ``KFORGE_EMULATE=all`` runs every configuration on every correctness/holdout case instead
   (slow: tens of minutes).
 """

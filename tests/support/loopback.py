@@ -6,12 +6,12 @@
 
 **Every request body is checked against the installed SDK's own request type**
 (``anthropic.types.MessageCreateParams*``, ``openai.types.responses.ResponseCreateParams*``,
-``openai.types.chat.CompletionCreateParams*``, strictly: tests/support/sdk_types.py): a field or value the
-SDK does not define gets an HTTP 400 and is listed in :attr:`Loopback.invalid`, and the
-``loopback`` fixture (tests/conftest.py) fails the test that sent it.  Then the rules the providers document for
-every model alike get the provider's own 400 body: ``budget_tokens`` below 1,024 or not below
-``max_tokens``, more than four cache breakpoints or a long-lived breakpoint after a short-lived
-one, a reasoning item sent back without its encrypted content under ``store: false``, a
+``openai.types.chat.CompletionCreateParams*``, strictly: tests/support/sdk_types.py): a field or
+value the SDK does not define gets an HTTP 400 and is listed in :attr:`Loopback.invalid`, and the
+``loopback`` fixture (tests/conftest.py) fails the test that sent it.  Then the rules the providers
+document for every model alike get the provider's own 400 body: ``budget_tokens`` below 1,024 or
+not below ``max_tokens``, more than four cache breakpoints or a long-lived breakpoint after a
+short-lived one, a reasoning item sent back without its encrypted content under ``store: false``, a
 ``previous_response_id`` that was never stored.  **Nothing is decided from kforge's capability
 table** (``kernel_forge/data/models.json``): what each listed model takes is asserted per model by
 the tests.  Rejected requests are listed in :attr:`Loopback.rejected` (each one is a 400 round
