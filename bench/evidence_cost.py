@@ -2,7 +2,7 @@
 
 A scripted tuner run (the real loop, :class:`kernel_forge.search.loop.Optimizer`, and the built-in
 tuner, over one template with ``--attempts`` settings or more; the verdicts come from the scripted
-gate of tests/fakes.py: every case with its 31 timing samples, as the real gate records them) is
+gate of tests/support/fakes.py: every case with its 31 timing samples, as the real gate records them) is
 run twice, recording the history
 
 * ``log``: as kforge does it, an append-only log (``history.jsonl``, evidence/history_log.py);
@@ -29,7 +29,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from kernel_forge.common import writes  # noqa: E402
 from kernel_forge.config.loop_settings import LoopConfig  # noqa: E402
@@ -38,7 +37,7 @@ from kernel_forge.model.task import load_task  # noqa: E402
 from kernel_forge.search.loop import Optimizer  # noqa: E402
 from kernel_forge.search.tuner import TuneProposer  # noqa: E402
 
-from fakes import ScriptedGate  # noqa: E402
+from tests.support.fakes import ScriptedGate  # noqa: E402
 
 MANIFEST = ROOT / "manifests" / "vector_add.json"
 MODES = ("log", "whole")

@@ -1,51 +1,20 @@
-"""Shared fixtures. The tests mirror the package: tests/<layer>/test_<module>*.py holds the tests
-of kernel_forge/<layer>/<module>.py; the helpers (fakes, the loopback server, recorded runs) stay
-here, importable from every folder."""
+"""Fixtures every test folder shares. The tests mirror the package: tests/<layer>/test_<module>*.py
+holds the tests of kernel_forge/<layer>/<module>.py. What test files share besides fixtures (fakes,
+the loopback server, recorded runs, paths) lives in the package tests/support/ and is imported as
+``from tests.support.X import ...`` (the repository root is on sys.path through pyproject.toml's
+``pythonpath``); no test file imports another, and nothing here or there changes sys.path
+(tests/test_suite_layout.py checks both)."""
 import os
-import sys
-from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
-MANIFESTS = ROOT / "manifests"
-
-# the helpers here, and test modules that share their fakes (`from test_loop import ...`), import
-# by file name from any folder
-for _folder in [TESTS, *sorted(p for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py")))]:
-    if str(_folder) not in sys.path:
-        sys.path.insert(0, str(_folder))
-
-
-def gpu_for_worker(worker: str | None, gpus: str | None) -> str | None:
-    """The GPU a pytest-xdist worker (gw0, gw1, ...) gets from KFORGE_TEST_GPUS ("0,1,...")."""
-    ids = [g.strip() for g in (gpus or "").split(",") if g.strip()]
-    if not worker or not ids or not worker.startswith("gw") or not worker[2:].isdigit():
-        return None
-    return ids[int(worker[2:]) % len(ids)]
-
+from tests.support.gpu_probe import gpu_for_worker, probe
+from tests.support.paths import MANIFESTS, ROOT
 
 # `make test-gpu` on several GPUs runs one xdist worker per GPU; pin each before anything touches CUDA
 _pinned = gpu_for_worker(os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("KFORGE_TEST_GPUS"))
 if _pinned is not None:
     os.environ["CUDA_VISIBLE_DEVICES"] = _pinned
-
-
-@lru_cache(maxsize=1)
-def _has_gpu() -> tuple[bool, str]:
-    try:
-        from kernel_forge.gate.gate import probe_gpu
-        probe_gpu()
-        return True, ""
-    except Exception as exc:  # noqa: BLE001
-        return False, str(exc).splitlines()[0]
-
-
-def gpu_present() -> bool:
-    """Whether a usable NVIDIA GPU and driver are here (probed once)."""
-    return _has_gpu()[0]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -55,7 +24,7 @@ def pytest_collection_modifyitems(config, items):
         return
     for item in gpu_items:          # `make test` (--dist loadgroup): no two GPU tests at once, so none times on a busy GPU
         item.add_marker(pytest.mark.xdist_group("gpu"))
-    ok, why = _has_gpu()
+    ok, why = probe()
     if ok:
         return
     skip = pytest.mark.skip(reason=f"no GPU: {why}")
@@ -72,10 +41,45 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
-def root() -> Path:
+def root():
     return ROOT
 
 
 @pytest.fixture
-def manifests_dir() -> Path:
+def manifests_dir():
     return MANIFESTS
+
+
+@pytest.fixture
+def arch(tmp_path):
+    """An empty kernel archive in the test's folder (the archive and retrieval tests)."""
+    from kernel_forge.archive.store import open_archive
+
+    with open_archive(tmp_path / "archive.sqlite") as a:
+        yield a
+
+
+@pytest.fixture
+def loopback():
+    """A started :class:`tests.support.loopback.Loopback`; stopped at teardown. A request the
+    installed SDK does not allow fails the test that sent it (unless the test expects one)."""
+    from tests.support.loopback import Loopback
+
+    server = Loopback().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+    if not server.expect_invalid:
+        assert server.invalid == [], "requests the installed SDK does not allow:\n" + "\n".join(
+            r.message for r in server.invalid)
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No ambient credentials, base URLs or proxies reach the SDK clients."""
+    for name in list(os.environ):
+        upper = name.upper()
+        if upper.startswith(("ANTHROPIC_", "OPENAI_")) or upper.endswith("_PROXY") or upper == "NO_PROXY":
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")

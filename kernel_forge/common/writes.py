@@ -59,7 +59,7 @@ def describe_oserror(exc: OSError) -> str:
 
 class _OS:
     """The system calls a write makes.  Tests replace :data:`FS` with a double that fails the way a
-    full or read-only filesystem does (``tests/fs_double.py``)."""
+    full or read-only filesystem does (``tests/support/fs_double.py``)."""
 
     def mkstemp(self, folder: Path, prefix: str) -> tuple[int, str]:
         return tempfile.mkstemp(dir=folder, prefix=prefix)

@@ -6,9 +6,12 @@ import json
 
 import pytest
 
-import recorded_run as rec
+from tests.support import recorded_run as rec
+from kernel_forge.analysis.diagnosis import diagnose
 from kernel_forge.analysis.diagnosis import diagnose
 from kernel_forge.analysis.directions import directions
+
+from tests.support import recorded_run as rec
 
 FP32 = 2 * 132 * 128 * 1.98e9      # FMA lanes x SMs x boost clock of the H200 (the driver's values)
 

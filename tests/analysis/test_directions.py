@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-import recorded_run as rec
+from tests.support import recorded_run as rec
 from kernel_forge.analysis.case_diagnosis import CaseDiagnosis
 from kernel_forge.analysis.diagnosis import Diagnosis, diagnose
 from kernel_forge.analysis.directions import direction_items, directions, headroom, register_blocked

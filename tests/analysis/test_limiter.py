@@ -13,11 +13,12 @@ import json
 
 import pytest
 
-import recorded_run as rec
 from kernel_forge.analysis.diagnosis import diagnose
 from kernel_forge.analysis.directions import direction_items, directions
 from kernel_forge.analysis.limiter import PIPE_BUSY_PCT
 from kernel_forge.gpu.instruction_mix import mix_of
+
+from tests.support import recorded_run as rec
 
 H200_PROFILE = json.loads((rec.ROOT / "tests" / "data" / "ncu-matmul-tiled32-h200.json").read_text())
 #: what the H200 measured for that kernel (prompt-002.md of bench/evidence/h200-2026-12-01-s4/stage-b)
@@ -168,7 +169,7 @@ def test_a_busy_fma_pipe_does_not_switch_off_the_issue_slot_limit():
     """a0107 on 4096^3: 66 % of the FMA peak, the FMA pipe 69 % busy, but the issue slots 79 % busy,
     not_selected 54 % and only 87 % of what is issued goes to the FMA pipe: issue is what is left,
     and the kernel is not told to use the register blocking it already has."""
-    import s9_run
+    from tests.support import s9_run
 
     opt = s9_run.optimizer()
     d = opt.diagnoses.of_best(opt.state)
@@ -183,7 +184,7 @@ def test_a_busy_fma_pipe_does_not_switch_off_the_issue_slot_limit():
 
 
 def test_the_small_grids_come_first_and_no_advice_is_what_the_kernel_already_does():
-    import s9_run
+    from tests.support import s9_run
 
     opt = s9_run.optimizer()
     d = opt.diagnoses.of_best(opt.state)

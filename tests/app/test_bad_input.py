@@ -14,7 +14,6 @@ import errno
 import hashlib
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,58 +26,22 @@ from click.testing import CliRunner
 from kernel_forge.gate import preflight
 from kernel_forge.common import writes
 from kernel_forge.app.cli import cli
-from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.config.loop_settings import LoopConfig
-from kernel_forge.config.proposer import ProposerConfig
-from kernel_forge.app.run_setup import start_run
-from kernel_forge.model.task import load_task
 
-from fakes import ScriptedGate, vector_add, write_proposals
-from fs_double import FailingFS
+from tests.support.fs_double import FailingFS
+from tests.support.task_folders import HAS_NVRTC, finished_run, make_task
 
 ROOT = Path(__file__).resolve().parents[2]
 
-try:
-    import cuda.bindings.nvrtc  # noqa: F401
-    HAS_NVRTC = True
-except ImportError:
-    HAS_NVRTC = False
-
 
 # ------------------------------------------------------------------------------ the task folder
-
-def make_task(folder: Path, **changes) -> Path:
-    """A self-contained copy of vector_add in ``folder`` (manifest, kernel, reference), with
-    ``changes`` applied to the manifest's top level; returns the manifest."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "manifests" / "vector_add.cu", folder / "vector_add.cu")
-    shutil.copy(ROOT / "references" / "vector_add.py", folder / "vector_add.py")
-    data = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
-    data.pop("$schema")
-    data.pop("templates")
-    data["reference"] = {"python": "vector_add.py:reference"}
-    data["baselines"] = {}
-    data.update(changes)
-    m = folder / "vector_add.json"
-    m.write_text(json.dumps(data, indent=2))
-    return m
-
+# (a copy of vector_add: tests/support/task_folders.py)
 
 def edit(manifest: Path, fn) -> Path:
     data = json.loads(manifest.read_text())
     fn(data)
     manifest.write_text(json.dumps(data, indent=2))
     return manifest
-
-
-def finished_run(root: Path, manifest: Path, fake: str = "pass 400", holdout: str | None = None) -> Path:
-    """A run of the scripted gate over ``manifest`` whose best is x1.5 (the initial is 600 µs)."""
-    props = write_proposals(root / "props", [vector_add(fake, holdout=holdout)])
-    task = load_task(manifest)
-    opt = start_run(manifest, LoopConfig(max_iterations=3), GateOptions(), ProposerConfig(replay=str(props)),
-                    runs_dir=root / "runs", gate=ScriptedGate(task))
-    opt.run()
-    return opt.run_dir.path
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -1051,7 +1014,7 @@ def _deep_archive_line(tmp):
 
 
 def _an_archive(tmp) -> Path:
-    from archive_fakes import entry
+    from tests.support.archive_fakes import entry
     from kernel_forge.archive.store import add_entries, open_archive
 
     db = tmp / "a.sqlite"
@@ -1068,7 +1031,7 @@ def _archive_cmd(*args, words):
 
 
 def _archive_import_huge_score(tmp):
-    from archive_fakes import entry
+    from tests.support.archive_fakes import entry
     from kernel_forge.archive.format import entry_lines
 
     line = json.loads(entry_lines([entry("vector_add", 400.0)], where="test")[0])

@@ -11,14 +11,13 @@ import pytest
 from kernel_forge.app.batch import run_batch, table
 from kernel_forge.common.errors import EnvironmentProblem, InputError
 
-HERE = Path(__file__).resolve().parents[1]
-ROOT = HERE.parent
+ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = [str(ROOT / "manifests" / f"{n}.json") for n in ("vector_add", "reduce_sum", "transpose")]
 LOOP = {"max_iterations": 2, "tune_budget": 3, "retime_rounds": 1}
 
 
 def test_a_batch_without_ray_runs_every_task_into_its_own_run_folder(tmp_path):
-    rec = run_batch(MANIFESTS, runs_dir=tmp_path, loop=LOOP, gate_factory="batch_fakes:scripted")
+    rec = run_batch(MANIFESTS, runs_dir=tmp_path, loop=LOOP, gate_factory="tests.support.batch_fakes:scripted")
     batch = tmp_path / rec["batch"]
     assert set(rec["results"]) == {"vector_add", "reduce_sum", "transpose"}
     for name, r in rec["results"].items():
@@ -31,10 +30,10 @@ def test_a_batch_without_ray_runs_every_task_into_its_own_run_folder(tmp_path):
 
 
 def test_a_finished_batch_resumes_without_running_anything_again(tmp_path):
-    rec = run_batch(MANIFESTS[:1], runs_dir=tmp_path, loop=LOOP, gate_factory="batch_fakes:scripted")
+    rec = run_batch(MANIFESTS[:1], runs_dir=tmp_path, loop=LOOP, gate_factory="tests.support.batch_fakes:scripted")
     batch = tmp_path / rec["batch"]
     runs_before = sorted(p.name for p in (batch / "vector_add").iterdir())
-    again = run_batch([], resume=batch, gate_factory="batch_fakes:scripted")
+    again = run_batch([], resume=batch, gate_factory="tests.support.batch_fakes:scripted")
     assert again["results"]["vector_add"]["run"] == rec["results"]["vector_add"]["run"]
     assert sorted(p.name for p in (batch / "vector_add").iterdir()) == runs_before
 
@@ -55,13 +54,14 @@ def test_ray_missing_says_how_to_install_it(tmp_path, monkeypatch):
         return real(name, *a, **kw)
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(EnvironmentProblem, match=r"\[ray\]"):
-        run_batch(MANIFESTS[:1], runs_dir=tmp_path, ray_address="local", gate_factory="batch_fakes:scripted")
+        run_batch(MANIFESTS[:1], runs_dir=tmp_path, ray_address="local",
+                  gate_factory="tests.support.batch_fakes:scripted")
 
 
 @pytest.fixture(scope="module")
 def ray_local():
     ray = pytest.importorskip("ray")
-    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}   # tests.support.batch_fakes
     yield ray, {"num_cpus": 2, "num_gpus": 2, "runtime_env": {"env_vars": env}, "logging_level": "ERROR",
                 "log_to_driver": False}
     ray.shutdown()
@@ -74,7 +74,7 @@ def test_ray_runs_each_task_as_a_one_gpu_ray_task_and_a_killed_task_resumes(tmp_
     init["runtime_env"] = {"env_vars": dict(init["runtime_env"]["env_vars"], KFORGE_TEST_DIE_TASK="reduce_sum",
                                             KFORGE_TEST_DIE_MARKER=str(marker))}
     rec = run_batch(MANIFESTS, runs_dir=tmp_path / "runs", loop=LOOP, ray_address="local", retries=2,
-                    gate_factory="batch_fakes:dies_once", ray_init=init)
+                    gate_factory="tests.support.batch_fakes:dies_once", ray_init=init)
     assert marker.read_text() == "died"                      # the reduce_sum task's process was killed once
     for name, r in rec["results"].items():
         assert "error" not in r, r

@@ -10,8 +10,7 @@ from kernel_forge.app.run_setup import run_budget
 from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 
-from loopback import loopback  # noqa: F401  (fixture)
-from recorded_run import ROOT
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 
@@ -58,10 +57,10 @@ def test_the_default_budget_does_not_apply_to_a_model_with_no_price_and_a_given_
 
 
 def test_resume_and_resume_dry_run_print_the_budget_line_with_what_was_spent(kforge, tmp_path, loopback):
-    from fakes import vector_add
-    from loopback import tool
+    from tests.support.fakes import vector_add
+    from tests.support.loopback import tool
     from kernel_forge.proposers.models import make_model_proposer
-    from test_loop import new_run
+    from tests.support.loop_runs import new_run
 
     spec = "anthropic:claude-sonnet-5-5"
     loopback.script("anthropic", tool({"source": vector_add("pass 300"), "rationale": "r"}, input_tokens=20_000))
@@ -75,7 +74,7 @@ def test_resume_and_resume_dry_run_print_the_budget_line_with_what_was_spent(kfo
     assert dry.exit_code == 0, dry.output
     assert "[kforge] budget (worst case, before it starts): 3 iterations" in dry.stderr
     assert f"--budget-usd 7 stops it at $7.00 (${spent:.2f} spent before this resume)" in dry.stderr
-    from conftest import gpu_present
+    from tests.support.gpu_probe import gpu_present
     if gpu_present():                  # a real resume would run; the line before it is the dry run's
         return
     real = kforge("optimize", "--resume", run, "--max-iterations", "3")    # no GPU here: it stops at the probe

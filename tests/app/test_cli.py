@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import gpu_present  # noqa: F401  (used by skipif strings)
 from kernel_forge import __version__
 from kernel_forge.app.cli import cli
+
+from tests.support.gpu_probe import gpu_present  # noqa: F401  (used by skipif strings)
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"

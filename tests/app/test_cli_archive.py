@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from kernel_forge.app.cli import cli
 from kernel_forge.archive.store import add_entries, list_entries, open_archive
 
-from archive_fakes import entry, run_task
-from fakes import vector_add
+from tests.support.archive_fakes import entry, run_task
+from tests.support.fakes import vector_add
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import gpu_present  # noqa: F401  (used by the skipif string)
+from tests.support.gpu_probe import gpu_present  # noqa: F401  (used by skipif strings)
 from kernel_forge import __version__
 from kernel_forge.app import doctor
 from kernel_forge.app.cli import cli

@@ -24,11 +24,11 @@ from kernel_forge.config.proposer import ProposerConfig  # noqa: E402
 from kernel_forge.app.run_setup import start_run  # noqa: E402
 from kernel_forge.model.task import load_task  # noqa: E402
 
-from fakes import ScriptedGate, vector_add, write_proposals  # noqa: E402
+from tests.support.fakes import ScriptedGate, vector_add, write_proposals  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifests" / "vector_add.json"
-SCRIPTED = "python:fakes:ScriptedGate"
+SCRIPTED = "python:tests.support.fakes:ScriptedGate"
 TOOLS = {"doctor", "validate_manifest", "eval_kernel", "optimize", "run_status", "replay"}
 
 
@@ -37,7 +37,7 @@ async def server(runs_dir: Path, gate: str | None = SCRIPTED, allow=None, cwd: P
     """A server in ``cwd`` (the repository: its manifests) that lets agents use ``allow`` too
     (default: the test's own folder, which holds ``runs_dir``)."""
     env = {k: v for k, v in os.environ.items() if k != "KFORGE_MCP_TEST_GATE"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])      # kernel_forge, tests.support
     if gate:
         env["KFORGE_MCP_TEST_GATE"] = gate
     allowed = [runs_dir.parent] if allow is None else allow
@@ -92,7 +92,7 @@ def test_tools_resources_and_validation(tmp_path):
     assert any(f["what"] == "reference" and f["outside_manifest_folder"] for f in v["files"])
     msg = error_text(broken)
     assert "ManifestError (exit code 2 in the CLI)" in msg and f"{bad}: $" in msg
-    assert ok(doctor)["gate"].startswith("test: python:fakes:ScriptedGate")
+    assert ok(doctor)["gate"].startswith("test: python:tests.support.fakes:ScriptedGate")
 
 
 def test_eval_kernel_verdicts_times_peak_bound_and_resources(tmp_path):
@@ -112,7 +112,7 @@ def test_eval_kernel_verdicts_times_peak_bound_and_resources(tmp_path):
     by_source, by_path, wrong_r, cublas_r, neither, zero_reps = talk(tmp_path / "runs", script)
     r = ok(by_source)
     assert (r["passed"], r["verdict"], r["reason"]) == (True, "passed", "passed")
-    assert r["gate"] == "test: python:fakes:ScriptedGate (not measured)"
+    assert r["gate"] == "test: python:tests.support.fakes:ScriptedGate (not measured)"
     assert r["score_us"] == pytest.approx(300) and r["speedup_vs_initial"] == pytest.approx(2.0)
     perf = {c["name"]: c for c in r["cases"] if c["role"] == "performance"}
     assert set(perf) == {"n16M", "n64M"}

@@ -6,8 +6,6 @@ import json
 import time
 from pathlib import Path
 
-from fakes import ScriptedGate, vector_add, write_proposals
-
 from kernel_forge.evidence.run_dir import validate_file
 from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gate.pool import GatePool
@@ -15,6 +13,8 @@ from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
 from kernel_forge.model.task import load_task
+
+from tests.support.fakes import ScriptedGate, vector_add, write_proposals
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifests" / "vector_add.json"

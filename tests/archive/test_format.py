@@ -13,9 +13,8 @@ from kernel_forge.archive.store import add_entries, export_jsonl, import_jsonl, 
 from kernel_forge.common.errors import InputError
 from kernel_forge.evidence.run_dir import schema
 
-from archive_fakes import TUNED_HEADER, dump, entry, run_task
-from archive_fakes import arch  # noqa: F401  (a fixture)
-from fakes import vector_add
+from tests.support.archive_fakes import TUNED_HEADER, dump, entry, run_task
+from tests.support.fakes import vector_add
 
 
 def test_export_import_round_trip_is_idempotent(tmp_path, arch):

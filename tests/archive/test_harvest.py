@@ -1,5 +1,5 @@
 """kernel_forge.archive.harvest: the passing kernels of a run folder as archive entries, and
-nothing that failed; on a machine without a GPU (the scripted gate of tests/fakes.py)."""
+nothing that failed; on a machine without a GPU (the scripted gate of tests/support/fakes.py)."""
 from __future__ import annotations
 
 import json
@@ -13,9 +13,9 @@ from kernel_forge.app.run_setup import resume_run
 from kernel_forge.common.errors import InputError
 from kernel_forge.model.task import load_task
 
-from archive_fakes import MANIFESTS, TUNED_HEADER, by_label, history, run_task
-from archive_fakes import arch  # noqa: F401  (a fixture)
-from fakes import ScriptedGate, vector_add
+from tests.support.archive_fakes import TUNED_HEADER, by_label, history, run_task
+from tests.support.fakes import ScriptedGate, vector_add
+from tests.support.paths import MANIFESTS
 
 
 def test_archive_run_keeps_every_passing_attempt_and_nothing_that_failed(tmp_path, arch):

@@ -14,8 +14,8 @@ from kernel_forge.archive.store import SCHEMA_VERSION, add_entries, default_path
 from kernel_forge.common.errors import EnvironmentProblem, InputError
 from kernel_forge.search.retrieval import TaskQuery, best_settings, retrieve, retrieve_for_run
 
-from archive_fakes import GPU, MANIFESTS, entry
-from archive_fakes import arch  # noqa: F401  (a fixture)
+from tests.support.archive_fakes import GPU, entry
+from tests.support.paths import MANIFESTS
 
 
 # ------------------------------------------------------------------------ bad archive files

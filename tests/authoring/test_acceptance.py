@@ -21,9 +21,9 @@ from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.model.generated import review
 from kernel_forge.model.task import load_task
 
-from described_task import WRONG, described, needs_cxx, numpy_witness, record_disagreement
-from fakes import ScriptedGate, write_proposals
-from host_witness import HostWitness
+from tests.support.described_task import WRONG, described, needs_cxx, numpy_witness, record_disagreement
+from tests.support.fakes import ScriptedGate, write_proposals
+from tests.support.host_witness import HostWitness
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 

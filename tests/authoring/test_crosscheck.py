@@ -14,8 +14,8 @@ from kernel_forge.authoring.from_description import describe_task
 from kernel_forge.config.describe import DescribeConfig
 from kernel_forge.model.task import load_task
 
-from described_task import DESCRIPTION, GOOD, WRONG, described, numpy_witness
-from fakes import ScriptedGate
+from tests.support.described_task import DESCRIPTION, GOOD, WRONG, described, numpy_witness
+from tests.support.fakes import ScriptedGate
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 

@@ -3,11 +3,11 @@
 The model's answers come from the recorded exchanges in tests/data/describe/ (``--replay``) or
 from the real Anthropic/OpenAI SDKs talking to the loopback server.  ``init`` runs nothing the
 model wrote; ``accept`` (``kforge validate --accept``) runs the reference in the sandbox and the
-cross-check, with the CUDA witness built for the host with g++ (tests/host_witness.py; those
+cross-check, with the CUDA witness built for the host with g++ (tests/support/host_witness.py; those
 tests skip without a C++ compiler), stood in for by NumPy, or not at all (no GPU here: the
 cross-check is pending).  tests/authoring/test_from_description_gpu.py runs the witness through the real gate.
 The cross-check's own tests are in test_crosscheck.py, accepting a task's in test_acceptance.py; the
-recorded task they share is tests/described_task.py.
+recorded task they share is tests/support/described_task.py.
 """
 from __future__ import annotations
 
@@ -31,9 +31,10 @@ from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.evidence.run_dir import schema
 from kernel_forge.model.task import load_task
 
-from described_task import DESCRIPTION, GOOD, WRONG, described, needs_cxx, record_disagreement, recorded_text
-from host_witness import HostWitness
-from loopback import clean_env, loopback, text  # noqa: F401  (fixtures)
+from tests.support.described_task import (DESCRIPTION, GOOD, WRONG, described, needs_cxx, record_disagreement,
+                                          recorded_text)
+from tests.support.host_witness import HostWitness
+from tests.support.loopback import text
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 
@@ -321,7 +322,7 @@ def test_a_budget_that_cannot_hold_one_call_refuses_it_before_it_is_made_with_th
 
 
 def test_an_unreachable_model_is_an_environment_problem(tmp_path, clean_env):
-    from loopback import closed_port_url
+    from tests.support.loopback import closed_port_url
     r = CliRunner().invoke(cli, ["init", "relu_like", "--describe", DESCRIPTION, "--model", "openai:m",
                                  "--base-url", closed_port_url() + "/v1", "--dir", str(tmp_path)])
     assert r.exit_code == 3 and "failed" in r.output and "nothing was written" in r.output

@@ -3,15 +3,11 @@ counted in bytes written through kernel_forge.common.writes, not in seconds, ove
 run; the same count on the whole-file rewrite of earlier releases shows the growth it catches."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+from tests.support.bench_scripts import bench_script
 
-import evidence_cost  # noqa: E402
+evidence_cost = bench_script("evidence_cost")
 
 
 class NoSyncFS(evidence_cost.CountingFS):

@@ -3,7 +3,6 @@ durations and clocks in whatever unit ncu prints them, the cache control passed 
 failed profile reported with ncu's own words."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import stat
 import sys
@@ -11,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("ncu_compare", ROOT / "bench" / "ncu_compare.py")
-ncu_compare = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ncu_compare)
+from tests.support.bench_scripts import bench_script
+
+ncu_compare = bench_script("ncu_compare")
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="the stand-in ncu is a POSIX script")
 

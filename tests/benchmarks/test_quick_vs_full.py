@@ -2,15 +2,12 @@
 and the table that says whether --quick and the full gate agree."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("quick_vs_full", ROOT / "bench" / "quick_vs_full.py")
-qvf = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(qvf)
+from tests.support.bench_scripts import bench_script
+from tests.support.paths import ROOT
+
+qvf = bench_script("quick_vs_full")
 
 
 def test_the_band_is_at_least_one_percent_and_widens_with_noise_and_spread():

@@ -5,20 +5,18 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from kernel_forge.model.task import load_task
 
-from test_loop_search import OPT, LandscapeGate
+from tests.support.bench_scripts import bench_script
+from tests.support.landscape_gate import OPT, LandscapeGate
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-import search_record  # noqa: E402
-import search_sim  # noqa: E402
+search_record = bench_script("search_record")
+search_sim = bench_script("search_sim")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ candidates (compiled for sm_90, launches resolved), and the rows it writes when 
 not installed."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -15,15 +14,14 @@ from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gate.gate import Gate
 from kernel_forge.model.task import load_task
 
+from tests.support.bench_scripts import bench_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("vs_kernel_tuner", ROOT / "bench" / "vs_kernel_tuner.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_script("vs_kernel_tuner")
 
 
 def test_the_manifest_has_exactly_the_two_cases_of_the_benchmark(bench, tmp_path):

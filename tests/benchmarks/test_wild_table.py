@@ -2,22 +2,17 @@
 bounded in all), how it reads a run's summary.json, and the table it writes."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.bench_scripts import bench_script
 
 
 @pytest.fixture(scope="module")
 def wt():
-    spec = importlib.util.spec_from_file_location("wild_table", ROOT / "bench" / "wild_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_script("wild_table")
 
 
 def test_a_dry_run_lists_one_model_free_optimize_per_corpus_kernel_within_about_ten_minutes(wt, capsys):

@@ -17,7 +17,7 @@ from kernel_forge.ci.replay_check import FLOOR, judge
 from kernel_forge.common.stats import summarize
 from kernel_forge.model.task import load_task
 
-from fakes import ScriptedGate, vector_add, write_proposals
+from tests.support.fakes import ScriptedGate, vector_add, write_proposals
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifests" / "vector_add.json"

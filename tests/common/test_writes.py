@@ -14,7 +14,7 @@ from kernel_forge.common import writes
 from kernel_forge.common.errors import InputError
 from kernel_forge.common.writes import WriteFailed, append_file, remove_file, write_file, write_files
 
-from fs_double import FailingFS
+from tests.support.fs_double import FailingFS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kernel_forge"
 

@@ -3,7 +3,7 @@ mounted in a user namespace (``unshare -r -m``) where this machine allows one, f
 brim or remounted read-only.  Each command must exit 2 naming the path and the error, print no
 traceback, and leave the filesystem as it found it (no partial, empty or temporary file, no
 folder).  Where no tmpfs can be mounted these tests skip; the same rows run everywhere through the
-filesystem double (``tests/fs_double.py``) in ``test_bad_input.py``."""
+filesystem double (``tests/support/fs_double.py``) in ``test_bad_input.py``."""
 from __future__ import annotations
 
 import os
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_bad_input import HAS_NVRTC, finished_run, make_task
+from tests.support.task_folders import HAS_NVRTC, finished_run, make_task
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK = "=== after ==="

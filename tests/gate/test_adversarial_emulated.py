@@ -1,4 +1,4 @@
-"""The memoisation corpus under the host CUDA emulation of tests/kernels/test_tuner_templates.py (CPU, C++20).
+"""The memoisation corpus under the host CUDA emulation of tests/support/host_emulation.py (CPU, C++20).
 
 Proves on the CPU what the GPU tests can only infer from times: each cache really is served on a
 later launch, and its twin (-DKF_TWIN=1) never serves it.  One process makes several launches, so
@@ -17,7 +17,6 @@ legal schedule; inline PTX is not emulated, so the L2 class is not here.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -32,6 +31,8 @@ from kernel_forge.model.inputs import generate
 from kernel_forge.model.reference_process import run_python_reference
 from kernel_forge.model.task import Case, load_task
 from kernel_forge.model.tolerance import compare
+
+from tests.support.host_emulation import EMU_HEADER, host_compiler
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "adversarial"
@@ -80,14 +81,6 @@ inline void __nanosleep(unsigned int) { std::this_thread::yield(); }
 inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 template <class T> T atomicExch(T* p, T v) { std::lock_guard<std::mutex> g(emu_atomic_mu); T o = *p; *p = v; return o; }
 '''
-
-
-@lru_cache(maxsize=1)
-def _templates():
-    spec = importlib.util.spec_from_file_location("_kforge_test_templates", ROOT / "tests" / "kernels" / "test_tuner_templates.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @lru_cache(maxsize=None)
@@ -145,11 +138,10 @@ def _task_of_file(stem: str):
 def _program(twin: bool, workdir: str) -> Path:
     """One executable for every EMULATED file: each file's source in its own namespace (its kernel
     with C++ linkage), one run_<stem>() each, chosen by argv[1]."""
-    tmpl = _templates()
-    cxx, flags = tmpl._host_compiler()
+    cxx, flags = host_compiler()
     work = Path(workdir) / ("twin" if twin else "file")
     work.mkdir(parents=True, exist_ok=True)
-    (work / "emu.h").write_text(tmpl.EMU_HEADER)
+    (work / "emu.h").write_text(EMU_HEADER)
     (work / "extra.h").write_text(EXTRA_HEADER)
     parts = ['#include "emu.h"', '#include "extra.h"',
              'static void emu_load(const char* p, void* b, size_t n) { FILE* f = std::fopen(p, "rb"); '
@@ -240,7 +232,7 @@ RUNS = [(stem, twin) for stem in sorted(EMULATED) for twin in (False, True)
 
 @pytest.mark.parametrize("stem,twin", RUNS, ids=[f"{s}-{'twin' if t else 'file'}" for s, t in RUNS])
 def test_emulated_cache_is_served_and_the_twin_never_serves_it(stem, twin, tmp_path, tmp_path_factory):
-    if _templates()._host_compiler() is None:
+    if host_compiler() is None:
         pytest.skip("no C++20 host compiler with <barrier> for the emulation")
     program = _program(twin, str(tmp_path_factory.getbasetemp() / "corpus-emulation"))
     problems = _run(stem, twin, program, tmp_path)

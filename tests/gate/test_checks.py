@@ -15,7 +15,7 @@ from kernel_forge.model.verdict import REASONS
 from kernel_forge.model.tolerance import compare
 from kernel_forge.model.worker_protocol import AFTER_TIMING, FIRST, REPEAT, Failure, ModuleFacts, Observation, ResolvedLaunch, SampleValues, StageObservation, mid_timing
 
-from conftest import ROOT
+from tests.support.paths import ROOT
 
 N = 5000
 EXPECTED = np.linspace(-1.0, 1.0, N)

@@ -26,16 +26,13 @@ from kernel_forge.model.task import load_task
 from kernel_forge.model.verdict import CaseResult
 from kernel_forge.model.worker_protocol import resolve_launch
 
-from fakes import EARLY, ScriptedGate, vector_add, write_proposals
+from tests.support.dispatch_kernels import HEADER, TEMPLATE
+from tests.support.fakes import EARLY, ScriptedGate, vector_add, write_proposals
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifests" / "vector_add.json"      # odd 1000003, tiny 37, n16M, n64M, holdout 3145745
 TASK = load_task(MANIFEST)
 
-HEADER = """// kforge: grid = [cdiv(n, BLOCK)]
-// kforge: block = [BLOCK]
-// kforge: tune BLOCK = [128, 256, 512, 1024]
-"""
 RULE = """// kforge: dispatch n >= 33554432 -> BLOCK=1024
 // kforge: dispatch default -> BLOCK=128
 """
@@ -181,9 +178,6 @@ def test_the_real_gate_compiles_each_setting_ahead_and_runs_each_on_its_cases():
 
 
 # ------------------------------------------------------------------------------ the loop
-
-TEMPLATE = vector_add("pass 400", header=HEADER) + "// fake-opt: BLOCK=128\n// fake-opt@n64M: BLOCK=1024\n"
-
 
 def tuned_run(tmp_path, **loop):
     props = write_proposals(tmp_path / "props", {"template.cu": TEMPLATE})

@@ -12,7 +12,7 @@ from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gate.gate import Gate
 from kernel_forge.model.task import load_task
 
-from conftest import ROOT
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.gpu
 

@@ -13,7 +13,7 @@ from kernel_forge.gate.gate import Gate
 from kernel_forge.model.task import load_task
 from kernel_forge.model.worker_protocol import FIRST, Expected, KernelSpec, Load, RunPlan, resolve_launch
 
-from conftest import ROOT
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.gpu
 

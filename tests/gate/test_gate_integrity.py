@@ -1,5 +1,5 @@
 """The third-generation gate's guarantees, on the NumPy stand-in for CuPy and the driver
-(tests/fake_gpu.py), with the real gate and worker code: no GPU.
+(tests/support/fake_gpu.py), with the real gate and worker code: no GPU.
 
 - invariant 11: after a run, no device memory the worker holds contains a correct answer in
   plain form (the fake's memory is scanned for it), and with the test hook that turns masking off
@@ -17,13 +17,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import fake_gpu
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.common.errors import CudaError
 from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.gpu import mask as mask_mod
 from kernel_forge.gpu.failure import classify
-from test_runner import CAND, SOURCE, InProcessWorker, gate, honest, kernel_fn, task  # noqa: F401
+
+from tests.support import fake_gpu
+from tests.support.in_process_gate import (CAND, SOURCE, InProcessWorker, honest, in_process_gate, kernel_fn,
+                                           vector_add_task)
+
+
+@pytest.fixture
+def task(tmp_path):
+    return vector_add_task(tmp_path)
+
+
+@pytest.fixture
+def gate(task, monkeypatch):
+    yield from in_process_gate(task, monkeypatch)
 
 
 def _answers(gate_, seeds) -> list[bytes]:

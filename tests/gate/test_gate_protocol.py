@@ -23,7 +23,7 @@ from kernel_forge.model.task import load_task
 from kernel_forge.model.tolerance import compare
 from kernel_forge.model.worker_protocol import AFTER_TIMING, CALIBRATE, FIRST, LOAD, REPEAT, RUN, SAMPLE, Failure, ModuleFacts, Need, Observation, SampleValues, StageObservation, mid_timing
 
-from conftest import ROOT
+from tests.support.paths import ROOT
 
 KERNEL = r'''
 // kforge: grid = [cdiv(n, BLOCK)]

@@ -11,7 +11,7 @@ from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.model.task import load_task
 from kernel_forge.model.verdict import Evaluation
 
-from fakes import ScriptedGate
+from tests.support.fakes import ScriptedGate
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifests" / "vector_add.json"

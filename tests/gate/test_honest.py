@@ -15,7 +15,7 @@ the table.
 
 CPU: the corpus covers every required kind; every file passes the static rules and the task's
 signature, compiles with NVRTC for sm_90 without spills; the plain-CUDA ones also run under the
-host emulation of tests/kernels/test_tuner_templates.py on awkward sizes and match the reference.  GPU: every
+host emulation of tests/support/host_emulation.py on awkward sizes and match the reference.  GPU: every
 file passes the strict gate (two draws, repeat launch, post-timing checks, holdout included)
 after the task's initial kernel on the same gate, and its time is recorded (printed, and written
 as JSON lines to ``$KFORGE_HONEST_OUT`` when set: bench/evidence/h200-2026-12-02-s6/a/device_gate.sh collects them).
@@ -38,6 +38,8 @@ from kernel_forge.gate.gate import Gate
 from kernel_forge.gpu.nvrtc import compile_source
 from kernel_forge.model.signature import check_matches, find_entry
 from kernel_forge.model.task import load_task
+
+from tests.support.host_emulation import emu_build, emu_cases, emu_run, host_compiler
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "honest"
@@ -180,28 +182,25 @@ EMU_SIZES = {
 
 def _honest_emu_cases(task):
     from kernel_forge.model.task import Case
-    from test_tuner_templates import _emu_cases
 
     if os.environ.get("KFORGE_EMULATE", "") == "all" or task.name not in EMU_SIZES:
-        return _emu_cases(task, False)
+        return emu_cases(task, False)
     defaults = task.raw.get("defaults", {})
     return [Case(f"emu{i}", "correctness", {**defaults, **v}, 1000 + i) for i, v in enumerate(EMU_SIZES[task.name])]
 
 
 @pytest.mark.parametrize("path", EMULATED, ids=[p.stem for p in EMULATED])
 def test_emulated_on_awkward_sizes_it_matches_the_reference(path, tmp_path):
-    from test_tuner_templates import _emu_build, _emu_run, _host_compiler
-
-    if _host_compiler() is None:
+    if host_compiler() is None:
         pytest.skip("no C++20 host compiler with <barrier> for the emulation")
     e = entry(path)
     task = task_of(e.task)
     cand = load_candidate(path)
     cand = replace(cand, source=EMU_PRELUDE + cand.source, launch=cand.launch or task.launch)
-    exe = _emu_build(task, cand, dict(cand.defines), tmp_path)
+    exe = emu_build(task, cand, dict(cand.defines), tmp_path)
     problems = []
     for case in _honest_emu_cases(task):
-        problems += _emu_run(task, cand, dict(cand.defines), exe, case, tmp_path)
+        problems += emu_run(task, cand, dict(cand.defines), exe, case, tmp_path)
     assert not problems, "\n".join(problems[:5])
 
 

@@ -139,8 +139,8 @@ def test_the_ci_gate_spreads_approved_kernels_over_the_gpus(tmp_path):
     initial kernel on the GPU that gated it; rows come back in the approvals' order."""
     import json
 
-    from fakes import ScriptedGate
-    from test_bad_input import finished_run, make_task
+    from tests.support.fakes import ScriptedGate
+    from tests.support.task_folders import finished_run, make_task
 
     from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.ci.regression import approve_run, run_regression

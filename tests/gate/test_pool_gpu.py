@@ -1,7 +1,7 @@
 """`make test-gpu` on several GPUs: which GPU each pytest-xdist worker is pinned to (no GPU needed)."""
 import pytest
 
-from conftest import gpu_for_worker
+from tests.support.gpu_probe import gpu_for_worker
 
 
 @pytest.mark.parametrize("worker, gpus, expected", [

@@ -16,7 +16,7 @@ from kernel_forge.gate.recorded import NO_PROFILE, RecordedGate
 from kernel_forge.model.candidate import load_candidate, parse_candidate
 from kernel_forge.model.task import load_task
 
-from fakes import ScriptedGate, vector_add, write_proposals
+from tests.support.fakes import ScriptedGate, vector_add, write_proposals
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifests" / "vector_add.json"

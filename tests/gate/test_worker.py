@@ -13,11 +13,10 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT
+from tests.support.paths import ROOT
 
+# kernel_forge comes from this checkout: _run puts it on PYTHONPATH
 PROGRAM = f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
 from kernel_forge.common.errors import EnvironmentProblem
 from kernel_forge.gate.worker import Worker
 try:

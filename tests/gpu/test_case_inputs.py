@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import fake_gpu
+from tests.support import fake_gpu
 import kernel_forge.gpu.case_inputs as case_inputs_mod
 from kernel_forge.gpu.case_inputs import CaseInputs
 from kernel_forge.gpu.mask import host_mask

@@ -128,7 +128,7 @@ def test_a_bad_environment_value_stops_the_gate_before_any_worker(monkeypatch):
     from kernel_forge.gate.gate import Gate
     from kernel_forge.model.task import load_task
 
-    from conftest import ROOT
+    from tests.support.paths import ROOT
 
     monkeypatch.setenv("KFORGE_CLOCK_OFFSET_US", "fast")
     with pytest.raises(InputError, match="not a number"):
@@ -197,7 +197,7 @@ class _Timeline:
 
 def test_the_measurement_takes_r_after_the_flush_and_n_from_queued_pairs(monkeypatch):
     """clock_offset.measure's plumbing on the fake GPU: which launches give R, which N."""
-    import fake_gpu
+    from tests.support import fake_gpu
 
     fake_gpu.install(monkeypatch)
     tl = _Timeline()
@@ -229,7 +229,7 @@ def test_the_worker_measures_the_offset_on_this_gpu_and_caches_it(cache):
     from kernel_forge.gate.gate import Gate
     from kernel_forge.model.task import load_task
 
-    from conftest import ROOT
+    from tests.support.paths import ROOT
 
     task = load_task(ROOT / "manifests" / "vector_add.json")
     with Gate(task) as gate:

@@ -21,7 +21,7 @@ from kernel_forge.gpu.mask import host_mask
 from kernel_forge.model.task import Tolerance
 from kernel_forge.model.tolerance import OutputCheck, compare, device_expected, exact, first_entries, rel_floor
 
-from test_compare_gpu import planted
+from tests.support.planted_outputs import planted
 
 CXX = shutil.which("g++") or shutil.which("c++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler on this machine")

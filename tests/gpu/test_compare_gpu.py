@@ -11,10 +11,12 @@ import json
 import numpy as np
 import pytest
 
-from kernel_forge.common.dtypes import BY_NAME, from_float, poison_value
+from kernel_forge.common.dtypes import BY_NAME, poison_value
 from kernel_forge.gpu.compare import OPTIONS, kernel_source
 from kernel_forge.model.task import Tolerance
 from kernel_forge.model.tolerance import compare, device_expected, exact
+
+from tests.support.planted_outputs import planted
 
 DTYPES = ["float32", "float16", "bfloat16", "float64", "int32", "uint8", "int8", "int16", "uint16",
           "uint32", "int64", "uint64"]
@@ -35,42 +37,6 @@ def test_every_comparison_kernel_compiles_and_is_named_kf(name):
             kname, src = kernel_source(dtype, expected, mode)
             assert kname.startswith("kf_compare_")
             assert compile_source(src, arch="sm_90", extra_options=OPTIONS).cubin
-
-
-def planted(dtype, n, seed, tol):
-    """(stored actual, expected) with exact matches, near misses, mismatches, NaN/Inf and poison."""
-    rng = np.random.default_rng(seed)
-
-    def pick(k):
-        return rng.integers(0, n, size=k)
-
-    if dtype.kind == "float":
-        expected = rng.standard_normal(n) * 4
-        expected[pick(3)] = 1e-30          # tiny references (max rel floor)
-        limit = tol.atol + tol.rtol * np.abs(expected)
-        values = expected + rng.uniform(-0.9, 0.9, n) * limit     # within tolerance
-        values[pick(11)] += 3.0            # beyond
-        for v in (np.nan, np.inf, -np.inf):
-            values[pick(2)] = v
-            expected[pick(2)] = v
-        both = pick(4)
-        values[both[:2]], expected[both[:2]] = np.nan, np.nan       # NaN where NaN
-        values[both[2:]], expected[both[2:]] = -np.inf, -np.inf
-        if dtype.name == "bfloat16":
-            actual = from_float(values.astype(np.float32), dtype)
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                actual = values.astype(dtype.numpy)
-        ref = expected.astype(np.float32) if dtype.name in ("float32", "bfloat16") else expected
-    else:
-        info = np.iinfo(dtype.numpy)
-        lo, hi = max(info.min, -1000), min(info.max, 1000)
-        ref = rng.integers(lo, hi, n).astype(dtype.numpy)
-        actual = ref.copy()
-        actual[pick(9)] = rng.integers(lo, hi, 9).astype(dtype.numpy)
-    actual = np.asarray(actual)
-    actual[pick(5)] = np.asarray(poison_value(dtype)).astype(actual.dtype)
-    return actual, ref
 
 
 @pytest.mark.gpu

@@ -14,7 +14,7 @@ from kernel_forge.gpu import driver
 from kernel_forge.gpu.driver import DeviceInfo
 from kernel_forge.model.limits import arch_limits
 
-from fakes import H200
+from tests.support.fakes import H200
 
 
 # ---------------------------------------------------------------------------- DeviceInfo

@@ -13,11 +13,12 @@ import types
 import numpy as np
 import pytest
 
-import fake_gpu
 from kernel_forge.common.errors import CudaError
 from kernel_forge.gpu import driver as real_driver
 from kernel_forge.gpu import flush as flush_mod
 from kernel_forge.gpu.nvrtc import compile_source
+
+from tests.support import fake_gpu
 
 
 def test_the_flush_kernels_compile_for_sm90_and_the_one_kernel_flush_fills_every_sm():

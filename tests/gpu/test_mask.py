@@ -118,7 +118,7 @@ def test_gpu_comparison_of_masked_arrays_equals_the_plain_comparison(name):
     from kernel_forge.model.task import Tolerance
     from kernel_forge.model.tolerance import device_expected
 
-    from test_compare_gpu import planted
+    from tests.support.planted_outputs import planted
 
     dtype = BY_NAME[name]
     tol = Tolerance(0, 0) if name == "int32" else Tolerance(1e-3, 1e-3)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import fake_gpu
+from tests.support import fake_gpu
 from kernel_forge.gpu import profile_child
 
 ROOT = Path(__file__).resolve().parents[2]

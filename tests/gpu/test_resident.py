@@ -8,7 +8,7 @@ pages per (case, seed), the same layout in every mode and worker; and what that 
 - the expected values sit right after the kernel's outputs, where the memory-scan attacks of
   tests/adversarial/ look for them: found when masking is off, only masked bytes when it is on
   (the same window arithmetic as the CUDA attacks, run on the fake GPU).
-On the NumPy stand-in for CuPy and the driver (tests/fake_gpu.py): no GPU.
+On the NumPy stand-in for CuPy and the driver (tests/support/fake_gpu.py): no GPU.
 """
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ import json
 import numpy as np
 import pytest
 
-import fake_gpu
 import kernel_forge.gate.gate as gate_mod
 import kernel_forge.gpu.timed_launches as timed_mod
 from kernel_forge.model.candidate import parse_candidate
@@ -28,9 +27,20 @@ from kernel_forge.gpu import mask as mask_mod
 from kernel_forge.gpu.resident import ALIGN, PAGE, Block, block_layout, case_layout
 from kernel_forge.model.inputs import generate
 from kernel_forge.model.task import load_task
-from test_runner import CAND, InProcessWorker, gate, honest, kernel_fn, task  # noqa: F401
 
-from conftest import ROOT
+from tests.support import fake_gpu
+from tests.support.in_process_gate import CAND, InProcessWorker, honest, in_process_gate, kernel_fn, vector_add_task
+from tests.support.paths import ROOT
+
+
+@pytest.fixture
+def task(tmp_path):
+    return vector_add_task(tmp_path)
+
+
+@pytest.fixture
+def gate(task, monkeypatch):
+    yield from in_process_gate(task, monkeypatch)
 
 
 def test_a_block_lays_its_buffers_out_in_order_aligned_in_whole_pages():

@@ -1,6 +1,6 @@
 """The stages of one worker run (gpu/runner.py: CaseRunner._run and the per-run CaseRun they
 share, gpu/case_run.py), one at a time, on the NumPy stand-in for CuPy and the driver of
-tests/fake_gpu.py: no GPU."""
+tests/support/fake_gpu.py: no GPU."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,22 +9,27 @@ import pytest
 from kernel_forge.gpu.runner import CaseRunner
 from kernel_forge.model.worker_protocol import FIRST, REPEAT, KernelSpec, RunPlan
 
-import fake_gpu
-from test_runner import task  # noqa: F401  (fixture)
+from tests.support import fake_gpu
+from tests.support.in_process_gate import vector_add_task
 
 
 @pytest.fixture
-def runner(task, monkeypatch):  # noqa: F811
+def task(tmp_path):
+    return vector_add_task(tmp_path)
+
+
+@pytest.fixture
+def runner(task, monkeypatch):
     fake_gpu.install(monkeypatch)
     return CaseRunner(task)
 
 
-def _baseline(task) -> KernelSpec:  # noqa: F811
+def _baseline(task) -> KernelSpec:
     ref = task.baselines["cupy_add"]
     return KernelSpec(kind="python", label="baseline:cupy_add", module_path=str(ref.path), function=ref.function)
 
 
-def test_the_checked_launches_make_two_stages_the_second_the_same_as_the_first(runner, task):  # noqa: F811
+def test_the_checked_launches_make_two_stages_the_second_the_same_as_the_first(runner, task):
     progress = []
     run = runner._open_run(_baseline(task), RunPlan(case="odd", seed=1), progress.append, None)
     assert run.loaded is None and run.obs.input_fingerprints.keys() == {"a", "b"}
@@ -41,7 +46,7 @@ def test_the_checked_launches_make_two_stages_the_second_the_same_as_the_first(r
     assert list(run.obs.seconds) == ["upload", "launches", "fingerprints"]
 
 
-def test_a_kept_copy_written_after_its_stage_is_seen_when_the_copies_are_checked(runner, task):  # noqa: F811
+def test_a_kept_copy_written_after_its_stage_is_seen_when_the_copies_are_checked(runner, task):
     run = runner._open_run(_baseline(task), RunPlan(case="odd", seed=1), lambda p: None, None)
     runner._checked_launches(run)
     runner._check_kept_copies(run)
@@ -57,7 +62,7 @@ def test_a_kept_copy_written_after_its_stage_is_seen_when_the_copies_are_checked
     assert run.stages[1][0].later_fingerprints is None          # a stage without arrays of its own is not read
 
 
-def test_closing_a_run_holds_the_distinct_stages_for_the_sample_and_reports_them(runner, task):  # noqa: F811
+def test_closing_a_run_holds_the_distinct_stages_for_the_sample_and_reports_them(runner, task):
     run = runner._open_run(_baseline(task), RunPlan(case="odd", seed=1, compare="none"), lambda p: None, None)
     runner._checked_launches(run)
     obs = runner._close_run(run)

@@ -1,5 +1,5 @@
 """The child run under compute-sanitizer (gpu/sanitize_child.py), on the NumPy stand-in for CuPy and
-the driver of tests/fake_gpu.py: no GPU."""
+the driver of tests/support/fake_gpu.py: no GPU."""
 from __future__ import annotations
 
 import json
@@ -7,14 +7,20 @@ import sys
 
 import pytest
 
-import fake_gpu
 import kernel_forge.gpu.case_inputs as case_inputs_mod
 import kernel_forge.gpu.nvrtc as nvrtc_mod
 from kernel_forge.gpu import driver, sanitize_child
-from test_runner import CAND, honest, kernel_fn, task  # noqa: F401  (fixture)
+
+from tests.support import fake_gpu
+from tests.support.in_process_gate import CAND, honest, kernel_fn, vector_add_task
 
 
-def test_the_child_runs_the_gates_cubin_once_through_the_worker_path_and_compiles_nothing(task, tmp_path,  # noqa: F811
+@pytest.fixture
+def task(tmp_path):
+    return vector_add_task(tmp_path)
+
+
+def test_the_child_runs_the_gates_cubin_once_through_the_worker_path_and_compiles_nothing(task, tmp_path,
                                                                                            monkeypatch):
     cubin = nvrtc_mod.compile_source(CAND.source, arch="sm_90", defines=CAND.compile_defines()).cubin
     fake_gpu.install(monkeypatch)

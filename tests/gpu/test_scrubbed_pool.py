@@ -7,7 +7,7 @@ import types
 import numpy as np
 import pytest
 
-import fake_gpu
+from tests.support import fake_gpu
 from kernel_forge.gpu import driver
 
 

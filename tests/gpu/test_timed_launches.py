@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import fake_gpu
+from tests.support import fake_gpu
 from kernel_forge.config.gate_settings import TimingOptions
 from kernel_forge.gpu.case_inputs import CaseInputs
 from kernel_forge.gpu.case_run import CaseRun, Laps

@@ -6,18 +6,20 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-CHILD = Path(__file__).resolve().parents[1] / "gpu_timing_child.py"
+from tests.support.paths import ROOT
+
+CHILD = "tests.support.gpu_timing_child"
 pytestmark = pytest.mark.gpu
 
 
 def run_child(scenario: str, **env) -> dict:
     e = dict(os.environ, **env)
-    e["PYTHONPATH"] = os.pathsep.join([str(CHILD.parent.parent), e.get("PYTHONPATH", "")])
-    p = subprocess.run([sys.executable, str(CHILD), scenario], capture_output=True, text=True, env=e, timeout=300)
+    e["PYTHONPATH"] = os.pathsep.join([str(ROOT), e.get("PYTHONPATH", "")])
+    p = subprocess.run([sys.executable, "-m", CHILD, scenario], capture_output=True, text=True, env=e, cwd=ROOT,
+                       timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 

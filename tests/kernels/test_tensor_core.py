@@ -6,13 +6,13 @@
 * every setting the tuner can propose compiles with NVRTC for sm_90, within 255 registers and
   without spills;
 * settings besides the default (the default runs in tests/kernels/test_tuner_templates.py) run under
-  the host CUDA emulation, whose mma / ldmatrix / cp.async follow the PTX ISA's fragment tables.
+  the host CUDA emulation (tests/support/host_emulation.py), whose mma / ldmatrix / cp.async follow
+  the PTX ISA's fragment tables.
 
 On a GPU, tests/kernels/test_patterns.py gates every pattern (these included) with holdout.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +23,9 @@ from kernel_forge.model.candidate import load_candidate
 from kernel_forge.model.task import load_task
 from kernel_forge.model.tolerance import compare
 
+from tests.support import host_emulation as emu
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "search"))
 TENSOR_CORE = [p for p in library.patterns() if p.name.endswith("_mma")]
 
 
@@ -130,23 +131,22 @@ def _emulated_settings(cand) -> list[dict]:
 
 @pytest.mark.parametrize("pat", TENSOR_CORE, ids=[p.stem for p in TENSOR_CORE])
 def test_other_settings_of_a_tensor_core_pattern_match_the_reference_under_emulation(pat, tmp_path):
-    emu = pytest.importorskip("test_tuner_templates")
-    if emu._host_compiler() is None:
+    if emu.host_compiler() is None:
         pytest.skip("no C++20 host compiler with <barrier> for the emulation")
-    task = emu.task_of(pat.task)
+    task = load_task(ROOT / "manifests" / f"{pat.task}.json")
     cand = load_candidate(pat.path)
     settings = _emulated_settings(cand)
     assert len(settings) >= 4
     # the first awkward size, and those whose rows allow 16-byte copies (k and n multiples of 4)
-    every = emu._emu_cases(task, False)
+    every = emu.emu_cases(task, False)
     cases = [every[0], *(c for c in every[1:] if c.vars["k"] % 4 == 0 and c.vars["n"] % 4 == 0)]
     assert len(cases) >= 3
     problems = []
     for i, d in enumerate(settings):
         work = tmp_path / f"cfg{i}"
-        exe = emu._emu_build(task, cand, d, work)
+        exe = emu.emu_build(task, cand, d, work)
         for case in cases:
-            problems += emu._emu_run(task, cand, d, exe, case, work)
+            problems += emu.emu_run(task, cand, d, exe, case, work)
     assert not problems, "\n".join(problems[:5])
 
 

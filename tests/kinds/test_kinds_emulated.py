@@ -1,4 +1,4 @@
-"""Bound patterns run on the host: the CUDA emulation of tests/kernels/test_tuner_templates.py (one OS
+"""Bound patterns run on the host: the CUDA emulation of tests/support/host_emulation.py (one OS
 thread per CUDA thread, AddressSanitizer on exact-size buffers) runs each bound pattern on its
 task's correctness and holdout cases and on sizes that reach its other paths, at its default
 setting (what the tuner gates first) and at a second setting, and compares with the reference
@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-import test_tuner_templates as emu
 from kernel_forge.kinds import identify
 from kernel_forge.kinds.bind import instantiate
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.model.task import Case, load_task
 from kernel_forge.search.bound import gate_source
+
+from tests.support import host_emulation as emu
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "kinds"
@@ -108,7 +109,7 @@ SECOND = {"gemm_tf32x3": {"BM": 64, "BN": 128, "BK": 32, "WM": 32, "WN": 32, "ST
 
 @pytest.mark.parametrize("path", list(TASKS), ids=IDS)
 def test_the_bound_pattern_matches_the_reference_under_emulation(path, tmp_path, monkeypatch):
-    if emu._host_compiler() is None:
+    if emu.host_compiler() is None:
         pytest.skip("no C++20 host compiler with <barrier> for the emulation")
     monkeypatch.setattr(emu, "EMU_TEMPLATE_EXTRA", emu.EMU_TEMPLATE_EXTRA + EXTRA)
     task = load_task(path)
@@ -122,7 +123,7 @@ def test_the_bound_pattern_matches_the_reference_under_emulation(path, tmp_path,
         for i, setting in enumerate((dict(cand.defines), {**cand.defines, **other})):
             pinned = cand.with_defines(setting)
             work = tmp_path / f"{bound.pattern}{i}"
-            exe = emu._emu_build(task, pinned, setting, work)
+            exe = emu.emu_build(task, pinned, setting, work)
             for case in cases if i == 0 else cases[-len(sizes):]:
-                problems += [f"{bound.label}: {p}" for p in emu._emu_run(task, pinned, setting, exe, case, work)]
+                problems += [f"{bound.label}: {p}" for p in emu.emu_run(task, pinned, setting, exe, case, work)]
     assert not problems, "\n".join(problems[:6])

@@ -14,7 +14,7 @@ from kernel_forge.model.task import load_task
 from kernel_forge.search.prompt_blocks import PromptAttempt
 from kernel_forge.search.prompts import PromptContext, build_prompt_parts
 
-from fakes import ScriptedGate, ScriptedProposer, vector_add
+from tests.support.fakes import ScriptedGate, ScriptedProposer, vector_add
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifests" / "vector_add.json"

@@ -10,7 +10,7 @@ import pytest
 from kernel_forge.gpu import device_description as dd
 from kernel_forge.model.occupancy import occupancy, resources_for_case, smem_granularity
 
-from fakes import H200
+from tests.support.fakes import H200
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = ROOT / "bench" / "evidence" / "h200-2026-12-01-s4" / "probe" / "probe.json"

@@ -17,7 +17,7 @@ from kernel_forge.proposers.cache_plan import CachePlan
 from kernel_forge.proposers.models import make_model_proposer
 from kernel_forge.proposers.options import ProviderOptions
 
-from loopback import clean_env, error, loopback, raw_arguments, text, tool  # noqa: F401  (fixtures)
+from tests.support.loopback import error, raw_arguments, text, tool
 
 ANTHROPIC_KEY = "sk-ant-api03-LOOPBACK-secret-0123456789abcdef"
 KERNEL = 'extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {\n' \

@@ -1,5 +1,5 @@
 """Every model of the capability table, through the real SDKs, against the loopback server that
-answers as each provider documents (tests/loopback.py): the first request is right (no 400 round
+answers as each provider documents (tests/support/loopback.py): the first request is right (no 400 round
 trip), answers are not cut off, usage is the provider's own, the prompt cache is read by n-1 of
 every fan-out, and the budget refuses a call it cannot afford.  No other address is contacted."""
 from __future__ import annotations
@@ -15,11 +15,11 @@ from kernel_forge.proposers.base import ProposalRequest, ProposalSlot
 from kernel_forge.proposers.budget import Budget
 from kernel_forge.proposers.models import make_model_proposer
 
-from fakes import vector_add
-from loopback import Loopback, clean_env, loopback, tool  # noqa: F401  (fixtures)
-from test_loop import MANIFEST, new_run, read
+from tests.support.fakes import vector_add
+from tests.support.loop_runs import MANIFEST, new_run, read
+from tests.support.loopback import Loopback, tool
+from tests.support.table_proposers import KEYS, proposer_for, spec_of
 
-KEYS = {"anthropic": "sk-ant-api03-TABLE-secret-0123456789abcdef", "openai": "sk-proj-TABLE-secret-0123456789abcdef"}
 MODELS = sorted(capabilities.entries())
 #: a realistic answer: most of it thinking, then a whole kernel
 THINKING_ANSWER = 14_000
@@ -31,21 +31,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:Depre
 @pytest.fixture(autouse=True)
 def _clean_env(clean_env):
     """No ambient credentials, base URLs or proxies reach the SDK clients."""
-
-
-def spec_of(key: str) -> tuple[str, str, str | None]:
-    """(provider, model spec, server) of a table key (local:SERVER entries are served as openai:MODEL)."""
-    provider, _, model = key.partition(":")
-    if provider == "local":
-        return "openai", f"openai:served-by-{model}", model
-    return provider, key, None
-
-
-def proposer_for(key: str, server: Loopback, **kw):
-    provider, spec, local = spec_of(key)
-    url = server.anthropic_base_url if provider == "anthropic" else server.openai_base_url
-    extra = {"server": local, "prices": {spec: [0.1, 0.2]}} if local else {}
-    return make_model_proposer(spec, base_url=url, api_key=KEYS[provider], request_timeout_s=5, **extra, **kw)
 
 
 def expect_body(caps, provider: str, body: dict) -> None:
@@ -139,7 +124,7 @@ def shared_request(n: int, iteration: int) -> ProposalRequest:
 @pytest.mark.parametrize("key", ["anthropic:claude-opus-5-5", "anthropic:claude-haiku-4-5", "openai:gpt-6.2-sol",
                                  "openai:gpt-5.5"])
 def test_n_minus_one_of_each_fan_out_read_the_cache(key):
-    from loopback import _openai_breakpoints, openai_breakpoint_cache, tokens_of
+    from tests.support.loopback import _openai_breakpoints, openai_breakpoint_cache, tokens_of
 
     provider = key.split(":")[0]
     server = Loopback(start_delay=0.3).start()       # a response starts 0.3 s after its request arrives
@@ -370,7 +355,7 @@ def test_the_loopback_rejects_a_field_or_value_the_installed_sdk_does_not_define
 
 
 def test_an_unlisted_model_learns_a_rejected_parameter_once_for_the_whole_fan_out(loopback):
-    from loopback import error
+    from tests.support.loopback import error
 
     loopback.script("openai", error(400, "Unsupported value: 'reasoning.effort' does not support 'high' with this "
                                          "model. Supported values are: 'low' and 'medium'."),
@@ -385,7 +370,7 @@ def test_an_unlisted_model_learns_a_rejected_parameter_once_for_the_whole_fan_ou
 
 
 def test_the_repair_turn_keeps_the_reasoning_with_store_false(loopback):
-    from loopback import text
+    from tests.support.loopback import text
 
     loopback.script("openai", text("I would tile it, but here is no code."),
                     tool({"source": vector_add("pass 1"), "rationale": "tiled"}))
@@ -410,7 +395,7 @@ def test_the_repair_turn_keeps_the_reasoning_with_store_false(loopback):
 
 
 def test_edits_against_the_parent_come_back_as_the_whole_kernel(loopback):
-    from loopback import text
+    from tests.support.loopback import text
 
     parent = vector_add("pass 400")
     edit = parent.replace("pass 400", "pass 300")
@@ -429,7 +414,7 @@ def test_edits_against_the_parent_come_back_as_the_whole_kernel(loopback):
 
 def test_recorded_answers_in_every_format_replay(tmp_path):
     from kernel_forge.proposers.replay import load_proposals
-    from loopback import fenced_answer
+    from tests.support.loopback import fenced_answer
 
     kernel = vector_add("pass 400")
     args = {"source": kernel, "rationale": "recorded", "tunables": {"BLOCK": [128]}}
@@ -471,7 +456,7 @@ def run_fan_outs(server: Loopback, p, iterations=(1, 2, 3), n: int = 4) -> list[
 
 
 def test_three_iterations_of_four_candidates_on_gpt_5_6_read_the_cache_on_n_minus_one_at_the_breakpoints():
-    from loopback import _openai_breakpoints, openai_breakpoint_cache, tokens_of
+    from tests.support.loopback import _openai_breakpoints, openai_breakpoint_cache, tokens_of
 
     assert openai_breakpoint_cache("gpt-5.6-sol") and not openai_breakpoint_cache("gpt-5.5")
     server = Loopback(start_delay=0.3).start()

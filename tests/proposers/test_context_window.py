@@ -10,8 +10,8 @@ from kernel_forge.proposers import capabilities
 from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.budget import estimate_tokens
 
-from loopback import Loopback, clean_env, tool  # noqa: F401  (fixtures)
-from test_capabilities import proposer_for, spec_of
+from tests.support.loopback import Loopback, tool
+from tests.support.table_proposers import proposer_for, spec_of
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning",
                                         "ignore:Using Claude with")

@@ -7,7 +7,7 @@ from kernel_forge.common.errors import InputError
 from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.ensemble import EnsembleProposer
 
-from fakes import ScriptedProposer
+from tests.support.fakes import ScriptedProposer
 
 
 def test_round_robin_asks_one_member_per_iteration_in_turn():

@@ -15,7 +15,7 @@ from kernel_forge.proposers.openai_provider import OpenAIProposer
 from kernel_forge.proposers.options import ProviderOptions
 from kernel_forge.proposers.transport import EmptyStream
 
-from loopback import clean_env, loopback, raw_arguments, tool  # noqa: F401  (fixtures)
+from tests.support.loopback import raw_arguments, tool
 
 OPENAI_KEY = "sk-proj-LOOPBACK-secret-0123456789abcdef"
 KERNEL = 'extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {\n' \

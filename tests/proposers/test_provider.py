@@ -1,5 +1,5 @@
 """Model-backed proposers through the real ``anthropic`` and ``openai`` SDKs against a scripted
-loopback server (tests/loopback.py).  No other address is contacted; waits are injected.
+loopback server (tests/support/loopback.py).  No other address is contacted; waits are injected.
 What one provider alone does is in test_anthropic_provider.py and test_openai_provider.py."""
 from __future__ import annotations
 
@@ -19,21 +19,11 @@ from kernel_forge.proposers.models import make_model_proposer, parse_model_spec
 from kernel_forge.proposers.options import ProviderOptions
 from kernel_forge.common.scrub import REDACTED
 
-from loopback import clean_env, closed_port_url, error, loopback, raw_arguments, text, tool  # noqa: F401  (fixtures)
+from tests.support.generic_proposers import (ANTHROPIC_KEY, GOOD, KERNEL, OPENAI_KEY, REQUEST, TEST_PRICES, Sleeps,
+                                            make)
+from tests.support.loopback import closed_port_url, error, raw_arguments, text, tool
 
-ANTHROPIC_KEY = "sk-ant-api03-LOOPBACK-secret-0123456789abcdef"
-OPENAI_KEY = "sk-proj-LOOPBACK-secret-0123456789abcdef"
-
-KERNEL = 'extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {\n' \
-         '  int i = blockIdx.x * BLOCK + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n'
-GOOD = {
-    "source": KERNEL,
-    "rationale": "one element per thread, BLOCK tunable",
-    "launch": {"grid": ["cdiv(n, BLOCK)"], "block": ["BLOCK"], "shared_mem": 0},
-    "tunables": {"BLOCK": [128, 256, 512]},
-}
 BAD_GRID = {**GOOD, "launch": {"grid": [], "block": [256]}}
-REQUEST = ProposalRequest(system="You write CUDA kernels.", prompt="Make saxpy faster.", n=1)
 
 
 @pytest.fixture(autouse=True)
@@ -41,39 +31,9 @@ def _clean_env(clean_env):
     """Every test here runs with no ambient credentials, base URLs or proxies."""
 
 
-class Sleeps(list):
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-
-
 def no_jitter(max_attempts: int = 5, sleeps: Sleeps | None = None) -> retry.RetryPolicy:
     return retry.RetryPolicy(max_attempts=max_attempts, base_delay=1.0, max_delay=30.0, jitter=0.25,
                              random=lambda: 0.0, sleep=sleeps if sleeps is not None else Sleeps())
-
-
-#: models the capability table does not list: the providers' safe defaults, no rule of the table enforced,
-#: priced here like claude-sonnet-4-5 ($3 / $15) and gpt-5 ($1.25 / $0.125 cached / $10)
-TEST_MODELS = {"anthropic": "claude-test-1", "openai": "qwen-test"}
-TEST_PRICES = {"anthropic:claude-test-1": {"input": 3.0, "output": 15.0},
-               "openai:qwen-test": {"input": 1.25, "cached_input": 0.125, "output": 10.0}}
-
-
-def make(provider: str, server, *, model: str | None = None, **kw):
-    """A proposer for the transport, repair and retry tests: a model the table does not list (the
-    generic request), answering with the submit_kernel tool unless told otherwise."""
-    kw.setdefault("request_timeout_s", 0.3)
-    kw.setdefault("answer_format", "tool")
-    kw.setdefault("prices", TEST_PRICES)
-    if "retry" not in kw:
-        kw.setdefault("sleep", Sleeps())
-    if provider == "anthropic":
-        kw.setdefault("api_key", ANTHROPIC_KEY)
-        kw.setdefault("max_tokens", 8192)
-        return make_model_proposer(f"anthropic:{model or TEST_MODELS['anthropic']}", base_url=server.anthropic_base_url,
-                                   **kw)
-    kw.setdefault("api_key", OPENAI_KEY)
-    kw.setdefault("max_tokens", 8192)
-    return make_model_proposer(f"openai:{model or TEST_MODELS['openai']}", base_url=server.openai_base_url, **kw)
 
 
 def calls_json(calls: list[ModelCall]) -> str:
@@ -768,7 +728,7 @@ def _sse(events) -> str:
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_stream_the_sdk_cannot_assemble_is_a_recorded_failure(loopback, provider):
-    from loopback import raw
+    from tests.support.loopback import raw
 
     if provider == "anthropic":
         start = {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],

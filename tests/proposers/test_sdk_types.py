@@ -1,11 +1,11 @@
-"""The strict request-type check the loopback applies to every request (tests/sdk_types.py)."""
+"""The strict request-type check the loopback applies to every request (tests/support/sdk_types.py)."""
 from __future__ import annotations
 
 import typing
 
 import pytest
 
-from sdk_types import DELIBERATE_EXTRAS, _fields, check_request, problems, request_type
+from tests.support.sdk_types import DELIBERATE_EXTRAS, _fields, check_request, problems, request_type
 
 HI = [{"role": "user", "content": "hi"}]
 

@@ -11,8 +11,8 @@ import pytest
 
 from kernel_forge.proposers.budget import Budget
 
-from loopback import clean_env, loopback, tool  # noqa: F401  (fixtures)
-from test_provider import GOOD, REQUEST, make
+from tests.support.generic_proposers import GOOD, REQUEST, make
+from tests.support.loopback import tool
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 
@@ -110,7 +110,7 @@ def test_keepalives_keep_a_slow_stream_open_past_the_silence_timeout(loopback, r
 # ------------------------------------------------------------------------- the Responses wire (item 10)
 
 def test_the_responses_repair_resends_the_answer_s_message_with_its_id_status_and_phase(loopback):
-    from loopback import text
+    from tests.support.loopback import text
 
     loopback.script("responses", text("I would unroll the loop, but here is no kernel."), tool(GOOD))
     result = proposer("responses", loopback, answer_format="fenced").propose(REQUEST)
@@ -127,7 +127,7 @@ def test_the_responses_repair_resends_the_answer_s_message_with_its_id_status_an
 
 
 def test_a_whole_responses_answer_that_failed_is_retried_and_what_it_reported_is_paid_for(loopback):
-    from loopback import raw
+    from tests.support.loopback import raw
 
     failed = {"id": "resp_failed_1", "object": "response", "created_at": 1, "model": "gpt-5", "status": "failed",
               "error": {"code": "server_error", "message": "The server had an error"}, "incomplete_details": None,

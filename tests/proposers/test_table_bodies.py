@@ -1,7 +1,7 @@
 """Every model of the capability table, by name, through the real SDKs and the loopback: the
 thinking and effort each request carries, written out here per model (not derived from
 kernel_forge/data/models.json), and every body checked against the installed SDK's request types
-(tests/sdk_types.py, which the loopback applies to every request).  A table entry that makes kforge
+(tests/support/sdk_types.py, which the loopback applies to every request).  A table entry that makes kforge
 send a field or value the SDK does not define fails here, whatever the table says: the last tests
 plant such entries in a copy of the table and show it."""
 from __future__ import annotations
@@ -14,10 +14,10 @@ from kernel_forge.proposers import capabilities
 from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.budget import estimate_tokens
 
-from fakes import vector_add
-from loopback import Loopback, clean_env, tool  # noqa: F401  (fixtures)
-from sdk_types import check_request
-from test_capabilities import proposer_for, spec_of
+from tests.support.fakes import vector_add
+from tests.support.loopback import Loopback, tool
+from tests.support.sdk_types import check_request
+from tests.support.table_proposers import proposer_for, spec_of
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 

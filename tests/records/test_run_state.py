@@ -19,7 +19,7 @@ from kernel_forge.records.attempt import Attempt
 from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.records.run_state import RunState
 
-from fakes import ScriptedGate, vector_add, write_proposals
+from tests.support.fakes import ScriptedGate, vector_add, write_proposals
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "tests" / "data" / "matmul_f32" / "run-001"

@@ -10,7 +10,7 @@ from kernel_forge.model.task import Tolerance, load_task
 from kernel_forge.model.verdict import CaseResult, Evaluation
 from kernel_forge.model.tolerance import compare
 
-from conftest import ROOT
+from tests.support.paths import ROOT
 
 
 def test_the_table_shows_how_much_of_its_tolerance_the_worst_element_used():

@@ -27,7 +27,7 @@ from kernel_forge.ci import evaluate
 from kernel_forge.reports import junit
 from kernel_forge.app.cli import cli
 
-from fakes import ScriptedGate, vector_add
+from tests.support.fakes import ScriptedGate, vector_add
 
 ROOT = Path(__file__).resolve().parents[2]
 DECIMAL = re.compile(r"^\d+(\.\d+)?$")

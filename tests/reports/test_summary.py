@@ -15,7 +15,7 @@ from kernel_forge.gate.profiler import save_profile
 from kernel_forge.reports.run_report import write_report
 from kernel_forge.model.task import load_task
 
-from fakes import ScriptedGate, vector_add, write_proposals
+from tests.support.fakes import ScriptedGate, vector_add, write_proposals
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifests" / "vector_add.json"

@@ -18,7 +18,7 @@ from kernel_forge.search.recording import gate_attempt, record_proposal
 from kernel_forge.search.run_start import evaluate_initial
 from kernel_forge.search.slots import Slot
 
-from fakes import ScriptedGate, ScriptedProposer, vector_add
+from tests.support.fakes import ScriptedGate, ScriptedProposer, vector_add
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "vector_add.json"
 

@@ -23,9 +23,9 @@ from kernel_forge.proposers.base import Proposal, ProposalResult
 from kernel_forge.gate.recorded import RecordedGate
 from kernel_forge.model.task import load_task
 
-from fakes import ScriptedGate, ScriptedProposer, model_call, vector_add
-from loopback import clean_env, loopback, tool  # noqa: F401  (fixtures)
-from test_loop import (KEYS, MANIFEST, SPECS, TUNED_HEADER, model_proposer, new_run, read, validate_all)
+from tests.support.fakes import ScriptedGate, ScriptedProposer, model_call, vector_add
+from tests.support.loop_runs import KEYS, MANIFEST, SPECS, TUNED_HEADER, model_proposer, new_run, read, validate_all
+from tests.support.loopback import tool
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 

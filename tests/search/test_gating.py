@@ -18,7 +18,7 @@ from kernel_forge.search.loop import Optimizer
 from kernel_forge.search.recording import record_proposal
 from kernel_forge.search.slots import Slot
 
-from fakes import ScriptedGate, ScriptedProposer, vector_add
+from tests.support.fakes import ScriptedGate, ScriptedProposer, vector_add
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "vector_add.json"
 TUNED = ("// kforge: grid = [cdiv(n, BLOCK)]\n// kforge: block = [BLOCK]\n"

@@ -10,7 +10,7 @@ from kernel_forge.model.task import load_task
 from kernel_forge.records.attempt import Attempt
 from kernel_forge.search.kernel_index import KernelIndex
 
-from fakes import vector_add
+from tests.support.fakes import vector_add
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "vector_add.json"
 TUNED = "// kforge: tune BLOCK = [128, 256, 512]\n" + vector_add("pass 500")

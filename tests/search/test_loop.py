@@ -1,8 +1,8 @@
 """The optimisation loop and its evidence on a machine without a GPU.
 
-The gate is :class:`fakes.ScriptedGate` (verdicts scripted by ``// fake:`` comments in each
+The gate is :class:`tests.support.fakes.ScriptedGate` (verdicts scripted by ``// fake:`` comments in each
 kernel), proposals come from replay folders or from the real Anthropic/OpenAI SDKs talking to
-the loopback server in tests/loopback.py.  Every run goes through ``optimize.start_run`` /
+the loopback server in tests/support/loopback.py.  Every run goes through ``optimize.start_run`` /
 ``resume_run`` with the gate injected, so run.json, env.json and manifest.json are the real ones.
 """
 from __future__ import annotations
@@ -21,12 +21,12 @@ from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
 from kernel_forge.common.errors import InputError
-from kernel_forge.evidence.run_dir import RunDir, schema, validate_file
+from kernel_forge.evidence.run_dir import schema
 from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.config.file import load_config_file
-from kernel_forge.app.run_setup import resume_run, start_run
+from kernel_forge.app.run_setup import resume_run
 from kernel_forge.proposers.ensemble import EnsembleProposer
 from kernel_forge.proposers.models import make_model_proposer
 from kernel_forge.proposers.pricing import cost
@@ -35,20 +35,15 @@ from kernel_forge.gate.recorded import RecordedGate
 from kernel_forge.model.task import load_task
 from kernel_forge.model.verdict import REASONS
 
-from conftest import gpu_present  # noqa: F401  (used by skipif strings)
-from fakes import ScriptedGate, vector_add, write_proposals
-from loopback import clean_env, loopback, raw_arguments, text, tool  # noqa: F401  (fixtures)
+from tests.support.fakes import ScriptedGate, vector_add, write_proposals
+from tests.support.gpu_probe import gpu_present  # noqa: F401  (used by skipif strings)
+from tests.support.loop_runs import (ANTHROPIC_KEY, KEYS, MANIFEST, OPENAI_KEY, RESUME_PROPS, SPECS, TUNED_HEADER,
+                                     model_proposer, new_run, outline, prompt_of, read, validate_all)
+from tests.support.loopback import raw_arguments, text, tool
 
 ROOT = Path(__file__).resolve().parents[2]
-MANIFEST = ROOT / "manifests" / "vector_add.json"
-ANTHROPIC_KEY = "sk-ant-test-secret-123456789"
-OPENAI_KEY = "sk-test-secret-123456789"
-SPECS = {"anthropic": "anthropic:claude-sonnet-5-5", "openai": "openai:gpt-6.2-sol"}
-KEYS = {"anthropic": ANTHROPIC_KEY, "openai": OPENAI_KEY}
 HOLDOUT_WORD = re.compile(r"\bholdout\b", re.IGNORECASE)   # the case's name ("holdout_failed" is a reason code)
 HOLDOUT_N = "3145745"                                       # the holdout case's n
-TUNED_HEADER = ("// kforge: grid = [cdiv(n, BLOCK)]\n// kforge: block = [BLOCK]\n"
-                "// kforge: tune BLOCK = [64, 32, 128, 256, 512, 1024]")
 
 # this SDK release flags claude-sonnet-4-5 as deprecated; that is not what is tested here
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
@@ -57,25 +52,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:Depre
 @pytest.fixture(scope="module")
 def task():
     return load_task(MANIFEST)
-
-
-def new_run(tmp_path: Path, sources=None, *, gate=None, proposer=None, prop: ProposerConfig | None = None,
-            props_dir: Path | None = None, **loop):
-    """A run started through optimize.start_run with the scripted gate (and a replay folder)."""
-    task = load_task(MANIFEST)
-    if sources is not None:
-        props_dir = write_proposals(props_dir or tmp_path / "props", sources)
-    if prop is None:
-        prop = ProposerConfig(replay=str(props_dir)) if props_dir else ProposerConfig()
-    loop.setdefault("archive", "off")      # runs in one test must not feed each other through the archive
-    loop.setdefault("candidates", 1)       # these tests count proposals per iteration one by one
-    return start_run(MANIFEST, LoopConfig(**loop), GateOptions(), prop, runs_dir=tmp_path / "runs",
-                     gate=gate or ScriptedGate(task), proposer=proposer)
-
-
-def read(run: RunDir | Path, name: str):
-    path = run.path if isinstance(run, RunDir) else Path(run)
-    return json.loads((path / name).read_text())
 
 
 def attempts_by_label(hist: dict) -> dict[str, list[dict]]:
@@ -90,20 +66,8 @@ def body_lines(text: str) -> list[str]:
     return [l for l in text.splitlines() if not l.lstrip().startswith("// kforge:")]
 
 
-def validate_all(run: RunDir) -> list[str]:
-    names = []
-    for f in run.json_files():
-        validate_file(f)
-        names.append(f.name)
-    return names
-
-
 def layout(path: Path) -> list[str]:
     return sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
-
-
-def outline(hist: dict) -> list[tuple]:
-    return [(a["id"], a["label"], a["status"], a["reason"], a["best"], a["defines"]) for a in hist["attempts"]]
 
 
 # ------------------------------------------------------------------------------ a replay run
@@ -431,10 +395,6 @@ def test_the_budget_is_checked_before_every_call_and_never_overshot(tmp_path, lo
 
 # ----------------------------------------------------------------------------------- resume
 
-RESUME_PROPS = {"01_fast.cu": vector_add("pass 400"), "02_wrong.cu": vector_add("mismatch 350"),
-                "03_faster.cu": vector_add("pass 300"), "04_slow.cu": vector_add("pass 800")}
-
-
 @pytest.mark.parametrize("kill, pending_after_kill", [
     ({"evaluate": 3}, ["a0002"]),     # during the second attempt of iteration 1
     ({"retime": 1}, []),              # after both were gated, while deciding the best
@@ -551,20 +511,6 @@ def test_kill_while_proposing_does_not_use_up_an_iteration(tmp_path):
 
 
 # ----------------------------------------------------------------------- model proposers
-
-def model_proposer(provider: str, server, **kw):
-    url = server.anthropic_base_url if provider == "anthropic" else server.openai_base_url
-    return make_model_proposer(SPECS[provider], base_url=url, api_key=KEYS[provider], request_timeout_s=5, **kw)
-
-
-def prompt_of(provider: str, body: dict) -> str:
-    """The first user turn's text (content blocks joined: the static prefix is a block of its own)."""
-    msgs = body.get("messages") or body["input"]
-    content = next(m["content"] for m in msgs if m["role"] == "user")
-    if isinstance(content, list):
-        return "\n\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return content
-
 
 def assert_no_secret(path: Path, key: str) -> None:
     for f in path.rglob("*"):

@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-import fake_gpu
 from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.model.dispatch_variants import variants
 from kernel_forge.evidence.run_dir import RunDir, validate_file
@@ -23,12 +22,19 @@ from kernel_forge.proposers.proposal_schema import check_proposal, to_proposal
 from kernel_forge.ci.regression import approve_run, run_regression
 from kernel_forge.model.task import load_task
 
-from fakes import ScriptedGate, ScriptedProposer, model_call, vector_add
-from loopback import clean_env, loopback, text, tool  # noqa: F401  (fixtures)
-from test_gate_dispatch import TEMPLATE
-from test_loop import KEYS, MANIFEST, SPECS, model_proposer, prompt_of
-from test_runner import SOURCE, gate, honest, kernel_fn, task  # noqa: F401  (fixtures)
-from test_translation import no_initial, read
+from tests.support import fake_gpu
+from tests.support.dispatch_kernels import TEMPLATE
+from tests.support.fakes import ScriptedGate, ScriptedProposer, model_call, vector_add
+from tests.support.in_process_gate import SOURCE, honest, in_process_gate, kernel_fn, vector_add_task
+from tests.support.loop_runs import KEYS, MANIFEST, SPECS, model_proposer, prompt_of, read
+from tests.support.loopback import text, tool
+from tests.support.task_folders import no_initial
+
+
+@pytest.fixture
+def gate(tmp_path, monkeypatch):
+    """The real gate over a small vector_add with the worker's code in this process (fake GPU)."""
+    yield from in_process_gate(vector_add_task(tmp_path), monkeypatch)
 
 
 # ------------------------------------------------------------------ translation x answer format x harness_error
@@ -49,7 +55,7 @@ def test_a_translation_fix_turn_may_answer_with_edits_and_a_harness_error_is_nev
                     ProposerConfig(models=[SPECS[provider]]), runs_dir=tmp_path / "runs",
                     gate=ScriptedGate(load_task(m)), proposer=model_proposer(provider, loopback))
     summary = opt.run()
-    hist = read(opt, "history.json")["attempts"]
+    hist = read(opt.run_dir, "history.json")["attempts"]
     assert [(a["id"], a["reason"], a["fix_of"]) for a in hist] == [
         ("a0000", "harness_error", None), ("a0001", "compile_error", None), ("a0002", "passed", "a0001")]
     first, second, third = (prompt_of(provider, r.body) for r in loopback.requests(provider))
@@ -171,5 +177,5 @@ def test_a_resumed_run_asks_its_model_with_the_settings_it_started_with(tmp_path
         assert body["tools"][0]["name"] == "submit_kernel" and body["tool_choice"]["type"] == "auto"
         assert body["output_config"] == {"effort": "medium"}
         assert body["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
-    hist = read(again, "history.json")
+    hist = read(again.run_dir, "history.json")
     assert [a["reason"] for a in hist["attempts"]] == ["passed", "passed", "passed"]

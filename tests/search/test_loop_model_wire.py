@@ -14,9 +14,9 @@ from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.proposers.models import make_model_proposer
 
-from fakes import vector_add
-from loopback import clean_env, loopback, text, tool  # noqa: F401  (fixtures)
-from test_loop import new_run, read
+from tests.support.fakes import vector_add
+from tests.support.loop_runs import new_run, read
+from tests.support.loopback import text, tool
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 

@@ -1,7 +1,7 @@
 """The search in the loop: the tuner searches until every setting is gated or ruled out, the
 stop rules say why with their figures (exhaustion, --roof-stop, the tuner's default time limit),
 model proposals get the strategy's parents and techniques, and the budget is shown before a run.
-The gate is the scripted one (tests/fakes.py); a landscape gate gives the regblock template a
+The gate is the scripted one (tests/support/fakes.py); a landscape gate gives the regblock template a
 known optimum.
 """
 from __future__ import annotations
@@ -23,28 +23,12 @@ from kernel_forge.app.run_setup import resume_run, start_run
 from kernel_forge.proposers.base import Proposal
 from kernel_forge.model.task import load_task
 
-from fakes import ScriptedGate, ScriptedProposer, vector_add
-from test_loop import MANIFEST, new_run, read, validate_all
+from tests.support.fakes import ScriptedGate, ScriptedProposer, vector_add
+from tests.support.landscape_gate import OPT, LandscapeGate
+from tests.support.loop_runs import MANIFEST, new_run, read, validate_all
 
 ROOT = Path(__file__).resolve().parents[2]
 MATMUL = ROOT / "manifests" / "matmul_f32.json"
-OPT = {"BM": 64, "BN": 32, "BK": 32, "TM": 4, "TN": 4, "MINB": 1}
-
-
-class LandscapeGate(ScriptedGate):
-    """The templates' settings scored by their distance (in steps of sorted values) from a
-    known optimum: regblock at OPT 50 µs; every other template setting 150 µs and up."""
-
-    def time_us(self, cand):
-        if "WM" in cand.defines:                     # the warp-tiled pattern: slower than regblock's optimum
-            return 150.0 + cand.defines["WM"] / 16
-        if "TM" in cand.defines and "BM" in cand.defines:
-            vals = load_candidate(ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_regblock.cu").tunables
-            dist = sum(abs(sorted(vals[n]).index(cand.defines[n]) - sorted(vals[n]).index(OPT[n])) for n in OPT)
-            return 50.0 * (1 + 0.3 * dist)
-        if "TILE" in cand.defines:
-            return 150.0 + cand.defines["RPT"]
-        return super().time_us(cand)
 
 
 def tuner_run(tmp_path, manifest=MANIFEST, gate=None, **loop):

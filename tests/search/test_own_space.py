@@ -2,7 +2,7 @@
 ``templates`` entry (and, listed as a template too, as fast as any other: many settings an
 iteration, never the old stall), and a kernel with no tune lines on a task no template fits is
 searched through a space derived from its source (:mod:`kernel_forge.search.own_space`).  The
-gate is the scripted one (tests/fakes.py); the kernels are the corpus's 3x3 blur
+gate is the scripted one (tests/support/fakes.py); the kernels are the corpus's 3x3 blur
 (bench/wild/blur3x3): ``naive.cu`` (no tune lines) and ``tuned.cu`` (BX/BY/RY, 54 valid settings).
 """
 from __future__ import annotations
@@ -23,38 +23,10 @@ from kernel_forge.model.candidate import Launch, load_candidate, parse_candidate
 from kernel_forge.model.task import load_task
 from kernel_forge.search.own_space import derive
 
-from fakes import ScriptedGate
+from tests.support.blur_task import BLUR, blur_task
+from tests.support.fakes import ScriptedGate
 
 ROOT = Path(__file__).resolve().parents[2]
-BLUR = ROOT / "bench" / "wild" / "blur3x3"
-
-
-def blur_task(tmp_path: Path, initial: str = "naive.cu", templates: list[str] | None = None,
-              of_no_kind: bool = False) -> Path:
-    """The corpus blur's manifest in ``tmp_path`` with ``initial`` (and ``templates``).
-    ``of_no_kind``: the blur made a 3x3 maximum (a dilation), an operation of no kind
-    kernel_forge.kinds knows, so no bound pattern fits and the kernel's own source is searched."""
-    for f in ("reference.py", "naive.cu", "tuned.cu"):
-        shutil.copy(BLUR / f, tmp_path / f)
-    if of_no_kind:
-        ref = (tmp_path / "reference.py").read_text()
-        ref = ref.replace("s = sum(p[i:i + h, j:j + w] for i in range(3) for j in range(3))",
-                          "s = np.maximum.reduce([p[i:i + h, j:j + w] for i in range(3) for j in range(3)])")
-        (tmp_path / "reference.py").write_text(ref.replace("(s * np.float32(1.0 / 9.0))", "s"))
-        for f in ("naive.cu", "tuned.cu"):
-            src = (tmp_path / f).read_text().replace("float s = 0.0f;", "float s = -INFINITY;")
-            src = re.sub(r"s \+= (x\[[^;]*\]);", r"s = fmaxf(s, \1);", src)
-            (tmp_path / f).write_text(src.replace("s * (1.0f / 9.0f)", "s"))
-    data = json.loads((BLUR / "blur3x3.json").read_text())
-    data.pop("$schema")
-    data["initial"] = initial
-    if initial == "tuned.cu":
-        data.pop("launch")            # its header carries the launch
-    if templates:
-        data["templates"] = templates
-    path = tmp_path / "blur3x3.json"
-    path.write_text(json.dumps(data))
-    return path
 
 
 class BlurGate(ScriptedGate):

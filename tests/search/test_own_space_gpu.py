@@ -20,7 +20,7 @@ from kernel_forge.gate.gate import Gate
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.model.task import load_task
 
-from test_own_space import BLUR, blur_task
+from tests.support.blur_task import blur_task
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]

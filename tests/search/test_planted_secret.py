@@ -23,9 +23,9 @@ from kernel_forge.gate.gate import Gate  # noqa: E402
 from kernel_forge.model.task import load_task  # noqa: E402
 from kernel_forge.model.verdict import Evaluation  # noqa: E402
 
-from fakes import ScriptedGate, vector_add  # noqa: E402
-from loopback import clean_env, loopback, tool  # noqa: E402,F401  (fixtures)
-from test_loop import MANIFEST, model_proposer, new_run, read  # noqa: E402
+from tests.support.fakes import ScriptedGate, vector_add  # noqa: E402
+from tests.support.loop_runs import MANIFEST, model_proposer, new_run, read  # noqa: E402
+from tests.support.loopback import tool  # noqa: E402
 
 SECRET = "TOPSECRET_planted_7d1e"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-import recorded_run as rec
+from tests.support import recorded_run as rec
 from kernel_forge.search.prompt_blocks import PromptAttempt
 from kernel_forge.search.prompt_failures import failures_section, fix_section, launch_line
 from kernel_forge.search.prompts import PromptContext, build_prompt_parts

@@ -8,11 +8,12 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-import recorded_run as rec
 from kernel_forge.app.cli import cli
 from kernel_forge.analysis.directions import directions
 from kernel_forge.search.prompt_blocks import HISTORY_CHARS, normalise
 from kernel_forge.search.prompts import PromptContext, build_prompt, build_prompt_parts, render_prompt, system_prompt, write_prompt
+
+from tests.support import recorded_run as rec
 
 
 def parts(**kw):
@@ -289,7 +290,7 @@ def _old_chars() -> int:
 
 
 def test_the_next_prompt_of_the_s9_run_starts_half_its_proposals_from_the_best_and_asks_for_the_small_grids():
-    import s9_run
+    from tests.support import s9_run
 
     opt = s9_run.optimizer()
     req = opt.next_request()
@@ -316,7 +317,7 @@ def test_the_next_prompt_of_the_s9_run_starts_half_its_proposals_from_the_best_a
 def test_a_diff_edit_lands_on_exactly_the_kernel_the_prompt_shows_as_its_start():
     """Issue 32 item 3: the system prompt said edits apply to the current best while the loop
     applied them to the slot's parent."""
-    import s9_run
+    from tests.support import s9_run
     from kernel_forge.proposers.answer import apply_edits
     from kernel_forge.search.slots import Slot
 
@@ -339,7 +340,7 @@ def test_a_diff_edit_lands_on_exactly_the_kernel_the_prompt_shows_as_its_start()
 
 
 def test_the_resume_dry_run_shows_every_proposal_of_the_iteration():
-    import s9_run
+    from tests.support import s9_run
 
     r = CliRunner().invoke(cli, ["optimize", "--resume", str(s9_run.run_path()), "--dry-run"])
     assert r.exit_code == 0, r.output

@@ -19,7 +19,7 @@ from kernel_forge.search.recording import (apply, calls_of, gate_attempt, record
                                            setting_attempt)
 from kernel_forge.search.slots import Slot
 
-from fakes import ScriptedGate, ScriptedProposer, model_call, vector_add
+from tests.support.fakes import ScriptedGate, ScriptedProposer, model_call, vector_add
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "vector_add.json"
 TUNED = "// kforge: grid = [cdiv(n, BLOCK)]\n// kforge: block = [BLOCK]\n// kforge: tune BLOCK = [128, 256, 512]"

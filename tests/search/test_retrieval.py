@@ -18,9 +18,9 @@ from kernel_forge.model.candidate import parse_candidate
 from kernel_forge.model.task import load_task
 from kernel_forge.search.retrieval import MIN_EXAMPLE_CHARS, Example, Retrieved, TaskQuery, best_settings, examples_from_record, render_examples, retrieval_record, retrieve, retrieve_for_run, truncate_source, warm_start_configs
 
-from archive_fakes import GPU, MANIFESTS, TUNED_HEADER, entry, kernel, run_task
-from archive_fakes import arch  # noqa: F401  (a fixture)
-from fakes import vector_add
+from tests.support.archive_fakes import GPU, TUNED_HEADER, entry, kernel, run_task
+from tests.support.fakes import vector_add
+from tests.support.paths import MANIFESTS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,8 +15,9 @@ from kernel_forge.model.task import load_task
 from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.search.retrieval import best_settings, retrieve
 
-from archive_fakes import MANIFESTS, history
-from conftest import gpu_present  # noqa: F401  (used by skipif strings)
+from tests.support.archive_fakes import history
+from tests.support.gpu_probe import gpu_present  # noqa: F401  (used by skipif strings)
+from tests.support.paths import MANIFESTS
 
 
 @pytest.mark.gpu

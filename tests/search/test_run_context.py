@@ -13,7 +13,7 @@ from kernel_forge.model.task import load_task
 from kernel_forge.search.retrieval import Retrieved
 from kernel_forge.search.run_context import RunContext
 
-from fakes import ScriptedGate, ScriptedProposer
+from tests.support.fakes import ScriptedGate, ScriptedProposer
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "vector_add.json"
 

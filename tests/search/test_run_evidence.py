@@ -1,7 +1,7 @@
 """The loop's history on disk: a run killed hard keeps every save it made in its attempt log
 (history.jsonl), a save cut off mid-line by the kill is dropped, and ``--resume`` goes on from the
 log to the same decisions as a run never killed; a process that ends writes history.json whole
-and removes the log.  The gate is the scripted one (tests/fakes.py); the kill is a real one
+and removes the log.  The gate is the scripted one (tests/support/fakes.py); the kill is a real one
 (``os._exit`` in a forked child, so no ``finally`` runs)."""
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from kernel_forge.app.run_setup import resume_run
 from kernel_forge.evidence.history_log import LOG, read_history
 from kernel_forge.model.task import load_task
 
-from fakes import ScriptedGate
-from test_loop import MANIFEST, RESUME_PROPS, new_run, outline, read
+from tests.support.fakes import ScriptedGate
+from tests.support.loop_runs import MANIFEST, RESUME_PROPS, new_run, outline, read
 
 KILLED = 17
 

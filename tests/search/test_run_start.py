@@ -22,7 +22,7 @@ from kernel_forge.search.run_start import (evaluate_bound, evaluate_initial, loa
 from kernel_forge.search.slots import Slot
 from kernel_forge.search.stop_rules import StopRun
 
-from fakes import ScriptedGate, ScriptedProposer, vector_add
+from tests.support.fakes import ScriptedGate, ScriptedProposer, vector_add
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifests" / "vector_add.json"

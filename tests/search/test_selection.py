@@ -17,7 +17,7 @@ from kernel_forge.common.errors import KForgeError
 from kernel_forge.records.attempt import Attempt
 from kernel_forge.model.task import load_task
 
-from fakes import ScriptedGate, vector_add
+from tests.support.fakes import ScriptedGate, vector_add
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,7 @@ from kernel_forge.search.run_start import evaluate_initial
 from kernel_forge.search.slot_plan import fixes_of, plan_context, plan_slots
 from kernel_forge.search.slots import Slot
 
-from fakes import ScriptedGate, ScriptedProposer, vector_add
+from tests.support.fakes import ScriptedGate, ScriptedProposer, vector_add
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "vector_add.json"
 

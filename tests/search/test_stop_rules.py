@@ -11,7 +11,7 @@ from kernel_forge.model.task import load_task
 from kernel_forge.search.run_context import RunContext
 from kernel_forge.search.stop_rules import StopRun, check_stop, iteration_limit, time_limit, time_up
 
-from fakes import ScriptedGate, ScriptedProposer
+from tests.support.fakes import ScriptedGate, ScriptedProposer
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "vector_add.json"
 

@@ -3,7 +3,6 @@ translation that passes the gate and the holdout becomes the baseline (CPU, scri
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import jsonschema
@@ -20,26 +19,10 @@ from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import first_prompt, resume_run, start_run
 from kernel_forge.model.task import load_task
 
-from fakes import ScriptedGate, ScriptedProposer, vector_add, write_proposals
+from tests.support.fakes import ScriptedGate, ScriptedProposer, vector_add, write_proposals
+from tests.support.task_folders import no_initial
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def no_initial(folder: Path, templates: bool = False) -> Path:
-    """vector_add without its initial kernel (and, unless asked, without templates)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "references" / "vector_add.py", folder / "vector_add.py")
-    data = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
-    for k in ("$schema", "initial", "templates"):
-        data.pop(k, None)
-    data["reference"] = {"python": "vector_add.py:reference"}
-    data["baselines"] = {}
-    if templates:
-        shutil.copy(ROOT / "kernel_forge" / "kernels" / "elementwise" / "vector_add_gridstride.cu", folder / "vector_add_gridstride.cu")
-        data["templates"] = ["vector_add_gridstride.cu"]
-    m = folder / "vector_add.json"
-    m.write_text(json.dumps(data, indent=2))
-    return m
 
 
 def run(tmp_path, sources, *, gate=None, proposer=None, **loop):

@@ -1,25 +1,23 @@
 """Record the describe exchanges the tests replay: ``relu_like/`` (three answers that make a task
 whose witnesses agree) and ``relu_like_off_by_one/`` (the same, with a reference that leaves the
 last element out).  They are recorded through the real Anthropic SDK talking to the loopback
-server (tests/loopback.py), so each ``model-NNN.json`` is what ``kforge init --describe`` writes.
+server (tests/support/loopback.py), so each ``model-NNN.json`` is what ``kforge init --describe`` writes.
 
-    cd tests && PYTHONPATH=..:. python data/describe/make_recorded.py
+    PYTHONPATH=. python tests/data/describe/make_recorded.py          # from the repository root
 """
 from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
+from kernel_forge.config.describe import DescribeConfig
+from kernel_forge.authoring.from_description import describe_task
+
+from tests.support.loopback import Loopback, text
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))          # tests/ (loopback)
-
-from loopback import Loopback, text  # noqa: E402
-
-from kernel_forge.config.describe import DescribeConfig  # noqa: E402
-from kernel_forge.authoring.from_description import describe_task  # noqa: E402
 
 #: a current model from the capability table (kernel_forge/data/models.json): its request is built
 #: from its entry (adaptive thinking, effort, output limit) and its cost from its prices

@@ -5,14 +5,14 @@ from __future__ import annotations
 import copy
 import json
 from functools import lru_cache
-from pathlib import Path
 
 from kernel_forge.analysis.diagnosis import diagnose
 from kernel_forge.search.prompt_blocks import PromptAttempt
 from kernel_forge.model.task import load_task
 
-ROOT = Path(__file__).resolve().parents[1]
-RUN = ROOT / "tests" / "data" / "matmul_f32" / "run-001"
+from tests.support.paths import ROOT, TESTS
+
+RUN = TESTS / "data" / "matmul_f32" / "run-001"
 #: what the holdout case of matmul_f32 is (m=263, n=131, k=67) and the seed its failure used
 HOLDOUT_MARKS = ("m=263", "n=131", "k=67", "263, n", "88001", "(holdout)", "case holdout")
 

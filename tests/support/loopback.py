@@ -6,12 +6,12 @@
 
 **Every request body is checked against the installed SDK's own request type**
 (``anthropic.types.MessageCreateParams*``, ``openai.types.responses.ResponseCreateParams*``,
-``openai.types.chat.CompletionCreateParams*``, strictly: tests/sdk_types.py): a field or value the
-SDK does not define gets an HTTP 400 and is listed in :attr:`Loopback.invalid`, and the
-:func:`loopback` fixture fails the test that sent it.  Then the rules the providers document for
-every model alike get the provider's own 400 body: ``budget_tokens`` below 1,024 or not below
-``max_tokens``, more than four cache breakpoints or a long-lived breakpoint after a short-lived
-one, a reasoning item sent back without its encrypted content under ``store: false``, a
+``openai.types.chat.CompletionCreateParams*``, strictly: tests/support/sdk_types.py): a field or
+value the SDK does not define gets an HTTP 400 and is listed in :attr:`Loopback.invalid`, and the
+``loopback`` fixture (tests/conftest.py) fails the test that sent it.  Then the rules the providers
+document for every model alike get the provider's own 400 body: ``budget_tokens`` below 1,024 or
+not below ``max_tokens``, more than four cache breakpoints or a long-lived breakpoint after a
+short-lived one, a reasoning item sent back without its encrypted content under ``store: false``, a
 ``previous_response_id`` that was never stored.  **Nothing is decided from kforge's capability
 table** (``kernel_forge/data/models.json``): what each listed model takes is asserted per model by
 the tests.  Rejected requests are listed in :attr:`Loopback.rejected` (each one is a 400 round
@@ -63,9 +63,7 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import pytest
-
-from sdk_types import check_request, warm
+from tests.support.sdk_types import check_request, warm
 
 ANTHROPIC = "/v1/messages"
 OPENAI = "/v1/chat/completions"
@@ -242,7 +240,7 @@ def openai_breakpoint_cache(model: str) -> bool:
 
 # ---------------------------------------------------------------------------- request checks
 #
-# First every body is checked against the installed SDK's own request type (tests/sdk_types.py):
+# First every body is checked against the installed SDK's own request type (tests/support/sdk_types.py):
 # a field or value the API does not define is a 400.  Then the rules the providers document for
 # every model alike.  Nothing here reads kforge's capability table: what one model accepts is
 # asserted by the tests, per model (tests/proposers/test_table_bodies.py).
@@ -791,7 +789,7 @@ class Loopback:
 
     # -- the provider's side ----------------------------------------------------------------
     def _invalid(self, path: str, req) -> tuple[int, dict] | None:
-        """A 400 for a body the installed SDK's request type does not allow (tests/sdk_types.py)."""
+        """A 400 for a body the installed SDK's request type does not allow (tests/support/sdk_types.py)."""
         route = {ANTHROPIC: "anthropic", RESPONSES: "responses", OPENAI: "chat"}[path]
         found = check_request(route, req)
         if not found:
@@ -1061,26 +1059,3 @@ class Loopback:
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             pass
         h.close_connection = True
-
-
-@pytest.fixture
-def loopback():
-    """A started :class:`Loopback`; stopped at teardown."""
-    server = Loopback().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-    if not server.expect_invalid:
-        assert server.invalid == [], "requests the installed SDK does not allow:\n" + "\n".join(
-            r.message for r in server.invalid)
-
-
-@pytest.fixture
-def clean_env(monkeypatch):
-    """No ambient credentials, base URLs or proxies reach the SDK clients."""
-    for name in list(os.environ):
-        upper = name.upper()
-        if upper.startswith(("ANTHROPIC_", "OPENAI_")) or upper.endswith("_PROXY") or upper == "NO_PROXY":
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")

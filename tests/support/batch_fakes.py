@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fakes import ScriptedGate
+from tests.support.fakes import ScriptedGate
 
 
 def scripted(task, options):

@@ -1,17 +1,16 @@
 """Run in a fresh process by tests/gpu/test_timing_gpu.py: the kernel clock must be enabled before
 the CUDA context exists, which a pytest process that already touched CUDA cannot do.
 
-    python tests/gpu_timing_child.py SCENARIO   -> one JSON object on stdout
+    python -m tests.support.gpu_timing_child SCENARIO   -> one JSON object on stdout
+
+from the repository root (or with it on PYTHONPATH).
 """
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from kernel_forge.gpu import kernel_clock  # noqa: E402
+from kernel_forge.gpu import kernel_clock
 
 CLOCK_OFF = kernel_clock.enable()
 

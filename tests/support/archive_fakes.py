@@ -1,7 +1,7 @@
 """Archive entries and run folders for the archive and retrieval tests.
 
 Run folders come from the real loop (``run_setup.start_run``) with the scripted gate of
-tests/fakes.py and replayed proposals, so run.json, env.json, manifest.json and history.json are
+tests/support/fakes.py and replayed proposals, so run.json, env.json, manifest.json and history.json are
 the real ones; synthetic entries carry the bundled tasks' own descriptions, signatures and kernels.
 """
 from __future__ import annotations
@@ -10,20 +10,17 @@ import hashlib
 import json
 from pathlib import Path
 
-import pytest
-
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
 from kernel_forge.archive.format import Entry
-from kernel_forge.archive.store import list_entries, open_archive
+from kernel_forge.archive.store import list_entries
 from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.model.task import load_task
 from kernel_forge.config.loop_settings import LoopConfig
 
-from fakes import H200, ScriptedGate, write_proposals
+from tests.support.fakes import H200, ScriptedGate, write_proposals
+from tests.support.paths import MANIFESTS
 
-ROOT = Path(__file__).resolve().parents[1]
-MANIFESTS = ROOT / "manifests"
 GPU = H200.name
 TUNED_HEADER = ("// kforge: grid = [cdiv(n, BLOCK)]\n// kforge: block = [BLOCK]\n"
                 "// kforge: tune BLOCK = [64, 128, 256, 512]")
@@ -73,12 +70,6 @@ def entry(task: str, score: float, *, source: str | None = None, gpu: str = GPU,
                          "pct_peak_flops": None, "bound": "memory"}],
                  bound="memory", diagnosis=None, holdout="passed", gpu_name=gpu, gpu_arch="sm_90", driver="13.0",
                  nvrtc="13.0", run=f"/runs/{task}", attempt=attempt)
-
-
-@pytest.fixture
-def arch(tmp_path):
-    with open_archive(tmp_path / "archive.sqlite") as a:
-        yield a
 
 
 def dump(a) -> list[dict]:

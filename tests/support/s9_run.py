@@ -10,7 +10,8 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import ROOT
+
 TGZ = ROOT / "bench" / "evidence" / "h200-2026-12-03-s9" / "matmul-defaults" / "round7-tune.tgz"
 
 

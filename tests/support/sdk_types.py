@@ -10,7 +10,7 @@ field the type does not define (unknown keys fail), every value outside a ``Lite
 required field missing, every wrong JSON type, each with its JSON path.
 
 So a field or value kforge sends that the provider's API does not define fails the loopback
-(tests/loopback.py calls :func:`check_request` on every request), whatever kernel_forge's own
+(tests/support/loopback.py calls :func:`check_request` on every request), whatever kernel_forge's own
 capability table (``kernel_forge/data/models.json``) says.  The few fields kforge sends on purpose
 although the installed SDK does not define them are listed in :data:`DELIBERATE_EXTRAS`, each with
 its reason; nothing else passes.
@@ -199,7 +199,7 @@ def problems(value, tp, path: str) -> list[str]:
         # a response model the SDK also takes as input (an answer sent back); its Param twin in the
         # same union is what a JSON body is checked against
         return [f"{path}: not checked against the response model {tp.__name__}"]
-    raise TypeError(f"{path}: the checker does not know the type {tp!r} (teach tests/sdk_types.py)")
+    raise TypeError(f"{path}: the checker does not know the type {tp!r} (teach tests/support/sdk_types.py)")
 
 
 def _typeddict(value, td, path: str) -> list[str]:

@@ -15,9 +15,10 @@ from kernel_forge.authoring.from_description import describe_task
 from kernel_forge.config.describe import DescribeConfig
 from kernel_forge.model.task import load_task
 
-from host_witness import CXX
+from tests.support.host_witness import CXX
+from tests.support.paths import TESTS
 
-DATA = Path(__file__).resolve().parent / "data" / "describe"
+DATA = TESTS / "data" / "describe"
 GOOD, WRONG = DATA / "relu_like", DATA / "relu_like_off_by_one"
 DESCRIPTION = ("Leaky ReLU over n float32 values: y[i] = x[i] where x[i] > 0, else 0.01 * x[i]. "
                "n can be any size, including 1.")

@@ -1,0 +1,449 @@
+"""A host emulation of the CUDA subset the kernel library's templates use (one OS thread per CUDA
+thread, AddressSanitizer on exact-size buffers), for running a kernel on the CPU against the task's
+reference with the task's tolerance: the tests of the templates (tests/kernels/test_tuner_templates.py),
+the tensor-core patterns, the honest corpus and the bound patterns of tests/kinds/ use it.
+
+:func:`host_compiler` says whether a C++20 compiler with ``<barrier>`` is here; :func:`emu_build`
+builds a kernel at one setting, :func:`emu_run` runs it on a case and lists what differs from the
+reference, :func:`emu_cases` the awkward sizes per task (:data:`EMU_CASES`). ``emu_build`` reads
+:data:`EMU_TEMPLATE_EXTRA` when it runs, so a test may add to it (monkeypatch the module's name).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from kernel_forge.model.inputs import generate
+from kernel_forge.model.reference_process import run_python_reference
+from kernel_forge.model.task import Case
+from kernel_forge.model.tolerance import compare
+
+EMU_HEADER = r'''
+// Host emulation of the CUDA subset the templates use.  One OS thread per CUDA thread of a block;
+// blocks run one after another, so function-static "__shared__" arrays act as per-block shared
+// memory.  __syncthreads and warp shuffles are std::barrier waits.
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+struct emu_dim3 { unsigned int x = 1, y = 1, z = 1; };
+inline thread_local emu_dim3 threadIdx, blockIdx;
+inline emu_dim3 blockDim, gridDim;
+inline std::barrier<>* emu_block_bar = nullptr;
+inline std::vector<std::barrier<>*> emu_warp_bar;
+inline uint64_t emu_warp_slot[32][32];
+inline std::mutex emu_atomic_mu;
+inline unsigned char* emu_dyn_smem = nullptr;
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__ __restrict
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+
+inline int emu_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
+
+template <class T> T __shfl_xor_sync(unsigned int, T v, int mask, int = 32)
+{
+    static_assert(sizeof(T) <= 8, "shuffle of a wide type");
+    const int t = emu_tid(), w = t / 32, l = t % 32;
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    emu_warp_slot[w][l] = bits;
+    emu_warp_bar[w]->arrive_and_wait();
+    bits = emu_warp_slot[w][l ^ mask];
+    emu_warp_bar[w]->arrive_and_wait();
+    T r;
+    std::memcpy(&r, &bits, sizeof(T));
+    return r;
+}
+
+template <class T> T atomicAdd(T* p, T v)
+{
+    std::lock_guard<std::mutex> g(emu_atomic_mu);
+    T old = *p;
+    *p = old + v;
+    return old;
+}
+
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
+struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(16) uint4 { unsigned int x, y, z, w; };
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline float2 make_float2(float x, float y) { return {x, y}; }
+
+template <class T> T __ldg(const T* p) { return *p; }
+template <class T> T __ldcs(const T* p) { return *p; }
+template <class T> T __ldcg(const T* p) { return *p; }
+template <class T> void __stcs(T* p, T v) { *p = v; }
+
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline float __expf(float x) { return std::exp(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __int_as_float(unsigned int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+
+struct __nv_bfloat16 { uint16_t bits; };
+struct __nv_bfloat162 { __nv_bfloat16 x, y; };
+inline float __bfloat162float(__nv_bfloat16 h) { return __int_as_float((unsigned int)h.bits << 16); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f)
+{
+    unsigned int u;
+    std::memcpy(&u, &f, 4);
+    if (std::isnan(f)) return {0x7FC0};
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return {(uint16_t)(u >> 16)};
+}
+inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
+inline float2 __bfloat1622float2(__nv_bfloat162 h) { return {__bfloat162float(h.x), __bfloat162float(h.y)}; }
+inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__float2bfloat16_rn(a), __float2bfloat16_rn(b)}; }
+
+template <class F> void emu_launch(emu_dim3 g, emu_dim3 b, size_t smem, F kern)
+{
+    const int T = b.x * b.y * b.z;
+    blockDim = b;
+    gridDim = g;
+    std::vector<unsigned char> dyn(smem + 16, 0xCD);   // garbage: a kernel must initialise it
+    emu_dyn_smem = dyn.data();
+    std::barrier<> block_bar(T), end_bar(T);
+    emu_block_bar = &block_bar;
+    for (int w = 0; w * 32 < T; ++w) emu_warp_bar.push_back(new std::barrier<>(std::min(32, T - w * 32)));
+    std::vector<std::thread> th;
+    for (int t = 0; t < T; ++t) {
+        th.emplace_back([&, t] {
+            threadIdx.x = t % b.x;
+            threadIdx.y = (t / b.x) % b.y;
+            threadIdx.z = t / (b.x * b.y);
+            for (unsigned z = 0; z < g.z; ++z)
+                for (unsigned y = 0; y < g.y; ++y)
+                    for (unsigned x = 0; x < g.x; ++x) {
+                        blockIdx.x = x; blockIdx.y = y; blockIdx.z = z;
+                        kern();
+                        end_bar.arrive_and_wait();
+                    }
+        });
+    }
+    for (auto& t : th) t.join();
+    for (auto* w : emu_warp_bar) delete w;
+    emu_warp_bar.clear();
+}
+'''
+
+
+# The tensor-core patterns' PTX wrappers (kernel_forge/kernels/gemm/gemm_*_mma.cu, kernel_forge/kernels/include/tf32_mma.cuh), emulated from the
+# PTX ISA's fragment tables (section "Matrix Fragments for mma.m16n8k8 / m16n8k16", and ldmatrix),
+# written apart from the kernels: a kernel that reads a fragment from the wrong row or column of its
+# shared tile gives wrong products here.  cp.async is emulated at its latest completion: a thread's
+# copies land only when a cp.async.wait_group retires their group, so a kernel that reads a stage
+# before waiting for it reads the 0xCD garbage the emulated shared memory starts with.
+EMU_TENSOR_CORE = r'''
+#define KF_EMULATED_PTX 1
+struct __half { uint16_t bits; };
+struct __half2 { __half x, y; };
+inline float emu_h2f(uint16_t h)
+{
+    const unsigned s = (h >> 15) & 1u, e = (h >> 10) & 31u, m = h & 1023u;
+    float v = e == 0 ? std::ldexp((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp((float)(m | 1024u), (int)e - 25);
+    return s ? -v : v;
+}
+inline uint16_t emu_f2h(float f)             // round to nearest even, like __float2half_rn
+{
+    if (std::isnan(f)) return 0x7E00;
+    const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+    float a = std::fabs(f);
+    if (a >= 65520.0f) return sign | 0x7C00;
+    if (a < std::ldexp(1.0f, -14)) return sign | (uint16_t)std::nearbyint(a * std::ldexp(1.0f, 24));
+    int e;
+    std::frexp(a, &e);                       // a = f * 2^e, f in [0.5, 1)
+    const float q = std::ldexp(1.0f, e - 11);  // the spacing of halves in [2^(e-1), 2^e)
+    float r = std::nearbyint(a / q) * q;
+    int e2;
+    std::frexp(r, &e2);
+    unsigned m = (unsigned)std::nearbyint(std::ldexp(r, 11 - e2)) - 1024u;   // r = (1024 + m) 2^(e2 - 11)
+    if (e2 - 1 + 15 >= 31) return sign | 0x7C00;
+    return sign | (uint16_t)(((e2 - 1 + 15) << 10) | m);
+}
+inline float __half2float(__half h) { return emu_h2f(h.bits); }
+inline __half __float2half_rn(float f) { return {emu_f2h(f)}; }
+inline __half __float2half(float f) { return __float2half_rn(f); }
+inline __half2 __floats2half2_rn(float a, float b) { return {__float2half_rn(a), __float2half_rn(b)}; }
+
+inline unsigned kf_tf32(float x)             // cvt.rna.tf32.f32: 13 low bits rounded off, ties away
+{
+    unsigned u = __float_as_uint(x);
+    if ((u & 0x7F800000u) != 0x7F800000u) u = (u + 0x1000u) & ~0x1FFFu;
+    return u;
+}
+
+// per warp and lane: what the lane hands to a warp-collective operation
+inline float emu_frag[32][32][12];
+inline const unsigned char* emu_rowptr[32][32];
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (the hardware reads the top 19 bits of each operand)
+inline void kf_mma_tf32(float* d, const unsigned* a, const unsigned* b)
+{
+    const int t = emu_tid(), w = t / 32, l = t % 32;
+    for (int i = 0; i < 4; ++i) emu_frag[w][l][i] = __uint_as_float(a[i] & ~0x1FFFu);
+    for (int i = 0; i < 2; ++i) emu_frag[w][l][4 + i] = __uint_as_float(b[i] & ~0x1FFFu);
+    emu_warp_bar[w]->arrive_and_wait();
+    float A[16][8], B[8][8];
+    for (int L = 0; L < 32; ++L) {
+        const int g = L >> 2, q = L & 3;
+        const float* f = emu_frag[w][L];
+        A[g][q] = f[0]; A[g + 8][q] = f[1]; A[g][q + 4] = f[2]; A[g + 8][q + 4] = f[3];
+        B[q][g] = f[4]; B[q + 4][g] = f[5];
+    }
+    emu_warp_bar[w]->arrive_and_wait();
+    const int g = l >> 2, q = l & 3;
+    for (int r = 0; r < 4; ++r) {
+        const int row = g + 8 * (r / 2), col = 2 * q + (r % 2);
+        float s = d[r];
+        for (int kk = 0; kk < 8; ++kk) s = std::fma(A[row][kk], B[kk][col], s);
+        d[r] = s;
+    }
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+inline void kf_mma_f16(float* d, const unsigned* a, const unsigned* b)
+{
+    const int t = emu_tid(), w = t / 32, l = t % 32;
+    for (int i = 0; i < 4; ++i) {
+        emu_frag[w][l][2 * i] = emu_h2f(a[i] & 0xFFFF);
+        emu_frag[w][l][2 * i + 1] = emu_h2f(a[i] >> 16);
+    }
+    for (int i = 0; i < 2; ++i) {
+        emu_frag[w][l][8 + 2 * i] = emu_h2f(b[i] & 0xFFFF);
+        emu_frag[w][l][8 + 2 * i + 1] = emu_h2f(b[i] >> 16);
+    }
+    emu_warp_bar[w]->arrive_and_wait();
+    float A[16][16], B[16][8];
+    for (int L = 0; L < 32; ++L) {
+        const int g = L >> 2, q = L & 3;
+        const float* f = emu_frag[w][L];
+        for (int i = 0; i < 8; ++i) {           // a_i: rows g (i in 0,1,4,5) or g+8; cols 2q + (i&1) (+8 for i >= 4)
+            const int row = g + ((i & 2) ? 8 : 0), col = 2 * q + (i & 1) + (i >= 4 ? 8 : 0);
+            A[row][col] = f[i];
+        }
+        for (int i = 0; i < 4; ++i)              // b_i: rows 2q + (i&1) (+8 for i >= 2), col g
+            B[2 * q + (i & 1) + (i >= 2 ? 8 : 0)][g] = f[8 + i];
+    }
+    emu_warp_bar[w]->arrive_and_wait();
+    const int g = l >> 2, q = l & 3;
+    for (int r = 0; r < 4; ++r) {
+        const int row = g + 8 * (r / 2), col = 2 * q + (r % 2);
+        float s = d[r];
+        for (int kk = 0; kk < 16; ++kk) s = std::fma(A[row][kk], B[kk][col], s);
+        d[r] = s;
+    }
+}
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8j..8j+7 give the 8 row addresses (16 bytes
+// each) of matrix j; lane l receives in r[j] row l/4, elements 2(l%4) and 2(l%4)+1 of matrix j
+// (.trans: column l/4, rows 2(l%4) and 2(l%4)+1)
+inline void emu_ldmatrix(unsigned* r, const void* row, bool trans)
+{
+    const int t = emu_tid(), w = t / 32, l = t % 32;
+    if (reinterpret_cast<uintptr_t>(row) % 16) { std::fprintf(stderr, "ldmatrix: row address not 16-byte aligned\n"); std::abort(); }
+    emu_rowptr[w][l] = static_cast<const unsigned char*>(row);
+    emu_warp_bar[w]->arrive_and_wait();
+    for (int j = 0; j < 4; ++j) {
+        uint16_t h[2];
+        for (int e = 0; e < 2; ++e) {
+            const int rr = trans ? 2 * (l % 4) + e : l / 4, cc = trans ? l / 4 : 2 * (l % 4) + e;
+            std::memcpy(&h[e], emu_rowptr[w][8 * j + rr] + 2 * cc, 2);
+        }
+        r[j] = (unsigned)h[0] | ((unsigned)h[1] << 16);
+    }
+    emu_warp_bar[w]->arrive_and_wait();
+}
+inline void kf_ldmatrix_x4(unsigned* r, const void* row) { emu_ldmatrix(r, row, false); }
+inline void kf_ldmatrix_x4_trans(unsigned* r, const void* row) { emu_ldmatrix(r, row, true); }
+
+// cp.async: each thread's copies are queued in groups and land when a wait retires their group
+struct emu_copy { void* dst; const void* src; int bytes, size; };
+inline thread_local std::vector<emu_copy> emu_open_group;
+inline thread_local std::vector<std::vector<emu_copy>> emu_groups;
+inline void emu_cp_async(void* dst, const void* src, int size, int src_bytes)
+{
+    if (reinterpret_cast<uintptr_t>(dst) % size || (src_bytes && reinterpret_cast<uintptr_t>(src) % size)) {
+        std::fprintf(stderr, "cp.async of %d bytes: misaligned address\n", size);
+        std::abort();
+    }
+    emu_copy c{dst, src, src_bytes, size};
+    emu_open_group.push_back(c);
+}
+inline void kf_cp_async16(void* dst, const void* src, int src_bytes) { emu_cp_async(dst, src, 16, src_bytes); }
+inline void kf_cp_async4(void* dst, const void* src, int src_bytes) { emu_cp_async(dst, src, 4, src_bytes); }
+inline void kf_cp_async_commit() { emu_groups.push_back(emu_open_group); emu_open_group.clear(); }
+template <int N> void kf_cp_async_wait()
+{
+    while ((int)emu_groups.size() > N) {
+        for (const emu_copy& c : emu_groups.front()) {
+            std::memcpy(c.dst, c.src, c.bytes);
+            std::memset(static_cast<unsigned char*>(c.dst) + c.bytes, 0, c.size - c.bytes);
+        }
+        emu_groups.erase(emu_groups.begin());
+    }
+}
+'''
+
+
+# what the emulation of the templates adds to EMU_HEADER (kept apart: the corpus emulation,
+# tests/gate/test_adversarial_emulated.py, brings its own)
+EMU_TEMPLATE_EXTRA = r'''
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+using std::min;
+using std::max;
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+''' + EMU_TENSOR_CORE
+
+
+# Small awkward sizes per task; they reach the paths the manifests' correctness cases miss
+# (float4 paths need cols/k/n % 4 == 0, wide-row fallbacks need cols above a group's capacity).
+EMU_CASES = {
+    "vector_add": [{"n": 1}, {"n": 37}, {"n": 4096 + 7}, {"n": 70001}],
+    "gelu_bf16": [{"n": 1}, {"n": 37}, {"n": 8 * 1024 + 5}, {"n": 70001}],
+    "reduce_sum": [{"n": 1}, {"n": 37}, {"n": 200003}],
+    "histogram": [{"n": 1, "nbins": 5}, {"n": 4099, "nbins": 3}, {"n": 70001, "nbins": 256},
+                  {"n": 5003, "nbins": 2000}],
+    "transpose": [{"rows": 1, "cols": 1}, {"rows": 37, "cols": 101}, {"rows": 101, "cols": 3},
+                  {"rows": 64, "cols": 128}],
+    "matmul_f32": [{"m": 31, "n": 37, "k": 29}, {"m": 70, "n": 33, "k": 1}, {"m": 1, "n": 515, "k": 101},
+                   {"m": 67, "n": 36, "k": 44}, {"m": 130, "n": 132, "k": 20}, {"m": 33, "n": 7, "k": 12}],
+    # k % 8 == 0 and n % 8 == 0 reach the cp.async path, the others the half-by-half gather
+    "matmul_f16": [{"m": 67, "n": 72, "k": 48}, {"m": 31, "n": 37, "k": 29}, {"m": 130, "n": 136, "k": 104},
+                   {"m": 70, "n": 33, "k": 1}, {"m": 1, "n": 515, "k": 101}, {"m": 33, "n": 64, "k": 12}],
+    "softmax_rows": [{"rows": 37, "cols": 1001}, {"rows": 67, "cols": 3}, {"rows": 2, "cols": 50021},
+                     {"rows": 5, "cols": 4096}, {"rows": 9, "cols": 1024}, {"rows": 3, "cols": 8196},
+                     {"rows": 2, "cols": 36}],
+    "layernorm": [{"rows": 37, "cols": 1001}, {"rows": 67, "cols": 7}, {"rows": 2, "cols": 33000},
+                  {"rows": 5, "cols": 8192}, {"rows": 9, "cols": 1024}, {"rows": 3, "cols": 36}],
+}
+
+
+def _emu_main(task) -> str:
+    lines = ['#include "emu.h"', '#include "kernel.cu"',
+             'static void* emu_load(const char* p, size_t n) { void* b = std::malloc(n ? n : 1); '
+             'FILE* f = std::fopen(p, "rb"); if (!f || std::fread(b, 1, n, f) != n) std::abort(); '
+             'std::fclose(f); return b; }',
+             'static void emu_save(const char* p, const void* b, size_t n) { FILE* f = std::fopen(p, "wb"); '
+             'std::fwrite(b, 1, n, f); std::fclose(f); }',
+             'int main(int, char** argv) {',
+             '  emu_dim3 g{(unsigned)std::atoi(argv[1]), (unsigned)std::atoi(argv[2]), (unsigned)std::atoi(argv[3])};',
+             '  emu_dim3 bl{(unsigned)std::atoi(argv[4]), (unsigned)std::atoi(argv[5]), (unsigned)std::atoi(argv[6])};',
+             '  size_t smem = std::atol(argv[7]);']
+    call, saves, ai = [], [], 8
+    for i, p in enumerate(task.signature.params):
+        ctype = p.text.rsplit(p.name, 1)[0].replace("__restrict__", "").strip()
+        if p.pointer:
+            lines.append(f"  void* p{i} = emu_load(argv[{ai}], std::atol(argv[{ai + 1}]));")
+            call.append(f"({ctype})p{i}")
+            saves.append(f"  emu_save(argv[{ai}], p{i}, std::atol(argv[{ai + 1}]));")
+            ai += 2
+        else:
+            conv = "std::atof" if p.dtype.is_float else "std::atoll"
+            lines.append(f"  {ctype} p{i} = ({ctype}){conv}(argv[{ai}]);")
+            call.append(f"p{i}")
+            ai += 1
+    lines.append(f"  emu_launch(g, bl, smem, [&] {{ {task.name}({', '.join(call)}); }});")
+    lines += saves + ["  return 0;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@lru_cache(maxsize=1)
+def host_compiler() -> tuple[str, tuple[str, ...]] | None:
+    """(compiler, sanitizer flags) if a C++20 compiler with <barrier> is here, else None."""
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
+    if not cxx:
+        return None
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as td:
+        src = Path(td) / "probe.cpp"
+        src.write_text("#include <barrier>\nint main() { std::barrier<> b(1); b.arrive_and_wait(); }\n")
+        for flags in (("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"), ()):
+            r = subprocess.run([cxx, "-std=c++20", "-pthread", *flags, str(src), "-o", str(Path(td) / "p")],
+                               capture_output=True)
+            if r.returncode == 0 and subprocess.run([str(Path(td) / "p")], capture_output=True).returncode == 0:
+                return cxx, flags
+    return None
+
+
+def emu_build(task, cand, defines, workdir: Path) -> Path:
+    cxx, flags = host_compiler()
+    src = re.sub(r"extern\s+__shared__\s+([\w ]+?)\s+(\w+)\s*\[\s*\]\s*;",
+                 r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", cand.source)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "emu.h").write_text(EMU_HEADER + EMU_TEMPLATE_EXTRA)
+    (workdir / "cuda_bf16.h").write_text("// provided by emu.h\n")
+    (workdir / "cuda_fp16.h").write_text("// provided by emu.h\n")
+    (workdir / "kernel.cu").write_text(src)
+    (workdir / "main.cpp").write_text(_emu_main(task))
+    exe = workdir / "emu"
+    cmd = [cxx, "-std=c++20", "-O1", "-pthread", "-w", *flags, f"-I{workdir}",
+           *[f"-D{k}={v}" for k, v in sorted(defines.items())], "-x", "c++", str(workdir / "main.cpp"),
+           "-o", str(exe)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return exe
+
+
+def emu_run(task, cand, defines, exe: Path, case: Case, workdir: Path) -> list[str]:
+    """Problems found running ``case`` (empty: the outputs match the reference)."""
+    grid, block, smem = cand.launch.resolve({**case.vars, **defines})
+    inputs = generate(task, case, seed=1)
+    argv = [str(exe), *map(str, grid), *map(str, block), str(smem)]
+    files = {}
+    for a in task.args:
+        if a.is_buffer:
+            arr = np.ascontiguousarray(inputs.buffers[a.name])   # outputs arrive poisoned
+            p = workdir / f"{case.name}.{a.name}.bin"
+            arr.tofile(p)
+            files[a.name] = (p, arr.dtype, arr.shape)
+            argv += [str(p), str(arr.nbytes)]
+        else:
+            argv.append(repr(inputs.scalars[a.name]))
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    if r.returncode:
+        return [f"{case.name} {case.vars}: exit {r.returncode}\n{r.stderr[-3000:]}"]
+    ref = run_python_reference(task, inputs)
+    problems = []
+    for a in task.outputs:
+        p, dtype, shape = files[a.name]
+        got = np.fromfile(p, dtype=dtype).reshape(shape)
+        check = compare(a.name, got, ref[a.name], a.param.dtype, task.tolerance_for(a))
+        if not check.ok:
+            problems.append(f"{case.name} {case.vars} {defines}: {check.summary()}")
+    return problems
+
+
+def emu_cases(task, full: bool) -> list[Case]:
+    defaults = task.raw.get("defaults", {})
+    cases = [Case(f"emu{i}", "correctness", {**defaults, **v}, 1000 + i)
+             for i, v in enumerate(EMU_CASES[task.name])]
+    if full:
+        cases = list(task.cases_with("correctness", "holdout")) + cases
+    return cases
