@@ -6,8 +6,6 @@ import json
 
 import pytest
 
-from tests.support import recorded_run as rec
-from kernel_forge.analysis.diagnosis import diagnose
 from kernel_forge.analysis.diagnosis import diagnose
 from kernel_forge.analysis.directions import directions
 

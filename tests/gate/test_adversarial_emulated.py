@@ -233,7 +233,7 @@ RUNS = [(stem, twin) for stem in sorted(EMULATED) for twin in (False, True)
 @pytest.mark.parametrize("stem,twin", RUNS, ids=[f"{s}-{'twin' if t else 'file'}" for s, t in RUNS])
 def test_emulated_cache_is_served_and_the_twin_never_serves_it(stem, twin, tmp_path, tmp_path_factory):
     if host_compiler() is None:
-        pytest.skip("no C++20 host compiler with <barrier> for the emulation")
+        pytest.skip("no C++20 host compiler that builds the emulation")
     program = _program(twin, str(tmp_path_factory.getbasetemp() / "corpus-emulation"))
     problems = _run(stem, twin, program, tmp_path)
     assert not problems, "\n".join(problems)

@@ -192,7 +192,7 @@ def _honest_emu_cases(task):
 @pytest.mark.parametrize("path", EMULATED, ids=[p.stem for p in EMULATED])
 def test_emulated_on_awkward_sizes_it_matches_the_reference(path, tmp_path):
     if host_compiler() is None:
-        pytest.skip("no C++20 host compiler with <barrier> for the emulation")
+        pytest.skip("no C++20 host compiler that builds the emulation")
     e = entry(path)
     task = task_of(e.task)
     cand = load_candidate(path)

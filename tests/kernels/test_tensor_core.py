@@ -132,7 +132,7 @@ def _emulated_settings(cand) -> list[dict]:
 @pytest.mark.parametrize("pat", TENSOR_CORE, ids=[p.stem for p in TENSOR_CORE])
 def test_other_settings_of_a_tensor_core_pattern_match_the_reference_under_emulation(pat, tmp_path):
     if emu.host_compiler() is None:
-        pytest.skip("no C++20 host compiler with <barrier> for the emulation")
+        pytest.skip("no C++20 host compiler that builds the emulation")
     task = load_task(ROOT / "manifests" / f"{pat.task}.json")
     cand = load_candidate(pat.path)
     settings = _emulated_settings(cand)

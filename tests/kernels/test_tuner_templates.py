@@ -9,7 +9,7 @@ the kernels with tunables that the built-in tuner searches.  CPU only, nothing i
   largest value) compiles with NVRTC for sm_90 without warnings or register spills; the
   defaults also compile for sm_80;
 * with a host C++ compiler, the default configuration of every template runs under a small
-  CUDA emulation (tests/support/host_emulation.py: one OS thread per CUDA thread, AddressSanitizer
+  CUDA emulation (tests/support/host_emulation.py: a fiber per CUDA thread, AddressSanitizer
   on exact-size buffers) on awkward sizes and is checked against the task's reference with the
   task's tolerance.
   ``KFORGE_EMULATE=all`` runs every configuration on every correctness/holdout case instead
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import random
 from functools import lru_cache
 from pathlib import Path
@@ -32,7 +33,7 @@ from kernel_forge.model.limits import launch_limits
 from kernel_forge.model.signature import check_matches, find_entry
 from kernel_forge.model.task import load_task
 
-from tests.support.host_emulation import emu_build, emu_cases, emu_run, host_compiler
+from tests.support.host_emulation import EMU_HEADER, emu_build, emu_cases, emu_run, host_compiler
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -213,7 +214,7 @@ def test_default_configuration_compiles_for_sm80(task_name, path):
 @pytest.mark.parametrize("task_name,path", TEMPLATES, ids=IDS)
 def test_emulated_template_matches_the_reference(task_name, path, tmp_path):
     if host_compiler() is None:
-        pytest.skip("no C++20 host compiler with <barrier> for the emulation")
+        pytest.skip("no C++20 host compiler that builds the emulation")
     task = task_of(task_name)
     cand = cand_of(path)
     full = os.environ.get("KFORGE_EMULATE", "") == "all"
@@ -225,3 +226,71 @@ def test_emulated_template_matches_the_reference(task_name, path, tmp_path):
         for case in emu_cases(task, full):
             problems += emu_run(task, cand, d, exe, case, work)
     assert not problems, "\n".join(problems[:10])
+
+
+def _emu_probe_run(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
+    cxx, flags = host_compiler()
+    (tmp_path / "emu.h").write_text(EMU_HEADER)
+    (tmp_path / "main.cpp").write_text(source)
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-w", *flags, f"-I{tmp_path}", str(tmp_path / "main.cpp"),
+                        "-o", str(tmp_path / "p")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return subprocess.run([str(tmp_path / "p")], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+
+
+def test_the_emulation_reports_a_barrier_some_threads_never_reach(tmp_path):
+    """Threads that return before a __syncthreads the others wait at: a deadlock, reported with the
+    block, not a hang; the same kernel with every thread at the barrier runs."""
+    if host_compiler() is None:
+        pytest.skip("no C++20 host compiler that builds the emulation")
+    kernel = r"""
+#include "emu.h"
+static int out[128];
+void k(int live)
+{
+    __shared__ int s[128];
+    if ((int)threadIdx.x >= live) return;
+    s[threadIdx.x] = 1;
+    __syncthreads();
+    out[threadIdx.x] = s[0];
+}
+int main(int argc, char**) { emu_launch(emu_dim3{3, 1, 1}, emu_dim3{128, 1, 1}, 0, [&] { k(argc > 1 ? 64 : 128); }); }
+"""
+    ok = _emu_probe_run(tmp_path, kernel)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    (tmp_path / "p").rename(tmp_path / "p_all")
+    r = subprocess.run([str(tmp_path / "p_all"), "diverge"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+    assert r.returncode != 0
+    assert "deadlock" in r.stderr and "block (0, 0, 0)" in r.stderr and "all 128 unfinished threads" in r.stderr, r.stderr
+
+
+def test_each_emulated_thread_keeps_its_own_index_across_barriers_and_shuffles(tmp_path):
+    """The fibers switch at barriers: its threadIdx must
+    follow each thread, and a warp shuffle must read the right lane, over many switches."""
+    if host_compiler() is None:
+        pytest.skip("no C++20 host compiler that builds the emulation")
+    src = r"""
+#include "emu.h"
+static int out[3][96];
+void k()
+{
+    int acc = 0;
+    for (int round = 0; round < 50; ++round) {
+        acc += __shfl_xor_sync(0xffffffffu, (int)threadIdx.x + round, 3);
+        __syncthreads();
+    }
+    out[blockIdx.x][threadIdx.x] = acc;
+}
+int main()
+{
+    emu_launch(emu_dim3{3, 1, 1}, emu_dim3{96, 1, 1}, 0, [] { k(); });
+    for (int b = 0; b < 3; ++b)
+        for (int t = 0; t < 96; ++t)
+            if (out[b][t] != 50 * (t ^ 3) + 49 * 50 / 2) { std::printf("block %d thread %d: %d\n", b, t, out[b][t]); return 1; }
+    return 0;
+}
+"""
+    r = _emu_probe_run(tmp_path, src)
+    assert r.returncode == 0, r.stdout + r.stderr[-2000:]

@@ -1,5 +1,5 @@
-"""Bound patterns run on the host: the CUDA emulation of tests/support/host_emulation.py (one OS
-thread per CUDA thread, AddressSanitizer on exact-size buffers) runs each bound pattern on its
+"""Bound patterns run on the host: the CUDA emulation of tests/support/host_emulation.py (a fiber
+per CUDA thread, AddressSanitizer on exact-size buffers) runs each bound pattern on its
 task's correctness and holdout cases and on sizes that reach its other paths, at its default
 setting (what the tuner gates first) and at a second setting, and compares with the reference
 under the task's tolerance.  float and bfloat16 storage.  A kind with several bound patterns (fp32
@@ -110,7 +110,7 @@ SECOND = {"gemm_tf32x3": {"BM": 64, "BN": 128, "BK": 32, "WM": 32, "WN": 32, "ST
 @pytest.mark.parametrize("path", list(TASKS), ids=IDS)
 def test_the_bound_pattern_matches_the_reference_under_emulation(path, tmp_path, monkeypatch):
     if emu.host_compiler() is None:
-        pytest.skip("no C++20 host compiler with <barrier> for the emulation")
+        pytest.skip("no C++20 host compiler that builds the emulation")
     monkeypatch.setattr(emu, "EMU_TEMPLATE_EXTRA", emu.EMU_TEMPLATE_EXTRA + EXTRA)
     task = load_task(path)
     second, sizes = TASKS[path]

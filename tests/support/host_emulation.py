@@ -1,9 +1,9 @@
-"""A host emulation of the CUDA subset the kernel library's templates use (one OS thread per CUDA
-thread, AddressSanitizer on exact-size buffers), for running a kernel on the CPU against the task's
+"""A host emulation of the CUDA subset the kernel library's templates use (a fiber per CUDA thread
+on one OS thread, AddressSanitizer on exact-size buffers), for running a kernel on the CPU against the task's
 reference with the task's tolerance: the tests of the templates (tests/kernels/test_tuner_templates.py),
 the tensor-core patterns, the honest corpus and the bound patterns of tests/kinds/ use it.
 
-:func:`host_compiler` says whether a C++20 compiler with ``<barrier>`` is here; :func:`emu_build`
+:func:`host_compiler` says whether a C++20 compiler here builds and runs the emulation; :func:`emu_build`
 builds a kernel at one setting, :func:`emu_run` runs it on a case and lists what differs from the
 reference, :func:`emu_cases` the awkward sizes per task (:data:`EMU_CASES`). ``emu_build`` reads
 :data:`EMU_TEMPLATE_EXTRA` when it runs, so a test may add to it (monkeypatch the module's name).
@@ -25,29 +25,160 @@ from kernel_forge.model.task import Case
 from kernel_forge.model.tolerance import compare
 
 EMU_HEADER = r'''
-// Host emulation of the CUDA subset the templates use.  One OS thread per CUDA thread of a block;
-// blocks run one after another, so function-static "__shared__" arrays act as per-block shared
-// memory.  __syncthreads and warp shuffles are std::barrier waits.
+// Host emulation of the CUDA subset the templates use.  Each CUDA thread of a block is a fiber
+// (ucontext) on one OS thread, switched only where it waits at a barrier; blocks run one after
+// another, so function-static "__shared__" arrays act as per-block shared memory.  __syncthreads
+// and warp shuffles are barrier waits; a block whose every thread waits at a barrier that can no
+// longer complete (a __syncthreads some threads never reach) is reported, not left to hang.
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+#include <sys/mman.h>
+#include <ucontext.h>
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifdef EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 struct emu_dim3 { unsigned int x = 1, y = 1, z = 1; };
-inline thread_local emu_dim3 threadIdx, blockIdx;
-inline emu_dim3 blockDim, gridDim;
-inline std::barrier<>* emu_block_bar = nullptr;
-inline std::vector<std::barrier<>*> emu_warp_bar;
+inline emu_dim3 blockIdx, blockDim, gridDim;
+inline int emu_cur = 0;                      // the running fiber: its CUDA thread's index in the block
+inline unsigned long long emu_progress = 0;  // barriers completed and fibers finished (deadlock check)
+
+// the fibers and the scheduler that resumes them in turn.  A switch saves the callee-saved registers
+// and the stack pointer (x86-64: a few instructions, no system call); ucontext elsewhere.
+void emu_fiber_entry();
+#if defined(__x86_64__)
+extern "C" void emu_switch_stack(void** save_sp, void* load_sp);
+asm(R"(
+    .text
+    .globl emu_switch_stack
+    .type emu_switch_stack, @function
+emu_switch_stack:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch_stack, .-emu_switch_stack
+)");
+using emu_context = void*;
+inline void emu_swap(emu_context* from, emu_context* to) { emu_switch_stack(from, *to); }
+inline void emu_make(emu_context* c, void* stack, size_t bytes)
+{
+    // six zero registers, then the entry as the return address (16-byte aligned as after a call)
+    auto* top = reinterpret_cast<uintptr_t*>((reinterpret_cast<uintptr_t>(stack) + bytes) & ~uintptr_t(15));
+    uintptr_t* sp = top - 8;
+    for (int i = 0; i < 6; ++i) sp[i] = 0;
+    sp[6] = reinterpret_cast<uintptr_t>(&emu_fiber_entry);
+    sp[7] = 0;
+    *c = sp;
+}
+#else
+using emu_context = ucontext_t;
+inline void emu_swap(emu_context* from, emu_context* to) { swapcontext(from, to); }
+inline void emu_make(emu_context* c, void* stack, size_t bytes)
+{
+    getcontext(c);
+    c->uc_stack.ss_sp = stack;
+    c->uc_stack.ss_size = bytes;
+    c->uc_link = nullptr;
+    makecontext(c, emu_fiber_entry, 0);
+}
+#endif
+inline emu_context emu_main_ctx;
+inline std::vector<emu_context> emu_ctx;
+inline std::vector<void*> emu_stack;
+inline std::vector<char> emu_done;
+inline const void* emu_main_bottom = nullptr;
+inline size_t emu_main_size = 0;
+inline std::function<void()> emu_body;
+constexpr size_t EMU_STACK_BYTES = 1 << 20;
+
+inline void emu_to_scheduler(bool finished)
+{
+#ifdef EMU_ASAN
+    void* fake = nullptr;
+    __sanitizer_start_switch_fiber(finished ? nullptr : &fake, emu_main_bottom, emu_main_size);
+#endif
+    emu_swap(&emu_ctx[emu_cur], &emu_main_ctx);
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, &emu_main_bottom, &emu_main_size);
+#endif
+}
+inline void emu_yield() { emu_to_scheduler(false); }
+void emu_fiber_entry()
+{
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &emu_main_bottom, &emu_main_size);
+#endif
+    emu_body();
+    emu_done[emu_cur] = 1;
+    ++emu_progress;
+    emu_to_scheduler(true);
+}
+
+// a barrier of n fibers: the last to arrive goes on; the others yield until it has
+struct emu_barrier {
+    int expected, arrived = 0;
+    unsigned long long phase = 0;
+    explicit emu_barrier(int n) : expected(n) {}
+    void arrive_and_wait()
+    {
+        const unsigned long long mine = phase;
+        if (++arrived == expected) {
+            arrived = 0;
+            ++phase;
+            ++emu_progress;
+            return;
+        }
+        while (phase == mine) emu_yield();
+    }
+};
+inline emu_barrier* emu_block_bar = nullptr;
+inline std::vector<emu_barrier*> emu_warp_bar;
 inline uint64_t emu_warp_slot[32][32];
 inline std::mutex emu_atomic_mu;
 inline unsigned char* emu_dyn_smem = nullptr;
+
+// what CUDA keeps per thread, kept per fiber (references stay valid: a deque grows at its end)
+template <class T, class Tag> T& emu_local()
+{
+    static std::deque<T> per_thread;
+    if (per_thread.size() <= (size_t)emu_cur) per_thread.resize(emu_cur + 1);
+    return per_thread[emu_cur];
+}
+inline emu_dim3 emu_thread_idx()
+{
+    const unsigned t = (unsigned)emu_cur;
+    return {t % blockDim.x, (t / blockDim.x) % blockDim.y, t / (blockDim.x * blockDim.y)};
+}
+#define threadIdx (emu_thread_idx())
 
 #define __global__
 #define __device__
@@ -58,7 +189,7 @@ inline unsigned char* emu_dyn_smem = nullptr;
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 
-inline int emu_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+inline int emu_tid() { return emu_cur; }
 inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
 
 template <class T> T __shfl_xor_sync(unsigned int, T v, int mask, int = 32)
@@ -126,27 +257,52 @@ template <class F> void emu_launch(emu_dim3 g, emu_dim3 b, size_t smem, F kern)
     gridDim = g;
     std::vector<unsigned char> dyn(smem + 16, 0xCD);   // garbage: a kernel must initialise it
     emu_dyn_smem = dyn.data();
-    std::barrier<> block_bar(T), end_bar(T);
+    emu_barrier block_bar(T), end_bar(T);
     emu_block_bar = &block_bar;
-    for (int w = 0; w * 32 < T; ++w) emu_warp_bar.push_back(new std::barrier<>(std::min(32, T - w * 32)));
-    std::vector<std::thread> th;
+    for (int w = 0; w * 32 < T; ++w) emu_warp_bar.push_back(new emu_barrier(std::min(32, T - w * 32)));
+    emu_body = [&] {
+        for (unsigned z = 0; z < g.z; ++z)
+            for (unsigned y = 0; y < g.y; ++y)
+                for (unsigned x = 0; x < g.x; ++x) {
+                    blockIdx.x = x; blockIdx.y = y; blockIdx.z = z;
+                    kern();
+                    end_bar.arrive_and_wait();
+                }
+    };
+    emu_ctx.assign(T, emu_context{});
+    emu_stack.assign(T, nullptr);
+    emu_done.assign(T, 0);
     for (int t = 0; t < T; ++t) {
-        th.emplace_back([&, t] {
-            threadIdx.x = t % b.x;
-            threadIdx.y = (t / b.x) % b.y;
-            threadIdx.z = t / (b.x * b.y);
-            for (unsigned z = 0; z < g.z; ++z)
-                for (unsigned y = 0; y < g.y; ++y)
-                    for (unsigned x = 0; x < g.x; ++x) {
-                        blockIdx.x = x; blockIdx.y = y; blockIdx.z = z;
-                        kern();
-                        end_bar.arrive_and_wait();
-                    }
-        });
+        emu_stack[t] = mmap(nullptr, EMU_STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (emu_stack[t] == MAP_FAILED) { std::perror("emulation: fiber stack"); std::abort(); }
+        emu_make(&emu_ctx[t], emu_stack[t], EMU_STACK_BYTES);
     }
-    for (auto& t : th) t.join();
+    for (int left = T; left > 0;) {
+        const unsigned long long before = emu_progress;
+        for (int t = 0; t < T; ++t) {
+            if (emu_done[t]) continue;
+            emu_cur = t;
+#ifdef EMU_ASAN
+            void* fake = nullptr;
+            __sanitizer_start_switch_fiber(&fake, emu_stack[t], EMU_STACK_BYTES);
+#endif
+            emu_swap(&emu_main_ctx, &emu_ctx[t]);
+#ifdef EMU_ASAN
+            __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+            left -= emu_done[t];
+        }
+        if (left > 0 && emu_progress == before) {
+            std::fprintf(stderr, "emulation: deadlock: all %d unfinished threads of block (%u, %u, %u) wait at a "
+                         "barrier that cannot complete (a __syncthreads or warp operation some threads never reach)\n",
+                         left, blockIdx.x, blockIdx.y, blockIdx.z);
+            std::abort();
+        }
+    }
+    for (void* st : emu_stack) munmap(st, EMU_STACK_BYTES);
     for (auto* w : emu_warp_bar) delete w;
     emu_warp_bar.clear();
+    emu_cur = 0;
 }
 '''
 
@@ -282,8 +438,10 @@ inline void kf_ldmatrix_x4_trans(unsigned* r, const void* row) { emu_ldmatrix(r,
 
 // cp.async: each thread's copies are queued in groups and land when a wait retires their group
 struct emu_copy { void* dst; const void* src; int bytes, size; };
-inline thread_local std::vector<emu_copy> emu_open_group;
-inline thread_local std::vector<std::vector<emu_copy>> emu_groups;
+struct emu_open_group_tag;
+struct emu_groups_tag;
+#define emu_open_group (emu_local<std::vector<emu_copy>, emu_open_group_tag>())
+#define emu_groups (emu_local<std::vector<std::vector<emu_copy>>, emu_groups_tag>())
 inline void emu_cp_async(void* dst, const void* src, int size, int src_bytes)
 {
     if (reinterpret_cast<uintptr_t>(dst) % size || (src_bytes && reinterpret_cast<uintptr_t>(src) % size)) {
@@ -374,21 +532,45 @@ def _emu_main(task) -> str:
 
 @lru_cache(maxsize=1)
 def host_compiler() -> tuple[str, tuple[str, ...]] | None:
-    """(compiler, sanitizer flags) if a C++20 compiler with <barrier> is here, else None."""
+    """(compiler, sanitizer flags) if a C++20 compiler builds and runs the emulation here (fibers,
+    barriers, a warp shuffle; under AddressSanitizer where it can), else None."""
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
     if not cxx:
         return None
     import tempfile
 
     with tempfile.TemporaryDirectory() as td:
+        (Path(td) / "emu.h").write_text(EMU_HEADER)
         src = Path(td) / "probe.cpp"
-        src.write_text("#include <barrier>\nint main() { std::barrier<> b(1); b.arrive_and_wait(); }\n")
+        src.write_text(EMU_PROBE)
         for flags in (("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"), ()):
-            r = subprocess.run([cxx, "-std=c++20", "-pthread", *flags, str(src), "-o", str(Path(td) / "p")],
+            r = subprocess.run([cxx, "-std=c++20", "-pthread", *flags, f"-I{td}", str(src), "-o", str(Path(td) / "p")],
                                capture_output=True)
-            if r.returncode == 0 and subprocess.run([str(Path(td) / "p")], capture_output=True).returncode == 0:
+            if r.returncode == 0 and subprocess.run([str(Path(td) / "p")], capture_output=True,
+                                                    env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0")).returncode == 0:
                 return cxx, flags
     return None
+
+
+#: the emulation's own check: 64 threads, two warps, a block barrier and a shuffle per warp
+EMU_PROBE = r"""
+#include "emu.h"
+static int out[64];
+void probe()
+{
+    __shared__ int s[64];
+    s[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = s[63 - threadIdx.x] + __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
+}
+int main()
+{
+    emu_launch(emu_dim3{2, 1, 1}, emu_dim3{64, 1, 1}, 0, [] { probe(); });
+    for (int t = 0; t < 64; ++t)
+        if (out[t] != 63 - t + (t ^ 1)) return 1;
+    return 0;
+}
+"""
 
 
 def emu_build(task, cand, defines, workdir: Path) -> Path:
