@@ -2,6 +2,7 @@
 the layers below it, the import graph has no circle, and no chain of module-level imports is
 longer than ten modules.  Lazy imports (inside functions) and TYPE_CHECKING imports count too.
 Only kernel_forge/gpu/ imports a CUDA module (CuPy, cuda.bindings, cuda.core, CUPTI), lazily or not.
+No file name is used twice, and every module has its own test file (tests mirror the package).
 
 The order, lowest first (README, "Architecture"):
 
@@ -265,3 +266,32 @@ def test_the_cuda_import_check_catches_module_level_and_lazy_imports_outside_gpu
     assert cuda_imports(planted) == ["kernel_forge.gate.x:1 imports cupy", "kernel_forge.gate.x:4 imports cuda.bindings",
                                      "kernel_forge.gate.x:5 imports cupti.cupti",
                                      "kernel_forge.gate.x:6 imports cuda.core.experimental"]
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def modules_without_tests(modules, tests) -> list[str]:
+    """The package modules (``__init__`` and ``__main__`` aside) with no test file of their own:
+    kernel_forge/<room>/<module>.py wants tests/<room>/test_<module>.py or test_<module>_<more>.py
+    (kernel_forge/<module>.py: tests/test_<module>...)."""
+    have = {(t.parent, t.stem) for t in tests}
+    out = []
+    for m in sorted(modules):
+        if m.stem in ("__init__", "__main__"):
+            continue
+        folder = TESTS / m.parent.relative_to(PACKAGE)
+        if not any(d == folder and (s == f"test_{m.stem}" or s.startswith(f"test_{m.stem}_")) for d, s in have):
+            out.append(f"{m.relative_to(PACKAGE.parent)}: no {(folder / f'test_{m.stem}.py').relative_to(TESTS.parent)}")
+    return out
+
+
+def test_every_module_has_its_test_file():
+    assert modules_without_tests(PACKAGE.rglob("*.py"), TESTS.rglob("test_*.py")) == []
+
+
+def test_a_module_without_its_test_file_is_named():
+    modules = [PACKAGE / "gate" / "retime.py", PACKAGE / "gate" / "gate.py", PACKAGE / "entry.py",
+               PACKAGE / "gate" / "__init__.py"]
+    tests = [TESTS / "gate" / "test_gate_protocol.py", TESTS / "search" / "test_retime.py", TESTS / "test_entry.py"]
+    assert modules_without_tests(modules, tests) == ["kernel_forge/gate/retime.py: no tests/gate/test_retime.py"]

@@ -3,12 +3,10 @@ bundled tasks and for public signatures (tests/data/kinds), nothing matched for 
 known kind, a stated kind checked, and the bound patterns instantiated for the task's own
 signature, compiled with NVRTC for every storage type the kind allows.  The source a bound pattern
 is written as: test_bind.py; each kind's hypotheses on their own: test_linalg.py, test_maps.py,
-test_rows.py, test_spatial.py.  Their gate runs on a GPU: test_kinds_bound_gpu.py."""
+test_rows.py, test_spatial.py; optimizer steps: test_optim.py.  Their gate runs on a GPU: test_kinds_bound_gpu.py."""
 from __future__ import annotations
 
-import json
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -17,6 +15,8 @@ import pytest
 from kernel_forge.kinds import KindMismatch, identify
 from kernel_forge.kinds.bind import instantiate
 from kernel_forge.model.task import load_task
+
+from tests.support.kind_tasks import check_match, copy_task
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -94,37 +94,23 @@ WILD = {
 WILD_DIR = ROOT / "bench" / "wild"
 
 
-def _check(found, kind, roles, params):
-    m = found.match
-    assert m is not None, found.why
-    assert m.kind == kind, m.describe()
-    for role, name in roles.items():
-        assert m.binding.get(role) == name, (role, m.describe())
-    for key, value in params.items():
-        got = m.params.get(key)
-        if isinstance(value, list):
-            assert got == pytest.approx(value, abs=1e-6), key
-        else:
-            assert got == value, (key, m.describe())
-
-
 @pytest.mark.parametrize("name", sorted(BUNDLED))
 def test_every_bundled_task_is_identified_with_its_kind_and_binding(name):
-    _check(identify(load_task(MANIFESTS / f"{name}.json")), *BUNDLED[name])
+    check_match(identify(load_task(MANIFESTS / f"{name}.json")), *BUNDLED[name])
 
 
 @pytest.mark.parametrize("name", sorted(PUBLIC))
 def test_public_signatures_and_the_new_kinds_are_identified_with_their_binding(name):
     t0 = time.monotonic()
     found = identify(load_task(DATA / f"{name}.json"))
-    _check(found, *PUBLIC[name])
+    check_match(found, *PUBLIC[name])
     assert time.monotonic() - t0 < 5.0          # < ~1 s once the reference process is up; a cold start is slower
 
 
 @pytest.mark.parametrize("name", sorted(WILD))
 def test_the_wild_corpus_s_cross_entropy_and_adamw_are_identified_with_their_binding(name):
     found = identify(load_task(WILD_DIR / name / f"{name}.json"))
-    _check(found, *WILD[name])
+    check_match(found, *WILD[name])
 
 
 def test_a_reference_of_no_known_kind_is_nothing_matched_not_an_error():
@@ -133,24 +119,10 @@ def test_a_reference_of_no_known_kind_is_nothing_matched_not_an_error():
     assert found.line().startswith("kind: nothing matched")
 
 
-def _copy(tmp_path, name, edit=None, ref=None) -> Path:
-    data = json.loads((DATA / f"{name}.json").read_text())
-    shutil.copy(DATA / "refs.py", tmp_path / "refs.py")
-    for cu in DATA.glob("*.cu"):
-        shutil.copy(cu, tmp_path / cu.name)
-    if ref is not None:
-        (tmp_path / "refs.py").write_text((DATA / "refs.py").read_text() + "\n\n" + ref)
-    if edit:
-        edit(data)
-    path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(data))
-    return path
-
-
 def test_a_reference_that_writes_something_else_leaves_every_hypothesis_unmatched(tmp_path):
     ref = ("def noisy(out, inp, N, C):\n    import numpy as np\n"
            "    out[...] = np.random.default_rng(3).standard_normal(out.shape)\n")
-    path = _copy(tmp_path, "llmc_softmax", lambda d: d.update(reference={"python": "refs.py:noisy"}), ref)
+    path = copy_task(tmp_path, "llmc_softmax", lambda d: d.update(reference={"python": "refs.py:noisy"}), ref)
     assert identify(load_task(path)).match is None
 
 
@@ -158,19 +130,19 @@ def test_the_epsilon_is_read_off_the_reference_when_no_parameter_carries_it(tmp_
     ref = ("def ln6(out, mean, rstd, inp, weight, bias, N, C):\n    import numpy as np\n"
            "    x = inp.reshape(N, C).astype(np.float64); m = x.mean(1); v = x.var(1); s = 1 / np.sqrt(v + 1e-6)\n"
            "    out[...] = ((x - m[:, None]) * s[:, None] * weight + bias).reshape(out.shape); mean[...] = m; rstd[...] = s\n")
-    path = _copy(tmp_path, "llmc_layernorm", lambda d: d.update(reference={"python": "refs.py:ln6"}), ref)
+    path = copy_task(tmp_path, "llmc_layernorm", lambda d: d.update(reference={"python": "refs.py:ln6"}), ref)
     assert identify(load_task(path)).match.params["eps"] == 1e-6
 
 
 def test_a_stated_kind_skips_the_guess_and_is_still_checked(tmp_path):
-    path = _copy(tmp_path, "llmc_softmax", lambda d: d.update(kind={"name": "row_softmax", "binding": {"x": "inp"}}))
+    path = copy_task(tmp_path, "llmc_softmax", lambda d: d.update(kind={"name": "row_softmax", "binding": {"x": "inp"}}))
     found = identify(load_task(path))
     assert found.match.source == "manifest" and found.match.binding["y"] == "out"
     assert "stated by the manifest" in found.line()
-    wrong = _copy(tmp_path, "llmc_softmax", lambda d: d.update(kind={"name": "row_softmax", "params": {"log": True}}))
+    wrong = copy_task(tmp_path, "llmc_softmax", lambda d: d.update(kind={"name": "row_softmax", "params": {"log": True}}))
     with pytest.raises(KindMismatch, match="row_softmax"):
         identify(load_task(wrong))
-    plain = _copy(tmp_path, "llmc_softmax", lambda d: d.update(kind="row_norm"))
+    plain = copy_task(tmp_path, "llmc_softmax", lambda d: d.update(kind="row_norm"))
     with pytest.raises(KindMismatch):
         identify(load_task(plain))
 
@@ -186,7 +158,7 @@ def test_validate_prints_the_kind_and_refuses_a_wrong_stated_kind_naming_its_jso
     assert "bound patterns: bound_row_norm.cu" in res.output
     res = CliRunner().invoke(cli, ["validate", "--no-compile", str(DATA / "sort_rows.json")])
     assert res.exit_code == 0 and "kind: nothing matched" in res.output
-    wrong = _copy(tmp_path, "llmc_softmax", lambda d: d.update(kind="gather"))
+    wrong = copy_task(tmp_path, "llmc_softmax", lambda d: d.update(kind="gather"))
     res = CliRunner().invoke(cli, ["validate", "--no-compile", str(wrong)])
     assert res.exit_code == 2 and "$.kind" in res.output and "Traceback" not in res.output
 
@@ -205,7 +177,7 @@ def _retyped(tmp_path, name: str, ctype: str) -> Path:
     def edit(d):
         d["signature"] = re.sub(r"\b(float|__half|__nv_bfloat16)\s*\*", ctype + "*", d["signature"])
         d["tolerance"] = {"atol": 3e-2, "rtol": 3e-2}
-    return _copy(tmp_path, name, edit)
+    return copy_task(tmp_path, name, edit)
 
 
 def _compiled(task, bound):
@@ -231,7 +203,7 @@ def test_a_reduction_that_adds_to_its_output_is_bound_to_add():
     pattern adds to dbias instead of overwriting it (host emulation: test_kinds_emulated.py)."""
     task = load_task(ROOT / "bench" / "wild" / "llmc_bias_backward" / "llmc_bias_backward.json")
     found = identify(task)
-    _check(found, "column_reduction", {"x": "dout", "y": "dbias", "rows": "B*T", "cols": "OC"},
+    check_match(found, "column_reduction", {"x": "dout", "y": "dbias", "rows": "B*T", "cols": "OC"},
            {"op": "sum", "accumulate": True})
     [bound] = instantiate(task, found.match)
     assert "#define KF_ACCUMULATE 1" in bound.source
@@ -245,7 +217,7 @@ def test_a_sum_per_block_of_values_is_a_row_reduction_over_segments_the_last_one
     reduction: g_odata has cdiv(n, 512) values); n need not be a multiple of the segment."""
     task = load_task(ROOT / "bench" / "wild" / "cs_reduction" / "cs_reduction.json")
     found = identify(task)
-    _check(found, "row_reduction", {"x": "g_idata", "y": "g_odata", "n": "n"}, {"op": "sum", "segment": 512})
+    check_match(found, "row_reduction", {"x": "g_idata", "y": "g_odata", "n": "n"}, {"op": "sum", "segment": 512})
     [bound] = instantiate(task, found.match)
     assert "// kforge: grid = [cdiv(cdiv((n), 512), RPB), 1, 1]" in bound.source
     assert "kf_row_reduction(g_idata, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)))" in bound.source
@@ -255,7 +227,7 @@ def test_a_gather_plus_a_row_by_position_is_a_gather_with_a_position_table():
     """llm.c's encoder_forward: out[b, t] = wte[inp[b, t]] + wpe[t]."""
     task = load_task(ROOT / "bench" / "wild" / "llmc_encoder" / "llmc_encoder.json")
     found = identify(task)
-    _check(found, "gather", {"y": "out", "index": "inp", "table": "wte", "pos": "wpe", "period": "T", "rows": "B*T",
+    check_match(found, "gather", {"y": "out", "index": "inp", "table": "wte", "pos": "wpe", "period": "T", "rows": "B*T",
                              "cols": "C"}, {})
     [bound] = instantiate(task, found.match)
     assert "#define KF_HAS_POS 1" in bound.source and "kf_gather(inp, wte, wpe, out," in bound.source
@@ -267,7 +239,7 @@ def test_a_box_filter_down_the_columns_with_its_radius_a_parameter():
     """cuda-samples' boxFilter y pass: the mean of the 2r+1 pixels of a column, edges clamped."""
     task = load_task(ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json")
     found = identify(task)
-    _check(found, "box_filter", {"x": "id", "y": "od", "rows": "h", "cols": "w", "radius": "r"},
+    check_match(found, "box_filter", {"x": "id", "y": "od", "rows": "h", "cols": "w", "radius": "r"},
            {"axis": "y", "edge": "clamp", "norm": "mean"})
     [bound] = instantiate(task, found.match)
     assert bound.label == "bound_box_filter_y.cu" and "#define KF_EDGE_CLAMP 1" in bound.source
@@ -317,45 +289,9 @@ NEAR_MISSES = {
 
 @pytest.mark.parametrize("name, ref", [(n, r) for n, refs in sorted(NEAR_MISSES.items()) for r in sorted(refs)])
 def test_a_reference_that_comes_close_to_a_row_pick_or_an_optimizer_step_matches_nothing(tmp_path, name, ref):
-    path = _copy(tmp_path, name, lambda d: d.update(reference={"python": f"refs.py:{ref}"}), NEAR_MISSES[name][ref])
+    path = copy_task(tmp_path, name, lambda d: d.update(reference={"python": f"refs.py:{ref}"}), NEAR_MISSES[name][ref])
     found = identify(load_task(path))
     assert found.match is None, found.match.describe()
-
-
-def test_plain_adam_has_no_weight_decay_and_is_bound_without_one(tmp_path):
-    """Adam = AdamW with weight_decay 0: a signature without one, the bias corrections from the step."""
-    ref = ("def adam_plain(exp_avg, exp_avg_sq, param, grad, step, lr, beta1, beta2, n):\n"
-           "    g = grad.astype(np.float64); m = beta1 * exp_avg + (1 - beta1) * g\n"
-           "    v = beta2 * exp_avg_sq + (1 - beta2) * g * g\n"
-           "    param[...] = param - lr * (m / (1 - beta1 ** step)) / (np.sqrt(v / (1 - beta2 ** step)) + 1e-8)\n"
-           "    exp_avg[...] = m; exp_avg_sq[...] = v\n")
-
-    def edit(d):
-        d["signature"] = d["signature"].replace("int step, float weight_decay,", "int step,").replace("adamw_torch", "adam_plain")
-        d["name"] = "adam_plain"
-        del d["args"]["weight_decay"]
-        d["reference"] = {"python": "refs.py:adam_plain"}
-
-    task = load_task(_copy(tmp_path, "adamw_torch", edit, ref))
-    found = identify(task)
-    _check(found, "optimizer_step", {"param": "param", "m": "exp_avg", "v": "exp_avg_sq", "lr": "lr", "step": "step",
-                                     "weight_decay": None}, {"rule": "adam", "decay": "none", "correction": "step"})
-    [bound] = instantiate(task, found.match)
-    assert "#define KF_DECAY_DECOUPLED 0" in bound.source and "#define KF_DECAY_L2 0" in bound.source
-    assert "(1.0f - powf((float)(beta1), (float)(step)))" in bound.source and ", 1e-08f, 0.0f);" in bound.source
-
-
-def test_nesterov_momentum_is_read_and_bound(tmp_path):
-    ref = ("def sgd_nesterov(grad, momentum_buf, param, lr, momentum, dampening, weight_decay, n):\n"
-           "    g = grad + weight_decay * param; b = momentum * momentum_buf + (1 - dampening) * g\n"
-           "    param[...] = param - lr * (g + momentum * b); momentum_buf[...] = b\n")
-    task = load_task(_copy(tmp_path, "sgd_momentum", lambda d: d.update(reference={"python": "refs.py:sgd_nesterov"}),
-                           ref))
-    found = identify(task)
-    _check(found, "optimizer_step", {"buf": "momentum_buf", "momentum": "momentum", "lr": "lr"},
-           {"rule": "sgd_momentum", "nesterov": True, "decay": "l2"})
-    [bound] = instantiate(task, found.match)
-    assert bound.label == "bound_optimizer_sgd.cu" and "#define KF_NESTEROV 1" in bound.source
 
 
 def test_validate_names_the_kind_and_the_bound_pattern_of_the_corpus_s_cross_entropy_and_adamw():
@@ -382,10 +318,10 @@ def test_a_manifest_may_state_the_new_kinds_and_they_are_checked(tmp_path):
 
     for name, kind in (("nll_bf16", {"name": "row_pick", "params": {"act": "neg"}}),
                        ("sgd_momentum", {"name": "optimizer_step", "binding": {"lr": "lr", "buf": "momentum_buf"}})):
-        res = CliRunner().invoke(cli, ["validate", "--no-compile", str(_copy(tmp_path, name, lambda d: d.update(kind=kind)))])
+        res = CliRunner().invoke(cli, ["validate", "--no-compile", str(copy_task(tmp_path, name, lambda d: d.update(kind=kind)))])
         assert res.exit_code == 0 and f"kind: {kind['name']} (" in res.output and "stated by the manifest" in res.output, \
             res.output
-    wrong = _copy(tmp_path, "sgd_momentum", lambda d: d.update(kind={"name": "optimizer_step", "binding": {"lr": "momentum"}}))
+    wrong = copy_task(tmp_path, "sgd_momentum", lambda d: d.update(kind={"name": "optimizer_step", "binding": {"lr": "momentum"}}))
     res = CliRunner().invoke(cli, ["validate", "--no-compile", str(wrong)])
     assert res.exit_code == 2 and "$.kind" in res.output
 
