@@ -6,7 +6,7 @@ OUT ?= gpu-out
 
 TASK ?= matmul_f32
 
-.PHONY: install test optimize test-gpu bench lint clean
+.PHONY: install test test-fast optimize test-gpu bench lint clean
 
 # A virtual environment with kernel_forge and everything it needs from pip (no CUDA toolkit).
 .venv/.installed: pyproject.toml
@@ -21,6 +21,11 @@ install: .venv/.installed
 # In parallel (pytest-xdist, one worker per core); the GPU tests all in one worker, one at a time.
 test: .venv/.installed
 	.venv/bin/python -m pytest -q -n auto --dist loadgroup
+
+# The same without the tests marked `slow` (host emulation, NVRTC over every setting, whole tuner
+# runs): a quicker check while working; `make test` (and CI) runs everything.
+test-fast: .venv/.installed
+	.venv/bin/python -m pytest -q -n auto --dist loadgroup -m "not slow"
 
 # The main job: optimise one bundled task; evidence goes to runs/run-NNN/.
 optimize: .venv/.installed

@@ -1815,6 +1815,7 @@ def _reference_bytes_sent(kforge, monkeypatch, folder: Path, n_cases: int) -> in
     return sent[0]
 
 
+@pytest.mark.slow
 def test_validate_is_linear_in_the_number_of_cases(kforge, monkeypatch, tmp_path):
     """Issue 35: 4,000 cases took 101 s, since the whole task (every case) was pickled to the
     reference process for each case. Counted, not timed: the bytes sent for 4,000 cases are

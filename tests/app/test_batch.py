@@ -16,6 +16,7 @@ MANIFESTS = [str(ROOT / "manifests" / f"{n}.json") for n in ("vector_add", "redu
 LOOP = {"max_iterations": 2, "tune_budget": 3, "retime_rounds": 1}
 
 
+@pytest.mark.slow
 def test_a_batch_without_ray_runs_every_task_into_its_own_run_folder(tmp_path):
     rec = run_batch(MANIFESTS, runs_dir=tmp_path, loop=LOOP, gate_factory="tests.support.batch_fakes:scripted")
     batch = tmp_path / rec["batch"]
@@ -67,6 +68,7 @@ def ray_local():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_runs_each_task_as_a_one_gpu_ray_task_and_a_killed_task_resumes(tmp_path, ray_local, monkeypatch):
     ray, init = ray_local
     marker = tmp_path / "died"

@@ -72,6 +72,7 @@ def no_traceback(result):
 
 # -- validate ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_validate_bundled_manifests(run):
     r = run("validate", *BUNDLED)
     assert r.exit_code == 0, r.output

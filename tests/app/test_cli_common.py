@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[2] / "kernel_forge"
 
 #: (file under kernel_forge/, function): the one place
@@ -94,6 +96,7 @@ def test_the_edge_itself_is_found_so_the_check_looks_at_the_right_place():
     assert len(found) == 4          # a kforge error, Ctrl-C, Ctrl-C inside an import, an internal error
 
 
+@pytest.mark.slow
 def test_a_planted_exit_in_an_except_block_or_below_app_is_found():
     sources = package_sources()
     planted = dict(sources)

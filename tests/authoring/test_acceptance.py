@@ -28,6 +28,7 @@ from tests.support.host_witness import HostWitness
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 
 
+@pytest.mark.slow
 @needs_cxx
 def test_accept_reruns_the_checks_and_records_who_accepted(tmp_path):
     m = described(tmp_path)
@@ -100,6 +101,7 @@ def test_an_edited_task_counts_as_reviewed_unless_its_witnesses_disagreed(tmp_pa
         check_usable(load_task(wrong))
 
 
+@pytest.mark.slow
 def test_validate_accept_runs_the_reference_in_the_sandbox_and_accepts_a_good_one(tmp_path, monkeypatch):
     m = described(tmp_path)
     ref = m.parent / "relu_like_reference.py"

@@ -20,6 +20,7 @@ from tests.support.fakes import ScriptedGate
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 
 
+@pytest.mark.slow
 def test_the_cross_check_catches_an_off_by_one_without_a_compiler(tmp_path):
     """The comparison is pure: a NumPy stand-in for the witness shows it on any machine."""
     res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(WRONG)))

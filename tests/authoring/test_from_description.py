@@ -40,6 +40,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:Depre
 
 # ------------------------------------------------------------------------------ the done criteria
 
+@pytest.mark.slow
 @needs_cxx
 def test_recorded_answers_write_a_task_that_validates_and_whose_witnesses_agree_once_accepted(tmp_path):
     res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(GOOD)))
@@ -67,6 +68,7 @@ def test_recorded_answers_write_a_task_that_validates_and_whose_witnesses_agree_
         jsonschema.validate(json.loads(f.read_text()), schema("describe_call.schema.json"))
 
 
+@pytest.mark.slow
 @needs_cxx
 def test_the_planted_off_by_one_reference_is_caught_with_both_values_shown(tmp_path):
     res = describe_task("relu_like", DESCRIPTION, tmp_path, DescribeConfig(replay=str(WRONG)))

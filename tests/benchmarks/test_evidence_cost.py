@@ -22,6 +22,7 @@ def log_run(tmp_path_factory):
     return evidence_cost.run(300, "log", tmp_path_factory.mktemp("log"), fs=NoSyncFS())
 
 
+@pytest.mark.slow
 def test_bytes_per_attempt_do_not_grow_with_the_run(log_run):
     r = evidence_cost.report(log_run, 100)
     assert r["attempts"] >= 300 and r["stop"].startswith("proposer_exhausted")
@@ -35,6 +36,7 @@ def test_the_history_is_written_whole_once_at_the_end(log_run):
     assert r["history_bytes"] <= r["final_bytes"] < 2 * r["history_bytes"]
 
 
+@pytest.mark.slow
 def test_the_count_catches_a_history_rewritten_whole_at_every_save(tmp_path):
     r = evidence_cost.report(evidence_cost.run(100, "whole", tmp_path, fs=NoSyncFS()), 30)
     assert r["last"]["bytes_per_attempt"] > 3 * r["first"]["bytes_per_attempt"]

@@ -230,6 +230,7 @@ RUNS = [(stem, twin) for stem in sorted(EMULATED) for twin in (False, True)
         if not twin or "KF_TWIN" in (CORPUS / f"{stem}.cu").read_text()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stem,twin", RUNS, ids=[f"{s}-{'twin' if t else 'file'}" for s, t in RUNS])
 def test_emulated_cache_is_served_and_the_twin_never_serves_it(stem, twin, tmp_path, tmp_path_factory):
     if host_compiler() is None:

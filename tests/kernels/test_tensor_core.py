@@ -86,6 +86,7 @@ def test_the_three_product_split_meets_matmul_f32_s_tolerance_at_k4096_and_one_p
 
 # -- NVRTC: every setting -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pat", TENSOR_CORE, ids=[p.stem for p in TENSOR_CORE])
 def test_every_setting_of_a_tensor_core_pattern_compiles_for_sm90_without_spills(pat):
     pytest.importorskip("cuda.bindings.nvrtc")
@@ -129,6 +130,7 @@ def _emulated_settings(cand) -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pat", TENSOR_CORE, ids=[p.stem for p in TENSOR_CORE])
 def test_other_settings_of_a_tensor_core_pattern_match_the_reference_under_emulation(pat, tmp_path):
     if emu.host_compiler() is None:

@@ -181,6 +181,7 @@ def _compile(cand, defines, arch):
     return compile_source(cand.source, arch=arch, defines=defines, file_label=Path(cand.name).name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task_name,path", TEMPLATES, ids=IDS)
 def test_sampled_configurations_compile_without_spills(task_name, path):
     task = task_of(task_name)
@@ -211,6 +212,7 @@ def test_default_configuration_compiles_for_sm80(task_name, path):
 
 # -- host emulation (tests/support/host_emulation.py) -------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task_name,path", TEMPLATES, ids=IDS)
 def test_emulated_template_matches_the_reference(task_name, path, tmp_path):
     if host_compiler() is None:

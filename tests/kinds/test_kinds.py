@@ -334,6 +334,7 @@ NEW_PATTERNS = [(WILD_DIR / "llmc_crossentropy" / "llmc_crossentropy.json", "bou
                 (DATA / "sgd_momentum.json", "bound_optimizer_sgd.cu")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path, label", NEW_PATTERNS, ids=[p.stem for p, _ in NEW_PATTERNS])
 def test_the_row_pick_and_optimizer_patterns_compile_at_every_setting_without_spills(path, label):
     """As tests/kernels/test_tuner_templates.py::test_sampled_configurations_compile_without_spills,

@@ -107,6 +107,7 @@ IDS = [p.stem for p in TASKS]
 SECOND = {"gemm_tf32x3": {"BM": 64, "BN": 128, "BK": 32, "WM": 32, "WN": 32, "STAGES": 2}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", list(TASKS), ids=IDS)
 def test_the_bound_pattern_matches_the_reference_under_emulation(path, tmp_path, monkeypatch):
     if emu.host_compiler() is None:

@@ -96,6 +96,7 @@ def test_a_stop_no_repair_can_mend_is_recorded_as_failed_not_repaired(loopback, 
     assert said in result.errors[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("route", ["anthropic", "responses", "chat"])
 def test_keepalives_keep_a_slow_stream_open_past_the_silence_timeout(loopback, route):
     """Events 0.5 s apart with a 0.3 s timeout: the keepalives (Anthropic ping events, Responses keepalive

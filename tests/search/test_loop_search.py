@@ -52,6 +52,7 @@ def gated_settings(hist) -> dict[str, list]:
 
 # ------------------------------------------------------------------------------ exhaustion
 
+@pytest.mark.slow
 @pytest.mark.parametrize("search", strategies.NAMES)
 def test_the_tuner_is_exhausted_only_when_every_setting_of_every_template_was_gated(tmp_path, search):
     opt = tuner_run(tmp_path, search=search, max_iterations=50)
@@ -68,6 +69,7 @@ def test_the_tuner_is_exhausted_only_when_every_setting_of_every_template_was_ga
     validate_all(opt.run_dir)
 
 
+@pytest.mark.slow
 def test_make_optimize_on_matmul_keeps_searching_past_the_first_sample(tmp_path):
     """The class of the old stop (2 of 7 iterations, 25 of 68 regblock settings gated): with the
     default options every iteration proposes unexplored settings, and the run ends only when every
@@ -108,6 +110,7 @@ class ShapeLandscapeGate(LandscapeGate):
         return super().time_us(cand)
 
 
+@pytest.mark.slow
 def test_the_summary_counts_each_gated_setting_once_and_a_dispatch_rule_as_no_setting(tmp_path):
     """The H200 make-optimize run's summary tallied 100 gated settings where its history held 103
     tuned attempts: three were dispatch rules (label "...+dispatch"), gated whole, not settings."""
@@ -150,6 +153,7 @@ def test_the_tuner_stops_at_its_limits_before_exhaustion_and_says_where_the_sear
     assert "26 left" in summary["stop_detail"]
 
 
+@pytest.mark.slow
 def test_a_spent_template_is_proposed_no_more(tmp_path):
     task = load_task(MATMUL)
     gate = LandscapeGate(task)
@@ -194,6 +198,7 @@ def test_a_model_run_has_no_default_time_limit(tmp_path):
     assert opt.time_limit() == (None, "")
 
 
+@pytest.mark.slow
 def test_a_killed_tuner_run_resumes_the_same_search_and_gates_each_setting_once(tmp_path):
     task = load_task(MANIFEST)
     opt = tuner_run(tmp_path, gate=ScriptedGate(task, interrupt={"evaluate": 40}), max_iterations=50)

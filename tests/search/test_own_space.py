@@ -174,6 +174,7 @@ def test_derived_settings_compile_with_nvrtc(setting):
     assert "warning" not in res.log.lower()
 
 
+@pytest.mark.slow
 def test_a_run_recorded_with_the_old_stall_resumes_and_searches(tmp_path):
     """Runs of the release before hold the initial kernel's further settings as pending "initial"
     attempts that nothing gates; resumed, they are ruled out and the tuner searches."""

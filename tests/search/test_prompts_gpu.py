@@ -60,7 +60,7 @@ def test_the_second_prompt_of_a_replay_run_has_the_profile_of_the_new_best(tmp_p
     for mark in HOLDOUT[name]:
         assert mark not in text
     if name == "matmul_f32":
-        assert "tensor cores: not for this task" in text and "1070.5" not in text
+        assert "tensor cores: not the ceiling for this task" in text and "1070.5" not in text
     summary = json.loads((run / "summary.json").read_text())
     best = summary["best"]["id"]
     prof_file = run / "profiles" / f"{best}.json"
