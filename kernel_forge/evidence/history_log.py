@@ -14,6 +14,7 @@ release did, and removes the log.  So a finished run, and every run of an earlie
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from kernel_forge.common.errors import InternalError
@@ -30,6 +31,7 @@ class HistoryLog:
         self.run = run
         self.started = False       #: the log holds this process's whole history (start was called)
         self.bytes_written = 0     #: bytes appended since start (the start line not counted)
+        self._held: dict[str, str] = {}   #: top-level key (not the attempts) -> its value as the log holds it
 
     @property
     def path(self) -> Path:
@@ -40,16 +42,22 @@ class HistoryLog:
         earlier process left (its history is ``history``, read back at the start) at once."""
         self.run.append_line(LOG, history, first=True)
         self.started = True
+        self._held = {k: _key(v) for k, v in history.items() if k != "attempts"}
 
     def append(self, patch: dict) -> int:
-        """One line: the top-level keys that changed, ``attempts`` holding only the changed ones."""
+        """One line: ``attempts`` holding only the changed ones, and of the other top-level keys of
+        ``patch`` those whose value differs from what the log already holds (the vendor baselines,
+        timed once, are not written again with every step: a line's size stays that of its step)."""
         if not self.started:
             raise InternalError(f"{self.path}: appended to before it was started (this is a bug: please report it)")
+        keys = {k: _key(v) for k, v in patch.items() if k != "attempts"}
+        line = {k: v for k, v in patch.items() if k == "attempts" or self._held.get(k) != keys[k]}
         try:
-            n = self.run.append_line(LOG, patch)
+            n = self.run.append_line(LOG, line)
         except BaseException:
             self.started = False                # the next save starts the log again, whole
             raise
+        self._held.update(keys)
         self.bytes_written += n
         return n
 
@@ -59,6 +67,11 @@ class HistoryLog:
         remove_file(self.path)
         self.started = False
         return target
+
+
+def _key(value) -> str:
+    """A top-level value as a string that is equal exactly when the values are."""
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def read_history(run: RunDir | str | Path, default=None, *, check: bool = True):

@@ -88,3 +88,23 @@ def test_a_key_in_an_attempt_never_reaches_the_log(recorded, monkeypatch):
     text = (recorded.path / LOG).read_text()
     assert key not in text and "abcdefghijklmnop" not in text and "sk-ant-0123456789" not in text
     assert text.count("[REDACTED]") == 3
+
+
+def test_a_line_leaves_out_a_top_level_value_the_log_already_holds_and_folds_to_the_same_history(recorded):
+    """The vendor baselines are timed once: a step's line carries them only when they changed, so a
+    line's size is its step's, and the log still folds to every value last written."""
+    hist = read_history(recorded)
+    assert hist["baselines"], "the recorded run timed a vendor baseline"
+    name, first = next(iter(hist["baselines"].items()))
+    faster = {name: {**first, "score_us": first["score_us"] / 2}}
+    log = HistoryLog(recorded)
+    log.start(hist)
+    log.append({"state": {**hist["state"], "iteration": 1}, "baselines": hist["baselines"], "attempts": []})
+    log.append({"state": {**hist["state"], "iteration": 2}, "baselines": faster, "attempts": []})
+    log.append({"state": {**hist["state"], "iteration": 3}, "baselines": json.loads(json.dumps(faster)),
+                "attempts": []})
+    lines = (recorded.path / LOG).read_text().splitlines()
+    assert ["baselines" in json.loads(x) for x in lines] == [True, False, True, False]
+    got = read_history(recorded)
+    assert got["state"]["iteration"] == 3 and got["baselines"] == faster
+    assert got["attempts"] == hist["attempts"]
