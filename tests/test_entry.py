@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import io
-import json
 import os
-import shutil
 import signal
 import sys
 import time
@@ -16,24 +14,10 @@ import pytest
 
 from kernel_forge import __version__
 
+from tests.support.task_folders import make_task
+
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def make_task(folder: Path, **changes) -> Path:
-    """A self-contained copy of vector_add in ``folder`` (manifest, kernel, reference), with
-    ``changes`` applied to the manifest's top level; returns the manifest."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "manifests" / "vector_add.cu", folder / "vector_add.cu")
-    shutil.copy(ROOT / "references" / "vector_add.py", folder / "vector_add.py")
-    data = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
-    data.pop("$schema")
-    data.pop("templates")
-    data["reference"] = {"python": "vector_add.py:reference"}
-    data["baselines"] = {}
-    data.update(changes)
-    m = folder / "vector_add.json"
-    m.write_text(json.dumps(data, indent=2))
-    return m
 
 
 @pytest.fixture

@@ -16,24 +16,10 @@ from kernel_forge.authoring.validate import Validation, generated_witness, valid
 from kernel_forge.common.errors import InputError, ManifestError
 from kernel_forge.gate import preflight
 
+from tests.support.task_folders import make_task
+
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def make_task(folder: Path, **changes) -> Path:
-    """A self-contained copy of vector_add in ``folder`` (manifest, kernel, reference), with
-    ``changes`` applied to the manifest's top level; returns the manifest."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "manifests" / "vector_add.cu", folder / "vector_add.cu")
-    shutil.copy(ROOT / "references" / "vector_add.py", folder / "vector_add.py")
-    data = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
-    data.pop("$schema")
-    data.pop("templates")
-    data["reference"] = {"python": "vector_add.py:reference"}
-    data["baselines"] = {}
-    data.update(changes)
-    m = folder / "vector_add.json"
-    m.write_text(json.dumps(data, indent=2))
-    return m
 
 
 def edit(manifest: Path, fn) -> Path:

@@ -18,18 +18,9 @@ from kernel_forge.proposers.models import make_model_proposer
 from kernel_forge.proposers.options import ProviderOptions
 
 from tests.support.loopback import error, raw_arguments, text, tool
+from tests.support.generic_proposers import ANTHROPIC_KEY, GOOD, KERNEL, REQUEST
 
-ANTHROPIC_KEY = "sk-ant-api03-LOOPBACK-secret-0123456789abcdef"
-KERNEL = 'extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {\n' \
-         '  int i = blockIdx.x * BLOCK + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n'
-GOOD = {
-    "source": KERNEL,
-    "rationale": "one element per thread, BLOCK tunable",
-    "launch": {"grid": ["cdiv(n, BLOCK)"], "block": ["BLOCK"], "shared_mem": 0},
-    "tunables": {"BLOCK": [128, 256, 512]},
-}
 BAD_GRID = {**GOOD, "launch": {"grid": [], "block": [256]}}
-REQUEST = ProposalRequest(system="You write CUDA kernels.", prompt="Make saxpy faster.", n=1)
 #: a model the capability table does not list (the generic request), priced like claude-sonnet-4-5
 TEST_PRICES = {"anthropic:claude-test-1": {"input": 3.0, "output": 15.0}}
 PREFIX = "# Task: saxpy\nReference: y = a * x + y\n"

@@ -9,24 +9,14 @@ from types import SimpleNamespace
 import pytest
 
 from kernel_forge.common.errors import InputError
-from kernel_forge.proposers.base import ProposalRequest
 from kernel_forge.proposers.models import make_model_proposer
 from kernel_forge.proposers.openai_provider import OpenAIProposer
 from kernel_forge.proposers.options import ProviderOptions
 from kernel_forge.proposers.transport import EmptyStream
 
 from tests.support.loopback import raw_arguments, tool
+from tests.support.generic_proposers import GOOD, KERNEL, OPENAI_KEY, REQUEST
 
-OPENAI_KEY = "sk-proj-LOOPBACK-secret-0123456789abcdef"
-KERNEL = 'extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {\n' \
-         '  int i = blockIdx.x * BLOCK + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n'
-GOOD = {
-    "source": KERNEL,
-    "rationale": "one element per thread, BLOCK tunable",
-    "launch": {"grid": ["cdiv(n, BLOCK)"], "block": ["BLOCK"], "shared_mem": 0},
-    "tunables": {"BLOCK": [128, 256, 512]},
-}
-REQUEST = ProposalRequest(system="You write CUDA kernels.", prompt="Make saxpy faster.", n=1)
 #: a model the capability table does not list, behind a base URL (Chat Completions), priced like gpt-5
 TEST_PRICES = {"openai:qwen-test": {"input": 1.25, "cached_input": 0.125, "output": 10.0}}
 

@@ -6,15 +6,8 @@ import pytest
 
 from kernel_forge.proposers import proposal_schema as schema
 from kernel_forge.proposers.base import Proposal
+from tests.support.generic_proposers import GOOD, KERNEL
 
-KERNEL = 'extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {\n' \
-         '  int i = blockIdx.x * BLOCK + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n'
-GOOD = {
-    "source": KERNEL,
-    "rationale": "one element per thread, BLOCK tunable",
-    "launch": {"grid": ["cdiv(n, BLOCK)"], "block": ["BLOCK"], "shared_mem": 0},
-    "tunables": {"BLOCK": [128, 256, 512]},
-}
 BAD_GRID = {**GOOD, "launch": {"grid": [], "block": [256]}}
 
 def test_schema_messages_and_conversion():
