@@ -8,14 +8,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
-from kernel_forge.app.cli_common import handle_errors
-from kernel_forge.app.cli_run import optimize_options, resolve_configs
-from kernel_forge.app.cli_options import apply_options
+from kernel_forge.app.cli_run import optimize_options
 from kernel_forge.config.build import OnCommandLine, check_value
 from kernel_forge.common.setting import Spec, fields_of, setting
 from kernel_forge.common.errors import InputError
@@ -24,9 +21,10 @@ from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.config.file import load_config_file
 
+from tests.support.option_probe import SECTIONS, probe, run_probe
+
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = str(ROOT / "manifests" / "vector_add.json")
-SECTIONS = [("loop", LoopConfig), ("proposer", ProposerConfig), ("gate", GateOptions)]
 
 
 @dataclass
@@ -36,29 +34,6 @@ class LoopPlus(LoopConfig):
     widgets: int = setting(3, min=1, help="how many widgets to frob per iteration")
     chatty: bool = setting(False, help="say more about each attempt")
     settle_s: float = setting(1.5, above=0, help="seconds to settle")
-
-
-def probe(sections=SECTIONS):
-    """A command with the generated options that prints the resolved configurations."""
-    options = optimize_options(sections)
-
-    @click.command()
-    @click.option("--config", "config_file")
-    @click.option("--quick", is_flag=True)
-    @apply_options(options)
-    @click.pass_context
-    @handle_errors
-    def cmd(ctx, config_file, quick, **params):
-        cfg = load_config_file(config_file) if config_file else {}
-        conf = resolve_configs(ctx, params, cfg, quick=quick, sections=sections, options=options)
-        click.echo(json.dumps({k: dataclasses.asdict(v) for k, v in conf.items()}))
-
-    return cmd
-
-
-def run_probe(*args, sections=SECTIONS):
-    r = CliRunner().invoke(probe(sections), [str(a) for a in args], catch_exceptions=False)
-    return r, (json.loads(r.stdout) if r.exit_code == 0 else None)
 
 
 @pytest.fixture

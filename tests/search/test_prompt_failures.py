@@ -4,39 +4,20 @@ and settings it ran with and its change from its parent; a hidden case never nam
 the prompt built from the recorded matmul_f32 run (tests/recorded_run.py)."""
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
-from tests.support import recorded_run as rec
 from kernel_forge.search.prompt_blocks import PromptAttempt
 from kernel_forge.search.prompt_failures import failures_section, fix_section, launch_line
-from kernel_forge.search.prompts import PromptContext, build_prompt_parts
 
-
-def parts(**kw):
-    task = rec.task()
-    at = rec.attempts()
-    e = rec.env()
-    pa = rec.prompt_attempt
-    args = dict(reference_source=task.reference.path.read_text(), device=e["device"], calibration=e["calibration"],
-                best=pa(at["a0004"]), history=[pa(a) for a in at.values() if a["status"] == "passed"],
-                failures=[pa(a) for a in at.values() if a["status"] == "failed"], diagnosis=rec.diagnosis())
-    args.update(kw)
-    return build_prompt_parts(PromptContext(task, **args))
-
-
-def section(text: str, title: str) -> str:
-    """One ``# Title`` section of a prompt (up to the next top-level heading)."""
-    m = re.search(rf"^# {re.escape(title)}.*?(?=^# |\Z)", text, re.M | re.S)
-    assert m, f"no section {title!r}"
-    return m.group(0)
+from tests.support import recorded_run as rec
+from tests.support.recorded_run import prompt_parts, section
 
 
 # ------------------------------------------------------------------------- in the prompt (moved from test_prompts.py)
 
 
 def test_a_compile_error_is_mapped_to_the_line_of_its_source():
-    _, dyn = parts()
+    _, dyn = prompt_parts()
     fails = section(dyn, "Recent failures")
     assert "- a0001: compile_error: a0001.cu: NVRTC could not compile it: line 14" in fails
     block = fails[fails.index("## a0001"):fails.index("## a0002")]
@@ -46,7 +27,7 @@ def test_a_compile_error_is_mapped_to_the_line_of_its_source():
 
 
 def test_a_mismatch_shows_the_case_the_gate_s_message_and_the_first_mismatches():
-    _, dyn = parts()
+    _, dyn = prompt_parts()
     fails = section(dyn, "Recent failures")
     block = fails[fails.index("## a0002"):]
     assert block.startswith("## a0002: mismatch (outputs differ from the reference beyond tolerance)")
@@ -59,13 +40,13 @@ def test_a_failure_shows_its_defines_and_a_diff_the_loop_gives():
     at = rec.attempts()
     f = replace(rec.prompt_attempt(at["a0002"]), defines={"BLOCK": 128}, diff="--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n",
                 direction="unroll k by 4")
-    _, dyn = parts(failures=[f])
+    _, dyn = prompt_parts(failures=[f])
     fails = section(dyn, "Recent failures")
     assert "defines BLOCK=128" in fails and "Its direction was: unroll k by 4" in fails
     assert "```diff\n--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n```" in fails
     # with no parent to diff against, the source itself
     lone = replace(rec.prompt_attempt(at["a0002"]), parent=None)
-    _, dyn = parts(failures=[lone], history=[])
+    _, dyn = prompt_parts(failures=[lone], history=[])
     assert "Its source:\n```cuda\n// matmul_f32: row-major" in section(dyn, "Recent failures")
 
 
@@ -73,18 +54,18 @@ def test_failures_are_deduplicated_and_bounded():
     at = rec.attempts()
     f = rec.prompt_attempt(at["a0002"])
     many = [replace(f, id=f"a{200 + i:04d}") for i in range(6)]              # the same source six times
-    _, dyn = parts(failures=many)
+    _, dyn = prompt_parts(failures=many)
     assert section(dyn, "Recent failures").count("## a02") == 1
     long = [replace(f, id=f"a{300 + i:04d}", parent=None, source=f.source + f"\n// {i}\n" + "// pad\n" * 2000)
             for i in range(8)]
-    _, dyn = parts(failures=long)
+    _, dyn = prompt_parts(failures=long)
     assert len(section(dyn, "Recent failures")) < 12000
 
 
 def test_a_fix_turn_shows_the_complete_failed_source():
     at = rec.attempts()
     fix = rec.prompt_attempt(at["a0001"])
-    _, dyn = parts(fix=fix)
+    _, dyn = prompt_parts(fix=fix)
     sec = section(dyn, "Fix this failed attempt")
     assert sec.startswith("# Fix this failed attempt: a0001\nIt failed with compile_error")
     assert "Its complete source:\n```cuda\n" + fix.source.split("\n")[0] in sec

@@ -11,36 +11,18 @@ from click.testing import CliRunner
 from kernel_forge.app.cli import cli
 from kernel_forge.analysis.directions import directions
 from kernel_forge.search.prompt_blocks import HISTORY_CHARS, normalise
-from kernel_forge.search.prompts import PromptContext, build_prompt, build_prompt_parts, render_prompt, system_prompt, write_prompt
+from kernel_forge.search.prompts import PromptContext, build_prompt, render_prompt, system_prompt, write_prompt
 
 from tests.support import recorded_run as rec
-
-
-def parts(**kw):
-    task = rec.task()
-    at = rec.attempts()
-    e = rec.env()
-    pa = rec.prompt_attempt
-    args = dict(reference_source=task.reference.path.read_text(), device=e["device"], calibration=e["calibration"],
-                best=pa(at["a0004"]), history=[pa(a) for a in at.values() if a["status"] == "passed"],
-                failures=[pa(a) for a in at.values() if a["status"] == "failed"], diagnosis=rec.diagnosis())
-    args.update(kw)
-    return build_prompt_parts(PromptContext(task, **args))
-
-
-def section(text: str, title: str) -> str:
-    """One ``# Title`` section of a prompt (up to the next top-level heading)."""
-    m = re.search(rf"^# {re.escape(title)}.*?(?=^# |\Z)", text, re.M | re.S)
-    assert m, f"no section {title!r}"
-    return m.group(0)
+from tests.support.recorded_run import prompt_parts, section
 
 
 # ------------------------------------------------------------------------------ the split
 
 def test_the_static_prefix_is_task_device_reference_and_the_same_for_every_call():
     d = rec.diagnosis()
-    s1, d1 = parts(direction=directions(d, 2)[0])
-    s2, d2 = parts(direction=directions(d, 2)[1], failures=[], history=[])
+    s1, d1 = prompt_parts(direction=directions(d, 2)[0])
+    s2, d2 = prompt_parts(direction=directions(d, 2)[1], failures=[], history=[])
     assert s1 == s2 and d1 != d2
     assert [h for h in re.findall(r"^# (\w+)", s1, re.M)] == ["Task", "Device", "sm_90", "Reference"]
     assert s1.startswith("# Task: matmul_f32") and "# Current best" not in s1
@@ -49,12 +31,12 @@ def test_the_static_prefix_is_task_device_reference_and_the_same_for_every_call(
         reference_source=rec.task().reference.path.read_text(), device=rec.env()["device"],
         calibration=rec.env()["calibration"], best=rec.prompt_attempt(rec.attempts()["a0004"]), history=[],
         failures=[]).items()}))
-    static, dynamic = parts(history=[], failures=[], diagnosis=None)
+    static, dynamic = prompt_parts(history=[], failures=[], diagnosis=None)
     assert full == static + "\n\n" + dynamic
 
 
 def test_the_device_is_fully_described_and_the_fp32_ceiling_is_the_one_shown():
-    static, _ = parts()
+    static, _ = prompt_parts()
     dev = section(static, "Device")
     assert "- fp32 FMA on CUDA cores: 66.9 TFLOP/s  <- the ceiling for this task" in dev
     assert "tensor cores: not the ceiling for this task" in dev and "split-precision TF32" in dev
@@ -79,7 +61,7 @@ def test_the_system_prompt_explains_kforge_lines():
 # ------------------------------------------------------------------------------- the best
 
 def test_the_current_best_carries_its_diagnosis_resources_and_profile():
-    _, dyn = parts()
+    _, dyn = prompt_parts()
     best = section(dyn, "Current best")
     assert best.startswith("# Current best: a0004, score 60.49 µs (geometric mean of the performance medians); "
                            "x2.90 vs the initial kernel; x1.15 vs cublas")
@@ -96,7 +78,7 @@ def test_an_unmeasured_best_shows_its_ptxas_resources_and_occupancy():
     at = rec.attempts()
     naive = rec.prompt_attempt(at["a0000"])
     naive = replace(naive, score_us=None, cases=[])
-    _, dyn = parts(best=naive, diagnosis=None, history=[], failures=[])
+    _, dyn = prompt_parts(best=naive, diagnosis=None, history=[], failures=[])
     best = section(dyn, "Current best")
     assert "not measured yet" in best
     assert "Resources (ptxas, compiled for sm_90; not measured yet): 32 registers/thread" in best
@@ -106,7 +88,7 @@ def test_an_unmeasured_best_shows_its_ptxas_resources_and_occupancy():
 # ---------------------------------------------------------------------------- history
 
 def test_history_is_deduplicated_and_never_repeats_the_best():
-    _, dyn = parts()
+    _, dyn = prompt_parts()
     hist = section(dyn, "Earlier correct kernels")
     # a0006 only: a0003/a0005 are the best's source, a0000 (245 µs) is over twice as slow as the best
     assert hist.count("```cuda") == 1 and "## a0000" not in hist
@@ -123,13 +105,13 @@ def test_history_is_bounded_by_count_and_by_characters():
     for i in range(12):
         body = big.source + f"\n// variant {i}\n" + "// padding line of a long kernel\n" * 400
         many.append(replace(big, id=f"a{100 + i:04d}", source=body, score_us=70.0 + i))
-    _, dyn = parts(history=many, n_history=5)
+    _, dyn = prompt_parts(history=many, n_history=5)
     hist = section(dyn, "Earlier correct kernels")
     assert hist.count("```cuda") <= 5
     assert len(hist) < HISTORY_CHARS + 2000
     assert "lines (" in hist and "characters) left out ..." in hist       # long sources clipped, not cut mid-line
     assert "## a0100: 70.00 µs" in hist                                    # the fastest kept first
-    _, few = parts(history=many, n_history=2)
+    _, few = prompt_parts(history=many, n_history=2)
     assert section(few, "Earlier correct kernels").count("```cuda") == 2
 
 
@@ -142,13 +124,13 @@ def test_normalise_ignores_define_values_and_spacing():
 def test_crossover_refers_to_sources_already_shown_and_skips_twins():
     at = rec.attempts()
     a, b = rec.prompt_attempt(at["a0004"]), rec.prompt_attempt(at["a0006"])
-    _, dyn = parts(crossover=(a, b))
+    _, dyn = prompt_parts(crossover=(a, b))
     cross = section(dyn, "Start from a0004 and combine it with a0006")
     assert "A ```diff block's edits apply to a0004." in cross
     assert "## a0004: 60.49 µs (per case sq256 6.00, rect 7.00, large 5270.0 µs); its source is under Current best" in cross
     assert "## a0006: 65.33 µs" in cross and "its source is under Earlier correct kernels" in cross
     twin = rec.prompt_attempt(at["a0005"])                                   # a0004's source, other defines
-    _, dyn = parts(crossover=(a, twin))
+    _, dyn = prompt_parts(crossover=(a, twin))
     assert "combine it with" not in dyn
 
 
@@ -164,7 +146,7 @@ def test_retrieved_kernels_are_marked_as_other_tasks_or_earlier_runs():
 
     earlier = {"task_name": "matmul_f32", "source": "// an earlier run's best of this task\n", "score_us": 50.0,
                "same_task": True}
-    static, dyn = parts(retrieved=(Example(), {"task": "reduce_sum", "source": "// reduce\n", "score": 3.0,
+    static, dyn = prompt_parts(retrieved=(Example(), {"task": "reduce_sum", "source": "// reduce\n", "score": 3.0,
                                               "speedup": 4.0}, earlier, {"task": "layernorm", "source": ""}))
     sec = section(static, "Kernels from the archive")          # fixed for the run: in the cached prefix
     assert "ideas only: another task's signature, sizes and semantics are not this task's" in sec
@@ -180,12 +162,12 @@ def test_real_archive_examples_render(tmp_path):
     ex = Example(id=1, content_hash="h", task_name="vector_add", description="Elementwise add.", source="// vec4\n",
                  launch=None, defines={}, score_us=64.5, speedup_vs_initial=1.2, cases=[], bound="memory", run="run-001",
                  attempt="a0003", label="a0003", gpu_name="NVIDIA H200", same_task=False)
-    static, _ = parts(retrieved=[ex])
+    static, _ = prompt_parts(retrieved=[ex])
     assert "## From task vector_add: 64.50 µs, x1.20 vs its initial kernel, memory-bound" in static
 
 
 def test_the_direction_and_hints_come_last():
-    _, dyn = parts(direction="focus on case large", hints="prefer 128-thread blocks")
+    _, dyn = prompt_parts(direction="focus on case large", hints="prefer 128-thread blocks")
     heads = re.findall(r"^# (.+)$", dyn, re.M)
     assert heads[-3:] == ["Hints", "Direction for this proposal", "Your job"]
     assert "# Direction for this proposal\nfocus on case large" in dyn
@@ -207,18 +189,18 @@ def test_no_holdout_case_its_size_or_its_result_appears():
     naive.cases = at["a0000"]["evaluation"]["cases"]                        # with the holdout case left in
     for kw in ({}, {"fix": raw}, {"failures": [raw, named]}, {"fix": named}, {"best": naive, "diagnosis": rec.diagnosis("a0000")},
                {"crossover": (naive, rec.prompt_attempt(at["a0006"]))}):
-        static, dyn = parts(**kw)
+        static, dyn = prompt_parts(**kw)
         text = system_prompt() + static + dyn
         for mark in rec.HOLDOUT_MARKS:
             assert mark not in text, (kw.keys(), mark)
-    _, dyn = parts()
+    _, dyn = prompt_parts()
     assert "- a0007: holdout_failed: failed a hidden case" in dyn
 
 
 # ------------------------------------------------------------------------- prompt files
 
 def test_write_prompt_writes_one_file_per_iteration(tmp_path):
-    static, dyn = parts()
+    static, dyn = prompt_parts()
     name = write_prompt(tmp_path, 2, system_prompt(), static, [dyn, dyn + "\nsecond"])
     assert name == "prompt-002.md"
     text = (tmp_path / name).read_text()
@@ -351,7 +333,7 @@ def test_the_resume_dry_run_shows_every_proposal_of_the_iteration():
 
 def test_a_best_without_a_profile_is_said_to_have_none():
     """Issue 32: every kernel a prompt shows to start from is profiled, or the prompt says it is not."""
-    _, dyn = parts(diagnosis=rec.diagnosis(with_profile=False))
+    _, dyn = prompt_parts(diagnosis=rec.diagnosis(with_profile=False))
     assert "(no Nsight Compute profile of a0004 yet: the figures above are the harness's own)" in dyn
-    _, dyn = parts()
+    _, dyn = prompt_parts()
     assert "no Nsight Compute profile" not in dyn and "\n  ncu: DRAM" in dyn

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from functools import lru_cache
 
 from kernel_forge.analysis.diagnosis import diagnose
+from kernel_forge.search.prompts import PromptContext, build_prompt_parts
 from kernel_forge.search.prompt_blocks import PromptAttempt
 from kernel_forge.model.task import load_task
 
@@ -64,3 +66,24 @@ def diagnosis(best_id: str = "a0004", *, with_profile: bool = True, drop_resourc
     return diagnose(task(), best, initial=at["a0000"]["evaluation"], baselines=history()["baselines"],
                     device=e["device"], calibration=e["calibration"],
                     profile=prof if prof is not None else (profile() if with_profile else None))
+
+
+def prompt_parts(**kw):
+    """(static prefix, dynamic part) of the prompt built from the recorded run, its best a0004, with
+    ``kw`` replacing any of the prompt context's fields."""
+    t = task()
+    at = attempts()
+    e = env()
+    pa = prompt_attempt
+    args = dict(reference_source=t.reference.path.read_text(), device=e["device"], calibration=e["calibration"],
+                best=pa(at["a0004"]), history=[pa(a) for a in at.values() if a["status"] == "passed"],
+                failures=[pa(a) for a in at.values() if a["status"] == "failed"], diagnosis=diagnosis())
+    args.update(kw)
+    return build_prompt_parts(PromptContext(t, **args))
+
+
+def section(text: str, title: str) -> str:
+    """One ``# Title`` section of a prompt (up to the next top-level heading)."""
+    m = re.search(rf"^# {re.escape(title)}.*?(?=^# |\Z)", text, re.M | re.S)
+    assert m, f"no section {title!r}"
+    return m.group(0)
