@@ -5,22 +5,13 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from kernel_forge.app import batch as batch_module
-from kernel_forge.app.cli import cli
 from kernel_forge.app.cli_batch import RESERVED, batch_options
 from kernel_forge.config.gate_settings import QUICK
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifests" / "vector_add.json"
-
-
-@pytest.fixture
-def kforge(monkeypatch):
-    monkeypatch.chdir(ROOT)
-    runner = CliRunner()
-    return lambda *args: runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 def _refused(r) -> str:

@@ -36,13 +36,6 @@ class LoopPlus(LoopConfig):
     settle_s: float = setting(1.5, above=0, help="seconds to settle")
 
 
-@pytest.fixture
-def kforge(monkeypatch):
-    monkeypatch.chdir(ROOT)
-    runner = CliRunner()
-    return lambda *args: runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
 # ------------------------------------------------------------------------------ generation
 
 def test_every_field_that_a_command_line_can_carry_is_an_option():

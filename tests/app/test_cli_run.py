@@ -5,7 +5,6 @@ import dataclasses
 import json
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
@@ -17,13 +16,6 @@ from tests.support.option_probe import run_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifests" / "vector_add.json"
-
-
-@pytest.fixture
-def kforge(monkeypatch):
-    monkeypatch.chdir(ROOT)
-    runner = CliRunner()
-    return lambda *args: runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 # ------------------------------------------------------------------------------ which value wins
