@@ -162,19 +162,24 @@ def window(saves: list[Save], lo: int, hi: int) -> dict:
 
 
 def report(result: dict, size: int) -> dict:
+    """The first window starts after the initial kernel's saves (the attempts recorded at the run's
+    first save), so that with ``size`` a whole number of batches both windows hold as many batches."""
     n = result["attempts"]
+    start = min((s.attempts for s in result["saves"]), default=0)
     return {**{k: v for k, v in result.items() if k != "saves"},
-            "first": window(result["saves"], 0, size), "last": window(result["saves"], n - size, n)}
+            "first": window(result["saves"], start, start + size), "last": window(result["saves"], n - size, n)}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--attempts", type=int, default=2000)
-    ap.add_argument("--window", type=int, default=100)
+    ap.add_argument("--window", type=int, default=None,
+                    help="attempts per window (default: ten batches, 10 x --tune-budget)")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--tune-budget", type=int, default=24)
     ap.add_argument("--out", type=Path, help="write the figures as JSON here too")
     args = ap.parse_args()
+    args.window = args.window or 10 * args.tune_budget
     rows = []
     with tempfile.TemporaryDirectory(prefix="kforge-evidence-cost-") as tmp:
         for mode in args.modes.split(","):
