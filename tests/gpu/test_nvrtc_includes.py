@@ -5,7 +5,6 @@ in a message, a log or the compile cache.  The task's headers checked at load an
 (no NVRTC): tests/model/test_headers.py."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from kernel_forge.common.errors import CompileError, IncludeRefused  # noqa: E40
 from kernel_forge.gpu import nvrtc  # noqa: E402
 from kernel_forge.gpu.nvrtc import compile_source  # noqa: E402
 from kernel_forge.model.task import load_task  # noqa: E402
+from tests.support.task_folders import task_with_headers
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "TOPSECRET_k3y_9f2c"
@@ -183,23 +183,9 @@ def test_an_include_in_a_comment_naming_no_file_is_left_alone(world):
 
 # -- the task's own headers -----------------------------------------------------------------------
 
-def task_folder(tmp_path: Path, headers: list[str]) -> Path:
-    folder = tmp_path / "task"
-    folder.mkdir()
-    for name in ("vector_add.cu",):
-        (folder / name).write_text((ROOT / "manifests" / name).read_text())
-    (folder / "vector_add.py").write_text((ROOT / "references" / "vector_add.py").read_text())
-    data = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
-    data["reference"] = {"python": "vector_add.py:reference"}
-    data["baselines"] = {}
-    data.pop("templates", None)
-    data["headers"] = headers
-    (folder / "vector_add.json").write_text(json.dumps(data))
-    return folder / "vector_add.json"
-
 
 def test_a_header_the_manifest_names_compiles_by_its_name(world, tmp_path):
-    manifest = task_folder(tmp_path, ["common.cuh"])
+    manifest = task_with_headers(tmp_path, ["common.cuh"])
     (manifest.parent / "common.cuh").write_text("__device__ __forceinline__ int seven() { return 7; }\n")
     task = load_task(manifest)
     assert task.headers == ("common.cuh",)
@@ -271,7 +257,7 @@ def test_an_error_inside_a_toolkit_header_names_the_kernel_line_that_reached_it_
 
 def test_the_tasks_hash_covers_its_headers(world, tmp_path):
     """A run resumes only against the task it started with: a changed header is a changed task."""
-    manifest = task_folder(tmp_path, ["common.cuh"])
+    manifest = task_with_headers(tmp_path, ["common.cuh"])
     (manifest.parent / "common.cuh").write_text("#define SCALE 1\n")
     before = load_task(manifest).hash()
     (manifest.parent / "common.cuh").write_text("#define SCALE 2\n")

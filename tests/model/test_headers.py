@@ -1,7 +1,6 @@
 """kernel_forge/model/headers.py: the task's own headers, checked at load and again when read."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +8,7 @@ import pytest
 from kernel_forge.common.errors import IncludeRefused, ManifestError
 from kernel_forge.model import headers
 from kernel_forge.model.task import load_task
+from tests.support.task_folders import task_with_headers
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "TOPSECRET_k3y_9f2c"
@@ -23,23 +23,8 @@ def world(tmp_path):
     return {"outside": outside}
 
 
-def task_folder(tmp_path: Path, headers: list[str]) -> Path:
-    folder = tmp_path / "task"
-    folder.mkdir()
-    for name in ("vector_add.cu",):
-        (folder / name).write_text((ROOT / "manifests" / name).read_text())
-    (folder / "vector_add.py").write_text((ROOT / "references" / "vector_add.py").read_text())
-    data = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
-    data["reference"] = {"python": "vector_add.py:reference"}
-    data["baselines"] = {}
-    data.pop("templates", None)
-    data["headers"] = headers
-    (folder / "vector_add.json").write_text(json.dumps(data))
-    return folder / "vector_add.json"
-
-
 def test_a_header_that_is_a_symlink_out_of_the_task_folder_is_refused_at_load(world, tmp_path):
-    manifest = task_folder(tmp_path, ["common.cuh"])
+    manifest = task_with_headers(tmp_path, ["common.cuh"])
     (manifest.parent / "common.cuh").symlink_to(world["outside"] / "token.txt")
     with pytest.raises(ManifestError) as info:
         load_task(manifest)
@@ -48,21 +33,21 @@ def test_a_header_that_is_a_symlink_out_of_the_task_folder_is_refused_at_load(wo
 
 
 def test_a_missing_header_is_refused_at_load_naming_the_json_path(world, tmp_path):
-    manifest = task_folder(tmp_path, ["nope.cuh"])
+    manifest = task_with_headers(tmp_path, ["nope.cuh"])
     with pytest.raises(ManifestError) as info:
         load_task(manifest)
     assert info.value.json_path == "$.headers[0]" and "not found" in info.value.message
 
 
 def test_a_header_named_by_a_parent_path_is_refused_at_load(world, tmp_path):
-    manifest = task_folder(tmp_path, ["../outside/token.txt"])
+    manifest = task_with_headers(tmp_path, ["../outside/token.txt"])
     with pytest.raises(ManifestError) as info:
         load_task(manifest)
     assert "outside the task's folder" in info.value.message
 
 
 def test_a_header_swapped_for_a_symlink_after_load_is_refused_when_read(world, tmp_path):
-    manifest = task_folder(tmp_path, ["common.cuh"])
+    manifest = task_with_headers(tmp_path, ["common.cuh"])
     (manifest.parent / "common.cuh").write_text("// fine\n")
     task = load_task(manifest)
     (manifest.parent / "common.cuh").unlink()

@@ -66,3 +66,20 @@ def no_initial(folder: Path, templates: bool = False) -> Path:
     m = folder / "vector_add.json"
     m.write_text(json.dumps(data, indent=2))
     return m
+
+
+def task_with_headers(tmp_path: Path, headers: list[str]) -> Path:
+    """A copy of vector_add in tmp_path/task whose manifest names ``headers`` (the task's own headers);
+    returns the manifest."""
+    folder = tmp_path / "task"
+    folder.mkdir()
+    for name in ("vector_add.cu",):
+        (folder / name).write_text((ROOT / "manifests" / name).read_text())
+    (folder / "vector_add.py").write_text((ROOT / "references" / "vector_add.py").read_text())
+    data = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
+    data["reference"] = {"python": "vector_add.py:reference"}
+    data["baselines"] = {}
+    data.pop("templates", None)
+    data["headers"] = headers
+    (folder / "vector_add.json").write_text(json.dumps(data))
+    return folder / "vector_add.json"
