@@ -16,27 +16,11 @@ from kernel_forge.model.dispatch import Rule, problem
 from kernel_forge.common.errors import CandidateError, CompileError
 from kernel_forge.model.task import load_task
 
+from tests.support.dispatch_kernels import HEAD, KERNEL
+
 ROOT = Path(__file__).resolve().parents[2]
 VECTOR_ADD = load_task(ROOT / "manifests" / "vector_add.json")       # cases n = 1000003, 37, 16M, 64M, 3145745
 MATMUL = load_task(ROOT / "manifests" / "matmul_f32.json")
-
-HEAD = """// kforge: grid = [cdiv(n, BLOCK * ITEMS)]
-// kforge: block = [BLOCK]
-// kforge: tune BLOCK = [128, 256, 512]
-// kforge: tune ITEMS = [1, 2]
-// kforge: constraint BLOCK * ITEMS <= 512
-"""
-KERNEL = """#ifndef ITEMS
-#define ITEMS 1
-#endif
-extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n)
-{
-    long long i = (long long)blockIdx.x * blockDim.x * ITEMS + threadIdx.x;
-    for (int j = 0; j < ITEMS; ++j, i += blockDim.x) {
-        if (i < n) c[i] = a[i] + b[i];
-    }
-}
-"""
 
 
 def kernel(rule: str, head: str = HEAD) -> str:

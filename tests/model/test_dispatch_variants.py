@@ -7,26 +7,11 @@ from kernel_forge.model.candidate import load_candidate, parse_candidate
 from kernel_forge.model.dispatch_variants import plan, variant, variants
 from kernel_forge.model.task import load_task
 
+from tests.support.dispatch_kernels import HEAD, KERNEL
+
 ROOT = Path(__file__).resolve().parents[2]
 VECTOR_ADD = load_task(ROOT / "manifests" / "vector_add.json")       # cases n = 1000003, 37, 16M, 64M, 3145745
 
-HEAD = """// kforge: grid = [cdiv(n, BLOCK * ITEMS)]
-// kforge: block = [BLOCK]
-// kforge: tune BLOCK = [128, 256, 512]
-// kforge: tune ITEMS = [1, 2]
-// kforge: constraint BLOCK * ITEMS <= 512
-"""
-KERNEL = """#ifndef ITEMS
-#define ITEMS 1
-#endif
-extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n)
-{
-    long long i = (long long)blockIdx.x * blockDim.x * ITEMS + threadIdx.x;
-    for (int j = 0; j < ITEMS; ++j, i += blockDim.x) {
-        if (i < n) c[i] = a[i] + b[i];
-    }
-}
-"""
 #: three lines, the first and the last with one setting
 THREE = """// kforge: dispatch n >= 67108864 -> BLOCK=512
 // kforge: dispatch n >= 16777216 -> BLOCK=128, ITEMS=2
