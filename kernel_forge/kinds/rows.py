@@ -177,7 +177,8 @@ def find_reductions(probe) -> Iterator[Match]:
                     for op, fn in _REDUCE.items():
                         if close(want, fn(m, axis=axis), rtol=5e-3):
                             yield Match(kind, {"x": x, "y": y, **_scalars(probe, rows, cols)}, {"op": op, **extra})
-            for seg in _segments(size, n_out):   # a sum per segment of a constant length, the last one short
+            tried = {rc for rc in dims(probe, size) if rc[0] == n_out}
+            for seg in _segments(size, n_out, tried):   # a sum per segment of a constant length, the last one short
                 padded = np.zeros(n_out * seg)
                 padded[:size] = v
                 if close(want, padded.reshape(n_out, seg).sum(axis=1), rtol=5e-3):
@@ -186,11 +187,14 @@ def find_reductions(probe) -> Iterator[Match]:
     return
 
 
-def _segments(size: int, n_out: int) -> list[int]:
-    """Powers of two ``s`` with ``ceil(size / s) == n_out`` that do not divide ``size``: the
-    segment lengths of a per-block partial sum (CUDA's classic reduction kernels write one sum
-    per ``2 * blockDim.x`` values).  A segment that divides ``size`` is a row reduction already."""
-    return [s for s in (1 << k for k in range(1, 21)) if -(-size // s) == n_out and size % s]
+def _segments(size: int, n_out: int, tried: set = frozenset()) -> list[int]:
+    """Powers of two ``s`` with ``ceil(size / s) == n_out``: the segment lengths of a per-block
+    partial sum (CUDA's classic reduction kernels write one sum per ``2 * blockDim.x`` values).
+    The probed size may be a multiple of the segment (n = 1024 with one sum per 512), so a segment
+    that divides ``size`` is kept unless its split is one of ``tried`` (a row reduction over a
+    scalar's rows, found already)."""
+    return [s for s in (1 << k for k in range(1, 21))
+            if -(-size // s) == n_out and (size % s or (size // s, s) not in tried)]
 
 
 # ----------------------------------------------------------------------------- prefix sums

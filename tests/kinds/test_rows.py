@@ -69,8 +69,18 @@ def test_a_sum_per_512_values_the_last_segment_short_is_a_row_reduction_over_seg
     assert list(find_reductions(p)) == [Match("row_reduction", {"x": "g_idata", "y": "g_odata", "n": "n"},
                                               {"op": "sum", "segment": 512})]
 
-    # the segment lengths tried: powers of two that give that many segments and do not divide the size
-    assert (_segments(1030, 3), _segments(1000, 2), _segments(1024, 2), _segments(5, 3)) == ([512], [512], [], [2])
+    # the segment lengths tried: powers of two that give that many segments
+    assert (_segments(1030, 3), _segments(1000, 2), _segments(5, 3)) == ([512], [512], [2])
+
+
+def test_a_sum_per_512_values_is_found_when_the_probed_size_is_a_multiple_of_512():
+    x = RNG.standard_normal(1024)                  # two full segments: no short one to give the length away
+    p = probe(ROOT / "bench" / "wild" / "cs_reduction" / "cs_reduction.json", {"g_idata": x},
+              {"g_odata": [x[:512].sum(), x[512:].sum()]}, n=1024)
+    assert list(find_reductions(p)) == [Match("row_reduction", {"x": "g_idata", "y": "g_odata", "n": "n"},
+                                              {"op": "sum", "segment": 512})]
+    # a split that a scalar already gives (rows of 512 values) is a row reduction there, not tried twice
+    assert (_segments(1024, 2), _segments(1024, 2, {(2, 512)})) == ([512], [])
 
 
 def test_prefix_sums_of_the_whole_array_and_of_each_row_inclusive_or_exclusive():
