@@ -296,3 +296,24 @@ int main()
 """
     r = _emu_probe_run(tmp_path, src)
     assert r.returncode == 0, r.stdout + r.stderr[-2000:]
+
+
+def test_an_emulation_build_reads_the_precompiled_header_whatever_its_tunables(tmp_path):
+    """Under GCC every build takes emu.h precompiled (``-H`` marks a used one with "!"), with the
+    build's own -D tunables too; elsewhere the header is parsed and the build still works."""
+    from tests.support import host_emulation as emu
+
+    if host_compiler() is None:
+        pytest.skip("no C++20 host compiler that builds the emulation")
+    cxx, flags = host_compiler()
+    hdir = emu._header_dir(EMU_HEADER + emu.EMU_TEMPLATE_EXTRA)
+    if "Free Software Foundation" not in subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout:
+        assert not (hdir / "emu.h.gch").exists()
+        pytest.skip("the precompiled header is built for GCC only")
+    (tmp_path / "main.cpp").write_text('#include "emu.h"\nint main() { return BLOCK - 64; }\n')
+    for block in (64, 128):
+        r = subprocess.run([cxx, *emu.BUILD_FLAGS, *flags, f"-I{hdir}", f"-DBLOCK={block}", "-H", "-x", "c++",
+                            str(tmp_path / "main.cpp"), "-o", str(tmp_path / "p")], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert f"! {hdir / 'emu.h.gch'}" in r.stderr, r.stderr[:500]
+        assert subprocess.run([str(tmp_path / "p")], env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0")).returncode == block - 64

@@ -573,18 +573,42 @@ int main()
 """
 
 
+#: what every emulation build is compiled with (and its precompiled header, which must match)
+BUILD_FLAGS = ("-std=c++20", "-O1", "-pthread", "-w")
+
+
+@lru_cache(maxsize=4)
+def _header_dir(header: str) -> Path:
+    """A folder (removed at exit) holding ``header`` as emu.h and, where the compiler is GCC, emu.h
+    precompiled with the build's flags: every build then skips parsing the standard headers again
+    (0.6 of 1.4 s on a 2-core machine).  GCC takes the precompiled header whatever the build's
+    -D tunables, which emu.h never reads; a compiler that cannot use it parses emu.h instead."""
+    import atexit
+    import tempfile
+
+    cxx, flags = host_compiler()
+    d = Path(tempfile.mkdtemp(prefix="kforge-emu-"))
+    atexit.register(shutil.rmtree, d, True)
+    (d / "emu.h").write_text(header)
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    if "Free Software Foundation" in version:
+        subprocess.run([cxx, *BUILD_FLAGS, *flags, "-x", "c++-header", str(d / "emu.h"), "-o", str(d / "emu.h.gch")],
+                       capture_output=True)
+    return d
+
+
 def emu_build(task, cand, defines, workdir: Path) -> Path:
     cxx, flags = host_compiler()
     src = re.sub(r"extern\s+__shared__\s+([\w ]+?)\s+(\w+)\s*\[\s*\]\s*;",
                  r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", cand.source)
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "emu.h").write_text(EMU_HEADER + EMU_TEMPLATE_EXTRA)
     (workdir / "cuda_bf16.h").write_text("// provided by emu.h\n")
     (workdir / "cuda_fp16.h").write_text("// provided by emu.h\n")
     (workdir / "kernel.cu").write_text(src)
     (workdir / "main.cpp").write_text(_emu_main(task))
     exe = workdir / "emu"
-    cmd = [cxx, "-std=c++20", "-O1", "-pthread", "-w", *flags, f"-I{workdir}",
+    # emu.h is found in the header folder (not beside main.cpp), where its precompiled form lies
+    cmd = [cxx, *BUILD_FLAGS, *flags, f"-I{workdir}", f"-I{_header_dir(EMU_HEADER + EMU_TEMPLATE_EXTRA)}",
            *[f"-D{k}={v}" for k, v in sorted(defines.items())], "-x", "c++", str(workdir / "main.cpp"),
            "-o", str(exe)]
     r = subprocess.run(cmd, capture_output=True, text=True)
