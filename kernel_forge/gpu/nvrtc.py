@@ -100,7 +100,25 @@ def include_dirs() -> list[str]:
             d = None
         if d and d not in dirs:
             dirs.append(str(d))
+    crt = _crt_dir(dirs)
+    if crt and crt not in dirs:
+        dirs.append(crt)
     return dirs
+
+
+def _crt_dir(dirs: list[str]) -> str | None:
+    """A folder holding ``crt/`` (CUDA 13's mma.h, math headers and others include ``crt/...``)
+    when none of ``dirs`` does: an environment whose cudart wheel came without the crt wheel
+    (a framework's own venv) still compiles wmma kernels with a toolkit's crt of the same
+    folder tree (the cccl folder's parent) or of $CUDA_HOME.  None when one of ``dirs`` has it."""
+    if any(os.path.isdir(os.path.join(d, "crt")) for d in dirs):
+        return None
+    homes = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
+    candidates = [os.path.dirname(d.rstrip(os.sep)) for d in dirs] + [os.path.join(h, "include") for h in homes if h]
+    for c in candidates:
+        if os.path.isfile(os.path.join(c, "crt", "mma.h")):
+            return c
+    return None
 
 
 def cache_dir() -> Path:

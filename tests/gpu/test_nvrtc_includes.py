@@ -284,3 +284,23 @@ def test_a_kernel_naming_no_library_header_gets_none(world):
     assert nvrtc.with_library_headers(ENTRY, {"common.cuh": "int x;"}) == {"common.cuh": "int x;"}
     got = nvrtc.with_library_headers('#include "kforge/tf32_mma.cuh"\n' + ENTRY)
     assert "kforge/tf32_mma.cuh" in got and "mma.sync.aligned.m16n8k8" in got["kforge/tf32_mma.cuh"]
+
+
+def test_a_cudart_wheel_without_crt_borrows_the_toolkits_crt_folder(tmp_path, monkeypatch):
+    """CUDA 13's mma.h includes crt/mma.h: where the header folders found hold no crt/ (a framework's
+    venv with cudart but not the crt wheel), the cccl folder's parent or $CUDA_HOME/include that holds
+    it is added to the include path; where one holds crt/ nothing is added."""
+    from kernel_forge.gpu.nvrtc import _crt_dir
+
+    wheel, toolkit, home = tmp_path / "wheel" / "include", tmp_path / "cuda" / "include", tmp_path / "home" / "include"
+    for d in (wheel, toolkit / "cccl", home / "crt"):
+        d.mkdir(parents=True)
+    (home / "crt" / "mma.h").write_text("")
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(home.parent))
+    assert _crt_dir([str(wheel), str(toolkit / "cccl")]) == str(home)          # only $CUDA_HOME has it
+    (toolkit / "crt").mkdir()
+    (toolkit / "crt" / "mma.h").write_text("")
+    assert _crt_dir([str(wheel), str(toolkit / "cccl")]) == str(toolkit)       # the cccl folder's parent first
+    (wheel / "crt").mkdir()
+    assert _crt_dir([str(wheel), str(toolkit / "cccl")]) is None               # the wheel's own crt/: nothing added
