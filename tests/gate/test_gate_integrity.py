@@ -24,18 +24,8 @@ from kernel_forge.gpu import mask as mask_mod
 from kernel_forge.gpu.failure import classify
 
 from tests.support import fake_gpu
-from tests.support.in_process_gate import (CAND, SOURCE, InProcessWorker, honest, in_process_gate, kernel_fn,
-                                           vector_add_task)
+from tests.support.in_process_gate import CAND, InProcessWorker, SOURCE, gate, honest, kernel_fn, task  # gate, task: fixtures
 
-
-@pytest.fixture
-def task(tmp_path):
-    return vector_add_task(tmp_path)
-
-
-@pytest.fixture
-def gate(task, monkeypatch):
-    yield from in_process_gate(task, monkeypatch)
 
 
 def _answers(gate_, seeds) -> list[bytes]:

@@ -29,18 +29,9 @@ from kernel_forge.model.inputs import generate
 from kernel_forge.model.task import load_task
 
 from tests.support import fake_gpu
-from tests.support.in_process_gate import CAND, InProcessWorker, honest, in_process_gate, kernel_fn, vector_add_task
+from tests.support.in_process_gate import CAND, InProcessWorker, gate, honest, kernel_fn, task  # gate, task: fixtures
 from tests.support.paths import ROOT
 
-
-@pytest.fixture
-def task(tmp_path):
-    return vector_add_task(tmp_path)
-
-
-@pytest.fixture
-def gate(task, monkeypatch):
-    yield from in_process_gate(task, monkeypatch)
 
 
 def test_a_block_lays_its_buffers_out_in_order_aligned_in_whole_pages():

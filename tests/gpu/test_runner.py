@@ -16,18 +16,8 @@ from kernel_forge.gate.gate import Gate
 from kernel_forge.model.worker_protocol import LOAD, SAMPLE
 
 from tests.support import fake_gpu
-from tests.support.in_process_gate import (CAND, SOURCE, InProcessWorker, honest, in_process_gate, kernel_fn,
-                                           vector_add_task)
+from tests.support.in_process_gate import CAND, InProcessWorker, SOURCE, gate, honest, kernel_fn, task  # gate, task: fixtures
 
-
-@pytest.fixture
-def task(tmp_path):
-    return vector_add_task(tmp_path)
-
-
-@pytest.fixture
-def gate(task, monkeypatch):
-    yield from in_process_gate(task, monkeypatch)
 
 
 def test_an_honest_kernel_passes_and_inputs_stay_resident(gate):

@@ -2,20 +2,15 @@
 and the driver (tests/support/fake_gpu.py): a small vector_add task, an in-process Worker, the gate
 over it, and Python "kernels" given the launch's argument values. No GPU.
 
-Test files make their fixtures of :func:`vector_add_task` and :func:`in_process_gate`::
-
-    @pytest.fixture
-    def task(tmp_path):
-        return vector_add_task(tmp_path)
-
-    @pytest.fixture
-    def gate(task, monkeypatch):
-        yield from in_process_gate(task, monkeypatch)
+Test files import the fixtures :func:`task` (the vector_add task) and :func:`gate` (the gate over it
+with an in-process worker): ``from tests.support.in_process_gate import gate, task``.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 import kernel_forge.gate.gate as gate_mod
 from kernel_forge.config.gate_settings import GateOptions
@@ -113,3 +108,15 @@ def honest(a, b, c, n):
 
 
 CAND = parse_candidate(SOURCE, name="k.cu")
+
+
+@pytest.fixture
+def task(tmp_path):
+    """The vector_add task in the test's folder."""
+    return vector_add_task(tmp_path)
+
+
+@pytest.fixture
+def gate(task, monkeypatch):
+    """The gate over ``task`` with an in-process worker on the NumPy stand-in."""
+    yield from in_process_gate(task, monkeypatch)
