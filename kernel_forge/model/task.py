@@ -160,13 +160,25 @@ class Task:
         """Bytes of all of ``case``'s buffers together."""
         return sum(self.buffer_bytes(case).values())
 
+    def footprint_bytes(self, case: Case) -> int:
+        """Bytes a launch that touches every buffer once moves: each buffer read or written once, an
+        in/out buffer both.  A kernel that reads parts of a buffer again finds them in cache, so no
+        honest launch needs more DRAM traffic than this (a gather may need less)."""
+        sizes = self.buffer_bytes(case)
+        return sum(sizes.values()) + sum(sizes[a.name] for a in self.args if a.is_buffer and a.in_out)
+
     def tolerance_for(self, arg: Arg) -> Tolerance:
         return arg.tolerance or self.tolerance
 
     def cost(self, case: Case) -> tuple[float | None, float | None]:
-        """(flops, bytes) of one launch on ``case``, or None where the manifest has none."""
+        """(flops, bytes) of one launch on ``case``, or None where the manifest has none.  Bytes count
+        DRAM traffic, so the manifest's count is capped at :meth:`footprint_bytes`: a formula that
+        counts every access (``B*T*C`` reads of a table of 50 rows) would make the plausibility check
+        refuse an honest kernel whose re-reads the cache serves, and overstate its bandwidth."""
         f = float(expressions.evaluate_number(self.flops, case.vars, what="flops")) if self.flops is not None else None
         b = float(expressions.evaluate_number(self.bytes, case.vars, what="bytes")) if self.bytes is not None else None
+        if b is not None:
+            b = min(b, float(self.footprint_bytes(case)))
         return f, b
 
     def hash(self) -> str:

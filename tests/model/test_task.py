@@ -453,3 +453,31 @@ def test_cost_with_unknown_variable(make):
     exc, _ = broken(make, lambda d: d["cost"].__setitem__("bytes", "4 * m"))
     assert exc.json_path == "$.cost.bytes"
     assert "unknown variable 'm'" in str(exc)
+
+
+def test_a_byte_count_above_every_buffer_moved_once_is_capped_there(tmp_path):
+    """llm.c's encoder once counted B*T*C reads of a 50-row table and of the position table each
+    batch re-reads: 7.55e7 bytes, more than the 2.85e7 its buffers hold, so its expert kernel at the
+    copy bandwidth "moved" 2.2x what the GPU can and was refused as implausible.  The bytes are
+    capped at the footprint (an in/out buffer counts twice); a count below it is kept."""
+    wild = ROOT / "bench" / "wild" / "llmc_encoder"
+    data = json.loads((wild / "llmc_encoder.json").read_text())
+    data["cost"]["bytes"] = "4*(B*T + 3*B*T*C)"
+    data["reference"]["python"] = str(wild / "reference.py") + ":reference"
+    data["initial"] = str(wild / "naive.cu")
+    (tmp_path / "enc.json").write_text(json.dumps(data))
+    task = load_task(tmp_path / "enc.json")
+    gpt2 = task.case("gpt2")
+    b, t, c, v = 8, 1024, 768, 50
+    footprint = 4 * (b * t * c + b * t + v * c + t * c)
+    assert task.footprint_bytes(gpt2) == footprint < 4 * (b * t + 3 * b * t * c)
+    assert task.cost(gpt2) == (b * t * c, footprint)
+    shipped = load_task(wild / "llmc_encoder.json")        # counts each row it touches once
+    assert shipped.cost(gpt2)[1] == 4 * (b * t + b * t * c + t * c + v * c)
+    hist = load_task(MANIFESTS / "histogram.json")
+    case = hist.cases_with("performance")[0]
+    inout = sum(n for name, n in hist.buffer_bytes(case).items() if hist.arg(name).in_out)
+    assert inout > 0 and hist.footprint_bytes(case) == hist.case_bytes(case) + inout
+    vec = load_task(MANIFESTS / "vector_add.json")
+    n16 = vec.case("n16M")
+    assert vec.cost(n16)[1] == 12 * 16777216 == vec.footprint_bytes(n16)
