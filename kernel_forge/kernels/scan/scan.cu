@@ -6,11 +6,15 @@
 // Bound pattern scan: a single-pass prefix sum with decoupled look-back.  Blocks take tiles of
 // BLOCK * ITEMS values in the order they start (an atomic ticket, so a tile never waits on one
 // that has not started); each thread scans its ITEMS consecutive values, the block scans the
-// thread totals (warp shuffles, then the warp totals), and thread 0 publishes the tile's total
-// (flag 1), walks back over earlier tiles' totals until one has published its inclusive prefix
-// (flag 2), and publishes its own.  Flag and value travel in one 64-bit word, so no fence is
-// needed between them.  The flags are module globals, zero at every launch (the gate restores
-// module globals before each launch); at most KF_MAX_TILES tiles (n <= 2^17 * BLOCK * ITEMS).
+// thread totals (warp shuffles, then the warp totals), and thread 0 publishes the tile's total,
+// walks back over earlier tiles until one has published its inclusive prefix, then adds the
+// totals it passed in tile order and publishes its own inclusive prefix.
+// Deterministic: adding forward from the inclusive prefix found gives, bit for bit, the chained
+// sum ((inc[0] + tot[1]) + tot[2]) + ..., whichever tiles had finished when the walk began; a walk
+// that added backward (tot[t-1] + tot[t-2] + ... + inc[p]) would round differently from run to run.
+// Flag and value travel in one 64-bit word, so no fence is needed between them.  The words are
+// module globals, zero at every launch (the gate restores module globals before each launch); at
+// most KF_MAX_TILES tiles (n <= 2^17 * BLOCK * ITEMS).
 #ifndef BLOCK
 #define BLOCK 256
 #endif
@@ -20,12 +24,23 @@
 #define KF_THREADS BLOCK
 #define KF_MAX_TILES (1 << 17)
 
-__device__ unsigned long long kf_tile_state[KF_MAX_TILES];
+__device__ unsigned long long kf_tile_total[KF_MAX_TILES];     // (1, tile total) once published
+__device__ unsigned long long kf_tile_inclusive[KF_MAX_TILES]; // (1, inclusive prefix) once published
 __device__ unsigned int kf_tile_ticket;
 
-__device__ __forceinline__ unsigned long long kf_pack_state(unsigned flag, float v)
+__device__ __forceinline__ void kf_publish(unsigned long long* word, float v)
 {
-    return ((unsigned long long)flag << 32) | (unsigned long long)__float_as_uint(v);
+    atomicExch(word, (1ull << 32) | (unsigned long long)__float_as_uint(v));
+}
+
+__device__ __forceinline__ unsigned long long kf_peek(const unsigned long long* word)
+{
+    return *(const volatile unsigned long long*)word;
+}
+
+__device__ __forceinline__ float kf_value(unsigned long long s)
+{
+    return __uint_as_float((unsigned)(s & 0xffffffffu));
 }
 
 __device__ __forceinline__ void kf_scan(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y, long long n)
@@ -68,19 +83,21 @@ __device__ __forceinline__ void kf_scan(const kf_x_t* __restrict__ x, kf_y_t* __
     if (threadIdx.x == 0) {
         float prefix = 0.0f;
         if (tile == 0) {
-            atomicExch(&kf_tile_state[0], kf_pack_state(2u, total));
+            kf_publish(&kf_tile_inclusive[0], total);
         } else {
-            atomicExch(&kf_tile_state[tile], kf_pack_state(1u, total));
+            kf_publish(&kf_tile_total[tile], total);
+            // back to the nearest tile p with an inclusive prefix (tile 0 always gets one) ...
             long long p = (long long)tile - 1;
-            while (p >= 0) {
-                const unsigned long long s = *((volatile unsigned long long*)&kf_tile_state[p]);
-                const unsigned flag = (unsigned)(s >> 32);
-                if (flag == 0u) continue;
-                prefix += __uint_as_float((unsigned)(s & 0xffffffffu));
-                if (flag == 2u) break;
-                --p;
+            unsigned long long s;
+            for (;;) {
+                s = kf_peek(&kf_tile_inclusive[p]);
+                if (s >> 32) break;
+                if (kf_peek(&kf_tile_total[p]) >> 32) --p;
             }
-            atomicExch(&kf_tile_state[tile], kf_pack_state(2u, prefix + total));
+            // ... then forward, in tile order, over the totals passed
+            prefix = kf_value(s);
+            for (long long q = p + 1; q < (long long)tile; ++q) prefix += kf_value(kf_peek(&kf_tile_total[q]));
+            kf_publish(&kf_tile_inclusive[tile], prefix + total);
         }
         tile_prefix = prefix;
     }
