@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kernel_forge.kernels import library
 from kernel_forge.model.inputs import generate
 from kernel_forge.model.reference_process import run_python_reference
 from kernel_forge.model.task import Case
@@ -356,6 +357,18 @@ inline unsigned kf_tf32(float x)             // cvt.rna.tf32.f32: 13 low bits ro
 inline float emu_frag[32][32][12];
 inline const unsigned char* emu_rowptr[32][32];
 
+// The tensor core's sum D = C + A*B: the products exact, their sum with C cut toward zero to fp32
+// (Fasi et al., "Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021: round-toward-zero on
+// V100/T4/A100; the 3xTF32 GEMM's error on the H100/H200 agrees).  Modelled as the sum in double
+// (exact for these 8-16 products of 11-bit operands unless their exponents lie far apart), then
+// truncated: accumulating slice after slice into one C lets the cut pile up in one direction.
+inline float emu_toward_zero(double s)
+{
+    float f = (float)s;
+    if (std::fabs((double)f) > std::fabs(s)) f = std::nextafter(f, 0.0f);
+    return f;
+}
+
 // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (the hardware reads the top 19 bits of each operand)
 inline void kf_mma_tf32(float* d, const unsigned* a, const unsigned* b)
 {
@@ -374,9 +387,9 @@ inline void kf_mma_tf32(float* d, const unsigned* a, const unsigned* b)
     const int g = l >> 2, q = l & 3;
     for (int r = 0; r < 4; ++r) {
         const int row = g + 8 * (r / 2), col = 2 * q + (r % 2);
-        float s = d[r];
-        for (int kk = 0; kk < 8; ++kk) s = std::fma(A[row][kk], B[kk][col], s);
-        d[r] = s;
+        double s = d[r];
+        for (int kk = 0; kk < 8; ++kk) s += (double)A[row][kk] * B[kk][col];
+        d[r] = emu_toward_zero(s);
     }
 }
 
@@ -408,9 +421,9 @@ inline void kf_mma_f16(float* d, const unsigned* a, const unsigned* b)
     const int g = l >> 2, q = l & 3;
     for (int r = 0; r < 4; ++r) {
         const int row = g + 8 * (r / 2), col = 2 * q + (r % 2);
-        float s = d[r];
-        for (int kk = 0; kk < 16; ++kk) s = std::fma(A[row][kk], B[kk][col], s);
-        d[r] = s;
+        double s = d[r];
+        for (int kk = 0; kk < 16; ++kk) s += (double)A[row][kk] * B[kk][col];
+        d[r] = emu_toward_zero(s);
     }
 }
 
@@ -604,6 +617,9 @@ def emu_build(task, cand, defines, workdir: Path) -> Path:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "cuda_bf16.h").write_text("// provided by emu.h\n")
     (workdir / "cuda_fp16.h").write_text("// provided by emu.h\n")
+    for name, text in library.headers().items():        # kforge/*.cuh: what of them is not PTX
+        (workdir / name).parent.mkdir(exist_ok=True)
+        (workdir / name).write_text(text)
     (workdir / "kernel.cu").write_text(src)
     (workdir / "main.cpp").write_text(_emu_main(task))
     exe = workdir / "emu"

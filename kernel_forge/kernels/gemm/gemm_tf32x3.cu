@@ -85,20 +85,13 @@
 
 #define KF_THREADS THREADS, 1
 
-// -- PTX wrappers (sm_80+), from the kernel library's headers kforge/tf32_mma.cuh and
-// kforge/cp_async.cuh.  The tests' host emulation defines KF_EMULATED_PTX and supplies its own.
-#ifndef KF_EMULATED_PTX
+// -- the TF32 pieces (kf_tf32, kf_mma_tf32, kf_split, kf_mma_tf32x3) and the cp.async wrappers
+// (sm_80+), from the kernel library's headers kforge/tf32_mma.cuh and kforge/cp_async.cuh.  The
+// tests' host emulation defines KF_EMULATED_PTX and supplies the PTX wrappers.
 #include "kforge/tf32_mma.cuh"
+#ifndef KF_EMULATED_PTX
 #include "kforge/cp_async.cuh"
 #endif
-
-// x = hi + lo with both parts TF32: hi carries the top 11 significant bits, lo the next 11
-__device__ __forceinline__ void kf_split(float x, unsigned& hi, unsigned& lo)
-{
-    hi = kf_tf32(x);
-    lo = kf_tf32(x - __uint_as_float(hi));
-}
-
 
 // C = alpha * A @ B (+ beta * C) (+ bias[col]), float32
 __device__ __forceinline__ float kf_epi(float acc, const float* __restrict__ crow, int col, float alpha, float beta,
@@ -212,7 +205,8 @@ __device__ __forceinline__ void kf_gemm(const float* __restrict__ a, const float
 
         const float* as = As + (tile % STAGES) * A_STAGE;
         const float* bs = Bs + (tile % STAGES) * B_STAGE;
-#pragma unroll
+        // one 8-deep slice at a time: unrolled, the slices' fresh accumulators (kf_mma_tf32x3) spill
+#pragma unroll 1
         for (int kk = 0; kk < BK; kk += 8) {
             unsigned ahi[MI][4], alo[MI][4];
 #pragma unroll
@@ -231,9 +225,7 @@ __device__ __forceinline__ void kf_gemm(const float* __restrict__ a, const float
                 kf_split(bs[B_AT(kk + t + 4, col)], bhi[1], blo[1]);              // B[t+4][g]
 #pragma unroll
                 for (int i = 0; i < MI; ++i) {
-                    kf_mma_tf32(acc[i][j], alo[i], bhi);
-                    kf_mma_tf32(acc[i][j], ahi[i], blo);
-                    kf_mma_tf32(acc[i][j], ahi[i], bhi);
+                    kf_mma_tf32x3(acc[i][j], ahi[i], alo[i], bhi, blo);
                 }
             }
         }

@@ -1,7 +1,9 @@
-// kforge/tf32_mma.cuh -- the TF32 tensor-core wrappers of the split-precision GEMMs (sm_80+): TF32
-// rounding and mma.sync.m16n8k8.  One copy for the library's kernels that use them
-// (gemm/gemm_tf32x3_mma, gemm/gemm_tf32x3); NVRTC gets it in memory by this name
-// (kernel_forge/kernels/library.py).
+// kforge/tf32_mma.cuh -- the TF32 tensor-core pieces of the split-precision GEMMs (sm_80+): TF32
+// rounding, mma.sync.m16n8k8, the hi/lo split and the three-product step.  One copy for the
+// library's kernels that use them (gemm/gemm_tf32x3_mma, gemm/gemm_tf32x3); NVRTC gets it in memory
+// by this name (kernel_forge/kernels/library.py).  The tests' host emulation defines
+// KF_EMULATED_PTX and supplies the two PTX wrappers; the split and the step are shared with it.
+#ifndef KF_EMULATED_PTX
 // x rounded to TF32 (10-bit mantissa, round to nearest, ties away from zero): an fp32 bit pattern
 // with the low 13 bits zero
 __device__ __forceinline__ unsigned kf_tf32(float x)
@@ -21,4 +23,31 @@ __device__ __forceinline__ void kf_mma_tf32(float* d, const unsigned* a, const u
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+// x = hi + lo with both parts TF32: hi carries the top 11 significant bits, lo the next 11
+__device__ __forceinline__ void kf_split(float x, unsigned& hi, unsigned& lo)
+{
+    hi = kf_tf32(x);
+    lo = kf_tf32(x - __uint_as_float(hi));
+}
+
+// d += a*b for one 8-deep slice at fp32-level error: a_lo*b_hi + a_hi*b_lo + a_hi*b_hi (a_lo*b_lo,
+// ~2^-22 relative, dropped), the small products first.  The three products go into a fresh
+// accumulator that is then added to d by an fp32 add (round to nearest): the tensor core aligns
+// and cuts its sum to the largest term, so letting it add the slice into the running total
+// directly, slice after slice, lets its truncation pile up in one direction (TF32-level error at
+// k = 4096 on an H100/H200, where the emulation's round-to-nearest model showed fp32-level).
+__device__ __forceinline__ void kf_mma_tf32x3(float* d, const unsigned* ahi, const unsigned* alo,
+                                              const unsigned* bhi, const unsigned* blo)
+{
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    kf_mma_tf32(s, alo, bhi);
+    kf_mma_tf32(s, ahi, blo);
+    kf_mma_tf32(s, ahi, bhi);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        d[r] += s[r];
+    }
 }
