@@ -15,8 +15,11 @@ from kernel_forge.common.dtypes import AMBIGUOUS, C_TYPES, DType
 from kernel_forge.common.errors import SignatureError
 
 _QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile", "__grid_constant__"}
-#: attributes a kernel declaration may carry around ``void`` (arguments without nested parentheses)
-_ATTR = r'(?:(?:__launch_bounds__|__maxnreg__|__cluster_dims__)\s*\([^()]*\)\s*|__noinline__\s+|__forceinline__\s+)*'
+#: an attribute's arguments: parentheses nested up to three deep (``__launch_bounds__((BX * BY), MINB)``)
+_ARGS = r'\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)'
+#: attributes a kernel declaration may carry around ``void``
+_ATTR = (r'(?:(?:__launch_bounds__|__maxnreg__|__cluster_dims__)\s*' + _ARGS
+         + r'\s*|__noinline__\s+|__forceinline__\s+)*')
 _HEAD = re.compile(r'^\s*extern\s+"C"\s+' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
                    + r'([A-Za-z_]\w*)\s*\(')
 _IDENT = re.compile(r"[A-Za-z_]\w*")

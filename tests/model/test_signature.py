@@ -117,6 +117,10 @@ def test_no_parameters(params):
     'extern "C" __global__ void __launch_bounds__(256) k(float* a)',
     'extern "C" __global__ void __launch_bounds__(256, 2) k(float* a)',
     'extern "C" __global__ __launch_bounds__(1024, 1) void k(float* a)',
+    # nested parentheses: what kforge's own-space search writes, and a user's macro arithmetic
+    'extern "C" __global__ void __launch_bounds__((KF_BX * KF_BY), KF_MINB) k(float* a)',
+    'extern "C" __global__ void __launch_bounds__(MAX((BX) * (BY), 32), 2) k(float* a)',
+    'extern "C" __global__ void __maxnreg__((64)) __launch_bounds__((256)) k(float* a)',
 ])
 def test_launch_bounds(text):
     s = parse_signature(text)
@@ -225,6 +229,14 @@ k(const float* a,
     b[0] = a[0] + n;
 }
 '''
+
+
+def test_find_entry_sees_through_a_launch_bounds_with_nested_parentheses():
+    # the own-space search's rewrite of a user's kernel: every setting was refused as
+    # signature_mismatch ("no definition found") on the GPU, 0 of 1,800
+    src = SOURCE.replace("__launch_bounds__(128)", "__launch_bounds__((KF_BX * KF_BY), KF_MINB)")
+    s, line = find_entry(src, "k")
+    assert (s.name, line, s.names) == ("k", 6, ("a", "b", "n"))
 
 
 def test_find_entry_returns_signature_and_line():

@@ -238,3 +238,31 @@ def test_the_initial_kernels_tune_lines_get_a_label_of_their_own_beside_a_templa
     manifest.write_text(json.dumps(data))
     names = [t.name for t in make_proposer(ProposerConfig(), load_task(manifest)).templates]
     assert names == ["tuned.cu", "tuned.initial.cu"]
+
+
+
+def _derived_passes_the_checks_before_launch(manifest: Path) -> None:
+    from kernel_forge.gate.preflight import check_kernel
+    from kernel_forge.search.tuner import own_templates
+
+    task = load_task(manifest)
+    if load_candidate(task.initial).tunables:
+        pytest.skip("searched over its own tune lines, as written")
+    derived = own_templates(task, [])
+    if not derived:
+        pytest.skip("nothing of it is safe to tune")
+    cand = parse_candidate(derived[0].text, name=derived[0].name)
+    assert check_kernel(task, cand) > 0          # the entry point's line: found, signature right, launches valid
+
+
+@pytest.mark.parametrize("manifest", ALL_MANIFESTS, ids=lambda p: p.stem)
+def test_a_derived_space_passes_the_gates_checks_before_any_launch(manifest):
+    """What the own-space search rewrites must still be a kernel of the task to the gate: its entry
+    point found (the __launch_bounds__ it adds has nested parentheses; on the GPU every one of
+    1,800 blur-max settings was refused as signature_mismatch once), its signature right, its
+    launch valid at every setting."""
+    _derived_passes_the_checks_before_launch(manifest)
+
+
+def test_the_derived_space_of_a_kernel_of_no_kind_passes_the_gates_checks(tmp_path):
+    _derived_passes_the_checks_before_launch(blur_task(tmp_path, of_no_kind=True))
