@@ -20,7 +20,7 @@ export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
 [ "${GPUS:-0}" -ge 1 ] 2>/dev/null || GPUS=1
 WORKERS_PER_GPU=${WORKERS_PER_GPU:-3}
-SERIAL=${SERIAL:-tests/gate/test_adversarial.py tests/gpu/test_timing_gpu.py tests/search/test_loop_gpu.py}
+SERIAL=${SERIAL:-tests/gate/test_adversarial.py tests/gpu/test_timing_gpu.py tests/search/test_loop_gpu.py tests/gate/test_gate_dispatch_gpu.py}
 COMMON=(-m gpu -v -rs --durations=15 -p no:cacheprovider -o console_output_style=times)
 PAR=()
 IGNORE=()

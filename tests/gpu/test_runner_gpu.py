@@ -128,16 +128,32 @@ def test_cli_eval_exit_1_on_failure(tmp_path):
 
 
 def test_implausible_speed_is_flagged(tmp_path):
-    """A manifest that claims each launch moves 1000x the bytes: the honest kernel is then
-    'faster than the memory allows' and must be flagged, not accepted."""
-    src = json.loads((ROOT / "manifests" / "vector_add.json").read_text())
-    src["cost"]["bytes"] = "12000*n"
-    src["reference"]["python"] = str(ROOT / "references" / "vector_add.py") + ":reference"
-    src["baselines"] = {}
-    src.pop("templates", None)
-    src["initial"] = str(ROOT / "manifests" / "vector_add.cu")
-    (tmp_path / "va.json").write_text(json.dumps(src))
+    """A kernel handed a table 100x its vectors' size that it never reads, under a manifest whose
+    bytes count the table too: every buffer moved once is 412 bytes per element, so the honest
+    sum of a and b (12 bytes per element) is 'faster than the memory allows' and must be
+    flagged, not accepted.  (A byte count above the buffers' footprint is capped at it, so the
+    buffers themselves must be there.)"""
+    (tmp_path / "ref.py").write_text("import numpy as np\n\n\ndef reference(a, b, table, c, n):\n"
+                                     "    np.add(a, b, out=c)\n")
+    (tmp_path / "va.cu").write_text(
+        'extern "C" __global__ void vector_add(const float* a, const float* b, const float* table, float* c, int n)\n'
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) c[i] = a[i] + b[i];\n}\n")
+    manifest = {
+        "name": "vector_add",
+        "signature": 'extern "C" __global__ void vector_add(const float* a, const float* b, const float* table, '
+                     "float* c, int n)",
+        "reference": {"python": "ref.py:reference"}, "initial": "va.cu",
+        "args": {"a": {"shape": ["n"], "init": "normal"}, "b": {"shape": ["n"], "init": "normal"},
+                 "table": {"shape": ["100*n"], "init": "normal"}, "c": {"shape": ["n"], "output": True}, "n": "n"},
+        "launch": {"grid": ["cdiv(n, 256)"], "block": [256]},
+        "tolerance": {"atol": 1e-6, "rtol": 1e-6},
+        "cost": {"flops": "n", "bytes": "412*n"},
+        "cases": [{"name": "small", "role": "correctness", "vars": {"n": 1000}},
+                  {"name": "n4M", "role": "performance", "vars": {"n": 4194304}}],
+    }
+    (tmp_path / "va.json").write_text(json.dumps(manifest))
     task = load_task(tmp_path / "va.json")
+    assert task.cost(task.case("n4M"))[1] == 412 * 4194304            # not capped: the table is there
     with Gate(task, _quick()) as gate:
         ev = gate.evaluate(load_candidate(task.initial), roles=("performance",))
     assert not ev.passed and ev.reason == "implausible", ev.message
