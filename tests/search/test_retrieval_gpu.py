@@ -33,7 +33,10 @@ def test_gpu_a_real_run_is_archived_with_its_device_and_retrieved(tmp_path):
     gate = Gate(task, opts)
     try:
         gate.ensure_gpu()
-        opt = start_run(manifest, LoopConfig(max_iterations=1, tune_budget=4), opts, ProposerConfig(),
+        # roof_stop=0: the initial vector_add is at ~94 % of the copy bandwidth on an H100/H200, and
+        # the default (0.9) ends the run before the tuner proposes anything, so nothing but the
+        # initial kernel (never retrieved) would be archived
+        opt = start_run(manifest, LoopConfig(max_iterations=1, tune_budget=4, roof_stop=0), opts, ProposerConfig(),
                         runs_dir=tmp_path / "runs", gate=gate)
         opt.run()
     finally:
@@ -42,6 +45,7 @@ def test_gpu_a_real_run_is_archived_with_its_device_and_retrieved(tmp_path):
     with open_archive(tmp_path / "a.sqlite") as a:
         rep = archive_run(opt.run_dir.path, a, task=task)
         hist = history(opt)
+        assert any(x["proposer"] == "tune" and x["status"] == "passed" for x in hist["attempts"])
         assert rep.added == sum(x["status"] == "passed" and (x.get("holdout") or {}).get("passed", True)
                                 for x in hist["attempts"])
         e = list_entries(a)[0]
@@ -61,7 +65,8 @@ def test_gpu_a_real_run_is_archived_with_its_device_and_retrieved(tmp_path):
 def test_gpu_a_second_run_shows_the_first_runs_best_and_gates_its_setting_first(tmp_path):
     """Two tuner runs of vector_add through the real gate sharing one archive: the second's
     retrieval.json holds the first's best, its prompt shows it, and the archived setting of each
-    template is the first of that template to be gated, with a rationale naming where it came from."""
+    template is the first of that template to be gated, with a rationale naming where it came from.
+    (roof_stop=0, as above: else the first run archives only its initial kernel.)"""
     from kernel_forge.gate.gate import Gate
 
     manifest = MANIFESTS / "vector_add.json"
@@ -69,12 +74,13 @@ def test_gpu_a_second_run_shows_the_first_runs_best_and_gates_its_setting_first(
     db = tmp_path / "shared.sqlite"
     opts = GateOptions.quick(reps=20, warmup=3)
     runs = []
+    lines: list[str] = []
     for name in ("first", "second"):
         gate = Gate(task, opts)
         try:
             gate.ensure_gpu()
-            opt = start_run(manifest, LoopConfig(max_iterations=2, tune_budget=3, archive=str(db)), opts,
-                            ProposerConfig(), runs_dir=tmp_path / name, gate=gate)
+            opt = start_run(manifest, LoopConfig(max_iterations=2, tune_budget=3, archive=str(db), roof_stop=0), opts,
+                            ProposerConfig(), runs_dir=tmp_path / name, gate=gate, progress=lines.append)
             opt.run()
             opt.proposer.needs_prompt = True   # the tuner asks nothing; build what a model would be asked next
             prompt = opt._prompt()
@@ -83,7 +89,9 @@ def test_gpu_a_second_run_shows_the_first_runs_best_and_gates_its_setting_first(
         runs.append((opt, prompt))
     (first, _), (second, prompt) = runs
     got = json.loads((second.run_dir.path / "retrieval.json").read_text())
-    assert got["examples"] and got["examples"][0]["same_task"], got
+    first_attempts = [(a["id"], a["label"], a["status"], a.get("reason")) for a in history(first)["attempts"]]
+    said = [x for x in lines if "archive" in x or "warning" in x]
+    assert got["examples"] and got["examples"][0]["same_task"], (said, first_attempts, got["examples"][:1])
     assert "# Kernels from the archive" in prompt and "From an earlier run of this task" in prompt
     hist = history(second)
     for label, items in got["settings"].items():
