@@ -161,9 +161,9 @@ class Task:
         return sum(self.buffer_bytes(case).values())
 
     def footprint_bytes(self, case: Case) -> int:
-        """Bytes a launch that touches every buffer once moves: each buffer read or written once, an
-        in/out buffer both.  A kernel that reads parts of a buffer again finds them in cache, so no
-        honest launch needs more DRAM traffic than this (a gather may need less)."""
+        """Bytes of every buffer moved once: each read or written once, an in/out buffer both.  The
+        least DRAM traffic an honest launch can get away with is at most this (what it reads again
+        may come from cache; a gather may touch less of a table)."""
         sizes = self.buffer_bytes(case)
         return sum(sizes.values()) + sum(sizes[a.name] for a in self.args if a.is_buffer and a.in_out)
 
@@ -171,10 +171,11 @@ class Task:
         return arg.tolerance or self.tolerance
 
     def cost(self, case: Case) -> tuple[float | None, float | None]:
-        """(flops, bytes) of one launch on ``case``, or None where the manifest has none.  Bytes count
-        DRAM traffic, so the manifest's count is capped at :meth:`footprint_bytes`: a formula that
-        counts every access (``B*T*C`` reads of a table of 50 rows) would make the plausibility check
-        refuse an honest kernel whose re-reads the cache serves, and overstate its bandwidth."""
+        """(flops, bytes) of one launch on ``case``, or None where the manifest has none.  Bytes are
+        the DRAM traffic a launch cannot avoid, so the manifest's count is capped at
+        :meth:`footprint_bytes`: a formula that counts every access (``B*T*C`` reads of a table of
+        50 rows) would make the plausibility check refuse an honest kernel whose re-reads the cache
+        serves, and overstate its bandwidth."""
         f = float(expressions.evaluate_number(self.flops, case.vars, what="flops")) if self.flops is not None else None
         b = float(expressions.evaluate_number(self.bytes, case.vars, what="bytes")) if self.bytes is not None else None
         if b is not None:
