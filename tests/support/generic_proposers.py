@@ -37,7 +37,9 @@ TEST_PRICES = {"anthropic:claude-test-1": {"input": 3.0, "output": 15.0},
 def make(provider: str, server, *, model: str | None = None, **kw):
     """A proposer for the transport, repair and retry tests: a model the table does not list (the
     generic request), answering with the submit_kernel tool unless told otherwise."""
-    kw.setdefault("request_timeout_s", 0.3)
+    # a silence of 5 s: a loaded machine (pytest -n, CI) starved the loopback's thread past 0.3 s now
+    # and then, and a spurious timeout made a third attempt; the timeout tests set their own
+    kw.setdefault("request_timeout_s", 5.0)
     kw.setdefault("answer_format", "tool")
     kw.setdefault("prices", TEST_PRICES)
     if "retry" not in kw:
