@@ -34,13 +34,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
-    # one compile cache per test session, never the user's; xdist's workers share it (their base
-    # folders lie in the session's): entries are written whole and keyed on what was compiled, and
-    # a worker no longer compiles again what another already did (a test that needs a cold cache
-    # sets its own)
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    monkeypatch.setenv("KFORGE_CACHE_DIR", str(shared / "cubin-cache"))
+    # one compile cache per test session, never the user's
+    monkeypatch.setenv("KFORGE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cubin-cache"))
     # a fresh kernel archive per test, never the user's: runs add to it and retrieve from it
     monkeypatch.setenv("KFORGE_ARCHIVE", str(tmp_path_factory.mktemp("archive") / "archive.sqlite"))
 
