@@ -359,7 +359,8 @@ inline const unsigned char* emu_rowptr[32][32];
 
 // The tensor core's sum D = C + A*B: the products exact, their sum with C cut toward zero to fp32
 // (Fasi et al., "Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021: round-toward-zero on
-// V100/T4/A100; the 3xTF32 GEMM's error on the H100/H200 agrees).  Modelled as the sum in double
+// V100/T4/A100; on an H100 one mma of C = 1 and a product of 0.75 ulp gave 1.0, and the 3xTF32
+// GEMM's error on the H100/H200 agrees).  Modelled as the sum in double
 // (exact for these 8-16 products of 11-bit operands unless their exponents lie far apart), then
 // truncated: accumulating slice after slice into one C lets the cut pile up in one direction.
 inline float emu_toward_zero(double s)
