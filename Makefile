@@ -6,7 +6,7 @@ OUT ?= gpu-out
 
 TASK ?= matmul_f32
 
-.PHONY: install test test-fast optimize test-gpu bench lint clean
+.PHONY: install test test-slow test-all optimize test-gpu bench lint clean
 
 # A virtual environment with kernel_forge and everything it needs from pip (no CUDA toolkit).
 .venv/.installed: pyproject.toml
@@ -19,13 +19,18 @@ install: .venv/.installed
 
 # The test suite: CPU tests everywhere; GPU tests (marked `gpu`) run where a GPU is present.
 # In parallel (pytest-xdist, one worker per core); the GPU tests all in one worker, one at a time.
+# `make test` leaves out the tests marked `slow` (host emulation of every setting, NVRTC over every
+# setting of the tensor-core patterns, whole tuner runs); `make test-slow` runs just those,
+# `make test-all` both.  CI (.ci/run) runs `make test`, then `make test-slow`.
+PYTEST = .venv/bin/python -m pytest -q -n auto --dist loadgroup
 test: .venv/.installed
-	.venv/bin/python -m pytest -q -n auto --dist loadgroup
+	$(PYTEST) -m "not slow"
 
-# The same without the tests marked `slow` (host emulation, NVRTC over every setting, whole tuner
-# runs): a quicker check while working; `make test` (and CI) runs everything.
-test-fast: .venv/.installed
-	.venv/bin/python -m pytest -q -n auto --dist loadgroup -m "not slow"
+test-slow: .venv/.installed
+	$(PYTEST) -m slow
+
+test-all: .venv/.installed
+	$(PYTEST)
 
 # The main job: optimise one bundled task; evidence goes to runs/run-NNN/.
 optimize: .venv/.installed
