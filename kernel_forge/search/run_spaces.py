@@ -32,7 +32,9 @@ class RunSpaces:
         """The space of ``cand``'s kernel (its tunables), with every recorded setting of it."""
         body = spaces.body_key(cand)
         sp = self.spaces.get(body)
-        if sp is None:
+        if sp is None or (cand.tunables and not sp.names):
+            # a copy with its tunables pinned (a bound pattern gated at its default) shares the body
+            # of the template; the space is the template's, whichever of the two came first
             sp = self.spaces[body] = Space(cand, label)
             sp.seed = self.config.seed
         for a in attempts:
@@ -93,7 +95,9 @@ class RunSpaces:
                     out[a.label] = self.kernels.candidate(a)
                 except (CandidateError, OSError):
                     continue
-        return out
+        # a pinned copy (a bound pattern's gate) once its template was proposed: one space, one name
+        tunable = {spaces.body_key(c) for c in out.values() if c.tunables}
+        return {label: c for label, c in out.items() if c.tunables or spaces.body_key(c) not in tunable}
 
     def spent(self, attempts: list[Attempt]) -> list[str]:
         """The tuner's templates whose every setting was gated or ruled out."""

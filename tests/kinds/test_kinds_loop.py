@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from kernel_forge.config.gate_settings import GateOptions
 from kernel_forge.config.loop_settings import LoopConfig
 from kernel_forge.config.proposer import ProposerConfig
@@ -86,3 +88,24 @@ def test_a_binding_that_fails_the_gate_is_dropped_with_its_verdict(tmp_path, mon
     monkeypatch.setattr(tuner, "gate_source", lambda s: real(s) + '// fake: mismatch 100\n#define FAKE_SCRIPT "bad"\n')
     tuned = _tuner_run(tmp_path, monkeypatch)
     assert [(a.label, a.status, a.reason) for a in tuned] == [("gate:bound_row_softmax.cu", "failed", "mismatch")]
+
+
+@pytest.mark.parametrize("name", ["cs_boxfilter_y", "llmc_bias_backward", "cs_transpose"])
+def test_with_every_default_a_bound_pattern_s_settings_are_searched_after_its_gate(tmp_path, monkeypatch, name):
+    """The gate copy (tunables pinned) and the template share one kernel body; whichever the run
+    met first, the space is the template's: on the H100 the wild box filter, bias gradient and
+    transpose (bench/wild) stopped "exhausted" after the gate, their settings never searched."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = ROOT / "bench" / "wild" / name / f"{name}.json"      # the corpus kernel, its naive initial kernel
+    task = load_task(path)
+    opt = start_run(path, LoopConfig(archive="off", max_iterations=3, roof_stop=0), GateOptions(), ProposerConfig(),
+                    runs_dir=tmp_path / "runs", gate=ScriptedGate(task))
+    opt.run()
+    gate = [a for a in opt.state.attempts if a.label.startswith("gate:bound_")]
+    assert len(gate) == 1 and gate[0].status == "passed"
+    searched = [a for a in opt.state.attempts if a.label == gate[0].label[len("gate:"):]]
+    assert searched and all(a.status == "passed" for a in searched), [(a.defines, a.reason) for a in searched]
+    settings = {tuple(sorted(a.defines.items())) for a in searched + gate}
+    assert len(settings) == len(searched) + 1 >= 3
+    line = opt.spaces.line(opt.state.attempts)
+    assert "gate:" not in line and gate[0].label[len("gate:"):] + ":" in line

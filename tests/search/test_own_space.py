@@ -73,7 +73,8 @@ def test_an_initial_kernels_own_tune_lines_are_all_gated_in_a_few_large_batches(
     # printed "iteration 0: 1 gated" until the time limit; now the initial kernel is one attempt
     assert [a["proposer"] for a in hist].count("initial") == 1 and not any(a["status"] == "pending" for a in hist)
     per_iteration = [int(m.group(1)) for m in (re.search(r"iteration \d+: (\d+) gated", x) for x in lines) if m]
-    assert summary["iterations"] <= 3 and per_iteration[0] >= 24          # a full batch from the first iteration
+    own = [a["iteration"] for a in hist if a["proposer"] == "tune" and not a["label"].startswith(("gate:", "bound_"))]
+    assert max(own) <= 3 and per_iteration[0] >= 24       # a full batch from the first iteration (then the bound pattern's)
     assert "tuned.cu: 54 of 54 settings gated" in summary["stop_detail"]   # the initial's setting counted too
     assert summary["best"]["defines"] == {"BX": 64, "BY": 4, "RY": 2}
 

@@ -65,3 +65,24 @@ def test_the_tuner_has_its_own_time_limit_and_any_run_a_given_one(tmp_path):
     assert time_limit(run) == (10, "--time-limit") and not time_up(run)
     run.state.elapsed_before = 10.0
     assert time_up(run) and fired(run)[0] == "time_limit" and "of 10 s (--time-limit)" in fired(run)[1]
+
+
+def test_the_roof_waits_for_every_bound_pattern_s_gate(tmp_path, monkeypatch):
+    """A best at the roof stops the run only once each bound pattern was gated: the residual add of
+    llm.c stopped at its naive kernel (97 % of copy bandwidth on the H100) while its own kernel
+    was 20 % faster, because the roof fired before the bound pattern's gate."""
+    import kernel_forge.search.stop_rules as stop_rules
+    from kernel_forge.records.attempt import Attempt
+
+    monkeypatch.setattr(stop_rules, "roof_reached", lambda run, share: (True, "at the roof"))
+    run = context(tmp_path, roof_stop=0.9)
+    run.proposer.bound = [tmp_path / "x" / "bound_elementwise.cu", tmp_path / "y" / "bound_elementwise_vec.cu"]
+    assert stop_rules.bound_not_gated(run) == ["gate:bound_elementwise.cu", "gate:bound_elementwise_vec.cu"]
+    assert fired(run) is None
+    run.state.attempts.append(Attempt(id="a0001", iteration=1, proposer="tune", label="gate:bound_elementwise.cu"))
+    assert fired(run) is None
+    run.state.attempts.append(Attempt(id="a0002", iteration=1, proposer="tune", label="gate:bound_elementwise_vec.cu",
+                                      status="failed"))
+    assert fired(run) == ("roof_stop", "at the roof")
+    # a model run, or a task of no known kind (no bound patterns): the roof as before
+    assert fired(context(tmp_path / "m", roof_stop=0.9)) == ("roof_stop", "at the roof")
