@@ -68,6 +68,7 @@ def kforge():
     return lambda *args: runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", HONEST, ids=[f"{p.parent.name}/{p.stem}" for p in HONEST])
 def test_every_honest_kernel_passes_the_compiled_code_rules(path):
     """CUB, cooperative groups (grid sync too), templates, inline PTX, double atomics: no external

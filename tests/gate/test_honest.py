@@ -114,6 +114,7 @@ def test_passes_the_static_rules_and_the_tasks_signature(path):
     assert cand.launch is not None or task_of(e.task).launch is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_compiles_for_sm90_without_spills(path):
     cand = load_candidate(path)
@@ -189,6 +190,7 @@ def _honest_emu_cases(task):
     return [Case(f"emu{i}", "correctness", {**defaults, **v}, 1000 + i) for i, v in enumerate(EMU_SIZES[task.name])]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", EMULATED, ids=[p.stem for p in EMULATED])
 def test_emulated_on_awkward_sizes_it_matches_the_reference(path, tmp_path):
     if host_compiler() is None:

@@ -378,6 +378,7 @@ def test_every_bound_pattern_is_a_complete_kernel_with_the_task_s_own_signature_
         assert res.resources.get("spill_stores", 0) == 0, bound.label
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("storage", sorted(_TYPES))
 @pytest.mark.parametrize("name", ["llmc_layernorm", "llmc_softmax", "bias_gelu_residual", "blur3x3", "embedding",
                                   "cumsum_rows", "nll_bf16"])
