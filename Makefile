@@ -19,8 +19,8 @@ install: .venv/.installed
 
 # The test suite: CPU tests everywhere; GPU tests (marked `gpu`) run where a GPU is present.
 # In parallel (pytest-xdist, one worker per core); the GPU tests all in one worker, one at a time.
-# `make test` leaves out the tests marked `slow` (host emulation of every setting, NVRTC over every
-# setting of the tensor-core patterns, whole tuner runs); `make test-slow` runs just those,
+# `make test` leaves out the tests marked `slow` (host emulation, NVRTC over every setting or every
+# kernel of a corpus, whole tuner runs: pyproject.toml's markers); `make test-slow` runs just those,
 # `make test-all` both.  CI (.ci/run) runs `make test`, then `make test-slow`.
 PYTEST = .venv/bin/python -m pytest -q -n auto --dist loadgroup
 test: .venv/.installed
