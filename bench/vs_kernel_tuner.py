@@ -42,6 +42,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -207,6 +208,7 @@ def run_kernel_tuner(lang: str, iterations: int) -> dict:
 STENCIL = ROOT / "bench" / "wild" / "blur3x3"
 STENCIL_H = STENCIL_W = 4096
 STENCIL_SETTINGS = 54
+OWN_SPACE_DONE = re.compile(r"\btuned\.cu: (\d+) of (\d+) settings gated")
 
 
 def stencil_manifest(directory: Path) -> Path:
@@ -235,17 +237,31 @@ def run_kforge_stencil(manifest: Path, cache_root: Path) -> dict:
     loop = LoopConfig(archive="off", roof_stop=0, dispatch=False, profile=False, tune_time_limit_s=0,
                       time_limit_s=900)
     lines: list[str] = []
+    own_done: list[float] = []                 # when the progress first showed all 54 own settings gated
     t0 = time.perf_counter()
+
+    def progress(m: str) -> None:
+        lines.append(m)
+        print(m, flush=True)
+        done = OWN_SPACE_DONE.search(m)
+        if done and done.group(1) == done.group(2) and not own_done:
+            own_done.append(time.perf_counter() - t0)
+
     opt = start_run(manifest, loop, GateOptions(), ProposerConfig(), runs_dir=cache_root / "runs",
-                    progress=lambda m: (lines.append(m), print(m, flush=True)))
+                    progress=progress)
     summary = opt.run()
-    wall = time.perf_counter() - t0
+    run_wall = time.perf_counter() - t0
+    # the run goes on to the stencil pattern bound to the blur's signature once its own settings are
+    # spent; the figure of merit is the time to gate the kernel's own 54
+    wall = own_done[0] if own_done else run_wall
     hist = json.loads((opt.run_dir.path / "history.json").read_text())["attempts"]
-    gated = {tuple(sorted(a["defines"].items())) for a in hist
-             if a["proposer"] in ("initial", "tune") and a.get("evaluation")}
-    passed = [a for a in hist if a["proposer"] in ("initial", "tune") and a["status"] == "passed" and a.get("score_us")]
+    own = [a for a in hist if a["proposer"] in ("initial", "tune") and a.get("evaluation")
+           and not a["label"].startswith(("gate:", "bound_"))]
+    gated = {tuple(sorted(a["defines"].items())) for a in own}
+    passed = [a for a in own if a["status"] == "passed" and a.get("score_us")]
     best = min(passed, key=lambda a: a["score_us"]) if passed else None
-    row = {"harness": "kforge optimize (model-free, own tune lines)", "wall_s": wall, "settings_gated": len(gated),
+    row = {"harness": "kforge optimize (model-free, own tune lines)", "wall_s": wall, "run_wall_s": run_wall,
+           "wall_is": "own settings all gated" if own_done else "whole run", "settings_gated": len(gated),
            "iterations": summary.get("iterations"), "stop_reason": summary.get("stop_reason"),
            "run": str(opt.run_dir.path), "iteration_lines": [x for x in lines if "] iteration " in x]}
     if best:

@@ -139,3 +139,15 @@ def test_without_kernel_tuner_the_stencil_row_says_why(bench, tmp_path, monkeypa
     report = json.loads(out.read_text())
     assert report["rows"][0]["skipped"].startswith("kernel_tuner is not installed")
     assert report["benchmark"]["settings"] == 54 and "2x Kernel Tuner" in report["table"]
+
+
+def test_the_stencils_clock_stops_when_the_progress_shows_its_own_54_settings_gated(bench):
+    def done(line):
+        m = bench.OWN_SPACE_DONE.search(line)
+        return bool(m) and m.group(1) == m.group(2)
+    assert not done("[kforge]   search population: tuned.cu: 49 of 54 settings gated, 5 left; "
+                    "bound_stencil2d.cu: 25 of 64 settings gated, 39 left")
+    assert not done("[kforge]   search population: tuned.cu: 25 of 54 settings gated, 29 left; "
+                    "gate:bound_stencil2d.cu: 1 of 1 settings gated")     # the bound pattern's, not the kernel's
+    assert done("[kforge]   search population: tuned.cu: 54 of 54 settings gated; "
+                "bound_stencil2d.cu: 49 of 64 settings gated, 15 left")
