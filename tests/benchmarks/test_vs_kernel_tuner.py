@@ -142,9 +142,7 @@ def test_without_kernel_tuner_the_stencil_row_says_why(bench, tmp_path, monkeypa
 
 
 def test_the_stencils_clock_stops_when_the_progress_shows_its_own_54_settings_gated(bench):
-    def done(line):
-        m = bench.OWN_SPACE_DONE.search(line)
-        return bool(m) and m.group(1) == m.group(2)
+    done = bench.own_space_done
     assert not done("[kforge]   search population: tuned.cu: 49 of 54 settings gated, 5 left; "
                     "bound_stencil2d.cu: 25 of 64 settings gated, 39 left")
     assert not done("[kforge]   search population: tuned.cu: 25 of 54 settings gated, 29 left; "
