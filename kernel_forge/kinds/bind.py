@@ -343,8 +343,16 @@ def _gemm(w: _Writer) -> str:
     p = w.match.params
     a, b, c = w.buffer("a"), w.buffer("b"), w.buffer("c")
     bias = w.buffer("bias", required=False)
-    if any(w.types[r] != "float" for r in ("a", "b", "c")) or (bias != "nullptr" and w.types["bias"] != "float"):
-        raise Unbindable("the bound gemm is float32 (SIMT FFMA)")
+    operands = {w.types["a"], w.types["b"]}
+    if operands <= {"__half", "__nv_bfloat16"}:        # 16-bit operands: the tensor cores (gemm_f16)
+        if len(operands) > 1:
+            raise Unbindable("the bound 16-bit gemm multiplies operands of one type: a and b are fp16 and bf16")
+        w.template = "gemm/gemm_f16"
+        w.defines["KF_AB_BF16"] = int(operands == {"__nv_bfloat16"})
+    elif any(w.types[r] != "float" for r in ("a", "b", "c")) or (bias != "nullptr" and w.types["bias"] != "float"):
+        raise Unbindable("the bound gemm is float32 (SIMT FFMA or split TF32) or 16-bit (fp16 or bf16 on the "
+                         "tensor cores); a, b, c and bias are "
+                         + ", ".join(w.types[r] for r in ("a", "b", "c", "bias")))
     w.slots.update(M=w.launch_size("m"), N=w.launch_size("n"))
     w.defines.update(KF_HAS_BETA=int(bool(w.role("beta"))), KF_HAS_BIAS=int(bias != "nullptr"),
                      KF_TRANS_A=int(bool(p.get("trans_a"))), KF_TRANS_B=int(bool(p.get("trans_b"))))
@@ -375,7 +383,8 @@ _WRITERS = {
 
 
 #: further bound patterns of a kind, written by the same writer: the tuner gates and searches each
-#: beside the first (fp32 GEMM: the split-precision TF32 tensor-core pattern beside the SIMT one)
+#: beside the first (fp32 GEMM: the split-precision TF32 tensor-core pattern beside the SIMT one;
+#: 16-bit operands take gemm_f16 in place of both)
 _MORE = {
     "gemm": ("gemm/gemm_tf32x3",),
 }
@@ -396,5 +405,7 @@ def instantiate(task, match: Match) -> list[Bound]:
         call = write(w)
         template = w.template or template      # a writer may choose its kind's other template (per-row scan, SGD)
         stem = template.split("/")[1]
+        if any(b.pattern == stem for b in out):     # ... once (16-bit GEMM operands: the one fp16/bf16 pattern)
+            continue
         out.append(Bound(stem, f"bound_{stem}.cu", w.source(template, call, match.describe()), match))
     return out

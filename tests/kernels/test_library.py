@@ -46,17 +46,20 @@ def test_a_kernel_is_found_by_its_name_by_its_stem_and_by_its_file():
 def test_the_binder_s_templates_are_the_library_s_bound_kernels():
     used = {first for first, _ in bind._WRITERS.values()} | {n for more in bind._MORE.values() for n in more}
     used |= {"box_filter/box_filter_x", "scan/scan_rows",          # a writer's choice by the kind's parameters
-             "optimizer_step/optimizer_sgd"}
+             "optimizer_step/optimizer_sgd", "gemm/gemm_f16"}                # ... and by the operands' type
     assert used == set(library.names("bound"))
     for name in used:
         assert library.by_name(name).kind in IDENTIFIED_KINDS
 
 
 HEADERS = {"kforge/tf32_mma.cuh": ("kf_tf32(float x)", "kf_mma_tf32(float* d"),
-           "kforge/cp_async.cuh": ("kf_cp_async16(void* smem", "kf_cp_async4(void* smem", "kf_cp_async_wait()")}
+           "kforge/cp_async.cuh": ("kf_cp_async16(void* smem", "kf_cp_async4(void* smem", "kf_cp_async_wait()"),
+           "kforge/f16_mma.cuh": ("kf_mma_f16(float* d", "kf_mma_bf16(float* d", "kf_ldmatrix_x4(unsigned* r",
+                                  "kf_ldmatrix_x4_trans(unsigned* r", "kf_swz(int r, int c)", "kf_gather8(const T* p")}
 USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh"),
          "gemm/gemm_tf32x3": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh"),
-         "gemm/gemm_f16_mma": ("kforge/cp_async.cuh",)}
+         "gemm/gemm_f16_mma": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh"),
+         "gemm/gemm_f16": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh")}
 
 
 @pytest.mark.parametrize("name", USERS)

@@ -61,9 +61,6 @@ def test_a_binding_that_cannot_be_written_says_what_is_missing_or_unsupported():
         instantiate(layernorm, Match("row_norm", {k: v for k, v in LAYERNORM.items() if k != "y"}, {"norm": "layer"}))
     with pytest.raises(Unbindable, match=r"^no kernel parameter carries the rows \(a size the kernel must be given\)$"):
         instantiate(layernorm, Match("row_softmax", {"x": "x", "y": "y", "rows": None, "cols": "cols"}, {}))
-    f16 = load_task(MANIFESTS / "matmul_f16.json")
-    with pytest.raises(Unbindable, match=r"^the bound gemm is float32 \(SIMT FFMA\)$"):
-        instantiate(f16, Match("gemm", {"a": "a", "b": "b", "c": "c", "m": "m", "n": "n", "k": "k"}, {}))
 
 
 def test_every_kind_identification_can_name_has_a_bound_pattern():
@@ -85,6 +82,40 @@ def test_an_fp32_gemm_gets_the_split_tf32_tensor_core_pattern_beside_the_simt_on
     assert f"#define KF_TRANS_A {trans[0]}" in tf and f"#define KF_TRANS_B {trans[1]}" in tf
     cand = parse_candidate(tf, name=bounds[1].label)
     assert cand.launch.shared_mem not in (0, "0") and 40 <= len(cand.configurations()) <= 200
+
+
+@pytest.mark.parametrize("name, trans, bf16", [("linear_f16", ("0", "1"), "0"), ("hgemm_tn_bf16", ("1", "0"), "1")])
+def test_a_16_bit_gemm_gets_the_tensor_core_pattern_alone_with_its_operands_layout_and_type(name, trans, bf16):
+    from kernel_forge.model.candidate import parse_candidate
+
+    task = load_task(DATA / f"{name}.json")
+    [bound] = instantiate(task, identify(task).match)      # not the fp32 patterns: they read float operands
+    assert bound.label == "bound_gemm_f16.cu"
+    src = bound.source
+    mma = "bf16.bf16" if bf16 == "1" else "f16.f16"
+    assert f"mma.sync.aligned.m16n8k16.row.col.f32.{mma}.f32" in src and "ldmatrix" in src
+    assert f"#define KF_TRANS_A {trans[0]}" in src and f"#define KF_TRANS_B {trans[1]}" in src
+    assert f"#define KF_AB_BF16 {bf16}" in src
+    assert f"#define KF_HAS_BIAS {int(name == 'linear_f16')}" in src and f"#define KF_HAS_BETA {bf16}" in src
+    cand = parse_candidate(src, name=bound.label)
+    assert cand.launch.shared_mem not in (0, "0") and 40 <= len(cand.configurations()) <= 200
+
+
+@pytest.mark.parametrize("weight, why", [
+    ("float", "the bound gemm is float32 (SIMT FFMA or split TF32) or 16-bit (fp16 or bf16 on the tensor cores); "
+              "a, b, c and bias are __half, float, __half, __half"),
+    ("__nv_bfloat16", "the bound 16-bit gemm multiplies operands of one type: a and b are fp16 and bf16")])
+def test_a_gemm_of_mixed_operand_types_is_unbindable_saying_the_types(tmp_path, weight, why):
+    from tests.support.kind_tasks import copy_task
+
+    path = copy_task(tmp_path, "linear_f16", lambda d: d.update(
+        signature=d["signature"].replace("const __half* weight", f"const {weight}* weight")))
+    task = load_task(path)
+    match = Match("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C"},
+                  {"trans_b": True})
+    with pytest.raises(Unbindable) as e:
+        instantiate(task, match)
+    assert str(e.value) == why
 
 
 def test_a_binding_no_pattern_can_be_written_for_says_why():

@@ -64,6 +64,10 @@ PUBLIC = {
                  {"axis": "x", "edge": "zero", "norm": "sum"}),
     "sgemm_tn": ("gemm", {"a": "A", "b": "B", "c": "C", "m": "m", "n": "n", "k": "k", "alpha": "alpha", "beta": "beta",
                           "bias": None}, {"trans_a": True, "trans_b": False}),
+    "linear_f16": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
+                            "alpha": None, "beta": None}, {"trans_a": False, "trans_b": True}),
+    "hgemm_tn_bf16": ("gemm", {"a": "A", "b": "B", "c": "C", "m": "m", "n": "n", "k": "k", "alpha": "alpha",
+                               "beta": "beta", "bias": None}, {"trans_a": True, "trans_b": False}),
     "nll_bf16": ("row_pick", {"y": "loss", "index": "target", "table": "logp", "rows": "n", "cols": "classes"},
                  {"act": "neg"}),
     # lr and weight_decay are both 0.01 on every case, eps is a constant: the rerun with telling scalars
@@ -168,7 +172,7 @@ def test_validate_prints_the_kind_and_refuses_a_wrong_stated_kind_naming_its_jso
 BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16",
             "bias_gelu_residual", "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced",
             "reduce_max", "matmul_forward", "byte_histogram", "hist_mod", "cumsum_rows", "box_rows", "nll_bf16",
-            "adamw_torch", "sgd_momentum"]
+            "adamw_torch", "sgd_momentum", "linear_f16", "hgemm_tn_bf16"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

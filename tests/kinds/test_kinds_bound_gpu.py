@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16", "bias_gelu_residual",
     "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced", "reduce_max", "matmul_forward",
-    "byte_histogram", "hist_mod", "cumsum_rows", "box_rows", "sgemm_tn", "nll_bf16", "adamw_torch", "sgd_momentum")),
+    "byte_histogram", "hist_mod", "cumsum_rows", "box_rows", "sgemm_tn", "nll_bf16", "adamw_torch", "sgd_momentum",
+    "linear_f16", "hgemm_tn_bf16")),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json",
     ROOT / "bench" / "wild" / "llmc_crossentropy" / "llmc_crossentropy.json",
     ROOT / "bench" / "wild" / "llmc_adamw" / "llmc_adamw.json",
@@ -23,7 +24,7 @@ TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     ROOT / "bench" / "wild" / "cs_reduction" / "cs_reduction.json",
     ROOT / "bench" / "wild" / "llmc_encoder" / "llmc_encoder.json",
     *(ROOT / "manifests" / f"{n}.json" for n in ("layernorm", "softmax_rows", "vector_add", "gelu_bf16", "transpose",
-                                                 "reduce_sum", "matmul_f32", "histogram"))]
+                                                 "reduce_sum", "matmul_f32", "histogram", "matmul_f16"))]
 IDS = [p.stem for p in TASKS]
 
 

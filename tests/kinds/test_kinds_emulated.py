@@ -2,8 +2,8 @@
 per CUDA thread, AddressSanitizer on exact-size buffers) runs each bound pattern on its
 task's correctness and holdout cases and on sizes that reach its other paths, at its default
 setting (what the tuner gates first) and at a second setting, and compares with the reference
-under the task's tolerance.  float and bfloat16 storage.  A kind with several bound patterns (fp32
-GEMM: SIMT and split-precision TF32) runs each; a pattern named in SECOND gets its own second setting."""
+under the task's tolerance.  float, float16 and bfloat16 storage.  A kind with several bound patterns
+(fp32 GEMM: SIMT and split-precision TF32) runs each; a pattern named in SECOND gets its own second setting."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -53,6 +53,8 @@ struct alignas(8) uint2 { unsigned int x, y; };
 inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
 '''
 
+F16_SECOND = {"BM": 64, "BN": 64, "BK": 64, "WM": 32, "WN": 32, "STAGES": 2}
+
 #: task file -> (a second setting, extra cases that reach other paths)
 TASKS = {
     DATA / "llmc_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0},
@@ -101,6 +103,13 @@ TASKS = {
         {"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 1}, {"n": 2048}, {"n": 4101}]),
     DATA / "adamw_torch.json": ({"BLOCK": 128, "VPT": 4, "STREAM": 0}, [{"n": 3}, {"n": 2561}]),
     DATA / "sgd_momentum.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 2}, {"n": 4099}]),
+    # 16-bit GEMMs (gemm_f16): B transposed with a bias, fp16; A transposed with alpha and beta, bf16;
+    # the bundled fp16 task.  Rows of a multiple of 8 values reach cp.async, the others the gather;
+    # BK = 64 swizzles a transposed B's rows of 8 chunks, BK = 32 those of 4
+    DATA / "linear_f16.json": (F16_SECOND, [{"B": 1, "T": 3, "C": 7, "OC": 5}, {"B": 2, "T": 40, "C": 64, "OC": 136}]),
+    DATA / "hgemm_tn_bf16.json": (F16_SECOND, [{"m": 5, "n": 3, "k": 1}, {"m": 130, "n": 72, "k": 40},
+                                               {"m": 136, "n": 70, "k": 48}]),
+    ROOT / "manifests" / "matmul_f16.json": (F16_SECOND, [{"m": 67, "n": 72, "k": 48}, {"m": 130, "n": 136, "k": 104}]),
 }
 IDS = [p.stem for p in TASKS]
 #: the second setting of the bound patterns that have other tunables than their kind's first

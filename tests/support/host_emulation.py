@@ -345,6 +345,7 @@ inline float __half2float(__half h) { return emu_h2f(h.bits); }
 inline __half __float2half_rn(float f) { return {emu_f2h(f)}; }
 inline __half __float2half(float f) { return __float2half_rn(f); }
 inline __half2 __floats2half2_rn(float a, float b) { return {__float2half_rn(a), __float2half_rn(b)}; }
+inline float2 __half22float2(__half2 h) { return {__half2float(h.x), __half2float(h.y)}; }
 
 inline unsigned kf_tf32(float x)             // cvt.rna.tf32.f32: 13 low bits rounded off, ties away
 {
@@ -394,17 +395,18 @@ inline void kf_mma_tf32(float* d, const unsigned* a, const unsigned* b)
     }
 }
 
-// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
-inline void kf_mma_f16(float* d, const unsigned* a, const unsigned* b)
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32: `value` reads one 16-bit operand
+inline float emu_bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }
+inline void emu_mma_m16n8k16(float* d, const unsigned* a, const unsigned* b, float (*value)(uint16_t))
 {
     const int t = emu_tid(), w = t / 32, l = t % 32;
     for (int i = 0; i < 4; ++i) {
-        emu_frag[w][l][2 * i] = emu_h2f(a[i] & 0xFFFF);
-        emu_frag[w][l][2 * i + 1] = emu_h2f(a[i] >> 16);
+        emu_frag[w][l][2 * i] = value(a[i] & 0xFFFF);
+        emu_frag[w][l][2 * i + 1] = value(a[i] >> 16);
     }
     for (int i = 0; i < 2; ++i) {
-        emu_frag[w][l][8 + 2 * i] = emu_h2f(b[i] & 0xFFFF);
-        emu_frag[w][l][8 + 2 * i + 1] = emu_h2f(b[i] >> 16);
+        emu_frag[w][l][8 + 2 * i] = value(b[i] & 0xFFFF);
+        emu_frag[w][l][8 + 2 * i + 1] = value(b[i] >> 16);
     }
     emu_warp_bar[w]->arrive_and_wait();
     float A[16][16], B[16][8];
@@ -427,6 +429,8 @@ inline void kf_mma_f16(float* d, const unsigned* a, const unsigned* b)
         d[r] = emu_toward_zero(s);
     }
 }
+inline void kf_mma_f16(float* d, const unsigned* a, const unsigned* b) { emu_mma_m16n8k16(d, a, b, emu_h2f); }
+inline void kf_mma_bf16(float* d, const unsigned* a, const unsigned* b) { emu_mma_m16n8k16(d, a, b, emu_bf2f); }
 
 // ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8j..8j+7 give the 8 row addresses (16 bytes
 // each) of matrix j; lane l receives in r[j] row l/4, elements 2(l%4) and 2(l%4)+1 of matrix j

@@ -142,3 +142,18 @@ def sgd_momentum(grad, momentum_buf, param, lr, momentum, dampening, weight_deca
     b = momentum * momentum_buf + (1.0 - dampening) * g
     param[...] = p - lr * b
     momentum_buf[...] = b
+
+
+def linear_f16(out, inp, weight, bias, B, T, C, OC):
+    """A linear layer in half precision (PyTorch's F.linear): out (B*T, OC) = inp (B*T, C) @ weight
+    (OC, C)^T + bias, fp16 storage."""
+    x = inp.reshape(B * T, C).astype(np.float64)
+    w = weight.reshape(OC, C).astype(np.float64)
+    out[...] = (x @ w.T + bias.astype(np.float64)).reshape(out.shape)
+
+
+def hgemm_tn_bf16(m, n, k, alpha, A, B, beta, C):
+    """cuBLAS-style C = alpha * A^T @ B + beta * C in bf16, A stored k x m."""
+    a = A.reshape(k, m).astype(np.float64)
+    b = B.reshape(k, n).astype(np.float64)
+    C[...] = (alpha * (a.T @ b) + beta * C.reshape(m, n).astype(np.float64)).reshape(C.shape)
