@@ -49,8 +49,11 @@ def test_the_blurs_own_tune_lines_are_all_gated_without_a_templates_entry(tmp_pa
     # then the stencil pattern bound to the blur's signature is searched too, and the run ends
     # when both spaces are spent
     assert summary["stop_reason"].startswith("proposer_exhausted: every setting")
-    per_iteration = [int(m.group(1)) for m in (re.search(r"iteration \d+: (\d+) gated", x) for x in lines) if m]
-    assert per_iteration[0] >= 24 and max(a["iteration"] for a in own) <= 3
+    # gated in batches, not one setting an iteration (the stall this test was written for gated 8 of 54 in
+    # 180 s): the first iteration gates 24 or more, and the own space is spent by the fourth (the bound
+    # pattern's 64 settings are interleaved with it: all 54 after three iterations on an H100, 51 on an H200)
+    gated_by = [int(m.group(1)) for m in (re.search(r"iteration \d+: (\d+) gated", x) for x in lines) if m]
+    assert gated_by[0] >= 24 and max(a["iteration"] for a in own) <= 4
     assert summary["best"]["speedup_vs_initial"] >= 0.98
 
 

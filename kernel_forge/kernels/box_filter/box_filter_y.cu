@@ -10,8 +10,8 @@
 // leaving it (2 loads a pixel, the second from cache), edges clamped (KF_EDGE_CLAMP) or zero.
 // Segments keep the grid full on tall images and bound the sliding sum's rounding drift.
 // The slide takes UNROLL rows at a time, their 2 x UNROLL loads issued before the sums (one load in
-// flight per thread left a 4096 x 4096 image at 61 % of copy bandwidth on the H100); the sums and
-// their order are the same as one row at a time.
+// flight per thread left a 4096 x 4096 image at 61 % of copy bandwidth on the H100), and so does the
+// first window's sum; the sums and their order are the same as one value at a time.
 #ifndef BX
 #define BX 128
 #endif
@@ -42,8 +42,18 @@ __device__ __forceinline__ void kf_box_filter(const kf_x_t* __restrict__ x, kf_y
     if (col >= cols || r0 >= rows) return;
     const long long r1 = min(rows, r0 + SEG);
     const float scale = KF_MEAN ? 1.0f / (float)(2 * r + 1) : 1.0f;
+    // the window around the first row, UNROLL loads issued before their sums (one at a time, a
+    // radius of 8 cost 17 dependent round trips a segment, against SEG / UNROLL for the slide)
     float t = 0.0f;
-    for (long long d = -r; d <= r; ++d) t += kf_box_at(x, r0 + d, col, rows, cols);
+    long long d = -r;
+    for (; d + UNROLL <= r + 1; d += UNROLL) {
+        float v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) v[u] = kf_box_at(x, r0 + d + u, col, rows, cols);
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) t += v[u];
+    }
+    for (; d <= r; ++d) t += kf_box_at(x, r0 + d, col, rows, cols);
     kf_st(y + r0 * cols + col, t * scale);
     long long row = r0 + 1;
     for (; row + UNROLL <= r1; row += UNROLL) {

@@ -56,7 +56,16 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
     }
     float acc = init;
     if (col < cols) {
-        for (long long r = lo + threadIdx.y; r < hi; r += BY) acc = kf_combine_op(acc, kf_ld(x + r * cols + col));
+        // 4 rows a step, their loads issued before the combines (the same order as one at a time)
+        long long r = lo + threadIdx.y;
+        for (; r + 3 * BY < hi; r += 4 * BY) {
+            float v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) v[u] = kf_ld(x + (r + u * BY) * cols + col);
+#pragma unroll
+            for (int u = 0; u < 4; ++u) acc = kf_combine_op(acc, v[u]);
+        }
+        for (; r < hi; r += BY) acc = kf_combine_op(acc, kf_ld(x + r * cols + col));
     }
     red[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
@@ -81,8 +90,18 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
     if (!last) return;
     __threadfence();
     if (threadIdx.y == 0 && col < cols) {
+        // the partials 8 at a time, loads before combines: one at a time, each a round trip to L2, the
+        // chain of SPLIT of them was the run's tail (SPLIT = 64 slower than 8 on the H200)
         float a = init;
-        for (unsigned s = 0; s < gridDim.y; ++s) a = kf_combine_op(a, *((volatile float*)&kf_col_partials[(long long)s * cols + col]));
+        unsigned s = 0;
+        for (; s + 8 <= gridDim.y; s += 8) {
+            float v[8];
+#pragma unroll
+            for (int u = 0; u < 8; ++u) v[u] = *((volatile float*)&kf_col_partials[(long long)(s + u) * cols + col]);
+#pragma unroll
+            for (int u = 0; u < 8; ++u) a = kf_combine_op(a, v[u]);
+        }
+        for (; s < gridDim.y; ++s) a = kf_combine_op(a, *((volatile float*)&kf_col_partials[(long long)s * cols + col]));
         kf_put(y + col, KF_OP_MEAN ? a / (float)rows : a);
     }
     if (threadIdx.x == 0 && threadIdx.y == 0) kf_col_count[blockIdx.x] = 0u;

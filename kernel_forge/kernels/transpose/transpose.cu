@@ -1,6 +1,6 @@
 // kforge: grid = [cdiv(@@COLS@@, 32), cdiv(@@ROWS@@, 32 * TY), 1]
 // kforge: block = [32, BR, 1]
-// kforge: tune BR = [8, 4, 16, 32]
+// kforge: tune BR = [8, 4, 16, 32, 2]
 // kforge: tune TY = [1, 2, 4]
 // Bound pattern transpose (from transpose_smem_vec): y (cols x rows) = x (rows x cols) transposed
 // through a 32 x 32 shared tile padded to 33 columns (conflict-free column reads); a row of
@@ -23,14 +23,23 @@ __device__ __forceinline__ void kf_transpose(const kf_x_t* __restrict__ x, kf_y_
     for (int ty = 0; ty < TY; ++ty) {
         const long long r0 = ((long long)blockIdx.y * TY + ty) * 32;
         if (r0 >= rows) break;
+        // a fixed count of rows per thread, so that its 32 / BR loads are all issued before the first
+        // store to the tile (a loop from threadIdx.y is not unrolled: one load in flight at a time)
+        kf_x_t v[32 / BR];
 #pragma unroll
-        for (int i = threadIdx.y; i < 32; i += BR) {
-            const long long r = r0 + i, c = c0 + threadIdx.x;
-            if (r < rows && c < cols) tile[i][threadIdx.x] = x[r * cols + c];
+        for (int j = 0; j < 32 / BR; ++j) {
+            const long long r = r0 + threadIdx.y + j * BR, c = c0 + threadIdx.x;
+            if (r < rows && c < cols) v[j] = x[r * cols + c];
+        }
+#pragma unroll
+        for (int j = 0; j < 32 / BR; ++j) {
+            const long long r = r0 + threadIdx.y + j * BR, c = c0 + threadIdx.x;
+            if (r < rows && c < cols) tile[threadIdx.y + j * BR][threadIdx.x] = v[j];
         }
         __syncthreads();
 #pragma unroll
-        for (int i = threadIdx.y; i < 32; i += BR) {
+        for (int j = 0; j < 32 / BR; ++j) {
+            const int i = threadIdx.y + j * BR;
             const long long oc = c0 + i, orow = r0 + threadIdx.x;
             if (oc < cols && orow < rows) y[oc * rows + orow] = tile[threadIdx.x][i];
         }
