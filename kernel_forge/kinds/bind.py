@@ -347,6 +347,9 @@ def _gemm(w: _Writer) -> str:
     if operands <= {"__half", "__nv_bfloat16"}:        # 16-bit operands: the tensor cores (gemm_f16)
         if len(operands) > 1:
             raise Unbindable("the bound 16-bit gemm multiplies operands of one type: a and b are fp16 and bf16")
+        if any(w.types[r] not in _CTYPES.values() for r in ("c", "bias")):
+            raise Unbindable(f"the bound 16-bit gemm writes a floating-point c (and reads such a bias): c is "
+                             f"{w.types['c']}, bias {w.types['bias']}")
         w.template = "gemm/gemm_f16"
         w.defines["KF_AB_BF16"] = int(operands == {"__nv_bfloat16"})
     elif any(w.types[r] != "float" for r in ("a", "b", "c")) or (bias != "nullptr" and w.types["bias"] != "float"):

@@ -104,12 +104,13 @@ def test_a_16_bit_gemm_gets_the_tensor_core_pattern_alone_with_its_operands_layo
 @pytest.mark.parametrize("weight, why", [
     ("float", "the bound gemm is float32 (SIMT FFMA or split TF32) or 16-bit (fp16 or bf16 on the tensor cores); "
               "a, b, c and bias are __half, float, __half, __half"),
-    ("__nv_bfloat16", "the bound 16-bit gemm multiplies operands of one type: a and b are fp16 and bf16")])
+    ("__nv_bfloat16", "the bound 16-bit gemm multiplies operands of one type: a and b are fp16 and bf16"),
+    ("out:int", "the bound 16-bit gemm writes a floating-point c (and reads such a bias): c is int, bias __half")])
 def test_a_gemm_of_mixed_operand_types_is_unbindable_saying_the_types(tmp_path, weight, why):
     from tests.support.kind_tasks import copy_task
 
-    path = copy_task(tmp_path, "linear_f16", lambda d: d.update(
-        signature=d["signature"].replace("const __half* weight", f"const {weight}* weight")))
+    old, new = ("__half* out", "int* out") if weight == "out:int" else ("const __half* weight", f"const {weight}* weight")
+    path = copy_task(tmp_path, "linear_f16", lambda d: d.update(signature=d["signature"].replace(old, new)))
     task = load_task(path)
     match = Match("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C"},
                   {"trans_b": True})
