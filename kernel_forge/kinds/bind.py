@@ -170,6 +170,8 @@ def _elementwise(w: _Writer) -> str:
         body = "return alpha * xv;"
     elif form == "axpy":
         body = "return fmaf(alpha, xv, zv);"
+    elif form == "gated":
+        body = f"float v = xv;\n    v = {act};\n    return v * zv;"
     else:
         body = (f"float v = xv{' + bv' if bias != 'nullptr' else ''};\n    v = {act};\n"
                 f"    return v{' + rv' if res != 'nullptr' else ''};")

@@ -1,6 +1,6 @@
-"""Elementwise maps and fused elementwise chains: ``y = act(x)``, ``y = x OP z``, ``y = alpha*x (+ z)``,
-and ``y = act(x + bias[col]) + res`` with a bias broadcast along the rows (bias, activation,
-residual), with ``act`` from :data:`FUNCTIONS`."""
+"""Elementwise maps and fused elementwise chains: ``y = act(x)``, ``y = x OP z``, ``y = act(x) * z`` (a
+gated unit: SwiGLU, GEGLU), ``y = alpha*x (+ z)``, and ``y = act(x + bias[col]) + res`` with a bias
+broadcast along the rows (bias, activation, residual), with ``act`` from :data:`FUNCTIONS`."""
 from __future__ import annotations
 
 import math
@@ -86,6 +86,9 @@ def find_elementwise(probe) -> Iterator[Match]:
             for op, (fn, _) in BINARY.items():
                 if holds(lambda k: fn(vals[x][:k], vals[z][:k])):
                     yield Match("elementwise", {**base, "x": x, "z": z}, {"form": "binary", "op": op})
+            for act in FUNCTIONS:                                # y = act(x) * z: a gated unit (SwiGLU, GEGLU)
+                if act != "identity" and holds(lambda k: _f(act, vals[x][:k]) * vals[z][:k]):
+                    yield Match("elementwise", {**base, "x": x, "z": z}, {"form": "gated", "act": act})
     for a, av in alphas:                                         # y = alpha * x (+ z)
         for x in full:
             if holds(lambda k: av * vals[x][:k]):

@@ -64,6 +64,7 @@ PUBLIC = {
                  {"axis": "x", "edge": "zero", "norm": "sum"}),
     "sgemm_tn": ("gemm", {"a": "A", "b": "B", "c": "C", "m": "m", "n": "n", "k": "k", "alpha": "alpha", "beta": "beta",
                           "bias": None}, {"trans_a": True, "trans_b": False}),
+    "swiglu_bf16": ("elementwise", {"y": "out", "n": "n", "x": "gate", "z": "up"}, {"form": "gated", "act": "silu"}),
     "linear_f16": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
                             "alpha": None, "beta": None}, {"trans_a": False, "trans_b": True}),
     "hgemm_tn_bf16": ("gemm", {"a": "A", "b": "B", "c": "C", "m": "m", "n": "n", "k": "k", "alpha": "alpha",
@@ -172,7 +173,7 @@ def test_validate_prints_the_kind_and_refuses_a_wrong_stated_kind_naming_its_jso
 BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16",
             "bias_gelu_residual", "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced",
             "reduce_max", "matmul_forward", "byte_histogram", "hist_mod", "cumsum_rows", "box_rows", "nll_bf16",
-            "adamw_torch", "sgd_momentum", "linear_f16", "hgemm_tn_bf16"]
+            "adamw_torch", "sgd_momentum", "linear_f16", "hgemm_tn_bf16", "swiglu_bf16"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -16,7 +16,7 @@ TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16", "bias_gelu_residual",
     "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced", "reduce_max", "matmul_forward",
     "byte_histogram", "hist_mod", "cumsum_rows", "box_rows", "sgemm_tn", "nll_bf16", "adamw_torch", "sgd_momentum",
-    "linear_f16", "hgemm_tn_bf16")),
+    "linear_f16", "hgemm_tn_bf16", "swiglu_bf16")),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json",
     ROOT / "bench" / "wild" / "llmc_crossentropy" / "llmc_crossentropy.json",
     ROOT / "bench" / "wild" / "llmc_adamw" / "llmc_adamw.json",

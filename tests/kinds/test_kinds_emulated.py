@@ -109,6 +109,7 @@ TASKS = {
     DATA / "linear_f16.json": (F16_SECOND, [{"B": 1, "T": 3, "C": 7, "OC": 5}, {"B": 2, "T": 40, "C": 64, "OC": 136}]),
     DATA / "hgemm_tn_bf16.json": (F16_SECOND, [{"m": 5, "n": 3, "k": 1}, {"m": 130, "n": 72, "k": 40},
                                                {"m": 136, "n": 70, "k": 48}]),
+    DATA / "swiglu_bf16.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),   # silu(gate) * up
     ROOT / "manifests" / "matmul_f16.json": (F16_SECOND, [{"m": 67, "n": 72, "k": 48}, {"m": 130, "n": 136, "k": 104}]),
 }
 IDS = [p.stem for p in TASKS]

@@ -157,3 +157,9 @@ def hgemm_tn_bf16(m, n, k, alpha, A, B, beta, C):
     a = A.reshape(k, m).astype(np.float64)
     b = B.reshape(k, n).astype(np.float64)
     C[...] = (alpha * (a.T @ b) + beta * C.reshape(m, n).astype(np.float64)).reshape(C.shape)
+
+
+def swiglu_bf16(out, gate, up, n):
+    """A gated linear unit's activation (LLaMA's SwiGLU): out = silu(gate) * up, bf16 storage."""
+    g = gate.astype(np.float64)
+    out[...] = g / (1.0 + np.exp(-g)) * up.astype(np.float64)
