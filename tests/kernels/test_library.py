@@ -54,12 +54,13 @@ def test_the_binder_s_templates_are_the_library_s_bound_kernels():
 
 HEADERS = {"kforge/tf32_mma.cuh": ("kf_tf32(float x)", "kf_mma_tf32(float* d"),
            "kforge/cp_async.cuh": ("kf_cp_async16(void* smem", "kf_cp_async4(void* smem", "kf_cp_async_wait()"),
+           "kforge/block_order.cuh": ("kf_grouped_block(int group",),
            "kforge/f16_mma.cuh": ("kf_mma_f16(float* d", "kf_mma_bf16(float* d", "kf_ldmatrix_x4(unsigned* r",
                                   "kf_ldmatrix_x4_trans(unsigned* r", "kf_swz(int r, int c)", "kf_gather8(const T* p")}
-USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh"),
-         "gemm/gemm_tf32x3": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh"),
-         "gemm/gemm_f16_mma": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh"),
-         "gemm/gemm_f16": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh")}
+USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
+         "gemm/gemm_tf32x3": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
+         "gemm/gemm_f16_mma": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
+         "gemm/gemm_f16": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh")}
 
 
 @pytest.mark.parametrize("name", USERS)

@@ -86,6 +86,7 @@
 #ifndef KF_EMULATED_PTX
 #include "kforge/cp_async.cuh"
 #endif
+#include "kforge/block_order.cuh"
 
 #if KF_AB_BF16
 #define KF_MMA kf_mma_bf16
@@ -142,13 +143,10 @@ __device__ __forceinline__ void kf_gemm(const kf_a_t* __restrict__ a, const kf_b
     const int warp = threadIdx.x >> 5;
 
     // block order: GROUP block-rows at a time, walked column by column (L2 reuse of both panels)
-    const int gx = gridDim.x, gy = gridDim.y;
-    const int lin = blockIdx.y * gx + blockIdx.x;
-    const int group_size = GROUP * gx;
-    const int first_row = (lin / group_size) * GROUP;
-    const int rows_here = min(GROUP, gy - first_row);
-    const int bm = (first_row + (lin % group_size) % rows_here) * BM;
-    const int bn = ((lin % group_size) / rows_here) * BN;
+    int by, bx;
+    kf_grouped_block(GROUP, by, bx);
+    const int bm = by * BM;
+    const int bn = bx * BN;
 
     auto load_tile = [&](int tile, int s) {
         const int k0 = tile * BK;

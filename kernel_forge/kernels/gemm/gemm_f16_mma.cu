@@ -88,6 +88,7 @@
 #ifndef KF_EMULATED_PTX
 #include "kforge/cp_async.cuh"
 #endif
+#include "kforge/block_order.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 matmul_f16(const __half* __restrict__ a, const __half* __restrict__ b, __half* __restrict__ c,
@@ -102,13 +103,10 @@ matmul_f16(const __half* __restrict__ a, const __half* __restrict__ b, __half* _
     const int warp = tid >> 5;
 
     // block order: GROUP block-rows at a time, walked column by column (L2 reuse of both panels)
-    const int gx = gridDim.x, gy = gridDim.y;
-    const int lin = blockIdx.y * gx + blockIdx.x;
-    const int group_size = GROUP * gx;
-    const int first_row = (lin / group_size) * GROUP;
-    const int rows_here = min(GROUP, gy - first_row);
-    const int bm = (first_row + (lin % group_size) % rows_here) * BM;
-    const int bn = ((lin % group_size) / rows_here) * BN;
+    int by, bx;
+    kf_grouped_block(GROUP, by, bx);
+    const int bm = by * BM;
+    const int bn = bx * BN;
 
     const bool a_vec = (k & 7) == 0;
     const bool b_vec = (n & 7) == 0;

@@ -92,6 +92,7 @@
 #ifndef KF_EMULATED_PTX
 #include "kforge/cp_async.cuh"
 #endif
+#include "kforge/block_order.cuh"
 
 // C = alpha * A @ B (+ beta * C) (+ bias[col]), float32
 __device__ __forceinline__ float kf_epi(float acc, const float* __restrict__ crow, int col, float alpha, float beta,
@@ -147,13 +148,10 @@ __device__ __forceinline__ void kf_gemm(const float* __restrict__ a, const float
     const int t = lane & 3;
 
     // block order: GROUP block-rows at a time, walked column by column (L2 reuse of both panels)
-    const int gx = gridDim.x, gy = gridDim.y;
-    const int lin = blockIdx.y * gx + blockIdx.x;
-    const int group_size = GROUP * gx;
-    const int first_row = (lin / group_size) * GROUP;
-    const int rows_here = min(GROUP, gy - first_row);
-    const int bm = (first_row + (lin % group_size) % rows_here) * BM;
-    const int bn = ((lin % group_size) / rows_here) * BN;
+    int by, bx;
+    kf_grouped_block(GROUP, by, bx);
+    const int bm = by * BM;
+    const int bn = bx * BN;
 
     auto load_tile = [&](int tile, int s) {
         const int k0 = tile * BK;

@@ -88,6 +88,7 @@
 #ifndef KF_EMULATED_PTX
 #include "kforge/cp_async.cuh"
 #endif
+#include "kforge/block_order.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 matmul_f32(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c,
@@ -104,13 +105,8 @@ matmul_f32(const float* __restrict__ a, const float* __restrict__ b, float* __re
     const int t = lane & 3;                   // mma "threadID_in_group"
 
     // block order: GROUP block-rows at a time, walked column by column (L2 reuse of both panels)
-    const int gx = gridDim.x, gy = gridDim.y;
-    const int lin = blockIdx.y * gx + blockIdx.x;
-    const int group_size = GROUP * gx;
-    const int first_row = (lin / group_size) * GROUP;
-    const int rows_here = min(GROUP, gy - first_row);
-    const int by = first_row + (lin % group_size) % rows_here;
-    const int bx = (lin % group_size) / rows_here;
+    int by, bx;
+    kf_grouped_block(GROUP, by, bx);
     const int bm = by * BM;
     const int bn = bx * BN;
 
