@@ -239,6 +239,7 @@ def run_kforge_stencil(manifest: Path, cache_root: Path) -> dict:
     from kernel_forge.config.gate_settings import GateOptions
     from kernel_forge.config.loop_settings import LoopConfig
     from kernel_forge.config.proposer import ProposerConfig
+    from kernel_forge.search.bound import is_bound_label
 
     os.environ["KFORGE_CACHE_DIR"] = str(cache_root / "kforge-stencil")
     loop = LoopConfig(archive="off", roof_stop=0, dispatch=False, profile=False, tune_time_limit_s=0,
@@ -262,7 +263,7 @@ def run_kforge_stencil(manifest: Path, cache_root: Path) -> dict:
     wall = own_done[0] if own_done else run_wall
     hist = json.loads((opt.run_dir.path / "history.json").read_text())["attempts"]
     own = [a for a in hist if a["proposer"] in ("initial", "tune") and a.get("evaluation")
-           and not a["label"].startswith(("gate:", "bound_"))]
+           and not is_bound_label(a["label"])]
     gated = {tuple(sorted(a["defines"].items())) for a in own}
     passed = [a for a in own if a["status"] == "passed" and a.get("score_us")]
     best = min(passed, key=lambda a: a["score_us"]) if passed else None

@@ -28,6 +28,10 @@ _INTS = {"int32": "int", "int64": "long long", "uint32": "unsigned", "uint64": "
 _SMALL_INTS = {"int8": "signed char", "uint8": "unsigned char", "int16": "short", "uint16": "unsigned short"}
 
 
+#: what a bound pattern's file name (its attempts' label) starts with
+LABEL_PREFIX = "bound_"
+
+
 class Unbindable(Exception):
     """A match the bound patterns cannot be instantiated for (the message says why)."""
 
@@ -412,5 +416,5 @@ def instantiate(task, match: Match) -> list[Bound]:
         stem = template.split("/")[1]
         if any(b.pattern == stem for b in out):     # ... once (16-bit GEMM operands: the one fp16/bf16 pattern)
             continue
-        out.append(Bound(stem, f"bound_{stem}.cu", w.source(template, call, match.describe()), match))
+        out.append(Bound(stem, f"{LABEL_PREFIX}{stem}.cu", w.source(template, call, match.describe()), match))
     return out

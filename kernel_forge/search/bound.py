@@ -40,6 +40,14 @@ def gate_label(path: Path) -> str:
     return GATE_PREFIX + Path(path).name
 
 
+def is_bound_label(label: str) -> bool:
+    """Whether an attempt's label names a bound pattern (its gate at the default setting, or a
+    setting the tuner searched), not the task's own kernel or templates."""
+    from kernel_forge.kinds.bind import LABEL_PREFIX
+
+    return label.startswith((GATE_PREFIX, LABEL_PREFIX))
+
+
 def gate_source(source: str) -> str:
     """The bound pattern with each tunable pinned to its first value (its default): every
     ``tune NAME = [a, ...]`` header line becomes ``define NAME = a``, and the constraints go."""

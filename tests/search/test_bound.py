@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernel_forge.model.task import load_task
-from kernel_forge.search.bound import bound_templates, folder, gate_label, gate_source
+from kernel_forge.search.bound import bound_templates, folder, gate_label, gate_source, is_bound_label
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -23,6 +23,14 @@ def test_the_gated_setting_pins_each_tunable_to_its_first_value_and_drops_the_co
                                      "// kforge: define ITEMS = 4\n"
                                      "__global__ void k() {}\n")
     assert gate_label(Path("/cache/kernel_forge/bound/0123/bound_row_norm.cu")) == "gate:bound_row_norm.cu"
+
+
+def test_a_bound_pattern_s_attempts_are_told_from_the_task_s_own_kernels_by_their_label(tmp_path):
+    task = load_task(DATA / "llmc_layernorm.json")
+    [path] = bound_templates(task, [], where=tmp_path).templates
+    assert is_bound_label(path.name) and is_bound_label(gate_label(path))      # its settings, and its gate
+    for own in ("naive.cu", "tuned.cu", "layernorm_forward.cu", "rownorm_layernorm.cu", "best.cu"):
+        assert not is_bound_label(own)
 
 
 def test_bound_patterns_are_written_beside_the_compile_cache(monkeypatch, tmp_path):

@@ -23,7 +23,7 @@ from kernel_forge.model.candidate import Launch, load_candidate, parse_candidate
 from kernel_forge.model.task import load_task
 from kernel_forge.search.own_space import derive
 
-from tests.support.blur_task import BLUR, blur_task
+from tests.support.blur_task import BLUR, blur_task, own_attempts
 from tests.support.fakes import ScriptedGate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,8 +56,7 @@ def run(manifest: Path, tmp_path: Path, gate_cls=BlurGate, **loop):
 def gated_tuned(hist) -> list[tuple]:
     """The settings gated: the initial kernel's (its declared one) and the tuner's (the bound
     patterns of the blur's kind left out)."""
-    return [tuple(sorted(a["defines"].items())) for a in hist if a["proposer"] in ("tune", "initial")
-            and a["evaluation"] and not a["label"].startswith(("gate:", "bound_"))]
+    return [tuple(sorted(a["defines"].items())) for a in own_attempts(hist)]
 
 
 # ------------------------------------------------------------------------------ own tune lines
@@ -73,7 +72,7 @@ def test_an_initial_kernels_own_tune_lines_are_all_gated_in_a_few_large_batches(
     # printed "iteration 0: 1 gated" until the time limit; now the initial kernel is one attempt
     assert [a["proposer"] for a in hist].count("initial") == 1 and not any(a["status"] == "pending" for a in hist)
     per_iteration = [int(m.group(1)) for m in (re.search(r"iteration \d+: (\d+) gated", x) for x in lines) if m]
-    own = [a["iteration"] for a in hist if a["proposer"] == "tune" and not a["label"].startswith(("gate:", "bound_"))]
+    own = [a["iteration"] for a in own_attempts(hist) if a["proposer"] == "tune"]
     assert max(own) <= 3 and per_iteration[0] >= 24       # a full batch from the first iteration (then the bound pattern's)
     assert "tuned.cu: 54 of 54 settings gated" in summary["stop_detail"]   # the initial's setting counted too
     assert summary["best"]["defines"] == {"BX": 64, "BY": 4, "RY": 2}

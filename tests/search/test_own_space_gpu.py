@@ -20,7 +20,7 @@ from kernel_forge.gate.gate import Gate
 from kernel_forge.model.candidate import load_candidate
 from kernel_forge.model.task import load_task
 
-from tests.support.blur_task import blur_task
+from tests.support.blur_task import blur_task, own_attempts
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,8 +41,7 @@ def _run(manifest: Path, tmp_path: Path, **loop):
 def test_the_blurs_own_tune_lines_are_all_gated_without_a_templates_entry(tmp_path):
     summary, hist, lines, wall = _run(blur_task(tmp_path, "tuned.cu"), tmp_path, roof_stop=0, dispatch=False,
                                       profile=False, tune_time_limit_s=0, time_limit_s=300)
-    own = [a for a in hist if a["proposer"] in ("initial", "tune") and a["evaluation"]
-           and not a["label"].startswith(("gate:", "bound_"))]
+    own = own_attempts(hist)
     settings = {tuple(sorted(a["defines"].items())) for a in own}
     assert len(settings) == 54, lines[-5:]
     assert all(a["status"] == "passed" for a in own)

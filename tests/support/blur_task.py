@@ -13,6 +13,15 @@ from tests.support.paths import ROOT
 BLUR = ROOT / "bench" / "wild" / "blur3x3"
 
 
+def own_attempts(hist: list[dict]) -> list[dict]:
+    """The history's gated attempts of the initial kernel's own settings (its declared one and the
+    tuner's), the bound patterns of the blur's kind left out."""
+    from kernel_forge.search.bound import is_bound_label
+
+    return [a for a in hist if a["proposer"] in ("initial", "tune") and a.get("evaluation")
+            and not is_bound_label(a["label"])]
+
+
 def blur_task(tmp_path: Path, initial: str = "naive.cu", templates: list[str] | None = None,
               of_no_kind: bool = False) -> Path:
     """The corpus blur's manifest in ``tmp_path`` with ``initial`` (and ``templates``).
