@@ -56,7 +56,8 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
     }
     float acc = init;
     if (col < cols) {
-        // 4 rows a step, their loads issued before the combines (the same order as one at a time)
+        // 4 rows a step, their loads issued before the combines (the same order as one at a time; the
+        // compiler then unrolls the step, 8 or more loads in flight)
         long long r = lo + threadIdx.y;
         for (; r + 3 * BY < hi; r += 4 * BY) {
             float v[4];
@@ -90,8 +91,8 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
     if (!last) return;
     __threadfence();
     if (threadIdx.y == 0 && col < cols) {
-        // the partials 8 at a time, loads before combines: one at a time, each a round trip to L2, the
-        // chain of SPLIT of them was the run's tail (SPLIT = 64 slower than 8 on the H200)
+        // the partials 8 at a time, loads before combines (a plain loop, NVRTC unrolled 4: each 4 a
+        // round trip to L2, a chain of SPLIT / 4 of them at the run's tail; SPLIT = 64 was slower than 8)
         float a = init;
         unsigned s = 0;
         for (; s + 8 <= gridDim.y; s += 8) {
