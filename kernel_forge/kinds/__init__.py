@@ -45,18 +45,20 @@ FINDERS: tuple[tuple[tuple[str, ...], Callable], ...] = (
 #: every kind identification can name, with one line each
 KINDS = {
     "gemm": "a matrix product C = alpha * op(A) @ op(B) + beta * C (+ bias)",
-    "row_norm": "layer or RMS norm of each row, affine or not, with mean / rstd / variance outputs",
-    "row_softmax": "softmax or log-softmax of each row",
-    "reduction": "sum / max / min / mean of all values",
-    "row_reduction": "sum / max / min / mean of each row",
+    "row_norm": ("layer, RMS or L2 norm of each row (or of x + a residual, the sum kept: fused_add_rms_norm), "
+                 "affine or not, with mean / rstd / variance outputs"),
+    "row_softmax": "softmax or log-softmax of each row, or of scale * the row (attention's scores)",
+    "reduction": "sum / max / min / mean of all values, or the sum of x * w (a dot product)",
+    "row_reduction": "sum / max / min / mean of each row, or of each row times w (a matrix-vector product)",
     "column_reduction": "sum / max / min / mean of each column (a bias gradient)",
     "scan": "inclusive or exclusive prefix sum (of the whole array or of each row)",
-    "transpose": "a matrix with its axes swapped",
+    "transpose": "a matrix with its axes swapped, or two axes of an N-D array (a batched transpose, a 0213 permute)",
     "gather": "rows of a table picked by integer indices (an embedding lookup)",
     "row_pick": "one element of each row picked by an integer index, then mapped: -log(probs[r, target[r]]) ...",
     "histogram": "counts of integer values into bins",
     "optimizer_step": "an optimizer's in-place update of every parameter: Adam / AdamW, SGD with momentum",
-    "elementwise": "a map of every element, or a fused chain: act(x + bias) + residual, alpha * x + z ...",
+    "elementwise": ("a map of every element, or a fused chain: act(x + bias) + residual, alpha * x + z, act(x) * z "
+                    "(also on the two halves of each row: act_and_mul) ..."),
     "stencil2d": "a K x K stencil or small convolution over a 2-D image (clamped or zero edges)",
     "box_filter": "the mean or sum of the 2r+1 values around each pixel along a row or a column, r a parameter",
 }

@@ -94,6 +94,13 @@ class _Writer:
             parts.append(f"({value})")
         return " * ".join(parts)
 
+    def launch_rows(self, buffer: str, cols_role: str) -> str:
+        """The rows of ``buffer`` of ``cols_role`` columns, in the manifest's expressions: its size
+        over the columns (a count no kernel parameter need carry -- a bound pattern that launches
+        one block row per row reads it back from ``gridDim``)."""
+        size = " * ".join(f"({e})" for e in self.task.arg(buffer).shape)
+        return f"({size}) // ({self.launch_size(cols_role)})"
+
     def _names(self, role: str) -> list[str]:
         expr = self.role(role)
         if not expr:
@@ -142,12 +149,15 @@ def _row_norm(w: _Writer) -> str:
     for r in ("mean", "rstd", "var"):
         w.types.pop(r)
     w.types["s"] = st.pop() if st else "float"
+    res, total = w.buffer("res", required=False), w.buffer("sum", required=False)     # x + res, normed (and kept)
     w.slots["ROWS"] = w.launch_size("rows")
-    w.defines.update(KF_RMS=int(m.params.get("norm") == "rms"), KF_HAS_W=int(wt != "nullptr"),
+    w.defines.update(KF_RMS=int(m.params.get("norm") in ("rms", "l2")), KF_L2=int(m.params.get("norm") == "l2"),
+                     KF_HAS_W=int(wt != "nullptr"),
                      KF_HAS_B=int(bs != "nullptr"), KF_MEAN=int(stats["mean"] != "nullptr"),
-                     KF_RSTD=int(stats["rstd"] != "nullptr"), KF_VAR=int(stats["var"] != "nullptr"))
+                     KF_RSTD=int(stats["rstd"] != "nullptr"), KF_VAR=int(stats["var"] != "nullptr"),
+                     KF_ADD=int(res != "nullptr"), KF_SUM=int(total != "nullptr"))
     eps = w.scalar("eps", "eps", 1e-5)
-    return (f"kf_row_norm({x}, {wt}, {bs}, {y}, {stats['mean']}, {stats['rstd']}, {stats['var']}, "
+    return (f"kf_row_norm({x}, {res}, {total}, {wt}, {bs}, {y}, {stats['mean']}, {stats['rstd']}, {stats['var']}, "
             f"{w.size('rows')}, (int){w.size('cols')}, {eps})")
 
 
@@ -155,7 +165,8 @@ def _row_softmax(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
     w.slots["ROWS"] = w.launch_size("rows")
     w.defines["KF_LOG"] = int(bool(w.match.params.get("log")))
-    return f"kf_row_softmax({x}, {y}, {w.size('rows')}, (int){w.size('cols')})"
+    scale = w.scalar("scale", "scale", 1.0)
+    return f"kf_row_softmax({x}, {y}, {w.size('rows')}, (int){w.size('cols')}, {scale})"
 
 
 def _elementwise(w: _Writer) -> str:
@@ -174,13 +185,19 @@ def _elementwise(w: _Writer) -> str:
         body = "return alpha * xv;"
     elif form == "axpy":
         body = "return fmaf(alpha, xv, zv);"
-    elif form == "gated":
+    elif form in ("gated", "gated_halves"):
         body = f"float v = xv;\n    v = {act};\n    return v * zv;"
     else:
         body = (f"float v = xv{' + bv' if bias != 'nullptr' else ''};\n    v = {act};\n"
                 f"    return v{' + rv' if res != 'nullptr' else ''};")
     w.slots["OP"] = ("__device__ __forceinline__ float kf_op(float xv, float zv, float bv, float rv, float alpha)\n"
                      f"{{\n    {body}\n}}")
+    if form == "gated_halves":      # x and z: the two halves of each row of one buffer, each `cols` wide
+        w.template = "elementwise/gated_halves"
+        cols = w.size("cols")
+        w.slots.update(ROWS=w.launch_rows(y, "cols"), COLS=w.launch_size("cols"))
+        x, z = (f"{x} + {cols}", x) if p.get("act_on") == "second" else (x, f"{x} + {cols}")
+        return f"kf_gated_halves({x}, {z}, {y}, {cols})"
     w.slots["N"] = w.launch_size("n")
     w.defines.update(KF_HAS_Z=int(z != "nullptr"), KF_HAS_BIAS=int(bias != "nullptr"), KF_HAS_RES=int(res != "nullptr"))
     cols = w.size("cols") if bias != "nullptr" else "1LL"
@@ -302,10 +319,13 @@ def _histogram(w: _Writer) -> str:
     return f"kf_histogram({x}, {bins}, {w.size('n')}, {nbins})"
 
 
-def _reduce_op(w: _Writer) -> None:
+def _reduce_op(w: _Writer) -> str:
+    """The op's defines; the multiplier's argument (``nullptr`` when the values are summed as they are)."""
     op = w.match.params.get("op", "sum")
     w.defines.update(KF_OP_MAX=int(op == "max"), KF_OP_MIN=int(op == "min"), KF_OP_MEAN=int(op == "mean"),
-                     KF_ACCUMULATE=int(bool(w.match.params.get("accumulate"))))
+                     KF_ACCUMULATE=int(bool(w.match.params.get("accumulate"))),
+                     KF_MUL={None: 0, "full": 1, "cols": 2}[w.match.params.get("product")])
+    return w.buffer("w", required=False)
 
 
 def _column_reduction(w: _Writer) -> str:
@@ -317,22 +337,34 @@ def _column_reduction(w: _Writer) -> str:
 
 def _row_reduction(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
-    _reduce_op(w)
+    mul = _reduce_op(w)
     seg = w.match.params.get("segment")
     if seg:                      # a sum per segment of seg values, the last one short: rows of seg, n in all
         n, seg = w.size("n"), int(seg)
         w.slots["ROWS"] = f"cdiv({w.launch_size('n')}, {seg})"
-        return f"kf_row_reduction({x}, {y}, ({n} + {seg - 1}) / {seg}, {seg}LL, {n})"
+        return f"kf_row_reduction({x}, {mul}, {y}, ({n} + {seg - 1}) / {seg}, {seg}LL, {n})"
     w.slots["ROWS"] = w.launch_size("rows")
     rows, cols = w.size("rows"), w.size("cols")
-    return f"kf_row_reduction({x}, {y}, {rows}, {cols}, {rows} * {cols})"
+    return f"kf_row_reduction({x}, {mul}, {y}, {rows}, {cols}, {rows} * {cols})"
 
 
 def _transpose(w: _Writer) -> str:
-    x, y = w.buffer("x"), w.buffer("y")
+    x, y = w.buffer("x", small_ints=True), w.buffer("y", small_ints=True)
     if w.types["x"] != w.types["y"]:
         raise Unbindable("the bound transpose copies values as stored: x and y need one storage type")
     w.slots.update(ROWS=w.launch_size("rows"), COLS=w.launch_size("cols"))
+    # an N-D array's two axes swapped: x as [outer, rows, mid, cols, inner], each of outer, mid and
+    # inner bound when above 1
+    outer, mid, inner = (bool(w.role(r)) for r in ("outer", "mid", "inner"))
+    if inner:                    # a contiguous run after the swapped axes: runs move whole
+        w.template = "transpose/permute_rows"
+        slabs = " * ".join(f"({w.launch_size(r)})" for r, on in (("outer", outer), ("rows", True), ("mid", mid)) if on)
+        w.slots.update(SLABS=slabs)
+        mid_size = w.size("mid") if mid else "1LL"
+        return f"kf_permute_rows({x}, {y}, {w.size('rows')}, {mid_size}, {w.size('cols')}, {w.size('inner')})"
+    if mid:
+        raise Unbindable("two axes swapped with axes between them and none after: no bound pattern yet")
+    w.slots["BATCH"] = w.launch_size("outer") if outer else "1"
     return f"kf_transpose({x}, {y}, {w.size('rows')}, {w.size('cols')})"
 
 
@@ -340,9 +372,9 @@ def _reduction(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
     if not all(w.types[r] in _CTYPES.values() for r in ("x", "y")):
         raise Unbindable("the bound reduction combines floating-point values")
-    _reduce_op(w)
+    mul = _reduce_op(w)
     w.slots["N"] = w.launch_size("n")
-    return f"kf_reduction({x}, {y}, {w.size('n')})"
+    return f"kf_reduction({x}, {mul}, {y}, {w.size('n')})"
 
 
 def _gemm(w: _Writer) -> str:

@@ -1,6 +1,8 @@
 """Elementwise maps and fused elementwise chains: ``y = act(x)``, ``y = x OP z``, ``y = act(x) * z`` (a
-gated unit: SwiGLU, GEGLU), ``y = alpha*x (+ z)``, and ``y = act(x + bias[col]) + res`` with a bias
-broadcast along the rows (bias, activation, residual), with ``act`` from :data:`FUNCTIONS`."""
+gated unit: SwiGLU, GEGLU) -- also with ``x`` and ``z`` the two halves of each row of one buffer
+(vLLM's and SGLang's ``act_and_mul``: ``y[r, :] = act(s[r, :c]) * s[r, c:]``) --, ``y = alpha*x (+ z)``,
+and ``y = act(x + bias[col]) + res`` with a bias broadcast along the rows (bias, activation,
+residual), with ``act`` from :data:`FUNCTIONS`."""
 from __future__ import annotations
 
 import math
@@ -39,6 +41,7 @@ FUNCTIONS = {
     "neg": (lambda v: -v, "-v"),
     "log": (np.log, "logf(v)"),
     "neg_log": (lambda v: -np.log(v), "-logf(v)"),      # a negative log-likelihood (cross-entropy's loss)
+    "step": (lambda v: np.where(v > 0, 1.0, 0.0), "(v > 0.0f ? 1.0f : 0.0f)"),   # ReLU's gradient: step(x) * dy
 }
 
 #: name -> (NumPy, CUDA on floats ``a`` and ``b``)
@@ -89,6 +92,18 @@ def find_elementwise(probe) -> Iterator[Match]:
             for act in FUNCTIONS:                                # y = act(x) * z: a gated unit (SwiGLU, GEGLU)
                 if act != "identity" and holds(lambda k: _f(act, vals[x][:k]) * vals[z][:k]):
                     yield Match("elementwise", {**base, "x": x, "z": z}, {"form": "gated", "act": act})
+    for s in probe.inputs_of(2 * n):                             # y = act(one half of each row) * the other half
+        for rows, cols in dims(probe, n):
+            c_name = param_for(probe, cols)
+            if c_name is None or rows * cols != n:
+                continue
+            halves = vals[s].reshape(rows, 2, cols)
+            for act_on in (0, 1):
+                xs, zs = halves[:, act_on].reshape(-1), halves[:, 1 - act_on].reshape(-1)
+                for act in FUNCTIONS:
+                    if act != "identity" and holds(lambda k: _f(act, xs[:k]) * zs[:k], cols):
+                        yield Match("elementwise", {**base, "x": s, "cols": c_name},
+                                    {"form": "gated_halves", "act": act, "act_on": ("first", "second")[act_on]})
     for a, av in alphas:                                         # y = alpha * x (+ z)
         for x in full:
             if holds(lambda k: av * vals[x][:k]):

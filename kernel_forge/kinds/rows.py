@@ -31,8 +31,16 @@ def _scalars(probe, rows: int, cols: int) -> dict:
 
 # ----------------------------------------------------------------------------- row norms
 
-def _norm(v: np.ndarray, rms: bool, eps: float):
-    if rms:
+#: the norms of a row: layer (mean and variance), RMS, and L2 (F.normalize: x / max(||x||, eps))
+NORMS = ("layer", "rms", "l2")
+
+
+def _norm(v: np.ndarray, norm: str, eps: float):
+    if norm == "l2":
+        ss = np.sum(v * v, axis=1, keepdims=True)
+        rstd = 1.0 / np.maximum(np.sqrt(ss), eps)
+        return v * rstd, np.zeros_like(ss), rstd, ss
+    if norm == "rms":
         ms = np.mean(v * v, axis=1, keepdims=True)
         rstd = 1.0 / np.sqrt(ms + eps)
         return v * rstd, np.zeros_like(ms), rstd, ms
@@ -43,31 +51,51 @@ def _norm(v: np.ndarray, rms: bool, eps: float):
 
 
 def find_row_norm(probe) -> Iterator[Match]:
+    """Layer or RMS norm of each row of ``x`` -- or of ``x + res``, a residual added first (vLLM's
+    and FlashInfer's fused_add_rms_norm), with the sum written to an output ``sum`` when one holds
+    it (in place of the residual, as those kernels do)."""
     eps_params = list(probe.float_scalars().items())
     for x, y, rows, cols in _pairs(probe):
-        v = probe.values[x].reshape(rows, cols)
-        extras = [o for o in probe.buffers(output=True, floating=True) if o != y]
-        if any(probe.sizes[o] != rows for o in extras):
+        for res, total in [(None, None), *_residual_adds(probe, x, y, rows * cols)]:
+            v = probe.values[x].reshape(rows, cols)
+            if res is not None:
+                v = v + probe.values[res].reshape(rows, cols)
+            extras = [o for o in probe.buffers(output=True, floating=True) if o not in (y, total)]
+            if any(probe.sizes[o] != rows for o in extras):
+                continue
+            vecs = [n for n in probe.inputs_of(cols) if n not in (x, y, res, total)]
+            got = probe.outputs[y].reshape(rows, cols)
+            for norm in NORMS:
+                for eps_name, eps in [*eps_params, *((None, e) for e in _epsilons(norm))]:
+                    z, mean, rstd, var = _norm(v, norm, eps)
+                    hit = _affine(z, got, vecs, probe)
+                    if hit is None:
+                        continue
+                    roles = _stats(probe, extras, mean, rstd, var, norm)
+                    if roles is None:
+                        continue
+                    w, b = hit
+                    binding = {"x": x, "y": y, "weight": w, "bias": b, **roles, **_scalars(probe, rows, cols),
+                               "eps": eps_name}
+                    if res is not None:
+                        binding.update(res=res, sum=total)
+                    params = {"norm": norm}
+                    if eps_name is None:
+                        params["eps"] = _read_eps(probe, x, y, binding, norm, eps, cols)
+                    yield Match("row_norm", binding, params)
+                    break
+
+
+def _residual_adds(probe, x, y, size) -> Iterator[tuple[str, str | None]]:
+    """(res, sum) for every other input ``res`` of ``x``'s size whose sum with ``x`` an output
+    ``sum`` holds (None: no output holds it, the sum is only normed)."""
+    for res in probe.inputs_of(size):
+        if res == x:
             continue
-        vecs = [n for n in probe.inputs_of(cols) if n not in (x, y)]
-        got = probe.outputs[y].reshape(rows, cols)
-        for rms in (False, True):
-            for eps_name, eps in [*eps_params, *((None, e) for e in EPSILONS)]:
-                z, mean, rstd, var = _norm(v, rms, eps)
-                hit = _affine(z, got, vecs, probe)
-                if hit is None:
-                    continue
-                roles = _stats(probe, extras, mean, rstd, var, rms)
-                if roles is None:
-                    continue
-                w, b = hit
-                binding = {"x": x, "y": y, "weight": w, "bias": b, **roles, **_scalars(probe, rows, cols),
-                           "eps": eps_name}
-                params = {"norm": "rms" if rms else "layer"}
-                if eps_name is None:
-                    params["eps"] = _read_eps(probe, x, y, binding, rms, eps, cols)
-                yield Match("row_norm", binding, params)
-                break
+        want = probe.values[x] + probe.values[res]
+        sums = [o for o in probe.buffers(output=True, floating=True)
+                if o != y and probe.sizes[o] == size and close(probe.outputs[o], want)]
+        yield res, (sums[0] if sums else None)
 
 
 def _affine(z, got, vecs, probe):
@@ -83,12 +111,21 @@ def _affine(z, got, vecs, probe):
     return None
 
 
-def _stats(probe, extras, mean, rstd, var, rms):
+def _epsilons(norm: str) -> tuple:
+    """The epsilons tried for ``norm`` (F.normalize's 1e-12 first for L2)."""
+    return (1e-12, *(e for e in EPSILONS if e != 1e-12)) if norm == "l2" else EPSILONS
+
+
+#: the statistics a norm has no output for (an RMS norm has no mean; an L2 norm no mean or variance)
+_NO_STAT = {"layer": (), "rms": ("mean",), "l2": ("mean", "var")}
+
+
+def _stats(probe, extras, mean, rstd, var, norm):
     roles = {"mean": None, "rstd": None, "var": None}
     for o in extras:
         got = probe.outputs[o]
         for role, want in (("mean", mean), ("rstd", rstd), ("var", var)):
-            if rms and role == "mean":
+            if role in _NO_STAT[norm]:
                 continue
             if roles[role] is None and close(got, want.reshape(-1)):
                 roles[role] = o
@@ -98,22 +135,25 @@ def _stats(probe, extras, mean, rstd, var, rms):
     return roles
 
 
-def _read_eps(probe, x, y, binding, rms, guess, cols) -> float:
+def _read_eps(probe, x, y, binding, norm, guess, cols) -> float:
     """The epsilon, read off rows scaled to a variance near the epsilons tried (the guess when
     the reference cannot be run again)."""
     from kernel_forge.common.errors import KForgeError
 
     v = probe.values[x]
     scaled = (v - v.mean()) * 1e-3
+    changes = {x: scaled}
+    if binding.get("res"):                   # the residual added before the norm: zero, so x's rows are what is normed
+        changes[binding["res"]] = np.zeros(probe.sizes[binding["res"]])
     try:
-        out = probe.rerun({x: scaled})
+        out = probe.rerun(changes)
     except (KForgeError, ValueError):
         return guess
     vs = scaled.reshape(-1, cols)
     yv = out[y].reshape(-1, cols)
     best, err = guess, None
-    for eps in EPSILONS:
-        z, *_ = _norm(vs, rms, eps)
+    for eps in _epsilons(norm):
+        z, *_ = _norm(vs, norm, eps)
         if binding["weight"]:
             z = z * probe.values[binding["weight"]][None, :]
         if binding["bias"]:
@@ -127,16 +167,20 @@ def _read_eps(probe, x, y, binding, rms, guess, cols) -> float:
 # ----------------------------------------------------------------------------- softmax
 
 def find_row_softmax(probe) -> Iterator[Match]:
+    """Softmax or log-softmax of each row, of x or of ``scale * x`` with a float parameter's scale
+    (attention's 1 / sqrt(d))."""
+    scales = [(None, 1.0), *probe.float_scalars().items()]
     for x, y, rows, cols in _pairs(probe):
         if len(probe.buffers(output=True)) != 1:
             continue
-        v = probe.values[x].reshape(rows, cols)
-        m = v - v.max(axis=1, keepdims=True)
-        lse = np.log(np.exp(m).sum(axis=1, keepdims=True))
-        for log, pred in ((False, np.exp(m - lse)), (True, m - lse)):
-            if close(probe.outputs[y], pred.reshape(-1)):
-                yield Match("row_softmax", {"x": x, "y": y, **_scalars(probe, rows, cols)},
-                              {"log": log})
+        for scale, sv in scales:
+            v = probe.values[x].reshape(rows, cols) * sv
+            m = v - v.max(axis=1, keepdims=True)
+            lse = np.log(np.exp(m).sum(axis=1, keepdims=True))
+            for log, pred in ((False, np.exp(m - lse)), (True, m - lse)):
+                if close(probe.outputs[y], pred.reshape(-1)):
+                    yield Match("row_softmax", {"x": x, "y": y, **_scalars(probe, rows, cols),
+                                                **({"scale": scale} if scale else {})}, {"log": log})
     return
 
 
@@ -184,7 +228,35 @@ def find_reductions(probe) -> Iterator[Match]:
                 if close(want, padded.reshape(n_out, seg).sum(axis=1), rtol=5e-3):
                     yield Match("row_reduction", {"x": x, "y": y, "n": param_for(probe, size)},
                                 {"op": "sum", "segment": seg, **extra})
-    return
+    yield from _product_sums(probe, y, forms)
+
+
+def _product_sums(probe, y, forms) -> Iterator[Match]:
+    """Sums of a product ``x * w``: of everything (a dot product), of each row (row-wise dot
+    products), or of each row times a vector ``w`` of the row's length (a matrix-vector product)."""
+    n_out = probe.sizes[y]
+    for x in probe.inputs_of():
+        size = probe.sizes[x]
+        if size <= n_out:
+            continue
+        for w in probe.inputs_of():
+            if w in (x, y):
+                continue
+            for accumulate, want in forms:
+                extra = {"accumulate": True} if accumulate else {}
+                if n_out == 1 and probe.sizes[w] == size:
+                    if close(want, np.array([np.sum(probe.values[x] * probe.values[w])]), rtol=5e-3):
+                        yield Match("reduction", {"x": x, "y": y, "n": param_for(probe, size), "w": w},
+                                    {"op": "sum", "axis": None, "product": "full", **extra})
+                    continue
+                for rows, cols in dims(probe, size):
+                    if rows != n_out or probe.sizes[w] not in (size, cols):
+                        continue
+                    full = probe.sizes[w] == size
+                    wv = probe.values[w].reshape(rows, cols) if full else probe.values[w][None, :]
+                    if close(want, (probe.values[x].reshape(rows, cols) * wv).sum(axis=1), rtol=5e-3):
+                        yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols), "w": w},
+                                    {"op": "sum", "product": "full" if full else "cols", **extra})
 
 
 def _segments(size: int, n_out: int, tried: set = frozenset()) -> list[int]:

@@ -3,6 +3,8 @@ gathers (embedding lookups with integer indices) and row picks (one element of e
 integer index, then mapped: cross-entropy's loss)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from typing import Iterator
@@ -83,7 +85,38 @@ def find_transpose(probe) -> Iterator[Match]:
             if rows > 1 and cols > 1 and close(probe.outputs[y], probe.values[x].reshape(rows, cols).T.reshape(-1)):
                 r = param_for(probe, rows)
                 yield Match("transpose", {"x": x, "y": y, "rows": r, "cols": param_for(probe, cols, avoid=(r,))}, {})
+        for outer, rows, mid, cols, inner in _axis_swaps(probe, x, y):
+            binding = {"x": x, "y": y}
+            for role, value in (("outer", outer), ("rows", rows), ("mid", mid), ("cols", cols), ("inner", inner)):
+                binding[role] = param_for(probe, value) if value > 1 else None
+            if all(binding[r] for r, v in (("outer", outer), ("mid", mid), ("inner", inner)) if v > 1):
+                yield Match("transpose", binding, {})       # (a size no parameter carries could not be bound)
     return
+
+
+def _axis_swaps(probe, x, y) -> Iterator[tuple[int, int, int, int, int]]:
+    """(outer, rows, mid, cols, inner) for each pair of axes of ``x`` -- its declared shape, or
+    ``y``'s with the pair swapped back -- whose swap is ``y``: x as [outer, rows, mid, cols, inner]
+    is y as [outer, cols, mid, rows, inner] (a batched transpose, a 0213 permute of heads ...)."""
+    case = probe.inputs.case
+    shapes = []
+    for name, swap in ((x, False), (y, True)):
+        shape = [int(v) for v in probe.task.shape(probe.arg(name), case)]
+        if len(shape) >= 3:
+            shapes.append((shape, swap))
+    seen = set()
+    for shape, swap in shapes:
+        for i in range(len(shape)):
+            for j in range(i + 1, len(shape)):
+                s = list(shape)
+                if swap:
+                    s[i], s[j] = s[j], s[i]
+                parts = (math.prod(s[:i]), s[i], math.prod(s[i + 1:j]), s[j], math.prod(s[j + 1:]))
+                if s[i] == 1 or s[j] == 1 or parts in seen:
+                    continue
+                seen.add(parts)
+                if close(probe.outputs[y], np.swapaxes(probe.values[x].reshape(s), i, j).reshape(-1)):
+                    yield parts
 
 
 def find_gather(probe) -> Iterator[Match]:

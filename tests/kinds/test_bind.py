@@ -23,13 +23,13 @@ def test_a_row_norm_is_one_file_ending_in_the_task_s_own_entry_point_with_its_pa
     src = bound.source
     assert (bound.pattern, bound.label) == ("row_norm", "bound_row_norm.cu") and "@@" not in src
     for line in ("#define KF_RMS 0", "#define KF_HAS_W 1", "#define KF_HAS_B 1", "#define KF_MEAN 0",
-                 "#define KF_RSTD 0", "typedef float kf_x_t;", "typedef float kf_s_t;",
+                 "#define KF_RSTD 0", "#define KF_ADD 0", "#define KF_SUM 0", "typedef float kf_x_t;", "typedef float kf_s_t;",
                  "// kforge: grid = [cdiv((rows), RPB), 1, 1]"):         # the launch in the manifest's sizes
         assert line in src.splitlines(), line
     assert src.endswith(
         'extern "C" __global__ void __launch_bounds__(KF_THREADS)\n'
         "layernorm(const float* x, const float* gamma, const float* beta, float* y, int rows, int cols, float eps)\n{\n"
-        "    kf_row_norm(x, gamma, beta, y, nullptr, nullptr, nullptr, ((long long)(rows)), (int)((long long)(cols)), "
+        "    kf_row_norm(x, nullptr, nullptr, gamma, beta, y, nullptr, nullptr, nullptr, ((long long)(rows)), (int)((long long)(cols)), "
         "(float)(eps));\n}\n")
 
 
@@ -38,7 +38,7 @@ def test_an_epsilon_no_parameter_carries_is_written_in_as_a_float_literal():
     [bound] = instantiate(task, Match("row_norm", {**LAYERNORM, "eps": None, "weight": None, "bias": None},
                                       {"norm": "rms", "eps": 1e-6}))
     assert {"#define KF_RMS 1", "#define KF_HAS_W 0", "#define KF_HAS_B 0"} <= set(bound.source.splitlines())
-    assert "kf_row_norm(x, nullptr, nullptr, y, nullptr, nullptr, nullptr, ((long long)(rows)), " \
+    assert "kf_row_norm(x, nullptr, nullptr, nullptr, nullptr, y, nullptr, nullptr, nullptr, ((long long)(rows)), " \
            "(int)((long long)(cols)), 1e-06f);" in bound.source
     [half] = instantiate(task, Match("row_norm", {**LAYERNORM, "eps": None}, {"norm": "layer", "eps": 0.5}))
     assert "(int)((long long)(cols)), 0.5f);" in half.source

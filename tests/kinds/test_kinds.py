@@ -65,6 +65,28 @@ PUBLIC = {
     "sgemm_tn": ("gemm", {"a": "A", "b": "B", "c": "C", "m": "m", "n": "n", "k": "k", "alpha": "alpha", "beta": "beta",
                           "bias": None}, {"trans_a": True, "trans_b": False}),
     "swiglu_bf16": ("elementwise", {"y": "out", "n": "n", "x": "gate", "z": "up"}, {"form": "gated", "act": "silu"}),
+    "fused_add_rmsnorm_f16": ("row_norm", {"x": "input", "y": "input", "weight": "weight", "bias": None, "eps": "epsilon",
+                                           "rows": "num_tokens", "cols": "hidden_size", "res": "residual",
+                                           "sum": "residual"}, {"norm": "rms"}),
+    "fused_residual_layernorm": ("row_norm", {"x": "inp1", "y": "normed", "weight": "weight", "bias": "bias",
+                                              "mean": "mean", "rstd": "rstd", "eps": None, "rows": "N", "cols": "C",
+                                              "res": "inp2", "sum": "residual"}, {"norm": "layer", "eps": 1e-5}),
+    "dot_product": ("reduction", {"x": "a", "y": "c", "n": "n", "w": "b"}, {"op": "sum", "axis": None, "product": "full"}),
+    "gemv_rowmajor": ("row_reduction", {"x": "A", "y": "y", "rows": "m", "cols": "n", "w": "x"},
+                      {"op": "sum", "product": "cols"}),
+    "relu_backward": ("elementwise", {"y": "dx", "n": "n", "x": "x", "z": "dy"}, {"form": "gated", "act": "step"}),
+    "llmc_unpermute": ("transpose", {"x": "inp", "y": "out", "outer": "B", "rows": "NH", "mid": None, "cols": "N",
+                                     "inner": "d"}, {}),
+    "batched_transpose": ("transpose", {"x": "in", "y": "out", "outer": "batch", "rows": "rows", "mid": None,
+                                        "cols": "cols", "inner": None}, {}),
+    "swap_axes_5d": ("transpose", {"x": "x", "y": "y", "outer": "A", "rows": "R", "mid": "M", "cols": "C", "inner": "I"},
+                     {}),
+    "scaled_softmax_f16": ("row_softmax", {"x": "x", "y": "out", "rows": "rows", "cols": "cols", "scale": "scale"},
+                           {"log": False}),
+    "l2_normalize": ("row_norm", {"x": "x", "y": "out", "weight": None, "bias": None, "rows": "rows", "cols": "cols",
+                                  "eps": None}, {"norm": "l2", "eps": 1e-12}),
+    "silu_and_mul_f16": ("elementwise", {"y": "out", "n": None, "x": "input", "cols": "d"},
+                         {"form": "gated_halves", "act": "silu", "act_on": "first"}),
     "linear_f16": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
                             "alpha": None, "beta": None}, {"trans_a": False, "trans_b": True}),
     "hgemm_tn_bf16": ("gemm", {"a": "A", "b": "B", "c": "C", "m": "m", "n": "n", "k": "k", "alpha": "alpha",
@@ -173,7 +195,10 @@ def test_validate_prints_the_kind_and_refuses_a_wrong_stated_kind_naming_its_jso
 BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", "embedding", "rmsnorm_f16",
             "bias_gelu_residual", "exclusive_scan", "bias_backward", "log_softmax_bf16", "transpose_coalesced",
             "reduce_max", "matmul_forward", "byte_histogram", "hist_mod", "cumsum_rows", "box_rows", "nll_bf16",
-            "adamw_torch", "sgd_momentum", "linear_f16", "hgemm_tn_bf16", "swiglu_bf16"]
+            "adamw_torch", "sgd_momentum", "linear_f16", "hgemm_tn_bf16", "swiglu_bf16", "silu_and_mul_f16",
+            "fused_add_rmsnorm_f16", "fused_residual_layernorm", "dot_product", "gemv_rowmajor", "relu_backward",
+            "llmc_unpermute", "batched_transpose", "swap_axes_5d", "scaled_softmax_f16",
+            "l2_normalize"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -225,7 +250,7 @@ def test_a_sum_per_block_of_values_is_a_row_reduction_over_segments_the_last_one
     check_match(found, "row_reduction", {"x": "g_idata", "y": "g_odata", "n": "n"}, {"op": "sum", "segment": 512})
     [bound] = instantiate(task, found.match)
     assert "// kforge: grid = [cdiv(cdiv((n), 512), RPB), 1, 1]" in bound.source
-    assert "kf_row_reduction(g_idata, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)))" in bound.source
+    assert "kf_row_reduction(g_idata, nullptr, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)))" in bound.source
 
 
 def test_a_gather_plus_a_row_by_position_is_a_gather_with_a_position_table():

@@ -59,6 +59,19 @@ F16_SECOND = {"BM": 64, "BN": 64, "BK": 64, "WM": 32, "WN": 32, "STAGES": 2}
 TASKS = {
     DATA / "llmc_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0},
                                    [{"N": 5, "C": 1000}, {"N": 7, "C": 36}, {"N": 3, "C": 5}]),
+    DATA / "fused_add_rmsnorm_f16.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 0},    # rows streamed twice
+                                          [{"T": 2, "H": 1030}, {"T": 3, "H": 37}]),
+    DATA / "fused_residual_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1},
+                                             [{"N": 3, "C": 900}, {"N": 4, "C": 5}]),
+    DATA / "dot_product.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 1}, {"n": 5000}]),    # x * w summed
+    DATA / "gemv_rowmajor.json": ({"WPR": 2, "RPB": 2}, [{"m": 3, "n": 64}, {"m": 9, "n": 7}]),  # rows times a vector
+    DATA / "relu_backward.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
+    DATA / "llmc_unpermute.json": ({"TX": 8, "TYB": 8, "RPT": 4},    # runs of 16-byte multiples, then not
+                                   [{"B": 1, "N": 40, "NH": 2, "d": 4}, {"B": 2, "N": 3, "NH": 3, "d": 5}]),
+    DATA / "swap_axes_5d.json": ({"TX": 8, "TYB": 8, "RPT": 1}, [{"A": 1, "R": 2, "M": 3, "C": 20, "I": 8}]),
+    DATA / "scaled_softmax_f16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"rows": 3, "cols": 1200}]),
+    DATA / "l2_normalize.json": ({"WPR": 1, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"rows": 2, "cols": 300}]),
+    DATA / "batched_transpose.json": ({"BR": 4, "TY": 2}, [{"batch": 2, "rows": 70, "cols": 3}]),
     DATA / "llmc_softmax.json": ({"WPR": 2, "RPB": 2, "ITEMS": 1, "STREAM": 0}, [{"N": 3, "C": 1500}, {"N": 5, "C": 64}]),
     DATA / "log_softmax_bf16.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 1},
                                      [{"rows": 3, "cols": 600}, {"rows": 2, "cols": 7}]),
@@ -110,6 +123,8 @@ TASKS = {
     DATA / "hgemm_tn_bf16.json": (F16_SECOND, [{"m": 5, "n": 3, "k": 1}, {"m": 130, "n": 72, "k": 40},
                                                {"m": 136, "n": 70, "k": 48}]),
     DATA / "swiglu_bf16.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),   # silu(gate) * up
+    DATA / "silu_and_mul_f16.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0},        # halves of rows: 16-byte path
+                                     [{"T": 1, "d": 1}, {"T": 3, "d": 1028}, {"T": 9, "d": 517}]),   # and not
     ROOT / "manifests" / "matmul_f16.json": (F16_SECOND, [{"m": 67, "n": 72, "k": 48}, {"m": 130, "n": 136, "k": 104}]),
 }
 IDS = [p.stem for p in TASKS]

@@ -55,3 +55,22 @@ def test_an_activation_of_an_input_plus_a_row_broadcast_bias_plus_a_residual_is_
 def test_an_output_no_hypothesis_reproduces_is_no_elementwise_map():
     a, b = RNG.standard_normal(37), RNG.standard_normal(37)
     assert list(find_elementwise(probe(VECTOR_ADD, {"a": a, "b": b}, {"c": np.sort(a)}, n=37))) == []
+
+
+SILU_AND_MUL = ROOT / "tests" / "data" / "kinds" / "silu_and_mul_f16.json"     # (out, input, d), input T x 2d
+
+
+@pytest.mark.parametrize("act_on, act", [("first", "silu"), ("second", "gelu_tanh")])
+def test_an_activation_of_one_half_of_each_row_times_the_other_half_is_a_gated_unit_on_halves(act_on, act):
+    s = RNG.standard_normal((5, 2, 6))                      # 5 rows of 2 halves of d = 6
+    xs, zs = (s[:, 0], s[:, 1]) if act_on == "first" else (s[:, 1], s[:, 0])
+    p = probe(SILU_AND_MUL, {"input": s}, {"out": FUNCTIONS[act][0](xs) * zs}, T=5, d=6)
+    assert next(find_elementwise(p)) == Match("elementwise", {"y": "out", "n": None, "x": "input", "cols": "d"},
+                                              {"form": "gated_halves", "act": act, "act_on": act_on})
+
+
+def test_halves_taken_by_interleaving_are_not_a_gated_unit_on_halves():
+    s = RNG.standard_normal((5, 6, 2))                      # gate and up interleaved value by value
+    out = FUNCTIONS["silu"][0](s[..., 0]) * s[..., 1]
+    p = probe(SILU_AND_MUL, {"input": s}, {"out": out}, T=5, d=6)
+    assert [m for m in find_elementwise(p) if m.params.get("form") == "gated_halves"] == []

@@ -39,6 +39,36 @@ def test_an_rms_norm_has_no_mean_taken_out_and_here_no_bias():
     assert m.params == {"norm": "rms"} and (m.binding["weight"], m.binding["bias"]) == ("gamma", None)
 
 
+def test_a_norm_of_a_sum_no_output_keeps_is_a_row_norm_with_a_residual_and_no_sum():
+    """out = rms_norm(x + res) * weight, the sum not written: the binding names res, and sum None
+    (the fused_add_rms_norm tasks cover the sum written in place)."""
+    x, gamma, res = RNG.normal(0.5, 2.0, (3, 8)), RNG.normal(1.0, 0.5, 8), RNG.normal(0.0, 1.0, (3, 8))
+
+    def reference(x, res):
+        z = (x + res).reshape(3, 8)
+        return z / np.sqrt((z * z).mean(axis=1, keepdims=True) + 1e-5) * gamma
+
+    p = probe(DATA / "bias_gelu_residual.json", {"x": x, "bias": gamma, "res": res}, {"out": reference(x, res)},
+              rows=3, cols=8)
+    p.rerun = lambda changes: {"out": reference(changes.get("x", x), changes.get("res", res)).reshape(-1)}
+    m = next(find_row_norm(p))
+    assert (m.binding["x"], m.binding["res"], m.binding["sum"], m.binding["weight"]) in (
+        ("x", "res", None, "bias"), ("res", "x", None, "bias"))
+    assert m.params == {"norm": "rms", "eps": 1e-5}
+
+
+def test_a_row_scaled_to_unit_length_is_an_l2_norm_not_an_rms_norm():
+    def reference(x):
+        x = x.reshape(3, 8)
+        return x / np.maximum(np.sqrt((x * x).sum(axis=1, keepdims=True)), 1e-12)
+
+    x = RNG.normal(0.5, 2.0, (3, 8))
+    p = probe(DATA / "l2_normalize.json", {"x": x}, {"out": reference(x)}, rows=3, cols=8)
+    p.rerun = lambda changes: {"out": reference(changes["x"]).reshape(-1)}
+    m = next(find_row_norm(p))
+    assert m.params == {"norm": "l2", "eps": 1e-12} and m.binding["weight"] is None
+
+
 def test_softmax_and_log_softmax_of_each_row_are_told_apart():
     x = RNG.uniform(-5.0, 5.0, (3, 5))
     lse = np.log(np.exp(x).sum(axis=1, keepdims=True))

@@ -8,7 +8,7 @@
 // per access into ACC independent accumulators, the block combines them (warp shuffles, then the
 // warps), writes one partial to a module-global array, and the last block to finish (threadfence
 // + an atomic ticket, reset by that block) combines the partials in block order and writes y[0]:
-// deterministic, no float atomics.
+// deterministic, no float atomics.  KF_MUL: the values summed are x * w (a dot product).
 #ifndef BLOCK
 #define BLOCK 256
 #endif
@@ -19,6 +19,9 @@
 #define BPS 4
 #endif
 #define KF_THREADS BLOCK
+#ifndef KF_MUL
+#define KF_MUL 0
+#endif
 #define KF_MAX_BLOCKS 4096
 
 __device__ float kf_red_partials[KF_MAX_BLOCKS];
@@ -48,7 +51,8 @@ __device__ __forceinline__ float kf_block_combine(float v, float* red)
     return r;
 }
 
-__device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y, long long n)
+__device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, const kf_w_t* __restrict__ w,
+                                             kf_y_t* __restrict__ y, long long n)
 {
     __shared__ float red[BLOCK / 32];
     __shared__ bool last;
@@ -58,14 +62,18 @@ __device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, kf_y_
     for (int k = 0; k < ACC; ++k) acc[k] = init;
     const long long stride = 4LL * BLOCK * ACC * gridDim.x;
     long long done = 0;
-    if (kf_aligned4(x)) {
+    if (kf_aligned4(x) && kf_aligned4(w)) {
         const long long full = n / 4 * 4;
         for (long long base = 4LL * ((long long)blockIdx.x * BLOCK * ACC + threadIdx.x); base < full; base += stride) {
 #pragma unroll
             for (int k = 0; k < ACC; ++k) {
                 const long long j = base + 4LL * k * BLOCK;
                 if (j < full) {
-                    const float4 q = kf_lds4(x + j);
+                    float4 q = kf_lds4(x + j);
+                    if (KF_MUL) {
+                        const float4 p = kf_lds4(w + j);
+                        q.x *= p.x; q.y *= p.y; q.z *= p.z; q.w *= p.w;
+                    }
                     acc[k] = kf_combine_op(acc[k], kf_combine_op(kf_combine_op(q.x, q.y), kf_combine_op(q.z, q.w)));
                 }
             }
@@ -73,7 +81,7 @@ __device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, kf_y_
         done = full;
     }
     for (long long j = done + (long long)blockIdx.x * BLOCK + threadIdx.x; j < n; j += (long long)BLOCK * gridDim.x) {
-        acc[0] = kf_combine_op(acc[0], kf_ld(x + j));
+        acc[0] = kf_combine_op(acc[0], KF_MUL ? kf_ld(x + j) * kf_ld(w + j) : kf_ld(x + j));
     }
     float v = acc[0];
 #pragma unroll

@@ -10,8 +10,13 @@
 // thread holds ITEMS groups of 4 values of the row in registers (all loads first); per-thread
 // (count, mean, M2) triples merged with Chan's parallel update across the warp (shuffles) and
 // the row's warps (shared memory, fixed order).  KF_RMS: the triples carry the sum of squares
-// with a zero mean.  Rows longer than the registers hold are streamed twice.  4-wide accesses when
-// cols % 4 == 0 and every pointer is aligned; one value at a time otherwise.
+// with a zero mean; KF_L2 (with KF_RMS): y = x / max(||x||, eps), F.normalize.  Rows longer than
+// the registers hold are streamed twice.  4-wide accesses when cols % 4 == 0 and every pointer is
+// aligned; one value at a time otherwise.
+// KF_ADD: the row normed is x + res (a residual added first: fused_add_rms_norm), written to `sum`
+// (KF_SUM) as it is loaded -- in place of the residual, as vLLM's kernel does: each value is read
+// and written by the same thread, so x, res, sum and y may be the same buffers; a row streamed
+// twice reads its second pass back from `sum`.  x, res, sum and y carry no __restrict__.
 #ifndef WPR
 #define WPR 1
 #endif
@@ -28,6 +33,15 @@
 #define TPR (32 * WPR)
 #define VPT (4 * ITEMS)
 #define CHUNK (TPR * VPT)
+#ifndef KF_ADD
+#define KF_ADD 0
+#endif
+#ifndef KF_L2
+#define KF_L2 0
+#endif
+#ifndef KF_SUM
+#define KF_SUM 0
+#endif
 
 struct KfStats {
     float n, mean, m2;
@@ -61,8 +75,9 @@ __device__ __forceinline__ KfStats kf_warp_merge(KfStats s)
     return s;
 }
 
-__device__ __forceinline__ void kf_row_norm(const kf_x_t* __restrict__ x, const kf_weight_t* __restrict__ w,
-                                            const kf_bias_t* __restrict__ b, kf_y_t* __restrict__ y,
+__device__ __forceinline__ void kf_row_norm(const kf_x_t* x, const kf_res_t* res, kf_sum_t* sum,
+                                            const kf_weight_t* __restrict__ w,
+                                            const kf_bias_t* __restrict__ b, kf_y_t* y,
                                             kf_s_t* __restrict__ mean_out, kf_s_t* __restrict__ rstd_out,
                                             kf_s_t* __restrict__ var_out, long long rows, int cols, float eps)
 {
@@ -75,21 +90,36 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* __restrict__ x, const 
     const bool valid = row < rows;
     const int ncols = valid ? cols : 0;
     const long long off = (valid ? row : 0) * (long long)cols;
-    const kf_x_t* __restrict__ xr = x + off;
-    kf_y_t* __restrict__ yr = y + off;
-    const bool vec = (cols & 3) == 0 && kf_aligned4(x) && kf_aligned4(y) && kf_aligned4(w) && kf_aligned4(b);
+    const kf_x_t* xr = x + off;
+    const kf_res_t* rr = res + off;
+    kf_sum_t* sr = sum + off;
+    kf_y_t* yr = y + off;
+    const bool vec = (cols & 3) == 0 && kf_aligned4(x) && kf_aligned4(y) && kf_aligned4(w) && kf_aligned4(b)
+                     && kf_aligned4(res) && kf_aligned4(sum);
 
     float v[VPT];
     auto col_of = [&](int base, int i) -> int {
         return vec ? base + 4 * (t + (i >> 2) * TPR) + (i & 3) : base + t + i * TPR;
     };
-    auto load = [&](int base) {
+    // again: the second pass over a row streamed twice (the sum, where one is written, is read back)
+    auto load = [&](int base, bool again) {
         if (vec) {
 #pragma unroll
             for (int i = 0; i < ITEMS; ++i) {
                 const int j = base + 4 * (t + i * TPR);
                 float4 q = make_float4(0.f, 0.f, 0.f, 0.f);
-                if (j < ncols) q = STREAM ? kf_lds4(xr + j) : kf_ld4(xr + j);
+                if (j < ncols) {
+                    if (KF_ADD && KF_SUM && again) {
+                        q = kf_ld4(sr + j);
+                    } else {
+                        q = STREAM ? kf_lds4(xr + j) : kf_ld4(xr + j);
+                        if (KF_ADD) {
+                            const float4 r = STREAM ? kf_lds4(rr + j) : kf_ld4(rr + j);
+                            q.x += r.x; q.y += r.y; q.z += r.z; q.w += r.w;
+                            if (KF_SUM && !again) kf_st4(sr + j, q);
+                        }
+                    }
+                }
                 v[4 * i + 0] = q.x;
                 v[4 * i + 1] = q.y;
                 v[4 * i + 2] = q.z;
@@ -99,7 +129,19 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* __restrict__ x, const 
 #pragma unroll
             for (int i = 0; i < VPT; ++i) {
                 const int j = base + t + i * TPR;
-                v[i] = (j < ncols) ? kf_ld(xr + j) : 0.0f;
+                float q = 0.0f;
+                if (j < ncols) {
+                    if (KF_ADD && KF_SUM && again) {
+                        q = kf_ld(sr + j);
+                    } else {
+                        q = kf_ld(xr + j);
+                        if (KF_ADD) {
+                            q += kf_ld(rr + j);
+                            if (KF_SUM && !again) kf_st(sr + j, q);
+                        }
+                    }
+                }
+                v[i] = q;
             }
         }
     };
@@ -182,7 +224,7 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* __restrict__ x, const 
     };
     auto finish = [&](KfStats s) -> float {
         const float var = s.m2 / (float)(cols > 0 ? cols : 1);
-        const float rstd = rsqrtf(var + eps);
+        const float rstd = KF_L2 ? 1.0f / fmaxf(sqrtf(s.m2), eps) : rsqrtf(var + eps);
         if (valid && t == 0) {
 #if KF_MEAN
             kf_st(mean_out + row, s.mean);
@@ -198,19 +240,19 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* __restrict__ x, const 
     };
 
     if (cols <= CHUNK) {
-        load(0);
+        load(0, false);
         const KfStats s = row_stats(local(0));
         store(0, s.mean, finish(s));
     } else {
         KfStats acc = {0.0f, 0.0f, 0.0f};
         for (int base = 0; base < cols; base += CHUNK) {
-            load(base);
+            load(base, false);
             acc = kf_merge(acc, local(base));
         }
         const KfStats s = row_stats(acc);
         const float rstd = finish(s);
         for (int base = 0; base < cols; base += CHUNK) {
-            load(base);
+            load(base, true);
             store(base, s.mean, rstd);
         }
     }

@@ -14,6 +14,9 @@
 #define RPB 4
 #endif
 #define KF_THREADS (32 * WPR * RPB)
+#ifndef KF_MUL
+#define KF_MUL 0
+#endif
 #define TPR (32 * WPR)
 
 __device__ __forceinline__ float kf_combine_op(float a, float b)
@@ -27,7 +30,10 @@ __device__ __forceinline__ float kf_combine_op(float a, float b)
 #endif
 }
 
-__device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
+// KF_MUL: the values summed are x * w, w of the matrix's size (1: row-wise dot products) or one row's
+// length (2: a matrix-vector product; w is read by every row, so it is loaded through the caches)
+__device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, const kf_w_t* __restrict__ w,
+                                                 kf_y_t* __restrict__ y,
                                                  long long rows, long long cols, long long total)
 {
 #if WPR > 1
@@ -39,17 +45,24 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, k
     const long long row = (long long)blockIdx.x * RPB + sub;
     const bool valid = row < rows;
     const kf_x_t* __restrict__ xr = x + (valid ? row : 0) * cols;
+    const kf_w_t* __restrict__ wr = w + (KF_MUL == 1 ? (valid ? row : 0) * cols : 0);
     // the row's values: cols, or fewer in the last of segments that do not fill it (total < rows * cols)
     const long long ncols = valid ? min(cols, total - row * cols) : 0;
     float a0 = init, a1 = init;
-    if (cols % 4 == 0 && ncols == cols && kf_aligned4(x)) {
+    if (cols % 4 == 0 && ncols == cols && kf_aligned4(x) && kf_aligned4(w)) {
         for (long long j = 4LL * t; j < ncols; j += 4LL * TPR) {
-            const float4 q = kf_lds4(xr + j);
+            float4 q = kf_lds4(xr + j);
+            if (KF_MUL) {
+                const float4 p = KF_MUL == 1 ? kf_lds4(wr + j) : kf_ld4(wr + j);
+                q.x *= p.x; q.y *= p.y; q.z *= p.z; q.w *= p.w;
+            }
             a0 = kf_combine_op(a0, kf_combine_op(q.x, q.y));
             a1 = kf_combine_op(a1, kf_combine_op(q.z, q.w));
         }
     } else {
-        for (long long j = t; j < ncols; j += TPR) a0 = kf_combine_op(a0, kf_ld(xr + j));
+        for (long long j = t; j < ncols; j += TPR) {
+            a0 = kf_combine_op(a0, KF_MUL ? kf_ld(xr + j) * kf_ld(wr + j) : kf_ld(xr + j));
+        }
     }
     float a = kf_combine_op(a0, a1);
 #pragma unroll

@@ -10,6 +10,7 @@
 // row in registers (ITEMS groups of 4 values per thread), per-thread (max, sum of exp) pairs
 // combined with the online-softmax rule across the warp (shuffles) and the row's warps (shared
 // memory, fixed order); one read and one write per element.  KF_LOG: y = x - max - log(sum).
+// The row is `scale` * x (attention's 1 / sqrt(d); 1 for a plain softmax).
 // Rows longer than the registers hold are streamed twice.
 #ifndef WPR
 #define WPR 1
@@ -39,7 +40,7 @@ __device__ __forceinline__ void kf_combine(float& m, float& s, float om, float o
 }
 
 __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
-                                               long long rows, int cols)
+                                               long long rows, int cols, float scale)
 {
 #if WPR > 1
     __shared__ float part_m[RPB][WPR];
@@ -62,7 +63,10 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, kf_
             for (int i = 0; i < ITEMS; ++i) {
                 const int j = base + 4 * (t + i * TPR);
                 float4 q = make_float4(KF_NEG_INF, KF_NEG_INF, KF_NEG_INF, KF_NEG_INF);
-                if (j < ncols) q = STREAM ? kf_lds4(xr + j) : kf_ld4(xr + j);
+                if (j < ncols) {
+                    q = STREAM ? kf_lds4(xr + j) : kf_ld4(xr + j);
+                    q.x *= scale; q.y *= scale; q.z *= scale; q.w *= scale;
+                }
                 v[4 * i + 0] = q.x;
                 v[4 * i + 1] = q.y;
                 v[4 * i + 2] = q.z;
@@ -72,7 +76,7 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, kf_
 #pragma unroll
             for (int i = 0; i < VPT; ++i) {
                 const int j = base + t + i * TPR;
-                v[i] = (j < ncols) ? kf_ld(xr + j) : KF_NEG_INF;
+                v[i] = (j < ncols) ? kf_ld(xr + j) * scale : KF_NEG_INF;
             }
         }
     };

@@ -1,11 +1,12 @@
-// kforge: grid = [cdiv(@@COLS@@, 32), cdiv(@@ROWS@@, 32 * TY), 1]
+// kforge: grid = [cdiv(@@COLS@@, 32), cdiv(@@ROWS@@, 32 * TY), @@BATCH@@]
 // kforge: block = [32, BR, 1]
 // kforge: tune BR = [8, 4, 16, 32, 2]
 // kforge: tune TY = [1, 2, 4]
 // Bound pattern transpose (from transpose_smem_vec): y (cols x rows) = x (rows x cols) transposed
 // through a 32 x 32 shared tile padded to 33 columns (conflict-free column reads); a row of
 // threads reads 32 consecutive values of x and writes 32 consecutive values of y; TY tiles down
-// the rows per block.  Values are copied as stored (x and y have one storage type).
+// the rows per block.  Values are copied as stored (x and y have one storage type).  The grid's z
+// walks a batch of such matrices (a swap of an array's last two axes), each rows x cols.
 #ifndef BR
 #define BR 8
 #endif
@@ -18,6 +19,8 @@ __device__ __forceinline__ void kf_transpose(const kf_x_t* __restrict__ x, kf_y_
                                              long long rows, long long cols)
 {
     __shared__ kf_x_t tile[32][33];
+    x += (long long)blockIdx.z * rows * cols;
+    y += (long long)blockIdx.z * rows * cols;
     const long long c0 = (long long)blockIdx.x * 32;
 #pragma unroll
     for (int ty = 0; ty < TY; ++ty) {

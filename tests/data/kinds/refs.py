@@ -163,3 +163,63 @@ def swiglu_bf16(out, gate, up, n):
     """A gated linear unit's activation (LLaMA's SwiGLU): out = silu(gate) * up, bf16 storage."""
     g = gate.astype(np.float64)
     out[...] = g / (1.0 + np.exp(-g)) * up.astype(np.float64)
+
+
+def silu_and_mul_f16(out, input, d):
+    """vLLM's silu_and_mul: silu of each row's first half times its second half, fp16 storage."""
+    x = input[:, :d].astype(np.float64)
+    out[...] = x / (1.0 + np.exp(-x)) * input[:, d:].astype(np.float64)
+
+
+def fused_add_rmsnorm_f16(input, residual, weight, epsilon, num_tokens, hidden_size):
+    """vLLM's fused_add_rms_norm: the residual becomes input + residual, the input its RMS norm."""
+    z = input.astype(np.float64) + residual.astype(np.float64)
+    residual[...] = z
+    r = 1.0 / np.sqrt((z * z).mean(axis=1, keepdims=True) + epsilon)
+    input[...] = z * r * weight.astype(np.float64)
+
+
+def fused_residual_layernorm(residual, normed, mean, rstd, inp1, inp2, weight, bias, N, C):
+    """llm.c's fused_residual_forward: the residual sum, its layernorm, each row's mean and rstd."""
+    z = inp1.reshape(N, C).astype(np.float64) + inp2.reshape(N, C).astype(np.float64)
+    residual[...] = z.reshape(residual.shape)
+    m = z.mean(axis=1)
+    s = 1.0 / np.sqrt(((z - m[:, None]) ** 2).mean(axis=1) + 1e-5)
+    normed[...] = (((z - m[:, None]) * s[:, None]) * weight + bias).reshape(normed.shape)
+    mean[...] = m
+    rstd[...] = s
+
+
+def dot_product(a, b, c, n):
+    c[...] = np.sum(a.astype(np.float64) * b.astype(np.float64))
+
+
+def gemv_rowmajor(y, A, x, m, n):
+    y[...] = A.reshape(m, n).astype(np.float64) @ x.astype(np.float64)
+
+
+def relu_backward(dx, dy, x, n):
+    dx[...] = np.where(x > 0, dy, 0.0)
+
+
+def llmc_unpermute(inp, out, B, N, NH, d):
+    out[...] = inp.reshape(B, NH, N, d).transpose(0, 2, 1, 3).reshape(out.shape)
+
+
+def batched_transpose(out, in_, batch, rows, cols):
+    out[...] = in_.reshape(batch, rows, cols).transpose(0, 2, 1).reshape(out.shape)
+
+
+def swap_axes_5d(y, x, A, R, M, C, I):
+    y[...] = np.swapaxes(x.reshape(A, R, M, C, I), 1, 3).reshape(y.shape)
+
+
+def scaled_softmax_f16(out, x, scale, rows, cols):
+    v = x.reshape(rows, cols).astype(np.float64) * scale
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    out[...] = (e / e.sum(axis=1, keepdims=True)).reshape(out.shape)
+
+
+def l2_normalize(out, x, rows, cols):
+    v = x.reshape(rows, cols).astype(np.float64)
+    out[...] = (v / np.maximum(np.sqrt((v * v).sum(axis=1, keepdims=True)), 1e-12)).reshape(out.shape)

@@ -1,0 +1,67 @@
+// kforge: grid = [@@SLABS@@, cdiv(@@COLS@@, TYB * RPT), 1]
+// kforge: block = [TX, TYB, 1]
+// kforge: tune TX = [16, 32, 8, 64]
+// kforge: tune TYB = [16, 8, 4, 32]
+// kforge: tune RPT = [2, 1, 4]
+// kforge: constraint TX * TYB >= 64 and TX * TYB <= 1024
+// Bound pattern permute_rows: two axes of an array swapped with a contiguous run of `inner` values
+// after them -- x viewed as [outer, rows, mid, cols, inner] becomes y [outer, cols, mid, rows, inner]
+// (a 0213 permute of attention heads: [B, H, T, D] -> [B, T, H, D]).  Each run moves whole: block
+// (s, t) owns slab s = (outer, row, mid) of x, cols contiguous runs, and TYB * RPT of them; its
+// threads copy each run 16 bytes at a time (when a run is a multiple of 16 bytes and both buffers
+// aligned, else value by value), RPT runs' loads issued before their stores.  The slab's place
+// comes from one division per block; values are copied as stored.
+#ifndef TX
+#define TX 16
+#endif
+#ifndef TYB
+#define TYB 16
+#endif
+#ifndef RPT
+#define RPT 2
+#endif
+#define KF_THREADS (TX * TYB)
+
+__device__ __forceinline__ void kf_permute_rows(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
+                                                long long rows, long long mid, long long cols, long long inner)
+{
+    const long long s = blockIdx.x;
+    const long long m = s % mid, outer_row = s / mid;
+    const long long r = outer_row % rows, a = outer_row / rows;
+    const kf_x_t* __restrict__ src = x + s * cols * inner;
+    kf_y_t* __restrict__ dst = y + ((a * cols * mid + m) * rows + r) * inner;
+    const long long step = mid * rows * inner;           // from one of y's runs to the next column's
+    const long long c0 = (long long)blockIdx.y * (TYB * RPT) + threadIdx.y;
+    const bool vec = (inner * (long long)sizeof(kf_x_t)) % 16 == 0 && ((unsigned long long)x % 16) == 0
+                     && ((unsigned long long)y % 16) == 0;
+    if (vec) {
+        const long long nv = inner * (long long)sizeof(kf_x_t) / 16;
+        for (long long v = threadIdx.x; v < nv; v += TX) {
+            uint4 q[RPT];
+#pragma unroll
+            for (int k = 0; k < RPT; ++k) {
+                const long long c = c0 + k * TYB;
+                if (c < cols) q[k] = __ldg(reinterpret_cast<const uint4*>(src + c * inner) + v);
+            }
+#pragma unroll
+            for (int k = 0; k < RPT; ++k) {
+                const long long c = c0 + k * TYB;
+                if (c < cols) reinterpret_cast<uint4*>(dst + c * step)[v] = q[k];
+            }
+        }
+    } else {
+        for (long long i = threadIdx.x; i < inner; i += TX) {
+            kf_x_t q[RPT];
+#pragma unroll
+            for (int k = 0; k < RPT; ++k) {
+                const long long c = c0 + k * TYB;
+                if (c < cols) q[k] = src[c * inner + i];
+            }
+#pragma unroll
+            for (int k = 0; k < RPT; ++k) {
+                const long long c = c0 + k * TYB;
+                if (c < cols) dst[c * step + i] = q[k];
+            }
+        }
+    }
+}
