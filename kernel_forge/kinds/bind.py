@@ -337,6 +337,14 @@ def _column_reduction(w: _Writer) -> str:
 
 def _row_reduction(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
+    op = w.match.params.get("op")
+    if op in ("argmax", "argmin"):    # the column of each row's largest (smallest) value
+        if w.types["y"] in _CTYPES.values():
+            raise Unbindable(f"the bound {op} writes integer columns; {w.role('y')} is floating-point")
+        w.template = "row_reduction/row_argmax"
+        w.defines["KF_ARGMIN"] = int(op == "argmin")
+        w.slots["ROWS"] = w.launch_size("rows")
+        return f"kf_row_argmax({x}, {y}, {w.size('rows')}, (int){w.size('cols')})"
     mul = _reduce_op(w)
     seg = w.match.params.get("segment")
     if seg:                      # a sum per segment of seg values, the last one short: rows of seg, n in all

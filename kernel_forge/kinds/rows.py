@@ -193,7 +193,10 @@ def find_reductions(probe) -> Iterator[Match]:
     """Row reductions (out[r] = op over a row), column reductions (out[c] = op over a column:
     a bias gradient) and whole reductions (one value)."""
     outs = probe.buffers(output=True, floating=True)
-    if len(probe.buffers(output=True)) != 1 or len(outs) != 1:
+    if len(probe.buffers(output=True)) != 1:
+        return
+    if not outs:
+        yield from _arg_reductions(probe, probe.buffers(output=True)[0])
         return
     y = outs[0]
     n_out = probe.sizes[y]
@@ -229,6 +232,23 @@ def find_reductions(probe) -> Iterator[Match]:
                     yield Match("row_reduction", {"x": x, "y": y, "n": param_for(probe, size)},
                                 {"op": "sum", "segment": seg, **extra})
     yield from _product_sums(probe, y, forms)
+
+
+def _arg_reductions(probe, y) -> Iterator[Match]:
+    """An integer output holding the column of each row's largest or smallest value (the first on
+    ties, as NumPy's and PyTorch's argmax answer)."""
+    n_out = probe.sizes[y]
+    for x in probe.inputs_of():
+        size = probe.sizes[x]
+        if size <= n_out:
+            continue
+        for rows, cols in dims(probe, size):
+            if rows != n_out:
+                continue
+            m = probe.values[x].reshape(rows, cols)
+            for op, fn in (("argmax", np.argmax), ("argmin", np.argmin)):
+                if np.array_equal(probe.outputs[y], fn(m, axis=1).astype(np.float64)):
+                    yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols)}, {"op": op})
 
 
 def _product_sums(probe, y, forms) -> Iterator[Match]:

@@ -47,7 +47,8 @@ def test_the_binder_s_templates_are_the_library_s_bound_kernels():
     used = {first for first, _ in bind._WRITERS.values()} | {n for more in bind._MORE.values() for n in more}
     used |= {"box_filter/box_filter_x", "scan/scan_rows",          # a writer's choice by the kind's parameters
              "optimizer_step/optimizer_sgd", "gemm/gemm_f16",                # ... and by the operands' type
-             "elementwise/gated_halves", "transpose/permute_rows"}           # ... and by the form
+             "elementwise/gated_halves", "transpose/permute_rows",           # ... and by the form
+             "row_reduction/row_argmax"}
     assert used == set(library.names("bound"))
     for name in used:
         assert library.by_name(name).kind in IDENTIFIED_KINDS

@@ -71,6 +71,7 @@ TASKS = {
     DATA / "swap_axes_5d.json": ({"TX": 8, "TYB": 8, "RPT": 1}, [{"A": 1, "R": 2, "M": 3, "C": 20, "I": 8}]),
     DATA / "scaled_softmax_f16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"rows": 3, "cols": 1200}]),
     DATA / "l2_normalize.json": ({"WPR": 1, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"rows": 2, "cols": 300}]),
+    DATA / "row_argmax.json": ({"WPR": 2, "RPB": 2}, [{"rows": 3, "vocab": 1024}, {"rows": 2, "vocab": 5}]),
     DATA / "batched_transpose.json": ({"BR": 4, "TY": 2}, [{"batch": 2, "rows": 70, "cols": 3}]),
     DATA / "llmc_softmax.json": ({"WPR": 2, "RPB": 2, "ITEMS": 1, "STREAM": 0}, [{"N": 3, "C": 1500}, {"N": 5, "C": 64}]),
     DATA / "log_softmax_bf16.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 1},

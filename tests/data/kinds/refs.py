@@ -223,3 +223,7 @@ def scaled_softmax_f16(out, x, scale, rows, cols):
 def l2_normalize(out, x, rows, cols):
     v = x.reshape(rows, cols).astype(np.float64)
     out[...] = (v / np.maximum(np.sqrt((v * v).sum(axis=1, keepdims=True)), 1e-12)).reshape(out.shape)
+
+
+def row_argmax(idx, logits, rows, vocab):
+    idx[...] = logits.reshape(rows, vocab).argmax(axis=1)
