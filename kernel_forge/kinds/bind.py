@@ -402,13 +402,16 @@ def _gemm(w: _Writer) -> str:
         raise Unbindable("the bound gemm is float32 (SIMT FFMA or split TF32) or 16-bit (fp16 or bf16 on the "
                          "tensor cores); a, b, c and bias are "
                          + ", ".join(w.types[r] for r in ("a", "b", "c", "bias")))
-    w.slots.update(M=w.launch_size("m"), N=w.launch_size("n"))
+    w.slots.update(M=w.launch_size("m"), N=w.launch_size("n"), BATCH=w.launch_size("batch") if w.role("batch") else "1")
     w.defines.update(KF_HAS_BETA=int(bool(w.role("beta"))), KF_HAS_BIAS=int(bias != "nullptr"),
                      KF_TRANS_A=int(bool(p.get("trans_a"))), KF_TRANS_B=int(bool(p.get("trans_b"))))
     alpha = f"(float)({w.role('alpha')})" if w.role("alpha") else "1.0f"
     beta = f"(float)({w.role('beta')})" if w.role("beta") else "0.0f"
-    return (f"kf_gemm({a}, {b}, {c}, (int){w.size('m')}, (int){w.size('n')}, (int){w.size('k')}, {alpha}, {beta}, "
-            f"{bias})")
+    m, n, k = w.size("m"), w.size("n"), w.size("k")
+    if w.role("batch"):          # a batch of products, one per grid z: each operand's matrix blockIdx.z
+        z = "(long long)blockIdx.z"
+        a, b, c = f"{a} + {z} * {m} * {k}", f"{b} + {z} * {k} * {n}", f"{c} + {z} * {m} * {n}"
+    return f"kf_gemm({a}, {b}, {c}, (int){m}, (int){n}, (int){k}, {alpha}, {beta}, {bias})"
 
 
 #: kind -> (its first bound template, by library name; the writer)

@@ -12,38 +12,50 @@ from kernel_forge.kinds.match import Match, close
 
 
 def find_gemm(probe) -> Iterator[Match]:
+    """C = alpha * op(A) @ op(B) + beta * C (+ bias): sizes single parameters or products of two;
+    also a batch of such products (``batch`` a parameter, each operand holding batch matrices one
+    after the other: a batched matmul, attention's scores)."""
     outs = probe.buffers(output=True, floating=True)
     if len(outs) != 1 or len(probe.buffers(output=True)) != 1:
         return
     c = outs[0]
     ints = list(probe.int_scalars().items())
     atoms = ints + [(f"{a}*{b}", va * vb) for (a, va), (b, vb) in itertools.combinations(ints, 2)]
+    for batch, nb in [(None, 1), *((name, v) for name, v in ints if v > 1)]:
+        own = [(n, v) for n, v in atoms if batch not in n.split("*")]
+        for mnk in itertools.product(own, repeat=3):
+            yield from _products(probe, c, batch, nb, mnk)
+
+
+def _products(probe, c, batch, nb, mnk) -> Iterator[Match]:
+    (mn, m), (nn, n), (kn, k) = mnk
+    # a parameter is one size, or several equal ones (a square product's N); never part of two
+    used = [p for atom in {mn, nn, kn} for p in atom.split("*")]
+    if len(set(used)) != len(used) or nb * m * n != probe.sizes[c] or k < 2:
+        return
     floats = list(probe.float_scalars().items())
     mats = [a for a in probe.inputs_of() if a != c]
     got = probe.outputs[c]
-    for (mn, m), (nn, n), (kn, k) in itertools.permutations(atoms, 3):
-        used = [*mn.split("*"), *nn.split("*"), *kn.split("*")]
-        if len(set(used)) != len(used) or m * n != probe.sizes[c] or k < 2:
+    for a, b in itertools.permutations(mats, 2):
+        if probe.sizes[a] != nb * m * k or probe.sizes[b] != nb * k * n:
             continue
-        for a, b in itertools.permutations(mats, 2):
-            if probe.sizes[a] != m * k or probe.sizes[b] != k * n:
-                continue
-            for ta, tb in itertools.product((False, True), repeat=2):
-                A = probe.values[a].reshape((k, m) if ta else (m, k))
-                B = probe.values[b].reshape((n, k) if tb else (k, n))
-                prod = (A.T if ta else A) @ (B.T if tb else B)
-                for alpha, av in [(None, 1.0), *floats]:
-                    for beta, bv in [(None, 0.0), *((f, v) for f, v in floats if f != alpha)]:
-                        if beta is not None and not probe.arg(c).in_out:
-                            continue
-                        base = av * prod + (bv * probe.values[c].reshape(m, n) if beta else 0.0)
-                        for bias in [None, *(v for v in probe.inputs_of(n) if v not in (a, b, c))]:
-                            pred = base + (probe.values[bias][None, :] if bias else 0.0)
-                            if close(got, pred.reshape(-1), rtol=5e-3):
-                                yield Match("gemm", {"a": a, "b": b, "c": c, "m": mn, "n": nn, "k": kn,
-                                                       "alpha": alpha, "beta": beta, "bias": bias},
-                                              {"trans_a": ta, "trans_b": tb})
-    return
+        for ta, tb in itertools.product((False, True), repeat=2):
+            A = probe.values[a].reshape((nb, k, m) if ta else (nb, m, k))
+            B = probe.values[b].reshape((nb, n, k) if tb else (nb, k, n))
+            prod = (A.transpose(0, 2, 1) if ta else A) @ (B.transpose(0, 2, 1) if tb else B)
+            for alpha, av in [(None, 1.0), *floats]:
+                for beta, bv in [(None, 0.0), *((f, v) for f, v in floats if f != alpha)]:
+                    if beta is not None and not probe.arg(c).in_out:
+                        continue
+                    base = av * prod + (bv * probe.values[c].reshape(nb, m, n) if beta else 0.0)
+                    for bias in [None, *(v for v in probe.inputs_of(n) if v not in (a, b, c))]:
+                        pred = base + (probe.values[bias][None, None, :] if bias else 0.0)
+                        if close(got, pred.reshape(-1), rtol=5e-3):
+                            binding = {"a": a, "b": b, "c": c, "m": mn, "n": nn, "k": kn,
+                                       "alpha": alpha, "beta": beta, "bias": bias}
+                            if batch:
+                                binding["batch"] = batch
+                            yield Match("gemm", binding, {"trans_a": ta, "trans_b": tb})
 
 
 def find_histogram(probe) -> Iterator[Match]:

@@ -121,6 +121,9 @@ TASKS = {
     # the bundled fp16 task.  Rows of a multiple of 8 values reach cp.async, the others the gather;
     # BK = 64 swizzles a transposed B's rows of 8 chunks, BK = 32 those of 4
     DATA / "linear_f16.json": (F16_SECOND, [{"B": 1, "T": 3, "C": 7, "OC": 5}, {"B": 2, "T": 40, "C": 64, "OC": 136}]),
+    DATA / "attn_scores_f16.json": (F16_SECOND, [{"BH": 2, "T": 70, "D": 16}]),    # a batch on the grid's z
+    DATA / "bmm_f32.json": ({"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "MINB": 1},
+                            [{"batch": 2, "M": 67, "N": 36, "K": 12}]),
     DATA / "hgemm_tn_bf16.json": (F16_SECOND, [{"m": 5, "n": 3, "k": 1}, {"m": 130, "n": 72, "k": 40},
                                                {"m": 136, "n": 70, "k": 48}]),
     DATA / "swiglu_bf16.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),   # silu(gate) * up

@@ -60,3 +60,23 @@ def test_values_all_inside_the_bins_are_counted_directly_and_named_once():
     p = probe(ROOT / "manifests" / "histogram.json", {"x": x, "bins": np.zeros(5)}, {"bins": [1, 2, 0, 1, 0]},
               n=4, nbins=5)
     assert [m.params["index"] for m in find_histogram(p)] == ["direct", "modulo"]   # x % 5 is x itself
+
+
+def test_a_square_product_of_one_size_parameter_binds_it_to_m_n_and_k():
+    """A tutorial's matMul(A, B, C, N): one parameter is every size (it was refused as used twice)."""
+    a, b = RNG.standard_normal((6, 6)), RNG.standard_normal((6, 6))
+    p = probe(ROOT / "manifests" / "matmul_f32.json", {"a": a, "b": b}, {"c": a @ b}, m=6, n=6, k=6)
+    m = next(find_gemm(p))
+    assert (m.binding["a"], m.binding["b"], m.params["trans_a"], m.params["trans_b"]) == ("a", "b", False, False)
+    assert {m.binding["m"], m.binding["n"], m.binding["k"]} <= {"m", "n", "k"}
+
+
+def test_a_batch_of_products_binds_the_batch_and_a_product_of_the_matrices_alone_is_not_one():
+    A, B = RNG.standard_normal((3, 4, 5)), RNG.standard_normal((3, 5, 2))
+    data = ROOT / "tests" / "data" / "kinds" / "bmm_f32.json"
+    p = probe(data, {"A": A, "B": B}, {"C": A @ B}, batch=3, M=4, N=2, K=5)
+    assert next(find_gemm(p)) == Match("gemm", {"a": "A", "b": "B", "c": "C", "m": "M", "n": "N", "k": "K",
+                                                "alpha": None, "beta": None, "bias": None, "batch": "batch"},
+                                       {"trans_a": False, "trans_b": False})
+    mixed = A[[1, 2, 0]] @ B                      # the batches paired wrongly: no hypothesis holds
+    assert list(find_gemm(probe(data, {"A": A, "B": B}, {"C": mixed}, batch=3, M=4, N=2, K=5))) == []

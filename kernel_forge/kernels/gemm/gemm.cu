@@ -1,4 +1,4 @@
-// kforge: grid = [cdiv(@@N@@, BN), cdiv(@@M@@, BM), 1]
+// kforge: grid = [cdiv(@@N@@, BN), cdiv(@@M@@, BM), @@BATCH@@]
 // kforge: block = [32 * (BM // WM) * (BN // WN), 1, 1]
 // kforge: tune BM = [128, 64, 32, 256]
 // kforge: tune BN = [128, 64, 32, 256]

@@ -1,4 +1,4 @@
-// kforge: grid = [cdiv(@@N@@, BN), cdiv(@@M@@, BM), 1]
+// kforge: grid = [cdiv(@@N@@, BN), cdiv(@@M@@, BM), @@BATCH@@]
 // kforge: block = [32 * (BM // WM) * (BN // WN), 1, 1]
 // kforge: shared_mem = 4 * STAGES * (BM * BK + BK * BN + 4 * BM + 4 * BN + 16 * BK)
 // kforge: tune BM = [128, 64, 256]

@@ -227,3 +227,13 @@ def l2_normalize(out, x, rows, cols):
 
 def row_argmax(idx, logits, rows, vocab):
     idx[...] = logits.reshape(rows, vocab).argmax(axis=1)
+
+
+def attn_scores_f16(S, Q, K, scale, BH, T, D):
+    q = Q.reshape(BH, T, D).astype(np.float64)
+    k = K.reshape(BH, T, D).astype(np.float64)
+    S[...] = (scale * (q @ k.transpose(0, 2, 1))).reshape(S.shape)
+
+
+def bmm_f32(C, A, B, batch, M, N, K):
+    C[...] = (A.reshape(batch, M, K).astype(np.float64) @ B.reshape(batch, K, N)).reshape(C.shape)
