@@ -53,7 +53,7 @@ KINDS = {
     "column_reduction": "sum / max / min / mean of each column (a bias gradient)",
     "scan": "inclusive or exclusive prefix sum (of the whole array or of each row)",
     "transpose": "a matrix with its axes swapped, or two axes of an N-D array (a batched transpose, a 0213 permute)",
-    "gather": "rows of a table picked by integer indices (an embedding lookup)",
+    "gather": "rows of a table picked by integer indices (an embedding lookup), or written to the rows they name (a scatter)",
     "row_pick": "one element of each row picked by an integer index, then mapped: -log(probs[r, target[r]]) ...",
     "histogram": "counts of integer values into bins",
     "optimizer_step": "an optimizer's in-place update of every parameter: Adam / AdamW, SGD with momentum",

@@ -235,7 +235,7 @@ def _gather(w: _Writer) -> str:
     if w.types["index"] not in _INTS.values() or w.types["table"] in _INTS.values():
         raise Unbindable("a gather needs integer indices and a floating-point table")
     w.slots["ROWS"] = w.launch_size("rows")
-    w.defines["KF_HAS_POS"] = int(pos != "nullptr")
+    w.defines.update(KF_HAS_POS=int(pos != "nullptr"), KF_SCATTER=int(bool(w.match.params.get("scatter"))))
     period = w.size("period") if pos != "nullptr" else "1LL"
     return f"kf_gather({idx}, {table}, {pos}, {y}, {w.size('rows')}, {w.size('cols')}, {period})"
 

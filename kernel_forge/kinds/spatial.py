@@ -120,11 +120,17 @@ def _axis_swaps(probe, x, y) -> Iterator[tuple[int, int, int, int, int]]:
 
 
 def find_gather(probe) -> Iterator[Match]:
+    """Rows of a table picked by integer indices (plus a row of a second table by position), or
+    the other way round: rows of a source written to the rows of ``y`` the indices name (a scatter:
+    ``index_copy_``, a KV cache's append by slot; ``y`` keeps its other rows, a negative index is
+    skipped)."""
     outs = probe.buffers(output=True)
     if len(outs) != 1:
         return
     y = outs[0]
     got = probe.outputs[y]
+    if probe.arg(y).in_out:
+        yield from _scatters(probe, y)
     for idx in probe.inputs_of(floating=False):
         n = probe.sizes[idx]
         if n == 0 or probe.sizes[y] % n:
@@ -151,6 +157,28 @@ def find_gather(probe) -> Iterator[Match]:
                 if close(got, added.reshape(-1)) and param_for(probe, period) is not None:
                     yield Match("gather", {**binding, "pos": pos, "period": param_for(probe, period)}, {})
     return
+
+
+def _scatters(probe, y) -> Iterator[Match]:
+    got = probe.outputs[y]
+    for idx in probe.inputs_of(floating=False):
+        n = probe.sizes[idx]
+        ids = probe.values[idx].astype(np.int64)
+        for x in probe.inputs_of(floating=None):
+            if x in (idx, y) or n == 0 or probe.sizes[x] % n:
+                continue
+            dim = probe.sizes[x] // n
+            if probe.sizes[y] % dim or ids.max() >= probe.sizes[y] // dim:
+                continue
+            keep = ids >= 0
+            if len(set(ids[keep].tolist())) != int(keep.sum()):
+                continue                 # a slot written twice: no single answer to bind
+            want = probe.values[y].reshape(-1, dim).copy()
+            want[ids[keep]] = probe.values[x].reshape(n, dim)[keep]
+            rows = param_for(probe, n)
+            if close(got, want.reshape(-1)):
+                yield Match("gather", {"y": y, "index": idx, "table": x, "rows": rows,
+                                       "cols": param_for(probe, dim, avoid=(rows,))}, {"scatter": True})
 
 
 def find_row_pick(probe) -> Iterator[Match]:

@@ -86,3 +86,21 @@ def test_a_sum_along_each_row_with_zero_edges_and_its_radius_a_parameter_is_a_bo
     assert list(find_box_filter(p)) == [Match("box_filter", {"x": "src", "y": "dst", "rows": "height", "cols": "width",
                                                              "radius": "radius"},
                                               {"axis": "x", "edge": "zero", "norm": "sum"})]
+
+
+def test_rows_written_to_the_rows_an_index_names_are_a_scatter_and_a_negative_index_writes_nothing():
+    cache, kv = RNG.standard_normal((9, 4)), RNG.standard_normal((3, 4))
+    slot = np.array([7, -1, 2])                              # the second token is padding
+    want = cache.copy()
+    want[[7, 2]] = kv[[0, 2]]
+    p = probe(DATA / "index_copy.json", {"cache": cache, "kv": kv, "slot": slot}, {"cache": want}, tokens=3, width=4)
+    assert next(find_gather(p)) == Match("gather", {"y": "cache", "index": "slot", "table": "kv", "rows": "tokens",
+                                                    "cols": "width"}, {"scatter": True})
+
+
+def test_a_slot_written_twice_is_no_scatter():
+    cache, kv, slot = RNG.standard_normal((9, 4)), RNG.standard_normal((3, 4)), np.array([5, 1, 5])
+    want = cache.copy()
+    want[slot] = kv
+    p = probe(DATA / "index_copy.json", {"cache": cache, "kv": kv, "slot": slot}, {"cache": want}, tokens=3, width=4)
+    assert [m for m in find_gather(p) if m.params.get("scatter")] == []

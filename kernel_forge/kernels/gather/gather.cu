@@ -7,7 +7,9 @@
 // 4 values per access (16 bytes for float) when cols % 4 == 0 and the buffers are aligned, the
 // output written with evict-first stores.  An index outside the table writes nothing.  KF_HAS_POS:
 // a row of a second table by position is added (row mod period: a position embedding, as
-// llm.c's encoder adds wpe[t] to wte[token]).
+// llm.c's encoder adds wpe[t] to wte[token]).  KF_SCATTER: the other way round, row `row` of the
+// source (`table`) is copied to row index[row] of y (index_copy_, a KV cache's append by slot); a
+// negative index (a padding token) writes nothing.
 #ifndef TPR
 #define TPR 64
 #endif
@@ -15,6 +17,9 @@
 #define RPB 4
 #endif
 #define KF_THREADS (TPR * RPB)
+#ifndef KF_SCATTER
+#define KF_SCATTER 0
+#endif
 
 __device__ __forceinline__ void kf_gather(const kf_index_t* __restrict__ index, const kf_table_t* __restrict__ table,
                                           const kf_pos_t* __restrict__ pos, kf_y_t* __restrict__ y, long long rows,
@@ -25,9 +30,9 @@ __device__ __forceinline__ void kf_gather(const kf_index_t* __restrict__ index, 
     if (row >= rows) return;
     const long long id = (long long)index[row];
     if (id < 0) return;
-    const kf_table_t* __restrict__ src = table + id * cols;
+    const kf_table_t* __restrict__ src = table + (KF_SCATTER ? row : id) * cols;
     const kf_pos_t* __restrict__ add = KF_HAS_POS ? pos + (row % period) * cols : nullptr;
-    kf_y_t* __restrict__ dst = y + row * cols;
+    kf_y_t* __restrict__ dst = y + (KF_SCATTER ? id : row) * cols;
     if (cols % 4 == 0 && kf_aligned4(table) && kf_aligned4(y) && kf_aligned4(pos)) {
         for (long long j = 4LL * t; j < cols; j += 4LL * TPR) {
             float4 v = kf_ld4(src + j);

@@ -237,3 +237,8 @@ def attn_scores_f16(S, Q, K, scale, BH, T, D):
 
 def bmm_f32(C, A, B, batch, M, N, K):
     C[...] = (A.reshape(batch, M, K).astype(np.float64) @ B.reshape(batch, K, N)).reshape(C.shape)
+
+
+def index_copy(cache, kv, slot, tokens, width):
+    keep = slot >= 0
+    cache[slot[keep]] = kv[keep]
