@@ -23,6 +23,20 @@ def _gelu_erf(v):
     return 0.5 * v * (1.0 + _erf(v / math.sqrt(2.0)).astype(np.float64))
 
 
+def _sigmoid(v):
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def _gelu_tanh_grad(v):
+    s = math.sqrt(2.0 / math.pi)
+    t = np.tanh(s * (v + 0.044715 * v ** 3))
+    return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * s * (1.0 + 3.0 * 0.044715 * v * v)
+
+
+def _gelu_erf_grad(v):
+    return 0.5 * (1.0 + _erf(v / math.sqrt(2.0)).astype(np.float64)) + v * np.exp(-0.5 * v * v) / math.sqrt(2.0 * math.pi)
+
+
 #: name -> (NumPy on float64, CUDA on a float ``v``)
 FUNCTIONS = {
     "identity": (lambda v: v, "v"),
@@ -42,6 +56,18 @@ FUNCTIONS = {
     "log": (np.log, "logf(v)"),
     "neg_log": (lambda v: -np.log(v), "-logf(v)"),      # a negative log-likelihood (cross-entropy's loss)
     "step": (lambda v: np.where(v > 0, 1.0, 0.0), "(v > 0.0f ? 1.0f : 0.0f)"),   # ReLU's gradient: step(x) * dy
+    # the other activations' derivatives: a backward pass is the gated unit act'(x) * dy
+    "gelu_tanh_grad": (_gelu_tanh_grad,
+                       "0.5f * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))) + 0.5f * v * "
+                       "(1.0f - tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)) * tanhf(0.7978845608028654f * "
+                       "(v + 0.044715f * v * v * v))) * 0.7978845608028654f * (1.0f + 0.134145f * v * v)"),
+    "gelu_erf_grad": (_gelu_erf_grad,
+                      "0.5f * (1.0f + erff(v * 0.7071067811865476f)) + v * 0.3989422804014327f * expf(-0.5f * v * v)"),
+    "silu_grad": (lambda v: _sigmoid(v) * (1.0 + v * (1.0 - _sigmoid(v))),
+                  "(1.0f / (1.0f + __expf(-v))) * (1.0f + v * (1.0f - 1.0f / (1.0f + __expf(-v))))"),
+    "sigmoid_grad": (lambda v: _sigmoid(v) * (1.0 - _sigmoid(v)),
+                     "(1.0f / (1.0f + __expf(-v))) * (1.0f - 1.0f / (1.0f + __expf(-v)))"),
+    "tanh_grad": (lambda v: 1.0 - np.tanh(v) ** 2, "(1.0f - tanhf(v) * tanhf(v))"),
 }
 
 #: name -> (NumPy, CUDA on floats ``a`` and ``b``)

@@ -74,3 +74,11 @@ def test_halves_taken_by_interleaving_are_not_a_gated_unit_on_halves():
     out = FUNCTIONS["silu"][0](s[..., 0]) * s[..., 1]
     p = probe(SILU_AND_MUL, {"input": s}, {"out": out}, T=5, d=6)
     assert [m for m in find_elementwise(p) if m.params.get("form") == "gated_halves"] == []
+
+
+@pytest.mark.parametrize("grad, fn", [("gelu_tanh_grad", "gelu_tanh"), ("gelu_erf_grad", "gelu_erf"),
+                                      ("silu_grad", "silu"), ("sigmoid_grad", "sigmoid"), ("tanh_grad", "tanh")])
+def test_each_derivative_is_its_function_s_slope(grad, fn):
+    v, h = np.linspace(-4.0, 4.0, 41), 1e-5
+    slope = (np.asarray(FUNCTIONS[fn][0](v + h), dtype=np.float64) - np.asarray(FUNCTIONS[fn][0](v - h), dtype=np.float64)) / (2 * h)
+    assert np.allclose(np.asarray(FUNCTIONS[grad][0](v), dtype=np.float64), slope, atol=1e-6)

@@ -242,3 +242,12 @@ def bmm_f32(C, A, B, batch, M, N, K):
 def index_copy(cache, kv, slot, tokens, width):
     keep = slot >= 0
     cache[slot[keep]] = kv[keep]
+
+
+def gelu_backward(dinp, inp, dout, N):
+    """llm.c's gelu_backward: the tanh GELU's derivative times the incoming gradient."""
+    x = inp.astype(np.float64)
+    s = math.sqrt(2.0 / math.pi)
+    t = np.tanh(s * (x + 0.044715 * x ** 3))
+    sech2 = 1.0 - t * t
+    dinp[...] = (0.5 * (1.0 + t) + x * 0.5 * sech2 * s * (1.0 + 3.0 * 0.044715 * x * x)) * dout
