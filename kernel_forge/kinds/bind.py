@@ -164,7 +164,7 @@ def _row_norm(w: _Writer) -> str:
 def _row_softmax(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
     w.slots["ROWS"] = w.launch_size("rows")
-    w.defines["KF_LOG"] = int(bool(w.match.params.get("log")))
+    w.defines.update(KF_LOG=int(bool(w.match.params.get("log"))), KF_CAUSAL=int(bool(w.match.params.get("causal"))))
     scale = w.scalar("scale", "scale", 1.0)
     return f"kf_row_softmax({x}, {y}, {w.size('rows')}, (int){w.size('cols')}, {scale})"
 

@@ -168,20 +168,38 @@ def _read_eps(probe, x, y, binding, norm, guess, cols) -> float:
 
 def find_row_softmax(probe) -> Iterator[Match]:
     """Softmax or log-softmax of each row, of x or of ``scale * x`` with a float parameter's scale
-    (attention's 1 / sqrt(d))."""
+    (attention's 1 / sqrt(d)); also causal: rows in blocks of ``cols`` (T x T scores), row r seeing
+    columns up to r % cols, the others 0 (-inf for log-softmax)."""
     scales = [(None, 1.0), *probe.float_scalars().items()]
     for x, y, rows, cols in _pairs(probe):
         if len(probe.buffers(output=True)) != 1:
             continue
+        masks = [None]
+        if rows % cols == 0:
+            masks.append(np.arange(cols)[None, :] > (np.arange(rows) % cols)[:, None])
         for scale, sv in scales:
-            v = probe.values[x].reshape(rows, cols) * sv
-            m = v - v.max(axis=1, keepdims=True)
-            lse = np.log(np.exp(m).sum(axis=1, keepdims=True))
-            for log, pred in ((False, np.exp(m - lse)), (True, m - lse)):
-                if close(probe.outputs[y], pred.reshape(-1)):
-                    yield Match("row_softmax", {"x": x, "y": y, **_scalars(probe, rows, cols),
-                                                **({"scale": scale} if scale else {})}, {"log": log})
+            for mask in masks:
+                if mask is None and scale is not None and sv == 1.0:
+                    continue
+                v = probe.values[x].reshape(rows, cols) * sv
+                if mask is not None:
+                    v = np.where(mask, -np.inf, v)
+                m = v - v.max(axis=1, keepdims=True)
+                with np.errstate(divide="ignore"):
+                    lse = np.log(np.exp(m).sum(axis=1, keepdims=True))
+                for log, pred in ((False, np.exp(m - lse)), (True, m - lse)):
+                    if _close_with_infs(probe.outputs[y], pred.reshape(-1)):
+                        binding = {"x": x, "y": y, **_scalars(probe, rows, cols), **({"scale": scale} if scale else {})}
+                        yield Match("row_softmax", binding, {"log": log, **({"causal": True} if mask is not None else {})})
     return
+
+
+def _close_with_infs(got, want) -> bool:
+    """close(), where ``want``'s infinite values (a masked log-softmax's -inf) must be met exactly."""
+    inf = ~np.isfinite(want)
+    if not inf.any():
+        return close(got, want)
+    return bool(np.array_equal(got[inf], want[inf])) and close(got[~inf], want[~inf])
 
 
 # ----------------------------------------------------------------------------- reductions

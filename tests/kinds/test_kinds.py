@@ -94,6 +94,8 @@ PUBLIC = {
                    {"scatter": True}),
     "gelu_backward": ("elementwise", {"y": "dinp", "n": "N", "x": "inp", "z": "dout"},
                       {"form": "gated", "act": "gelu_tanh_grad"}),
+    "causal_softmax": ("row_softmax", {"x": "inp", "y": "out", "rows": "N*T", "cols": "T", "scale": "inv_temperature"},
+                       {"log": False, "causal": True}),
     "silu_and_mul_f16": ("elementwise", {"y": "out", "n": None, "x": "input", "cols": "d"},
                          {"form": "gated_halves", "act": "silu", "act_on": "first"}),
     "linear_f16": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
@@ -208,7 +210,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "fused_add_rmsnorm_f16", "fused_residual_layernorm", "dot_product", "gemv_rowmajor", "relu_backward",
             "llmc_unpermute", "batched_transpose", "swap_axes_5d", "scaled_softmax_f16",
             "l2_normalize", "row_argmax", "bmm_f32", "attn_scores_f16",
-            "index_copy", "gelu_backward"]
+            "index_copy", "gelu_backward", "causal_softmax"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -74,6 +74,7 @@ TASKS = {
     DATA / "row_argmax.json": ({"WPR": 2, "RPB": 2}, [{"rows": 3, "vocab": 1024}, {"rows": 2, "vocab": 5}]),
     DATA / "index_copy.json": ({"TPR": 32, "RPB": 2}, [{"tokens": 3, "width": 5}, {"tokens": 5, "width": 64}]),
     DATA / "gelu_backward.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"N": 1}, {"N": 4101}]),
+    DATA / "causal_softmax.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"N": 2, "T": 300}, {"N": 1, "T": 7}]),
     DATA / "batched_transpose.json": ({"BR": 4, "TY": 2}, [{"batch": 2, "rows": 70, "cols": 3}]),
     DATA / "llmc_softmax.json": ({"WPR": 2, "RPB": 2, "ITEMS": 1, "STREAM": 0}, [{"N": 3, "C": 1500}, {"N": 5, "C": 64}]),
     DATA / "log_softmax_bf16.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 1},

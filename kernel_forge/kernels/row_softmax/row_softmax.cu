@@ -10,7 +10,9 @@
 // row in registers (ITEMS groups of 4 values per thread), per-thread (max, sum of exp) pairs
 // combined with the online-softmax rule across the warp (shuffles) and the row's warps (shared
 // memory, fixed order); one read and one write per element.  KF_LOG: y = x - max - log(sum).
-// The row is `scale` * x (attention's 1 / sqrt(d); 1 for a plain softmax).
+// The row is `xscale` * x (attention's 1 / sqrt(d); 1 for a plain softmax).  KF_CAUSAL: rows come in
+// blocks of cols (attention's T x T scores), and row r sees columns 0 .. r % cols only: the others
+// count as -inf (written 0, or -inf for log-softmax).
 // Rows longer than the registers hold are streamed twice.
 #ifndef WPR
 #define WPR 1
@@ -23,6 +25,9 @@
 #endif
 #ifndef STREAM
 #define STREAM 1
+#endif
+#ifndef KF_CAUSAL
+#define KF_CAUSAL 0
 #endif
 #define KF_THREADS (32 * WPR * RPB)
 #define TPR (32 * WPR)
@@ -40,7 +45,7 @@ __device__ __forceinline__ void kf_combine(float& m, float& s, float om, float o
 }
 
 __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
-                                               long long rows, int cols, float scale)
+                                               long long rows, int cols, float xscale)
 {
 #if WPR > 1
     __shared__ float part_m[RPB][WPR];
@@ -51,6 +56,7 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, kf_
     const long long row = (long long)blockIdx.x * RPB + sub;
     const bool valid = row < rows;
     const int ncols = valid ? cols : 0;
+    const int nvalid = KF_CAUSAL ? min(ncols, (int)(row % (cols > 0 ? cols : 1)) + 1) : ncols;
     const long long off = (valid ? row : 0) * (long long)cols;
     const kf_x_t* __restrict__ xr = x + off;
     kf_y_t* __restrict__ yr = y + off;
@@ -65,7 +71,10 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, kf_
                 float4 q = make_float4(KF_NEG_INF, KF_NEG_INF, KF_NEG_INF, KF_NEG_INF);
                 if (j < ncols) {
                     q = STREAM ? kf_lds4(xr + j) : kf_ld4(xr + j);
-                    q.x *= scale; q.y *= scale; q.z *= scale; q.w *= scale;
+                    q.x = j < nvalid ? q.x * xscale : KF_NEG_INF;
+                    q.y = j + 1 < nvalid ? q.y * xscale : KF_NEG_INF;
+                    q.z = j + 2 < nvalid ? q.z * xscale : KF_NEG_INF;
+                    q.w = j + 3 < nvalid ? q.w * xscale : KF_NEG_INF;
                 }
                 v[4 * i + 0] = q.x;
                 v[4 * i + 1] = q.y;
@@ -76,7 +85,7 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, kf_
 #pragma unroll
             for (int i = 0; i < VPT; ++i) {
                 const int j = base + t + i * TPR;
-                v[i] = (j < ncols) ? kf_ld(xr + j) * scale : KF_NEG_INF;
+                v[i] = (j < nvalid) ? kf_ld(xr + j) * xscale : KF_NEG_INF;
             }
         }
     };
@@ -113,6 +122,9 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, kf_
 #endif
                 s += e;
             }
+        } else if (!KF_LOG) {        // every value masked (causal) or past the row: exp(-inf) = 0
+#pragma unroll
+            for (int i = 0; i < VPT; ++i) v[i] = 0.0f;
         }
     };
     auto row_pair = [&](float& m, float& s) {

@@ -251,3 +251,10 @@ def gelu_backward(dinp, inp, dout, N):
     t = np.tanh(s * (x + 0.044715 * x ** 3))
     sech2 = 1.0 - t * t
     dinp[...] = (0.5 * (1.0 + t) + x * 0.5 * sech2 * s * (1.0 + 3.0 * 0.044715 * x * x)) * dout
+
+
+def causal_softmax(out, inv_temperature, inp, N, T):
+    v = inp.reshape(N, T, T).astype(np.float64) * inv_temperature
+    v = np.where(np.arange(T)[None, None, :] > np.arange(T)[None, :, None], -np.inf, v)
+    e = np.exp(v - v.max(axis=2, keepdims=True))
+    out[...] = (e / e.sum(axis=2, keepdims=True)).reshape(out.shape)
