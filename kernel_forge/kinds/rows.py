@@ -51,7 +51,7 @@ def _norm(v: np.ndarray, norm: str, eps: float):
 
 
 def find_row_norm(probe) -> Iterator[Match]:
-    """Layer or RMS norm of each row of ``x`` -- or of ``x + res``, a residual added first (vLLM's
+    """Layer, RMS or L2 norm of each row of ``x`` -- or of ``x + res``, a residual added first (vLLM's
     and FlashInfer's fused_add_rms_norm), with the sum written to an output ``sum`` when one holds
     it (in place of the residual, as those kernels do)."""
     eps_params = list(probe.float_scalars().items())
@@ -189,8 +189,11 @@ def find_row_softmax(probe) -> Iterator[Match]:
                     lse = np.log(np.exp(m).sum(axis=1, keepdims=True))
                 for log, pred in ((False, np.exp(m - lse)), (True, m - lse)):
                     if _close_with_infs(probe.outputs[y], pred.reshape(-1)):
-                        binding = {"x": x, "y": y, **_scalars(probe, rows, cols), **({"scale": scale} if scale else {})}
-                        yield Match("row_softmax", binding, {"log": log, **({"causal": True} if mask is not None else {})})
+                        binding = {"x": x, "y": y, **_scalars(probe, rows, cols)}
+                        if scale:
+                            binding["scale"] = scale
+                        params = {"log": log, **({"causal": True} if mask is not None else {})}
+                        yield Match("row_softmax", binding, params)
     return
 
 
