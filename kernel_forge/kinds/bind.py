@@ -156,6 +156,8 @@ def _row_norm(w: _Writer) -> str:
                      KF_HAS_B=int(bs != "nullptr"), KF_MEAN=int(stats["mean"] != "nullptr"),
                      KF_RSTD=int(stats["rstd"] != "nullptr"), KF_VAR=int(stats["var"] != "nullptr"),
                      KF_ADD=int(res != "nullptr"), KF_SUM=int(total != "nullptr"))
+    io = [n for n in (x, y, res, total) if n != "nullptr"]
+    w.defines["KF_ALIAS"] = int(len(set(io)) < len(io))      # in place: no __restrict__ on those four
     eps = w.scalar("eps", "eps", 1e-5)
     return (f"kf_row_norm({x}, {res}, {total}, {wt}, {bs}, {y}, {stats['mean']}, {stats['rstd']}, {stats['var']}, "
             f"{w.size('rows')}, (int){w.size('cols')}, {eps})")

@@ -508,3 +508,12 @@ def test_the_tuner_gates_a_bound_pattern_at_its_default_setting_before_searching
     # it failed: the binding is dropped, and with nothing else left the tuner is done
     with pytest.raises(Exhausted):
         tuner.propose(ProposalRequest(system="", prompt="", spent=[first.label]))
+
+
+def test_a_row_norm_in_place_drops_restrict_from_its_buffers_and_one_that_is_not_keeps_it():
+    """vLLM's fused_add_rms_norm writes the norm over its input and the sum over its residual: the
+    pattern must not promise the compiler they do not alias; llm.c's layernorm keeps __restrict__."""
+    for name, alias in (("fused_add_rmsnorm_f16", 1), ("llmc_layernorm", 0), ("fused_residual_layernorm", 0)):
+        task = load_task(DATA / f"{name}.json")
+        [bound] = instantiate(task, identify(task).match)
+        assert f"#define KF_ALIAS {alias}" in bound.source.splitlines(), name

@@ -16,7 +16,8 @@
 // KF_ADD: the row normed is x + res (a residual added first: fused_add_rms_norm), written to `sum`
 // (KF_SUM) as it is loaded -- in place of the residual, as vLLM's kernel does: each value is read
 // and written by the same thread, so x, res, sum and y may be the same buffers; a row streamed
-// twice reads its second pass back from `sum`.  x, res, sum and y carry no __restrict__.
+// twice reads its second pass back from `sum`.  KF_ALIAS (two of x, res, sum and y one buffer):
+// those four carry no __restrict__.
 #ifndef WPR
 #define WPR 1
 #endif
@@ -41,6 +42,11 @@
 #endif
 #ifndef KF_SUM
 #define KF_SUM 0
+#endif
+#if KF_ALIAS
+#define KF_RESTRICT_IO
+#else
+#define KF_RESTRICT_IO __restrict__
 #endif
 
 struct KfStats {
@@ -75,9 +81,9 @@ __device__ __forceinline__ KfStats kf_warp_merge(KfStats s)
     return s;
 }
 
-__device__ __forceinline__ void kf_row_norm(const kf_x_t* x, const kf_res_t* res, kf_sum_t* sum,
-                                            const kf_weight_t* __restrict__ w,
-                                            const kf_bias_t* __restrict__ b, kf_y_t* y,
+__device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, const kf_res_t* KF_RESTRICT_IO res,
+                                            kf_sum_t* KF_RESTRICT_IO sum, const kf_weight_t* __restrict__ w,
+                                            const kf_bias_t* __restrict__ b, kf_y_t* KF_RESTRICT_IO y,
                                             kf_s_t* __restrict__ mean_out, kf_s_t* __restrict__ rstd_out,
                                             kf_s_t* __restrict__ var_out, long long rows, int cols, float eps)
 {
@@ -90,10 +96,10 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* x, const kf_res_t* res
     const bool valid = row < rows;
     const int ncols = valid ? cols : 0;
     const long long off = (valid ? row : 0) * (long long)cols;
-    const kf_x_t* xr = x + off;
-    const kf_res_t* rr = res + off;
-    kf_sum_t* sr = sum + off;
-    kf_y_t* yr = y + off;
+    const kf_x_t* KF_RESTRICT_IO xr = x + off;
+    const kf_res_t* KF_RESTRICT_IO rr = res + off;
+    kf_sum_t* KF_RESTRICT_IO sr = sum + off;
+    kf_y_t* KF_RESTRICT_IO yr = y + off;
     const bool vec = (cols & 3) == 0 && kf_aligned4(x) && kf_aligned4(y) && kf_aligned4(w) && kf_aligned4(b)
                      && kf_aligned4(res) && kf_aligned4(sum);
 
