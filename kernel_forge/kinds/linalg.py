@@ -21,16 +21,23 @@ def find_gemm(probe) -> Iterator[Match]:
     c = outs[0]
     ints = list(probe.int_scalars().items())
     atoms = ints + [(f"{a}*{b}", va * vb) for (a, va), (b, vb) in itertools.combinations(ints, 2)]
+    found = False
     for batch, nb in [(None, 1), *((name, v) for name, v in ints if v > 1)]:
         own = [(n, v) for n, v in atoms if batch not in n.split("*")]
         for mnk in itertools.product(own, repeat=3):
-            yield from _products(probe, c, batch, nb, mnk)
+            for match in _products(probe, c, batch, nb, mnk):
+                found = True
+                yield match
+    if not found:            # the rows only in the launch (cuda-samples' matrixMul(C, A, B, wA, wB)): named, m unbound
+        for (nn, n), (kn, k) in itertools.product(atoms, repeat=2):
+            if n and probe.sizes[c] % n == 0 and probe.sizes[c] // n > 1:    # (one row: a matrix-vector product)
+                yield from _products(probe, c, None, 1, (("", probe.sizes[c] // n), (nn, n), (kn, k)))
 
 
 def _products(probe, c, batch, nb, mnk) -> Iterator[Match]:
     (mn, m), (nn, n), (kn, k) = mnk
     # a parameter is one size, or several equal ones (a square product's N); never part of two
-    used = [p for atom in {mn, nn, kn} for p in atom.split("*")]
+    used = [p for atom in {mn, nn, kn} - {""} for p in atom.split("*")]
     if len(set(used)) != len(used) or nb * m * n != probe.sizes[c] or k < 2:
         return
     floats = list(probe.float_scalars().items())
@@ -51,7 +58,7 @@ def _products(probe, c, batch, nb, mnk) -> Iterator[Match]:
                     for bias in [None, *(v for v in probe.inputs_of(n) if v not in (a, b, c))]:
                         pred = base + (probe.values[bias][None, None, :] if bias else 0.0)
                         if close(got, pred.reshape(-1), rtol=5e-3):
-                            binding = {"a": a, "b": b, "c": c, "m": mn, "n": nn, "k": kn,
+                            binding = {"a": a, "b": b, "c": c, "m": mn or None, "n": nn, "k": kn,
                                        "alpha": alpha, "beta": beta, "bias": bias}
                             if batch:
                                 binding["batch"] = batch

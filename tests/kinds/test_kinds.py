@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernel_forge.kinds import KindMismatch, identify
-from kernel_forge.kinds.bind import instantiate
+from kernel_forge.kinds.bind import Unbindable, instantiate
 from kernel_forge.model.task import load_task
 
 from tests.support.kind_tasks import check_match, copy_task
@@ -517,3 +517,14 @@ def test_a_row_norm_in_place_drops_restrict_from_its_buffers_and_one_that_is_not
         task = load_task(DATA / f"{name}.json")
         [bound] = instantiate(task, identify(task).match)
         assert f"#define KF_ALIAS {alias}" in bound.source.splitlines(), name
+
+
+def test_a_product_whose_rows_only_the_launch_carries_is_named_and_refused_with_the_size_it_lacks():
+    """cuda-samples' matrixMul(C, A, B, wA, wB): hA is in the grid, not a parameter.  The kind is
+    still named (validate says what it is), and binding it says which size no parameter carries."""
+    task = load_task(DATA / "cs_matrixmul.json")
+    found = identify(task)
+    check_match(found, "gemm", {"a": "A", "b": "B", "c": "C", "m": None, "n": "wB", "k": "wA"},
+                {"trans_a": False, "trans_b": False})
+    with pytest.raises(Unbindable, match="no kernel parameter carries the m"):
+        instantiate(task, found.match)
