@@ -43,7 +43,7 @@ def _images(probe, least: int) -> Iterator[tuple[str, str, int, int, np.ndarray,
 
 def find_stencil(probe) -> Iterator[Match]:
     for x, y, h, w, img, got in _images(probe, 3):
-        for k in (3, 5):
+        for k in (3, 5, 7):
             if h < k or w < k:
                 continue
             band = min(h, max(k, BAND // w))         # the top rows only: edges on three sides are real
@@ -58,6 +58,8 @@ def find_stencil(probe) -> Iterator[Match]:
                     continue
                 taps, *_ = np.linalg.lstsq(a, want, rcond=None)
                 taps = np.where(np.abs(taps) < 1e-7, 0.0, taps)
+                if k == 7 and min(np.count_nonzero(taps.reshape(7, 7).any(axis=ax)) for ax in (0, 1)) == 1:
+                    continue     # one row or column of taps: a 1-D window (the box filter's, radius a parameter)
                 if close(want, a @ taps) and np.count_nonzero(taps) > 1:
                     yield _match(probe, x, y, h, w, k, edge, values=[float(t) for t in taps])
     return

@@ -10,6 +10,7 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kernel_forge.kinds import KindMismatch, identify
@@ -96,6 +97,9 @@ PUBLIC = {
                       {"form": "gated", "act": "gelu_tanh_grad"}),
     "causal_softmax": ("row_softmax", {"x": "inp", "y": "out", "rows": "N*T", "cols": "T", "scale": "inv_temperature"},
                        {"log": False, "causal": True}),
+    "gaussian7x7": ("stencil2d", {"x": "img", "y": "out", "rows": "H", "cols": "W", "taps": None},      # fitted
+                    {"k": 7, "edge": "clamp", "taps": [float(v) for v in (lambda g: np.outer(g, g) / np.outer(g, g).sum())(
+                        np.exp(-0.5 * (np.arange(-3, 4) / 1.5) ** 2)).reshape(-1)]}),
     "silu_and_mul_f16": ("elementwise", {"y": "out", "n": None, "x": "input", "cols": "d"},
                          {"form": "gated_halves", "act": "silu", "act_on": "first"}),
     "linear_f16": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
@@ -210,7 +214,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "fused_add_rmsnorm_f16", "fused_residual_layernorm", "dot_product", "gemv_rowmajor", "relu_backward",
             "llmc_unpermute", "batched_transpose", "swap_axes_5d", "scaled_softmax_f16",
             "l2_normalize", "row_argmax", "bmm_f32", "attn_scores_f16",
-            "index_copy", "gelu_backward", "causal_softmax"]
+            "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
