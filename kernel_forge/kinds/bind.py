@@ -416,6 +416,16 @@ def _gemm(w: _Writer) -> str:
     return f"kf_gemm({a}, {b}, {c}, (int){m}, (int){n}, (int){k}, {alpha}, {beta}, {bias})"
 
 
+def _pool2d(w: _Writer) -> str:
+    x, y = w.buffer("x"), w.buffer("y")
+    p = w.match.params
+    s = int(p.get("window", 2))
+    planes = f"({w.launch_size('planes')}) * " if w.role("planes") else ""
+    w.slots.update(OUT_ROWS=f"{planes}(({w.launch_size('rows')}) // {s})", OUT_COLS=f"(({w.launch_size('cols')}) // {s})")
+    w.defines.update(KF_S=s, KF_MAX=int(p.get("op") == "max"), KF_MEAN=int(p.get("op") == "mean"))
+    return f"kf_pool2d({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+
+
 #: kind -> (its first bound template, by library name; the writer)
 _WRITERS = {
     "gemm": ("gemm/gemm", _gemm),
@@ -431,6 +441,7 @@ _WRITERS = {
     "scan": ("scan/scan", _scan),
     "histogram": ("histogram/histogram", _histogram),
     "box_filter": ("box_filter/box_filter_y", _box_filter),
+    "pool2d": ("pool2d/pool2d", _pool2d),
     "column_reduction": ("column_reduction/column_reduction", _column_reduction),
     "row_reduction": ("row_reduction/row_reduction", _row_reduction),
 }

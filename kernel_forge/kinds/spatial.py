@@ -1,6 +1,6 @@
-"""Hypotheses that move data: 2-D stencils and small convolutions (K x K taps, edge modes), transposes,
-gathers (embedding lookups with integer indices) and row picks (one element of each row by an
-integer index, then mapped: cross-entropy's loss)."""
+"""Hypotheses that move data: 2-D stencils and small convolutions (K x K taps, edge modes), pooling
+(S x S windows, stride S), transposes, gathers (embedding lookups with integer indices) and row
+picks (one element of each row by an integer index, then mapped: cross-entropy's loss)."""
 from __future__ import annotations
 
 import math
@@ -63,6 +63,34 @@ def find_stencil(probe) -> Iterator[Match]:
                 if close(want, a @ taps) and np.count_nonzero(taps) > 1:
                     yield _match(probe, x, y, h, w, k, edge, values=[float(t) for t in taps])
     return
+
+
+_POOL_OPS = {"max": lambda v: v.max(axis=(2, 4)), "mean": lambda v: v.mean(axis=(2, 4)), "sum": lambda v: v.sum(axis=(2, 4))}
+
+
+def find_pool2d(probe) -> Iterator[Match]:
+    """S x S windows with stride S (2 or 3; floor mode: a last partial window dropped) over the
+    planes of x's declared shape [..., rows, cols], their max, mean or sum into y."""
+    outs = probe.buffers(output=True)
+    if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
+        return
+    y = outs[0]
+    for x in probe.inputs_of():
+        shape = [int(v) for v in probe.task.shape(probe.arg(x), probe.inputs.case)]
+        if len(shape) < 2 or x == y:
+            continue
+        planes, h, w = math.prod(shape[:-2]), shape[-2], shape[-1]
+        for s in (2, 3):
+            oh, ow = h // s, w // s
+            if oh < 1 or ow < 1 or probe.sizes[y] != planes * oh * ow:
+                continue
+            win = probe.values[x].reshape(planes, h, w)[:, :oh * s, :ow * s].reshape(planes, oh, s, ow, s)
+            for op, fn in _POOL_OPS.items():
+                if close(probe.outputs[y], fn(win).reshape(-1)):
+                    rows = param_for(probe, h)
+                    yield Match("pool2d", {"x": x, "y": y, "planes": param_for(probe, planes) if planes > 1 else None,
+                                           "rows": rows, "cols": param_for(probe, w, avoid=(rows,))},
+                                {"window": s, "op": op})
 
 
 def _match(probe, x, y, h, w, k, edge, taps=None, values=None) -> Match:

@@ -100,6 +100,9 @@ PUBLIC = {
     "gaussian7x7": ("stencil2d", {"x": "img", "y": "out", "rows": "H", "cols": "W", "taps": None},      # fitted
                     {"k": 7, "edge": "clamp", "taps": [float(v) for v in (lambda g: np.outer(g, g) / np.outer(g, g).sum())(
                         np.exp(-0.5 * (np.arange(-3, 4) / 1.5) ** 2)).reshape(-1)]}),
+    "maxpool2x2": ("pool2d", {"x": "in", "y": "out", "planes": "N*C", "rows": "H", "cols": "W"}, {"window": 2, "op": "max"}),
+    "avgpool3x3": ("pool2d", {"x": "src", "y": "dst", "planes": None, "rows": "height", "cols": "width"},
+                   {"window": 3, "op": "mean"}),
     "silu_and_mul_f16": ("elementwise", {"y": "out", "n": None, "x": "input", "cols": "d"},
                          {"form": "gated_halves", "act": "silu", "act_on": "first"}),
     "linear_f16": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
@@ -214,7 +217,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "fused_add_rmsnorm_f16", "fused_residual_layernorm", "dot_product", "gemv_rowmajor", "relu_backward",
             "llmc_unpermute", "batched_transpose", "swap_axes_5d", "scaled_softmax_f16",
             "l2_normalize", "row_argmax", "bmm_f32", "attn_scores_f16",
-            "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7"]
+            "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -20,7 +20,7 @@ TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     "fused_add_rmsnorm_f16", "fused_residual_layernorm", "dot_product", "gemv_rowmajor", "relu_backward",
     "llmc_unpermute", "batched_transpose", "swap_axes_5d", "scaled_softmax_f16",
     "l2_normalize", "row_argmax", "bmm_f32", "attn_scores_f16", "index_copy",
-    "gelu_backward", "causal_softmax", "gaussian7x7")),
+    "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3")),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json",
     ROOT / "bench" / "wild" / "llmc_crossentropy" / "llmc_crossentropy.json",
     ROOT / "bench" / "wild" / "llmc_adamw" / "llmc_adamw.json",

@@ -270,3 +270,13 @@ def gaussian7x7(img, out, H, W):
     f = np.outer(g, g) / np.outer(g, g).sum()
     p = np.pad(img.reshape(H, W).astype(np.float64), 3, mode="edge")
     out[...] = sum(f[i, j] * p[i:i + H, j:j + W] for i in range(7) for j in range(7)).reshape(out.shape)
+
+
+def maxpool2x2(in_, out, N, C, H, W):
+    v = in_.reshape(N * C, H, W)[:, :H // 2 * 2, :W // 2 * 2].reshape(N * C, H // 2, 2, W // 2, 2)
+    out[...] = v.max(axis=(2, 4)).reshape(out.shape)
+
+
+def avgpool3x3(dst, src, width, height):
+    v = src.reshape(height, width)[:height // 3 * 3, :width // 3 * 3].astype(np.float64)
+    dst[...] = v.reshape(height // 3, 3, width // 3, 3).mean(axis=(1, 3)).reshape(dst.shape)
