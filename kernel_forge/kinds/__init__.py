@@ -3,7 +3,8 @@ plays which part (the binding), and the kind's parameters (epsilon, function, ed
 
 :func:`identify` runs the task's reference once on its smallest case (in the reference process:
 :mod:`kernel_forge.kinds.probe`) and tests one hypothesis after another, in :data:`FINDERS` order,
-with NumPy on the probe's values: the first that reproduces every output is the task's kind.  A
+with NumPy on the probe's values: the first that reproduces every output is the task's kind --
+the first that can also be bound, when one that leaves a size unbound comes before it.  A
 manifest may state the kind (``"kind": "row_norm"`` or ``"kind": {"name": ..., "binding": {...},
 "params": {...}}``): that skips the guess, and is still checked against the reference -- a
 stated kind the reference does not bear out is an error naming ``$.kind``.
@@ -135,6 +136,20 @@ def _tried(finder, probe):
         yield m
 
 
+def _binds(task, m: Match) -> bool:
+    """Whether a bound pattern can be written for ``m`` (a kind with none yet counts as binding:
+    its match is the answer).  Identification prefers a match that binds, so that a hypothesis
+    that holds but leaves a size unbound (a product whose rows only the launch carries) does not
+    hide a later one that binds (the same values read as a matrix-vector product)."""
+    from kernel_forge.kinds.bind import Unbindable, instantiate
+
+    try:
+        instantiate(task, m)
+    except Unbindable as exc:
+        return str(exc).startswith("no bound pattern for kind")
+    return True
+
+
 def _may_run_reference(task) -> bool:
     """False for a generated task whose files are neither accepted nor edited by a person since."""
     from kernel_forge.model.generated import review
@@ -159,15 +174,21 @@ def identify(task, seed: int = 1234) -> Identified:
     probe = take(task, seed)
     if probe is None:
         return Identified(None, "no case is small enough to probe")
+    unbound = None              # the first match no pattern could be bound for: the answer if no later one binds
     for kinds, finder in FINDERS:
         if want is not None and want["name"] not in kinds:
             continue
         for m in _tried(finder, probe):
             if want is None:
-                return Identified(m, f"case {probe.inputs.case.name}", time.monotonic() - t0)
+                if _binds(task, m):
+                    return Identified(m, f"case {probe.inputs.case.name}", time.monotonic() - t0)
+                unbound = unbound or m
+                continue
             if _agrees(m, want):
                 m = Match(m.kind, m.binding, {**m.params, **want["params"]}, source="manifest")
                 return Identified(m, f"case {probe.inputs.case.name}", time.monotonic() - t0)
+    if unbound is not None:
+        return Identified(unbound, f"case {probe.inputs.case.name}", time.monotonic() - t0)
     if want is not None:
         raise KindMismatch(f"the manifest states kind {want['name']}"
                            + (f" with binding {want['binding']}" if want["binding"] else "")

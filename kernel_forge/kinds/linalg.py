@@ -30,7 +30,7 @@ def find_gemm(probe) -> Iterator[Match]:
                 yield match
     if not found:            # the rows only in the launch (cuda-samples' matrixMul(C, A, B, wA, wB)): named, m unbound
         for (nn, n), (kn, k) in itertools.product(atoms, repeat=2):
-            if n and probe.sizes[c] % n == 0 and probe.sizes[c] // n > 1:    # (one row: a matrix-vector product)
+            if n and probe.sizes[c] % n == 0:
                 yield from _products(probe, c, None, 1, (("", probe.sizes[c] // n), (nn, n), (kn, k)))
 
 

@@ -535,3 +535,17 @@ def test_a_product_whose_rows_only_the_launch_carries_is_named_and_refused_with_
                 {"trans_a": False, "trans_b": False})
     with pytest.raises(Unbindable, match="no kernel parameter carries the m"):
         instantiate(task, found.match)
+
+
+def test_a_match_that_binds_wins_over_an_earlier_one_that_leaves_a_size_unbound():
+    """A row-major gemv's values are also a one-row matrix product whose row count no parameter
+    carries (the gemm finder's launch-only rows); identification goes on to the matrix-vector
+    product, which binds."""
+    from kernel_forge.kinds.linalg import find_gemm
+    from kernel_forge.kinds.probe import take
+
+    task = load_task(DATA / "gemv_rowmajor.json")
+    unbound = next(find_gemm(take(task)))
+    assert unbound.kind == "gemm" and unbound.binding["m"] is None
+    check_match(identify(task), "row_reduction", {"x": "A", "y": "y", "rows": "m", "cols": "n", "w": "x"},
+                {"product": "cols"})
