@@ -326,7 +326,8 @@ def _reduce_op(w: _Writer) -> str:
     op = w.match.params.get("op", "sum")
     w.defines.update(KF_OP_MAX=int(op == "max"), KF_OP_MIN=int(op == "min"), KF_OP_MEAN=int(op == "mean"),
                      KF_ACCUMULATE=int(bool(w.match.params.get("accumulate"))),
-                     KF_MUL={None: 0, "full": 1, "cols": 2}[w.match.params.get("product")])
+                     KF_MUL={None: 0, "full": 1, "cols": 2}[w.match.params.get("product")],
+                     KF_PRE={None: 0, "abs": 1, "square": 2}[w.match.params.get("pre")])
     return w.buffer("w", required=False)
 
 

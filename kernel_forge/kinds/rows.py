@@ -233,7 +233,7 @@ def find_reductions(probe) -> Iterator[Match]:
             extra = {"accumulate": True} if accumulate else {}
             if n_out == 1:
                 for op, fn in _REDUCE.items():
-                    if close(want, np.array([fn(v)]), rtol=5e-3):
+                    if close(want, np.array([fn(v)]), rtol=5e-3) and not _really_absmax(probe, x, y, op, None):
                         yield Match("reduction", {"x": x, "y": y, "n": param_for(probe, size)},
                                     {"op": op, "axis": None, **extra})
                 continue
@@ -243,7 +243,7 @@ def find_reductions(probe) -> Iterator[Match]:
                     if n != n_out:
                         continue
                     for op, fn in _REDUCE.items():
-                        if close(want, fn(m, axis=axis), rtol=5e-3):
+                        if close(want, fn(m, axis=axis), rtol=5e-3) and not _really_absmax(probe, x, y, op, axis, cols):
                             yield Match(kind, {"x": x, "y": y, **_scalars(probe, rows, cols)}, {"op": op, **extra})
             tried = {rc for rc in dims(probe, size) if rc[0] == n_out}
             for seg in _segments(size, n_out, tried):   # a sum per segment of a constant length, the last one short
@@ -253,6 +253,53 @@ def find_reductions(probe) -> Iterator[Match]:
                     yield Match("row_reduction", {"x": x, "y": y, "n": param_for(probe, size)},
                                 {"op": "sum", "segment": seg, **extra})
     yield from _product_sums(probe, y, forms)
+    yield from _mapped_reductions(probe, y, forms)
+
+
+def _really_absmax(probe, x, y, op, axis, cols: int = 1) -> bool:
+    """Whether a max that held is the max of |x| whose largest magnitudes happened to be positive
+    (half the time for a whole tensor of random values): the reference run again on -x tells."""
+    from kernel_forge.common.errors import KForgeError
+
+    if op != "max":
+        return False
+    v = probe.values[x]
+    shaped = v if axis is None else v.reshape(-1, cols)
+    if not close(probe.outputs[y], np.asarray(np.max(np.abs(shaped), axis=axis)).reshape(-1), rtol=5e-3):
+        return False
+    try:
+        out = probe.rerun({x: -v})[y]
+    except (KForgeError, ValueError, KeyError):
+        return False
+    return not close(out, np.asarray(np.max(-shaped, axis=axis)).reshape(-1), rtol=5e-3)
+
+
+#: maps applied to each value before a whole or row reduction: |x| (an absmax for a quantization
+#: scale, an L1 norm) and x * x (a sum of squares)
+_PRE = {"abs": np.abs, "square": np.square}
+
+
+def _mapped_reductions(probe, y, forms) -> Iterator[Match]:
+    """op(pre(x)) of all values or of each row, ``pre`` from :data:`_PRE`."""
+    n_out = probe.sizes[y]
+    for x in probe.inputs_of():
+        size = probe.sizes[x]
+        if size <= n_out:
+            continue
+        for pre, pf in _PRE.items():
+            v = pf(probe.values[x])
+            for accumulate, want in forms:
+                extra = {"accumulate": True} if accumulate else {}
+                for op, fn in _REDUCE.items():
+                    if n_out == 1:
+                        if close(want, np.array([fn(v)]), rtol=5e-3):
+                            yield Match("reduction", {"x": x, "y": y, "n": param_for(probe, size)},
+                                        {"op": op, "axis": None, "pre": pre, **extra})
+                        continue
+                    for rows, cols in dims(probe, size):
+                        if rows == n_out and close(want, fn(v.reshape(rows, cols), axis=1), rtol=5e-3):
+                            yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols)},
+                                        {"op": op, "pre": pre, **extra})
 
 
 def _arg_reductions(probe, y) -> Iterator[Match]:

@@ -103,6 +103,8 @@ PUBLIC = {
     "maxpool2x2": ("pool2d", {"x": "in", "y": "out", "planes": "N*C", "rows": "H", "cols": "W"}, {"window": 2, "op": "max"}),
     "avgpool3x3": ("pool2d", {"x": "src", "y": "dst", "planes": None, "rows": "height", "cols": "width"},
                    {"window": 3, "op": "mean"}),
+    "absmax_f16": ("reduction", {"x": "x", "y": "amax", "n": "n"}, {"op": "max", "pre": "abs", "axis": None}),
+    "row_sumsq": ("row_reduction", {"x": "x", "y": "out", "rows": "rows", "cols": "cols"}, {"op": "sum", "pre": "square"}),
     "silu_and_mul_f16": ("elementwise", {"y": "out", "n": None, "x": "input", "cols": "d"},
                          {"form": "gated_halves", "act": "silu", "act_on": "first"}),
     "linear_f16": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
@@ -217,7 +219,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "fused_add_rmsnorm_f16", "fused_residual_layernorm", "dot_product", "gemv_rowmajor", "relu_backward",
             "llmc_unpermute", "batched_transpose", "swap_axes_5d", "scaled_softmax_f16",
             "l2_normalize", "row_argmax", "bmm_f32", "attn_scores_f16",
-            "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3"]
+            "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3",
+            "absmax_f16", "row_sumsq"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

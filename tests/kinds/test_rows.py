@@ -81,8 +81,19 @@ def test_softmax_and_log_softmax_of_each_row_are_told_apart():
 def test_a_whole_reduction_names_its_operation():
     x = RNG.standard_normal(10)
     p = probe(DATA / "reduce_max.json", {"in": x}, {"out": [x.max()]}, n=10)
-    assert list(find_reductions(p)) == [Match("reduction", {"x": "in", "y": "out", "n": "n"},
-                                              {"op": "max", "axis": None})]
+    p.rerun = lambda changes: {"out": np.array([changes["in"].max()])}
+    assert next(find_reductions(p)) == Match("reduction", {"x": "in", "y": "out", "n": "n"}, {"op": "max", "axis": None})
+
+
+def test_an_absmax_whose_largest_magnitude_is_positive_is_told_from_a_max_by_running_on_minus_x():
+    """Half the time a tensor's largest magnitude is a positive value: max(x) == max(|x|) on the
+    probe.  The reference run again on -x answers which one it computes."""
+    x = RNG.standard_normal(10)
+    x[np.argmax(np.abs(x))] = 9.0                          # the largest magnitude positive: both hold
+    p = probe(DATA / "reduce_max.json", {"in": x}, {"out": [9.0]}, n=10)
+    p.rerun = lambda changes: {"out": np.array([np.abs(changes["in"]).max()])}
+    assert next(find_reductions(p)) == Match("reduction", {"x": "in", "y": "out", "n": "n"},
+                                             {"op": "max", "axis": None, "pre": "abs"})
 
 
 def test_column_sums_of_a_batch_of_rows_are_a_column_reduction_over_a_product_of_sizes():

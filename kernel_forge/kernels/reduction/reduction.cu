@@ -22,6 +22,15 @@
 #ifndef KF_MUL
 #define KF_MUL 0
 #endif
+#ifndef KF_PRE
+#define KF_PRE 0
+#endif
+
+// KF_PRE: each value mapped before it is combined: 1 |v| (an absmax, an L1 norm), 2 v * v (a sum of squares)
+__device__ __forceinline__ float kf_pre(float v)
+{
+    return KF_PRE == 1 ? fabsf(v) : (KF_PRE == 2 ? v * v : v);
+}
 #define KF_MAX_BLOCKS 4096
 
 __device__ float kf_red_partials[KF_MAX_BLOCKS];
@@ -74,6 +83,7 @@ __device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, const
                         const float4 p = kf_lds4(w + j);
                         q.x *= p.x; q.y *= p.y; q.z *= p.z; q.w *= p.w;
                     }
+                    q.x = kf_pre(q.x); q.y = kf_pre(q.y); q.z = kf_pre(q.z); q.w = kf_pre(q.w);
                     acc[k] = kf_combine_op(acc[k], kf_combine_op(kf_combine_op(q.x, q.y), kf_combine_op(q.z, q.w)));
                 }
             }
@@ -81,7 +91,7 @@ __device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, const
         done = full;
     }
     for (long long j = done + (long long)blockIdx.x * BLOCK + threadIdx.x; j < n; j += (long long)BLOCK * gridDim.x) {
-        acc[0] = kf_combine_op(acc[0], KF_MUL ? kf_ld(x + j) * kf_ld(w + j) : kf_ld(x + j));
+        acc[0] = kf_combine_op(acc[0], kf_pre(KF_MUL ? kf_ld(x + j) * kf_ld(w + j) : kf_ld(x + j)));
     }
     float v = acc[0];
 #pragma unroll

@@ -17,6 +17,15 @@
 #ifndef KF_MUL
 #define KF_MUL 0
 #endif
+#ifndef KF_PRE
+#define KF_PRE 0
+#endif
+
+// KF_PRE: each value mapped before it is combined: 1 |v| (an absmax, an L1 norm), 2 v * v (a sum of squares)
+__device__ __forceinline__ float kf_pre(float v)
+{
+    return KF_PRE == 1 ? fabsf(v) : (KF_PRE == 2 ? v * v : v);
+}
 #define TPR (32 * WPR)
 
 __device__ __forceinline__ float kf_combine_op(float a, float b)
@@ -56,12 +65,13 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, c
                 const float4 p = KF_MUL == 1 ? kf_lds4(wr + j) : kf_ld4(wr + j);
                 q.x *= p.x; q.y *= p.y; q.z *= p.z; q.w *= p.w;
             }
+            q.x = kf_pre(q.x); q.y = kf_pre(q.y); q.z = kf_pre(q.z); q.w = kf_pre(q.w);
             a0 = kf_combine_op(a0, kf_combine_op(q.x, q.y));
             a1 = kf_combine_op(a1, kf_combine_op(q.z, q.w));
         }
     } else {
         for (long long j = t; j < ncols; j += TPR) {
-            a0 = kf_combine_op(a0, KF_MUL ? kf_ld(xr + j) * kf_ld(wr + j) : kf_ld(xr + j));
+            a0 = kf_combine_op(a0, kf_pre(KF_MUL ? kf_ld(xr + j) * kf_ld(wr + j) : kf_ld(xr + j)));
         }
     }
     float a = kf_combine_op(a0, a1);

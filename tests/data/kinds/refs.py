@@ -280,3 +280,12 @@ def maxpool2x2(in_, out, N, C, H, W):
 def avgpool3x3(dst, src, width, height):
     v = src.reshape(height, width)[:height // 3 * 3, :width // 3 * 3].astype(np.float64)
     dst[...] = v.reshape(height // 3, 3, width // 3, 3).mean(axis=(1, 3)).reshape(dst.shape)
+
+
+def absmax_f16(amax, x, n):
+    amax[...] = np.abs(x.astype(np.float64)).max()
+
+
+def row_sumsq(out, x, rows, cols):
+    v = x.reshape(rows, cols).astype(np.float64)
+    out[...] = (v * v).sum(axis=1)
