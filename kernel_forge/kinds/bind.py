@@ -326,16 +326,16 @@ def _reduce_op(w: _Writer) -> str:
     op = w.match.params.get("op", "sum")
     w.defines.update(KF_OP_MAX=int(op == "max"), KF_OP_MIN=int(op == "min"), KF_OP_MEAN=int(op == "mean"),
                      KF_ACCUMULATE=int(bool(w.match.params.get("accumulate"))),
-                     KF_MUL={None: 0, "full": 1, "cols": 2}[w.match.params.get("product")],
+                     KF_MUL={None: 0, "full": 1, "cols": 2, "rows": 1}[w.match.params.get("product")],
                      KF_PRE={None: 0, "abs": 1, "square": 2}[w.match.params.get("pre")])
     return w.buffer("w", required=False)
 
 
 def _column_reduction(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
-    _reduce_op(w)
+    mul = _reduce_op(w)
     w.slots["COLS"] = w.launch_size("cols")
-    return f"kf_column_reduction({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+    return f"kf_column_reduction({x}, {mul}, {y}, {w.size('rows')}, {w.size('cols')})"
 
 
 def _row_reduction(w: _Writer) -> str:

@@ -321,7 +321,8 @@ def _arg_reductions(probe, y) -> Iterator[Match]:
 
 def _product_sums(probe, y, forms) -> Iterator[Match]:
     """Sums of a product ``x * w``: of everything (a dot product), of each row (row-wise dot
-    products), or of each row times a vector ``w`` of the row's length (a matrix-vector product)."""
+    products), of each row times a vector ``w`` of the row's length (a matrix-vector product), or
+    of each column times a vector of the column's length (a transposed one, y = A^T w)."""
     n_out = probe.sizes[y]
     for x in probe.inputs_of():
         size = probe.sizes[x]
@@ -338,13 +339,17 @@ def _product_sums(probe, y, forms) -> Iterator[Match]:
                                     {"op": "sum", "axis": None, "product": "full", **extra})
                     continue
                 for rows, cols in dims(probe, size):
-                    if rows != n_out or probe.sizes[w] not in (size, cols):
-                        continue
-                    full = probe.sizes[w] == size
-                    wv = probe.values[w].reshape(rows, cols) if full else probe.values[w][None, :]
-                    if close(want, (probe.values[x].reshape(rows, cols) * wv).sum(axis=1), rtol=5e-3):
-                        yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols), "w": w},
-                                    {"op": "sum", "product": "full" if full else "cols", **extra})
+                    m = probe.values[x].reshape(rows, cols)
+                    if rows == n_out and probe.sizes[w] in (size, cols):
+                        full = probe.sizes[w] == size
+                        wv = probe.values[w].reshape(rows, cols) if full else probe.values[w][None, :]
+                        if close(want, (m * wv).sum(axis=1), rtol=5e-3):
+                            yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols), "w": w},
+                                        {"op": "sum", "product": "full" if full else "cols", **extra})
+                    elif cols == n_out and probe.sizes[w] == rows and close(
+                            want, (m * probe.values[w][:, None]).sum(axis=0), rtol=5e-3):   # y = A^T w
+                        yield Match("column_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols), "w": w},
+                                    {"op": "sum", "product": "rows", **extra})
 
 
 def _segments(size: int, n_out: int, tried: set = frozenset()) -> list[int]:

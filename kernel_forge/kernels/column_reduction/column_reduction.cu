@@ -21,6 +21,9 @@
 #define SPLIT 16
 #endif
 #define KF_THREADS (BX * BY)
+#ifndef KF_MUL
+#define KF_MUL 0
+#endif
 #define KF_MAX_PARTIALS (1 << 20)
 #define KF_MAX_STRIPS (1 << 16)
 
@@ -38,8 +41,9 @@ __device__ __forceinline__ float kf_combine_op(float a, float b)
 #endif
 }
 
-__device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
-                                                    long long rows, long long cols)
+// KF_MUL: each value times w[row] (a transposed matrix-vector product, y = A^T w)
+__device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x, const kf_w_t* __restrict__ w,
+                                                    kf_y_t* __restrict__ y, long long rows, long long cols)
 {
     __shared__ float red[BY][BX + 1];
     __shared__ bool last;
@@ -62,11 +66,14 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
         for (; r + 3 * BY < hi; r += 4 * BY) {
             float v[4];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) v[u] = kf_ld(x + (r + u * BY) * cols + col);
+            for (int u = 0; u < 4; ++u) {
+                v[u] = kf_ld(x + (r + u * BY) * cols + col);
+                if (KF_MUL) v[u] *= kf_ld(w + r + u * BY);
+            }
 #pragma unroll
             for (int u = 0; u < 4; ++u) acc = kf_combine_op(acc, v[u]);
         }
-        for (; r < hi; r += BY) acc = kf_combine_op(acc, kf_ld(x + r * cols + col));
+        for (; r < hi; r += BY) acc = kf_combine_op(acc, kf_ld(x + r * cols + col) * (KF_MUL ? kf_ld(w + r) : 1.0f));
     }
     red[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();

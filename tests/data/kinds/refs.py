@@ -289,3 +289,7 @@ def absmax_f16(amax, x, n):
 def row_sumsq(out, x, rows, cols):
     v = x.reshape(rows, cols).astype(np.float64)
     out[...] = (v * v).sum(axis=1)
+
+
+def gemv_t(y, A, x, m, n):
+    y[...] = A.reshape(m, n).astype(np.float64).T @ x.astype(np.float64)
