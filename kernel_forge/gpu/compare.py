@@ -68,7 +68,7 @@ extern "C" __global__ void NAME(const STORE* a, const EBITS* e, u64 n, double at
         bool b, nf = false;
         double diff, rel, ratio;
         BODY
-        b = b || un;
+        un = un && b;     // the poison where the reference has that very value was written (an int8 -127)
         bad += b; unw += un; nfb += nf;
         u64 d = kf_bits(diff), r = kf_bits(rel), q = kf_bits(ratio);
         mabs = d > mabs ? d : mabs; mrel = r > mrel ? r : mrel; mratio = q > mratio ? q : mratio;

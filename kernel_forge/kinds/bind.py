@@ -76,6 +76,8 @@ class _Writer:
             self.headers.add("#include <cuda_fp16.h>\n#define KF_HALF 1")
         if ctype == "__nv_bfloat16":
             self.headers.add("#include <cuda_bf16.h>\n#define KF_BF16 1")
+        if ctype == "signed char" and small_ints:
+            self.headers.add("#define KF_INT8 1")
         self.types[role] = ctype
         return name
 
@@ -106,6 +108,17 @@ class _Writer:
         if not expr:
             raise Unbindable(f"no kernel parameter carries the {role} (a size the kernel must be given)")
         return expr.split("*")
+
+    def scalar_arg(self, role: str, default: str = "1.0f") -> str:
+        """A float role's value in the entry: its parameter, or the one value of a buffer that
+        holds it (a scale passed by pointer, as vLLM's quantization kernels take it)."""
+        name = self.role(role)
+        if not name:
+            return default
+        if self.task.arg(name).is_buffer:
+            self.buffer(role)
+            return f"kf_ld({name})"
+        return f"(float)({name})"
 
     def scalar(self, role: str, param: str, default: float) -> str:
         """A float role: its parameter, else the kind's parameter as a literal."""
@@ -176,15 +189,18 @@ def _elementwise(w: _Writer) -> str:
 
     p = w.match.params
     form = p.get("form", "map")
-    y, x = w.buffer("y"), w.buffer("x")
+    quant = form in ("quantize", "dequantize")        # int8 storage on one side, rounded and saturated on stores
+    y, x = w.buffer("y", small_ints=quant), w.buffer("x", small_ints=quant)
     z = w.buffer("z", required=False)
     bias = w.buffer("bias", required=False)
     res = w.buffer("res", required=False)
     act = FUNCTIONS[p.get("act", "identity")][1]
     if form == "binary":
         body = f"const float a = xv, b = zv;\n    return {BINARY[p['op']][1]};"
-    elif form == "scale":
+    elif form == "scale" or form == "dequantize":
         body = "return alpha * xv;"
+    elif form == "quantize":
+        body = "return xv / alpha;" if p.get("divide") else "return xv * alpha;"
     elif form == "axpy":
         body = "return fmaf(alpha, xv, zv);"
     elif form in ("gated", "gated_halves"):
@@ -203,7 +219,7 @@ def _elementwise(w: _Writer) -> str:
     w.slots["N"] = w.launch_size("n")
     w.defines.update(KF_HAS_Z=int(z != "nullptr"), KF_HAS_BIAS=int(bias != "nullptr"), KF_HAS_RES=int(res != "nullptr"))
     cols = w.size("cols") if bias != "nullptr" else "1LL"
-    alpha = f"(float)({w.role('alpha')})" if w.role("alpha") else "1.0f"
+    alpha = w.scalar_arg("alpha")
     return f"kf_elementwise({x}, {z}, {bias}, {res}, {y}, {w.size('n')}, {cols}, {alpha})"
 
 

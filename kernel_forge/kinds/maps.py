@@ -83,6 +83,7 @@ def _f(name, v):
 
 
 def find_elementwise(probe) -> Iterator[Match]:
+    yield from _quantizations(probe)
     outs = probe.buffers(output=True)
     if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
         return
@@ -161,3 +162,42 @@ def find_elementwise(probe) -> Iterator[Match]:
                             yield Match("elementwise", binding, {"form": form, "act": act})
             first = False
     return
+
+
+def _scales(probe) -> list[tuple[str, float]]:
+    """Float scalars, and the one value of each one-value float input buffer (a scale passed by
+    pointer)."""
+    out = list(probe.float_scalars().items())
+    for b in probe.inputs_of(1):
+        out.append((b, float(probe.values[b][0])))
+    return out
+
+
+def _quantizations(probe) -> Iterator[Match]:
+    """int8 quantization with a per-tensor scale, y = saturate(rint(x / s)) or rint(x * s), and its
+    inverse, y = s * x from int8 values (vLLM's static_scaled_int8_quant, a dequantization)."""
+    outs = probe.buffers(output=True)
+    if len(outs) != 1:
+        return
+    y = outs[0]
+    n = probe.sizes[y]
+    got = probe.outputs[y]
+    int8_out = probe.arg(y).param.dtype.name == "int8"
+    for x in probe.inputs_of(n, floating=None):
+        x_int8 = probe.arg(x).param.dtype.name == "int8"
+        if x == y or not (int8_out ^ x_int8) or (not int8_out and not probe.arg(y).param.dtype.is_float):
+            continue
+        if x_int8 and not probe.arg(x).param.dtype.is_float:
+            for a, av in _scales(probe):
+                if close(got, av * probe.values[x]):
+                    yield Match("elementwise", {"y": y, "n": param_for(probe, n), "x": x, "alpha": a}, {"form": "dequantize"})
+            continue
+        if not probe.arg(x).param.dtype.is_float:
+            continue
+        for a, av in _scales(probe):
+            for divide in (True, False):
+                with np.errstate(all="ignore"):
+                    want = np.clip(np.rint(probe.values[x] / av if divide else probe.values[x] * av), -128, 127)
+                if np.all(np.isfinite(want)) and np.array_equal(got, want):
+                    yield Match("elementwise", {"y": y, "n": param_for(probe, n), "x": x, "alpha": a},
+                                {"form": "quantize", "divide": divide})

@@ -3,7 +3,7 @@
 An element passes when ``|actual - expected| <= atol + rtol * |expected|`` (NumPy's isclose
 rule) and NaN/±Inf sit at exactly the same places with the same sign.  Integer outputs are
 compared exactly unless the manifest gives a tolerance.  Elements still holding the poison
-value are counted as ``unwritten``.
+value, where the reference has another, are counted as ``unwritten``.
 
 The error columns, over the elements where both values are finite:
 
@@ -103,7 +103,7 @@ class Elements:
     """Per-element results of a comparison (all arrays of the compared shape)."""
 
     bad: np.ndarray            #: fails: beyond tolerance, NaN/Inf misplaced, or unwritten
-    unwritten: np.ndarray      #: still holds the poison value
+    unwritten: np.ndarray      #: still holds the poison value, where the reference has another
     nonfinite_bad: np.ndarray  #: NaN/Inf where the reference has none, or a different one
     diff: np.ndarray           #: |actual - expected| where both are finite, else 0
     rel: np.ndarray            #: diff / max(|expected|, rel_floor), where both are finite, else 0
@@ -143,7 +143,9 @@ def element_checks(a_bits: np.ndarray, e: np.ndarray, dtype: DType, tol: Toleran
             ratio = np.where(both & (diff != 0), diff / limit, 0.0)
         nonfinite_bad = ~both & ~same_nonfinite
         bad = (both & ~close) | nonfinite_bad
-    bad = bad | unwritten
+    # the poison counts as unwritten only where it is wrong: where the reference has that very value
+    # (an int8 output's -127, an fp16 output saturated to -65504) the kernel wrote it
+    unwritten = unwritten & bad
     return Elements(bad=bad, unwritten=unwritten, nonfinite_bad=nonfinite_bad, diff=diff, rel=rel, ratio=ratio)
 
 

@@ -124,3 +124,17 @@ def test_masked_outputs_and_expected_values_compare_as_the_plain_ones(build, nam
     assert masked.mismatches == want.mismatches and masked.unwritten == want.unwritten
     assert (masked.max_abs, masked.max_rel, masked.tol_ratio) == (want.max_abs, want.max_rel, want.tol_ratio)
     assert one_side.mismatches == want.mismatches
+
+
+@pytest.mark.parametrize("name", ["int8", "float16"])
+def test_the_kernel_counts_the_poison_as_unwritten_only_where_the_reference_has_another_value(build, name):
+    from kernel_forge.common.dtypes import poison_value
+
+    dtype = BY_NAME[name]
+    tol = Tolerance(0, 0)
+    p = poison_value(dtype)
+    ref = np.array([p, 3.0, p, 0.0])
+    actual = np.array([p, 3.0, p, p], dtype=dtype.numpy)      # the last one never written
+    got = run_kernel(build, actual, ref, dtype, tol)
+    want = compare("y", actual, ref, dtype, tol)
+    assert (got.mismatches, got.unwritten) == (want.mismatches, want.unwritten) == (1, 1)

@@ -106,6 +106,9 @@ PUBLIC = {
     "absmax_f16": ("reduction", {"x": "x", "y": "amax", "n": "n"}, {"op": "max", "pre": "abs", "axis": None}),
     "row_sumsq": ("row_reduction", {"x": "x", "y": "out", "rows": "rows", "cols": "cols"}, {"op": "sum", "pre": "square"}),
     "gemv_t": ("column_reduction", {"x": "A", "y": "y", "rows": "m", "cols": "n", "w": "x"}, {"op": "sum", "product": "rows"}),
+    "int8_quant": ("elementwise", {"y": "out", "n": "n", "x": "input", "alpha": "scale"},
+                   {"form": "quantize", "divide": True}),
+    "int8_dequant": ("elementwise", {"y": "out", "n": "n", "x": "q", "alpha": "scale"}, {"form": "dequantize"}),
     "silu_and_mul_f16": ("elementwise", {"y": "out", "n": None, "x": "input", "cols": "d"},
                          {"form": "gated_halves", "act": "silu", "act_on": "first"}),
     "linear_f16": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
@@ -221,7 +224,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "llmc_unpermute", "batched_transpose", "swap_axes_5d", "scaled_softmax_f16",
             "l2_normalize", "row_argmax", "bmm_f32", "attn_scores_f16",
             "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3",
-            "absmax_f16", "row_sumsq", "gemv_t"]
+            "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -283,3 +283,19 @@ def test_the_dtype_of_the_expected_values_on_the_gpu_is_known_before_the_referen
     for dtype, tol, ref in ((INT32, exact_tol, np.array([1, 2], np.int32)), (BFLOAT16, TOL, np.ones(2, np.float32)),
                             (FLOAT16, TOL, np.ones(2, np.float16)), (UINT32, Tolerance(1, 0), np.ones(2, np.uint32))):
         assert device_expected(ref, dtype, tol).dtype == device_expected_dtype(dtype, tol), dtype.name
+
+
+@pytest.mark.parametrize("dtype_name, expected_value", [("int8", -127), ("float16", -65504.0)])
+def test_the_poison_where_the_reference_has_that_very_value_was_written(dtype_name, expected_value):
+    """An int8 quantization's -127 and an fp16 output saturated to -65504 are the poison values:
+    where the reference expects them they were written; elsewhere they are unwritten."""
+    from kernel_forge.common.dtypes import BY_NAME
+
+    dt = BY_NAME[dtype_name]
+    expected = np.array([expected_value, 3.0, expected_value])
+    actual = np.array([poison_value(dt), 3.0, poison_value(dt)], dtype=dt.numpy)
+    res = compare("y", actual, expected, dt, Tolerance(0, 0))
+    assert res.ok and res.unwritten == 0
+    actual[1] = poison_value(dt)
+    res = compare("y", actual, expected, dt, Tolerance(0, 0))
+    assert not res.ok and res.unwritten == 1 and res.mismatches == 1

@@ -1,5 +1,6 @@
 // kforge kinds: loads and stores of one value or of 4 consecutive values, as float, for each
-// storage type a bound pattern may meet (float; __half and __nv_bfloat16 when included).
+// storage type a bound pattern may meet (float; __half and __nv_bfloat16 when included; int8 under
+// KF_INT8).
 // 4-wide accesses need the address aligned to 4 elements (callers check).  LDS4 is the
 // streaming (evict-first) variant for data read once.
 __device__ __forceinline__ float kf_ld(const float* p) { return *p; }
@@ -37,6 +38,21 @@ __device__ __forceinline__ uint2 kf_pack(float4 v, __nv_bfloat16*)
     __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
     return make_uint2(*reinterpret_cast<unsigned*>(&a), *reinterpret_cast<unsigned*>(&b));
 }
+#endif
+#ifdef KF_INT8
+// int8 (a quantized tensor): stores round to nearest even and saturate to [-128, 127]
+__device__ __forceinline__ signed char kf_sat8(float v) { return (signed char)fminf(fmaxf(rintf(v), -128.0f), 127.0f); }
+__device__ __forceinline__ float kf_ld(const signed char* p) { return (float)*p; }
+__device__ __forceinline__ void kf_st(signed char* p, float v) { *p = kf_sat8(v); }
+__device__ __forceinline__ float4 kf_ld4(const signed char* p)
+{
+    const char4 c = *reinterpret_cast<const char4*>(p);
+    return make_float4(c.x, c.y, c.z, c.w);
+}
+__device__ __forceinline__ float4 kf_lds4(const signed char* p) { return kf_ld4(p); }
+__device__ __forceinline__ void kf_st4(signed char* p, float4 v)
+{ *reinterpret_cast<char4*>(p) = make_char4(kf_sat8(v.x), kf_sat8(v.y), kf_sat8(v.z), kf_sat8(v.w)); }
+__device__ __forceinline__ void kf_sts4(signed char* p, float4 v) { kf_st4(p, v); }
 #endif
 #if defined(KF_HALF) || defined(KF_BF16)
 template <typename T> __device__ __forceinline__ float4 kf_ld4(const T* p)

@@ -293,3 +293,11 @@ def row_sumsq(out, x, rows, cols):
 
 def gemv_t(y, A, x, m, n):
     y[...] = A.reshape(m, n).astype(np.float64).T @ x.astype(np.float64)
+
+
+def int8_quant(input, out, scale, n):
+    out[...] = np.clip(np.rint(input.astype(np.float32) / np.float32(scale[0])), -128, 127)
+
+
+def int8_dequant(out, q, scale, n):
+    out[...] = scale * q.astype(np.float64)
