@@ -73,3 +73,10 @@ template <typename T> __device__ __forceinline__ bool kf_aligned4(const T* p)
 #endif
 template <typename T> __device__ __forceinline__ void kf_put(T* p, float v)
 { kf_st(p, KF_ACCUMULATE ? kf_ld(p) + v : v); }
+// a reduction's map of each value before it is combined (KF_PRE): 1 |v| (an absmax, an L1 norm),
+// 2 v * v (a sum of squares), 0 the value itself
+#ifndef KF_PRE
+#define KF_PRE 0
+#endif
+__device__ __forceinline__ float kf_pre(float v)
+{ return KF_PRE == 1 ? fabsf(v) : (KF_PRE == 2 ? v * v : v); }

@@ -22,15 +22,6 @@
 #ifndef KF_MUL
 #define KF_MUL 0
 #endif
-#ifndef KF_PRE
-#define KF_PRE 0
-#endif
-
-// KF_PRE: each value mapped before it is combined: 1 |v| (an absmax, an L1 norm), 2 v * v (a sum of squares)
-__device__ __forceinline__ float kf_pre(float v)
-{
-    return KF_PRE == 1 ? fabsf(v) : (KF_PRE == 2 ? v * v : v);
-}
 #define KF_MAX_BLOCKS 4096
 
 __device__ float kf_red_partials[KF_MAX_BLOCKS];
