@@ -153,12 +153,14 @@ def compile_cmd(source, arch, defines, output, no_cache, manifest, mix):
         from kernel_forge.gate.preflight import distinct_settings
         settings = [({**b.defines, **given}, f" (dispatch line {b.line}: {b.condition})")
                     for b in distinct_settings(cand.dispatch)]
+    from kernel_forge.model.limits import target_arch
     for d, what in settings:
         res = compile_source(cand.source, arch=arch, defines=d, use_cache=not no_cache,
                              file_label=Path(source).name, headers=headers)
         check_compiled(res, file=source)     # what the program does, however it is spelled: exit 2 with the line
         r = res.resources
-        click.echo(f"compiled {source}{what} for {arch} with NVRTC {res.nvrtc_version} in {res.seconds * 1000:.1f} ms"
+        target = target_arch(arch)
+        click.echo(f"compiled {source}{what} for {arch}{f' (target {target})' if target != arch else ''} with NVRTC {res.nvrtc_version} in {res.seconds * 1000:.1f} ms"
                    f"{' (cached)' if res.cached else ''}: {len(res.cubin)} bytes CUBIN, "
                    f"{r.get('registers', '?')} registers, {r.get('spill_stores', 0)} B spill stores, "
                    f"{r.get('stack', 0)} B stack, {r.get('smem', 0)} B static shared")

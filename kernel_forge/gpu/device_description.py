@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from kernel_forge.common.errors import InputError
+from kernel_forge.model.limits import target_arch
 
 #: keys a description's ``device`` object must have (the rest default from the arch)
 REQUIRED_DEVICE_KEYS = ("name", "cc", "sms", "clock_khz", "l2_bytes", "max_smem_per_block_optin")
@@ -222,7 +223,7 @@ def render(device: dict | None, calibration: dict | None, task=None) -> str:
               f"- {d['const_bytes']} bytes of `__constant__` memory; grid dims up to {list(d['max_grid'])}",
               "",
               "How candidates are built and timed:",
-              f"- NVRTC compiles the file to a CUBIN for {d['arch']} (`--gpu-architecture={d['arch']}`), C++17, "
+              f"- NVRTC compiles the file to a CUBIN for {d['arch']} (`--gpu-architecture={target_arch(d['arch'])}`), C++17, "
               "`-lineinfo`, no `--use_fast_math` (expf, sinf, division are the accurate versions unless you call "
               "the intrinsics, e.g. __expf, yourself); each tunable or define arrives as `-DNAME=VALUE`.",
               "- One `cuLaunchKernel` per timed run (no device-side launches), with the grid, block and dynamic shared "

@@ -22,6 +22,7 @@ from pathlib import Path
 from kernel_forge.common import includes
 from kernel_forge.common.errors import CompileError, EnvironmentProblem, IncludeRefused
 from kernel_forge.gpu import prelude
+from kernel_forge.model.limits import target_arch
 
 PROGRAM_NAME = "kernel.cu"
 _ERROR_LINE = re.compile(r"^(.*?)\((\d+)\): (?:catastrophic )?(error|warning)[^:]*: (.*)$", re.M)
@@ -141,7 +142,7 @@ def serves_from_driver_cache() -> bool:
 
 def build_options(arch: str, defines: dict | None = None, extra: tuple[str, ...] = (),
                   lineinfo: bool = True) -> tuple[str, ...]:
-    opts = [f"--gpu-architecture={arch}", "--std=c++17", "--ptxas-options=-v", prelude.OPTION]
+    opts = [f"--gpu-architecture={target_arch(arch)}", "--std=c++17", "--ptxas-options=-v", prelude.OPTION]
     if serves_from_driver_cache():
         opts.append("--no-cache")
     if lineinfo:

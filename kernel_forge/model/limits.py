@@ -22,6 +22,18 @@ def arch_cc(arch: str) -> tuple[int, int]:
     return int(digits[:-1]), int(digits[-1])
 
 
+#: GPUs whose CUBIN is built for the arch-specific target (``sm_90`` -> ``sm_90a``): the same
+#: machine code, which loads on no other compute capability either way, plus the instructions only
+#: that chip has (Hopper's ``wgmma.mma_async`` and ``setmaxnreg``).  Later majors are left alone:
+#: their plain CUBIN also loads on the family's other minors, their ``a`` CUBIN would not.
+FEATURE_TARGETS = {"sm_90": "sm_90a"}
+
+
+def target_arch(arch: str) -> str:
+    """The ``--gpu-architecture`` NVRTC is given for a GPU of ``arch``."""
+    return FEATURE_TARGETS.get(arch, arch)
+
+
 def launch_limits(arch: str | None = None, device: dict | None = None) -> dict:
     """The launch limits a kernel is checked against before the GPU: a device description's
     (``--device FILE``), else the arch's (``--arch``), else the most any supported GPU allows (so

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from kernel_forge.gpu import device_description
 from kernel_forge.model.clip import clip_kernel, clip_source
+from kernel_forge.model.limits import target_arch
 from kernel_forge.model.task import Task
 from kernel_forge.search.prompt_blocks import (HISTORY_CHARS, HISTORY_KERNEL_CHARS, MAX_SOURCE_CHARS, PATTERN_CHARS,
                                                REFERENCE_CHARS, RETRIEVED_CHARS, PromptAttempt, defines_text, fence,
@@ -122,7 +123,8 @@ def arch_section(device: dict | None) -> str:
     arch = (device or {}).get("arch") or ""
     if not arch.startswith("sm_90"):
         return ""
-    a = arch == "sm_90a"
+    target = target_arch(arch)
+    a = target == "sm_90a"
     return "\n".join([
         f"# {arch} (Hopper) facts",
         "- FP32 issue: 4 schedulers per SM, each issuing one warp instruction a cycle; an FFMA does 32 FMAs, so the "
@@ -139,8 +141,10 @@ def arch_section(device: dict | None) -> str:
         "blocks run together; "
         "distributed shared memory (`cluster.map_shared_rank`) lets blocks share an operand tile or sum "
         "split-K partials without global memory.",
-        (f"- NVRTC targets `{arch}`: `wgmma.mma_async` and `setmaxnreg` are available." if a else
-         f"- NVRTC targets `{arch}`, not `sm_90a`: no `wgmma.mma_async`, no `setmaxnreg` (tensor cores only "
+        (f"- NVRTC targets `{target}`: `wgmma.mma_async` and `setmaxnreg` are available (warpgroups of 128 "
+         "threads; operands in shared memory through matrix descriptors; the library's pattern gemm_f16_wgmma "
+         "shows the 128-byte swizzle they read)." if a else
+         f"- NVRTC targets `{target}`, not `sm_90a`: no `wgmma.mma_async`, no `setmaxnreg` (tensor cores only "
          "through mma.sync/wmma).")])
 
 

@@ -122,7 +122,7 @@ def test_compile_vector_add(run, tmp_path):
     out = tmp_path / "k.cubin"
     r = run("compile", "manifests/vector_add.cu", "--arch", "sm_90", "-o", str(out))
     assert r.exit_code == 0, r.output
-    assert r.stdout.startswith("compiled manifests/vector_add.cu for sm_90 with NVRTC ")
+    assert r.stdout.startswith("compiled manifests/vector_add.cu for sm_90 (target sm_90a) with NVRTC ")
     regs = int(r.stdout.split(" registers")[0].rsplit(" ", 1)[-1])
     assert 1 <= regs <= 255
     assert f"wrote {out}" in r.stdout

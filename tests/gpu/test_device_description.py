@@ -118,7 +118,7 @@ def test_the_device_section_for_matmul_f32(h200):
     assert "233472 bytes (228 KiB) per SM" in text and "49152 bytes (48 KiB) of static" in text
     assert "232448 bytes (227 KiB) in all with dynamic shared memory" in text and "the harness opts every launch in" in text
     assert "reserves 1024 bytes per block" in text
-    assert "CUBIN for sm_90 (`--gpu-architecture=sm_90`), C++17, `-lineinfo`, no `--use_fast_math`" in text
+    assert "CUBIN for sm_90 (`--gpu-architecture=sm_90a`), C++17, `-lineinfo`, no `--use_fast_math`" in text
     assert "`// kforge: cooperative = true`" in text and "at most blocks-per-SM x 132 SMs" in text
     assert "cold L2" in text and "evict-last" in text
     assert "initial globals" in text and "CUPTI" in text

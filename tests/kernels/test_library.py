@@ -58,11 +58,14 @@ HEADERS = {"kforge/tf32_mma.cuh": ("kf_tf32(float x)", "kf_mma_tf32(float* d"),
            "kforge/cp_async.cuh": ("kf_cp_async16(void* smem", "kf_cp_async4(void* smem", "kf_cp_async_wait()"),
            "kforge/block_order.cuh": ("kf_grouped_block(int group",),
            "kforge/f16_mma.cuh": ("kf_mma_f16(float* d", "kf_mma_bf16(float* d", "kf_ldmatrix_x4(unsigned* r",
-                                  "kf_ldmatrix_x4_trans(unsigned* r", "kf_swz(int r, int c)", "kf_gather8(const T* p")}
+                                  "kf_ldmatrix_x4_trans(unsigned* r", "kf_swz(int r, int c)", "kf_gather8(const T* p"),
+           "kforge/wgmma.cuh": ("kf_wgmma_desc(unsigned saddr", "kf_wgmma_n64(float* d", "kf_wgmma_n128(float* d",
+                                "kf_wgmma_n256(float* d", "void kf_fence_proxy_async()", "void kf_wgmma_wait()")}
 USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_tf32x3": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_f16_mma": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
-         "gemm/gemm_f16": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh")}
+         "gemm/gemm_f16": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
+         "gemm/gemm_f16_wgmma": ("kforge/wgmma.cuh", "kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh")}
 
 
 @pytest.mark.parametrize("name", USERS)

@@ -4,11 +4,13 @@
   products exact in fp32, accumulated in fp32 -- at k = 4096 one TF32 product per term misses
   matmul_f32's tolerance, the three-product split meets it with room; and with the tensor core's
   sum cut toward zero, only when each slice's products go to a fresh accumulator;
-* every setting the tuner can propose compiles with NVRTC for sm_90, within 255 registers and
+* every setting the tuner can propose compiles with NVRTC for sm_90 (sm_90a, the target kforge
+  compiles an sm_90 GPU's kernels for: the wgmma pattern needs it), within 255 registers and
   without spills;
 * settings besides the default (the default runs in tests/kernels/test_tuner_templates.py) run under
   the host CUDA emulation (tests/support/host_emulation.py), whose mma / ldmatrix / cp.async follow
-  the PTX ISA's fragment tables.
+  the PTX ISA's fragment tables, and whose wgmma reads shared memory through the descriptor and
+  canonical-layout tables (a stage laid out or described otherwise fails there).
 
 On a GPU, tests/kernels/test_patterns.py gates every pattern (these included) with holdout.
 """
@@ -27,7 +29,7 @@ from kernel_forge.model.tolerance import compare
 from tests.support import host_emulation as emu
 
 ROOT = Path(__file__).resolve().parents[2]
-TENSOR_CORE = [p for p in library.patterns() if p.name.endswith("_mma")]
+TENSOR_CORE = [p for p in library.patterns() if p.name.endswith(("_mma", "_wgmma"))]
 
 
 def tf32(x: np.ndarray) -> np.ndarray:
@@ -160,6 +162,31 @@ def test_the_tensor_core_patterns_use_the_instructions_they_name():
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in hf
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in hf and "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in hf
     assert "cp.async.cg.shared.global" in hf and "cp.async.wait_group" in hf
+    wg = library.by_name("gemm_f16_wgmma").source()
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in wg and "wgmma.commit_group.sync.aligned" in wg
+    assert "wgmma.wait_group.sync.aligned" in wg and "fence.proxy.async.shared::cta" in wg
+    own = library.by_name("gemm_f16_wgmma").text()          # its own code (the headers aside) calls no mma.sync
+    assert "cp.async.cg.shared.global" in wg and "kf_mma_f16(" not in own and "kf_ldmatrix" not in own
+
+
+def test_the_wgmma_pattern_compiles_to_hopper_s_warpgroup_mma_and_not_for_a_plain_sm_90(monkeypatch):
+    """SASS shows HGMMA (the warpgroup instruction), no HMMA; NVRTC asked for plain sm_90 (no
+    feature target) refuses the file by name."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from kernel_forge.common.errors import CompileError
+    from kernel_forge.gpu import disasm, nvrtc
+    from kernel_forge.gpu.nvrtc import compile_source
+
+    pat = library.by_name("gemm_f16_wgmma")
+    cand = load_candidate(pat.path)
+    r = compile_source(cand.source, arch="sm_90", defines=dict(cand.defines), file_label=pat.file)
+    assert r.cubin and r.resources.get("spill_stores", 1) == 0
+    if disasm.find_nvdisasm() is not None:
+        sass = disasm.sass(r.cubin)
+        assert "HGMMA" in sass and "HMMA" not in sass.replace("HGMMA", "")
+    monkeypatch.setattr(nvrtc, "target_arch", lambda arch: arch)      # as kforge compiled before sm_90a
+    with pytest.raises(CompileError, match="needs sm_90a"):
+        compile_source(cand.source, arch="sm_90", defines=dict(cand.defines), file_label=pat.file, use_cache=False)
 
 
 # -- host emulation: settings besides the default ---------------------------------------------------------

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernel_forge.model.limits import MAX_BLOCK, MAX_GRID, arch_cc, arch_limits, launch_limits, launch_problem
+from kernel_forge.model.limits import MAX_BLOCK, MAX_GRID, arch_cc, arch_limits, launch_limits, launch_problem, target_arch
 
 KB = 1024
 
@@ -12,6 +12,21 @@ KB = 1024
                                       ("sm_70", (7, 0))])
 def test_an_arch_name_is_its_compute_capability(arch, cc):
     assert arch_cc(arch) == cc
+
+
+def test_a_hopper_gpu_is_compiled_for_its_feature_target_and_other_gpus_for_their_own_arch():
+    assert target_arch("sm_90") == "sm_90a"                     # wgmma, setmaxnreg
+    for arch in ("sm_80", "sm_86", "sm_89", "sm_100", "sm_120", "sm_90a"):
+        assert target_arch(arch) == arch                        # an sm_100a CUBIN would not load on sm_103
+
+
+def test_every_compile_for_sm_90_asks_nvrtc_for_sm_90a():
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from kernel_forge.gpu.nvrtc import build_options, compile_source
+
+    assert "--gpu-architecture=sm_90a" in build_options("sm_90") and "--gpu-architecture=sm_86" in build_options("sm_86")
+    wgmma = 'extern "C" __global__ void k() { asm volatile("wgmma.fence.sync.aligned;"); }'
+    assert compile_source(wgmma, arch="sm_90", use_cache=False).cubin
 
 
 def test_an_unknown_arch_takes_the_nearest_older_known_one_and_one_older_than_all_the_oldest():

@@ -43,7 +43,7 @@ def test_the_device_is_fully_described_and_the_fp32_ceiling_is_the_one_shown():
     assert "TFLOP/s" in dev and "1070" not in static          # the 16-bit tensor peak is nowhere
     for fact in ("2048 per SM (64 warps of 32)", "at most 32 resident blocks per SM", "at most 255 per thread",
                  "233472 bytes (228 KiB) per SM", "49152 bytes (48 KiB) of static", "232448 bytes (227 KiB)",
-                 "L2 60 MiB", "measured copy bandwidth 4260 GB/s", "--gpu-architecture=sm_90", "no `--use_fast_math`",
+                 "L2 60 MiB", "measured copy bandwidth 4260 GB/s", "--gpu-architecture=sm_90a", "no `--use_fast_math`",
                  "cuLaunchCooperativeKernel", "cold L2", "initial globals", "CUPTI"):
         assert fact in dev, fact
     assert "Task hints: m, n and k are arbitrary" in section(static, "Task")
@@ -286,7 +286,7 @@ def test_the_next_prompt_of_the_s9_run_starts_half_its_proposals_from_the_best_a
         assert full.count("const int a_frag = (warp / WARPS_N) * WM + (lane / LN) * 4;") == 1
         assert "## a0207: 71.00 µs" in full and "the expert pattern gemm_simt_warptile" in full
         assert all(f"- {c} (m=" in full for c in ("sq256", "rect", "large"))
-        assert "# Attempt ledger" in full and "not `sm_90a`" in full
+        assert "# Attempt ledger" in full and "NVRTC targets `sm_90a`: `wgmma.mma_async`" in full
         # the stable sections come first, this proposal's own last
         assert full.index("# Kernels from the archive") < full.index("# Current best") < full.index("# Attempt ledger") \
             < full.index("# Start from") < full.index("# Direction for this proposal")

@@ -166,6 +166,7 @@ inline std::vector<emu_barrier*> emu_warp_bar;
 inline uint64_t emu_warp_slot[32][32];
 inline std::mutex emu_atomic_mu;
 inline unsigned char* emu_dyn_smem = nullptr;
+inline size_t emu_dyn_bytes = 0;            // its size: what a wgmma descriptor may reach
 
 // what CUDA keeps per thread, kept per fiber (references stay valid: a deque grows at its end)
 template <class T, class Tag> T& emu_local()
@@ -260,6 +261,7 @@ template <class F> void emu_launch(emu_dim3 g, emu_dim3 b, size_t smem, F kern)
     gridDim = g;
     std::vector<unsigned char> dyn(smem + 16, 0xCD);   // garbage: a kernel must initialise it
     emu_dyn_smem = dyn.data();
+    emu_dyn_bytes = smem;
     emu_barrier block_bar(T), end_bar(T);
     emu_block_bar = &block_bar;
     for (int w = 0; w * 32 < T; ++w) emu_warp_bar.push_back(new emu_barrier(std::min(32, T - w * 32)));
@@ -455,6 +457,61 @@ inline void emu_ldmatrix(unsigned* r, const void* row, bool trans)
 }
 inline void kf_ldmatrix_x4(unsigned* r, const void* row) { emu_ldmatrix(r, row, false); }
 inline void kf_ldmatrix_x4_trans(unsigned* r, const void* row) { emu_ldmatrix(r, row, true); }
+
+// wgmma.mma_async.m64nNk16.f32.f16.f16 (sm_90a), A and B from shared memory through descriptors,
+// from the PTX ISA's "Matrix Descriptor Format" (start, LBO, SBO >> 4 in bits 0-13, 16-29, 32-45;
+// base offset 49-51; swizzle 62-63, 1 = 128 bytes) and its canonical layouts for 16-bit elements
+// (T = 8 of them in 16 bytes), in bytes: K-major A, ((8,m),(T,2)):((128,SBO),(2,16)); N-major B
+// (imm-trans-b = 1), ((T,8,m),(8,2)):((2,16,LBO),(128,SBO)); the 128-byte swizzle then XORs address
+// bits 4-6 with bits 7-9.  Written apart from the kernels: a stage laid out other than these tables
+// say gives wrong products.  Each thread computes its own accumulators (the m64nN fragment: warp w,
+// lane l, register i hold D[16w + l/4 + 8((i%4)/2)][8(i/4) + 2(l%4) + i%2]) when it issues, so the
+// fences, commits and waits are no-ops here; shared memory reads are checked against the window.
+inline unsigned kf_smem_u32(const void* p) { return (unsigned)(static_cast<const unsigned char*>(p) - emu_dyn_smem); }
+inline void kf_fence_proxy_async() {}
+inline void kf_wgmma_fence() {}
+inline void kf_wgmma_commit() {}
+template <int N> void kf_wgmma_wait() {}
+template <int R> void kf_wgmma_hold(float*) {}
+struct emu_wgmma_desc { unsigned start, lbo, sbo; };
+inline emu_wgmma_desc emu_wgmma_decode(unsigned long long d)
+{
+    if (((d >> 62) & 3) != 1 || ((d >> 49) & 7) != 0) {
+        std::fprintf(stderr, "wgmma descriptor: swizzle mode %llu, base offset %llu (emulated: 128-byte swizzle, base offset 0)\n",
+                     (d >> 62) & 3, (d >> 49) & 7);
+        std::abort();
+    }
+    return {(unsigned)(d & 0x3FFF) << 4, (unsigned)((d >> 16) & 0x3FFF) << 4, (unsigned)((d >> 32) & 0x3FFF) << 4};
+}
+inline float emu_wgmma_at(unsigned addr)
+{
+    addr ^= ((addr >> 7) & 7u) << 4;
+    if ((size_t)addr + 2 > emu_dyn_bytes) {
+        std::fprintf(stderr, "wgmma: operand byte %u outside the %zu bytes of dynamic shared memory\n", addr, emu_dyn_bytes);
+        std::abort();
+    }
+    uint16_t h;
+    std::memcpy(&h, emu_dyn_smem + addr, 2);
+    return emu_h2f(h);
+}
+template <int N> void emu_wgmma(float* d, unsigned long long da, unsigned long long db)
+{
+    const emu_wgmma_desc A = emu_wgmma_decode(da), B = emu_wgmma_decode(db);
+    const int t = emu_tid() % 128, w = t / 32, l = t % 32;
+    for (int i = 0; i < N / 2; ++i) {
+        const int row = 16 * w + l / 4 + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
+        double s = d[i];
+        for (int kk = 0; kk < 16; ++kk) {
+            const unsigned a = A.start + (row % 8) * 128 + (row / 8) * A.sbo + (kk % 8) * 2 + (kk / 8) * 16;
+            const unsigned b = B.start + (col % 8) * 2 + ((col / 8) % 8) * 16 + (col / 64) * B.lbo + (kk % 8) * 128 + (kk / 8) * B.sbo;
+            s += (double)emu_wgmma_at(a) * emu_wgmma_at(b);
+        }
+        d[i] = emu_toward_zero(s);
+    }
+}
+inline void kf_wgmma_n64(float* d, unsigned long long da, unsigned long long db) { emu_wgmma<64>(d, da, db); }
+inline void kf_wgmma_n128(float* d, unsigned long long da, unsigned long long db) { emu_wgmma<128>(d, da, db); }
+inline void kf_wgmma_n256(float* d, unsigned long long da, unsigned long long db) { emu_wgmma<256>(d, da, db); }
 
 // cp.async: each thread's copies are queued in groups and land when a wait retires their group
 struct emu_copy { void* dst; const void* src; int bytes, size; };

@@ -1,0 +1,250 @@
+// matmul_f16 -- expert pattern gemm_f16_wgmma: half-precision GEMM on Hopper's warpgroup tensor-core
+// instructions (sm_90a: wgmma.mma_async, which mma.sync cannot match on an H100 or H200), fp16 A and
+// B, fp32 accumulation, fp16 C (rounded once, to nearest).  Compiles only for sm_90a, the target kforge
+// compiles for on a compute capability 9.0 GPU; for any other arch each setting stops at the #error
+// below (a compile of a few milliseconds, then the gate refuses it by name).
+// Tiling: a block of WGS warpgroups (128 threads each) computes a BM x BN tile of C, BM = 64 MT WGS:
+// warpgroup g owns MT stacked 64 x BN tiles, each one wgmma.m64nBNk16 per 16 of k (A and B both read
+// from shared memory by the tensor cores through descriptors; the accumulators, MT BN / 2 fp32 per
+// thread, stay in registers).
+// Pipeline: STAGES shared stages of A (BM x 64) and B (64 x BN), filled by cp.async 16-byte copies
+// from every thread; per 64-deep slice one cp.async wait, a proxy fence (wgmma reads through the
+// async proxy what cp.async wrote through the generic one) and one barrier, then the slice's
+// 4 MT wgmmas as one batch.  INFLIGHT batches stay in flight across the next barrier (the tensor
+// cores work while the block syncs); a stage is refilled only once the batch that read it has
+// retired, so copies run STAGES - 1 - INFLIGHT slices ahead.
+// Layout (the 128-byte swizzle the descriptors name, kforge/wgmma.cuh): A rows of 64 halves (128
+// bytes), chunk c of row r at c ^ (r % 8); B in blocks of 64 columns, each its 64 k rows of 128
+// bytes, chunk c of k row r at c ^ (r % 8).  Stages start 1024-byte aligned.
+// Block order: groups of GROUP (8) block-rows walked column by column, for L2 reuse.
+// Edges: any m, n, k.  A chunk of 8 halves is copied by cp.async where it is 16-byte aligned (A:
+// k % 8 == 0, B: n % 8 == 0) -- then it lies wholly inside or outside the matrix, and outside is
+// zero-filled -- else it is gathered half by half (zeros outside) and stored to shared memory
+// directly.  Stores of C are checked.
+// kforge: grid = [cdiv(n, BN), cdiv(m, 64 * MT * WGS), 1]
+// kforge: block = [128 * WGS, 1, 1]
+// kforge: shared_mem = 2 * STAGES * (64 * MT * WGS * 64 + 64 * BN) + 1024
+// kforge: tune BN = [256, 128, 64]
+// kforge: tune WGS = [2, 1, 4]
+// kforge: tune MT = [1, 2]
+// kforge: tune STAGES = [4, 3, 5, 6, 2]
+// kforge: tune INFLIGHT = [1, 0]
+// kforge: constraint MT * BN <= 256 and BN <= 128 * WGS
+// kforge: constraint WGS * (MT * BN // 2 + 40) <= 512
+// kforge: constraint STAGES >= 2 + INFLIGHT
+// kforge: constraint 2 * STAGES * (64 * MT * WGS * 64 + 64 * BN) + 1024 <= 232448
+// kforge: constraint (8 * BN) % (128 * WGS) == 0
+
+#include <cuda_fp16.h>
+
+#ifndef BN
+#define BN 256
+#endif
+#ifndef WGS
+#define WGS 2
+#endif
+#ifndef MT
+#define MT 1
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef INFLIGHT
+#define INFLIGHT 1
+#endif
+#ifndef GROUP
+#define GROUP 8
+#endif
+
+#define BK 64                              // one 128-byte swizzle row of halves
+#define BM (64 * MT * WGS)
+#define THREADS (128 * WGS)
+#define A_STAGE (BM * BK * 2)              // bytes per A stage
+#define B_STAGE (BK * BN * 2)              // bytes per B stage
+#define B_BLOCK (BK * 128)                 // bytes of one 64-column block of B
+#define A_CHUNKS (BM * 8 / THREADS)        // 16-byte chunks of the A tile per thread
+#define B_CHUNKS (BK * (BN / 8) / THREADS) // 16-byte chunks of the B tile per thread
+#define ACC (BN / 2)                       // fp32 accumulators per thread per 64-row tile
+
+#if (BN != 64 && BN != 128 && BN != 256) || MT < 1 || WGS < 1
+#error "BN one of 64, 128, 256; MT and WGS at least 1"
+#endif
+#if (BK * (BN / 8)) % THREADS
+#error "the B tile's copies must divide evenly among the threads"
+#endif
+#if STAGES < 2 + INFLIGHT
+#error "STAGES >= 2 + INFLIGHT"
+#endif
+#if !defined(KF_EMULATED_PTX) && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "gemm_f16_wgmma needs sm_90a (wgmma.mma_async): compile it for a compute capability 9.0 GPU"
+#endif
+
+// -- the wgmma wrappers, descriptors and fences from kforge/wgmma.cuh; the 8-half gather from
+// kforge/f16_mma.cuh; the cp.async wrappers from kforge/cp_async.cuh.  The tests' host emulation
+// defines KF_EMULATED_PTX and supplies the PTX wrappers.
+#include "kforge/wgmma.cuh"
+#include "kforge/f16_mma.cuh"
+#ifndef KF_EMULATED_PTX
+#include "kforge/cp_async.cuh"
+#endif
+#include "kforge/block_order.cuh"
+
+__device__ __forceinline__ void kf_wgmma_tile(float* d, unsigned long long da, unsigned long long db)
+{
+#if BN == 256
+    kf_wgmma_n256(d, da, db);
+#elif BN == 128
+    kf_wgmma_n128(d, da, db);
+#else
+    kf_wgmma_n64(d, da, db);
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+matmul_f16(const __half* __restrict__ a, const __half* __restrict__ b, __half* __restrict__ c,
+           int m, int n, int k)
+{
+    extern __shared__ uint4 kf_smem16[];
+    // the stages start at the first 1024-byte boundary of the shared window (the swizzle's period)
+    const unsigned raw = kf_smem_u32(kf_smem16);
+    unsigned char* const smem = reinterpret_cast<unsigned char*>(kf_smem16) + ((1024u - (raw & 1023u)) & 1023u);
+    unsigned char* const As = smem;                          // [STAGES][BM][64 halves], swizzled
+    unsigned char* const Bs = smem + STAGES * A_STAGE;       // [STAGES][BN / 64][64 k][64 halves], swizzled
+    const unsigned as_addr = kf_smem_u32(As), bs_addr = kf_smem_u32(Bs);
+
+    const int tid = threadIdx.x;
+    const int wg = tid / 128;                  // this thread's warpgroup
+    const int wl = tid % 128;                  // its place in the warpgroup
+
+    int by, bx;
+    kf_grouped_block(GROUP, by, bx);
+    const int bm = by * BM;
+    const int bn = bx * BN;
+
+    const bool a_vec = (k & 7) == 0;
+    const bool b_vec = (n & 7) == 0;
+
+    auto load_tile = [&](int tile, int s) {
+        const int k0 = tile * BK;
+        unsigned char* as = As + s * A_STAGE;
+        unsigned char* bs = Bs + s * B_STAGE;
+#pragma unroll
+        for (int i = 0; i < A_CHUNKS; ++i) {
+            const int f = tid + i * THREADS;
+            const int row = f / 8, ch = f % 8;
+            const int gr = bm + row, gc = k0 + ch * 8;
+            unsigned char* dst = as + row * 128 + ((ch ^ (row & 7)) << 4);
+            const __half* src = a + (size_t)gr * k + gc;
+            if (a_vec) {
+                const bool in = gr < m && gc < k;
+                kf_cp_async16(dst, in ? src : a, in ? 16 : 0);
+            } else {
+                *reinterpret_cast<uint4*>(dst) = kf_gather8(src, gr < m ? min(8, k - gc) : 0);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < B_CHUNKS; ++i) {
+            const int f = tid + i * THREADS;
+            const int row = f / (BN / 8), ch = f % (BN / 8);
+            const int gr = k0 + row, gc = bn + ch * 8;
+            unsigned char* dst = bs + (ch / 8) * B_BLOCK + row * 128 + (((ch % 8) ^ (row & 7)) << 4);
+            const __half* src = b + (size_t)gr * n + gc;
+            if (b_vec) {
+                const bool in = gr < k && gc < n;
+                kf_cp_async16(dst, in ? src : b, in ? 16 : 0);
+            } else {
+                *reinterpret_cast<uint4*>(dst) = kf_gather8(src, gr < k ? min(8, n - gc) : 0);
+            }
+        }
+    };
+
+    float acc[MT][ACC];
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) {
+            acc[t][i] = 0.0f;
+        }
+    }
+
+    const int ntiles = (k + BK - 1) / BK;
+    constexpr int AHEAD = STAGES - 1 - INFLIGHT;        // slices in flight ahead of the math
+    // prologue: AHEAD slices in flight (a group is committed even when empty, so that the wait
+    // counts the same in every iteration)
+#pragma unroll
+    for (int s = 0; s < AHEAD; ++s) {
+        if (s < ntiles) {
+            load_tile(s, s);
+        }
+        kf_cp_async_commit();
+    }
+
+#pragma unroll 1
+    for (int tile = 0; tile < ntiles; ++tile) {
+        kf_cp_async_wait<AHEAD - 1>();         // slice `tile` has landed (this thread's copies) ...
+        kf_fence_proxy_async();                // ... is visible to the tensor cores' reads ...
+        __syncthreads();                       // ... and so is everyone's; every batch before
+                                               // tile - INFLIGHT has retired: its stage is free
+        const int s = tile % STAGES;
+        const unsigned a_stage = as_addr + s * A_STAGE + wg * (MT * 64 * 128);
+        const unsigned b_stage = bs_addr + s * B_STAGE;
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+            kf_wgmma_hold<ACC>(acc[t]);
+        }
+        kf_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+            const unsigned long long db = kf_wgmma_desc(b_stage + kk * 16 * 128, B_BLOCK, 1024);
+#pragma unroll
+            for (int t = 0; t < MT; ++t) {
+                const unsigned long long da = kf_wgmma_desc(a_stage + t * 64 * 128 + kk * 32, 16, 1024);
+                kf_wgmma_tile(acc[t], da, db);
+            }
+        }
+        kf_wgmma_commit();
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+            kf_wgmma_hold<ACC>(acc[t]);
+        }
+        // refill the stage of slice tile - 1 - INFLIGHT, whose batch retired before the barrier
+        const int next = tile + AHEAD;
+        if (next < ntiles) {
+            load_tile(next, next % STAGES);
+        }
+        kf_cp_async_commit();
+        kf_wgmma_wait<INFLIGHT>();
+    }
+    kf_wgmma_wait<0>();
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+        kf_wgmma_hold<ACC>(acc[t]);
+    }
+
+    // epilogue: acc[t][i] is C[row0 + t*64 + 8*((i%4)/2)][col0 + 8*(i/4) + i%2], rounded to fp16
+    const int row0 = bm + wg * (MT * 64) + 16 * (wl / 32) + (wl % 32) / 4;
+    const int col0 = bn + 2 * (wl % 4);
+    const bool pair = (n & 1) == 0;            // 4-byte stores where every row starts 4-byte aligned
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = row0 + t * 64 + h * 8;
+            if (row >= m) {
+                continue;
+            }
+            __half* crow = c + (size_t)row * n;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                const int col = col0 + j * 8;
+                const float v0 = acc[t][4 * j + 2 * h], v1 = acc[t][4 * j + 2 * h + 1];
+                if (pair && col + 1 < n) {
+                    *reinterpret_cast<__half2*>(crow + col) = __floats2half2_rn(v0, v1);
+                } else {
+                    if (col < n) crow[col] = __float2half_rn(v0);
+                    if (col + 1 < n) crow[col + 1] = __float2half_rn(v1);
+                }
+            }
+        }
+    }
+}
