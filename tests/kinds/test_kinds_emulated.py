@@ -115,7 +115,10 @@ TASKS = {
     DATA / "box_rows.json": ({"BX": 64, "ITEMS": 1}, [{"width": 1, "height": 1, "radius": 1},
                                                        {"width": 300, "height": 3, "radius": 20}]),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json": (
-        {"BX": 64, "SEG": 32}, [{"w": 5, "h": 3, "r": 2}, {"w": 70, "h": 100, "r": 1}]),
+        # VEC = 4 by default: 4 columns a load where w % 4 == 0 (w = 68: a block's last columns past
+        # the edge), one at a time where not (w = 5, 70); the second setting one column a thread
+        {"BX": 64, "SEG": 32, "VEC": 1}, [{"w": 5, "h": 3, "r": 2}, {"w": 70, "h": 100, "r": 1},
+                                          {"w": 68, "h": 50, "r": 4}]),
     DATA / "sgemm_tn.json": ({"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "MINB": 1},
                              [{"m": 67, "n": 36, "k": 44}, {"m": 5, "n": 3, "k": 1}, {"m": 130, "n": 70, "k": 21}]),
     ROOT / "manifests" / "vector_add.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
