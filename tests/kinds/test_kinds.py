@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+import json
 from pathlib import Path
 
 import numpy as np
@@ -252,6 +253,36 @@ def _compiled(task, bound):
         pytest.skip(why)
     return preflight.compile_kernel(parse_candidate(gate_source(bound.source), name=bound.label), "sm_90",
                                     file=bound.label)
+
+
+@pytest.mark.parametrize("storage", ["float", "bf16"])
+def test_the_column_box_filter_compiles_four_columns_a_load_and_one_for_32_and_16_bit_storage(tmp_path, storage):
+    """box_filter_y's VEC = 4 (float4, or 4 x 16-bit in one 8-byte load) and VEC = 1 paths, without
+    spills.  (With __half the sample's NumPy reference sums in float16 itself, and the probe reads it
+    as a 7-tap stencil with fitted taps instead: a property of that reference, not of the kind.)"""
+    from kernel_forge.gate import preflight
+    from kernel_forge.model.candidate import parse_candidate
+    from kernel_forge.search.bound import gate_source
+
+    src = WILD_DIR / "cs_boxfilter_y" / "cs_boxfilter_y.json"
+    raw = json.loads(src.read_text())
+    raw["signature"] = raw["signature"].replace("float *", _TYPES[storage] + " *")
+    for f in src.parent.iterdir():
+        if f != src:
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    (tmp_path / src.name).write_text(json.dumps(raw))
+    task = load_task(tmp_path / src.name)
+    found = identify(task)
+    assert found.match is not None, found.why
+    [bound] = instantiate(task, found.match)
+    assert "kf_box_slide_down<float4>" in bound.source
+    why = preflight.nvrtc_available()
+    if why:
+        pytest.skip(why)
+    cand = parse_candidate(gate_source(bound.source), name=bound.label)
+    for vec in (4, 1):
+        res = preflight.compile_kernel(cand.with_defines({"VEC": vec}), "sm_90", file=bound.label)
+        assert res.resources.get("spill_stores", 0) == 0, (vec, res.resources)
 
 
 def test_a_reduction_that_adds_to_its_output_is_bound_to_add():

@@ -32,19 +32,40 @@
 #endif
 #define KF_THREADS BX
 
-__device__ __forceinline__ float kf_box_at(const kf_x_t* __restrict__ x, long long row, long long col,
-                                           long long rows, long long cols)
+// one column (float) or 4 adjacent ones (float4): the load of a row (edges clamped or zero), the
+// running sums, the store
+__device__ __forceinline__ float kf_box_load(const kf_x_t* p, float*) { return kf_ld(p); }
+__device__ __forceinline__ float4 kf_box_load(const kf_x_t* p, float4*) { return kf_ld4(p); }
+__device__ __forceinline__ void kf_box_store(kf_y_t* p, float t, float s) { kf_st(p, t * s); }
+__device__ __forceinline__ void kf_box_store(kf_y_t* p, float4 t, float s)
+{
+    kf_st4(p, make_float4(t.x * s, t.y * s, t.z * s, t.w * s));
+}
+__device__ __forceinline__ void kf_box_add(float& t, float v) { t += v; }
+__device__ __forceinline__ void kf_box_add(float4& t, float4 v) { t.x += v.x; t.y += v.y; t.z += v.z; t.w += v.w; }
+__device__ __forceinline__ void kf_box_slide(float& t, float in, float out) { t += in - out; }
+__device__ __forceinline__ void kf_box_slide(float4& t, float4 in, float4 out)
+{
+    t.x += in.x - out.x; t.y += in.y - out.y; t.z += in.z - out.z; t.w += in.w - out.w;
+}
+
+template <typename V>
+__device__ __forceinline__ V kf_box_at(const kf_x_t* __restrict__ x, long long row, long long col,
+                                       long long rows, long long cols)
 {
 #if KF_EDGE_CLAMP
     row = row < 0 ? 0 : (row >= rows ? rows - 1 : row);
-    return kf_ld(x + row * cols + col);
 #else
-    return (row < 0 || row >= rows) ? 0.0f : kf_ld(x + row * cols + col);
+    if (row < 0 || row >= rows) return V{};
 #endif
+    return kf_box_load(x + row * cols + col, (V*)nullptr);
 }
 
-__device__ __forceinline__ void kf_box_column(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
-                                              long long rows, long long cols, long long r, long long col)
+// the sliding window down column col (V = float) or columns col..col+3 (V = float4: cols % 4 == 0,
+// the rows aligned) over this block's segment of rows
+template <typename V>
+__device__ __forceinline__ void kf_box_slide_down(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
+                                                  long long rows, long long cols, long long r, long long col)
 {
     const long long r0 = (long long)blockIdx.y * SEG;
     if (col >= cols || r0 >= rows) return;
@@ -52,106 +73,45 @@ __device__ __forceinline__ void kf_box_column(const kf_x_t* __restrict__ x, kf_y
     const float scale = KF_MEAN ? 1.0f / (float)(2 * r + 1) : 1.0f;
     // the window around the first row, UNROLL loads issued before their sums (as a plain loop, NVRTC
     // unrolled it 4 at a time: a radius of 8 took 5 round trips a segment)
-    float t = 0.0f;
+    V t{};
     long long d = -r;
     for (; d + UNROLL <= r + 1; d += UNROLL) {
-        float v[UNROLL];
+        V v[UNROLL];
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) v[u] = kf_box_at(x, r0 + d + u, col, rows, cols);
+        for (int u = 0; u < UNROLL; ++u) v[u] = kf_box_at<V>(x, r0 + d + u, col, rows, cols);
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) t += v[u];
+        for (int u = 0; u < UNROLL; ++u) kf_box_add(t, v[u]);
     }
-    for (; d <= r; ++d) t += kf_box_at(x, r0 + d, col, rows, cols);
-    kf_st(y + r0 * cols + col, t * scale);
+    for (; d <= r; ++d) kf_box_add(t, kf_box_at<V>(x, r0 + d, col, rows, cols));
+    kf_box_store(y + r0 * cols + col, t, scale);
     long long row = r0 + 1;
     for (; row + UNROLL <= r1; row += UNROLL) {
-        float in[UNROLL], out[UNROLL];
+        V in[UNROLL], out[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
-            in[u] = kf_box_at(x, row + u + r, col, rows, cols);
-            out[u] = kf_box_at(x, row + u - r - 1, col, rows, cols);
+            in[u] = kf_box_at<V>(x, row + u + r, col, rows, cols);
+            out[u] = kf_box_at<V>(x, row + u - r - 1, col, rows, cols);
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
-            t += in[u] - out[u];
-            kf_st(y + (row + u) * cols + col, t * scale);
+            kf_box_slide(t, in[u], out[u]);
+            kf_box_store(y + (row + u) * cols + col, t, scale);
         }
     }
     for (; row < r1; ++row) {
-        t += kf_box_at(x, row + r, col, rows, cols) - kf_box_at(x, row - r - 1, col, rows, cols);
-        kf_st(y + row * cols + col, t * scale);
+        kf_box_slide(t, kf_box_at<V>(x, row + r, col, rows, cols), kf_box_at<V>(x, row - r - 1, col, rows, cols));
+        kf_box_store(y + row * cols + col, t, scale);
     }
 }
-
-#if VEC == 4
-__device__ __forceinline__ float4 kf_box_at4(const kf_x_t* __restrict__ x, long long row, long long col,
-                                             long long rows, long long cols)
-{
-#if KF_EDGE_CLAMP
-    row = row < 0 ? 0 : (row >= rows ? rows - 1 : row);
-    return kf_ld4(x + row * cols + col);
-#else
-    return (row < 0 || row >= rows) ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : kf_ld4(x + row * cols + col);
-#endif
-}
-
-__device__ __forceinline__ float4 kf_box_scaled(float4 t, float s) { return make_float4(t.x * s, t.y * s, t.z * s, t.w * s); }
-
-// the sliding window of kf_box_column on 4 adjacent columns at once (cols % 4 == 0, aligned rows)
-__device__ __forceinline__ void kf_box_columns4(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
-                                                long long rows, long long cols, long long r, long long col)
-{
-    const long long r0 = (long long)blockIdx.y * SEG;
-    if (col >= cols || r0 >= rows) return;
-    const long long r1 = min(rows, r0 + SEG);
-    const float scale = KF_MEAN ? 1.0f / (float)(2 * r + 1) : 1.0f;
-    float4 t = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    long long d = -r;
-    for (; d + UNROLL <= r + 1; d += UNROLL) {
-        float4 v[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) v[u] = kf_box_at4(x, r0 + d + u, col, rows, cols);
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) { t.x += v[u].x; t.y += v[u].y; t.z += v[u].z; t.w += v[u].w; }
-    }
-    for (; d <= r; ++d) {
-        const float4 v = kf_box_at4(x, r0 + d, col, rows, cols);
-        t.x += v.x; t.y += v.y; t.z += v.z; t.w += v.w;
-    }
-    kf_st4(y + r0 * cols + col, kf_box_scaled(t, scale));
-    long long row = r0 + 1;
-    for (; row + UNROLL <= r1; row += UNROLL) {
-        float4 in[UNROLL], out[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            in[u] = kf_box_at4(x, row + u + r, col, rows, cols);
-            out[u] = kf_box_at4(x, row + u - r - 1, col, rows, cols);
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            t.x += in[u].x - out[u].x; t.y += in[u].y - out[u].y;
-            t.z += in[u].z - out[u].z; t.w += in[u].w - out[u].w;
-            kf_st4(y + (row + u) * cols + col, kf_box_scaled(t, scale));
-        }
-    }
-    for (; row < r1; ++row) {
-        const float4 in = kf_box_at4(x, row + r, col, rows, cols), out = kf_box_at4(x, row - r - 1, col, rows, cols);
-        t.x += in.x - out.x; t.y += in.y - out.y; t.z += in.z - out.z; t.w += in.w - out.w;
-        kf_st4(y + row * cols + col, kf_box_scaled(t, scale));
-    }
-}
-#endif
 
 __device__ __forceinline__ void kf_box_filter(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
                                               long long rows, long long cols, long long r)
 {
     const long long col = ((long long)blockIdx.x * BX + threadIdx.x) * VEC;
-#if VEC == 4
-    if (cols % 4 == 0 && kf_aligned4(x) && kf_aligned4(y)) {
-        kf_box_columns4(x, y, rows, cols, r, col);
+    if (VEC == 4 && cols % 4 == 0 && kf_aligned4(x) && kf_aligned4(y)) {
+        kf_box_slide_down<float4>(x, y, rows, cols, r, col);
         return;
     }
-#endif
 #pragma unroll 1
-    for (int v = 0; v < VEC; ++v) kf_box_column(x, y, rows, cols, r, col + v);
+    for (int v = 0; v < VEC; ++v) kf_box_slide_down<float>(x, y, rows, cols, r, col + v);
 }

@@ -82,10 +82,10 @@
 // -- the mma.sync and ldmatrix wrappers, the chunk swizzle and the gather (kforge/f16_mma.cuh), the
 // cp.async wrappers (kforge/cp_async.cuh), sm_80+.  The tests' host emulation defines
 // KF_EMULATED_PTX and supplies the PTX wrappers.
-#include "kforge/f16_mma.cuh"
 #ifndef KF_EMULATED_PTX
 #include "kforge/cp_async.cuh"
 #endif
+#include "kforge/f16_mma.cuh"
 #include "kforge/block_order.cuh"
 
 #if KF_AB_BF16
@@ -105,15 +105,7 @@ __device__ __forceinline__ void kf_load(T* dst, const T* __restrict__ src, int n
     for (int i = 0; i < ROWS * CPR / THREADS; ++i) {
         const int f = threadIdx.x + i * THREADS;
         const int row = f / CPR, ch = f % CPR;
-        const int gr = r0 + row, gc = c0 + ch * 8;
-        T* d = dst + row * ROWLEN + kf_swz<CPR>(row, ch) * 8;
-        const T* s = src + (size_t)gr * ncols + gc;
-        if (vec) {
-            const bool in = gr < nrows && gc < ncols;
-            kf_cp_async16(d, in ? s : src, in ? 16 : 0);
-        } else {
-            *reinterpret_cast<uint4*>(d) = kf_gather8(s, gr < nrows ? min(8, ncols - gc) : 0);
-        }
+        kf_copy8(dst + row * ROWLEN + kf_swz<CPR>(row, ch) * 8, src, nrows, ncols, r0 + row, c0 + ch * 8, vec);
     }
 }
 

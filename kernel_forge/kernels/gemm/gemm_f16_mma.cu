@@ -81,13 +81,13 @@
 #error "STAGES >= 2"
 #endif
 
-// -- the mma.sync and ldmatrix wrappers (sm_80+), the chunk swizzle and the 8-half gather, from the
+// -- the mma.sync and ldmatrix wrappers (sm_80+), the chunk swizzle, copy and fp16 pair store, from the
 // kernel library's header kforge/f16_mma.cuh; the cp.async wrappers from kforge/cp_async.cuh.  The
 // tests' host emulation defines KF_EMULATED_PTX and supplies the PTX wrappers.
-#include "kforge/f16_mma.cuh"
 #ifndef KF_EMULATED_PTX
 #include "kforge/cp_async.cuh"
 #endif
+#include "kforge/f16_mma.cuh"
 #include "kforge/block_order.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -120,29 +120,13 @@ matmul_f16(const __half* __restrict__ a, const __half* __restrict__ b, __half* _
         for (int i = 0; i < A_CHUNKS; ++i) {
             const int f = tid + i * THREADS;
             const int row = f / A_CPR, ch = f % A_CPR;
-            const int gr = bm + row, gc = k0 + ch * 8;
-            __half* dst = as + row * BK + kf_swz<A_CPR>(row, ch) * 8;
-            const __half* src = a + (size_t)gr * k + gc;
-            if (a_vec) {
-                const bool in = gr < m && gc < k;
-                kf_cp_async16(dst, in ? src : a, in ? 16 : 0);
-            } else {
-                *reinterpret_cast<uint4*>(dst) = kf_gather8(src, gr < m ? min(8, k - gc) : 0);
-            }
+            kf_copy8(as + row * BK + kf_swz<A_CPR>(row, ch) * 8, a, m, k, bm + row, k0 + ch * 8, a_vec);
         }
 #pragma unroll
         for (int i = 0; i < B_CHUNKS; ++i) {
             const int f = tid + i * THREADS;
             const int row = f / B_CPR, ch = f % B_CPR;
-            const int gr = k0 + row, gc = bn + ch * 8;
-            __half* dst = bs + row * BN + kf_swz<B_CPR>(row, ch) * 8;
-            const __half* src = b + (size_t)gr * n + gc;
-            if (b_vec) {
-                const bool in = gr < k && gc < n;
-                kf_cp_async16(dst, in ? src : b, in ? 16 : 0);
-            } else {
-                *reinterpret_cast<uint4*>(dst) = kf_gather8(src, gr < k ? min(8, n - gc) : 0);
-            }
+            kf_copy8(bs + row * BN + kf_swz<B_CPR>(row, ch) * 8, b, k, n, k0 + row, bn + ch * 8, b_vec);
         }
     };
 
@@ -231,12 +215,7 @@ matmul_f16(const __half* __restrict__ a, const __half* __restrict__ b, __half* _
             for (int j = 0; j < NI; ++j) {
                 const int col = col0 + j * 8;
                 const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-                if (pair && col + 1 < n) {
-                    *reinterpret_cast<__half2*>(crow + col) = __floats2half2_rn(v0, v1);
-                } else {
-                    if (col < n) crow[col] = __float2half_rn(v0);
-                    if (col + 1 < n) crow[col + 1] = __float2half_rn(v1);
-                }
+                kf_store2_f16(crow, col, n, v0, v1, pair);
             }
         }
     }

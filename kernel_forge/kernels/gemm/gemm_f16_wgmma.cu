@@ -79,14 +79,14 @@
 #error "gemm_f16_wgmma needs sm_90a (wgmma.mma_async): compile it for a compute capability 9.0 GPU"
 #endif
 
-// -- the wgmma wrappers, descriptors and fences from kforge/wgmma.cuh; the 8-half gather from
+// -- the wgmma wrappers, descriptors and fences from kforge/wgmma.cuh; the 8-half chunk copy from
 // kforge/f16_mma.cuh; the cp.async wrappers from kforge/cp_async.cuh.  The tests' host emulation
 // defines KF_EMULATED_PTX and supplies the PTX wrappers.
 #include "kforge/wgmma.cuh"
-#include "kforge/f16_mma.cuh"
 #ifndef KF_EMULATED_PTX
 #include "kforge/cp_async.cuh"
 #endif
+#include "kforge/f16_mma.cuh"
 #include "kforge/block_order.cuh"
 
 __device__ __forceinline__ void kf_wgmma_tile(float* d, unsigned long long da, unsigned long long db)
@@ -132,29 +132,14 @@ matmul_f16(const __half* __restrict__ a, const __half* __restrict__ b, __half* _
         for (int i = 0; i < A_CHUNKS; ++i) {
             const int f = tid + i * THREADS;
             const int row = f / 8, ch = f % 8;
-            const int gr = bm + row, gc = k0 + ch * 8;
-            unsigned char* dst = as + row * 128 + ((ch ^ (row & 7)) << 4);
-            const __half* src = a + (size_t)gr * k + gc;
-            if (a_vec) {
-                const bool in = gr < m && gc < k;
-                kf_cp_async16(dst, in ? src : a, in ? 16 : 0);
-            } else {
-                *reinterpret_cast<uint4*>(dst) = kf_gather8(src, gr < m ? min(8, k - gc) : 0);
-            }
+            kf_copy8(as + row * 128 + ((ch ^ (row & 7)) << 4), a, m, k, bm + row, k0 + ch * 8, a_vec);
         }
 #pragma unroll
         for (int i = 0; i < B_CHUNKS; ++i) {
             const int f = tid + i * THREADS;
             const int row = f / (BN / 8), ch = f % (BN / 8);
-            const int gr = k0 + row, gc = bn + ch * 8;
-            unsigned char* dst = bs + (ch / 8) * B_BLOCK + row * 128 + (((ch % 8) ^ (row & 7)) << 4);
-            const __half* src = b + (size_t)gr * n + gc;
-            if (b_vec) {
-                const bool in = gr < k && gc < n;
-                kf_cp_async16(dst, in ? src : b, in ? 16 : 0);
-            } else {
-                *reinterpret_cast<uint4*>(dst) = kf_gather8(src, gr < k ? min(8, n - gc) : 0);
-            }
+            kf_copy8(bs + (ch / 8) * B_BLOCK + row * 128 + (((ch % 8) ^ (row & 7)) << 4), b, k, n, k0 + row, bn + ch * 8,
+                     b_vec);
         }
     };
 
@@ -238,12 +223,7 @@ matmul_f16(const __half* __restrict__ a, const __half* __restrict__ b, __half* _
             for (int j = 0; j < BN / 8; ++j) {
                 const int col = col0 + j * 8;
                 const float v0 = acc[t][4 * j + 2 * h], v1 = acc[t][4 * j + 2 * h + 1];
-                if (pair && col + 1 < n) {
-                    *reinterpret_cast<__half2*>(crow + col) = __floats2half2_rn(v0, v1);
-                } else {
-                    if (col < n) crow[col] = __float2half_rn(v0);
-                    if (col + 1 < n) crow[col + 1] = __float2half_rn(v1);
-                }
+                kf_store2_f16(crow, col, n, v0, v1, pair);
             }
         }
     }

@@ -1,10 +1,11 @@
 // kforge/f16_mma.cuh -- the 16-bit tensor-core pieces of the half-precision GEMMs (sm_80+):
 // mma.sync.m16n8k16 for fp16 and bf16 operands (fp32 accumulators), ldmatrix.x4 and its transposed
-// form, the XOR swizzle of 16-byte chunks in shared rows, and the 8-value gather of a ragged or
-// unaligned chunk.  One copy for the library's kernels that use them (gemm/gemm_f16_mma,
-// gemm/gemm_f16); NVRTC gets it in memory by this name (kernel_forge/kernels/library.py).  The
-// tests' host emulation defines KF_EMULATED_PTX and supplies the PTX wrappers; the swizzle and the
-// gather are shared with it.
+// form, the XOR swizzle of 16-byte chunks in shared rows, the copy of a chunk of 8 values into
+// shared memory (cp.async, or the 8-value gather of a ragged or unaligned chunk), and the rounded
+// store of two fp16 outputs.  One copy for the library's kernels that use them (gemm/gemm_f16_mma,
+// gemm/gemm_f16, gemm/gemm_f16_wgmma); NVRTC gets it in memory by this name
+// (kernel_forge/kernels/library.py).  The tests' host emulation defines KF_EMULATED_PTX and supplies
+// the PTX wrappers; the rest is shared with it.
 #ifndef KF_EMULATED_PTX
 // d += a (16 x 16, row) * b (16 x 8, col), fp16 inputs, fp32 accumulate.  With g = lane / 4, t = lane % 4
 // (each register holds two halves, the lower column / row first):
@@ -66,4 +67,34 @@ __device__ __forceinline__ uint4 kf_gather8(const T* p, int count)
     }
     return make_uint4(h[0] | ((unsigned)h[1] << 16), h[2] | ((unsigned)h[3] << 16),
                       h[4] | ((unsigned)h[5] << 16), h[6] | ((unsigned)h[7] << 16));
+}
+
+// one chunk of 8 16-bit values of a row-major nrows x ncols matrix, from (gr, gc), into the 16 bytes
+// at dst: by cp.async where `vec` (rows a multiple of 8 values, the matrix 16-byte aligned: a chunk
+// then lies wholly inside or outside, and outside is zero-filled), else gathered value by value with
+// zeros outside and stored directly.  (kf_cp_async16: kforge/cp_async.cuh, included before this.)
+template <typename T>
+__device__ __forceinline__ void kf_copy8(void* dst, const T* __restrict__ mat, int nrows, int ncols, int gr, int gc,
+                                         bool vec)
+{
+    const T* src = mat + (size_t)gr * ncols + gc;
+    if (vec) {
+        const bool in = gr < nrows && gc < ncols;
+        kf_cp_async16(dst, in ? src : mat, in ? 16 : 0);
+    } else {
+        *reinterpret_cast<uint4*>(dst) = kf_gather8(src, gr < nrows ? min(8, ncols - gc) : 0);
+    }
+}
+
+// C[row][col] and C[row][col + 1] of the fp16 row crow (n values) from two fp32 accumulators,
+// rounded once: one 4-byte store where `pair` (n even: every row starts 4-byte aligned) and both lie
+// inside, else each one that lies inside
+__device__ __forceinline__ void kf_store2_f16(__half* crow, int col, int n, float v0, float v1, bool pair)
+{
+    if (pair && col + 1 < n) {
+        *reinterpret_cast<__half2*>(crow + col) = __floats2half2_rn(v0, v1);
+    } else {
+        if (col < n) crow[col] = __float2half_rn(v0);
+        if (col + 1 < n) crow[col + 1] = __float2half_rn(v1);
+    }
 }
