@@ -72,7 +72,8 @@ TASKS = {
     DATA / "scaled_softmax_f16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"rows": 3, "cols": 1200}]),
     DATA / "l2_normalize.json": ({"WPR": 1, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"rows": 2, "cols": 300}]),
     DATA / "row_argmax.json": ({"WPR": 2, "RPB": 2}, [{"rows": 3, "vocab": 1024}, {"rows": 2, "vocab": 5}]),
-    DATA / "index_copy.json": ({"TPR": 32, "RPB": 2}, [{"tokens": 3, "width": 5}, {"tokens": 5, "width": 64}]),
+    DATA / "index_copy.json": ({"TPR": 32, "RPB": 2}, [{"tokens": 3, "width": 5}, {"tokens": 5, "width": 64},
+                                                       {"tokens": 4, "width": 800}]),
     DATA / "gelu_backward.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"N": 1}, {"N": 4101}]),
     DATA / "causal_softmax.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"N": 2, "T": 300}, {"N": 1, "T": 7}]),
     DATA / "batched_transpose.json": ({"BR": 4, "TY": 2}, [{"batch": 2, "rows": 70, "cols": 3}]),
@@ -111,7 +112,8 @@ TASKS = {
     ROOT / "bench" / "wild" / "cs_reduction" / "cs_reduction.json": (   # a sum per 512 values, the last short
         {"WPR": 4, "RPB": 1}, [{"n": 1}, {"n": 512}, {"n": 1537}, {"n": 2050}]),
     ROOT / "bench" / "wild" / "llmc_encoder" / "llmc_encoder.json": (   # wte[token] + wpe[t]
-        {"TPR": 32, "RPB": 2}, [{"B": 1, "T": 1, "C": 5, "V": 50}, {"B": 3, "T": 5, "C": 64, "V": 50}]),
+        {"TPR": 32, "RPB": 2}, [{"B": 1, "T": 1, "C": 5, "V": 50}, {"B": 3, "T": 5, "C": 64, "V": 50},
+                                {"B": 2, "T": 3, "C": 800, "V": 50}]),    # 4 vectors a step, then the rest
     DATA / "box_rows.json": ({"BX": 64, "ITEMS": 1}, [{"width": 1, "height": 1, "radius": 1},
                                                        {"width": 300, "height": 3, "radius": 20}]),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json": (

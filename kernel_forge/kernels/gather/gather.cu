@@ -20,6 +20,31 @@
 #ifndef KF_SCATTER
 #define KF_SCATTER 0
 #endif
+#define KF_GATHER_U 3               // 4 spilled in the scatter (ptxas aims at 32 registers for full occupancy)
+
+// KF_GATHER_U 4-value vectors of one row, TPR * 4 values apart from j on (GUARD: only those inside
+// the row): every load, then every store
+template <bool GUARD>
+__device__ __forceinline__ void kf_gather_step(const kf_table_t* __restrict__ src, const kf_pos_t* __restrict__ add,
+                                               kf_y_t* __restrict__ dst, long long j, long long cols)
+{
+    constexpr long long STEP = 4LL * TPR;
+    float4 v[KF_GATHER_U];
+#pragma unroll
+    for (int u = 0; u < KF_GATHER_U; ++u) {
+        if (GUARD && j + STEP * u >= cols) break;
+        v[u] = kf_ld4(src + j + STEP * u);
+        if (KF_HAS_POS) {
+            const float4 p = kf_ld4(add + j + STEP * u);
+            v[u].x += p.x; v[u].y += p.y; v[u].z += p.z; v[u].w += p.w;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < KF_GATHER_U; ++u) {
+        if (GUARD && j + STEP * u >= cols) break;
+        kf_sts4(dst + j + STEP * u, v[u]);
+    }
+}
 
 __device__ __forceinline__ void kf_gather(const kf_index_t* __restrict__ index, const kf_table_t* __restrict__ table,
                                           const kf_pos_t* __restrict__ pos, kf_y_t* __restrict__ y, long long rows,
@@ -34,13 +59,17 @@ __device__ __forceinline__ void kf_gather(const kf_index_t* __restrict__ index, 
     const kf_pos_t* __restrict__ add = KF_HAS_POS ? pos + (row % period) * cols : nullptr;
     kf_y_t* __restrict__ dst = y + (KF_SCATTER ? id : row) * cols;
     if (cols % 4 == 0 && kf_aligned4(table) && kf_aligned4(y) && kf_aligned4(pos)) {
-        for (long long j = 4LL * t; j < cols; j += 4LL * TPR) {
-            float4 v = kf_ld4(src + j);
-            if (KF_HAS_POS) {
-                const float4 p = kf_ld4(add + j);
-                v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
-            }
-            kf_sts4(dst + j, v);
+        // KF_GATHER_U vectors of the row a step, their loads all issued before the first store (as a
+        // plain loop, even unrolled, each store went out before the next vector's loads: a row of 768
+        // floats took three round trips one after another at 64 threads a row); the last step's
+        // vectors past the row are left out
+        long long j = 4LL * t;
+#pragma unroll 1
+        for (; j + 4LL * TPR * (KF_GATHER_U - 1) < cols; j += 4LL * TPR * KF_GATHER_U) {
+            kf_gather_step<false>(src, add, dst, j, cols);
+        }
+        if (j < cols) {
+            kf_gather_step<true>(src, add, dst, j, cols);
         }
     } else {
         for (long long j = t; j < cols; j += TPR) kf_st(dst + j, kf_ld(src + j) + (KF_HAS_POS ? kf_ld(add + j) : 0.0f));
