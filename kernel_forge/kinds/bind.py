@@ -47,8 +47,9 @@ class Bound:
 class _Writer:
     """The pieces one instantiation is assembled from."""
 
-    def __init__(self, task, match: Match):
+    def __init__(self, task, match: Match, base: str = ""):
         self.task, self.match = task, match
+        self.base = base                        #: the kind's template this instantiation stands for
         self.types: dict[str, str] = {}
         self.defines: dict[str, str] = {}
         self.slots: dict[str, str] = {}
@@ -415,7 +416,8 @@ def _gemm(w: _Writer) -> str:
         if any(w.types[r] not in _CTYPES.values() for r in ("c", "bias")):
             raise Unbindable(f"the bound 16-bit gemm writes a floating-point c (and reads such a bias): c is "
                              f"{w.types['c']}, bias {w.types['bias']}")
-        w.template = "gemm/gemm_f16"
+        # in place of the SIMT pattern mma.sync (any GPU since sm_80), of the split-TF32 one wgmma (Hopper)
+        w.template = "gemm/gemm_f16_wg" if w.base == "gemm/gemm_tf32x3" else "gemm/gemm_f16"
         w.defines["KF_AB_BF16"] = int(operands == {"__nv_bfloat16"})
     elif any(w.types[r] != "float" for r in ("a", "b", "c")) or (bias != "nullptr" and w.types["bias"] != "float"):
         raise Unbindable("the bound gemm is float32 (SIMT FFMA or split TF32) or 16-bit (fp16 or bf16 on the "
@@ -466,7 +468,7 @@ _WRITERS = {
 
 #: further bound patterns of a kind, written by the same writer: the tuner gates and searches each
 #: beside the first (fp32 GEMM: the split-precision TF32 tensor-core pattern beside the SIMT one;
-#: 16-bit operands take gemm_f16 in place of both)
+#: 16-bit operands take gemm_f16 (mma.sync) and gemm_f16_wg (Hopper's wgmma) in their places)
 _MORE = {
     "gemm": ("gemm/gemm_tf32x3",),
 }
@@ -483,7 +485,7 @@ def instantiate(task, match: Match) -> list[Bound]:
     first, write = _WRITERS[match.kind]
     out = []
     for template in (first, *_MORE.get(match.kind, ())):
-        w = _Writer(task, match)
+        w = _Writer(task, match, template)
         call = write(w)
         template = w.template or template      # a writer may choose its kind's other template (per-row scan, SGD)
         stem = template.split("/")[1]

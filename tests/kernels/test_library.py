@@ -46,7 +46,7 @@ def test_a_kernel_is_found_by_its_name_by_its_stem_and_by_its_file():
 def test_the_binder_s_templates_are_the_library_s_bound_kernels():
     used = {first for first, _ in bind._WRITERS.values()} | {n for more in bind._MORE.values() for n in more}
     used |= {"box_filter/box_filter_x", "scan/scan_rows",          # a writer's choice by the kind's parameters
-             "optimizer_step/optimizer_sgd", "gemm/gemm_f16",                # ... and by the operands' type
+             "optimizer_step/optimizer_sgd", "gemm/gemm_f16", "gemm/gemm_f16_wg",   # ... and by the operands' type
              "elementwise/gated_halves", "transpose/permute_rows",           # ... and by the form
              "row_reduction/row_argmax"}
     assert used == set(library.names("bound"))
@@ -61,11 +61,16 @@ HEADERS = {"kforge/tf32_mma.cuh": ("kf_tf32(float x)", "kf_mma_tf32(float* d"),
                                   "kf_ldmatrix_x4_trans(unsigned* r", "kf_swz(int r, int c)", "kf_gather8(const T* p",
                                   "kf_copy8(void* dst", "kf_store2_f16(__half* crow"),
            "kforge/wgmma.cuh": ("kf_wgmma_desc(unsigned saddr", "kf_wgmma_n64(float* d", "kf_wgmma_n128(float* d",
-                                "kf_wgmma_n256(float* d", "void kf_fence_proxy_async()", "void kf_wgmma_wait()")}
+                                "kf_wgmma_n256(float* d", "void kf_fence_proxy_async()", "void kf_wgmma_wait()",
+                                "kf_wg_load_k(unsigned char* dst", "kf_wg_load_mn(unsigned char* dst"),
+           "kforge/gemm_epilogue.cuh": ("void kf_epi(float acc, kf_c_t* __restrict__ crow",)}
 USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_tf32x3": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_f16_mma": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
-         "gemm/gemm_f16": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
+         "gemm/gemm_f16": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh",
+                           "kforge/gemm_epilogue.cuh"),
+         "gemm/gemm_f16_wg": ("kforge/wgmma.cuh", "kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh",
+                              "kforge/gemm_epilogue.cuh"),
          "gemm/gemm_f16_wgmma": ("kforge/wgmma.cuh", "kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh")}
 
 

@@ -85,12 +85,18 @@ def test_an_fp32_gemm_gets_the_split_tf32_tensor_core_pattern_beside_the_simt_on
 
 
 @pytest.mark.parametrize("name, trans, bf16", [("linear_f16", ("0", "1"), "0"), ("hgemm_tn_bf16", ("1", "0"), "1")])
-def test_a_16_bit_gemm_gets_the_tensor_core_pattern_alone_with_its_operands_layout_and_type(name, trans, bf16):
+def test_a_16_bit_gemm_gets_the_tensor_core_patterns_alone_with_its_operands_layout_and_type(name, trans, bf16):
     from kernel_forge.model.candidate import parse_candidate
 
     task = load_task(DATA / f"{name}.json")
-    [bound] = instantiate(task, identify(task).match)      # not the fp32 patterns: they read float operands
-    assert bound.label == "bound_gemm_f16.cu"
+    bound, wg = instantiate(task, identify(task).match)    # not the fp32 patterns: they read float operands
+    assert (bound.label, wg.label) == ("bound_gemm_f16.cu", "bound_gemm_f16_wg.cu")
+    # Hopper's warpgroup MMA: each operand staged as it lies, the instruction told which is transposed
+    w = wg.source
+    assert "wgmma.mma_async.sync.aligned.m64n" in w and "kf_wgmma_n256<KF_TRANS_A, !KF_TRANS_B, KF_AB_BF16>" in w
+    assert f"#define KF_TRANS_A {trans[0]}" in w and f"#define KF_TRANS_B {trans[1]}" in w
+    assert f"#define KF_AB_BF16 {bf16}" in w and "needs sm_90a" in w and "ldmatrix" not in w.split("kf_gemm(")[1]
+    assert 40 <= len(parse_candidate(w, name=wg.label).configurations()) <= 200
     src = bound.source
     mma = "bf16.bf16" if bf16 == "1" else "f16.f16"
     assert f"mma.sync.aligned.m16n8k16.row.col.f32.{mma}.f32" in src and "ldmatrix" in src

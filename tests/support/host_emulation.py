@@ -458,15 +458,18 @@ inline void emu_ldmatrix(unsigned* r, const void* row, bool trans)
 inline void kf_ldmatrix_x4(unsigned* r, const void* row) { emu_ldmatrix(r, row, false); }
 inline void kf_ldmatrix_x4_trans(unsigned* r, const void* row) { emu_ldmatrix(r, row, true); }
 
-// wgmma.mma_async.m64nNk16.f32.f16.f16 (sm_90a), A and B from shared memory through descriptors,
+// wgmma.mma_async.m64nNk16.f32.{f16,bf16} (sm_90a), A and B from shared memory through descriptors,
 // from the PTX ISA's "Matrix Descriptor Format" (start, LBO, SBO >> 4 in bits 0-13, 16-29, 32-45;
 // base offset 49-51; swizzle 62-63, 1 = 128 bytes) and its canonical layouts for 16-bit elements
-// (T = 8 of them in 16 bytes), in bytes: K-major A, ((8,m),(T,2)):((128,SBO),(2,16)); N-major B
-// (imm-trans-b = 1), ((T,8,m),(8,2)):((2,16,LBO),(128,SBO)); the 128-byte swizzle then XORs address
-// bits 4-6 with bits 7-9.  Written apart from the kernels: a stage laid out other than these tables
-// say gives wrong products.  Each thread computes its own accumulators (the m64nN fragment: warp w,
-// lane l, register i hold D[16w + l/4 + 8((i%4)/2)][8(i/4) + 2(l%4) + i%2]) when it issues, so the
-// fences, commits and waits are no-ops here; shared memory reads are checked against the window.
+// (T = 8 of them in 16 bytes), in bytes, for element (i along M or N, kk along K):
+//   K-major ((8,m),(T,2)):((128,SBO),(2,16)):   (i%8)*128 + (i/8)*SBO + (kk%8)*2 + (kk/8)*16
+//   MN-major ((T,8,m),(8,2)):((2,16,LBO),(128,SBO)): (i%8)*2 + (i/8%8)*16 + (i/64)*LBO + (kk%8)*128 + (kk/8)*SBO
+// A is K-major unless imm-trans-a (TA) is 1, B unless imm-trans-b (TB) is 1; the 128-byte swizzle
+// then XORs address bits 4-6 with bits 7-9.  Written apart from the kernels: a stage laid out other
+// than these tables say gives wrong products.  Each thread computes its own accumulators (the m64nN
+// fragment: warp w, lane l, register i hold D[16w + l/4 + 8((i%4)/2)][8(i/4) + 2(l%4) + i%2]) when it
+// issues, so the fences, commits and waits are no-ops here; shared memory reads are checked against
+// the window.
 inline unsigned kf_smem_u32(const void* p) { return (unsigned)(static_cast<const unsigned char*>(p) - emu_dyn_smem); }
 inline void kf_fence_proxy_async() {}
 inline void kf_wgmma_fence() {}
@@ -483,7 +486,13 @@ inline emu_wgmma_desc emu_wgmma_decode(unsigned long long d)
     }
     return {(unsigned)(d & 0x3FFF) << 4, (unsigned)((d >> 16) & 0x3FFF) << 4, (unsigned)((d >> 32) & 0x3FFF) << 4};
 }
-inline float emu_wgmma_at(unsigned addr)
+// the byte offset of element (i, kk) of an operand from its descriptor's start
+inline unsigned emu_wgmma_offset(const emu_wgmma_desc& e, int i, int kk, bool mn_major)
+{
+    if (mn_major) return (i % 8) * 2 + ((i / 8) % 8) * 16 + (i / 64) * e.lbo + (kk % 8) * 128 + (kk / 8) * e.sbo;
+    return (i % 8) * 128 + (i / 8) * e.sbo + (kk % 8) * 2 + (kk / 8) * 16;
+}
+inline float emu_wgmma_at(unsigned addr, bool bf16)
 {
     addr ^= ((addr >> 7) & 7u) << 4;
     if ((size_t)addr + 2 > emu_dyn_bytes) {
@@ -492,9 +501,9 @@ inline float emu_wgmma_at(unsigned addr)
     }
     uint16_t h;
     std::memcpy(&h, emu_dyn_smem + addr, 2);
-    return emu_h2f(h);
+    return bf16 ? emu_bf2f(h) : emu_h2f(h);
 }
-template <int N> void emu_wgmma(float* d, unsigned long long da, unsigned long long db)
+template <int N, int TA, int TB, bool BF16> void emu_wgmma(float* d, unsigned long long da, unsigned long long db)
 {
     const emu_wgmma_desc A = emu_wgmma_decode(da), B = emu_wgmma_decode(db);
     const int t = emu_tid() % 128, w = t / 32, l = t % 32;
@@ -502,16 +511,15 @@ template <int N> void emu_wgmma(float* d, unsigned long long da, unsigned long l
         const int row = 16 * w + l / 4 + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
         double s = d[i];
         for (int kk = 0; kk < 16; ++kk) {
-            const unsigned a = A.start + (row % 8) * 128 + (row / 8) * A.sbo + (kk % 8) * 2 + (kk / 8) * 16;
-            const unsigned b = B.start + (col % 8) * 2 + ((col / 8) % 8) * 16 + (col / 64) * B.lbo + (kk % 8) * 128 + (kk / 8) * B.sbo;
-            s += (double)emu_wgmma_at(a) * emu_wgmma_at(b);
+            s += (double)emu_wgmma_at(A.start + emu_wgmma_offset(A, row, kk, TA == 1), BF16)
+               * emu_wgmma_at(B.start + emu_wgmma_offset(B, col, kk, TB == 1), BF16);
         }
         d[i] = emu_toward_zero(s);
     }
 }
-inline void kf_wgmma_n64(float* d, unsigned long long da, unsigned long long db) { emu_wgmma<64>(d, da, db); }
-inline void kf_wgmma_n128(float* d, unsigned long long da, unsigned long long db) { emu_wgmma<128>(d, da, db); }
-inline void kf_wgmma_n256(float* d, unsigned long long da, unsigned long long db) { emu_wgmma<256>(d, da, db); }
+template <int TA, int TB, bool BF16> void kf_wgmma_n64(float* d, unsigned long long da, unsigned long long db) { emu_wgmma<64, TA, TB, BF16>(d, da, db); }
+template <int TA, int TB, bool BF16> void kf_wgmma_n128(float* d, unsigned long long da, unsigned long long db) { emu_wgmma<128, TA, TB, BF16>(d, da, db); }
+template <int TA, int TB, bool BF16> void kf_wgmma_n256(float* d, unsigned long long da, unsigned long long db) { emu_wgmma<256, TA, TB, BF16>(d, da, db); }
 
 // cp.async: each thread's copies are queued in groups and land when a wait retires their group
 struct emu_copy { void* dst; const void* src; int bytes, size; };

@@ -109,19 +109,8 @@ __device__ __forceinline__ void kf_load(T* dst, const T* __restrict__ src, int n
     }
 }
 
-// C = alpha * acc (+ beta * C) (+ bias[col])
-__device__ __forceinline__ void kf_epi(float acc, kf_c_t* __restrict__ crow, int col, float alpha, float beta,
-                                       const kf_bias_t* __restrict__ bias)
-{
-    float v = alpha * acc;
-#if KF_HAS_BETA
-    v = fmaf(beta, kf_ld(crow + col), v);
-#endif
-#if KF_HAS_BIAS
-    v += kf_ld(bias + col);
-#endif
-    kf_st(crow + col, v);
-}
+// C = alpha * acc (+ beta * C) (+ bias[col]): kf_epi
+#include "kforge/gemm_epilogue.cuh"
 
 __device__ __forceinline__ void kf_gemm(const kf_a_t* __restrict__ a, const kf_b_t* __restrict__ b,
                                         kf_c_t* __restrict__ c, int m, int n, int k, float alpha, float beta,

@@ -62,8 +62,6 @@
 #define A_STAGE (BM * BK * 2)              // bytes per A stage
 #define B_STAGE (BK * BN * 2)              // bytes per B stage
 #define B_BLOCK (BK * 128)                 // bytes of one 64-column block of B
-#define A_CHUNKS (BM * 8 / THREADS)        // 16-byte chunks of the A tile per thread
-#define B_CHUNKS (BK * (BN / 8) / THREADS) // 16-byte chunks of the B tile per thread
 #define ACC (BN / 2)                       // fp32 accumulators per thread per 64-row tile
 
 #if (BN != 64 && BN != 128 && BN != 256) || MT < 1 || WGS < 1
@@ -79,24 +77,24 @@
 #error "gemm_f16_wgmma needs sm_90a (wgmma.mma_async): compile it for a compute capability 9.0 GPU"
 #endif
 
-// -- the wgmma wrappers, descriptors and fences from kforge/wgmma.cuh; the 8-half chunk copy from
-// kforge/f16_mma.cuh; the cp.async wrappers from kforge/cp_async.cuh.  The tests' host emulation
-// defines KF_EMULATED_PTX and supplies the PTX wrappers.
-#include "kforge/wgmma.cuh"
+// -- the wgmma wrappers, descriptors, fences and the stages' copies from kforge/wgmma.cuh (over the
+// 8-half chunk copy of kforge/f16_mma.cuh); the cp.async wrappers from kforge/cp_async.cuh.  The
+// tests' host emulation defines KF_EMULATED_PTX and supplies the PTX wrappers.
 #ifndef KF_EMULATED_PTX
 #include "kforge/cp_async.cuh"
 #endif
 #include "kforge/f16_mma.cuh"
+#include "kforge/wgmma.cuh"
 #include "kforge/block_order.cuh"
 
 __device__ __forceinline__ void kf_wgmma_tile(float* d, unsigned long long da, unsigned long long db)
 {
 #if BN == 256
-    kf_wgmma_n256(d, da, db);
+    kf_wgmma_n256<0, 1, false>(d, da, db);
 #elif BN == 128
-    kf_wgmma_n128(d, da, db);
+    kf_wgmma_n128<0, 1, false>(d, da, db);
 #else
-    kf_wgmma_n64(d, da, db);
+    kf_wgmma_n64<0, 1, false>(d, da, db);
 #endif
 }
 
@@ -125,22 +123,8 @@ matmul_f16(const __half* __restrict__ a, const __half* __restrict__ b, __half* _
     const bool b_vec = (n & 7) == 0;
 
     auto load_tile = [&](int tile, int s) {
-        const int k0 = tile * BK;
-        unsigned char* as = As + s * A_STAGE;
-        unsigned char* bs = Bs + s * B_STAGE;
-#pragma unroll
-        for (int i = 0; i < A_CHUNKS; ++i) {
-            const int f = tid + i * THREADS;
-            const int row = f / 8, ch = f % 8;
-            kf_copy8(as + row * 128 + ((ch ^ (row & 7)) << 4), a, m, k, bm + row, k0 + ch * 8, a_vec);
-        }
-#pragma unroll
-        for (int i = 0; i < B_CHUNKS; ++i) {
-            const int f = tid + i * THREADS;
-            const int row = f / (BN / 8), ch = f % (BN / 8);
-            kf_copy8(bs + (ch / 8) * B_BLOCK + row * 128 + (((ch % 8) ^ (row & 7)) << 4), b, k, n, k0 + row, bn + ch * 8,
-                     b_vec);
-        }
+        kf_wg_load_k<BM, THREADS>(As + s * A_STAGE, a, m, k, bm, tile * BK, a_vec);
+        kf_wg_load_mn<BN, THREADS>(Bs + s * B_STAGE, b, k, n, tile * BK, bn, b_vec);
     };
 
     float acc[MT][ACC];
