@@ -163,7 +163,8 @@ def test_the_tensor_core_patterns_use_the_instructions_they_name():
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in hf and "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in hf
     assert "cp.async.cg.shared.global" in hf and "cp.async.wait_group" in hf
     wg = library.by_name("gemm_f16_wgmma").source()
-    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in wg and "wgmma.commit_group.sync.aligned" in wg
+    assert '"wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." AB "." AB' in wg and 'KF_WGMMA_ASM(256, "f16"' in wg
+    assert "wgmma.commit_group.sync.aligned" in wg
     assert "wgmma.wait_group.sync.aligned" in wg and "fence.proxy.async.shared::cta" in wg
     own = library.by_name("gemm_f16_wgmma").text()          # its own code (the headers aside) calls no mma.sync
     assert "cp.async.cg.shared.global" in wg and "kf_mma_f16(" not in own and "kf_ldmatrix" not in own

@@ -93,7 +93,7 @@ def test_a_16_bit_gemm_gets_the_tensor_core_patterns_alone_with_its_operands_lay
     assert (bound.label, wg.label) == ("bound_gemm_f16.cu", "bound_gemm_f16_wg.cu")
     # Hopper's warpgroup MMA: each operand staged as it lies, the instruction told which is transposed
     w = wg.source
-    assert "wgmma.mma_async.sync.aligned.m64n" in w and "kf_wgmma_n256<KF_TRANS_A, !KF_TRANS_B, KF_AB_BF16>" in w
+    assert "wgmma.mma_async.sync.aligned.m64n" in w and "kf_wg_mainloop<BN, MT, WGS, STAGES, INFLIGHT, KF_TRANS_A, !KF_TRANS_B, (bool)KF_AB_BF16>" in w
     assert f"#define KF_TRANS_A {trans[0]}" in w and f"#define KF_TRANS_B {trans[1]}" in w
     assert f"#define KF_AB_BF16 {bf16}" in w and "needs sm_90a" in w and "ldmatrix" not in w.split("kf_gemm(")[1]
     assert 40 <= len(parse_candidate(w, name=wg.label).configurations()) <= 200

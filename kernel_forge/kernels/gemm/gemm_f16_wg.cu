@@ -74,27 +74,13 @@
 #include "kforge/block_order.cuh"
 #include "kforge/gemm_epilogue.cuh"
 
-__device__ __forceinline__ void kf_wgmma_tile(float* d, unsigned long long da, unsigned long long db)
-{
-#if BN == 256
-    kf_wgmma_n256<KF_TRANS_A, !KF_TRANS_B, KF_AB_BF16>(d, da, db);
-#elif BN == 128
-    kf_wgmma_n128<KF_TRANS_A, !KF_TRANS_B, KF_AB_BF16>(d, da, db);
-#else
-    kf_wgmma_n64<KF_TRANS_A, !KF_TRANS_B, KF_AB_BF16>(d, da, db);
-#endif
-}
-
 __device__ __forceinline__ void kf_gemm(const kf_a_t* __restrict__ a, const kf_b_t* __restrict__ b,
                                         kf_c_t* __restrict__ c, int m, int n, int k, float alpha, float beta,
                                         const kf_bias_t* __restrict__ bias)
 {
     extern __shared__ uint4 kf_smem16[];
-    // the stages start at the first 1024-byte boundary of the shared window (the swizzle's period)
-    const unsigned raw = kf_smem_u32(kf_smem16);
-    unsigned char* const As = reinterpret_cast<unsigned char*>(kf_smem16) + ((1024u - (raw & 1023u)) & 1023u);
+    unsigned char* const As = kf_wg_stages(kf_smem16);
     unsigned char* const Bs = As + STAGES * A_STAGE;
-    const unsigned as_addr = kf_smem_u32(As), bs_addr = kf_smem_u32(Bs);
 
     const int tid = threadIdx.x;
     const int wg = tid / 128;                  // this thread's warpgroup
@@ -108,7 +94,6 @@ __device__ __forceinline__ void kf_gemm(const kf_a_t* __restrict__ a, const kf_b
     // 16-byte copies where every row of the operand as stored is a multiple of 8 values, aligned
     const bool a_vec = ((KF_TRANS_A ? m : k) & 7) == 0 && (reinterpret_cast<unsigned long long>(a) & 15) == 0;
     const bool b_vec = ((KF_TRANS_B ? k : n) & 7) == 0 && (reinterpret_cast<unsigned long long>(b) & 15) == 0;
-
     auto load_tile = [&](int tile, int s) {
         const int k0 = tile * BK;
 #if KF_TRANS_A
@@ -124,68 +109,8 @@ __device__ __forceinline__ void kf_gemm(const kf_a_t* __restrict__ a, const kf_b
     };
 
     float acc[MT][ACC];
-#pragma unroll
-    for (int t = 0; t < MT; ++t) {
-#pragma unroll
-        for (int i = 0; i < ACC; ++i) {
-            acc[t][i] = 0.0f;
-        }
-    }
-
-    const int ntiles = (k + BK - 1) / BK;
-    constexpr int AHEAD = STAGES - 1 - INFLIGHT;
-#pragma unroll
-    for (int s = 0; s < AHEAD; ++s) {
-        if (s < ntiles) {
-            load_tile(s, s);
-        }
-        kf_cp_async_commit();
-    }
-
-#pragma unroll 1
-    for (int tile = 0; tile < ntiles; ++tile) {
-        kf_cp_async_wait<AHEAD - 1>();
-        kf_fence_proxy_async();
-        __syncthreads();
-        const int s = tile % STAGES;
-        // this warpgroup's 64-row tiles: 8192 bytes apart in either A layout (64 rows of 128 bytes,
-        // or one block of 64 columns)
-        const unsigned a_stage = as_addr + s * A_STAGE + wg * (MT * 8192);
-        const unsigned b_stage = bs_addr + s * B_STAGE;
-#pragma unroll
-        for (int t = 0; t < MT; ++t) {
-            kf_wgmma_hold<ACC>(acc[t]);
-        }
-        kf_wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-            // the next 16 of k: 32 bytes along a K-major row, 16 rows of 128 bytes down an MN-major block
-            const unsigned long long db = KF_TRANS_B ? kf_wgmma_desc(b_stage + kk * 32, 16, 1024)
-                                                     : kf_wgmma_desc(b_stage + kk * 2048, 8192, 1024);
-#pragma unroll
-            for (int t = 0; t < MT; ++t) {
-                const unsigned long long da = KF_TRANS_A ? kf_wgmma_desc(a_stage + t * 8192 + kk * 2048, 8192, 1024)
-                                                         : kf_wgmma_desc(a_stage + t * 8192 + kk * 32, 16, 1024);
-                kf_wgmma_tile(acc[t], da, db);
-            }
-        }
-        kf_wgmma_commit();
-#pragma unroll
-        for (int t = 0; t < MT; ++t) {
-            kf_wgmma_hold<ACC>(acc[t]);
-        }
-        const int next = tile + AHEAD;
-        if (next < ntiles) {
-            load_tile(next, next % STAGES);
-        }
-        kf_cp_async_commit();
-        kf_wgmma_wait<INFLIGHT>();
-    }
-    kf_wgmma_wait<0>();
-#pragma unroll
-    for (int t = 0; t < MT; ++t) {
-        kf_wgmma_hold<ACC>(acc[t]);
-    }
+    kf_wg_mainloop<BN, MT, WGS, STAGES, INFLIGHT, KF_TRANS_A, !KF_TRANS_B, (bool)KF_AB_BF16>(
+        acc, kf_smem_u32(As), kf_smem_u32(Bs), (k + BK - 1) / BK, load_tile);
 
     // epilogue: acc[t][i] is C[row0 + t*64 + 8*((i%4)/2)][col0 + 8*(i/4) + i%2]
     const int row0 = bm + wg * (MT * 64) + 16 * (wl / 32) + (wl % 32) / 4;

@@ -61,7 +61,6 @@
 #define THREADS (128 * WGS)
 #define A_STAGE (BM * BK * 2)              // bytes per A stage
 #define B_STAGE (BK * BN * 2)              // bytes per B stage
-#define B_BLOCK (BK * 128)                 // bytes of one 64-column block of B
 #define ACC (BN / 2)                       // fp32 accumulators per thread per 64-row tile
 
 #if (BN != 64 && BN != 128 && BN != 256) || MT < 1 || WGS < 1
@@ -87,28 +86,13 @@
 #include "kforge/wgmma.cuh"
 #include "kforge/block_order.cuh"
 
-__device__ __forceinline__ void kf_wgmma_tile(float* d, unsigned long long da, unsigned long long db)
-{
-#if BN == 256
-    kf_wgmma_n256<0, 1, false>(d, da, db);
-#elif BN == 128
-    kf_wgmma_n128<0, 1, false>(d, da, db);
-#else
-    kf_wgmma_n64<0, 1, false>(d, da, db);
-#endif
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 matmul_f16(const __half* __restrict__ a, const __half* __restrict__ b, __half* __restrict__ c,
            int m, int n, int k)
 {
     extern __shared__ uint4 kf_smem16[];
-    // the stages start at the first 1024-byte boundary of the shared window (the swizzle's period)
-    const unsigned raw = kf_smem_u32(kf_smem16);
-    unsigned char* const smem = reinterpret_cast<unsigned char*>(kf_smem16) + ((1024u - (raw & 1023u)) & 1023u);
-    unsigned char* const As = smem;                          // [STAGES][BM][64 halves], swizzled
-    unsigned char* const Bs = smem + STAGES * A_STAGE;       // [STAGES][BN / 64][64 k][64 halves], swizzled
-    const unsigned as_addr = kf_smem_u32(As), bs_addr = kf_smem_u32(Bs);
+    unsigned char* const As = kf_wg_stages(kf_smem16);        // [STAGES][BM][64 halves], swizzled
+    unsigned char* const Bs = As + STAGES * A_STAGE;         // [STAGES][BN / 64][64 k][64 halves], swizzled
 
     const int tid = threadIdx.x;
     const int wg = tid / 128;                  // this thread's warpgroup
@@ -121,74 +105,14 @@ matmul_f16(const __half* __restrict__ a, const __half* __restrict__ b, __half* _
 
     const bool a_vec = (k & 7) == 0;
     const bool b_vec = (n & 7) == 0;
-
     auto load_tile = [&](int tile, int s) {
-        kf_wg_load_k<BM, THREADS>(As + s * A_STAGE, a, m, k, bm, tile * BK, a_vec);
-        kf_wg_load_mn<BN, THREADS>(Bs + s * B_STAGE, b, k, n, tile * BK, bn, b_vec);
+        kf_wg_load_k<BM, THREADS>(As + s * A_STAGE, a, m, k, bm, tile * BK, a_vec);     // A K-major
+        kf_wg_load_mn<BN, THREADS>(Bs + s * B_STAGE, b, k, n, tile * BK, bn, b_vec);    // B N-major
     };
 
     float acc[MT][ACC];
-#pragma unroll
-    for (int t = 0; t < MT; ++t) {
-#pragma unroll
-        for (int i = 0; i < ACC; ++i) {
-            acc[t][i] = 0.0f;
-        }
-    }
-
-    const int ntiles = (k + BK - 1) / BK;
-    constexpr int AHEAD = STAGES - 1 - INFLIGHT;        // slices in flight ahead of the math
-    // prologue: AHEAD slices in flight (a group is committed even when empty, so that the wait
-    // counts the same in every iteration)
-#pragma unroll
-    for (int s = 0; s < AHEAD; ++s) {
-        if (s < ntiles) {
-            load_tile(s, s);
-        }
-        kf_cp_async_commit();
-    }
-
-#pragma unroll 1
-    for (int tile = 0; tile < ntiles; ++tile) {
-        kf_cp_async_wait<AHEAD - 1>();         // slice `tile` has landed (this thread's copies) ...
-        kf_fence_proxy_async();                // ... is visible to the tensor cores' reads ...
-        __syncthreads();                       // ... and so is everyone's; every batch before
-                                               // tile - INFLIGHT has retired: its stage is free
-        const int s = tile % STAGES;
-        const unsigned a_stage = as_addr + s * A_STAGE + wg * (MT * 64 * 128);
-        const unsigned b_stage = bs_addr + s * B_STAGE;
-#pragma unroll
-        for (int t = 0; t < MT; ++t) {
-            kf_wgmma_hold<ACC>(acc[t]);
-        }
-        kf_wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-            const unsigned long long db = kf_wgmma_desc(b_stage + kk * 16 * 128, B_BLOCK, 1024);
-#pragma unroll
-            for (int t = 0; t < MT; ++t) {
-                const unsigned long long da = kf_wgmma_desc(a_stage + t * 64 * 128 + kk * 32, 16, 1024);
-                kf_wgmma_tile(acc[t], da, db);
-            }
-        }
-        kf_wgmma_commit();
-#pragma unroll
-        for (int t = 0; t < MT; ++t) {
-            kf_wgmma_hold<ACC>(acc[t]);
-        }
-        // refill the stage of slice tile - 1 - INFLIGHT, whose batch retired before the barrier
-        const int next = tile + AHEAD;
-        if (next < ntiles) {
-            load_tile(next, next % STAGES);
-        }
-        kf_cp_async_commit();
-        kf_wgmma_wait<INFLIGHT>();
-    }
-    kf_wgmma_wait<0>();
-#pragma unroll
-    for (int t = 0; t < MT; ++t) {
-        kf_wgmma_hold<ACC>(acc[t]);
-    }
+    kf_wg_mainloop<BN, MT, WGS, STAGES, INFLIGHT, 0, 1, false>(acc, kf_smem_u32(As), kf_smem_u32(Bs),
+                                                              (k + BK - 1) / BK, load_tile);
 
     // epilogue: acc[t][i] is C[row0 + t*64 + 8*((i%4)/2)][col0 + 8*(i/4) + i%2], rounded to fp16
     const int row0 = bm + wg * (MT * 64) + 16 * (wl / 32) + (wl % 32) / 4;

@@ -153,3 +153,95 @@ __device__ __forceinline__ void kf_wgmma_n256(float* d, unsigned long long da, u
     }
 }
 #endif
+
+// The stages of the library's wgmma GEMMs start at the first 1024-byte boundary (the swizzle's
+// period) of the dynamic shared memory at smem (1024 bytes more than the stages are asked for).
+__device__ __forceinline__ unsigned char* kf_wg_stages(void* smem)
+{
+    return static_cast<unsigned char*>(smem) + ((1024u - (kf_smem_u32(smem) & 1023u)) & 1023u);
+}
+
+// The main loop of the library's wgmma GEMMs (gemm/gemm_f16_wgmma, gemm/gemm_f16_wg): WGS_
+// warpgroups, warpgroup g owning MT_ stacked 64 x BN_ tiles of the block (acc, BN_ / 2 fp32 each),
+// k in ntiles slices of 64 through STAGES_ stages of A (64 MT_ WGS_ rows) and B (BN_ columns) at the
+// shared addresses as_addr and bs_addr, filled by load_tile(slice, stage) (cp.async copies, one
+// commit by this loop).  Per slice: one cp.async wait, the proxy fence (wgmma reads through the
+// async proxy what cp.async wrote through the generic one), one barrier, the slice's 4 MT_ wgmmas as
+// one batch; INFLIGHT_ batches stay in flight across the next barrier, so a stage is refilled only
+// once the batch that read it has retired: copies run STAGES_ - 1 - INFLIGHT_ slices ahead.
+// TA / TB: A M-major / B N-major (else K-major), each 64-row (or 64-column) piece 8192 bytes apart.
+template <int BN_, int MT_, int WGS_, int STAGES_, int INFLIGHT_, int TA, int TB, bool BF16, typename LoadTile>
+__device__ __forceinline__ void kf_wg_mainloop(float (&acc)[MT_][BN_ / 2], unsigned as_addr, unsigned bs_addr,
+                                               int ntiles, LoadTile load_tile)
+{
+    constexpr int A_BYTES = 64 * MT_ * WGS_ * 128, B_BYTES = 64 * BN_ * 2, R = BN_ / 2;
+    constexpr int AHEAD = STAGES_ - 1 - INFLIGHT_;          // slices in flight ahead of the math
+    static_assert(AHEAD >= 1, "STAGES >= 2 + INFLIGHT");
+    const int wg = threadIdx.x / 128;
+#pragma unroll
+    for (int t = 0; t < MT_; ++t) {
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            acc[t][i] = 0.0f;
+        }
+    }
+    // prologue: AHEAD slices in flight (a group is committed even when empty, so that the wait
+    // counts the same in every iteration)
+#pragma unroll
+    for (int s = 0; s < AHEAD; ++s) {
+        if (s < ntiles) {
+            load_tile(s, s);
+        }
+        kf_cp_async_commit();
+    }
+#pragma unroll 1
+    for (int tile = 0; tile < ntiles; ++tile) {
+        kf_cp_async_wait<AHEAD - 1>();         // slice `tile` has landed (this thread's copies) ...
+        kf_fence_proxy_async();                // ... is visible to the tensor cores' reads ...
+        __syncthreads();                       // ... and so is everyone's; every batch before
+                                               // tile - INFLIGHT has retired: its stage is free
+        const int s = tile % STAGES_;
+        const unsigned a_stage = as_addr + s * A_BYTES + wg * (MT_ * 8192);
+        const unsigned b_stage = bs_addr + s * B_BYTES;
+#pragma unroll
+        for (int t = 0; t < MT_; ++t) {
+            kf_wgmma_hold<R>(acc[t]);
+        }
+        kf_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            // the next 16 of k: 16 rows of 128 bytes down an MN-major block, 32 bytes along a K-major row
+            const unsigned long long db = TB ? kf_wgmma_desc(b_stage + kk * 2048, 8192, 1024)
+                                             : kf_wgmma_desc(b_stage + kk * 32, 16, 1024);
+#pragma unroll
+            for (int t = 0; t < MT_; ++t) {
+                const unsigned long long da = TA ? kf_wgmma_desc(a_stage + t * 8192 + kk * 2048, 8192, 1024)
+                                                 : kf_wgmma_desc(a_stage + t * 8192 + kk * 32, 16, 1024);
+                if constexpr (BN_ == 256) {
+                    kf_wgmma_n256<TA, TB, BF16>(acc[t], da, db);
+                } else if constexpr (BN_ == 128) {
+                    kf_wgmma_n128<TA, TB, BF16>(acc[t], da, db);
+                } else {
+                    kf_wgmma_n64<TA, TB, BF16>(acc[t], da, db);
+                }
+            }
+        }
+        kf_wgmma_commit();
+#pragma unroll
+        for (int t = 0; t < MT_; ++t) {
+            kf_wgmma_hold<R>(acc[t]);
+        }
+        // refill the stage of slice tile - 1 - INFLIGHT, whose batch retired before the barrier
+        const int next = tile + AHEAD;
+        if (next < ntiles) {
+            load_tile(next, next % STAGES_);
+        }
+        kf_cp_async_commit();
+        kf_wgmma_wait<INFLIGHT_>();
+    }
+    kf_wgmma_wait<0>();
+#pragma unroll
+    for (int t = 0; t < MT_; ++t) {
+        kf_wgmma_hold<R>(acc[t]);
+    }
+}
