@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kernel_forge.gate import preflight
 from kernel_forge.model.candidate import load_candidate
+from kernel_forge.model.limits import needed_target, target_arch
 from kernel_forge.common.errors import CompileError, EnvironmentProblem, ManifestError, ReferenceError_
 from kernel_forge.common.json_path import json_path
 from kernel_forge.model.task import Task, load_task
@@ -167,6 +168,11 @@ def validate_manifest(path, *, deep: bool = False, arch: str | None = preflight.
         if witness is not None:
             _kernel(task, witness, "$.generated.witness", use_arch, report, "witness", limits)
         for i, t in enumerate(task.templates):
+            needs = needed_target(Path(t).read_text(encoding="utf-8"))
+            if arch is not None and needs is not None and needs != target_arch(arch):
+                report.notes.append(f"{json_path('templates', i)}: {Path(t).name} is for {needs} only (it stops "
+                                    f"itself elsewhere): not checked for {arch}; the tuner's attempts of it fail there")
+                continue
             _kernel(task, t, json_path("templates", i), use_arch, report, "template", limits)
     except EnvironmentProblem as exc:
         report.compiled, report.not_compiled = [], exc.message

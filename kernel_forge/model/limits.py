@@ -34,6 +34,17 @@ def target_arch(arch: str) -> str:
     return FEATURE_TARGETS.get(arch, arch)
 
 
+#: a kernel that stops itself with #error unless compiled for a feature target (`#if ...
+#: !defined(__CUDA_ARCH_FEAT_SM90_ALL)`): the target it needs
+_FEATURE_GUARD = re.compile(r"^[ \t]*#[ \t]*if\b[^\n]*!\s*defined\s*\(\s*__CUDA_ARCH_FEAT_(SM\d+)_ALL\s*\)", re.M)
+
+
+def needed_target(source: str) -> str | None:
+    """The feature target (``sm_90a``) a kernel refuses to compile without, or None."""
+    m = _FEATURE_GUARD.search(source)
+    return "sm_" + m.group(1)[2:] + "a" if m else None
+
+
 def launch_limits(arch: str | None = None, device: dict | None = None) -> dict:
     """The launch limits a kernel is checked against before the GPU: a device description's
     (``--device FILE``), else the arch's (``--arch``), else the most any supported GPU allows (so

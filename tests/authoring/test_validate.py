@@ -135,3 +135,24 @@ def test_a_generated_task_s_witness_must_be_there(tmp_path):
     assert generated_witness(task) == (tmp_path / "relu_witness.cu").resolve()
     assert generated_witness(SimpleNamespace(generated=None, path=task.path)) is None
     assert generated_witness(SimpleNamespace(generated={"witness": None}, path=task.path)) is None
+
+
+def test_a_template_for_hopper_alone_is_compiled_for_sm_90_and_named_not_checked_for_another_arch(tmp_path):
+    """gemm_f16_wgmma stops itself unless compiled for sm_90a: validate --arch sm_90 compiles it (kforge
+    asks NVRTC for sm_90a there); for sm_86 it says so instead of failing on the launch or the compile."""
+    root = Path(__file__).resolve().parents[2]
+    raw = json.loads((root / "manifests" / "matmul_f16.json").read_text())
+    raw["templates"] = [str(root / "kernel_forge" / "kernels" / "gemm" / "gemm_f16_wgmma.cu")]
+    raw["reference"]["python"] = str(root / "references" / "matmul_f16.py") + ":reference"
+    raw["baselines"] = {}
+    raw["initial"] = str(root / "manifests" / "matmul_f16.cu")
+    raw.pop("$schema", None)
+    (tmp_path / "t.json").write_text(json.dumps(raw))
+    if preflight.nvrtc_available():
+        pytest.skip("NVRTC is not available here")
+    other = validate_manifest(tmp_path / "t.json", arch="sm_86", reference=False)
+    assert [n for n in other.notes if "gemm_f16_wgmma.cu is for sm_90a only" in n and "not checked for sm_86" in n]
+    assert [k for k, _ in other.compiled] == ["matmul_f16.cu"]
+    hopper = validate_manifest(tmp_path / "t.json", arch="sm_90", reference=False)
+    assert [k for k, _ in hopper.compiled] == ["matmul_f16.cu", "gemm_f16_wgmma.cu"]
+    assert not [n for n in hopper.notes if "only" in n]

@@ -64,3 +64,14 @@ def test_a_described_device_s_own_limits_win():
 ])
 def test_what_is_wrong_with_a_launch_is_said_with_its_numbers_and_the_limit_s_source(grid, block, smem, problem):
     assert launch_problem(grid, block, smem, launch_limits("sm_86")) == problem
+
+
+def test_a_kernel_that_stops_itself_without_a_feature_target_names_that_target():
+    from kernel_forge.kernels import library
+    from kernel_forge.model.limits import needed_target
+
+    assert needed_target(library.by_name("gemm_f16_wgmma").text()) == "sm_90a"
+    assert needed_target(library.by_name("gemm_f16_wg").text()) == "sm_90a"
+    assert needed_target(library.by_name("gemm_f16_mma").text()) is None
+    assert needed_target("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n#endif") is None       # a use, not a refusal
+    assert needed_target("# if __CUDA_ARCH__ && !defined( __CUDA_ARCH_FEAT_SM100_ALL )\n#error x") == "sm_100a"
