@@ -159,8 +159,8 @@ def compile_cmd(source, arch, defines, output, no_cache, manifest, mix):
                              file_label=Path(source).name, headers=headers)
         check_compiled(res, file=source)     # what the program does, however it is spelled: exit 2 with the line
         r = res.resources
-        target = target_arch(arch)
-        click.echo(f"compiled {source}{what} for {arch}{f' (target {target})' if target != arch else ''} with NVRTC {res.nvrtc_version} in {res.seconds * 1000:.1f} ms"
+        target = f" (target {target_arch(arch)})" if target_arch(arch) != arch else ""
+        click.echo(f"compiled {source}{what} for {arch}{target} with NVRTC {res.nvrtc_version} in {res.seconds * 1000:.1f} ms"
                    f"{' (cached)' if res.cached else ''}: {len(res.cubin)} bytes CUBIN, "
                    f"{r.get('registers', '?')} registers, {r.get('spill_stores', 0)} B spill stores, "
                    f"{r.get('stack', 0)} B stack, {r.get('smem', 0)} B static shared")

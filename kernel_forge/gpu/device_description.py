@@ -223,7 +223,8 @@ def render(device: dict | None, calibration: dict | None, task=None) -> str:
               f"- {d['const_bytes']} bytes of `__constant__` memory; grid dims up to {list(d['max_grid'])}",
               "",
               "How candidates are built and timed:",
-              f"- NVRTC compiles the file to a CUBIN for {d['arch']} (`--gpu-architecture={target_arch(d['arch'])}`), C++17, "
+              f"- NVRTC compiles the file to a CUBIN for {d['arch']} "
+              f"(`--gpu-architecture={target_arch(d['arch'])}`), C++17, "
               "`-lineinfo`, no `--use_fast_math` (expf, sinf, division are the accurate versions unless you call "
               "the intrinsics, e.g. __expf, yourself); each tunable or define arrives as `-DNAME=VALUE`.",
               "- One `cuLaunchKernel` per timed run (no device-side launches), with the grid, block and dynamic shared "
