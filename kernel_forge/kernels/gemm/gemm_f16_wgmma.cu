@@ -7,7 +7,8 @@
 // warpgroup g owns MT stacked 64 x BN tiles, each one wgmma.m64nBNk16 per 16 of k (A and B both read
 // from shared memory by the tensor cores through descriptors; the accumulators, MT BN / 2 fp32 per
 // thread, stay in registers).
-// Pipeline: STAGES shared stages of A (BM x 64) and B (64 x BN), filled by cp.async 16-byte copies
+// Pipeline (kf_wg_mainloop, kforge/wgmma.cuh): STAGES shared stages of A (BM x 64) and B (64 x BN),
+// filled by cp.async 16-byte copies
 // from every thread; per 64-deep slice one cp.async wait, a proxy fence (wgmma reads through the
 // async proxy what cp.async wrote through the generic one) and one barrier, then the slice's
 // 4 MT wgmmas as one batch.  INFLIGHT batches stay in flight across the next barrier (the tensor
