@@ -8,9 +8,9 @@
 // from shared memory by the tensor cores through descriptors; the accumulators, MT BN / 2 fp32 per
 // thread, stay in registers).
 // Pipeline (kf_wg_mainloop, kforge/wgmma.cuh): STAGES shared stages of A (BM x 64) and B (64 x BN),
-// filled by cp.async 16-byte copies
-// from every thread; per 64-deep slice one cp.async wait, a proxy fence (wgmma reads through the
-// async proxy what cp.async wrote through the generic one) and one barrier, then the slice's
+// filled by cp.async 16-byte copies from every thread; per 64-deep slice one cp.async wait, a proxy
+// fence (wgmma reads through the async proxy what cp.async wrote through the generic one) and one
+// barrier, then the slice's
 // 4 MT wgmmas as one batch.  INFLIGHT batches stay in flight across the next barrier (the tensor
 // cores work while the block syncs); a stage is refilled only once the batch that read it has
 // retired, so copies run STAGES - 1 - INFLIGHT slices ahead.
