@@ -10,10 +10,9 @@
 // Pipeline (kf_wg_mainloop, kforge/wgmma.cuh): STAGES shared stages of A (BM x 64) and B (64 x BN),
 // filled by cp.async 16-byte copies from every thread; per 64-deep slice one cp.async wait, a proxy
 // fence (wgmma reads through the async proxy what cp.async wrote through the generic one) and one
-// barrier, then the slice's
-// 4 MT wgmmas as one batch.  INFLIGHT batches stay in flight across the next barrier (the tensor
-// cores work while the block syncs); a stage is refilled only once the batch that read it has
-// retired, so copies run STAGES - 1 - INFLIGHT slices ahead.
+// barrier, then the slice's 4 MT wgmmas as one batch.  INFLIGHT batches stay in flight across the
+// next barrier (the tensor cores work while the block syncs); a stage is refilled only once the
+// batch that read it has retired, so copies run STAGES - 1 - INFLIGHT slices ahead.
 // Layout (the 128-byte swizzle the descriptors name, kforge/wgmma.cuh): A rows of 64 halves (128
 // bytes), chunk c of row r at c ^ (r % 8); B in blocks of 64 columns, each its 64 k rows of 128
 // bytes, chunk c of k row r at c ^ (r % 8).  Stages start 1024-byte aligned.
