@@ -96,6 +96,10 @@ class Optimizer(RunContext):
             self._evaluate_initial()
         if not self.is_tuner and self.proposer.name != "replay" and self.state.best is not None:
             self._evaluate_bound()           # with a model: the bound pattern, gated, for the prompt
+        arch = getattr(self.gate, "arch", None) if self.is_tuner else None
+        if arch and hasattr(self.proposer, "keep_buildable"):
+            for note in self.proposer.keep_buildable(arch):
+                self.progress(f"[kforge] {note}")
         run_start.time_baselines(self)
         self._profile(self.state.best)
 

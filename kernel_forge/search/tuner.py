@@ -96,6 +96,26 @@ class TuneProposer:
         self.bound = [Path(t) for t in bound]
         self.skip = skip         # kept for callers of earlier releases; the loop's records decide now
 
+    def keep_buildable(self, arch: str) -> list[str]:
+        """Drop the templates and bound patterns that refuse to compile for ``arch``'s target (a
+        Hopper-only ``wgmma`` kernel on another GPU): every setting of theirs would fail to compile.
+        Returns a note per kernel dropped."""
+        from kernel_forge.model.limits import needed_target, target_arch
+
+        target = target_arch(arch)
+        notes = []
+
+        def keep(name: str, text: str) -> bool:
+            needs = needed_target(text)
+            if needs is None or needs == target:
+                return True
+            notes.append(f"{name} is not searched: it needs {needs}, and this GPU ({arch}) compiles for {target}")
+            return False
+
+        self.templates = [t for t in self.templates if keep(t.name, t.text)]
+        self.bound = [p for p in self.bound if keep(p.name, p.read_text(encoding="utf-8"))]
+        return notes
+
     def _bound_proposals(self, spent: set, passed: set) -> list[Proposal]:
         out = []
         for path in self.bound:
