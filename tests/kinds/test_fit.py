@@ -57,7 +57,8 @@ def test_the_manifest_s_kind_wins_and_the_description_is_read():
 
 def test_the_patterns_of_a_kind_come_in_the_library_s_order_and_a_kind_without_any_has_none():
     assert [p.name for p in fit.of_kind("gemm")] == ["gemm/gemm_simt_warptile", "gemm/gemm_tf32x3_mma",
-                                                     "gemm/gemm_f16_mma", "gemm/gemm_f16_wgmma"]
+                                                     "gemm/gemm_tf32x3_wgmma", "gemm/gemm_f16_mma",
+                                                     "gemm/gemm_f16_wgmma"]
     assert fit.of_kind("scan") == [] and fit.of_kind("other") == []
 
 
@@ -76,7 +77,8 @@ def test_a_pattern_fits_only_a_task_with_its_entry_point_and_exactly_its_paramet
 def test_the_patterns_carrying_the_task_s_signature_come_first_and_only_they_go_to_the_tuner():
     t = task_of("matmul_f16")
     assert [p.name for p in fit.for_task(t)] == ["gemm/gemm_f16_mma", "gemm/gemm_f16_wgmma", "gemm/gemm_simt_warptile",
-                                                 "gemm/gemm_tf32x3_mma"]
+                                                 "gemm/gemm_tf32x3_mma", "gemm/gemm_tf32x3_wgmma"]
     assert fit.tuner_templates(t) == [library.by_name("gemm_f16_mma").path, library.by_name("gemm_f16_wgmma").path]
     assert fit.tuner_templates(task_of("matmul_f32")) == [library.by_name("gemm_simt_warptile").path,
-                                                          library.by_name("gemm_tf32x3_mma").path]
+                                                          library.by_name("gemm_tf32x3_mma").path,
+                                                          library.by_name("gemm_tf32x3_wgmma").path]

@@ -315,8 +315,8 @@ def test_the_budget_names_a_model_without_a_price_and_the_tuners_settings():
     for name, count in valid_settings(task).items():          # the budget line names what is searched
         assert f"{name} ({count})" in render(t)[0]
     capped = estimate(LoopConfig(max_iterations=2), ProposerConfig(), task)
-    templates = len(task.templates)             # the SIMT and split-TF32 patterns, regblock, tiled
-    assert templates == 4
+    templates = len(task.templates)     # the SIMT pattern, the split-TF32 ones (wgmma, mma.sync), regblock, tiled
+    assert templates == 5
     assert f"gates at most {min(n, 2 * 24 * templates)} settings ({n} settings" in render(capped)[0]
     assert "at most 180 s" in render(t)[0]
 
@@ -381,3 +381,31 @@ def test_every_parent_a_prompt_starts_from_is_profiled_before_it_is_asked(tmp_pa
     starts = [s.prompt for s in proposer.requests[2].slots if "# Start from a0002 for this proposal" in s.prompt]
     assert starts and "a0002.cu" in profiled
     assert all("ncu:" in p.split("# Start from a0002")[1] and "no Nsight Compute profile" not in p for p in starts)
+
+
+class ArchGate(ScriptedGate):
+    """A scripted gate on a GPU of ``arch``."""
+
+    def __init__(self, task, arch: str):
+        super().__init__(task)
+        self.arch = arch
+
+
+@pytest.mark.parametrize("arch, searched", [("sm_80", False), ("sm_90", True)])
+def test_a_template_that_needs_another_gpus_target_is_not_searched_and_the_run_says_so(tmp_path, arch, searched):
+    """matmul_f16 lists the Hopper-only wgmma pattern first: on an A100 each of its settings would
+    fail to compile, so the tuner drops it at the start (with a line saying why) and searches the
+    mma.sync pattern; on the H200 it searches both."""
+    manifest = ROOT / "manifests" / "matmul_f16.json"
+    task = load_task(manifest)
+    lines = []
+    opt = start_run(manifest, LoopConfig(archive="off", max_iterations=1, tune_budget=4), GateOptions(),
+                    ProposerConfig(), runs_dir=tmp_path / "runs", gate=ArchGate(task, arch), progress=lines.append)
+    opt.run()
+    labels = {a["label"] for a in read(opt.run_dir, "history.json")["attempts"] if a["proposer"] == "tune"}
+    assert "gemm_f16_mma.cu" in labels
+    assert ("gemm_f16_wgmma.cu" in labels) == searched
+    note = [l for l in lines if "gemm_f16_wgmma.cu is not searched" in l]
+    assert bool(note) != searched
+    if note:
+        assert "needs sm_90a" in note[0] and "(sm_80) compiles for sm_80" in note[0]

@@ -521,6 +521,43 @@ template <int TA, int TB, bool BF16> void kf_wgmma_n64(float* d, unsigned long l
 template <int TA, int TB, bool BF16> void kf_wgmma_n128(float* d, unsigned long long da, unsigned long long db) { emu_wgmma<128, TA, TB, BF16>(d, da, db); }
 template <int TA, int TB, bool BF16> void kf_wgmma_n256(float* d, unsigned long long da, unsigned long long db) { emu_wgmma<256, TA, TB, BF16>(d, da, db); }
 
+// wgmma.mma_async.m64nNk8.f32.tf32.tf32 with A from registers (sm_90a): the warpgroup's m64k8
+// fragment (CUTLASS's ALayout_64x8 for 32-bit values: thread 32w + l, value v hold A[16w + l/4 +
+// 8(v%2)][l%4 + 4(v/2)]); B K-major through its descriptor, 4-byte elements (T = 4 in 16 bytes):
+//   ((8,m),(T,2)):((128,SBO),(4,16)):   (i%8)*128 + (i/8)*SBO + (kk%4)*4 + (kk/4)*16
+// each operand's top 19 bits (the hardware ignores the low 13), the sum cut toward zero; scale_d 0:
+// D = A*B.  Every warpgroup of the block issues the same wgmmas in the same order (the kernels'
+// loops are uniform), so a block barrier publishes the fragments.
+inline unsigned emu_wg_a[1024][4];
+template <int R> void kf_wgmma_hold_u(unsigned*) {}
+template <int N> void kf_wgmma_tf32(float* d, const unsigned* a, unsigned long long db, int scale_d)
+{
+    const int tid = emu_tid(), t = tid % 128, base = tid - t, w = t / 32, l = t % 32;
+    for (int v = 0; v < 4; ++v) emu_wg_a[tid][v] = a[v];
+    __syncthreads();
+    const emu_wgmma_desc B = emu_wgmma_decode(db);
+    float out[N / 2];
+    for (int i = 0; i < N / 2; ++i) {
+        const int row = 16 * w + l / 4 + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
+        double s = scale_d ? d[i] : 0.0;
+        for (int kk = 0; kk < 8; ++kk) {
+            const unsigned av = emu_wg_a[base + 32 * (row / 16) + 4 * (row % 8) + kk % 4][(row % 16) / 8 + 2 * (kk / 4)];
+            unsigned addr = B.start + (col % 8) * 128 + (col / 8) * B.sbo + (kk % 4) * 4 + (kk / 4) * 16;
+            addr ^= ((addr >> 7) & 7u) << 4;
+            if ((size_t)addr + 4 > emu_dyn_bytes) {
+                std::fprintf(stderr, "wgmma: operand byte %u outside the %zu bytes of dynamic shared memory\n", addr, emu_dyn_bytes);
+                std::abort();
+            }
+            unsigned bv;
+            std::memcpy(&bv, emu_dyn_smem + addr, 4);
+            s += (double)__uint_as_float(av & ~0x1FFFu) * __uint_as_float(bv & ~0x1FFFu);
+        }
+        out[i] = emu_toward_zero(s);
+    }
+    __syncthreads();
+    for (int i = 0; i < N / 2; ++i) d[i] = out[i];
+}
+
 // cp.async: each thread's copies are queued in groups and land when a wait retires their group
 struct emu_copy { void* dst; const void* src; int bytes, size; };
 struct emu_open_group_tag;

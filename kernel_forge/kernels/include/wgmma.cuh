@@ -1,7 +1,8 @@
 // kforge/wgmma.cuh -- the Hopper warpgroup MMA pieces (sm_90a only: NVRTC compiles for sm_90a on a
-// compute capability 9.0 GPU) of the library's wgmma GEMM (gemm/gemm_f16_wgmma): shared-memory matrix
-// descriptors, the fences, commit and wait, and wgmma.mma_async.m64nNk16 with fp16 operands and fp32
-// accumulators for N = 64, 128 and 256.  NVRTC gets it in memory by this name
+// compute capability 9.0 GPU) of the library's wgmma GEMMs: shared-memory matrix descriptors, the
+// fences, commit and wait, wgmma.mma_async.m64nNk16 with fp16 or bf16 operands and fp32 accumulators
+// for N = 64, 128 and 256 (gemm/gemm_f16_wgmma, gemm/gemm_f16_wg), and m64nNk8 with TF32 operands, A
+// from registers, for N = 64 and 128 (gemm/gemm_tf32x3_wgmma).  NVRTC gets it in memory by this name
 // (kernel_forge/kernels/library.py).  The tests' host emulation defines KF_EMULATED_PTX and supplies
 // the PTX wrappers, written from the PTX ISA's descriptor and layout tables; the descriptor's
 // encoding is shared with it.
@@ -151,6 +152,34 @@ __device__ __forceinline__ void kf_wgmma_n256(float* d, unsigned long long da, u
     } else {
         KF_WGMMA_ASM(256, "f16", KF_WG_REGS_256, 128, 129, 130, 131, 132, KF_WG_OPS_256);
     }
+}
+
+// d (the N / 2 fp32 accumulators of a m64nN tile) = (scale_d ? d : 0) + A (64 x 8) * B (8 x N) with
+// TF32 operands (the tensor cores read the top 19 bits of each 32-bit value).  A comes from
+// registers, the warpgroup's m64k8 fragment -- warp w, lane l: a[0] = A[16 w + l / 4][l % 4],
+// a[1] 8 rows below, a[2] 4 columns right, a[3] both (the mma.sync m16n8k8 A fragment, a warp per 16
+// rows); B K-major from shared memory through its descriptor (TF32 wgmma has no transposed form).
+#define KF_WGMMA_TF32_ASM(N, REGS, IA, IB, IP, ...) \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IP ", 0;\n" \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " REGS ", " IA ", %" #IB ", p, 1, 1;\n}\n" \
+                 : __VA_ARGS__ : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d))
+template <int N>
+__device__ __forceinline__ void kf_wgmma_tf32(float* d, const unsigned* a, unsigned long long db, int scale_d)
+{
+    static_assert(N == 64 || N == 128, "kf_wgmma_tf32: N is 64 or 128");
+    if constexpr (N == 128) {
+        KF_WGMMA_TF32_ASM(128, KF_WG_REGS_128, "{%64, %65, %66, %67}", 68, 69, KF_WG_OPS_128);
+    } else {
+        KF_WGMMA_TF32_ASM(64, KF_WG_REGS_64, "{%32, %33, %34, %35}", 36, 37, KF_WG_OPS_64);
+    }
+}
+// pins R 32-bit registers (a wgmma's A fragment) until here: the wgmma reads them long after the
+// asm statement that names them has issued
+template <int R>
+__device__ __forceinline__ void kf_wgmma_hold_u(unsigned* r)
+{
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
 }
 #endif
 
