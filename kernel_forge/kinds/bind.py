@@ -416,8 +416,8 @@ def _gemm(w: _Writer) -> str:
         if any(w.types[r] not in _CTYPES.values() for r in ("c", "bias")):
             raise Unbindable(f"the bound 16-bit gemm writes a floating-point c (and reads such a bias): c is "
                              f"{w.types['c']}, bias {w.types['bias']}")
-        # in place of the SIMT pattern mma.sync (any GPU since sm_80), of the split-TF32 one wgmma (Hopper)
-        w.template = "gemm/gemm_f16_wg" if w.base == "gemm/gemm_tf32x3" else "gemm/gemm_f16"
+        # in place of the SIMT pattern mma.sync (any GPU since sm_80), of the split-TF32 ones wgmma (Hopper)
+        w.template = "gemm/gemm_f16" if w.base == "gemm/gemm" else "gemm/gemm_f16_wg"
         w.defines["KF_AB_BF16"] = int(operands == {"__nv_bfloat16"})
     elif any(w.types[r] != "float" for r in ("a", "b", "c")) or (bias != "nullptr" and w.types["bias"] != "float"):
         raise Unbindable("the bound gemm is float32 (SIMT FFMA or split TF32) or 16-bit (fp16 or bf16 on the "
@@ -467,10 +467,11 @@ _WRITERS = {
 
 
 #: further bound patterns of a kind, written by the same writer: the tuner gates and searches each
-#: beside the first (fp32 GEMM: the split-precision TF32 tensor-core pattern beside the SIMT one;
-#: 16-bit operands take gemm_f16 (mma.sync) and gemm_f16_wg (Hopper's wgmma) in their places)
+#: beside the first (fp32 GEMM: the split-precision TF32 tensor-core patterns, mma.sync and Hopper's
+#: wgmma, beside the SIMT one; 16-bit operands take gemm_f16 (mma.sync) and gemm_f16_wg (wgmma) in
+#: their places)
 _MORE = {
-    "gemm": ("gemm/gemm_tf32x3",),
+    "gemm": ("gemm/gemm_tf32x3", "gemm/gemm_tf32x3_wg"),
 }
 
 

@@ -62,7 +62,9 @@ HEADERS = {"kforge/tf32_mma.cuh": ("kf_tf32(float x)", "kf_mma_tf32(float* d"),
                                   "kf_copy8(void* dst", "kf_store2_f16(__half* crow"),
            "kforge/wgmma.cuh": ("kf_wgmma_desc(unsigned saddr", "kf_wgmma_n64(float* d", "kf_wgmma_n128(float* d",
                                 "kf_wgmma_n256(float* d", "void kf_fence_proxy_async()", "void kf_wgmma_wait()",
-                                "kf_wg_load_k(unsigned char* dst", "kf_wg_load_mn(unsigned char* dst"),
+                                "kf_wg_load_k(unsigned char* dst", "kf_wg_load_mn(unsigned char* dst",
+                                "void kf_wgmma_tf32(float* d"),
+           "kforge/tf32x3_wgmma.cuh": ("int kf_sw32(int row, int col)", "void kf_tf32x3_wg_mainloop(float (&acc)"),
            "kforge/gemm_epilogue.cuh": ("void kf_epi(float acc, kf_c_t* __restrict__ crow",)}
 USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_tf32x3": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
@@ -71,7 +73,11 @@ USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", 
                            "kforge/gemm_epilogue.cuh"),
          "gemm/gemm_f16_wg": ("kforge/wgmma.cuh", "kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh",
                               "kforge/gemm_epilogue.cuh"),
-         "gemm/gemm_f16_wgmma": ("kforge/wgmma.cuh", "kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh")}
+         "gemm/gemm_f16_wgmma": ("kforge/wgmma.cuh", "kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
+         "gemm/gemm_tf32x3_wgmma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/wgmma.cuh",
+                                    "kforge/tf32x3_wgmma.cuh", "kforge/block_order.cuh"),
+         "gemm/gemm_tf32x3_wg": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/wgmma.cuh",
+                                 "kforge/tf32x3_wgmma.cuh", "kforge/block_order.cuh", "kforge/gemm_epilogue.cuh")}
 
 
 @pytest.mark.parametrize("name", USERS)
@@ -93,11 +99,13 @@ def test_a_bound_gemm_on_the_tensor_cores_is_written_whole_with_the_header_s_tex
     task = load_task(MANIFESTS / "matmul_f32.json")
     match = Match("gemm", {"a": "a", "b": "b", "c": "c", "m": "m", "n": "n", "k": "k"}, {})
     bound = {b.label: b.source for b in bind.instantiate(task, match)}
-    assert set(bound) == {"bound_gemm.cu", "bound_gemm_tf32x3.cu"}
-    for header in USERS["gemm/gemm_tf32x3"]:              # a complete kernel, like _io.cuh's part
-        assert f'"{header}"' not in bound["bound_gemm_tf32x3.cu"]
-        assert library.headers()[header].rstrip("\n") in bound["bound_gemm_tf32x3.cu"]
-    assert "@@" not in bound["bound_gemm_tf32x3.cu"] and "kf_ld4" in bound["bound_gemm.cu"]
+    assert set(bound) == {"bound_gemm.cu", "bound_gemm_tf32x3.cu", "bound_gemm_tf32x3_wg.cu"}
+    for name in ("gemm_tf32x3", "gemm_tf32x3_wg"):
+        for header in USERS[f"gemm/{name}"]:              # a complete kernel, like _io.cuh's part
+            assert f'"{header}"' not in bound[f"bound_{name}.cu"]
+            assert library.headers()[header].rstrip("\n") in bound[f"bound_{name}.cu"]
+        assert "@@" not in bound[f"bound_{name}.cu"]
+    assert "kf_ld4" in bound["bound_gemm.cu"]
 
 
 def test_the_package_data_holds_every_library_file():

@@ -70,18 +70,24 @@ def test_every_kind_identification_can_name_has_a_bound_pattern():
 # -- moved from test_kinds.py: what instantiate writes for identified tasks ------------------------------
 
 @pytest.mark.parametrize("name", ["matmul_forward", "sgemm_tn"])
-def test_an_fp32_gemm_gets_the_split_tf32_tensor_core_pattern_beside_the_simt_one(name):
+def test_an_fp32_gemm_gets_the_split_tf32_tensor_core_patterns_beside_the_simt_one(name):
     from kernel_forge.model.candidate import parse_candidate
+    from kernel_forge.model.limits import needed_target
 
     task = load_task(DATA / f"{name}.json")
     bounds = instantiate(task, identify(task).match)
-    assert [b.label for b in bounds] == ["bound_gemm.cu", "bound_gemm_tf32x3.cu"]
-    tf = bounds[1].source
+    assert [b.label for b in bounds] == ["bound_gemm.cu", "bound_gemm_tf32x3.cu", "bound_gemm_tf32x3_wg.cu"]
+    tf, wg = bounds[1].source, bounds[2].source
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in tf and "kf_split(" in tf
+    # Hopper's warpgroup MMA, A split in registers, B staged into K-major hi and lo tiles from either layout
+    assert "wgmma.mma_async.sync.aligned.m64n" in wg and "k8.f32.tf32.tf32" in wg and "kf_split(" in wg
+    assert "kf_tf32x3_wg_mainloop<BN, WGS, STAGES, (bool)KF_TRANS_A, (bool)KF_TRANS_B>" in wg
+    assert needed_target(wg) == "sm_90a" and needed_target(tf) is None
     trans = {"matmul_forward": ("0", "1"), "sgemm_tn": ("1", "0")}[name]
-    assert f"#define KF_TRANS_A {trans[0]}" in tf and f"#define KF_TRANS_B {trans[1]}" in tf
-    cand = parse_candidate(tf, name=bounds[1].label)
-    assert cand.launch.shared_mem not in (0, "0") and 40 <= len(cand.configurations()) <= 200
+    for src, label, lo, hi in ((tf, bounds[1].label, 40, 200), (wg, bounds[2].label, 20, 60)):
+        assert f"#define KF_TRANS_A {trans[0]}" in src and f"#define KF_TRANS_B {trans[1]}" in src
+        cand = parse_candidate(src, name=label)
+        assert cand.launch.shared_mem not in (0, "0") and lo <= len(cand.configurations()) <= hi
 
 
 @pytest.mark.parametrize("name, trans, bf16", [("linear_f16", ("0", "1"), "0"), ("hgemm_tn_bf16", ("1", "0"), "1")])

@@ -151,7 +151,9 @@ IDS = [p.stem for p in TASKS]
 #: the second setting of the bound patterns that have other tunables than their kind's first
 SECOND = {"gemm_tf32x3": {"BM": 64, "BN": 128, "BK": 32, "WM": 32, "WN": 32, "STAGES": 2},
           # the wgmma GEMM: two 64-row tiles in one warpgroup, 64 columns, no batch left in flight
-          "gemm_f16_wg": {"BN": 64, "WGS": 1, "MT": 2, "STAGES": 2, "INFLIGHT": 0}}
+          "gemm_f16_wg": {"BN": 64, "WGS": 1, "MT": 2, "STAGES": 2, "INFLIGHT": 0},
+          # the split-TF32 wgmma GEMM: one warpgroup, 64 columns, two stages
+          "gemm_tf32x3_wg": {"BN": 64, "WGS": 1, "STAGES": 2, "GROUP": 4}}
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
-// kforge/gemm_epilogue.cuh -- the bound 16-bit GEMMs' epilogue (gemm/gemm_f16, gemm/gemm_f16_wg), for
-// a kernel written by the binder: kf_c_t, kf_bias_t, KF_HAS_BETA, KF_HAS_BIAS and the kinds' IO
-// header (kf_ld, kf_st) come before it.  NVRTC gets it in memory by this name
-// (kernel_forge/kernels/library.py); the binder writes its text in place.
+// kforge/gemm_epilogue.cuh -- the bound tensor-core GEMMs' epilogue (gemm/gemm_f16, gemm/gemm_f16_wg,
+// gemm/gemm_tf32x3_wg), for a kernel written by the binder: kf_c_t, kf_bias_t, KF_HAS_BETA,
+// KF_HAS_BIAS and the kinds' IO header (kf_ld, kf_st) come before it.  NVRTC gets it in memory by
+// this name (kernel_forge/kernels/library.py); the binder writes its text in place.
 // C[col] of the row crow = alpha * acc (+ beta * C) (+ bias[col]), stored as C's type, rounded once
 __device__ __forceinline__ void kf_epi(float acc, kf_c_t* __restrict__ crow, int col, float alpha, float beta,
                                        const kf_bias_t* __restrict__ bias)
