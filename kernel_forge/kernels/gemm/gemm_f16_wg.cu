@@ -20,8 +20,8 @@
 // N is MN-major (blocks of 64 columns, each its 64 k rows), and the instruction is told which
 // (imm-trans-a, imm-trans-b).  The pipeline, tiles and edges are gemm_f16_wgmma's: WGS warpgroups
 // of MT 64-row tiles, STAGES cp.async stages, INFLIGHT batches across each barrier, any m, n, k.
-// Compiled for another arch than sm_90a, it stops at the #error below; the tuner's gate attempt
-// then fails once and the pattern is not proposed again.
+// Compiled for another arch than sm_90a, it stops at the #error below; the tuner drops it on such a
+// GPU before gating it.
 #ifndef BN
 #define BN 256
 #endif
