@@ -206,8 +206,9 @@ def _elementwise(w: _Writer) -> str:
         body = "return fmaf(alpha, xv, zv);"
     elif form in ("gated", "gated_halves"):
         body = f"float v = xv;\n    v = {act};\n    return v * zv;"
-    else:
-        body = (f"float v = xv{' + bv' if bias != 'nullptr' else ''};\n    v = {act};\n"
+    else:       # a channel's bias or batch norm is applied to xv before kf_op (the template's KF_CHANNEL)
+        row_bias = bias != "nullptr" and p.get("broadcast") != "channel"
+        body = (f"float v = xv{' + bv' if row_bias else ''};\n    v = {act};\n"
                 f"    return v{' + rv' if res != 'nullptr' else ''};")
     w.slots["OP"] = ("__device__ __forceinline__ float kf_op(float xv, float zv, float bv, float rv, float alpha)\n"
                      f"{{\n    {body}\n}}")
@@ -218,10 +219,17 @@ def _elementwise(w: _Writer) -> str:
         x, z = (f"{x} + {cols}", x) if p.get("act_on") == "second" else (x, f"{x} + {cols}")
         return f"kf_gated_halves({x}, {z}, {y}, {cols})"
     w.slots["N"] = w.launch_size("n")
-    w.defines.update(KF_HAS_Z=int(z != "nullptr"), KF_HAS_BIAS=int(bias != "nullptr"), KF_HAS_RES=int(res != "nullptr"))
-    cols = w.size("cols") if bias != "nullptr" else "1LL"
+    # per-channel vectors broadcast along a middle axis (NCHW): a bias, or a batch norm's four
+    channel, bn = p.get("broadcast") == "channel", form.startswith("batchnorm")
+    stats = [w.buffer(r, required=bn) for r in ("mean", "var", "gamma", "beta")]
+    w.defines.update(KF_HAS_Z=int(z != "nullptr"), KF_HAS_BIAS=int(bias != "nullptr" and not channel),
+                     KF_HAS_RES=int(res != "nullptr"), KF_CHANNEL=int(channel), KF_BN=int(bn))
+    cols = w.size("cols") if bias != "nullptr" or channel else "1LL"
+    inner = w.size("inner") if channel else "1LL"
+    eps = w.scalar("eps", "eps", 1e-5) if bn else "0.0f"
     alpha = w.scalar_arg("alpha")
-    return f"kf_elementwise({x}, {z}, {bias}, {res}, {y}, {w.size('n')}, {cols}, {alpha})"
+    ch = f"kf_chan{{{', '.join(stats)}, {eps}, {inner}}}"
+    return f"kf_elementwise({x}, {z}, {bias}, {res}, {y}, {w.size('n')}, {cols}, {alpha}, {ch})"
 
 
 def _stencil2d(w: _Writer) -> str:

@@ -161,7 +161,66 @@ def find_elementwise(probe) -> Iterator[Match]:
                                 binding["cols"] = param_for(probe, cols)
                             yield Match("elementwise", binding, {"form": form, "act": act})
             first = False
+    yield from _channel_chains(probe, y, full, base, holds)
     return
+
+
+def _channel_chains(probe, y, full, base, holds) -> Iterator[Match]:
+    """Fused chains broadcast along a middle axis: x of N x C x inner values (NCHW, inner = H*W, a
+    parameter) and per-channel vectors of C values, channel (j / inner) % C of element j --
+        y = act(x + bias[c]) (+ res)                                       (form bias_act, bias_act_res)
+        y = act((x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c]) (+ res)   (batch norm, inference)
+    with eps a float parameter, else one of the usual constants."""
+    vals = probe.values
+    n = probe.sizes[y]
+    for inner_name, inner in probe.int_scalars().items():
+        if inner <= 1 or n % inner:
+            continue
+        for c in sorted({probe.sizes[b] for b in probe.inputs_of() if b not in (y, *full)}):
+            if c <= 1 or (n // inner) % c:
+                continue
+            c_name = param_for(probe, c, avoid=(inner_name,))
+            vecs = [b for b in probe.inputs_of(c) if b not in (y, *full)]
+            if c_name is None or not vecs:
+                continue
+            chan = lambda k: (np.arange(k) // inner) % c          # noqa: E731
+            shape = {"cols": c_name, "inner": inner_name}
+            for x in full:
+                rest = [r for r in full if r != x]
+                for act in FUNCTIONS:
+                    for r in [None, *rest]:
+                        add = (lambda k, r=r: vals[r][:k] if r else 0.0)
+                        for b in vecs:
+                            if holds(lambda k: _f(act, vals[x][:k] + vals[b][chan(k)]) + add(k)):
+                                yield Match("elementwise", {**base, "x": x, "bias": b, "res": r, **shape},
+                                            {"form": "bias_act" + ("_res" if r else ""), "act": act,
+                                             "broadcast": "channel"})
+                        if len(vecs) < 4:
+                            continue
+                        for mean, var, gamma, beta in _orders(vecs, 4):
+                            for eps_name, eps in _epsilons(probe):
+                                def bn(k, mean=mean, var=var, gamma=gamma, beta=beta, eps=eps):
+                                    ch = chan(k)
+                                    inv = 1.0 / np.sqrt(vals[var][ch] + eps)
+                                    return _f(act, (vals[x][:k] - vals[mean][ch]) * inv * vals[gamma][ch]
+                                              + vals[beta][ch]) + add(k)
+                                if holds(bn):
+                                    binding = {**base, "x": x, "res": r, "mean": mean, "var": var, "gamma": gamma,
+                                               "beta": beta, "eps": eps_name, **shape}
+                                    yield Match("elementwise", binding,
+                                                {"form": "batchnorm_act" + ("_res" if r else ""), "act": act,
+                                                 "broadcast": "channel", "eps": eps})
+
+
+def _orders(items: list, k: int) -> Iterator[tuple]:
+    from itertools import permutations
+
+    yield from permutations(items, k)
+
+
+def _epsilons(probe) -> list[tuple[str | None, float]]:
+    """The epsilon of a normalisation: a float parameter, else a constant references use."""
+    return [*probe.float_scalars().items(), *((None, e) for e in (1e-5, 1e-3, 1e-6, 1e-12, 0.0))]
 
 
 def _scales(probe) -> list[tuple[str, float]]:

@@ -52,6 +52,14 @@ PUBLIC = {
                                  "rows": "rows", "cols": "dim"}, {"norm": "rms"}),
     "bias_gelu_residual": ("elementwise", {"x": "x", "bias": "bias", "res": "res", "y": "out", "cols": "cols",
                                            "n": "rows*cols"}, {"form": "bias_act_res", "act": "gelu_erf"}),
+    # per-channel vectors broadcast along the middle axis of an NCHW tensor
+    "add_channel_bias": ("elementwise", {"x": "in", "bias": "bias", "y": "out", "cols": "channels", "inner": "spatial",
+                                         "n": "batch*channels*spatial"},
+                         {"form": "bias_act", "act": "identity", "broadcast": "channel"}),
+    "batchnorm_relu_nchw": ("elementwise", {"x": "x", "y": "y", "mean": "running_mean", "var": "running_var",
+                                            "gamma": "weight", "beta": "bias", "eps": "eps", "cols": "C", "inner": "HW",
+                                            "n": "N*C*HW"},
+                            {"form": "batchnorm_act", "act": "relu", "broadcast": "channel"}),
     "exclusive_scan": ("scan", {"x": "in", "y": "out", "n": "n"}, {"exclusive": True, "per_row": False}),
     "bias_backward": ("column_reduction", {"x": "dout", "y": "dbias", "rows": "B*T", "cols": "OC"}, {"op": "sum"}),
     "log_softmax_bf16": ("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"log": True}),
@@ -225,7 +233,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "llmc_unpermute", "batched_transpose", "swap_axes_5d", "scaled_softmax_f16",
             "l2_normalize", "row_argmax", "bmm_f32", "attn_scores_f16",
             "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3",
-            "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant"]
+            "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant", "add_channel_bias",
+            "batchnorm_relu_nchw"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

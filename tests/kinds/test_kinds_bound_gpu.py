@@ -21,7 +21,7 @@ TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     "llmc_unpermute", "batched_transpose", "swap_axes_5d", "scaled_softmax_f16",
     "l2_normalize", "row_argmax", "bmm_f32", "attn_scores_f16", "index_copy",
     "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3",
-    "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant")),
+    "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant", "add_channel_bias", "batchnorm_relu_nchw")),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json",
     ROOT / "bench" / "wild" / "llmc_crossentropy" / "llmc_crossentropy.json",
     ROOT / "bench" / "wild" / "llmc_adamw" / "llmc_adamw.json",

@@ -93,6 +93,11 @@ TASKS = {
     DATA / "embedding.json": ({"TPR": 32, "RPB": 2}, [{"n": 9, "dim": 33}, {"n": 4, "dim": 512}]),
     DATA / "bias_gelu_residual.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0},
                                        [{"rows": 3, "cols": 4}, {"rows": 40, "cols": 256}]),
+    # channels along the middle axis: spatial % 4 == 0 shares a channel per 4 values, 17 and 33 do not
+    DATA / "add_channel_bias.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0},
+                                     [{"batch": 2, "channels": 5, "spatial": 256}, {"batch": 3, "channels": 5, "spatial": 33}]),
+    DATA / "batchnorm_relu_nchw.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 2},
+                                        [{"N": 2, "C": 3, "HW": 256}, {"N": 2, "C": 6, "HW": 17}]),
     DATA / "exclusive_scan.json": ({"BLOCK": 128, "ITEMS": 8}, [{"n": 1}, {"n": 4099}, {"n": 100000}]),
     DATA / "bias_backward.json": ({"BX": 64, "BY": 4, "SPLIT": 1}, [{"B": 1, "T": 1, "OC": 5}, {"B": 4, "T": 333, "OC": 70}]),
     DATA / "transpose_coalesced.json": ({"BR": 32, "TY": 4}, [{"width": 1, "height": 1}, {"width": 64, "height": 130}]),

@@ -7,8 +7,11 @@
 // Bound pattern elementwise (from elementwise_vec): each block owns 4 * BLOCK * VPT consecutive
 // elements; a thread loads VPT groups of 4 (16 bytes for float) of every full-size operand, all
 // before any store, then applies kf_op and stores; a bias of `cols` values is broadcast along
-// the rows (its 4 values read together when cols % 4 == 0).  The last, partial tile and
-// unaligned buffers take the one-value-at-a-time path.  No __restrict__: y may be an input too.
+// the rows (its 4 values read together when cols % 4 == 0).  KF_CHANNEL: per-channel vectors of
+// `cols` values broadcast along a middle axis instead (NCHW: element j in channel (j / inner) %
+// cols), a bias or, KF_BN, a batch norm's (x - mean) / sqrt(var + eps) * gamma + beta; 4 values
+// share their channel when inner % 4 == 0.  The last, partial tile and unaligned buffers take the
+// one-value-at-a-time path.  No __restrict__: y may be an input too.
 // STREAM: 1 loads and stores past the caches (evict-first), 2 streams the loads only (y stays in
 // L2 for whoever reads it next, as llm.c's residual and GELU kernels do: its residual ran 7 % faster
 // than this pattern's best of 1 and 0 on the H100), 0 neither.
@@ -25,13 +28,33 @@
 
 @@OP@@
 
+// the per-channel vectors of KF_CHANNEL (a batch norm's four, else the bias) and where channels lie
+struct kf_chan {
+    const kf_mean_t* mean;
+    const kf_var_t* var;
+    const kf_gamma_t* gamma;
+    const kf_beta_t* beta;
+    float eps;
+    long long inner;
+};
+
+// x of channel c before the activation (KF_CHANNEL)
+__device__ __forceinline__ float kf_chan_pre(float xv, const kf_bias_t* bias, const kf_chan& ch, long long c)
+{
+#if KF_BN
+    return (xv - kf_ld(ch.mean + c)) * (rsqrtf(kf_ld(ch.var + c) + ch.eps) * kf_ld(ch.gamma + c)) + kf_ld(ch.beta + c);
+#else
+    return xv + kf_ld(bias + c);
+#endif
+}
+
 __device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z, const kf_bias_t* bias,
                                                const kf_res_t* res, kf_y_t* y, long long n, long long cols,
-                                               float alpha)
+                                               float alpha, kf_chan ch)
 {
     const long long tile = (long long)blockIdx.x * (4LL * BLOCK * VPT);
     const bool vec = kf_aligned4(x) && kf_aligned4(z) && kf_aligned4(bias) && kf_aligned4(res) && kf_aligned4(y)
-                     && (!KF_HAS_BIAS || cols % 4 == 0);
+                     && (!KF_HAS_BIAS || cols % 4 == 0) && (!KF_CHANNEL || ch.inner % 4 == 0);
     if (vec && tile + 4LL * BLOCK * VPT <= n) {
         float4 xv[VPT], zv[VPT], bv[VPT], rv[VPT];
 #pragma unroll
@@ -45,6 +68,11 @@ __device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z,
 #pragma unroll
         for (int i = 0; i < VPT; ++i) {
             const long long j = tile + 4LL * (threadIdx.x + (long long)i * BLOCK);
+            if (KF_CHANNEL) {                  // the 4 values share their channel
+                const long long c = (j / ch.inner) % cols;
+                xv[i] = make_float4(kf_chan_pre(xv[i].x, bias, ch, c), kf_chan_pre(xv[i].y, bias, ch, c),
+                                    kf_chan_pre(xv[i].z, bias, ch, c), kf_chan_pre(xv[i].w, bias, ch, c));
+            }
             float4 o;
             o.x = kf_op(xv[i].x, zv[i].x, bv[i].x, rv[i].x, alpha);
             o.y = kf_op(xv[i].y, zv[i].y, bv[i].y, rv[i].y, alpha);
@@ -55,7 +83,7 @@ __device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z,
     } else {
         const long long end = min(n, tile + 4LL * BLOCK * VPT);
         for (long long j = tile + threadIdx.x; j < end; j += BLOCK) {
-            const float xv = kf_ld(x + j);
+            const float xv = KF_CHANNEL ? kf_chan_pre(kf_ld(x + j), bias, ch, (j / ch.inner) % cols) : kf_ld(x + j);
             const float zv = KF_HAS_Z ? kf_ld(z + j) : 0.0f;
             const float rv = KF_HAS_RES ? kf_ld(res + j) : 0.0f;
             const float bv = KF_HAS_BIAS ? kf_ld(bias + j % cols) : 0.0f;

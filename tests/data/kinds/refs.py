@@ -301,3 +301,17 @@ def int8_quant(input, out, scale, n):
 
 def int8_dequant(out, q, scale, n):
     out[...] = scale * q.astype(np.float64)
+
+
+def batchnorm_relu_nchw(x, y, running_mean, running_var, weight, bias, N, C, HW, eps):
+    """A conv net's inference batch norm fused with ReLU, NCHW (per-channel statistics broadcast
+    along the middle axis), as a hand-written fused kernel computes it."""
+    v = x.reshape(N, C, HW).astype(np.float64)
+    inv = 1.0 / np.sqrt(running_var.astype(np.float64) + eps)
+    o = (v - running_mean[None, :, None]) * inv[None, :, None] * weight[None, :, None] + bias[None, :, None]
+    y[...] = np.maximum(o, 0.0).reshape(y.shape)
+
+
+def add_channel_bias(out, in_, bias, batch, channels, spatial):
+    """A convolution's bias added per output channel, NCHW (cuDNN's add-tensor with a 1 x C x 1 x 1 bias)."""
+    out[...] = (in_.reshape(batch, channels, spatial).astype(np.float64) + bias[None, :, None]).reshape(out.shape)
