@@ -316,10 +316,20 @@ def _optimizer_step(w: _Writer) -> str:
 
 def _scan(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
-    if not all(w.types[r] in _CTYPES.values() for r in ("x", "y")):
-        raise Unbindable("the bound prefix sum adds floating-point values")
+    per_row = bool(w.match.params.get("per_row"))
+    if all(w.types[r] in _CTYPES.values() for r in ("x", "y")):
+        w.types["acc"] = "float"
+    elif all(w.types[r] in _INTS.values() for r in ("x", "y")):      # exact, in y's integer type
+        if not per_row and w.types["y"] in ("long long", "unsigned long long"):
+            raise Unbindable("the bound prefix sum of a whole array passes 32-bit tile sums between blocks; y is "
+                             f"{w.types['y']}")
+        w.types["acc"] = w.types["y"]
+    else:
+        raise Unbindable("the bound prefix sum adds floating-point values, or integers into integers; x and y are "
+                         f"{w.types['x']} and {w.types['y']}")
+    w.defines["KF_INT_SCAN"] = int(w.types["acc"] != "float")
     w.defines["KF_EXCLUSIVE"] = int(bool(w.match.params.get("exclusive")))
-    if w.match.params.get("per_row"):             # a prefix sum of each row: a warp per row
+    if per_row:                                   # a prefix sum of each row: a warp per row
         w.template = "scan/scan_rows"
         w.slots["ROWS"] = w.launch_size("rows")
         return f"kf_scan_rows({x}, {y}, {w.size('rows')}, {w.size('cols')})"

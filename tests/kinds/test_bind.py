@@ -153,3 +153,23 @@ def test_the_bound_histogram_counts_into_a_tally_it_moves_into_the_bins_so_no_ze
     if name == "byte_histogram":                              # 256 bins: the output's own shape
         assert "kf_histogram(buffer, histo, ((long long)(size)), 256LL)" in bound.source
 
+
+
+def test_an_integer_prefix_sum_is_bound_exact_and_a_64_bit_whole_array_one_is_refused_by_name(tmp_path):
+    """Integers are summed in y's own type (no float rounding); the whole-array scan passes tile
+    sums between blocks in 32 bits, so an int64 y is refused with why, while a per-row one binds."""
+    from tests.support.kind_tasks import copy_task
+
+    task = load_task(DATA / "compact_offsets.json")
+    [bound] = instantiate(task, identify(task).match)
+    assert "typedef int kf_acc_t;" in bound.source and "#define KF_INT_SCAN 1" in bound.source
+
+    def to_int64(data):
+        data["signature"] = data["signature"].replace("int* offsets", "long long* offsets")
+
+    wide = load_task(copy_task(tmp_path, "compact_offsets", to_int64))
+    with pytest.raises(Unbindable, match="32-bit tile sums.*long long"):
+        instantiate(wide, identify(wide).match)
+    rows = load_task(DATA / "row_cumsum_i64.json")
+    [bound] = instantiate(rows, identify(rows).match)
+    assert bound.pattern == "scan_rows" and "typedef long long kf_acc_t;" in bound.source

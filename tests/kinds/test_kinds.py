@@ -70,6 +70,10 @@ PUBLIC = {
     "byte_histogram": ("histogram", {"x": "buffer", "bins": "histo", "n": "size", "nbins": None}, {"index": "direct"}),
     "hist_mod": ("histogram", {"x": "v", "bins": "counts", "n": "n", "nbins": "nb"}, {"index": "modulo"}),
     "cumsum_rows": ("scan", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"exclusive": False, "per_row": True}),
+    # integer prefix sums: exact, in y's type (a compaction's int32 offsets; per-row int32 -> int64)
+    "compact_offsets": ("scan", {"x": "flags", "y": "offsets", "n": "n"}, {"exclusive": True, "per_row": False}),
+    "row_cumsum_i64": ("scan", {"x": "counts", "y": "out", "rows": "rows", "cols": "cols"},
+                       {"exclusive": False, "per_row": True}),
     "box_rows": ("box_filter", {"x": "src", "y": "dst", "rows": "height", "cols": "width", "radius": "radius"},
                  {"axis": "x", "edge": "zero", "norm": "sum"}),
     "sgemm_tn": ("gemm", {"a": "A", "b": "B", "c": "C", "m": "m", "n": "n", "k": "k", "alpha": "alpha", "beta": "beta",
@@ -234,7 +238,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "l2_normalize", "row_argmax", "bmm_f32", "attn_scores_f16",
             "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3",
             "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant", "add_channel_bias",
-            "batchnorm_relu_nchw"]
+            "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

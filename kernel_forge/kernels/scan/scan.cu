@@ -14,7 +14,8 @@
 // that added backward (tot[t-1] + tot[t-2] + ... + inc[p]) would round differently from run to run.
 // Flag and value travel in one 64-bit word, so no fence is needed between them.  The words are
 // module globals, zero at every launch (the gate restores module globals before each launch); at
-// most KF_MAX_TILES tiles (n <= 2^17 * BLOCK * ITEMS).
+// most KF_MAX_TILES tiles (n <= 2^17 * BLOCK * ITEMS).  Sums are kept as kf_acc_t: float, or for
+// KF_INT_SCAN the 32-bit integer type of y (exact, wrapping as the reference's fixed-width sum does).
 #ifndef BLOCK
 #define BLOCK 256
 #endif
@@ -28,9 +29,21 @@ __device__ unsigned long long kf_tile_total[KF_MAX_TILES];     // (1, tile total
 __device__ unsigned long long kf_tile_inclusive[KF_MAX_TILES]; // (1, inclusive prefix) once published
 __device__ unsigned int kf_tile_ticket;
 
-__device__ __forceinline__ void kf_publish(unsigned long long* word, float v)
+#if KF_INT_SCAN
+#define KF_GET(p) ((kf_acc_t)*(p))
+#define KF_PUT(p, v) (*(p) = (kf_y_t)(v))
+#define KF_BITS(v) ((unsigned)(v))
+#define KF_FROM_BITS(u) ((kf_acc_t)(u))
+#else
+#define KF_GET(p) kf_ld(p)
+#define KF_PUT(p, v) kf_st(p, v)
+#define KF_BITS(v) __float_as_uint(v)
+#define KF_FROM_BITS(u) __uint_as_float(u)
+#endif
+
+__device__ __forceinline__ void kf_publish(unsigned long long* word, kf_acc_t v)
 {
-    atomicExch(word, (1ull << 32) | (unsigned long long)__float_as_uint(v));
+    atomicExch(word, (1ull << 32) | (unsigned long long)KF_BITS(v));
 }
 
 __device__ __forceinline__ unsigned long long kf_peek(const unsigned long long* word)
@@ -38,25 +51,25 @@ __device__ __forceinline__ unsigned long long kf_peek(const unsigned long long* 
     return *(const volatile unsigned long long*)word;
 }
 
-__device__ __forceinline__ float kf_value(unsigned long long s)
+__device__ __forceinline__ kf_acc_t kf_value(unsigned long long s)
 {
-    return __uint_as_float((unsigned)(s & 0xffffffffu));
+    return KF_FROM_BITS((unsigned)(s & 0xffffffffu));
 }
 
 __device__ __forceinline__ void kf_scan(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y, long long n)
 {
-    __shared__ float warp_tot[BLOCK / 32];
-    __shared__ float tile_prefix;
+    __shared__ kf_acc_t warp_tot[BLOCK / 32];
+    __shared__ kf_acc_t tile_prefix;
     __shared__ unsigned int tile_id;
     if (threadIdx.x == 0) tile_id = atomicAdd(&kf_tile_ticket, 1u);
     __syncthreads();
     const unsigned tile = tile_id;
     if (tile >= KF_MAX_TILES) return;
     const long long base = (long long)tile * (BLOCK * ITEMS) + (long long)threadIdx.x * ITEMS;
-    float v[ITEMS];
+    kf_acc_t v[ITEMS];
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i) v[i] = (base + i < n) ? kf_ld(x + base + i) : 0.0f;
-    float run = 0.0f;
+    for (int i = 0; i < ITEMS; ++i) v[i] = (base + i < n) ? KF_GET(x + base + i) : (kf_acc_t)0;
+    kf_acc_t run = (kf_acc_t)0;
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
         run += v[i];
@@ -64,24 +77,24 @@ __device__ __forceinline__ void kf_scan(const kf_x_t* __restrict__ x, kf_y_t* __
     }
     // exclusive scan of the thread totals over the block
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float inc = run;
+    kf_acc_t inc = run;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-        const float u = __shfl_up_sync(0xffffffffu, inc, o);
+        const kf_acc_t u = __shfl_up_sync(0xffffffffu, inc, o);
         if (lane >= o) inc += u;
     }
     if (lane == 31) warp_tot[warp] = inc;
     __syncthreads();
-    float before = 0.0f, total = 0.0f;
+    kf_acc_t before = (kf_acc_t)0, total = (kf_acc_t)0;
 #pragma unroll
     for (int k = 0; k < BLOCK / 32; ++k) {
-        const float t = warp_tot[k];
-        before += (k < warp) ? t : 0.0f;
+        const kf_acc_t t = warp_tot[k];
+        before += (k < warp) ? t : (kf_acc_t)0;
         total += t;
     }
     before += inc - run;
     if (threadIdx.x == 0) {
-        float prefix = 0.0f;
+        kf_acc_t prefix = (kf_acc_t)0;
         if (tile == 0) {
             kf_publish(&kf_tile_inclusive[0], total);
         } else {
@@ -102,9 +115,9 @@ __device__ __forceinline__ void kf_scan(const kf_x_t* __restrict__ x, kf_y_t* __
         tile_prefix = prefix;
     }
     __syncthreads();
-    const float add = tile_prefix + before;
+    const kf_acc_t add = tile_prefix + before;
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
-        if (base + i < n) kf_st(y + base + i, v[i] + add);
+        if (base + i < n) KF_PUT(y + base + i, v[i] + add);
     }
 }

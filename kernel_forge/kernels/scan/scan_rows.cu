@@ -6,7 +6,8 @@
 // tiles of 32 * ITEMS values: each lane scans its ITEMS consecutive values in registers, the warp
 // scans the lanes' totals with shuffles, and a running carry (the sum of the tiles before) moves
 // from tile to tile -- one read and one write per element, no shared memory, no atomics, the sums
-// taken in the same order every launch.  KF_EXCLUSIVE: y[i] = x[0] + ... + x[i-1].
+// taken in the same order every launch.  KF_EXCLUSIVE: y[i] = x[0] + ... + x[i-1].  Sums are kept
+// as kf_acc_t: float, or for KF_INT_SCAN the integer type of y (exact).
 #ifndef RPB
 #define RPB 4
 #endif
@@ -14,6 +15,13 @@
 #define ITEMS 4
 #endif
 #define KF_THREADS (32 * RPB)
+#if KF_INT_SCAN
+#define KF_GET(p) ((kf_acc_t)*(p))
+#define KF_PUT(p, v) (*(p) = (kf_y_t)(v))
+#else
+#define KF_GET(p) kf_ld(p)
+#define KF_PUT(p, v) kf_st(p, v)
+#endif
 
 __device__ __forceinline__ void kf_scan_rows(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
                                              long long rows, long long cols)
@@ -23,28 +31,28 @@ __device__ __forceinline__ void kf_scan_rows(const kf_x_t* __restrict__ x, kf_y_
     if (row >= rows) return;
     const kf_x_t* xr = x + row * cols;
     kf_y_t* yr = y + row * cols;
-    float carry = 0.0f;
+    kf_acc_t carry = (kf_acc_t)0;
     for (long long t = 0; t < cols; t += 32 * ITEMS) {
         const long long base = t + (long long)lane * ITEMS;
-        float v[ITEMS];
-        float run = 0.0f;
+        kf_acc_t v[ITEMS];
+        kf_acc_t run = (kf_acc_t)0;
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i) {
-            v[i] = (base + i < cols) ? kf_ld(xr + base + i) : 0.0f;
+            v[i] = (base + i < cols) ? KF_GET(xr + base + i) : (kf_acc_t)0;
             run += v[i];
         }
-        float inc = run;                          // inclusive scan of the lanes' totals
+        kf_acc_t inc = run;                          // inclusive scan of the lanes' totals
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-            const float u = __shfl_up_sync(0xffffffffu, inc, o);
+            const kf_acc_t u = __shfl_up_sync(0xffffffffu, inc, o);
             if (lane >= o) inc += u;
         }
-        float acc = carry + inc - run;            // the sum of everything before this lane's values
+        kf_acc_t acc = carry + inc - run;            // the sum of everything before this lane's values
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i) {
-            const float before = acc;
+            const kf_acc_t before = acc;
             acc += v[i];
-            if (base + i < cols) kf_st(yr + base + i, KF_EXCLUSIVE ? before : acc);
+            if (base + i < cols) KF_PUT(yr + base + i, KF_EXCLUSIVE ? before : acc);
         }
         carry += __shfl_sync(0xffffffffu, inc, 31);
     }

@@ -315,3 +315,14 @@ def batchnorm_relu_nchw(x, y, running_mean, running_var, weight, bias, N, C, HW,
 def add_channel_bias(out, in_, bias, batch, channels, spatial):
     """A convolution's bias added per output channel, NCHW (cuDNN's add-tensor with a 1 x C x 1 x 1 bias)."""
     out[...] = (in_.reshape(batch, channels, spatial).astype(np.float64) + bias[None, :, None]).reshape(out.shape)
+
+
+def compact_offsets(flags, offsets, n):
+    """Stream compaction's write offsets: an exclusive prefix sum of 0/1 flags, in int32."""
+    c = np.cumsum(flags.astype(np.int64))
+    offsets[...] = (c - flags.reshape(-1)).astype(np.int32)
+
+
+def row_cumsum_i64(counts, out, rows, cols):
+    """A per-row running count of int32 values into int64 (torch.cumsum(dim=1) promotes to int64)."""
+    out[...] = np.cumsum(counts.reshape(rows, cols).astype(np.int64), axis=1).reshape(out.shape)
