@@ -166,7 +166,7 @@ def _row_norm(w: _Writer) -> str:
     res, total = w.buffer("res", required=False), w.buffer("sum", required=False)     # x + res, normed (and kept)
     w.slots["ROWS"] = w.launch_size("rows")
     w.defines.update(KF_RMS=int(m.params.get("norm") in ("rms", "l2")), KF_L2=int(m.params.get("norm") == "l2"),
-                     KF_HAS_W=int(wt != "nullptr"),
+                     KF_HAS_W=int(wt != "nullptr"), KF_W_OFFSET=f"{float(m.params.get('weight_offset', 0.0))!r}f",
                      KF_HAS_B=int(bs != "nullptr"), KF_MEAN=int(stats["mean"] != "nullptr"),
                      KF_RSTD=int(stats["rstd"] != "nullptr"), KF_VAR=int(stats["var"] != "nullptr"),
                      KF_ADD=int(res != "nullptr"), KF_SUM=int(total != "nullptr"))

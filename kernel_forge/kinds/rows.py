@@ -74,12 +74,12 @@ def find_row_norm(probe) -> Iterator[Match]:
                     roles = _stats(probe, extras, mean, rstd, var, norm)
                     if roles is None:
                         continue
-                    w, b = hit
+                    w, b, offset = hit
                     binding = {"x": x, "y": y, "weight": w, "bias": b, **roles, **_scalars(probe, rows, cols),
                                "eps": eps_name}
                     if res is not None:
                         binding.update(res=res, sum=total)
-                    params = {"norm": norm}
+                    params = {"norm": norm, **({"weight_offset": 1.0} if offset else {})}
                     if eps_name is None:
                         params["eps"] = _read_eps(probe, x, y, binding, norm, eps, cols)
                     yield Match("row_norm", binding, params)
@@ -99,15 +99,17 @@ def _residual_adds(probe, x, y, size) -> Iterator[tuple[str, str | None]]:
 
 
 def _affine(z, got, vecs, probe):
-    """(weight, bias) names (None: absent) with got == z * weight + bias, or None."""
+    """(weight, bias, offset) with got == z * (offset + weight) + bias, or None: names (None: absent),
+    offset 1 for a weight stored as its difference from one (Gemma's RMSNorm), else 0."""
     for w in [None, *vecs]:
-        zw = z * (probe.values[w][None, :] if w else 1.0)
-        for b in [None, *vecs]:
-            if b is not None and b == w:
-                continue
-            pred = zw + (probe.values[b][None, :] if b else 0.0)
-            if close(got, pred):
-                return w, b
+        for offset in ((0.0, 1.0) if w else (0.0,)):
+            zw = z * (offset + probe.values[w][None, :] if w else 1.0)
+            for b in [None, *vecs]:
+                if b is not None and b == w:
+                    continue
+                pred = zw + (probe.values[b][None, :] if b else 0.0)
+                if close(got, pred):
+                    return w, b, offset
     return None
 
 

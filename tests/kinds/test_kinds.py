@@ -50,6 +50,8 @@ PUBLIC = {
     "embedding": ("gather", {"y": "out", "index": "idx", "table": "table", "rows": "n", "cols": "dim"}, {}),
     "rmsnorm_f16": ("row_norm", {"x": "inp", "y": "out", "weight": "weight", "bias": None, "eps": "eps",
                                  "rows": "rows", "cols": "dim"}, {"norm": "rms"}),
+    "gemma_rmsnorm": ("row_norm", {"x": "x", "y": "y", "weight": "w", "bias": None, "eps": "eps", "rows": "rows",
+                                   "cols": "cols"}, {"norm": "rms", "weight_offset": 1.0}),
     "bias_gelu_residual": ("elementwise", {"x": "x", "bias": "bias", "res": "res", "y": "out", "cols": "cols",
                                            "n": "rows*cols"}, {"form": "bias_act_res", "act": "gelu_erf"}),
     # per-channel vectors broadcast along the middle axis of an NCHW tensor
@@ -238,7 +240,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "l2_normalize", "row_argmax", "bmm_f32", "attn_scores_f16",
             "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3",
             "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant", "add_channel_bias",
-            "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64"]
+            "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64", "gemma_rmsnorm"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -59,6 +59,8 @@ F16_SECOND = {"BM": 64, "BN": 64, "BK": 64, "WM": 32, "WN": 32, "STAGES": 2}
 TASKS = {
     DATA / "llmc_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0},
                                    [{"N": 5, "C": 1000}, {"N": 7, "C": 36}, {"N": 3, "C": 5}]),
+    # the weight as its difference from one: 4-wide (cols % 4 == 0) and one at a time
+    DATA / "gemma_rmsnorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 2, "STREAM": 0}, [{"rows": 3, "cols": 256}, {"rows": 2, "cols": 33}]),
     DATA / "fused_add_rmsnorm_f16.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 0},    # rows streamed twice
                                           [{"T": 2, "H": 1030}, {"T": 3, "H": 37}]),
     DATA / "fused_residual_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1},

@@ -17,7 +17,8 @@
 // (KF_SUM) as it is loaded -- in place of the residual, as vLLM's kernel does: each value is read
 // and written by the same thread, so x, res, sum and y may be the same buffers; a row streamed
 // twice reads its second pass back from `sum`.  KF_ALIAS (two of x, res, sum and y one buffer):
-// those four carry no __restrict__.
+// those four carry no __restrict__.  KF_W_OFFSET: 1.0f where the weight is stored as its difference
+// from one (Gemma's RMSNorm multiplies by 1 + w), else 0.0f.
 #ifndef WPR
 #define WPR 1
 #endif
@@ -180,7 +181,7 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
     };
     auto affine = [&](float val, int j) -> float {
 #if KF_HAS_W
-        val *= kf_ld(w + j);
+        val *= KF_W_OFFSET + kf_ld(w + j);
 #endif
 #if KF_HAS_B
         val += kf_ld(b + j);
@@ -200,7 +201,7 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
                     o.w = (v[4 * i + 3] - mean) * rstd;
 #if KF_HAS_W
                     const float4 g = kf_ld4(w + j);
-                    o.x *= g.x; o.y *= g.y; o.z *= g.z; o.w *= g.w;
+                    o.x *= KF_W_OFFSET + g.x; o.y *= KF_W_OFFSET + g.y; o.z *= KF_W_OFFSET + g.z; o.w *= KF_W_OFFSET + g.w;
 #endif
 #if KF_HAS_B
                     const float4 h = kf_ld4(b + j);

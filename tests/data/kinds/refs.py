@@ -326,3 +326,10 @@ def compact_offsets(flags, offsets, n):
 def row_cumsum_i64(counts, out, rows, cols):
     """A per-row running count of int32 values into int64 (torch.cumsum(dim=1) promotes to int64)."""
     out[...] = np.cumsum(counts.reshape(rows, cols).astype(np.int64), axis=1).reshape(out.shape)
+
+
+def gemma_rmsnorm(x, w, y, rows, cols, eps):
+    """Gemma's RMSNorm: the weight is stored as its difference from one, y = x / rms(x) * (1 + w)."""
+    v = x.reshape(rows, cols).astype(np.float64)
+    r = 1.0 / np.sqrt((v * v).mean(axis=1, keepdims=True) + eps)
+    y[...] = (v * r * (1.0 + w)).reshape(y.shape)
