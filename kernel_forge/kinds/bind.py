@@ -237,7 +237,9 @@ def _stencil2d(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
     taps = w.buffer("taps", required=False)
     k = int(p.get("k", 3))
-    w.defines.update(KF_K=k, KF_EDGE_CLAMP=int(p.get("edge") == "clamp"), KF_TAPS_CONST=int(taps == "nullptr"))
+    from kernel_forge.kinds.spatial import STENCIL_EDGES
+
+    w.defines.update(KF_K=k, KF_EDGE=STENCIL_EDGES.index(p.get("edge", "zero")), KF_TAPS_CONST=int(taps == "nullptr"))
     if taps == "nullptr":
         values = p.get("taps")
         if not values or len(values) != k * k:

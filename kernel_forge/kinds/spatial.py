@@ -13,16 +13,22 @@ from kernel_forge.kinds.match import Match, close, dims, param_for
 
 #: how a stencil reads outside the image: clamp to the edge, or read zero
 EDGES = ("clamp", "zero")
+#: a stencil's edge modes besides those: reflect without the edge pixel (OpenCV's BORDER_REFLECT_101,
+#: numpy's "reflect"), with it (scipy.ndimage's "reflect", numpy's "symmetric"), periodic ("wrap")
+STENCIL_EDGES = (*EDGES, "reflect", "symmetric", "wrap")
+_NUMPY_PAD = {"clamp": "edge", "zero": "constant", "reflect": "reflect", "symmetric": "symmetric", "wrap": "wrap"}
 #: pixels of the top band a stencil is fitted on
 BAND = 1 << 16
 
 
-def _shifted(img: np.ndarray, k: int, edge: str) -> np.ndarray:
-    """(h*w, k*k): column dy*k+dx holds img[i+dy-r, j+dx-r] under the edge mode."""
+def _shifted(img: np.ndarray, k: int, edge: str, rows: int | None = None) -> np.ndarray:
+    """(rows*w, k*k) for the top ``rows`` rows (all by default): column dy*k+dx holds
+    img[i+dy-r, j+dx-r] under the edge mode."""
     r = k // 2
-    padded = np.pad(img, r, mode="edge" if edge == "clamp" else "constant")
+    padded = np.pad(img, r, mode=_NUMPY_PAD[edge])
     h, w = img.shape
-    return np.stack([padded[dy:dy + h, dx:dx + w].reshape(-1) for dy in range(k) for dx in range(k)], axis=1)
+    rows = h if rows is None else min(rows, h)
+    return np.stack([padded[dy:dy + rows, dx:dx + w].reshape(-1) for dy in range(k) for dx in range(k)], axis=1)
 
 
 def _images(probe, least: int) -> Iterator[tuple[str, str, int, int, np.ndarray, np.ndarray]]:
@@ -42,26 +48,40 @@ def _images(probe, least: int) -> Iterator[tuple[str, str, int, int, np.ndarray,
 
 
 def find_stencil(probe) -> Iterator[Match]:
+    """A K x K stencil (K = 3, 5, 7) with its taps a parameter or fitted, under an edge mode of
+    STENCIL_EDGES.  Fitted taps come from the interior pixels, which no edge mode reaches (one
+    least-squares fit per K); each edge mode is then checked on the whole top band."""
     for x, y, h, w, img, got in _images(probe, 3):
         for k in (3, 5, 7):
             if h < k or w < k:
                 continue
+            r = k // 2
             band = min(h, max(k, BAND // w))         # the top rows only: edges on three sides are real
             want = got[:band * w]
             weights = [wb for wb in probe.inputs_of(k * k) if wb not in (x, y)]
-            for edge in EDGES:
-                a = _shifted(img[:min(h, band + k // 2)], k, edge)[:band * w]
-                for wb in weights:                 # the taps are a parameter
-                    if close(want, a @ probe.values[wb]):
-                        yield _match(probe, x, y, h, w, k, edge, taps=wb)
-                if weights:
-                    continue
-                taps, *_ = np.linalg.lstsq(a, want, rcond=None)
+            shifted = {edge: _shifted(img, k, edge, band) for edge in STENCIL_EDGES}
+            if weights:                            # the taps are a parameter
+                for edge, a in shifted.items():
+                    for wb in weights:
+                        if close(want, a @ probe.values[wb]):
+                            yield _match(probe, x, y, h, w, k, edge, taps=wb)
+                continue
+            inner = np.zeros((band, w), bool)
+            inner[r:min(band, h - r), r:w - r] = True             # rows and columns no edge mode reaches
+            inner = inner.reshape(-1)
+            fits = [None] if inner.sum() >= 2 * k * k else list(STENCIL_EDGES)   # too few: a fit per mode
+            for fit in fits:
+                a = shifted[fit or "zero"]
+                taps, *_ = np.linalg.lstsq(a[inner] if fit is None else a, want[inner] if fit is None else want,
+                                           rcond=None)
                 taps = np.where(np.abs(taps) < 1e-7, 0.0, taps)
                 if k == 7 and min(np.count_nonzero(taps.reshape(7, 7).any(axis=ax)) for ax in (0, 1)) == 1:
                     continue     # one row or column of taps: a 1-D window (the box filter's, radius a parameter)
-                if close(want, a @ taps) and np.count_nonzero(taps) > 1:
-                    yield _match(probe, x, y, h, w, k, edge, values=[float(t) for t in taps])
+                if np.count_nonzero(taps) <= 1:
+                    continue
+                for edge in ([fit] if fit else STENCIL_EDGES):
+                    if close(want, shifted[edge] @ taps):
+                        yield _match(probe, x, y, h, w, k, edge, values=[float(t) for t in taps])
     return
 
 

@@ -47,6 +47,11 @@ PUBLIC = {
     "blur3x3": ("stencil2d", {"x": "x", "y": "y", "rows": "h", "cols": "w", "taps": None},
                 {"k": 3, "edge": "clamp", "taps": [1 / 16, 2 / 16, 1 / 16, 2 / 16, 4 / 16, 2 / 16, 1 / 16, 2 / 16, 1 / 16]}),
     "conv5x5": ("stencil2d", {"x": "img", "y": "out", "taps": "filt", "rows": "H", "cols": "W"}, {"k": 5, "edge": "zero"}),
+    # the edge modes of OpenCV (BORDER_REFLECT_101) and of a periodic grid
+    "sobel_x_reflect101": ("stencil2d", {"x": "src", "y": "dst", "rows": "rows", "cols": "cols", "taps": None},
+                           {"k": 3, "edge": "reflect", "taps": [-1.0, 0.0, 1.0, -2.0, 0.0, 2.0, -1.0, 0.0, 1.0]}),
+    "laplace_periodic": ("stencil2d", {"x": "u", "y": "out", "rows": "ny", "cols": "nx", "taps": None},
+                         {"k": 3, "edge": "wrap", "taps": [0.0, 1.0, 0.0, 1.0, -4.0, 1.0, 0.0, 1.0, 0.0]}),
     "embedding": ("gather", {"y": "out", "index": "idx", "table": "table", "rows": "n", "cols": "dim"}, {}),
     "rmsnorm_f16": ("row_norm", {"x": "inp", "y": "out", "weight": "weight", "bias": None, "eps": "eps",
                                  "rows": "rows", "cols": "dim"}, {"norm": "rms"}),
@@ -240,7 +245,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "l2_normalize", "row_argmax", "bmm_f32", "attn_scores_f16",
             "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3",
             "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant", "add_channel_bias",
-            "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64", "gemma_rmsnorm"]
+            "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64", "gemma_rmsnorm", "sobel_x_reflect101",
+            "laplace_periodic"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

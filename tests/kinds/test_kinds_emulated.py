@@ -91,6 +91,8 @@ TASKS = {
     DATA / "gemv_t.json": ({"BX": 32, "BY": 4, "SPLIT": 4}, [{"m": 70, "n": 33}, {"m": 3, "n": 5}]),
     DATA / "int8_quant.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
     DATA / "int8_dequant.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 1}, [{"n": 3}, {"n": 4101}]),
+    DATA / "sobel_x_reflect101.json": ({"BX": 16, "BY": 4, "RY": 2}, [{"rows": 4, "cols": 5}, {"rows": 33, "cols": 40}]),
+    DATA / "laplace_periodic.json": ({"BX": 16, "BY": 4, "RY": 2}, [{"ny": 4, "nx": 5}, {"ny": 33, "nx": 40}]),
     DATA / "conv5x5.json": ({"BX": 32, "BY": 2, "RY": 1}, [{"H": 5, "W": 6}, {"H": 33, "W": 40}]),
     DATA / "embedding.json": ({"TPR": 32, "RPB": 2}, [{"n": 9, "dim": 33}, {"n": 4, "dim": 512}]),
     DATA / "bias_gelu_residual.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0},

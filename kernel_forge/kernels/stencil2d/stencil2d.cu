@@ -8,7 +8,8 @@
 // column.  It walks the RY + K - 1 input rows its outputs need once, reading K neighbours per
 // row (the warp's neighbours come from L1), and adds each into every output row whose window
 // holds it (the row offsets are compile-time constants after unrolling); taps are constants or
-// loaded once into registers.  Edges: KF_EDGE_CLAMP reads the nearest pixel, otherwise zero.
+// loaded once into registers.  Edges (KF_EDGE, kinds/spatial.py's STENCIL_EDGES): 0 the nearest
+// pixel, 1 zero, 2 reflected without the edge pixel (-1 -> 1), 3 with it (-1 -> 0), 4 periodic.
 #ifndef BX
 #define BX 32
 #endif
@@ -20,6 +21,19 @@
 #endif
 #define KF_THREADS (BX * BY)
 #define KF_R (KF_K / 2)
+
+// the pixel read for index i of an axis of n under edge modes 0, 2, 3 and 4 (in range for |i| < 2n)
+__device__ __forceinline__ int kf_edge(int i, int n)
+{
+#if KF_EDGE == 2
+    i = i < 0 ? -i : (i >= n ? 2 * n - 2 - i : i);
+#elif KF_EDGE == 3
+    i = i < 0 ? -i - 1 : (i >= n ? 2 * n - 1 - i : i);
+#elif KF_EDGE == 4
+    i = i < 0 ? i + n : (i >= n ? i - n : i);
+#endif
+    return min(max(i, 0), n - 1);
+}
 
 __device__ __forceinline__ void kf_stencil2d(const kf_x_t* __restrict__ x, const kf_taps_t* __restrict__ taps,
                                              kf_y_t* __restrict__ y, int h, int w)
@@ -45,11 +59,11 @@ __device__ __forceinline__ void kf_stencil2d(const kf_x_t* __restrict__ x, const
     for (int q = 0; q < RY + KF_K - 1; ++q) {
         int ir = r0 + q - KF_R;
         float v[KF_K];
-#if KF_EDGE_CLAMP
-        ir = min(max(ir, 0), h - 1);
+#if KF_EDGE != 1
+        ir = kf_edge(ir, h);
         const long long base = (long long)ir * w;
 #pragma unroll
-        for (int d = 0; d < KF_K; ++d) v[d] = kf_ld(x + base + min(max(col + d - KF_R, 0), w - 1));
+        for (int d = 0; d < KF_K; ++d) v[d] = kf_ld(x + base + kf_edge(col + d - KF_R, w));
 #else
         const bool rin = ir >= 0 && ir < h;
         const long long base = (long long)(rin ? ir : 0) * w;

@@ -333,3 +333,17 @@ def gemma_rmsnorm(x, w, y, rows, cols, eps):
     v = x.reshape(rows, cols).astype(np.float64)
     r = 1.0 / np.sqrt((v * v).mean(axis=1, keepdims=True) + eps)
     y[...] = (v * r * (1.0 + w)).reshape(y.shape)
+
+
+def sobel_x_reflect101(src, dst, rows, cols):
+    """OpenCV's Sobel x derivative (3 x 3) with its default border, BORDER_REFLECT_101."""
+    p = np.pad(src.reshape(rows, cols).astype(np.float64), 1, mode="reflect")
+    gx = (p[:-2, 2:] + 2 * p[1:-1, 2:] + p[2:, 2:]) - (p[:-2, :-2] + 2 * p[1:-1, :-2] + p[2:, :-2])
+    dst[...] = gx.reshape(dst.shape)
+
+
+def laplace_periodic(u, out, ny, nx):
+    """One explicit heat-equation step's 5-point Laplacian on a periodic grid."""
+    g = u.reshape(ny, nx).astype(np.float64)
+    lap = np.roll(g, 1, 0) + np.roll(g, -1, 0) + np.roll(g, 1, 1) + np.roll(g, -1, 1) - 4 * g
+    out[...] = lap.reshape(out.shape)
