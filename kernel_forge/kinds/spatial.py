@@ -145,9 +145,10 @@ def find_transpose(probe) -> Iterator[Match]:
 
 
 def _axis_swaps(probe, x, y) -> Iterator[tuple[int, int, int, int, int]]:
-    """(outer, rows, mid, cols, inner) for each pair of axes of ``x`` -- its declared shape, or
-    ``y``'s with the pair swapped back -- whose swap is ``y``: x as [outer, rows, mid, cols, inner]
-    is y as [outer, cols, mid, rows, inner] (a batched transpose, a 0213 permute of heads ...)."""
+    """(outer, rows, mid, cols, inner) for each pair of groups of consecutive axes of ``x`` -- its
+    declared shape, or ``y``'s with the pair swapped back -- whose swap is ``y``: x as [outer, rows,
+    mid, cols, inner] is y as [outer, cols, mid, rows, inner] (a batched transpose, a 0213 permute of
+    heads, NCHW -> NHWC: C swapped with the group H, W ...)."""
     case = probe.inputs.case
     shapes = []
     for name, swap in ((x, False), (y, True)):
@@ -156,17 +157,21 @@ def _axis_swaps(probe, x, y) -> Iterator[tuple[int, int, int, int, int]]:
             shapes.append((shape, swap))
     seen = set()
     for shape, swap in shapes:
-        for i in range(len(shape)):
-            for j in range(i + 1, len(shape)):
-                s = list(shape)
-                if swap:
-                    s[i], s[j] = s[j], s[i]
-                parts = (math.prod(s[:i]), s[i], math.prod(s[i + 1:j]), s[j], math.prod(s[j + 1:]))
-                if s[i] == 1 or s[j] == 1 or parts in seen:
-                    continue
-                seen.add(parts)
-                if close(probe.outputs[y], np.swapaxes(probe.values[x].reshape(s), i, j).reshape(-1)):
-                    yield parts
+        d = len(shape)
+        for i in range(d):
+            for j in range(i + 1, d):
+                for k in range(j, d):
+                    for l in range(k + 1, d + 1):
+                        a, b = math.prod(shape[i:j]), math.prod(shape[k:l])
+                        if swap:         # y's groups a and b: x holds them the other way round
+                            a, b = b, a
+                        parts = (math.prod(shape[:i]), a, math.prod(shape[j:k]), b, math.prod(shape[l:]))
+                        if a == 1 or b == 1 or parts in seen:
+                            continue
+                        seen.add(parts)
+                        got = np.swapaxes(probe.values[x].reshape(parts), 1, 3).reshape(-1)
+                        if close(probe.outputs[y], got):
+                            yield parts
 
 
 def find_gather(probe) -> Iterator[Match]:

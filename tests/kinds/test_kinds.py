@@ -102,6 +102,8 @@ PUBLIC = {
                                         "cols": "cols", "inner": None}, {}),
     "swap_axes_5d": ("transpose", {"x": "x", "y": "y", "outer": "A", "rows": "R", "mid": "M", "cols": "C", "inner": "I"},
                      {}),
+    "nchw_to_nhwc": ("transpose", {"x": "x", "y": "y", "outer": "N", "rows": "C", "mid": None, "cols": "H*W",
+                                   "inner": None}, {}),
     "scaled_softmax_f16": ("row_softmax", {"x": "x", "y": "out", "rows": "rows", "cols": "cols", "scale": "scale"},
                            {"log": False}),
     "l2_normalize": ("row_norm", {"x": "x", "y": "out", "weight": None, "bias": None, "rows": "rows", "cols": "cols",
@@ -246,7 +248,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3",
             "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant", "add_channel_bias",
             "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64", "gemma_rmsnorm", "sobel_x_reflect101",
-            "laplace_periodic"]
+            "laplace_periodic", "nchw_to_nhwc"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -347,3 +347,8 @@ def laplace_periodic(u, out, ny, nx):
     g = u.reshape(ny, nx).astype(np.float64)
     lap = np.roll(g, 1, 0) + np.roll(g, -1, 0) + np.roll(g, 1, 1) + np.roll(g, -1, 1) - 4 * g
     out[...] = lap.reshape(out.shape)
+
+
+def nchw_to_nhwc(x, y, N, C, H, W):
+    """A channels-last conversion (permute 0, 2, 3, 1): C moves past H and W."""
+    y[...] = x.reshape(N, C, H, W).transpose(0, 2, 3, 1).reshape(y.shape)
