@@ -2,10 +2,12 @@
 gated unit: SwiGLU, GEGLU) -- also with ``x`` and ``z`` the two halves of each row of one buffer
 (vLLM's and SGLang's ``act_and_mul``: ``y[r, :] = act(s[r, :c]) * s[r, c:]``) --, ``y = alpha*x (+ z)``,
 and ``y = act(x + bias[col]) + res`` with a bias broadcast along the rows (bias, activation,
-residual), with ``act`` from :data:`FUNCTIONS`."""
+residual), or per channel along a middle axis (an NCHW bias; an inference batch norm), with ``act``
+from :data:`FUNCTIONS`."""
 from __future__ import annotations
 
 import math
+from itertools import permutations
 
 import numpy as np
 
@@ -197,7 +199,7 @@ def _channel_chains(probe, y, full, base, holds) -> Iterator[Match]:
                                              "broadcast": "channel"})
                         if len(vecs) < 4:
                             continue
-                        for mean, var, gamma, beta in _orders(vecs, 4):
+                        for mean, var, gamma, beta in permutations(vecs, 4):
                             for eps_name, eps in _epsilons(probe):
                                 def bn(k, mean=mean, var=var, gamma=gamma, beta=beta, eps=eps):
                                     ch = chan(k)
@@ -210,12 +212,6 @@ def _channel_chains(probe, y, full, base, holds) -> Iterator[Match]:
                                     yield Match("elementwise", binding,
                                                 {"form": "batchnorm_act" + ("_res" if r else ""), "act": act,
                                                  "broadcast": "channel", "eps": eps})
-
-
-def _orders(items: list, k: int) -> Iterator[tuple]:
-    from itertools import permutations
-
-    yield from permutations(items, k)
 
 
 def _epsilons(probe) -> list[tuple[str | None, float]]:
