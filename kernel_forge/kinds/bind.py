@@ -372,7 +372,11 @@ def _column_reduction(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
     mul = _reduce_op(w)
     w.slots["COLS"] = w.launch_size("cols")
-    return f"kf_column_reduction({x}, {mul}, {y}, {w.size('rows')}, {w.size('cols')})"
+    w.slots["BATCH"] = w.launch_size("batch") if w.role("batch") else "1"
+    rows, cols = w.size("rows"), w.size("cols")
+    if w.role("batch"):          # a reduction over a middle axis: one matrix per grid z
+        x, y = f"{x} + (long long)blockIdx.z * {rows} * {cols}", f"{y} + (long long)blockIdx.z * {cols}"
+    return f"kf_column_reduction({x}, {mul}, {y}, {rows}, {cols})"
 
 
 def _row_reduction(w: _Writer) -> str:

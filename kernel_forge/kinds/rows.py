@@ -2,6 +2,8 @@
 reductions and prefix sums.  Each ``find_*`` returns the matches that hold on a probe."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from typing import Iterator
@@ -247,6 +249,12 @@ def find_reductions(probe) -> Iterator[Match]:
                     for op, fn in _REDUCE.items():
                         if close(want, fn(m, axis=axis), rtol=5e-3) and not _really_absmax(probe, x, y, op, axis, cols):
                             yield Match(kind, {"x": x, "y": y, **_scalars(probe, rows, cols)}, {"op": op, **extra})
+            for outer, mid, inner in _middle_axes(probe, x, n_out):   # over a middle axis, a batch of columns
+                m = v.reshape(outer, mid, inner)
+                for op, fn in _REDUCE.items():
+                    if close(want, fn(m, axis=1).reshape(-1), rtol=5e-3):
+                        yield Match("column_reduction", {"x": x, "y": y, **_scalars(probe, mid, inner),
+                                                         "batch": param_for(probe, outer)}, {"op": op, **extra})
             tried = {rc for rc in dims(probe, size) if rc[0] == n_out}
             for seg in _segments(size, n_out, tried):   # a sum per segment of a constant length, the last one short
                 padded = np.zeros(n_out * seg)
@@ -256,6 +264,16 @@ def find_reductions(probe) -> Iterator[Match]:
                                 {"op": "sum", "segment": seg, **extra})
     yield from _product_sums(probe, y, forms)
     yield from _mapped_reductions(probe, y, forms)
+
+
+def _middle_axes(probe, x, n_out: int) -> Iterator[tuple[int, int, int]]:
+    """(outer, mid, inner) for each middle axis of ``x``'s declared shape (3-D or more; each side a
+    product of its axes) whose reduction leaves ``n_out`` values: a sum over C of N x C x HW."""
+    shape = [int(v) for v in probe.task.shape(probe.arg(x), probe.inputs.case)]
+    for i in range(1, len(shape) - 1):
+        outer, mid, inner = math.prod(shape[:i]), shape[i], math.prod(shape[i + 1:])
+        if outer > 1 and mid > 1 and inner > 1 and outer * inner == n_out:
+            yield outer, mid, inner
 
 
 def _really_absmax(probe, x, y, op, axis, cols: int = 1) -> bool:

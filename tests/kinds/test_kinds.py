@@ -69,6 +69,8 @@ PUBLIC = {
                             {"form": "batchnorm_act", "act": "relu", "broadcast": "channel"}),
     "exclusive_scan": ("scan", {"x": "in", "y": "out", "n": "n"}, {"exclusive": True, "per_row": False}),
     "bias_backward": ("column_reduction", {"x": "dout", "y": "dbias", "rows": "B*T", "cols": "OC"}, {"op": "sum"}),
+    "channel_mean_nchw": ("column_reduction", {"x": "x", "y": "out", "rows": "C", "cols": "HW", "batch": "N"},
+                          {"op": "mean"}),
     "log_softmax_bf16": ("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"log": True}),
     "transpose_coalesced": ("transpose", {"x": "idata", "y": "odata", "rows": "height", "cols": "width"}, {}),
     "reduce_max": ("reduction", {"x": "in", "y": "out", "n": "n"}, {"op": "max", "axis": None}),
@@ -248,7 +250,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3",
             "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant", "add_channel_bias",
             "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64", "gemma_rmsnorm", "sobel_x_reflect101",
-            "laplace_periodic", "nchw_to_nhwc"]
+            "laplace_periodic", "nchw_to_nhwc", "channel_mean_nchw"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

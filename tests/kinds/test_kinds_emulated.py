@@ -105,6 +105,8 @@ TASKS = {
     DATA / "exclusive_scan.json": ({"BLOCK": 128, "ITEMS": 8}, [{"n": 1}, {"n": 4099}, {"n": 100000}]),
     DATA / "compact_offsets.json": ({"BLOCK": 128, "ITEMS": 8}, [{"n": 1}, {"n": 4099}, {"n": 100000}]),
     DATA / "row_cumsum_i64.json": ({"RPB": 1, "ITEMS": 1}, [{"rows": 1, "cols": 1}, {"rows": 5, "cols": 129}]),
+    # over the middle axis: one matrix per grid z; SPLIT 4 keeps a partial per slice, matrix and column
+    DATA / "channel_mean_nchw.json": ({"BX": 32, "BY": 4, "SPLIT": 4}, [{"N": 3, "C": 9, "HW": 40}, {"N": 2, "C": 130, "HW": 5}]),
     DATA / "bias_backward.json": ({"BX": 64, "BY": 4, "SPLIT": 1}, [{"B": 1, "T": 1, "OC": 5}, {"B": 4, "T": 333, "OC": 70}]),
     DATA / "nchw_to_nhwc.json": ({"BR": 32, "TY": 4}, [{"N": 2, "C": 3, "H": 5, "W": 7}, {"N": 2, "C": 40, "H": 6, "W": 11}]),
     DATA / "transpose_coalesced.json": ({"BR": 32, "TY": 4}, [{"width": 1, "height": 1}, {"width": 64, "height": 130}]),

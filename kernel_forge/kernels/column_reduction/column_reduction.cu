@@ -1,4 +1,4 @@
-// kforge: grid = [cdiv(@@COLS@@, BX), SPLIT, 1]
+// kforge: grid = [cdiv(@@COLS@@, BX), SPLIT, @@BATCH@@]
 // kforge: block = [BX, BY, 1]
 // kforge: tune BX = [32, 64, 128]
 // kforge: tune BY = [8, 4, 16, 32]
@@ -10,7 +10,9 @@
 // shared memory, and each block writes one partial per column to a module-global scratch array.
 // The last block of a column strip (threadfence + an atomic count, reset by that block) combines
 // the SPLIT partials in slice order: deterministic, no float atomics.  When SPLIT * cols does
-// not fit the scratch, slice 0 walks every row alone.
+// not fit the scratch, slice 0 walks every row alone.  A batch of such matrices (a reduction over
+// the middle axis of N x C x HW) takes the grid's z, each its own partials and counts (the binder
+// moves x and y to the matrix of blockIdx.z).
 #ifndef BX
 #define BX 32
 #endif
@@ -49,7 +51,9 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
     __shared__ bool last;
     const float init = KF_OP_MAX ? -__int_as_float(0x7f800000) : (KF_OP_MIN ? __int_as_float(0x7f800000) : 0.0f);
     const long long col = (long long)blockIdx.x * BX + threadIdx.x;
-    const bool split = (long long)gridDim.y * cols <= KF_MAX_PARTIALS && gridDim.x <= KF_MAX_STRIPS;
+    const long long z = blockIdx.z;             // this block's matrix of the batch
+    const bool split = (long long)gridDim.z * gridDim.y * cols <= KF_MAX_PARTIALS
+                       && (long long)gridDim.z * gridDim.x <= KF_MAX_STRIPS;
     long long lo = 0, hi = rows;
     if (split) {
         const long long per = (rows + gridDim.y - 1) / gridDim.y;
@@ -85,14 +89,14 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
         if (!split) {
             if (col < cols) kf_put(y + col, KF_OP_MEAN ? acc / (float)rows : acc);
         } else if (col < cols) {
-            kf_col_partials[(long long)blockIdx.y * cols + col] = acc;
+            kf_col_partials[(z * gridDim.y + blockIdx.y) * cols + col] = acc;
         }
     }
     if (!split) return;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0 && threadIdx.y == 0) {
-        last = atomicAdd(&kf_col_count[blockIdx.x], 1u) == gridDim.y - 1;
+        last = atomicAdd(&kf_col_count[z * gridDim.x + blockIdx.x], 1u) == gridDim.y - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -105,12 +109,12 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
         for (; s + 8 <= gridDim.y; s += 8) {
             float v[8];
 #pragma unroll
-            for (int u = 0; u < 8; ++u) v[u] = *((volatile float*)&kf_col_partials[(long long)(s + u) * cols + col]);
+            for (int u = 0; u < 8; ++u) v[u] = *((volatile float*)&kf_col_partials[(z * gridDim.y + s + u) * cols + col]);
 #pragma unroll
             for (int u = 0; u < 8; ++u) a = kf_combine_op(a, v[u]);
         }
-        for (; s < gridDim.y; ++s) a = kf_combine_op(a, *((volatile float*)&kf_col_partials[(long long)s * cols + col]));
+        for (; s < gridDim.y; ++s) a = kf_combine_op(a, *((volatile float*)&kf_col_partials[(z * gridDim.y + s) * cols + col]));
         kf_put(y + col, KF_OP_MEAN ? a / (float)rows : a);
     }
-    if (threadIdx.x == 0 && threadIdx.y == 0) kf_col_count[blockIdx.x] = 0u;
+    if (threadIdx.x == 0 && threadIdx.y == 0) kf_col_count[z * gridDim.x + blockIdx.x] = 0u;
 }

@@ -352,3 +352,8 @@ def laplace_periodic(u, out, ny, nx):
 def nchw_to_nhwc(x, y, N, C, H, W):
     """A channels-last conversion (permute 0, 2, 3, 1): C moves past H and W."""
     y[...] = x.reshape(N, C, H, W).transpose(0, 2, 3, 1).reshape(y.shape)
+
+
+def channel_mean_nchw(x, out, N, C, HW):
+    """The mean over the channels of an NCHW tensor at each pixel (a spatial attention map's input)."""
+    out[...] = x.reshape(N, C, HW).astype(np.float64).mean(axis=1).reshape(out.shape)
