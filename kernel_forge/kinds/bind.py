@@ -394,10 +394,11 @@ def _row_reduction(w: _Writer) -> str:
     if seg:                      # a sum per segment of seg values, the last one short: rows of seg, n in all
         n, seg = w.size("n"), int(seg)
         w.slots["ROWS"] = f"cdiv({w.launch_size('n')}, {seg})"
-        return f"kf_row_reduction({x}, {mul}, {y}, ({n} + {seg - 1}) / {seg}, {seg}LL, {n})"
+        return f"kf_row_reduction({x}, {mul}, {y}, ({n} + {seg - 1}) / {seg}, {seg}LL, {n}, 1LL)"
     w.slots["ROWS"] = w.launch_size("rows")
     rows, cols = w.size("rows"), w.size("cols")
-    return f"kf_row_reduction({x}, {mul}, {y}, {rows}, {cols}, {rows} * {cols})"
+    outer = w.size("outer") if w.role("outer") else "1LL"      # each row in outer runs: a channel of NCHW
+    return f"kf_row_reduction({x}, {mul}, {y}, {rows}, {cols}, {rows} * {cols}, {outer})"
 
 
 def _transpose(w: _Writer) -> str:

@@ -249,12 +249,17 @@ def find_reductions(probe) -> Iterator[Match]:
                     for op, fn in _REDUCE.items():
                         if close(want, fn(m, axis=axis), rtol=5e-3) and not _really_absmax(probe, x, y, op, axis, cols):
                             yield Match(kind, {"x": x, "y": y, **_scalars(probe, rows, cols)}, {"op": op, **extra})
-            for outer, mid, inner in _middle_axes(probe, x, n_out):   # over a middle axis, a batch of columns
+            for outer, mid, inner in _middle_axes(probe, x):
                 m = v.reshape(outer, mid, inner)
                 for op, fn in _REDUCE.items():
-                    if close(want, fn(m, axis=1).reshape(-1), rtol=5e-3):
+                    if outer * inner == n_out and close(want, fn(m, axis=1).reshape(-1), rtol=5e-3):
+                        # over the middle axis (the mean over C of NCHW): a batch of column reductions
                         yield Match("column_reduction", {"x": x, "y": y, **_scalars(probe, mid, inner),
                                                          "batch": param_for(probe, outer)}, {"op": op, **extra})
+                    if mid == n_out and close(want, fn(m, axis=(0, 2)), rtol=5e-3):
+                        # over all but the middle axis (a conv's bias gradient): rows in outer runs
+                        yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, mid, inner),
+                                                      "outer": param_for(probe, outer)}, {"op": op, **extra})
             tried = {rc for rc in dims(probe, size) if rc[0] == n_out}
             for seg in _segments(size, n_out, tried):   # a sum per segment of a constant length, the last one short
                 padded = np.zeros(n_out * seg)
@@ -266,13 +271,13 @@ def find_reductions(probe) -> Iterator[Match]:
     yield from _mapped_reductions(probe, y, forms)
 
 
-def _middle_axes(probe, x, n_out: int) -> Iterator[tuple[int, int, int]]:
+def _middle_axes(probe, x) -> Iterator[tuple[int, int, int]]:
     """(outer, mid, inner) for each middle axis of ``x``'s declared shape (3-D or more; each side a
-    product of its axes) whose reduction leaves ``n_out`` values: a sum over C of N x C x HW."""
+    product of its axes): N x C x HW for C."""
     shape = [int(v) for v in probe.task.shape(probe.arg(x), probe.inputs.case)]
     for i in range(1, len(shape) - 1):
         outer, mid, inner = math.prod(shape[:i]), shape[i], math.prod(shape[i + 1:])
-        if outer > 1 and mid > 1 and inner > 1 and outer * inner == n_out:
+        if outer > 1 and mid > 1 and inner > 1:
             yield outer, mid, inner
 
 

@@ -71,6 +71,8 @@ PUBLIC = {
     "bias_backward": ("column_reduction", {"x": "dout", "y": "dbias", "rows": "B*T", "cols": "OC"}, {"op": "sum"}),
     "channel_mean_nchw": ("column_reduction", {"x": "x", "y": "out", "rows": "C", "cols": "HW", "batch": "N"},
                           {"op": "mean"}),
+    "conv_bias_grad": ("row_reduction", {"x": "dout", "y": "dbias", "rows": "C", "cols": "HW", "outer": "N"},
+                       {"op": "sum"}),
     "log_softmax_bf16": ("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"log": True}),
     "transpose_coalesced": ("transpose", {"x": "idata", "y": "odata", "rows": "height", "cols": "width"}, {}),
     "reduce_max": ("reduction", {"x": "in", "y": "out", "n": "n"}, {"op": "max", "axis": None}),
@@ -250,7 +252,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3",
             "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant", "add_channel_bias",
             "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64", "gemma_rmsnorm", "sobel_x_reflect101",
-            "laplace_periodic", "nchw_to_nhwc", "channel_mean_nchw"]
+            "laplace_periodic", "nchw_to_nhwc", "channel_mean_nchw", "conv_bias_grad"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -332,7 +334,7 @@ def test_a_sum_per_block_of_values_is_a_row_reduction_over_segments_the_last_one
     check_match(found, "row_reduction", {"x": "g_idata", "y": "g_odata", "n": "n"}, {"op": "sum", "segment": 512})
     [bound] = instantiate(task, found.match)
     assert "// kforge: grid = [cdiv(cdiv((n), 512), RPB), 1, 1]" in bound.source
-    assert "kf_row_reduction(g_idata, nullptr, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)))" in bound.source
+    assert "kf_row_reduction(g_idata, nullptr, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)), 1LL)" in bound.source
 
 
 def test_a_gather_plus_a_row_by_position_is_a_gather_with_a_position_table():

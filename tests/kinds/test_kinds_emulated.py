@@ -107,6 +107,8 @@ TASKS = {
     DATA / "row_cumsum_i64.json": ({"RPB": 1, "ITEMS": 1}, [{"rows": 1, "cols": 1}, {"rows": 5, "cols": 129}]),
     # over the middle axis: one matrix per grid z; SPLIT 4 keeps a partial per slice, matrix and column
     DATA / "channel_mean_nchw.json": ({"BX": 32, "BY": 4, "SPLIT": 4}, [{"N": 3, "C": 9, "HW": 40}, {"N": 2, "C": 130, "HW": 5}]),
+    # a channel's values in N runs of HW: 4 at a time (HW = 64) and one at a time (33)
+    DATA / "conv_bias_grad.json": ({"WPR": 2, "RPB": 2}, [{"N": 3, "C": 5, "HW": 64}, {"N": 4, "C": 3, "HW": 33}]),
     DATA / "bias_backward.json": ({"BX": 64, "BY": 4, "SPLIT": 1}, [{"B": 1, "T": 1, "OC": 5}, {"B": 4, "T": 333, "OC": 70}]),
     DATA / "nchw_to_nhwc.json": ({"BR": 32, "TY": 4}, [{"N": 2, "C": 3, "H": 5, "W": 7}, {"N": 2, "C": 40, "H": 6, "W": 11}]),
     DATA / "transpose_coalesced.json": ({"BR": 32, "TY": 4}, [{"width": 1, "height": 1}, {"width": 64, "height": 130}]),

@@ -7,6 +7,8 @@
 // cols % 4 == 0 and the buffer is aligned (evict-first: x is read once), warp shuffles, then the
 // row's warps through shared memory in a fixed order.  Rows may be segments of a flat array whose
 // last one is short (a sum per 2 * blockDim values, as CUDA's classic reduction kernels write).
+// outer > 1: row r is the outer runs x[(o * rows + r) * cols ...], o < outer (the sum over N and
+// H*W of channel r of an NCHW tensor: a conv's bias gradient).
 #ifndef WPR
 #define WPR 1
 #endif
@@ -34,7 +36,7 @@ __device__ __forceinline__ float kf_combine_op(float a, float b)
 // length (2: a matrix-vector product; w is read by every row, so it is loaded through the caches)
 __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, const kf_w_t* __restrict__ w,
                                                  kf_y_t* __restrict__ y,
-                                                 long long rows, long long cols, long long total)
+                                                 long long rows, long long cols, long long total, long long outer)
 {
 #if WPR > 1
     __shared__ float part[RPB][WPR];
@@ -44,25 +46,27 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, c
     const int t = threadIdx.x % TPR;
     const long long row = (long long)blockIdx.x * RPB + sub;
     const bool valid = row < rows;
-    const kf_x_t* __restrict__ xr = x + (valid ? row : 0) * cols;
-    const kf_w_t* __restrict__ wr = w + (KF_MUL == 1 ? (valid ? row : 0) * cols : 0);
     // the row's values: cols, or fewer in the last of segments that do not fill it (total < rows * cols)
     const long long ncols = valid ? min(cols, total - row * cols) : 0;
     float a0 = init, a1 = init;
-    if (cols % 4 == 0 && ncols == cols && kf_aligned4(x) && kf_aligned4(w)) {
-        for (long long j = 4LL * t; j < ncols; j += 4LL * TPR) {
-            float4 q = kf_lds4(xr + j);
-            if (KF_MUL) {
-                const float4 p = KF_MUL == 1 ? kf_lds4(wr + j) : kf_ld4(wr + j);
-                q.x *= p.x; q.y *= p.y; q.z *= p.z; q.w *= p.w;
+    for (long long o = 0; o < outer; ++o) {
+        const kf_x_t* __restrict__ xr = x + (o * rows + (valid ? row : 0)) * cols;
+        const kf_w_t* __restrict__ wr = w + (KF_MUL == 1 ? (valid ? row : 0) * cols : 0);
+        if (cols % 4 == 0 && ncols == cols && kf_aligned4(x) && kf_aligned4(w)) {
+            for (long long j = 4LL * t; j < ncols; j += 4LL * TPR) {
+                float4 q = kf_lds4(xr + j);
+                if (KF_MUL) {
+                    const float4 p = KF_MUL == 1 ? kf_lds4(wr + j) : kf_ld4(wr + j);
+                    q.x *= p.x; q.y *= p.y; q.z *= p.z; q.w *= p.w;
+                }
+                q.x = kf_pre(q.x); q.y = kf_pre(q.y); q.z = kf_pre(q.z); q.w = kf_pre(q.w);
+                a0 = kf_combine_op(a0, kf_combine_op(q.x, q.y));
+                a1 = kf_combine_op(a1, kf_combine_op(q.z, q.w));
             }
-            q.x = kf_pre(q.x); q.y = kf_pre(q.y); q.z = kf_pre(q.z); q.w = kf_pre(q.w);
-            a0 = kf_combine_op(a0, kf_combine_op(q.x, q.y));
-            a1 = kf_combine_op(a1, kf_combine_op(q.z, q.w));
-        }
-    } else {
-        for (long long j = t; j < ncols; j += TPR) {
-            a0 = kf_combine_op(a0, kf_pre(KF_MUL ? kf_ld(xr + j) * kf_ld(wr + j) : kf_ld(xr + j)));
+        } else {
+            for (long long j = t; j < ncols; j += TPR) {
+                a0 = kf_combine_op(a0, kf_pre(KF_MUL ? kf_ld(xr + j) * kf_ld(wr + j) : kf_ld(xr + j)));
+            }
         }
     }
     float a = kf_combine_op(a0, a1);
@@ -75,5 +79,5 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, c
 #pragma unroll
     for (int k = 1; k < WPR; ++k) a = kf_combine_op(a, part[sub][k]);
 #endif
-    if (valid && t == 0) kf_put(y + row, KF_OP_MEAN ? a / (float)cols : a);
+    if (valid && t == 0) kf_put(y + row, KF_OP_MEAN ? a / (float)(cols * outer) : a);
 }

@@ -357,3 +357,8 @@ def nchw_to_nhwc(x, y, N, C, H, W):
 def channel_mean_nchw(x, out, N, C, HW):
     """The mean over the channels of an NCHW tensor at each pixel (a spatial attention map's input)."""
     out[...] = x.reshape(N, C, HW).astype(np.float64).mean(axis=1).reshape(out.shape)
+
+
+def conv_bias_grad(dout, dbias, N, C, HW):
+    """A convolution's bias gradient: the sum of the output gradient over N and H*W per channel."""
+    dbias[...] = dout.reshape(N, C, HW).astype(np.float64).sum(axis=(0, 2))
