@@ -192,7 +192,7 @@ def _elementwise(w: _Writer) -> str:
     form = p.get("form", "map")
     quant = form in ("quantize", "dequantize")        # int8 storage on one side, rounded and saturated on stores
     y, x = w.buffer("y", small_ints=quant), w.buffer("x", small_ints=quant)
-    z = w.buffer("z", required=False)
+    z = w.buffer("z", required=False, small_ints=form == "masked_fill")     # a mask of bytes or integers
     bias = w.buffer("bias", required=False)
     res = w.buffer("res", required=False)
     act = FUNCTIONS[p.get("act", "identity")][1]
@@ -204,13 +204,20 @@ def _elementwise(w: _Writer) -> str:
         body = "return xv / alpha;" if p.get("divide") else "return xv * alpha;"
     elif form == "axpy":
         body = "return fmaf(alpha, xv, zv);"
+    elif form == "axpby":
+        body = "return fmaf(alpha, xv, beta * zv);"
+    elif form == "clamp":
+        body = "return fminf(fmaxf(xv, alpha), beta);"
+    elif form == "masked_fill":
+        body = "return zv != 0.0f ? alpha : xv;"
     elif form in ("gated", "gated_halves"):
         body = f"float v = xv;\n    v = {act};\n    return v * zv;"
     else:       # a channel's bias or batch norm is applied to xv before kf_op (the template's KF_CHANNEL)
         row_bias = bias != "nullptr" and p.get("broadcast") != "channel"
         body = (f"float v = xv{' + bv' if row_bias else ''};\n    v = {act};\n"
                 f"    return v{' + rv' if res != 'nullptr' else ''};")
-    w.slots["OP"] = ("__device__ __forceinline__ float kf_op(float xv, float zv, float bv, float rv, float alpha)\n"
+    w.slots["OP"] = ("__device__ __forceinline__ float kf_op(float xv, float zv, float bv, float rv, float alpha,\n"
+                     "                                      float beta)\n"
                      f"{{\n    {body}\n}}")
     if form == "gated_halves":      # x and z: the two halves of each row of one buffer, each `cols` wide
         w.template = "elementwise/gated_halves"
@@ -221,15 +228,16 @@ def _elementwise(w: _Writer) -> str:
     w.slots["N"] = w.launch_size("n")
     # per-channel vectors broadcast along a middle axis (NCHW): a bias, or a batch norm's four
     channel, bn = p.get("broadcast") == "channel", form.startswith("batchnorm")
-    stats = [w.buffer(r, required=bn) for r in ("mean", "var", "gamma", "beta")]
+    stats = [w.buffer(r, required=bn) for r in ("mean", "var", "scale", "offset")]
     w.defines.update(KF_HAS_Z=int(z != "nullptr"), KF_HAS_BIAS=int(bias != "nullptr" and not channel),
                      KF_HAS_RES=int(res != "nullptr"), KF_CHANNEL=int(channel), KF_BN=int(bn))
     cols = w.size("cols") if bias != "nullptr" or channel else "1LL"
     inner = w.size("inner") if channel else "1LL"
     eps = w.scalar("eps", "eps", 1e-5) if bn else "0.0f"
-    alpha = w.scalar_arg("alpha")
+    alpha = w.scalar_arg("alpha") if form != "masked_fill" or w.role("alpha") else w.scalar("alpha", "fill", 0.0)
+    beta = w.scalar_arg("beta", "0.0f")
     ch = f"kf_chan{{{', '.join(stats)}, {eps}, {inner}}}"
-    return f"kf_elementwise({x}, {z}, {bias}, {res}, {y}, {w.size('n')}, {cols}, {alpha}, {ch})"
+    return f"kf_elementwise({x}, {z}, {bias}, {res}, {y}, {w.size('n')}, {cols}, {alpha}, {beta}, {ch})"
 
 
 def _stencil2d(w: _Writer) -> str:

@@ -140,6 +140,14 @@ def find_elementwise(probe) -> Iterator[Match]:
             for z in full:
                 if z != x and holds(lambda k: av * vals[x][:k] + vals[z][:k]):
                     yield Match("elementwise", {**base, "x": x, "z": z, "alpha": a}, {"form": "axpy"})
+    for (a, av), (b, bv) in permutations(alphas, 2):            # two scalars: y = alpha x + beta z, a clamp
+        for x in full:
+            for z in full:
+                if z != x and holds(lambda k: av * vals[x][:k] + bv * vals[z][:k]):
+                    yield Match("elementwise", {**base, "x": x, "z": z, "alpha": a, "beta": b}, {"form": "axpby"})
+            if av < bv and holds(lambda k: np.clip(vals[x][:k], av, bv)):
+                yield Match("elementwise", {**base, "x": x, "alpha": a, "beta": b}, {"form": "clamp"})
+    yield from _masked_fills(probe, full, base, holds)
     for x in full:                                               # fused chains with a row-broadcast bias
         rest = [r for r in full if r != x]
         splits = [(r, c) for r, c in dims(probe, n) if r > 1 and c > 1] or [(1, n)]
@@ -171,7 +179,7 @@ def _channel_chains(probe, y, full, base, holds) -> Iterator[Match]:
     """Fused chains broadcast along a middle axis: x of N x C x inner values (NCHW, inner = H*W, a
     parameter) and per-channel vectors of C values, channel (j / inner) % C of element j --
         y = act(x + bias[c]) (+ res)                                       (form bias_act, bias_act_res)
-        y = act((x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c]) (+ res)   (batch norm, inference)
+        y = act((x - mean[c]) / sqrt(var[c] + eps) * scale[c] + offset[c]) (+ res)  (batch norm, inference)
     with eps a float parameter, else one of the usual constants."""
     vals = probe.values
     n = probe.sizes[y]
@@ -199,16 +207,16 @@ def _channel_chains(probe, y, full, base, holds) -> Iterator[Match]:
                                              "broadcast": "channel"})
                         if len(vecs) < 4:
                             continue
-                        for mean, var, gamma, beta in permutations(vecs, 4):
+                        for mean, var, scale, offset in permutations(vecs, 4):
                             for eps_name, eps in _epsilons(probe):
-                                def bn(k, mean=mean, var=var, gamma=gamma, beta=beta, eps=eps):
+                                def bn(k, mean=mean, var=var, scale=scale, offset=offset, eps=eps):
                                     ch = chan(k)
                                     inv = 1.0 / np.sqrt(vals[var][ch] + eps)
-                                    return _f(act, (vals[x][:k] - vals[mean][ch]) * inv * vals[gamma][ch]
-                                              + vals[beta][ch]) + add(k)
+                                    return _f(act, (vals[x][:k] - vals[mean][ch]) * inv * vals[scale][ch]
+                                              + vals[offset][ch]) + add(k)
                                 if holds(bn):
-                                    binding = {**base, "x": x, "res": r, "mean": mean, "var": var, "gamma": gamma,
-                                               "beta": beta, "eps": eps_name, **shape}
+                                    binding = {**base, "x": x, "res": r, "mean": mean, "var": var, "scale": scale,
+                                               "offset": offset, "eps": eps_name, **shape}
                                     yield Match("elementwise", binding,
                                                 {"form": "batchnorm_act" + ("_res" if r else ""), "act": act,
                                                  "broadcast": "channel", "eps": eps})
@@ -217,6 +225,24 @@ def _channel_chains(probe, y, full, base, holds) -> Iterator[Match]:
 def _epsilons(probe) -> list[tuple[str | None, float]]:
     """The epsilon of a normalisation: a float parameter, else a constant references use."""
     return [*probe.float_scalars().items(), *((None, e) for e in (1e-5, 1e-3, 1e-6, 1e-12, 0.0))]
+
+
+def _masked_fills(probe, full, base, holds) -> Iterator[Match]:
+    """y = fill where an integer (or bool) mask is nonzero, else x (``masked_fill``): the fill a
+    float parameter or a constant attention masks use."""
+    vals = probe.values
+    n = probe.sizes[base["y"]]
+    fills = [*probe.float_scalars().items(), *((None, c) for c in (0.0, -1e9, -1e4, -10000.0))]
+    for m in probe.inputs_of(n, floating=False):
+        on = vals[m] != 0
+        if on.all() or not on.any():
+            continue
+        for x in full:
+            for name, fill in fills:
+                if holds(lambda k: np.where(on[:k], fill, vals[x][:k])):
+                    yield Match("elementwise", {**base, "x": x, "z": m, "alpha": name},
+                                {"form": "masked_fill", **({} if name else {"fill": fill})})
+                    break
 
 
 def _scales(probe) -> list[tuple[str, float]]:

@@ -52,7 +52,7 @@ def test_bf16_storage_brings_its_header_and_types_and_the_map_its_cuda_function(
     assert "typedef __nv_bfloat16 kf_x_t;" in lines and "typedef __nv_bfloat16 kf_y_t;" in lines
     assert "typedef float kf_z_t;" in lines and "#define KF_HAS_Z 0" in lines       # no second operand
     assert "    v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));" in lines
-    assert ("    kf_elementwise(x, nullptr, nullptr, nullptr, y, ((long long)(n)), 1LL, 1.0f, "
+    assert ("    kf_elementwise(x, nullptr, nullptr, nullptr, y, ((long long)(n)), 1LL, 1.0f, 0.0f, "
             "kf_chan{nullptr, nullptr, nullptr, nullptr, 0.0f, 1LL});") in lines
 
 

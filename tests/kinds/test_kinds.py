@@ -60,11 +60,18 @@ PUBLIC = {
     "bias_gelu_residual": ("elementwise", {"x": "x", "bias": "bias", "res": "res", "y": "out", "cols": "cols",
                                            "n": "rows*cols"}, {"form": "bias_act_res", "act": "gelu_erf"}),
     # per-channel vectors broadcast along the middle axis of an NCHW tensor
+    # two scalars (BLAS axpby in place; torch.clamp) and a byte mask (torch.masked_fill)
+    "saxpby": ("elementwise", {"x": "x", "z": "y", "y": "y", "alpha": "alpha", "beta": "beta", "n": "n"},
+               {"form": "axpby"}),
+    "clamp_range": ("elementwise", {"x": "x", "y": "y", "alpha": "min_val", "beta": "max_val", "n": "n"},
+                    {"form": "clamp"}),
+    "masked_fill_u8": ("elementwise", {"x": "scores", "z": "mask", "y": "out", "alpha": "value", "n": "n"},
+                       {"form": "masked_fill"}),
     "add_channel_bias": ("elementwise", {"x": "in", "bias": "bias", "y": "out", "cols": "channels", "inner": "spatial",
                                          "n": "batch*channels*spatial"},
                          {"form": "bias_act", "act": "identity", "broadcast": "channel"}),
     "batchnorm_relu_nchw": ("elementwise", {"x": "x", "y": "y", "mean": "running_mean", "var": "running_var",
-                                            "gamma": "weight", "beta": "bias", "eps": "eps", "cols": "C", "inner": "HW",
+                                            "scale": "weight", "offset": "bias", "eps": "eps", "cols": "C", "inner": "HW",
                                             "n": "N*C*HW"},
                             {"form": "batchnorm_act", "act": "relu", "broadcast": "channel"}),
     "exclusive_scan": ("scan", {"x": "in", "y": "out", "n": "n"}, {"exclusive": True, "per_row": False}),
@@ -252,7 +259,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "index_copy", "gelu_backward", "causal_softmax", "gaussian7x7", "maxpool2x2", "avgpool3x3",
             "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant", "add_channel_bias",
             "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64", "gemma_rmsnorm", "sobel_x_reflect101",
-            "laplace_periodic", "nchw_to_nhwc", "channel_mean_nchw", "conv_bias_grad"]
+            "laplace_periodic", "nchw_to_nhwc", "channel_mean_nchw", "conv_bias_grad", "saxpby", "clamp_range",
+            "masked_fill_u8"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -98,6 +98,9 @@ TASKS = {
     DATA / "bias_gelu_residual.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0},
                                        [{"rows": 3, "cols": 4}, {"rows": 40, "cols": 256}]),
     # channels along the middle axis: spatial % 4 == 0 shares a channel per 4 values, 17 and 33 do not
+    DATA / "saxpby.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 3}, {"n": 4101}]),
+    DATA / "clamp_range.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 3}, {"n": 4101}]),
+    DATA / "masked_fill_u8.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 5}, {"n": 4100}]),
     DATA / "add_channel_bias.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0},
                                      [{"batch": 2, "channels": 5, "spatial": 256}, {"batch": 3, "channels": 5, "spatial": 33}]),
     DATA / "batchnorm_relu_nchw.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 2},

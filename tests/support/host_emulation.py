@@ -227,6 +227,7 @@ inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return
 inline float2 make_float2(float x, float y) { return {x, y}; }
 struct alignas(4) char4 { signed char x, y, z, w; };
 inline char4 make_char4(signed char x, signed char y, signed char z, signed char w) { return {x, y, z, w}; }
+struct alignas(4) uchar4 { unsigned char x, y, z, w; };
 
 template <class T> T __ldg(const T* p) { return *p; }
 template <class T> T __ldcs(const T* p) { return *p; }

@@ -9,7 +9,7 @@
 // before any store, then applies kf_op and stores; a bias of `cols` values is broadcast along
 // the rows (its 4 values read together when cols % 4 == 0).  KF_CHANNEL: per-channel vectors of
 // `cols` values broadcast along a middle axis instead (NCHW: element j in channel (j / inner) %
-// cols), a bias or, KF_BN, a batch norm's (x - mean) / sqrt(var + eps) * gamma + beta; 4 values
+// cols), a bias or, KF_BN, a batch norm's (x - mean) / sqrt(var + eps) * scale + offset; 4 values
 // share their channel when inner % 4 == 0.  The last, partial tile and unaligned buffers take the
 // one-value-at-a-time path.  No __restrict__: y may be an input too.
 // STREAM: 1 loads and stores past the caches (evict-first), 2 streams the loads only (y stays in
@@ -32,8 +32,8 @@
 struct kf_chan {
     const kf_mean_t* mean;
     const kf_var_t* var;
-    const kf_gamma_t* gamma;
-    const kf_beta_t* beta;
+    const kf_scale_t* scale;
+    const kf_offset_t* offset;
     float eps;
     long long inner;
 };
@@ -42,7 +42,7 @@ struct kf_chan {
 __device__ __forceinline__ float kf_chan_pre(float xv, const kf_bias_t* bias, const kf_chan& ch, long long c)
 {
 #if KF_BN
-    return (xv - kf_ld(ch.mean + c)) * (rsqrtf(kf_ld(ch.var + c) + ch.eps) * kf_ld(ch.gamma + c)) + kf_ld(ch.beta + c);
+    return (xv - kf_ld(ch.mean + c)) * (rsqrtf(kf_ld(ch.var + c) + ch.eps) * kf_ld(ch.scale + c)) + kf_ld(ch.offset + c);
 #else
     return xv + kf_ld(bias + c);
 #endif
@@ -50,7 +50,7 @@ __device__ __forceinline__ float kf_chan_pre(float xv, const kf_bias_t* bias, co
 
 __device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z, const kf_bias_t* bias,
                                                const kf_res_t* res, kf_y_t* y, long long n, long long cols,
-                                               float alpha, kf_chan ch)
+                                               float alpha, float beta, kf_chan ch)
 {
     const long long tile = (long long)blockIdx.x * (4LL * BLOCK * VPT);
     const bool vec = kf_aligned4(x) && kf_aligned4(z) && kf_aligned4(bias) && kf_aligned4(res) && kf_aligned4(y)
@@ -74,10 +74,10 @@ __device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z,
                                     kf_chan_pre(xv[i].z, bias, ch, c), kf_chan_pre(xv[i].w, bias, ch, c));
             }
             float4 o;
-            o.x = kf_op(xv[i].x, zv[i].x, bv[i].x, rv[i].x, alpha);
-            o.y = kf_op(xv[i].y, zv[i].y, bv[i].y, rv[i].y, alpha);
-            o.z = kf_op(xv[i].z, zv[i].z, bv[i].z, rv[i].z, alpha);
-            o.w = kf_op(xv[i].w, zv[i].w, bv[i].w, rv[i].w, alpha);
+            o.x = kf_op(xv[i].x, zv[i].x, bv[i].x, rv[i].x, alpha, beta);
+            o.y = kf_op(xv[i].y, zv[i].y, bv[i].y, rv[i].y, alpha, beta);
+            o.z = kf_op(xv[i].z, zv[i].z, bv[i].z, rv[i].z, alpha, beta);
+            o.w = kf_op(xv[i].w, zv[i].w, bv[i].w, rv[i].w, alpha, beta);
             if (STREAM == 1) kf_sts4(y + j, o); else kf_st4(y + j, o);
         }
     } else {
@@ -87,7 +87,7 @@ __device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z,
             const float zv = KF_HAS_Z ? kf_ld(z + j) : 0.0f;
             const float rv = KF_HAS_RES ? kf_ld(res + j) : 0.0f;
             const float bv = KF_HAS_BIAS ? kf_ld(bias + j % cols) : 0.0f;
-            kf_st(y + j, kf_op(xv, zv, bv, rv, alpha));
+            kf_st(y + j, kf_op(xv, zv, bv, rv, alpha, beta));
         }
     }
 }

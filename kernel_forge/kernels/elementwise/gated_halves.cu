@@ -47,17 +47,17 @@ __device__ __forceinline__ void kf_gated_halves(const kf_x_t* x, const kf_x_t* z
             const long long c = c0 + 4LL * (threadIdx.x + (long long)i * BLOCK);
             if (c < cols) {
                 float4 o;
-                o.x = kf_op(xv[i].x, zv[i].x, 0.0f, 0.0f, 1.0f);
-                o.y = kf_op(xv[i].y, zv[i].y, 0.0f, 0.0f, 1.0f);
-                o.z = kf_op(xv[i].z, zv[i].z, 0.0f, 0.0f, 1.0f);
-                o.w = kf_op(xv[i].w, zv[i].w, 0.0f, 0.0f, 1.0f);
+                o.x = kf_op(xv[i].x, zv[i].x, 0.0f, 0.0f, 1.0f, 0.0f);
+                o.y = kf_op(xv[i].y, zv[i].y, 0.0f, 0.0f, 1.0f, 0.0f);
+                o.z = kf_op(xv[i].z, zv[i].z, 0.0f, 0.0f, 1.0f, 0.0f);
+                o.w = kf_op(xv[i].w, zv[i].w, 0.0f, 0.0f, 1.0f, 0.0f);
                 if (STREAM == 1) kf_sts4(yr + c, o); else kf_st4(yr + c, o);
             }
         }
     } else {
         const long long end = min(cols, c0 + 4LL * BLOCK * VPT);
         for (long long c = c0 + threadIdx.x; c < end; c += BLOCK) {
-            kf_st(yr + c, kf_op(kf_ld(xr + c), kf_ld(zr + c), 0.0f, 0.0f, 1.0f));
+            kf_st(yr + c, kf_op(kf_ld(xr + c), kf_ld(zr + c), 0.0f, 0.0f, 1.0f, 0.0f));
         }
     }
 }

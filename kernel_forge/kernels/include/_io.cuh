@@ -1,6 +1,6 @@
 // kforge kinds: loads and stores of one value or of 4 consecutive values, as float, for each
 // storage type a bound pattern may meet (float; __half and __nv_bfloat16 when included; int8 under
-// KF_INT8).
+// KF_INT8; int32 and bytes as inputs).
 // 4-wide accesses need the address aligned to 4 elements (callers check).  LDS4 is the
 // streaming (evict-first) variant for data read once.
 __device__ __forceinline__ float kf_ld(const float* p) { return *p; }
@@ -9,6 +9,25 @@ __device__ __forceinline__ float4 kf_ld4(const float* p) { return *reinterpret_c
 __device__ __forceinline__ float4 kf_lds4(const float* p) { return __ldcs(reinterpret_cast<const float4*>(p)); }
 __device__ __forceinline__ void kf_st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 __device__ __forceinline__ void kf_sts4(float* p, float4 v) { __stcs(reinterpret_cast<float4*>(p), v); }
+// integer and byte inputs read as float (a mask, a count): loads only
+__device__ __forceinline__ float kf_ld(const int* p) { return (float)*p; }
+__device__ __forceinline__ float4 kf_ld4(const int* p)
+{
+    const int4 q = *reinterpret_cast<const int4*>(p);
+    return make_float4((float)q.x, (float)q.y, (float)q.z, (float)q.w);
+}
+__device__ __forceinline__ float4 kf_lds4(const int* p)
+{
+    const int4 q = __ldcs(reinterpret_cast<const int4*>(p));
+    return make_float4((float)q.x, (float)q.y, (float)q.z, (float)q.w);
+}
+__device__ __forceinline__ float kf_ld(const unsigned char* p) { return (float)*p; }
+__device__ __forceinline__ float4 kf_ld4(const unsigned char* p)
+{
+    const uchar4 q = *reinterpret_cast<const uchar4*>(p);
+    return make_float4((float)q.x, (float)q.y, (float)q.z, (float)q.w);
+}
+__device__ __forceinline__ float4 kf_lds4(const unsigned char* p) { return kf_ld4(p); }
 #ifdef KF_HALF
 __device__ __forceinline__ float kf_ld(const __half* p) { return __half2float(*p); }
 __device__ __forceinline__ void kf_st(__half* p, float v) { *p = __float2half_rn(v); }

@@ -362,3 +362,18 @@ def channel_mean_nchw(x, out, N, C, HW):
 def conv_bias_grad(dout, dbias, N, C, HW):
     """A convolution's bias gradient: the sum of the output gradient over N and H*W per channel."""
     dbias[...] = dout.reshape(N, C, HW).astype(np.float64).sum(axis=(0, 2))
+
+
+def saxpby(n, alpha, x, beta, y):
+    """BLAS-style y = alpha * x + beta * y, in place."""
+    y[...] = alpha * x.astype(np.float64) + beta * y.astype(np.float64)
+
+
+def clamp_range(x, y, n, min_val, max_val):
+    """torch.clamp(x, min, max) with both bounds given."""
+    y[...] = np.clip(x, min_val, max_val)
+
+
+def masked_fill_u8(scores, mask, out, n, value):
+    """torch.masked_fill with a bool (byte) mask: value where the mask is set, the score elsewhere."""
+    out[...] = np.where(mask != 0, value, scores)
