@@ -493,15 +493,20 @@ inline unsigned emu_wgmma_offset(const emu_wgmma_desc& e, int i, int kk, bool mn
     if (mn_major) return (i % 8) * 2 + ((i / 8) % 8) * 16 + (i / 64) * e.lbo + (kk % 8) * 128 + (kk / 8) * e.sbo;
     return (i % 8) * 128 + (i / 8) * e.sbo + (kk % 8) * 2 + (kk / 8) * 16;
 }
-inline float emu_wgmma_at(unsigned addr, bool bf16)
+// the `bytes` bytes of an operand element at (unswizzled) shared address addr, under the 128-byte swizzle
+inline void emu_wgmma_read(unsigned addr, void* out, int bytes)
 {
     addr ^= ((addr >> 7) & 7u) << 4;
-    if ((size_t)addr + 2 > emu_dyn_bytes) {
+    if ((size_t)addr + bytes > emu_dyn_bytes) {
         std::fprintf(stderr, "wgmma: operand byte %u outside the %zu bytes of dynamic shared memory\n", addr, emu_dyn_bytes);
         std::abort();
     }
+    std::memcpy(out, emu_dyn_smem + addr, bytes);
+}
+inline float emu_wgmma_at(unsigned addr, bool bf16)
+{
     uint16_t h;
-    std::memcpy(&h, emu_dyn_smem + addr, 2);
+    emu_wgmma_read(addr, &h, 2);
     return bf16 ? emu_bf2f(h) : emu_h2f(h);
 }
 template <int N, int TA, int TB, bool BF16> void emu_wgmma(float* d, unsigned long long da, unsigned long long db)
@@ -543,14 +548,8 @@ template <int N> void kf_wgmma_tf32(float* d, const unsigned* a, unsigned long l
         double s = scale_d ? d[i] : 0.0;
         for (int kk = 0; kk < 8; ++kk) {
             const unsigned av = emu_wg_a[base + 32 * (row / 16) + 4 * (row % 8) + kk % 4][(row % 16) / 8 + 2 * (kk / 4)];
-            unsigned addr = B.start + (col % 8) * 128 + (col / 8) * B.sbo + (kk % 4) * 4 + (kk / 4) * 16;
-            addr ^= ((addr >> 7) & 7u) << 4;
-            if ((size_t)addr + 4 > emu_dyn_bytes) {
-                std::fprintf(stderr, "wgmma: operand byte %u outside the %zu bytes of dynamic shared memory\n", addr, emu_dyn_bytes);
-                std::abort();
-            }
             unsigned bv;
-            std::memcpy(&bv, emu_dyn_smem + addr, 4);
+            emu_wgmma_read(B.start + (col % 8) * 128 + (col / 8) * B.sbo + (kk % 4) * 4 + (kk / 4) * 16, &bv, 4);
             s += (double)__uint_as_float(av & ~0x1FFFu) * __uint_as_float(bv & ~0x1FFFu);
         }
         out[i] = emu_toward_zero(s);
