@@ -232,7 +232,7 @@ def _masked_fills(probe, full, base, holds) -> Iterator[Match]:
     float parameter or a constant attention masks use."""
     vals = probe.values
     n = probe.sizes[base["y"]]
-    fills = [*probe.float_scalars().items(), *((None, c) for c in (0.0, -1e9, -1e4, -10000.0))]
+    fills = [*probe.float_scalars().items(), *((None, c) for c in (0.0, -1e9, -1e4))]
     for m in probe.inputs_of(n, floating=False):
         on = vals[m] != 0
         if on.all() or not on.any():
