@@ -198,6 +198,34 @@ def find_row_softmax(probe) -> Iterator[Match]:
                             binding["scale"] = scale
                         params = {"log": log, **({"causal": True} if mask is not None else {})}
                         yield Match("row_softmax", binding, params)
+    yield from _cross_entropies(probe, scales)
+
+
+def _cross_entropies(probe, scales) -> Iterator[Match]:
+    """A cross-entropy from logits, one loss per row: y[r] = logsumexp(s x[r]) - s x[r, index[r]]
+    (``F.cross_entropy(..., reduction='none')``; the log-softmax and the pick fused)."""
+    outs = probe.buffers(output=True)
+    if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
+        return
+    y = outs[0]
+    rows = probe.sizes[y]
+    for idx in probe.inputs_of(rows, floating=False):
+        t = probe.values[idx].astype(np.int64)
+        for x in probe.inputs_of():
+            if probe.sizes[x] % rows or probe.sizes[x] == rows:
+                continue
+            cols = probe.sizes[x] // rows
+            if t.min() < 0 or t.max() >= cols:
+                continue
+            for scale, sv in scales:
+                v = probe.values[x].reshape(rows, cols).astype(np.float64) * sv
+                m = v.max(axis=1)
+                lse = m + np.log(np.exp(v - m[:, None]).sum(axis=1))
+                if close(probe.outputs[y], lse - v[np.arange(rows), t]):
+                    binding = {"x": x, "y": y, "index": idx, **_scalars(probe, rows, cols)}
+                    if scale:
+                        binding["scale"] = scale
+                    yield Match("row_softmax", binding, {"log": True, "xent": True})
     return
 
 

@@ -13,7 +13,8 @@
 // The row is `xscale` * x (attention's 1 / sqrt(d); 1 for a plain softmax).  KF_CAUSAL: rows come in
 // blocks of cols (attention's T x T scores), and row r sees columns 0 .. r % cols only: the others
 // count as -inf (written 0, or -inf for log-softmax).
-// Rows longer than the registers hold are streamed twice.
+// Rows longer than the registers hold are streamed twice.  KF_XENT: a cross-entropy from logits,
+// one value per row, y[r] = max + log(sum) - x[r, index[r]] (the row read once, nothing written back).
 #ifndef WPR
 #define WPR 1
 #endif
@@ -44,8 +45,8 @@ __device__ __forceinline__ void kf_combine(float& m, float& s, float om, float o
     s = a + b;
 }
 
-__device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
-                                               long long rows, int cols, float xscale)
+__device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, const kf_index_t* __restrict__ index,
+                                               kf_y_t* __restrict__ y, long long rows, int cols, float xscale)
 {
 #if WPR > 1
     __shared__ float part_m[RPB][WPR];
@@ -59,8 +60,8 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, kf_
     const int nvalid = KF_CAUSAL ? min(ncols, (int)(row % (cols > 0 ? cols : 1)) + 1) : ncols;
     const long long off = (valid ? row : 0) * (long long)cols;
     const kf_x_t* __restrict__ xr = x + off;
-    kf_y_t* __restrict__ yr = y + off;
-    const bool vec = (cols & 3) == 0 && kf_aligned4(x) && kf_aligned4(y);
+    kf_y_t* __restrict__ yr = y + (KF_XENT ? 0 : off);
+    const bool vec = (cols & 3) == 0 && kf_aligned4(x) && (KF_XENT || kf_aligned4(y));
 
     float v[VPT];
     auto load = [&](int base) {
@@ -154,6 +155,20 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, kf_
 #endif
     };
 
+#if KF_XENT
+    {
+        float M = KF_NEG_INF, S = 0.0f;
+        for (int base = 0; base < cols; base += CHUNK) {
+            load(base);
+            float m, s;
+            local(m, s);
+            kf_combine(M, S, m, s);
+        }
+        row_pair(M, S);
+        if (valid && t == 0) kf_st(y + row, M + logf(S) - kf_ld(xr + (long long)index[row]) * xscale);
+        return;
+    }
+#endif
     if (cols <= CHUNK) {
         load(0);
         float m, s;

@@ -377,3 +377,11 @@ def clamp_range(x, y, n, min_val, max_val):
 def masked_fill_u8(scores, mask, out, n, value):
     """torch.masked_fill with a bool (byte) mask: value where the mask is set, the score elsewhere."""
     out[...] = np.where(mask != 0, value, scores)
+
+
+def cross_entropy_logits(logits, targets, losses, B, V):
+    """F.cross_entropy(logits, targets, reduction='none'): the log-softmax and the pick fused."""
+    v = logits.reshape(B, V).astype(np.float64)
+    m = v.max(axis=1)
+    lse = m + np.log(np.exp(v - m[:, None]).sum(axis=1))
+    losses[...] = lse - v[np.arange(B), targets.astype(np.int64)]
