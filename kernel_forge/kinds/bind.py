@@ -79,6 +79,9 @@ class _Writer:
             self.headers.add("#include <cuda_bf16.h>\n#define KF_BF16 1")
         if ctype == "signed char" and small_ints:
             self.headers.add("#define KF_INT8 1")
+            words = re.findall(r"\w+", self.task.arg(name).param.text)
+            if "char" in words and "signed" not in words and "unsigned" not in words:
+                ctype = "char"        # plain char is its own C++ type: the parameter's pointer must convert
         self.types[role] = ctype
         return name
 
@@ -358,6 +361,10 @@ def _histogram(w: _Writer) -> str:
         raise Unbindable("the bound histogram counts integer values into integer bins")
     w.types["count"] = "unsigned long long" if w.types["bins"] in ("long long", "unsigned long long") else "unsigned int"
     w.defines["KF_INDEX_MODULO"] = int(w.match.params.get("index") == "modulo")
+    binned = w.match.params.get("index") == "binned"          # bins of `width` values from `lo`
+    w.defines.update(KF_BIN_LO=int(w.match.params.get("lo", 0)) if binned else 0,
+                     KF_BIN_SPAN=int(w.match.params.get("span", 0)) if binned else 0,
+                     KF_BIN_WIDTH=int(w.match.params.get("width", 1)) if binned else 1)
     w.slots["N"] = w.launch_size("n")
     if w.role("nbins"):
         w.slots["NBINS"], nbins = w.launch_size("nbins"), w.size("nbins")

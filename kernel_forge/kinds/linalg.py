@@ -82,4 +82,25 @@ def find_histogram(probe) -> Iterator[Match]:
             if np.array_equal(got, np.bincount(vals, minlength=bins)):
                 yield Match("histogram", {"x": x, "bins": h, "n": next(iter(probe.params_of(v.size)), None),
                                             "nbins": next(iter(probe.params_of(bins)), None)}, {"index": mode})
+        yield from _binned(probe, x, h, v, bins, got)
     return
+
+
+#: where a binned histogram's range may start: 0, and the codes of ' ', '0', 'A' and 'a'
+_BIN_STARTS = (0, 32, 48, 65, 97)
+
+
+def _binned(probe, x, h, v, bins, got) -> Iterator[Match]:
+    """Values in [lo, lo + span) counted in bins of `width` consecutive values, the others skipped:
+    PMPP's letter histogram, bin (c - 'a') / 4 of the 26 letters (7 bins, the last one short)."""
+    for width in range(2, 17):
+        for lo in _BIN_STARTS:
+            for span in range((bins - 1) * width + 1, bins * width + 1):
+                keep = (v >= lo) & (v < lo + span)
+                if keep.all() or not keep.any():
+                    continue
+                if np.array_equal(got, np.bincount((v[keep] - lo) // width, minlength=bins)):
+                    yield Match("histogram", {"x": x, "bins": h, "n": next(iter(probe.params_of(v.size)), None),
+                                              "nbins": next(iter(probe.params_of(bins)), None)},
+                                {"index": "binned", "lo": lo, "span": span, "width": width})
+                    return

@@ -88,6 +88,8 @@ PUBLIC = {
     "matmul_forward": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
                                 "alpha": None, "beta": None}, {"trans_a": False, "trans_b": True}),
     "byte_histogram": ("histogram", {"x": "buffer", "bins": "histo", "n": "size", "nbins": None}, {"index": "direct"}),
+    "letter_histogram": ("histogram", {"x": "data", "bins": "histo", "n": "length", "nbins": None},
+                         {"index": "binned", "lo": 97, "span": 26, "width": 4}),
     "hist_mod": ("histogram", {"x": "v", "bins": "counts", "n": "n", "nbins": "nb"}, {"index": "modulo"}),
     "cumsum_rows": ("scan", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"exclusive": False, "per_row": True}),
     # integer prefix sums: exact, in y's type (a compaction's int32 offsets; per-row int32 -> int64)
@@ -262,7 +264,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant", "add_channel_bias",
             "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64", "gemma_rmsnorm", "sobel_x_reflect101",
             "laplace_periodic", "nchw_to_nhwc", "channel_mean_nchw", "conv_bias_grad", "saxpby", "clamp_range",
-            "masked_fill_u8", "cross_entropy_logits"]
+            "masked_fill_u8", "cross_entropy_logits", "letter_histogram"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

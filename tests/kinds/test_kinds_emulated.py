@@ -122,6 +122,8 @@ TASKS = {
                                    [{"B": 1, "T": 3, "C": 7, "OC": 5}, {"B": 2, "T": 40, "C": 64, "OC": 132}]),
     ROOT / "manifests" / "matmul_f32.json": ({"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "TM": 4, "TN": 8,
                                               "MINB": 1}, [{"m": 67, "n": 36, "k": 44}]),
+    DATA / "letter_histogram.json": ({"BLOCK": 128, "UNROLL": 2, "BPS": 2, "WARP_COPIES": 1},
+                                     [{"length": 1}, {"length": 5000}]),     # 16 bytes a load, then the tail
     DATA / "byte_histogram.json": ({"BLOCK": 128, "UNROLL": 1, "BPS": 2, "WARP_COPIES": 0},
                                    [{"size": 1}, {"size": 37}, {"size": 5003}]),
     DATA / "hist_mod.json": ({"BLOCK": 128, "UNROLL": 4, "BPS": 2, "WARP_COPIES": 1},

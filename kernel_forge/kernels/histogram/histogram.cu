@@ -16,7 +16,8 @@
 // and the ticket at zero for the next launch.  Integer atomics are exact: deterministic.  When
 // the copies would not fit in shared memory the launch asks for none and the loop counts straight
 // into the tally.  At most KF_MAX_BINS bins.  KF_INDEX_MODULO: a value v counts in bin v mod nbins
-// (as NumPy's %); else a value outside [0, nbins) is skipped.
+// (as NumPy's %); KF_BIN_WIDTH > 1: a value v in [KF_BIN_LO, KF_BIN_LO + KF_BIN_SPAN) counts in bin
+// (v - KF_BIN_LO) / KF_BIN_WIDTH, the others are skipped; else a value outside [0, nbins) is skipped.
 #ifndef BLOCK
 #define BLOCK 256
 #endif
@@ -45,6 +46,9 @@ __device__ __forceinline__ long long kf_bin_of(long long v, long long nb)
 #if KF_INDEX_MODULO
     const long long r = v % nb;
     return r < 0 ? r + nb : r;
+#elif KF_BIN_WIDTH > 1
+    const long long r = v - KF_BIN_LO;
+    return (r >= 0 && r < KF_BIN_SPAN) ? r / KF_BIN_WIDTH : -1;
 #else
     return (v >= 0 && v < nb) ? v : -1;
 #endif

@@ -72,6 +72,13 @@ __device__ __forceinline__ float4 kf_lds4(const signed char* p) { return kf_ld4(
 __device__ __forceinline__ void kf_st4(signed char* p, float4 v)
 { *reinterpret_cast<char4*>(p) = make_char4(kf_sat8(v.x), kf_sat8(v.y), kf_sat8(v.z), kf_sat8(v.w)); }
 __device__ __forceinline__ void kf_sts4(signed char* p, float4 v) { kf_st4(p, v); }
+// plain char, a type of its own in C++ (int8 data declared `char*`): the same bytes
+__device__ __forceinline__ float kf_ld(const char* p) { return kf_ld(reinterpret_cast<const signed char*>(p)); }
+__device__ __forceinline__ void kf_st(char* p, float v) { kf_st(reinterpret_cast<signed char*>(p), v); }
+__device__ __forceinline__ float4 kf_ld4(const char* p) { return kf_ld4(reinterpret_cast<const signed char*>(p)); }
+__device__ __forceinline__ float4 kf_lds4(const char* p) { return kf_ld4(p); }
+__device__ __forceinline__ void kf_st4(char* p, float4 v) { kf_st4(reinterpret_cast<signed char*>(p), v); }
+__device__ __forceinline__ void kf_sts4(char* p, float4 v) { kf_st4(p, v); }
 #endif
 #if defined(KF_HALF) || defined(KF_BF16)
 template <typename T> __device__ __forceinline__ float4 kf_ld4(const T* p)
