@@ -183,13 +183,14 @@ def _row_norm(w: _Writer) -> str:
 def _row_softmax(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
     index = w.buffer("index", required=False, default_type="int")      # a cross-entropy's targets
+    bias = w.buffer("bias", required=False)                              # an additive mask per column
     if index != "nullptr" and w.types["index"] in _CTYPES.values():
         raise Unbindable(f"a cross-entropy's targets are integers; {index} is {w.types['index']}")
     w.slots["ROWS"] = w.launch_size("rows")
     w.defines.update(KF_LOG=int(bool(w.match.params.get("log"))), KF_CAUSAL=int(bool(w.match.params.get("causal"))),
-                     KF_XENT=int(bool(w.match.params.get("xent"))))
+                     KF_XENT=int(bool(w.match.params.get("xent"))), KF_HAS_BIAS=int(bias != "nullptr"))
     scale = w.scalar("scale", "scale", 1.0)
-    return f"kf_row_softmax({x}, {index}, {y}, {w.size('rows')}, (int){w.size('cols')}, {scale})"
+    return f"kf_row_softmax({x}, {index}, {bias}, {y}, {w.size('rows')}, (int){w.size('cols')}, {scale})"
 
 
 def _elementwise(w: _Writer) -> str:

@@ -172,8 +172,9 @@ def _read_eps(probe, x, y, binding, norm, guess, cols) -> float:
 
 def find_row_softmax(probe) -> Iterator[Match]:
     """Softmax or log-softmax of each row, of x or of ``scale * x`` with a float parameter's scale
-    (attention's 1 / sqrt(d)); also causal: rows in blocks of ``cols`` (T x T scores), row r seeing
-    columns up to r % cols, the others 0 (-inf for log-softmax)."""
+    (attention's 1 / sqrt(d)), plus an additive mask or bias of one value per column; also causal:
+    rows in blocks of ``cols`` (T x T scores), row r seeing columns up to r % cols, the others 0
+    (-inf for log-softmax)."""
     scales = [(None, 1.0), *probe.float_scalars().items()]
     for x, y, rows, cols in _pairs(probe):
         if len(probe.buffers(output=True)) != 1:
@@ -181,11 +182,14 @@ def find_row_softmax(probe) -> Iterator[Match]:
         masks = [None]
         if rows % cols == 0:
             masks.append(np.arange(cols)[None, :] > (np.arange(rows) % cols)[:, None])
+        biases = [None, *(b for b in probe.inputs_of(cols) if b not in (x, y))]     # an additive mask per column
         for scale, sv in scales:
-            for mask in masks:
-                if mask is None and scale is not None and sv == 1.0:
+            for mask, bias in [(m, None) for m in masks] + [(None, b) for b in biases[1:]]:
+                if mask is None and bias is None and scale is not None and sv == 1.0:
                     continue
                 v = probe.values[x].reshape(rows, cols) * sv
+                if bias is not None:
+                    v = v + probe.values[bias][None, :]
                 if mask is not None:
                     v = np.where(mask, -np.inf, v)
                 m = v - v.max(axis=1, keepdims=True)
@@ -196,6 +200,8 @@ def find_row_softmax(probe) -> Iterator[Match]:
                         binding = {"x": x, "y": y, **_scalars(probe, rows, cols)}
                         if scale:
                             binding["scale"] = scale
+                        if bias:
+                            binding["bias"] = bias
                         params = {"log": log, **({"causal": True} if mask is not None else {})}
                         yield Match("row_softmax", binding, params)
     yield from _cross_entropies(probe, scales)

@@ -80,6 +80,8 @@ PUBLIC = {
                           {"op": "mean"}),
     "conv_bias_grad": ("row_reduction", {"x": "dout", "y": "dbias", "rows": "C", "cols": "HW", "outer": "N"},
                        {"op": "sum"}),
+    "scaled_masked_softmax": ("row_softmax", {"x": "scores", "y": "probs", "bias": "key_mask", "scale": "scale",
+                                              "rows": "rows", "cols": "keys"}, {"log": False}),
     "cross_entropy_logits": ("row_softmax", {"x": "logits", "y": "losses", "index": "targets", "rows": "B", "cols": "V"},
                              {"log": True, "xent": True}),
     "log_softmax_bf16": ("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"log": True}),
@@ -264,7 +266,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant", "add_channel_bias",
             "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64", "gemma_rmsnorm", "sobel_x_reflect101",
             "laplace_periodic", "nchw_to_nhwc", "channel_mean_nchw", "conv_bias_grad", "saxpby", "clamp_range",
-            "masked_fill_u8", "cross_entropy_logits", "letter_histogram"]
+            "masked_fill_u8", "cross_entropy_logits", "letter_histogram", "scaled_masked_softmax"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -99,6 +99,7 @@ TASKS = {
                                        [{"rows": 3, "cols": 4}, {"rows": 40, "cols": 256}]),
     # channels along the middle axis: spatial % 4 == 0 shares a channel per 4 values, 17 and 33 do not
     # rows in registers (V = 50) and streamed twice past ITEMS * 4 * 32 values (V = 700)
+    DATA / "scaled_masked_softmax.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"rows": 3, "keys": 64}, {"rows": 2, "keys": 700}]),
     DATA / "cross_entropy_logits.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 0}, [{"B": 3, "V": 50}, {"B": 4, "V": 700}]),
     DATA / "saxpby.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 3}, {"n": 4101}]),
     DATA / "clamp_range.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 3}, {"n": 4101}]),

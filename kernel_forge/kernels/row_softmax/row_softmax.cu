@@ -10,7 +10,8 @@
 // row in registers (ITEMS groups of 4 values per thread), per-thread (max, sum of exp) pairs
 // combined with the online-softmax rule across the warp (shuffles) and the row's warps (shared
 // memory, fixed order); one read and one write per element.  KF_LOG: y = x - max - log(sum).
-// The row is `xscale` * x (attention's 1 / sqrt(d); 1 for a plain softmax).  KF_CAUSAL: rows come in
+// The row is `xscale` * x (attention's 1 / sqrt(d); 1 for a plain softmax), plus bias[col] where
+// KF_HAS_BIAS (an additive mask of one value per column).  KF_CAUSAL: rows come in
 // blocks of cols (attention's T x T scores), and row r sees columns 0 .. r % cols only: the others
 // count as -inf (written 0, or -inf for log-softmax).
 // Rows longer than the registers hold are streamed twice.  KF_XENT: a cross-entropy from logits,
@@ -46,7 +47,8 @@ __device__ __forceinline__ void kf_combine(float& m, float& s, float om, float o
 }
 
 __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, const kf_index_t* __restrict__ index,
-                                               kf_y_t* __restrict__ y, long long rows, int cols, float xscale)
+                                               const kf_bias_t* __restrict__ bias, kf_y_t* __restrict__ y,
+                                               long long rows, int cols, float xscale)
 {
 #if WPR > 1
     __shared__ float part_m[RPB][WPR];
@@ -61,7 +63,7 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
     const long long off = (valid ? row : 0) * (long long)cols;
     const kf_x_t* __restrict__ xr = x + off;
     kf_y_t* __restrict__ yr = y + (KF_XENT ? 0 : off);
-    const bool vec = (cols & 3) == 0 && kf_aligned4(x) && (KF_XENT || kf_aligned4(y));
+    const bool vec = (cols & 3) == 0 && kf_aligned4(x) && (KF_XENT || kf_aligned4(y)) && kf_aligned4(bias);
 
     float v[VPT];
     auto load = [&](int base) {
@@ -72,10 +74,11 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
                 float4 q = make_float4(KF_NEG_INF, KF_NEG_INF, KF_NEG_INF, KF_NEG_INF);
                 if (j < ncols) {
                     q = STREAM ? kf_lds4(xr + j) : kf_ld4(xr + j);
-                    q.x = j < nvalid ? q.x * xscale : KF_NEG_INF;
-                    q.y = j + 1 < nvalid ? q.y * xscale : KF_NEG_INF;
-                    q.z = j + 2 < nvalid ? q.z * xscale : KF_NEG_INF;
-                    q.w = j + 3 < nvalid ? q.w * xscale : KF_NEG_INF;
+                    const float4 b = KF_HAS_BIAS ? kf_ld4(bias + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+                    q.x = j < nvalid ? q.x * xscale + b.x : KF_NEG_INF;
+                    q.y = j + 1 < nvalid ? q.y * xscale + b.y : KF_NEG_INF;
+                    q.z = j + 2 < nvalid ? q.z * xscale + b.z : KF_NEG_INF;
+                    q.w = j + 3 < nvalid ? q.w * xscale + b.w : KF_NEG_INF;
                 }
                 v[4 * i + 0] = q.x;
                 v[4 * i + 1] = q.y;
@@ -86,7 +89,7 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
 #pragma unroll
             for (int i = 0; i < VPT; ++i) {
                 const int j = base + t + i * TPR;
-                v[i] = (j < nvalid) ? kf_ld(xr + j) * xscale : KF_NEG_INF;
+                v[i] = (j < nvalid) ? kf_ld(xr + j) * xscale + (KF_HAS_BIAS ? kf_ld(bias + j) : 0.0f) : KF_NEG_INF;
             }
         }
     };
@@ -165,7 +168,10 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
             kf_combine(M, S, m, s);
         }
         row_pair(M, S);
-        if (valid && t == 0) kf_st(y + row, M + logf(S) - kf_ld(xr + (long long)index[row]) * xscale);
+        if (valid && t == 0) {
+            const long long c = (long long)index[row];
+            kf_st(y + row, M + logf(S) - (kf_ld(xr + c) * xscale + (KF_HAS_BIAS ? kf_ld(bias + c) : 0.0f)));
+        }
         return;
     }
 #endif

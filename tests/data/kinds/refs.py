@@ -393,3 +393,10 @@ def letter_histogram(data, length, histo):
     pos = data.astype(np.int64) - ord("a")
     keep = (pos >= 0) & (pos < 26)
     histo[...] = np.bincount(pos[keep] // 4, minlength=7).astype(histo.dtype)
+
+
+def scaled_masked_softmax(scores, key_mask, probs, rows, keys, scale):
+    """Attention probabilities with a key-padding mask added to the scaled scores (one value per key)."""
+    v = scores.reshape(rows, keys).astype(np.float64) * scale + key_mask[None, :]
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    probs[...] = (e / e.sum(axis=1, keepdims=True)).reshape(probs.shape)
