@@ -174,3 +174,24 @@ def test_an_integer_prefix_sum_is_bound_exact_and_a_64_bit_whole_array_one_is_re
     rows = load_task(DATA / "row_cumsum_i64.json")
     [bound] = instantiate(rows, identify(rows).match)
     assert bound.pattern == "scan_rows" and "typedef long long kf_acc_t;" in bound.source
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sgemm_tn", "matmul_forward", "bmm_f32"])
+def test_every_setting_of_the_bound_split_tf32_wgmma_gemm_compiles_without_spills(name):
+    """Each operand layout (A transposed; B transposed with a bias; a batch) at every setting: the
+    running and fresh accumulators, the A fragments and B's staging registers fit in 255."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from kernel_forge.gpu.nvrtc import compile_source
+    from kernel_forge.model.candidate import parse_candidate
+
+    task = load_task(DATA / f"{name}.json")
+    [wg] = [b for b in instantiate(task, identify(task).match) if b.pattern == "gemm_tf32x3_wg"]
+    cand = parse_candidate(wg.source, name=wg.label)
+    bad = []
+    for d in cand.configurations():
+        r = compile_source(cand.source, arch="sm_90", defines=d, file_label=wg.label)
+        res = r.resources
+        if not r.cubin or res.get("spill_stores", 0) + res.get("spill_loads", 0) or not 0 < res.get("registers", 0) <= 255:
+            bad.append(f"{d}: {res} {r.log[-300:]}")
+    assert not bad, "\n".join(bad[:5])

@@ -6,6 +6,7 @@
 // kforge: tune STAGES = [4, 3, 5, 2]
 // kforge: tune GROUP = [8, 16, 4]
 // kforge: constraint (8 * BN) % (128 * WGS) == 0 and BN <= 64 * WGS
+// kforge: constraint STAGES >= 3 or BN == 64
 // kforge: constraint 128 * STAGES * (64 * WGS + 2 * BN) + 1024 * STAGES + 1024 <= 232448
 // Bound pattern gemm_tf32x3_wg (from gemm_tf32x3_wgmma; Hopper only, sm_90a): fp32 GEMM on the
 // warpgroup tensor-core instruction wgmma.mma_async with TF32 operands and the three-product split
@@ -14,7 +15,8 @@
 // loop (kforge/tf32x3_wgmma.cuh) copies A in its own layout and reads its fragments into registers,
 // and stages B through registers into K-major hi and lo tiles from either layout.  WGS warpgroups
 // of one 64 x BN tile each, STAGES stages (1024 bytes each beyond the tiles: the k x m layout of A
-// pads its rows), any m, n, k.  Compiled for another arch than sm_90a, it
+// pads its rows), any m, n, k.  (Two stages at BN = 128 spill on a batched product, whose pointers
+// take registers of their own: left out.)  Compiled for another arch than sm_90a, it
 // stops at the #error below; the tuner drops it on such a GPU before gating it.
 #ifndef BN
 #define BN 128
