@@ -8,8 +8,8 @@
 // A block of WGS_ warpgroups computes a (64 WGS_) x BN_ tile; warpgroup g owns rows 64 g .. 64 g + 63,
 // one wgmma.m64nBN_k8 per product per 8 of k, its BN_ / 2 fp32 accumulators per thread in registers.
 // Operands (TF32 wgmma takes B only K-major, A from registers or K-major shared memory):
-//  - B goes through registers: every thread loads float4s of the next slice but one, splits them and
-//    stores hi and lo into two K-major tiles (rows along n of 32 k values, the 128-byte swizzle:
+//  - B goes through registers: every thread loads its float4s of a slice one iteration before it
+//    splits them and stores hi and lo into two K-major tiles (rows along n of 32 k values, the 128-byte swizzle:
 //    chunk c of row r at c ^ (r % 8)).  Stored k x n (TB = 0) the float4s run along n and are stored
 //    transposed, a warp taking 16 k rows x 2 float4s so that its 32 stores meet 32 distinct banks;
 //    stored n x k (TB = 1) they run along k and are stored whole.
@@ -37,10 +37,10 @@ __device__ __forceinline__ int kf_sw32(int row, int col)
 }
 
 // the bytes of a stage: A, then B_hi and B_lo
-template <int BN_, int WGS_, bool TA>
+template <int WGS_, bool TA>
 __host__ __device__ constexpr int kf_tf32wg_a_bytes() { return TA ? 32 * (64 * WGS_ + 8) * 4 : 64 * WGS_ * 128; }
 template <int BN_, int WGS_, bool TA>
-__host__ __device__ constexpr int kf_tf32wg_stage_bytes() { return kf_tf32wg_a_bytes<BN_, WGS_, TA>() + 2 * BN_ * 128; }
+__host__ __device__ constexpr int kf_tf32wg_stage_bytes() { return kf_tf32wg_a_bytes<WGS_, TA>() + 2 * BN_ * 128; }
 
 // acc = A (m x k, or k x m when TA) * B (k x n, or n x k when TB) over this block's tile (rows bm.., columns
 // bn..), the stages at S (1024-byte aligned)
@@ -50,7 +50,7 @@ __device__ __forceinline__ void kf_tf32x3_wg_mainloop(float (&acc)[BN_ / 2], uns
                                                       int m, int n, int k, int bm, int bn, bool a_vec, bool b_vec)
 {
     constexpr int BM_ = 64 * WGS_, THREADS_ = 128 * WGS_, R = BN_ / 2, LEAD = STAGES_ - 1;
-    constexpr int A_ST = kf_tf32wg_a_bytes<BN_, WGS_, TA>(), STAGE = kf_tf32wg_stage_bytes<BN_, WGS_, TA>();
+    constexpr int A_ST = kf_tf32wg_a_bytes<WGS_, TA>(), STAGE = kf_tf32wg_stage_bytes<BN_, WGS_, TA>();
     constexpr int B_TILE = BN_ * 128, B_VECS = 8 * BN_ / THREADS_, A_LD = BM_ + 8;
     static_assert((8 * BN_) % THREADS_ == 0 && STAGES_ >= 2, "B's float4s divide among the threads; STAGES >= 2");
     const int tid = threadIdx.x, wl = tid % 128;
