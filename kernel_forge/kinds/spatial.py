@@ -59,9 +59,16 @@ def find_stencil(probe) -> Iterator[Match]:
             band = min(h, max(k, BAND // w))         # the top rows only: edges on three sides are real
             want = got[:band * w]
             weights = [wb for wb in probe.inputs_of(k * k) if wb not in (x, y)]
-            shifted = {edge: _shifted(img, k, edge, band) for edge in STENCIL_EDGES}
+            cache: dict = {}
+
+            def shifted(edge, k=k, band=band):      # built when first asked for
+                if edge not in cache:
+                    cache[edge] = _shifted(img, k, edge, band)
+                return cache[edge]
+
             if weights:                            # the taps are a parameter
-                for edge, a in shifted.items():
+                for edge in STENCIL_EDGES:
+                    a = shifted(edge)
                     for wb in weights:
                         if close(want, a @ probe.values[wb]):
                             yield _match(probe, x, y, h, w, k, edge, taps=wb)
@@ -71,7 +78,7 @@ def find_stencil(probe) -> Iterator[Match]:
             inner = inner.reshape(-1)
             fits = [None] if inner.sum() >= 2 * k * k else list(STENCIL_EDGES)   # too few: a fit per mode
             for fit in fits:
-                a = shifted[fit or "zero"]
+                a = shifted(fit or "zero")
                 taps, *_ = np.linalg.lstsq(a[inner] if fit is None else a, want[inner] if fit is None else want,
                                            rcond=None)
                 taps = np.where(np.abs(taps) < 1e-7, 0.0, taps)
@@ -79,8 +86,10 @@ def find_stencil(probe) -> Iterator[Match]:
                     continue     # one row or column of taps: a 1-D window (the box filter's, radius a parameter)
                 if np.count_nonzero(taps) <= 1:
                     continue
+                if fit is None and not close(want[inner], a[inner] @ taps):
+                    continue                       # not a stencil inside: no edge mode can make it one
                 for edge in ([fit] if fit else STENCIL_EDGES):
-                    if close(want, shifted[edge] @ taps):
+                    if close(want, shifted(edge) @ taps):
                         yield _match(probe, x, y, h, w, k, edge, values=[float(t) for t in taps])
     return
 
