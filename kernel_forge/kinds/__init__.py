@@ -58,7 +58,7 @@ KINDS = {
     "transpose": "a matrix with its axes swapped, or two axes of an N-D array (a batched transpose, a 0213 permute)",
     "gather": "rows of a table picked by integer indices (an embedding lookup), or written to the rows they name (a scatter)",
     "row_pick": "one element of each row picked by an integer index, then mapped: -log(probs[r, target[r]]) ...",
-    "histogram": "counts of integer values into bins",
+    "histogram": "counts of integer values into bins, or of real values in equal bins of a range",
     "optimizer_step": "an optimizer's in-place update of every parameter: Adam / AdamW, SGD with momentum",
     "elementwise": ("a map of every element, or a fused chain: act(x + bias) + residual, alpha * x + z, act(x) * z "
                     "(also on the two halves of each row: act_and_mul) ..."),

@@ -181,6 +181,8 @@ def _row_norm(w: _Writer) -> str:
 
 
 def _row_softmax(w: _Writer) -> str:
+    if w.match.params.get("dim") == "middle":
+        return _axis_softmax(w)
     x, y = w.buffer("x"), w.buffer("y")
     index = w.buffer("index", required=False, default_type="int")      # a cross-entropy's targets
     bias = w.buffer("bias", required=False)                              # an additive mask per column
@@ -191,6 +193,18 @@ def _row_softmax(w: _Writer) -> str:
                      KF_XENT=int(bool(w.match.params.get("xent"))), KF_HAS_BIAS=int(bias != "nullptr"))
     scale = w.scalar("scale", "scale", 1.0)
     return f"kf_row_softmax({x}, {index}, {bias}, {y}, {w.size('rows')}, (int){w.size('cols')}, {scale})"
+
+
+def _axis_softmax(w: _Writer) -> str:
+    """Softmax over an axis that is not the last: ``outer`` x ``axis`` x ``inner`` values, one
+    softmax per (outer, inner) position (``outer`` unbound: a column softmax, one matrix)."""
+    x, y = w.buffer("x"), w.buffer("y")
+    w.template = "row_softmax/softmax_axis"
+    outer = w.size("outer") if w.role("outer") else "1LL"
+    w.slots["POSITIONS"] = (f"{w.launch_size('outer')} * " if w.role("outer") else "") + w.launch_size("inner")
+    w.defines["KF_LOG"] = int(bool(w.match.params.get("log")))
+    scale = w.scalar("scale", "scale", 1.0)
+    return f"kf_axis_softmax({x}, {y}, {outer}, {w.size('axis')}, {w.size('inner')}, {scale})"
 
 
 def _elementwise(w: _Writer) -> str:
@@ -358,14 +372,26 @@ def _scan(w: _Writer) -> str:
 def _histogram(w: _Writer) -> str:
     x = w.buffer("x", small_ints=True)
     bins = w.buffer("bins")
-    if w.types["x"] in _CTYPES.values() or w.types["bins"] in _CTYPES.values():
-        raise Unbindable("the bound histogram counts integer values into integer bins")
+    index = w.match.params.get("index")
+    ranged = index in ("range", "width")                       # real values in equal bins of a range
+    if (w.types["x"] in _CTYPES.values()) != ranged:
+        raise Unbindable(f"the bound histogram counts integer values, or real values in bins of a range; x is "
+                         f"{w.types['x']} and the bins are {index}")
+    # counts kept in integers, written once into the bins (whole numbers in a float output, as torch.histc's)
     w.types["count"] = "unsigned long long" if w.types["bins"] in ("long long", "unsigned long long") else "unsigned int"
-    w.defines["KF_INDEX_MODULO"] = int(w.match.params.get("index") == "modulo")
-    binned = w.match.params.get("index") == "binned"          # bins of `width` values from `lo`
+    w.defines["KF_INDEX_MODULO"] = int(index == "modulo")
+    binned = index == "binned"                                 # bins of `width` values from `lo`
     w.defines.update(KF_BIN_LO=int(w.match.params.get("lo", 0)) if binned else 0,
                      KF_BIN_SPAN=int(w.match.params.get("span", 0)) if binned else 0,
                      KF_BIN_WIDTH=int(w.match.params.get("width", 1)) if binned else 1)
+    w.defines.update(KF_BIN_RANGE={"range": 1, "width": 2}.get(index, 0),
+                     KF_BIN_CLOSED=int(w.match.params.get("edge") == "closed"),
+                     KF_BIN_CLAMP=int(w.match.params.get("outside") == "clamp"))
+    ends = "0.0, 0.0"                                          # the range's start, and its end or bin width
+    if ranged:
+        far = "width" if index == "width" else "hi"
+        ends = ", ".join(f"(double)({w.role(role)})" if w.role(role) else repr(float(w.match.params[key]))
+                         for role, key in (("lo", "lo"), (far, "hi")))
     w.slots["N"] = w.launch_size("n")
     if w.role("nbins"):
         w.slots["NBINS"], nbins = w.launch_size("nbins"), w.size("nbins")
@@ -375,7 +401,7 @@ def _histogram(w: _Writer) -> str:
             raise Unbindable(f"no kernel parameter carries the number of bins, and {bins}'s shape {list(shape)} is "
                              "not a number")
         w.slots["NBINS"], nbins = str(shape[0]), f"{int(shape[0])}LL"
-    return f"kf_histogram({x}, {bins}, {w.size('n')}, {nbins})"
+    return f"kf_histogram({x}, {bins}, {w.size('n')}, {nbins}, {ends})"
 
 
 def _reduce_op(w: _Writer) -> str:

@@ -1,5 +1,5 @@
 """Hypotheses with index arithmetic of their own: matrix products (transposes, alpha, beta, a bias
-epilogue) and histograms (integer counts of integer values)."""
+epilogue) and histograms (counts of integer values, or of real values in bins of a range)."""
 from __future__ import annotations
 
 import itertools
@@ -66,12 +66,21 @@ def _products(probe, c, batch, nb, mnk) -> Iterator[Match]:
 
 
 def find_histogram(probe) -> Iterator[Match]:
+    """Counts (integer, or whole numbers in a float output as torch.histc gives them) of integer
+    values (each value its bin, modulo the bins, or bins of a few consecutive values) or of real
+    values in equal bins of a range."""
     outs = probe.buffers(output=True)
-    if len(outs) != 1 or probe.arg(outs[0]).param.dtype.is_float:
+    if len(outs) != 1:
         return
     h = outs[0]
     bins = probe.sizes[h]
     got = probe.outputs[h]
+    if not np.all(np.isfinite(got)) or not np.array_equal(got, np.round(got)) or got.min() < 0:
+        return
+    for x in probe.inputs_of():
+        yield from _ranged(probe, x, h, bins, got)
+    if probe.arg(h).param.dtype.is_float:
+        return
     for x in probe.inputs_of(floating=False):
         v = probe.values[x].astype(np.int64)
         if v.size == 0:
@@ -104,3 +113,47 @@ def _binned(probe, x, h, v, bins, got) -> Iterator[Match]:
                                               "nbins": next(iter(probe.params_of(bins)), None)},
                                 {"index": "binned", "lo": lo, "span": span, "width": width})
                     return
+
+
+#: a range no parameter carries: [0, 1) (a probability, a normalised pixel) and [-1, 1)
+_CONST_RANGES = ((0.0, 1.0), (-1.0, 1.0))
+
+
+def _ranged(probe, x, h, bins, got) -> Iterator[Match]:
+    """Real values counted in ``bins`` equal bins of [lo, hi] (torch.histc, NumPy's histogram: a
+    value equal to hi in the last bin; ``edge="open"``: [lo, hi), hi skipped), or of ``width``
+    from lo; values outside skipped, or clamped into the end bins.  The range is two float
+    parameters, a parameter and a width, or a constant range.  The bin is worked out in float64,
+    as the bound pattern works it out (a float32 product could round a value across an edge)."""
+    v = probe.values[x]
+    v = v[np.isfinite(v)] if v.size else v
+    if v.size < 2 or v.size != probe.sizes[x]:
+        return
+    floats = probe.float_scalars()
+    n = next(iter(probe.params_of(v.size)), None)
+    nbins = next(iter(probe.params_of(bins)), None)
+    ranges = [((lo, hi), (floats[lo], floats[hi]), "range") for lo, hi in itertools.permutations(floats, 2)
+              if floats[lo] < floats[hi]]
+    ranges += [((lo, w), (floats[lo], floats[lo] + bins * floats[w]), "width")
+               for lo, w in itertools.permutations(floats, 2) if floats[w] > 0]
+    ranges += [((None, None), r, "range") for r in _CONST_RANGES]
+    for (lo_name, hi_name), (lo, hi), form in ranges:
+        if form == "width":
+            t = (v - lo) / floats[hi_name]
+        else:
+            t = (v - lo) * bins / (hi - lo)
+        idx = np.floor(t)
+        inside = (v >= lo) & (v <= hi)
+        if not inside.any():
+            continue
+        for edge, outside in itertools.product(("closed", "open"), ("skip", "clamp")):
+            b = np.where(v == hi, bins - 1 if edge == "closed" else bins, idx)
+            if outside == "clamp":
+                b = np.clip(b, 0, bins - 1)
+            keep = (b >= 0) & (b < bins)
+            counts = np.bincount(b[keep].astype(np.int64), minlength=bins)[:bins]
+            if np.array_equal(got, counts):
+                binding = {"x": x, "bins": h, "n": n, "nbins": nbins}
+                binding.update({"lo": lo_name, "width": hi_name} if form == "width" else {"lo": lo_name, "hi": hi_name})
+                yield Match("histogram", binding, {"index": form, "lo": lo, "hi": hi, "edge": edge, "outside": outside})
+                return

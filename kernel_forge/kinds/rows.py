@@ -204,7 +204,38 @@ def find_row_softmax(probe) -> Iterator[Match]:
                             binding["bias"] = bias
                         params = {"log": log, **({"causal": True} if mask is not None else {})}
                         yield Match("row_softmax", binding, params)
+    yield from _axis_softmaxes(probe, scales)
     yield from _cross_entropies(probe, scales)
+
+
+def _axis_softmaxes(probe, scales) -> Iterator[Match]:
+    """Softmax or log-softmax over an axis that is not the last, of x or ``scale * x``: the middle
+    axis of N x C x HW (``softmax(x, dim=1)`` of a segmentation map) or the first of a matrix (a
+    column softmax).  Bound as ``dim="middle"``: ``outer`` softmaxes (None: one) of ``axis`` values
+    ``inner`` apart."""
+    if len(probe.buffers(output=True)) != 1:
+        return
+    for y in probe.buffers(output=True, floating=True):
+        size = probe.sizes[y]
+        for x in probe.inputs_of(size):
+            if x == y and not probe.arg(y).in_out:
+                continue
+            splits = [*_middle_axes(probe, x), *((1, r, c) for r, c in dims(probe, size) if r > 1 and c > 1)]
+            for outer, mid, inner in dict.fromkeys(splits):
+                v = probe.values[x].reshape(outer, mid, inner)
+                for scale, sv in scales:
+                    m = v * sv - (v * sv).max(axis=1, keepdims=True)
+                    lse = np.log(np.exp(m).sum(axis=1, keepdims=True))
+                    for log, pred in ((False, np.exp(m - lse)), (True, m - lse)):
+                        if not close(probe.outputs[y], pred.reshape(-1)):
+                            continue
+                        axis = param_for(probe, mid)
+                        inner_p = param_for(probe, inner, avoid=(axis,))
+                        binding = {"x": x, "y": y, "axis": axis, "inner": inner_p,
+                                   "outer": param_for(probe, outer, avoid=(axis, inner_p)) if outer > 1 else None}
+                        if scale:
+                            binding["scale"] = scale
+                        yield Match("row_softmax", binding, {"log": log, "dim": "middle"})
 
 
 def _cross_entropies(probe, scales) -> Iterator[Match]:

@@ -85,6 +85,11 @@ PUBLIC = {
     "cross_entropy_logits": ("row_softmax", {"x": "logits", "y": "losses", "index": "targets", "rows": "B", "cols": "V"},
                              {"log": True, "xent": True}),
     "log_softmax_bf16": ("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"log": True}),
+    # over an axis that is not the last: dim=1 of NCHW (the pixels' classes) and dim=0 of a matrix
+    "seg_softmax_nchw": ("row_softmax", {"x": "logits", "y": "probs", "axis": "C", "inner": "H*W", "outer": "N"},
+                         {"log": False, "dim": "middle"}),
+    "column_log_softmax": ("row_softmax", {"x": "in", "y": "out", "axis": "rows", "inner": "cols", "outer": None},
+                           {"log": True, "dim": "middle"}),
     "transpose_coalesced": ("transpose", {"x": "idata", "y": "odata", "rows": "height", "cols": "width"}, {}),
     "reduce_max": ("reduction", {"x": "in", "y": "out", "n": "n"}, {"op": "max", "axis": None}),
     "matmul_forward": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
@@ -93,6 +98,12 @@ PUBLIC = {
     "letter_histogram": ("histogram", {"x": "data", "bins": "histo", "n": "length", "nbins": None},
                          {"index": "binned", "lo": 97, "span": 26, "width": 4}),
     "hist_mod": ("histogram", {"x": "v", "bins": "counts", "n": "n", "nbins": "nb"}, {"index": "modulo"}),
+    # real values in equal bins of a range: torch.histc's (float counts, the range two parameters, values
+    # outside skipped) and [0, 1) in 100 bins with the range in the kernel
+    "histc_f32": ("histogram", {"x": "input", "bins": "hist", "n": "n", "nbins": "nbins", "lo": "min_val",
+                                "hi": "max_val"}, {"index": "range", "edge": "closed", "outside": "skip"}),
+    "unit_histogram": ("histogram", {"x": "values", "bins": "counts", "n": "size", "nbins": None, "lo": None,
+                                     "hi": None}, {"index": "range", "lo": 0.0, "hi": 1.0, "outside": "skip"}),
     "cumsum_rows": ("scan", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"exclusive": False, "per_row": True}),
     # integer prefix sums: exact, in y's type (a compaction's int32 offsets; per-row int32 -> int64)
     "compact_offsets": ("scan", {"x": "flags", "y": "offsets", "n": "n"}, {"exclusive": True, "per_row": False}),
@@ -266,7 +277,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "absmax_f16", "row_sumsq", "gemv_t", "int8_quant", "int8_dequant", "add_channel_bias",
             "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64", "gemma_rmsnorm", "sobel_x_reflect101",
             "laplace_periodic", "nchw_to_nhwc", "channel_mean_nchw", "conv_bias_grad", "saxpby", "clamp_range",
-            "masked_fill_u8", "cross_entropy_logits", "letter_histogram", "scaled_masked_softmax"]
+            "masked_fill_u8", "cross_entropy_logits", "letter_histogram", "scaled_masked_softmax", "histc_f32",
+            "unit_histogram", "seg_softmax_nchw", "column_log_softmax"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -508,8 +520,10 @@ def test_a_manifest_may_state_the_new_kinds_and_they_are_checked(tmp_path):
     assert res.exit_code == 2 and "$.kind" in res.output
 
 
-#: the bound patterns of the two new kinds, each on a task that reaches it (fp32 and bf16 storage)
-NEW_PATTERNS = [(WILD_DIR / "llmc_crossentropy" / "llmc_crossentropy.json", "bound_row_pick.cu"),
+#: the bound patterns of the newer kinds and forms, each on a task that reaches it (fp32 and bf16 storage)
+NEW_PATTERNS = [(DATA / "seg_softmax_nchw.json", "bound_softmax_axis.cu"),
+                (DATA / "histc_f32.json", "bound_histogram.cu"),
+                (WILD_DIR / "llmc_crossentropy" / "llmc_crossentropy.json", "bound_row_pick.cu"),
                 (DATA / "nll_bf16.json", "bound_row_pick.cu"),
                 (WILD_DIR / "llmc_adamw" / "llmc_adamw.json", "bound_optimizer_adam.cu"),
                 (DATA / "adamw_torch.json", "bound_optimizer_adam.cu"),
@@ -518,7 +532,7 @@ NEW_PATTERNS = [(WILD_DIR / "llmc_crossentropy" / "llmc_crossentropy.json", "bou
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path, label", NEW_PATTERNS, ids=[p.stem for p, _ in NEW_PATTERNS])
-def test_the_row_pick_and_optimizer_patterns_compile_at_every_setting_without_spills(path, label):
+def test_the_newer_bound_patterns_compile_at_every_setting_without_spills(path, label):
     """As tests/kernels/test_tuner_templates.py::test_sampled_configurations_compile_without_spills,
     every setting: NVRTC for sm_90, no warning, no spill."""
     pytest.importorskip("cuda.bindings.nvrtc")

@@ -100,6 +100,10 @@ TASKS = {
     # channels along the middle axis: spatial % 4 == 0 shares a channel per 4 values, 17 and 33 do not
     # rows in registers (V = 50) and streamed twice past ITEMS * 4 * 32 values (V = 700)
     DATA / "scaled_masked_softmax.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"rows": 3, "keys": 64}, {"rows": 2, "keys": 700}]),
+    # over the middle axis: positions past the last block's, the unrolled loop and its tail (C = 3, 9, 40)
+    DATA / "seg_softmax_nchw.json": ({"TI": 32, "TY": 2, "UNROLL": 2},
+                                     [{"N": 2, "C": 3, "H": 5, "W": 7}, {"N": 1, "C": 40, "H": 3, "W": 25}]),
+    DATA / "column_log_softmax.json": ({"TI": 64, "TY": 4, "UNROLL": 8}, [{"rows": 9, "cols": 70}, {"rows": 300, "cols": 3}]),
     DATA / "cross_entropy_logits.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 0}, [{"B": 3, "V": 50}, {"B": 4, "V": 700}]),
     DATA / "saxpby.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 3}, {"n": 4101}]),
     DATA / "clamp_range.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 3}, {"n": 4101}]),
@@ -125,6 +129,11 @@ TASKS = {
                                               "MINB": 1}, [{"m": 67, "n": 36, "k": 44}]),
     DATA / "letter_histogram.json": ({"BLOCK": 128, "UNROLL": 2, "BPS": 2, "WARP_COPIES": 1},
                                      [{"length": 1}, {"length": 5000}]),     # 16 bytes a load, then the tail
+    # real values in bins of a range: 16 bytes a load then the tail; bins past the launch's shared memory
+    DATA / "histc_f32.json": ({"BLOCK": 128, "UNROLL": 2, "BPS": 2, "WARP_COPIES": 1},
+                              [{"n": 3, "nbins": 1}, {"n": 5001, "nbins": 7}, {"n": 2003, "nbins": 20000}]),
+    DATA / "unit_histogram.json": ({"BLOCK": 128, "UNROLL": 1, "BPS": 2, "WARP_COPIES": 0},
+                                   [{"size": 1}, {"size": 4999}]),
     DATA / "byte_histogram.json": ({"BLOCK": 128, "UNROLL": 1, "BPS": 2, "WARP_COPIES": 0},
                                    [{"size": 1}, {"size": 37}, {"size": 5003}]),
     DATA / "hist_mod.json": ({"BLOCK": 128, "UNROLL": 4, "BPS": 2, "WARP_COPIES": 1},

@@ -80,3 +80,39 @@ def test_a_batch_of_products_binds_the_batch_and_a_product_of_the_matrices_alone
                                        {"trans_a": False, "trans_b": False})
     mixed = A[[1, 2, 0]] @ B                      # the batches paired wrongly: no hypothesis holds
     assert list(find_gemm(probe(data, {"A": A, "B": B}, {"C": mixed}, batch=3, M=4, N=2, K=5))) == []
+
+
+HISTC = ROOT / "tests" / "data" / "kinds" / "histc_f32.json"      # min_val -2.5, max_val 3.0
+
+
+def _histc(x, counts, nbins):
+    return probe(HISTC, {"input": x}, {"hist": counts}, n=len(x), nbins=nbins)
+
+
+def test_real_values_in_equal_bins_of_a_range_skip_the_outside_and_count_the_end_in_the_last_bin():
+    x = np.array([-3.0, -2.5, -0.1, 0.3, 2.9, 3.0, 4.0])       # 5 bins of 1.1: -2.5 -1.4 -0.3 0.8 1.9 3.0
+    [m] = find_histogram(_histc(x, [1, 0, 2, 0, 2], 5))
+    assert m.binding == {"x": "input", "bins": "hist", "n": "n", "nbins": "nbins", "lo": "min_val", "hi": "max_val"}
+    assert (m.params["index"], m.params["edge"], m.params["outside"]) == ("range", "closed", "skip")
+
+
+def test_a_range_s_end_skipped_and_the_outside_clamped_are_told_apart():
+    x = np.array([-3.0, -2.5, -0.1, 0.3, 2.9, 3.0, 4.0])
+    [m] = find_histogram(_histc(x, [1, 0, 2, 0, 1], 5))         # 3.0 itself skipped: [lo, hi)
+    assert (m.params["edge"], m.params["outside"]) == ("open", "skip")
+    [m] = find_histogram(_histc(x, [2, 0, 2, 0, 3], 5))         # -3.0 in the first bin, 3.0 and 4.0 in the last
+    assert m.params["outside"] == "clamp"
+
+
+def test_bins_of_a_width_from_a_start_are_read_as_width():
+    """histogram(x, lo, width): bin floor((v - lo) / width); here -2.5 and 3.0 as lo and a width."""
+    x = np.array([-2.4, 0.4, 0.6, 3.6, 7.0])                    # bins [-2.5, 0.5) [0.5, 3.5) [3.5, 6.5)
+    [m] = find_histogram(_histc(x, [2, 1, 1], 3))
+    assert (m.binding["lo"], m.binding["width"], m.params["index"]) == ("min_val", "max_val", "width")
+
+
+def test_counts_of_another_range_or_not_whole_numbers_are_no_histogram():
+    x = np.array([-2.4, -1.2, 0.4, 0.6, 2.0])      # [-2.5, 3.0] in 4 bins: 2 0 2 1
+    assert list(find_histogram(_histc(x, [1, 1, 2, 1], 4))) == []        # bins of [-2.4, 2.0]: no range given
+    assert len(list(find_histogram(_histc(x, [2, 0, 2, 1], 4)))) == 1
+    assert list(find_histogram(_histc(x, [2.5, 0, 2.5, 0], 4))) == []

@@ -133,3 +133,32 @@ def test_prefix_sums_of_the_whole_array_and_of_each_row_inclusive_or_exclusive()
     p = probe(DATA / "cumsum_rows.json", {"x": x}, {"y": np.cumsum(x, axis=1)}, rows=3, cols=4)
     assert list(find_scan(p)) == [Match("scan", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"},
                                         {"exclusive": False, "per_row": True})]
+
+
+def _softmax(v, axis):
+    e = np.exp(v - v.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def test_a_softmax_over_the_middle_axis_of_nchw_binds_outer_axis_and_inner():
+    x = RNG.standard_normal((2, 3, 4, 5))
+    p = probe(DATA / "seg_softmax_nchw.json", {"logits": x}, {"probs": _softmax(x, 1)}, N=2, C=3, H=4, W=5)
+    [m] = find_row_softmax(p)
+    assert m == Match("row_softmax", {"x": "logits", "y": "probs", "axis": "C", "inner": "H*W", "outer": "N"},
+                      {"log": False, "dim": "middle"})
+    # over H (the third axis) is a softmax of N*C blocks of H values W apart; over W it is a row softmax
+    [m] = find_row_softmax(probe(DATA / "seg_softmax_nchw.json", {"logits": x}, {"probs": _softmax(x, 2)},
+                                 N=2, C=3, H=4, W=5))
+    assert (m.binding["axis"], m.binding["inner"], m.binding["outer"]) == ("H", "W", "N*C")
+    assert [m.params for m in find_row_softmax(probe(DATA / "seg_softmax_nchw.json", {"logits": x},
+                                                     {"probs": _softmax(x, 3)}, N=2, C=3, H=4, W=5))][0] == {"log": False}
+
+
+def test_a_column_log_softmax_has_no_outer_and_a_softmax_over_no_axis_is_nothing():
+    x = RNG.standard_normal((6, 4))
+    p = probe(DATA / "column_log_softmax.json", {"in": x}, {"out": np.log(_softmax(x, 0))}, rows=6, cols=4)
+    assert list(find_row_softmax(p)) == [Match("row_softmax", {"x": "in", "y": "out", "axis": "rows", "inner": "cols",
+                                                               "outer": None}, {"log": True, "dim": "middle"})]
+    whole = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
+    assert list(find_row_softmax(probe(DATA / "column_log_softmax.json", {"in": x}, {"out": whole},
+                                       rows=6, cols=4))) == []

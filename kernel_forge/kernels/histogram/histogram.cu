@@ -17,7 +17,11 @@
 // the copies would not fit in shared memory the launch asks for none and the loop counts straight
 // into the tally.  At most KF_MAX_BINS bins.  KF_INDEX_MODULO: a value v counts in bin v mod nbins
 // (as NumPy's %); KF_BIN_WIDTH > 1: a value v in [KF_BIN_LO, KF_BIN_LO + KF_BIN_SPAN) counts in bin
-// (v - KF_BIN_LO) / KF_BIN_WIDTH, the others are skipped; else a value outside [0, nbins) is skipped.
+// (v - KF_BIN_LO) / KF_BIN_WIDTH, the others are skipped; KF_BIN_RANGE: a real value counts in one of
+// nbins equal bins of [lo, hi] (1) or in bins of width `hi` from lo (2), the bin worked out in double
+// (a float product could round a value across an edge) -- a value equal to the range's end in the
+// last bin (KF_BIN_CLOSED) or skipped, values outside skipped or, KF_BIN_CLAMP, counted in the end
+// bins, NaN skipped; else a value outside [0, nbins) is skipped.
 #ifndef BLOCK
 #define BLOCK 256
 #endif
@@ -41,8 +45,37 @@
 __device__ kf_count_t kf_hist_tally[KF_MAX_BINS];
 __device__ unsigned int kf_hist_ticket;
 
-__device__ __forceinline__ long long kf_bin_of(long long v, long long nb)
+#if KF_BIN_RANGE
+__device__ __forceinline__ double kf_real(float v) { return (double)v; }
+#if KF_HALF
+__device__ __forceinline__ double kf_real(__half v) { return (double)__half2float(v); }
+#endif
+#if KF_BF16
+__device__ __forceinline__ double kf_real(__nv_bfloat16 v) { return (double)__bfloat162float(v); }
+#endif
+
+__device__ __forceinline__ long long kf_bin_of(kf_x_t value, long long nb, double lo, double hi)
 {
+    const double v = kf_real(value);
+#if KF_BIN_RANGE == 2
+    const double end = lo + (double)nb * hi;
+    const double t = (v - lo) / hi;
+#else
+    const double end = hi;
+    const double t = (v - lo) * (double)nb / (hi - lo);
+#endif
+    if (v != v) return -1;
+    if (v == end) return KF_BIN_CLOSED || KF_BIN_CLAMP ? nb - 1 : -1;
+    long long b = (long long)floor(t);
+#if KF_BIN_CLAMP
+    b = b < 0 ? 0 : (b >= nb ? nb - 1 : b);
+#endif
+    return (v >= lo && v <= end && b < nb) || KF_BIN_CLAMP ? b : -1;
+}
+#else
+__device__ __forceinline__ long long kf_bin_of(kf_x_t value, long long nb, double, double)
+{
+    const long long v = (long long)value;
 #if KF_INDEX_MODULO
     const long long r = v % nb;
     return r < 0 ? r + nb : r;
@@ -53,16 +86,17 @@ __device__ __forceinline__ long long kf_bin_of(long long v, long long nb)
     return (v >= 0 && v < nb) ? v : -1;
 #endif
 }
+#endif
 
 template <typename C>
-__device__ __forceinline__ void kf_count(C* h, kf_x_t value, long long nb)
+__device__ __forceinline__ void kf_count(C* h, kf_x_t value, long long nb, double lo, double hi)
 {
-    const long long b = kf_bin_of((long long)value, nb);
+    const long long b = kf_bin_of(value, nb, lo, hi);
     if (b >= 0) atomicAdd(h + b, (C)1);
 }
 
 __device__ __forceinline__ void kf_histogram(const kf_x_t* __restrict__ x, kf_bins_t* __restrict__ bins,
-                                             long long n, long long nbins)
+                                             long long n, long long nbins, double lo, double hi)
 {
     extern __shared__ unsigned int kf_sub[];
     __shared__ bool kf_last;
@@ -90,7 +124,7 @@ __device__ __forceinline__ void kf_histogram(const kf_x_t* __restrict__ x, kf_bi
                 const kf_x_t* e = reinterpret_cast<const kf_x_t*>(&q[u]);
 #pragma unroll
                 for (int j = 0; j < KF_PER_CHUNK; ++j) {
-                    if (priv) kf_count(mine, e[j], nb); else kf_count(kf_hist_tally, e[j], nb);
+                    if (priv) kf_count(mine, e[j], nb, lo, hi); else kf_count(kf_hist_tally, e[j], nb, lo, hi);
                 }
             }
         }
@@ -99,13 +133,13 @@ __device__ __forceinline__ void kf_histogram(const kf_x_t* __restrict__ x, kf_bi
             const kf_x_t* e = reinterpret_cast<const kf_x_t*>(&q);
 #pragma unroll
             for (int j = 0; j < KF_PER_CHUNK; ++j) {
-                if (priv) kf_count(mine, e[j], nb); else kf_count(kf_hist_tally, e[j], nb);
+                if (priv) kf_count(mine, e[j], nb, lo, hi); else kf_count(kf_hist_tally, e[j], nb, lo, hi);
             }
         }
         done = nvec * KF_PER_CHUNK;
     }
     for (long long i = done + first; i < n; i += stride) {     // the rest (all of x when unaligned)
-        if (priv) kf_count(mine, x[i], nb); else kf_count(kf_hist_tally, x[i], nb);
+        if (priv) kf_count(mine, x[i], nb, lo, hi); else kf_count(kf_hist_tally, x[i], nb, lo, hi);
     }
 
     if (priv) {

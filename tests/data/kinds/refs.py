@@ -400,3 +400,30 @@ def scaled_masked_softmax(scores, key_mask, probs, rows, keys, scale):
     v = scores.reshape(rows, keys).astype(np.float64) * scale + key_mask[None, :]
     e = np.exp(v - v.max(axis=1, keepdims=True))
     probs[...] = (e / e.sum(axis=1, keepdims=True)).reshape(probs.shape)
+
+
+def histc_f32(input, hist, n, nbins, min_val, max_val):
+    """torch.histc: nbins equal bins of [min_val, max_val] (max_val itself in the last), values
+    outside skipped, the counts as floats (NumPy's histogram counts so, in float64)."""
+    hist[...] = np.histogram(np.asarray(input[:n], dtype=np.float64), bins=nbins,
+                             range=(float(min_val), float(max_val)))[0].astype(hist.dtype)
+
+
+def unit_histogram(values, counts, size):
+    """Values in [0, 1) counted in 100 equal bins, bin int(v * 100) (values at or past 1 skipped)."""
+    b = np.floor(np.asarray(values[:size], dtype=np.float64) * 100).astype(np.int64)
+    counts[...] = np.bincount(b[(b >= 0) & (b < 100)], minlength=100)[:100].astype(counts.dtype)
+
+
+def seg_softmax_nchw(logits, probs, N, C, H, W):
+    """torch.softmax(logits, dim=1): each pixel's C class scores."""
+    v = np.asarray(logits, dtype=np.float64)
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    probs[...] = (e / e.sum(axis=1, keepdims=True)).astype(probs.dtype)
+
+
+def column_log_softmax(in_, out, rows, cols):
+    """torch.log_softmax(x, dim=0): each column's log-probabilities."""
+    v = np.asarray(in_, dtype=np.float64)
+    m = v - v.max(axis=0, keepdims=True)
+    out[...] = (m - np.log(np.exp(m).sum(axis=0, keepdims=True))).astype(out.dtype)
