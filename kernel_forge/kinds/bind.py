@@ -167,8 +167,16 @@ def _row_norm(w: _Writer) -> str:
         w.types.pop(r)
     w.types["s"] = st.pop() if st else "float"
     res, total = w.buffer("res", required=False), w.buffer("sum", required=False)     # x + res, normed (and kept)
-    w.slots["ROWS"] = w.launch_size("rows")
-    w.defines.update(KF_RMS=int(m.params.get("norm") in ("rms", "l2")), KF_L2=int(m.params.get("norm") == "l2"),
+    if m.params.get("group"):        # a group norm of outer x channels x inner: a row per (sample, group)
+        w.slots["ROWS"] = f"{w.launch_size('outer')} * {w.launch_size('groups')}"
+        rows, groups = f"({w.size('outer')} * {w.size('groups')})", w.size("groups")
+        # int arithmetic: a 64-bit quotient is a call with a stack frame (a row's length is an int anyway)
+        cols, inner = f"((int){w.size('channels')} / (int){groups} * (int){w.size('inner')})", w.size("inner")
+    else:
+        w.slots["ROWS"] = w.launch_size("rows")
+        rows, cols, inner, groups = w.size("rows"), w.size("cols"), "1LL", "1LL"
+    w.defines.update(KF_GROUP=int(bool(m.params.get("group"))),
+                     KF_RMS=int(m.params.get("norm") in ("rms", "l2")), KF_L2=int(m.params.get("norm") == "l2"),
                      KF_HAS_W=int(wt != "nullptr"), KF_W_OFFSET=f"{float(m.params.get('weight_offset', 0.0))!r}f",
                      KF_HAS_B=int(bs != "nullptr"), KF_MEAN=int(stats["mean"] != "nullptr"),
                      KF_RSTD=int(stats["rstd"] != "nullptr"), KF_VAR=int(stats["var"] != "nullptr"),
@@ -177,7 +185,7 @@ def _row_norm(w: _Writer) -> str:
     w.defines["KF_ALIAS"] = int(len(set(io)) < len(io))      # in place: no __restrict__ on those four
     eps = w.scalar("eps", "eps", 1e-5)
     return (f"kf_row_norm({x}, {res}, {total}, {wt}, {bs}, {y}, {stats['mean']}, {stats['rstd']}, {stats['var']}, "
-            f"{w.size('rows')}, (int){w.size('cols')}, {eps})")
+            f"{rows}, (int){cols}, {eps}, (int){inner}, (int){groups})")
 
 
 def _row_softmax(w: _Writer) -> str:

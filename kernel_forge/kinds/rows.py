@@ -86,6 +86,46 @@ def find_row_norm(probe) -> Iterator[Match]:
                         params["eps"] = _read_eps(probe, x, y, binding, norm, eps, cols)
                     yield Match("row_norm", binding, params)
                     break
+    yield from _group_norms(probe, eps_params)
+
+
+def _group_norms(probe, eps_params) -> Iterator[Match]:
+    """A group norm of x's declared N x C x inner (GroupNorm: ``groups`` a parameter dividing C; an
+    InstanceNorm: each channel its own group), weight and bias per channel, mean / rstd / var outputs
+    one per (sample, group).  A row of the norm is a sample's group: C / groups channels of inner values."""
+    for y in probe.buffers(output=True, floating=True):
+        size = probe.sizes[y]
+        for x in probe.inputs_of(size):
+            if x == y and not probe.arg(y).in_out:
+                continue
+            for outer, channels, inner in _middle_axes(probe, x):
+                c_name = param_for(probe, channels)
+                groups = [(n, g) for n, g in probe.int_scalars().items()
+                          if 1 < g < channels and channels % g == 0 and n != c_name]
+                for g_name, g in [*groups, (c_name, channels)]:
+                    rows, cols = outer * g, channels // g * inner
+                    extras = [o for o in probe.buffers(output=True, floating=True) if o != y]
+                    if g_name is None or any(probe.sizes[o] != rows for o in extras):
+                        continue
+                    chan = (np.arange(rows)[:, None] % g) * (channels // g) + np.arange(cols)[None, :] // inner
+                    v = probe.values[x].reshape(rows, cols)
+                    vecs = [n for n in probe.inputs_of(channels) if n not in (x, y)]
+                    got = probe.outputs[y].reshape(rows, cols)
+                    for eps_name, eps in [*eps_params, *((None, e) for e in EPSILONS)]:
+                        z, mean, rstd, var = _norm(v, "layer", eps)
+                        hit = _affine(z, got, vecs, probe, chan)
+                        roles = _stats(probe, extras, mean, rstd, var, "layer") if hit else None
+                        if roles is None:
+                            continue
+                        inner_p = param_for(probe, inner, avoid=(c_name, g_name))
+                        binding = {"x": x, "y": y, "weight": hit[0], "bias": hit[1], **roles, "eps": eps_name,
+                                   "outer": param_for(probe, outer, avoid=(c_name, g_name, inner_p)),
+                                   "groups": g_name, "channels": c_name, "inner": inner_p}
+                        params = {"norm": "layer", "group": True, **({"weight_offset": 1.0} if hit[2] else {})}
+                        if eps_name is None:
+                            params["eps"] = _read_eps(probe, x, y, binding, "layer", eps, cols, chan)
+                        yield Match("row_norm", binding, params)
+                        break
 
 
 def _residual_adds(probe, x, y, size) -> Iterator[tuple[str, str | None]]:
@@ -100,16 +140,20 @@ def _residual_adds(probe, x, y, size) -> Iterator[tuple[str, str | None]]:
         yield res, (sums[0] if sums else None)
 
 
-def _affine(z, got, vecs, probe):
+def _affine(z, got, vecs, probe, chan=None):
     """(weight, bias, offset) with got == z * (offset + weight) + bias, or None: names (None: absent),
-    offset 1 for a weight stored as its difference from one (Gemma's RMSNorm), else 0."""
+    offset 1 for a weight stored as its difference from one (Gemma's RMSNorm), else 0.  ``chan``: the
+    vectors' index of each value (a group norm's channels), else the column."""
+    def vec(name):
+        return probe.values[name][chan] if chan is not None else probe.values[name][None, :]
+
     for w in [None, *vecs]:
         for offset in ((0.0, 1.0) if w else (0.0,)):
-            zw = z * (offset + probe.values[w][None, :] if w else 1.0)
+            zw = z * (offset + vec(w) if w else 1.0)
             for b in [None, *vecs]:
                 if b is not None and b == w:
                     continue
-                pred = zw + (probe.values[b][None, :] if b else 0.0)
+                pred = zw + (vec(b) if b else 0.0)
                 if close(got, pred):
                     return w, b, offset
     return None
@@ -139,9 +183,9 @@ def _stats(probe, extras, mean, rstd, var, norm):
     return roles
 
 
-def _read_eps(probe, x, y, binding, norm, guess, cols) -> float:
+def _read_eps(probe, x, y, binding, norm, guess, cols, chan=None) -> float:
     """The epsilon, read off rows scaled to a variance near the epsilons tried (the guess when
-    the reference cannot be run again)."""
+    the reference cannot be run again); ``chan`` as for :func:`_affine`."""
     from kernel_forge.common.errors import KForgeError
 
     v = probe.values[x]
@@ -158,10 +202,11 @@ def _read_eps(probe, x, y, binding, norm, guess, cols) -> float:
     best, err = guess, None
     for eps in _epsilons(norm):
         z, *_ = _norm(vs, norm, eps)
-        if binding["weight"]:
-            z = z * probe.values[binding["weight"]][None, :]
-        if binding["bias"]:
-            z = z + probe.values[binding["bias"]][None, :]
+        for role in ("weight", "bias"):
+            if binding[role]:
+                vec = probe.values[binding[role]]
+                vec = vec[chan] if chan is not None else vec[None, :]
+                z = z * vec if role == "weight" else z + vec
         e = float(np.max(np.abs(z - yv)))
         if err is None or e < err:
             best, err = eps, e

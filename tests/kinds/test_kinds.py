@@ -85,6 +85,13 @@ PUBLIC = {
     "cross_entropy_logits": ("row_softmax", {"x": "logits", "y": "losses", "index": "targets", "rows": "B", "cols": "V"},
                              {"log": True, "xent": True}),
     "log_softmax_bf16": ("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"log": True}),
+    # a group norm of N x C x HW (rows: a sample's group), weight and bias per channel; an instance norm
+    "group_norm_nchw": ("row_norm", {"x": "x", "y": "y", "weight": "gamma", "bias": "beta", "mean": "mean", "rstd": "rstd",
+                                     "outer": "N", "groups": "G", "channels": "C", "inner": "HW", "eps": "eps"},
+                        {"norm": "layer", "group": True}),
+    "instance_norm": ("row_norm", {"x": "input", "y": "output", "weight": "weight", "bias": "bias", "outer": "N",
+                                   "groups": "C", "channels": "C", "inner": "H*W", "eps": "eps"},
+                      {"norm": "layer", "group": True}),
     # over an axis that is not the last: dim=1 of NCHW (the pixels' classes) and dim=0 of a matrix
     "seg_softmax_nchw": ("row_softmax", {"x": "logits", "y": "probs", "axis": "C", "inner": "H*W", "outer": "N"},
                          {"log": False, "dim": "middle"}),
@@ -278,7 +285,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "batchnorm_relu_nchw", "compact_offsets", "row_cumsum_i64", "gemma_rmsnorm", "sobel_x_reflect101",
             "laplace_periodic", "nchw_to_nhwc", "channel_mean_nchw", "conv_bias_grad", "saxpby", "clamp_range",
             "masked_fill_u8", "cross_entropy_logits", "letter_histogram", "scaled_masked_softmax", "histc_f32",
-            "unit_histogram", "seg_softmax_nchw", "column_log_softmax"]
+            "unit_histogram", "seg_softmax_nchw", "column_log_softmax",
+            "group_norm_nchw", "instance_norm"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

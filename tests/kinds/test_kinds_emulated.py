@@ -100,6 +100,12 @@ TASKS = {
     # channels along the middle axis: spatial % 4 == 0 shares a channel per 4 values, 17 and 33 do not
     # rows in registers (V = 50) and streamed twice past ITEMS * 4 * 32 values (V = 700)
     DATA / "scaled_masked_softmax.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"rows": 3, "keys": 64}, {"rows": 2, "keys": 700}]),
+    # a group norm: a row of 3 channels of 36 values (4 at a time), of 5 of 9 (one at a time), streamed twice
+    DATA / "group_norm_nchw.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0},
+                                    [{"N": 2, "C": 12, "HW": 36, "G": 4}, {"N": 1, "C": 10, "HW": 9, "G": 2},
+                                     {"N": 2, "C": 4, "HW": 300, "G": 2}]),
+    DATA / "instance_norm.json": ({"WPR": 1, "RPB": 2, "ITEMS": 2, "STREAM": 1},
+                                  [{"N": 2, "C": 3, "H": 4, "W": 8}, {"N": 1, "C": 2, "H": 5, "W": 7}]),
     # over the middle axis: positions past the last block's, the unrolled loop and its tail (C = 3, 9, 40)
     DATA / "seg_softmax_nchw.json": ({"TI": 32, "TY": 2, "UNROLL": 2},
                                      [{"N": 2, "C": 3, "H": 5, "W": 7}, {"N": 1, "C": 40, "H": 3, "W": 25}]),

@@ -162,3 +162,25 @@ def test_a_column_log_softmax_has_no_outer_and_a_softmax_over_no_axis_is_nothing
     whole = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
     assert list(find_row_softmax(probe(DATA / "column_log_softmax.json", {"in": x}, {"out": whole},
                                        rows=6, cols=4))) == []
+
+
+def _group_norm(x, groups, w, b, eps=1e-5):
+    n, c, hw = x.shape
+    v = x.reshape(n, groups, -1)
+    z = ((v - v.mean(axis=2, keepdims=True)) / np.sqrt(v.var(axis=2, keepdims=True) + eps)).reshape(n, c, hw)
+    return z * w[None, :, None] + b[None, :, None]
+
+
+def test_a_group_norm_and_an_instance_norm_of_the_same_tensor_are_told_apart_by_their_groups():
+    x, w, b = RNG.standard_normal((2, 6, 5)), RNG.uniform(0.5, 1.5, 6), RNG.standard_normal(6)
+    path = DATA / "group_norm_nchw.json"
+    for groups, name in ((3, "G"), (6, "C")):
+        stats = x.reshape(2, 3, -1)          # the (sample, group) statistics of G = 3, an output each
+        outs = {"y": _group_norm(x, groups, w, b), "mean": stats.mean(axis=2),
+                "rstd": 1.0 / np.sqrt(stats.var(axis=2) + 1e-5)}
+        p = probe(path, {"x": x, "gamma": w, "beta": b}, outs, N=2, C=6, HW=5, G=3)
+        found = [m for m in find_row_norm(p) if m.params.get("group")]
+        if groups == 3:
+            assert found and found[0].binding["groups"] == "G" and found[0].binding["mean"] == "mean"
+        else:
+            assert found == []                # per channel is not G = 3's groups, and mean / rstd (N x G) cannot hold N x C

@@ -18,7 +18,10 @@
 // and written by the same thread, so x, res, sum and y may be the same buffers; a row streamed
 // twice reads its second pass back from `sum`.  KF_ALIAS (two of x, res, sum and y one buffer):
 // those four carry no __restrict__.  KF_W_OFFSET: 1.0f where the weight is stored as its difference
-// from one (Gemma's RMSNorm multiplies by 1 + w), else 0.0f.
+// from one (Gemma's RMSNorm multiplies by 1 + w), else 0.0f.  KF_GROUP: a group norm of N x C x inner
+// (GroupNorm; InstanceNorm with one channel a group): row r is group r % groups of a sample, its
+// values channel after channel, and the weight and bias are per channel -- channel
+// (r % groups) * (cols / inner) + j / inner for column j (4 values a load share one when inner % 4 == 0).
 #ifndef WPR
 #define WPR 1
 #endif
@@ -43,6 +46,9 @@
 #endif
 #ifndef KF_SUM
 #define KF_SUM 0
+#endif
+#ifndef KF_GROUP
+#define KF_GROUP 0
 #endif
 #if KF_ALIAS
 #define KF_RESTRICT_IO
@@ -86,7 +92,8 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
                                             kf_sum_t* KF_RESTRICT_IO sum, const kf_weight_t* __restrict__ w,
                                             const kf_bias_t* __restrict__ b, kf_y_t* KF_RESTRICT_IO y,
                                             kf_s_t* __restrict__ mean_out, kf_s_t* __restrict__ rstd_out,
-                                            kf_s_t* __restrict__ var_out, long long rows, int cols, float eps)
+                                            kf_s_t* __restrict__ var_out, long long rows, int cols, float eps,
+                                            int inner, int groups)
 {
 #if WPR > 1
     __shared__ KfStats part[RPB][WPR];
@@ -102,7 +109,13 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
     kf_sum_t* KF_RESTRICT_IO sr = sum + off;
     kf_y_t* KF_RESTRICT_IO yr = y + off;
     const bool vec = (cols & 3) == 0 && kf_aligned4(x) && kf_aligned4(y) && kf_aligned4(w) && kf_aligned4(b)
-                     && kf_aligned4(res) && kf_aligned4(sum);
+                     && kf_aligned4(res) && kf_aligned4(sum) && (!KF_GROUP || (inner & 3) == 0);
+    // the weight's and bias's index of column j: j itself, or (KF_GROUP) its channel
+    // 32-bit arithmetic (a 64-bit remainder is a call with a stack frame): a row's values are
+    // int-indexed, so inner fits, and a group norm has far fewer than 2^32 rows (samples x groups)
+    const int ginner = KF_GROUP ? inner : 1;
+    const long long chan0 = KF_GROUP ? (long long)(valid ? (unsigned)row % (unsigned)groups : 0u) * (cols / ginner) : 0;
+#define KF_CHAN(j) (KF_GROUP ? chan0 + (j) / ginner : (long long)(j))
 
     float v[VPT];
     auto col_of = [&](int base, int i) -> int {
@@ -181,10 +194,10 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
     };
     auto affine = [&](float val, int j) -> float {
 #if KF_HAS_W
-        val *= KF_W_OFFSET + kf_ld(w + j);
+        val *= KF_W_OFFSET + kf_ld(w + KF_CHAN(j));
 #endif
 #if KF_HAS_B
-        val += kf_ld(b + j);
+        val += kf_ld(b + KF_CHAN(j));
 #endif
         return val;
     };
@@ -200,11 +213,21 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
                     o.z = (v[4 * i + 2] - mean) * rstd;
                     o.w = (v[4 * i + 3] - mean) * rstd;
 #if KF_HAS_W
+#if KF_GROUP
+                    const float gc = kf_ld(w + KF_CHAN(j));
+                    const float4 g = make_float4(gc, gc, gc, gc);
+#else
                     const float4 g = kf_ld4(w + j);
+#endif
                     o.x *= KF_W_OFFSET + g.x; o.y *= KF_W_OFFSET + g.y; o.z *= KF_W_OFFSET + g.z; o.w *= KF_W_OFFSET + g.w;
 #endif
 #if KF_HAS_B
+#if KF_GROUP
+                    const float hc = kf_ld(b + KF_CHAN(j));
+                    const float4 h = make_float4(hc, hc, hc, hc);
+#else
                     const float4 h = kf_ld4(b + j);
+#endif
                     o.x += h.x; o.y += h.y; o.z += h.z; o.w += h.w;
 #endif
                     if (STREAM) kf_sts4(yr + j, o); else kf_st4(yr + j, o);
@@ -229,7 +252,7 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
 #endif
         return s;
     };
-    auto finish = [&](KfStats s) -> float {
+    auto finish = [=](KfStats s) -> float {
         const float var = s.m2 / (float)(cols > 0 ? cols : 1);
         const float rstd = KF_L2 ? 1.0f / fmaxf(sqrtf(s.m2), eps) : rsqrtf(var + eps);
         if (valid && t == 0) {
@@ -264,3 +287,4 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
         }
     }
 }
+#undef KF_CHAN

@@ -427,3 +427,22 @@ def column_log_softmax(in_, out, rows, cols):
     v = np.asarray(in_, dtype=np.float64)
     m = v - v.max(axis=0, keepdims=True)
     out[...] = (m - np.log(np.exp(m).sum(axis=0, keepdims=True))).astype(out.dtype)
+
+
+def group_norm_nchw(x, gamma, beta, y, mean, rstd, N, C, HW, G, eps):
+    """GroupNorm: each sample's C channels in G groups normed together (biased variance), then
+    scaled and shifted per channel; mean and rstd per (sample, group)."""
+    v = np.asarray(x, dtype=np.float64).reshape(N, G, -1)
+    mu = v.mean(axis=2, keepdims=True)
+    r = 1.0 / np.sqrt(v.var(axis=2, keepdims=True) + eps)
+    z = ((v - mu) * r).reshape(N, C, HW)
+    y[...] = (z * gamma[None, :, None] + beta[None, :, None]).astype(y.dtype)
+    mean[...] = mu.reshape(N, G).astype(mean.dtype)
+    rstd[...] = r.reshape(N, G).astype(rstd.dtype)
+
+
+def instance_norm(input, output, weight, bias, N, C, H, W, eps):
+    """InstanceNorm2d(affine=True): each (sample, channel) plane normed, then scaled and shifted per channel."""
+    v = np.asarray(input, dtype=np.float64).reshape(N, C, H * W)
+    z = (v - v.mean(axis=2, keepdims=True)) / np.sqrt(v.var(axis=2, keepdims=True) + eps)
+    output[...] = (z * weight[None, :, None] + bias[None, :, None]).reshape(N, C, H, W).astype(output.dtype)
