@@ -65,7 +65,8 @@ HEADERS = {"kforge/tf32_mma.cuh": ("kf_tf32(float x)", "kf_mma_tf32(float* d"),
                                 "kf_wg_load_k(unsigned char* dst", "kf_wg_load_mn(unsigned char* dst",
                                 "void kf_wgmma_tf32(float* d"),
            "kforge/tf32x3_wgmma.cuh": ("int kf_sw32(int row, int col)", "void kf_tf32x3_wg_mainloop(float (&acc)"),
-           "kforge/gemm_epilogue.cuh": ("void kf_epi(float acc, kf_c_t* __restrict__ crow",)}
+           "kforge/gemm_epilogue.cuh": ("void kf_epi(float acc, kf_c_t* __restrict__ crow",),
+           "kforge/online_softmax.cuh": ("void kf_combine(float& m, float& s, float om, float os)",)}
 USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_tf32x3": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_f16_mma": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
@@ -77,7 +78,9 @@ USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", 
          "gemm/gemm_tf32x3_wgmma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/wgmma.cuh",
                                     "kforge/tf32x3_wgmma.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_tf32x3_wg": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/wgmma.cuh",
-                                 "kforge/tf32x3_wgmma.cuh", "kforge/block_order.cuh", "kforge/gemm_epilogue.cuh")}
+                                 "kforge/tf32x3_wgmma.cuh", "kforge/block_order.cuh", "kforge/gemm_epilogue.cuh"),
+         "row_softmax/row_softmax": ("kforge/online_softmax.cuh",),
+         "row_softmax/softmax_axis": ("kforge/online_softmax.cuh",)}
 
 
 @pytest.mark.parametrize("name", USERS)

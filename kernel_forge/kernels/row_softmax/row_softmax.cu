@@ -35,16 +35,7 @@
 #define TPR (32 * WPR)
 #define VPT (4 * ITEMS)
 #define CHUNK (TPR * VPT)
-#define KF_NEG_INF __int_as_float(0xff800000)
-
-__device__ __forceinline__ void kf_combine(float& m, float& s, float om, float os)
-{
-    const float nm = fmaxf(m, om);
-    const float a = (m == KF_NEG_INF) ? 0.0f : s * expf(m - nm);
-    const float b = (om == KF_NEG_INF) ? 0.0f : os * expf(om - nm);
-    m = nm;
-    s = a + b;
-}
+#include "kforge/online_softmax.cuh"
 
 __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, const kf_index_t* __restrict__ index,
                                                const kf_bias_t* __restrict__ bias, kf_y_t* __restrict__ y,

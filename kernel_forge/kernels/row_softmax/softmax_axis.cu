@@ -23,16 +23,7 @@
 #define UNROLL 4
 #endif
 #define KF_THREADS (TI * TY)
-#define KF_NEG_INF __int_as_float(0xff800000)
-
-__device__ __forceinline__ void kf_combine(float& m, float& s, float om, float os)
-{
-    const float nm = fmaxf(m, om);
-    const float a = (m == KF_NEG_INF) ? 0.0f : s * expf(m - nm);
-    const float b = (om == KF_NEG_INF) ? 0.0f : os * expf(om - nm);
-    m = nm;
-    s = a + b;
-}
+#include "kforge/online_softmax.cuh"
 
 __device__ __forceinline__ void kf_axis_softmax(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
                                                 long long outer, long long axis, long long inner, float xscale)
