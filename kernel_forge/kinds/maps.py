@@ -70,6 +70,28 @@ FUNCTIONS = {
     "sigmoid_grad": (lambda v: _sigmoid(v) * (1.0 - _sigmoid(v)),
                      "(1.0f / (1.0f + __expf(-v))) * (1.0f - 1.0f / (1.0f + __expf(-v)))"),
     "tanh_grad": (lambda v: 1.0 - np.tanh(v) ** 2, "(1.0f - tanhf(v) * tanhf(v))"),
+    # more of torch.nn's activations (after the common ones: where two agree on the probe's values,
+    # relu6 and relu on values below 6, the earlier is named) and math functions of one value
+    "relu6": (lambda v: np.clip(v, 0.0, 6.0), "fminf(fmaxf(v, 0.0f), 6.0f)"),
+    "hardtanh": (lambda v: np.clip(v, -1.0, 1.0), "fminf(fmaxf(v, -1.0f), 1.0f)"),
+    "hardsigmoid": (lambda v: np.clip(v + 3.0, 0.0, 6.0) / 6.0, "fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f"),
+    "hardswish": (lambda v: v * np.clip(v + 3.0, 0.0, 6.0) / 6.0, "v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f"),
+    "mish": (lambda v: v * np.tanh(np.logaddexp(0.0, v)), "v * tanhf(v > 20.0f ? v : log1pf(expf(v)))"),
+    "elu": (lambda v: np.where(v > 0, v, np.expm1(np.minimum(v, 0.0))), "(v > 0.0f ? v : expm1f(v))"),
+    "selu": (lambda v: 1.0507009873554805 * np.where(v > 0, v, 1.6732632423543772 * np.expm1(np.minimum(v, 0.0))),
+             "1.0507009873554805f * (v > 0.0f ? v : 1.6732632423543772f * expm1f(v))"),
+    "gelu_quick": (lambda v: v * _sigmoid(1.702 * v), "v / (1.0f + expf(-1.702f * v))"),
+    "softsign": (lambda v: v / (1.0 + np.abs(v)), "v / (1.0f + fabsf(v))"),
+    "log_sigmoid": (lambda v: -np.logaddexp(0.0, -v), "-(v < -20.0f ? -v : log1pf(expf(-v)))"),
+    "erf": (lambda v: _erf(v).astype(np.float64), "erff(v)"),
+    "sin": (np.sin, "sinf(v)"),
+    "cos": (np.cos, "cosf(v)"),
+    "expm1": (np.expm1, "expm1f(v)"),
+    "log1p": (np.log1p, "log1pf(v)"),
+    "sqrt": (np.sqrt, "sqrtf(v)"),
+    "rsqrt": (lambda v: 1.0 / np.sqrt(v), "rsqrtf(v)"),
+    "reciprocal": (lambda v: 1.0 / v, "1.0f / v"),
+    "sign": (np.sign, "(float)((v > 0.0f) - (v < 0.0f))"),
 }
 
 #: name -> (NumPy, CUDA on floats ``a`` and ``b``)

@@ -82,3 +82,73 @@ def test_each_derivative_is_its_function_s_slope(grad, fn):
     v, h = np.linspace(-4.0, 4.0, 41), 1e-5
     slope = (np.asarray(FUNCTIONS[fn][0](v + h), dtype=np.float64) - np.asarray(FUNCTIONS[fn][0](v - h), dtype=np.float64)) / (2 * h)
     assert np.allclose(np.asarray(FUNCTIONS[grad][0](v), dtype=np.float64), slope, atol=1e-6)
+
+
+#: functions defined only where their value is: tried on positive values
+_POSITIVE = {"log", "neg_log", "sqrt", "rsqrt", "reciprocal", "log1p"}
+
+
+def test_every_function_s_cuda_form_computes_its_numpy_form(tmp_path):
+    """Each FUNCTIONS entry's CUDA expression, compiled for the host (the emulation's intrinsics) and
+    run on values from -8 to 8 (positive ones where the function needs them), agrees with its NumPy
+    form to float32 accuracy -- a wrong constant or a swapped branch fails here before any GPU."""
+    import subprocess
+
+    from tests.support.host_emulation import EMU_HEADER, host_compiler
+
+    if host_compiler() is None:
+        pytest.skip("no C++20 compiler here")
+    cxx, _ = host_compiler()
+    values = {n: (np.linspace(0.05, 8.0, 97) if n in _POSITIVE else np.linspace(-8.0, 8.0, 97)) for n in FUNCTIONS}
+    body = []
+    for i, (name, (_, cuda)) in enumerate(FUNCTIONS.items()):
+        vals = ", ".join(f"{v!r}f" for v in values[name].astype(np.float32).tolist())
+        body.append(f"  {{ const float xs[] = {{{vals}}};\n"
+                    f"    for (float v : xs) std::printf(\"{i} %.9g\\n\", (double)({cuda})); }}")
+    (tmp_path / "emu.h").write_text(EMU_HEADER)
+    (tmp_path / "f.cpp").write_text('#include "emu.h"\n#include <cstdio>\nint main()\n{\n' + "\n".join(body) + "\n}\n")
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-w", f"-I{tmp_path}", str(tmp_path / "f.cpp"), "-o",
+                        str(tmp_path / "f")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got: dict[int, list[float]] = {}
+    for line in subprocess.run([str(tmp_path / "f")], capture_output=True, text=True, check=True).stdout.split("\n"):
+        if line:
+            i, v = line.split()
+            got.setdefault(int(i), []).append(float(v))
+    for i, (name, (fn, _)) in enumerate(FUNCTIONS.items()):
+        x = values[name].astype(np.float32).astype(np.float64)
+        want = np.asarray(fn(x), dtype=np.float64)
+        assert np.allclose(got[i], want, rtol=2e-5, atol=2e-6), name
+
+
+@pytest.mark.parametrize("name, value, want", [
+    ("relu6", 7.0, 6.0), ("hardswish", 1.0, 1.0 * 4.0 / 6.0), ("hardsigmoid", -4.0, 0.0), ("elu", -1.0, math.expm1(-1.0)),
+    ("selu", 1.0, 1.0507009873554805), ("mish", 1.0, math.tanh(math.log1p(math.e))), ("softsign", -3.0, -0.75),
+    ("gelu_quick", 1.0, 1.0 / (1.0 + math.exp(-1.702))), ("log_sigmoid", 0.0, -math.log(2.0)), ("sign", -0.5, -1.0),
+])
+def test_the_further_activations_are_torch_s(name, value, want):
+    assert float(np.asarray(FUNCTIONS[name][0](np.array([value])), dtype=np.float64)[0]) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("act", ["hardswish", "mish", "elu", "gelu_quick"])
+def test_a_further_activation_is_identified_as_a_map(act):
+    x = RNG.standard_normal(41) * 3.0
+    p = probe(ROOT / "manifests" / "gelu_bf16.json", {"x": x}, {"y": FUNCTIONS[act][0](x)}, n=41)
+    assert next(find_elementwise(p)).params == {"form": "map", "act": act}
+
+
+@pytest.mark.slow
+def test_every_function_compiles_with_nvrtc_in_the_bound_elementwise_pattern():
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from kernel_forge.gpu.nvrtc import compile_source
+    from kernel_forge.kinds.bind import instantiate
+    from kernel_forge.model.candidate import parse_candidate
+    from kernel_forge.model.task import load_task
+    from kernel_forge.search.bound import gate_source
+
+    task = load_task(ROOT / "manifests" / "gelu_bf16.json")
+    for name in FUNCTIONS:
+        [bound] = instantiate(task, Match("elementwise", {"x": "x", "y": "y", "n": "n"}, {"form": "map", "act": name}))
+        result = compile_source(gate_source(bound.source), arch="sm_90", file_label=bound.label)
+        assert result.cubin and "warning" not in result.log.lower(), (name, result.log)
+        assert parse_candidate(bound.source, name=bound.label).configurations()
