@@ -107,6 +107,14 @@ class _Writer:
         size = " * ".join(f"({e})" for e in self.task.arg(buffer).shape)
         return f"({size}) // ({self.launch_size(cols_role)})"
 
+    def axis_walk(self) -> tuple[str, str, str]:
+        """A walk along an axis that is not the last (the axis templates: a thread column per position):
+        the POSITIONS slot set to outer * inner in the manifest's sizes, and (outer, axis, inner) as C
+        expressions (outer 1 when unbound: one matrix, a column walk)."""
+        outer = self.role("outer")
+        self.slots["POSITIONS"] = (f"{self.launch_size('outer')} * " if outer else "") + self.launch_size("inner")
+        return (self.size("outer") if outer else "1LL"), self.size("axis"), self.size("inner")
+
     def _names(self, role: str) -> list[str]:
         expr = self.role(role)
         if not expr:
@@ -208,11 +216,9 @@ def _axis_softmax(w: _Writer) -> str:
     softmax per (outer, inner) position (``outer`` unbound: a column softmax, one matrix)."""
     x, y = w.buffer("x"), w.buffer("y")
     w.template = "row_softmax/softmax_axis"
-    outer = w.size("outer") if w.role("outer") else "1LL"
-    w.slots["POSITIONS"] = (f"{w.launch_size('outer')} * " if w.role("outer") else "") + w.launch_size("inner")
     w.defines["KF_LOG"] = int(bool(w.match.params.get("log")))
     scale = w.scalar("scale", "scale", 1.0)
-    return f"kf_axis_softmax({x}, {y}, {outer}, {w.size('axis')}, {w.size('inner')}, {scale})"
+    return f"kf_axis_softmax({x}, {y}, {', '.join(w.axis_walk())}, {scale})"
 
 
 def _elementwise(w: _Writer) -> str:
@@ -356,7 +362,7 @@ def _optimizer_step(w: _Writer) -> str:
 
 def _scan(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
-    per_row = bool(w.match.params.get("per_row"))
+    per_row = bool(w.match.params.get("per_row")) or w.match.params.get("dim") == "middle"   # no tile sums between blocks
     if all(w.types[r] in _CTYPES.values() for r in ("x", "y")):
         w.types["acc"] = "float"
     elif all(w.types[r] in _INTS.values() for r in ("x", "y")):      # exact, in y's integer type
@@ -369,6 +375,9 @@ def _scan(w: _Writer) -> str:
                          f"{w.types['x']} and {w.types['y']}")
     w.defines["KF_INT_SCAN"] = int(w.types["acc"] != "float")
     w.defines["KF_EXCLUSIVE"] = int(bool(w.match.params.get("exclusive")))
+    if w.match.params.get("dim") == "middle":       # over an axis that is not the last: a position per thread column
+        w.template = "scan/scan_axis"
+        return f"kf_axis_scan({x}, {y}, {', '.join(w.axis_walk())})"
     if per_row:                                   # a prefix sum of each row: a warp per row
         w.template = "scan/scan_rows"
         w.slots["ROWS"] = w.launch_size("rows")
@@ -439,8 +448,12 @@ def _row_reduction(w: _Writer) -> str:
     if op in ("argmax", "argmin"):    # the column of each row's largest (smallest) value
         if w.types["y"] in _CTYPES.values():
             raise Unbindable(f"the bound {op} writes integer columns; {w.role('y')} is floating-point")
-        w.template = "row_reduction/row_argmax"
         w.defines["KF_ARGMIN"] = int(op == "argmin")
+        if w.match.params.get("dim") == "middle":    # over an axis that is not the last: a position per thread column
+            w.template = "row_reduction/argmax_axis"
+            outer, axis, inner = w.axis_walk()
+            return f"kf_axis_argmax({x}, {y}, {outer}, (int){axis}, {inner})"
+        w.template = "row_reduction/row_argmax"
         w.slots["ROWS"] = w.launch_size("rows")
         return f"kf_row_argmax({x}, {y}, {w.size('rows')}, (int){w.size('cols')})"
     mul = _reduce_op(w)

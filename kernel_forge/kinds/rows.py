@@ -452,6 +452,19 @@ def _arg_reductions(probe, y) -> Iterator[Match]:
             for op, fn in (("argmax", np.argmax), ("argmin", np.argmin)):
                 if np.array_equal(probe.outputs[y], fn(m, axis=1).astype(np.float64)):
                     yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols)}, {"op": op})
+        # over an axis that is not the last: each pixel's class of N x C x HW, a column's argmax
+        splits = [*_middle_axes(probe, x), *((1, r, c) for r, c in dims(probe, size) if r > 1 and c > 1)]
+        for outer, mid, inner in dict.fromkeys(splits):
+            if outer * inner != n_out:
+                continue
+            m = probe.values[x].reshape(outer, mid, inner)
+            for op, fn in (("argmax", np.argmax), ("argmin", np.argmin)):
+                if np.array_equal(probe.outputs[y], fn(m, axis=1).reshape(-1).astype(np.float64)):
+                    axis = param_for(probe, mid)
+                    inner_p = param_for(probe, inner, avoid=(axis,))
+                    yield Match("row_reduction", {"x": x, "y": y, "axis": axis, "inner": inner_p,
+                                                  "outer": param_for(probe, outer, avoid=(axis, inner_p))
+                                                  if outer > 1 else None}, {"op": op, "dim": "middle"})
 
 
 def _product_sums(probe, y, forms) -> Iterator[Match]:
@@ -522,4 +535,16 @@ def find_scan(probe) -> Iterator[Match]:
                     else:
                         binding.update(_scalars(probe, rows, cols))
                     yield Match("scan", binding, {"exclusive": exclusive, "per_row": rows > 1})
+        # over an axis that is not the last: each column's running sum (dim=0), dim=1 of N x C x HW
+        splits = [*_middle_axes(probe, x), *((1, r, c) for r, c in dims(probe, size) if r > 1 and c > 1)]
+        for outer, mid, inner in dict.fromkeys(splits):
+            m = v.reshape(outer, mid, inner)
+            inc = np.cumsum(m, axis=1)
+            for exclusive, pred in ((False, inc), (True, inc - m)):
+                if close(got, pred.reshape(-1), rtol=5e-3) and not close(got, v):
+                    axis = param_for(probe, mid)
+                    inner_p = param_for(probe, inner, avoid=(axis,))
+                    yield Match("scan", {"x": x, "y": y, "axis": axis, "inner": inner_p,
+                                         "outer": param_for(probe, outer, avoid=(axis, inner_p)) if outer > 1 else None},
+                                {"exclusive": exclusive, "per_row": False, "dim": "middle"})
     return

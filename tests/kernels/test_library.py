@@ -48,7 +48,8 @@ def test_the_binder_s_templates_are_the_library_s_bound_kernels():
     used |= {"box_filter/box_filter_x", "scan/scan_rows",          # a writer's choice by the kind's parameters
              "optimizer_step/optimizer_sgd", "gemm/gemm_f16", "gemm/gemm_f16_wg",   # ... and by the operands' type
              "elementwise/gated_halves", "transpose/permute_rows",           # ... and by the form
-             "row_reduction/row_argmax", "row_softmax/softmax_axis"}                  # ... and by the axis
+             "row_reduction/row_argmax",
+             "row_softmax/softmax_axis", "row_reduction/argmax_axis", "scan/scan_axis"}     # ... and by the axis
     assert used == set(library.names("bound"))
     for name in used:
         assert library.by_name(name).kind in IDENTIFIED_KINDS
@@ -66,7 +67,8 @@ HEADERS = {"kforge/tf32_mma.cuh": ("kf_tf32(float x)", "kf_mma_tf32(float* d"),
                                 "void kf_wgmma_tf32(float* d"),
            "kforge/tf32x3_wgmma.cuh": ("int kf_sw32(int row, int col)", "void kf_tf32x3_wg_mainloop(float (&acc)"),
            "kforge/gemm_epilogue.cuh": ("void kf_epi(float acc, kf_c_t* __restrict__ crow",),
-           "kforge/online_softmax.cuh": ("void kf_combine(float& m, float& s, float om, float os)",)}
+           "kforge/online_softmax.cuh": ("void kf_combine(float& m, float& s, float om, float os)",),
+           "kforge/arg_pair.cuh": ("bool kf_before(float a, int ia, float b, int ib)", "void kf_take(float& v, int& i")}
 USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_tf32x3": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_f16_mma": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
@@ -80,7 +82,9 @@ USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", 
          "gemm/gemm_tf32x3_wg": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/wgmma.cuh",
                                  "kforge/tf32x3_wgmma.cuh", "kforge/block_order.cuh", "kforge/gemm_epilogue.cuh"),
          "row_softmax/row_softmax": ("kforge/online_softmax.cuh",),
-         "row_softmax/softmax_axis": ("kforge/online_softmax.cuh",)}
+         "row_softmax/softmax_axis": ("kforge/online_softmax.cuh",),
+         "row_reduction/row_argmax": ("kforge/arg_pair.cuh",),
+         "row_reduction/argmax_axis": ("kforge/arg_pair.cuh",)}
 
 
 @pytest.mark.parametrize("name", USERS)

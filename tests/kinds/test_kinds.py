@@ -85,6 +85,12 @@ PUBLIC = {
     "cross_entropy_logits": ("row_softmax", {"x": "logits", "y": "losses", "index": "targets", "rows": "B", "cols": "V"},
                              {"log": True, "xent": True}),
     "log_softmax_bf16": ("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"log": True}),
+    # a prefix sum down each column (dim=0)
+    "column_cumsum": ("scan", {"x": "x", "y": "y", "axis": "rows", "inner": "cols", "outer": None},
+                      {"exclusive": False, "dim": "middle"}),
+    # argmax over the middle axis of N x C x HW: each pixel's class, int64
+    "seg_argmax_nchw": ("row_reduction", {"x": "logits", "y": "labels", "axis": "C", "inner": "HW", "outer": "N"},
+                        {"op": "argmax", "dim": "middle"}),
     # a group norm of N x C x HW (rows: a sample's group), weight and bias per channel; an instance norm
     "group_norm_nchw": ("row_norm", {"x": "x", "y": "y", "weight": "gamma", "bias": "beta", "mean": "mean", "rstd": "rstd",
                                      "outer": "N", "groups": "G", "channels": "C", "inner": "HW", "eps": "eps"},
@@ -286,7 +292,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "laplace_periodic", "nchw_to_nhwc", "channel_mean_nchw", "conv_bias_grad", "saxpby", "clamp_range",
             "masked_fill_u8", "cross_entropy_logits", "letter_histogram", "scaled_masked_softmax", "histc_f32",
             "unit_histogram", "seg_softmax_nchw", "column_log_softmax",
-            "group_norm_nchw", "instance_norm"]
+            "group_norm_nchw", "instance_norm", "seg_argmax_nchw", "column_cumsum"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -530,6 +536,8 @@ def test_a_manifest_may_state_the_new_kinds_and_they_are_checked(tmp_path):
 
 #: the bound patterns of the newer kinds and forms, each on a task that reaches it (fp32 and bf16 storage)
 NEW_PATTERNS = [(DATA / "seg_softmax_nchw.json", "bound_softmax_axis.cu"),
+                (DATA / "seg_argmax_nchw.json", "bound_argmax_axis.cu"),
+                (DATA / "column_cumsum.json", "bound_scan_axis.cu"),
                 (DATA / "histc_f32.json", "bound_histogram.cu"),
                 (WILD_DIR / "llmc_crossentropy" / "llmc_crossentropy.json", "bound_row_pick.cu"),
                 (DATA / "nll_bf16.json", "bound_row_pick.cu"),

@@ -106,6 +106,10 @@ TASKS = {
                                      {"N": 2, "C": 4, "HW": 300, "G": 2}]),
     DATA / "instance_norm.json": ({"WPR": 1, "RPB": 2, "ITEMS": 2, "STREAM": 1},
                                   [{"N": 2, "C": 3, "H": 4, "W": 8}, {"N": 1, "C": 2, "H": 5, "W": 7}]),
+    # chunks of 5 (the unrolled walk and its tail) and an empty last chunk (rows 9 over 4 threads)
+    DATA / "column_cumsum.json": ({"TI": 32, "TY": 4, "UNROLL": 4}, [{"rows": 9, "cols": 40}, {"rows": 300, "cols": 3}]),
+    # each pixel's class: the unrolled loop and its tail, positions past the last block's
+    DATA / "seg_argmax_nchw.json": ({"TI": 64, "TY": 2, "UNROLL": 2}, [{"N": 2, "C": 3, "HW": 35}, {"N": 1, "C": 41, "HW": 70}]),
     # over the middle axis: positions past the last block's, the unrolled loop and its tail (C = 3, 9, 40)
     DATA / "seg_softmax_nchw.json": ({"TI": 32, "TY": 2, "UNROLL": 2},
                                      [{"N": 2, "C": 3, "H": 5, "W": 7}, {"N": 1, "C": 40, "H": 3, "W": 25}]),

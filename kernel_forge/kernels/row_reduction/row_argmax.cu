@@ -21,27 +21,7 @@
 #define KF_THREADS (32 * WPR * RPB)
 #define TPR (32 * WPR)
 
-// whether (a, ia) comes before (b, ib): a NaN first (the first NaN), then the larger (smaller) value,
-// then the smaller column
-__device__ __forceinline__ bool kf_before(float a, int ia, float b, int ib)
-{
-    const bool an = a != a, bn = b != b;
-    if (an || bn) {
-        return an && (!bn || ia < ib);
-    }
-    if (a == b) {
-        return ia < ib;
-    }
-    return KF_ARGMIN ? a < b : a > b;
-}
-
-__device__ __forceinline__ void kf_take(float& v, int& i, float a, int ia)
-{
-    if (kf_before(a, ia, v, i)) {
-        v = a;
-        i = ia;
-    }
-}
+#include "kforge/arg_pair.cuh"
 
 __device__ __forceinline__ void kf_row_argmax(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
                                               long long rows, int cols)

@@ -446,3 +446,13 @@ def instance_norm(input, output, weight, bias, N, C, H, W, eps):
     v = np.asarray(input, dtype=np.float64).reshape(N, C, H * W)
     z = (v - v.mean(axis=2, keepdims=True)) / np.sqrt(v.var(axis=2, keepdims=True) + eps)
     output[...] = (z * weight[None, :, None] + bias[None, :, None]).reshape(N, C, H, W).astype(output.dtype)
+
+
+def seg_argmax_nchw(logits, labels, N, C, HW):
+    """logits.argmax(dim=1): each pixel's class (the first on ties)."""
+    labels[...] = np.asarray(logits).reshape(N, C, HW).argmax(axis=1).astype(labels.dtype)
+
+
+def column_cumsum(x, y, rows, cols):
+    """torch.cumsum(x, dim=0): each column's running sum."""
+    y[...] = np.cumsum(np.asarray(x, dtype=np.float64), axis=0).astype(y.dtype)
