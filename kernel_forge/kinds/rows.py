@@ -265,8 +265,7 @@ def _axis_softmaxes(probe, scales) -> Iterator[Match]:
         for x in probe.inputs_of(size):
             if x == y and not probe.arg(y).in_out:
                 continue
-            splits = [*_middle_axes(probe, x), *((1, r, c) for r, c in dims(probe, size) if r > 1 and c > 1)]
-            for outer, mid, inner in dict.fromkeys(splits):
+            for outer, mid, inner in _axis_splits(probe, x, size):
                 v = probe.values[x].reshape(outer, mid, inner)
                 for scale, sv in scales:
                     m = v * sv - (v * sv).max(axis=1, keepdims=True)
@@ -274,10 +273,7 @@ def _axis_softmaxes(probe, scales) -> Iterator[Match]:
                     for log, pred in ((False, np.exp(m - lse)), (True, m - lse)):
                         if not close(probe.outputs[y], pred.reshape(-1)):
                             continue
-                        axis = param_for(probe, mid)
-                        inner_p = param_for(probe, inner, avoid=(axis,))
-                        binding = {"x": x, "y": y, "axis": axis, "inner": inner_p,
-                                   "outer": param_for(probe, outer, avoid=(axis, inner_p)) if outer > 1 else None}
+                        binding = {"x": x, "y": y, **_axis_roles(probe, outer, mid, inner)}
                         if scale:
                             binding["scale"] = scale
                         yield Match("row_softmax", binding, {"log": log, "dim": "middle"})
@@ -391,6 +387,20 @@ def _middle_axes(probe, x) -> Iterator[tuple[int, int, int]]:
             yield outer, mid, inner
 
 
+def _axis_splits(probe, x, size: int) -> list[tuple[int, int, int]]:
+    """(outer, axis, inner) for each axis of ``x`` that is not the last: its declared middle axes,
+    and the first of each (rows, cols) split (outer 1: a column walk)."""
+    return list(dict.fromkeys([*_middle_axes(probe, x),
+                               *((1, r, c) for r, c in dims(probe, size) if r > 1 and c > 1)]))
+
+
+def _axis_roles(probe, outer: int, axis: int, inner: int) -> dict:
+    """The parameters carrying a walk's axis, inner and outer sizes (outer None when it is 1)."""
+    a = param_for(probe, axis)
+    i = param_for(probe, inner, avoid=(a,))
+    return {"axis": a, "inner": i, "outer": param_for(probe, outer, avoid=(a, i)) if outer > 1 else None}
+
+
 def _really_absmax(probe, x, y, op, axis, cols: int = 1) -> bool:
     """Whether a max that held is the max of |x| whose largest magnitudes happened to be positive
     (half the time for a whole tensor of random values): the reference run again on -x tells."""
@@ -453,18 +463,14 @@ def _arg_reductions(probe, y) -> Iterator[Match]:
                 if np.array_equal(probe.outputs[y], fn(m, axis=1).astype(np.float64)):
                     yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols)}, {"op": op})
         # over an axis that is not the last: each pixel's class of N x C x HW, a column's argmax
-        splits = [*_middle_axes(probe, x), *((1, r, c) for r, c in dims(probe, size) if r > 1 and c > 1)]
-        for outer, mid, inner in dict.fromkeys(splits):
+        for outer, mid, inner in _axis_splits(probe, x, size):
             if outer * inner != n_out:
                 continue
             m = probe.values[x].reshape(outer, mid, inner)
             for op, fn in (("argmax", np.argmax), ("argmin", np.argmin)):
                 if np.array_equal(probe.outputs[y], fn(m, axis=1).reshape(-1).astype(np.float64)):
-                    axis = param_for(probe, mid)
-                    inner_p = param_for(probe, inner, avoid=(axis,))
-                    yield Match("row_reduction", {"x": x, "y": y, "axis": axis, "inner": inner_p,
-                                                  "outer": param_for(probe, outer, avoid=(axis, inner_p))
-                                                  if outer > 1 else None}, {"op": op, "dim": "middle"})
+                    yield Match("row_reduction", {"x": x, "y": y, **_axis_roles(probe, outer, mid, inner)},
+                                {"op": op, "dim": "middle"})
 
 
 def _product_sums(probe, y, forms) -> Iterator[Match]:
@@ -536,15 +542,11 @@ def find_scan(probe) -> Iterator[Match]:
                         binding.update(_scalars(probe, rows, cols))
                     yield Match("scan", binding, {"exclusive": exclusive, "per_row": rows > 1})
         # over an axis that is not the last: each column's running sum (dim=0), dim=1 of N x C x HW
-        splits = [*_middle_axes(probe, x), *((1, r, c) for r, c in dims(probe, size) if r > 1 and c > 1)]
-        for outer, mid, inner in dict.fromkeys(splits):
+        for outer, mid, inner in _axis_splits(probe, x, size):
             m = v.reshape(outer, mid, inner)
             inc = np.cumsum(m, axis=1)
             for exclusive, pred in ((False, inc), (True, inc - m)):
                 if close(got, pred.reshape(-1), rtol=5e-3) and not close(got, v):
-                    axis = param_for(probe, mid)
-                    inner_p = param_for(probe, inner, avoid=(axis,))
-                    yield Match("scan", {"x": x, "y": y, "axis": axis, "inner": inner_p,
-                                         "outer": param_for(probe, outer, avoid=(axis, inner_p)) if outer > 1 else None},
+                    yield Match("scan", {"x": x, "y": y, **_axis_roles(probe, outer, mid, inner)},
                                 {"exclusive": exclusive, "per_row": False, "dim": "middle"})
     return
