@@ -8,8 +8,9 @@
 // pixel's class in a segmentation map; a column argmax of a matrix when nothing is outside it):
 // the index along the axis of each of the outer * inner positions' largest value (KF_ARGMIN:
 // smallest), the first on ties and a NaN before any number.  TI consecutive positions per block, so
-// a warp's loads of one index along the axis are consecutive addresses; TY threads share a position, each taking every TY-th value, UNROLL loads in flight; the TY
-// (value, index) pairs are combined in shared memory -- in any order the same answer.
+// a warp's loads of one index along the axis are consecutive addresses; TY threads share a
+// position, each taking every TY-th value, UNROLL loads in flight; the TY (value, index) pairs are
+// combined in shared memory -- in any order the same answer.
 #ifndef TI
 #define TI 32
 #endif
