@@ -24,7 +24,8 @@ from kernel_forge.kinds.maps import find_elementwise
 from kernel_forge.kinds.match import Match
 from kernel_forge.kinds.optim import find_optimizer_step
 from kernel_forge.kinds.rows import find_reductions, find_row_norm, find_row_softmax, find_scan
-from kernel_forge.kinds.spatial import (find_box_filter, find_gather, find_pool2d, find_row_pick, find_stencil,
+from kernel_forge.kinds.spatial import (find_box_filter, find_gather, find_pool2d, find_resample, find_row_pick,
+                                        find_stencil,
                                         find_transpose)
 
 #: (kinds a finder can name, finder), most specific first
@@ -43,6 +44,7 @@ FINDERS: tuple[tuple[tuple[str, ...], Callable], ...] = (
     (("stencil2d",), find_stencil),
     (("box_filter",), find_box_filter),
     (("pool2d",), find_pool2d),
+    (("resample",), find_resample),
 )
 
 #: every kind identification can name, with one line each
@@ -65,6 +67,7 @@ KINDS = {
     "stencil2d": "a K x K stencil or small convolution over a 2-D image (clamped or zero edges)",
     "box_filter": "the mean or sum of the 2r+1 values around each pixel along a row or a column, r a parameter",
     "pool2d": "max, mean or sum pooling of S x S windows with stride S over the planes of an image batch",
+    "resample": "nearest-neighbour upsampling by an integer factor (2, 3 or 4) of the planes of an image batch",
 }
 
 

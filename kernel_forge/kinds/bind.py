@@ -537,6 +537,15 @@ def _pool2d(w: _Writer) -> str:
     return f"kf_pool2d({x}, {y}, {w.size('rows')}, {w.size('cols')})"
 
 
+def _resample(w: _Writer) -> str:
+    x, y = w.buffer("x"), w.buffer("y")
+    s = int(w.match.params.get("scale", 2))
+    planes = f"({w.launch_size('planes')}) * " if w.role("planes") else ""
+    w.slots.update(OUT_ROWS=f"{planes}({w.launch_size('rows')}) * {s}", OUT_COLS=f"({w.launch_size('cols')}) * {s}")
+    w.defines["KF_S"] = s
+    return f"kf_upsample_nearest({x}, {y}, (int){w.size('cols')})"
+
+
 #: kind -> (its first bound template, by library name; the writer)
 _WRITERS = {
     "gemm": ("gemm/gemm", _gemm),
@@ -553,6 +562,7 @@ _WRITERS = {
     "histogram": ("histogram/histogram", _histogram),
     "box_filter": ("box_filter/box_filter_y", _box_filter),
     "pool2d": ("pool2d/pool2d", _pool2d),
+    "resample": ("resample/upsample_nearest", _resample),
     "column_reduction": ("column_reduction/column_reduction", _column_reduction),
     "row_reduction": ("row_reduction/row_reduction", _row_reduction),
 }

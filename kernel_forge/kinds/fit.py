@@ -38,6 +38,7 @@ KINDS = {
     "stencil2d": "a K x K stencil or small convolution over a 2-D image",
     "box_filter": "the mean or sum of the 2r+1 values around each pixel along a row or a column",
     "pool2d": "max / mean / sum pooling of S x S windows with stride S",
+    "resample": "nearest-neighbour upsampling by an integer factor (each value copied into an S x S block)",
     "other": "none of the kinds above",
 }
 
@@ -48,6 +49,7 @@ _KEYWORDS = (
     ("row_norm", r"layer[ _-]?norm|rms[ _-]?norm|\bnormali[sz]ation\b"),
     ("transpose", r"transpos"),
     ("pool2d", r"(max|avg|average|mean)[ _-]?pool|\bpool(ing|2d)\b"),
+    ("resample", r"upsampl|\bnearest\b|interpolat"),
     ("histogram", r"histogram|bincount|\bbins?\b"),
     ("reduction", r"\b(reduce|reduction|sum of|dot product|argmax|argmin)\b|^reduce_|_sum$"),
     ("elementwise", r"element[ -]?wise|\b(gelu|relu|silu|sigmoid|tanh|axpy|saxpy|daxpy|vector[ _]add|scale)\b"),

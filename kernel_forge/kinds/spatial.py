@@ -1,5 +1,5 @@
 """Hypotheses that move data: 2-D stencils and small convolutions (K x K taps, edge modes), pooling
-(S x S windows, stride S), transposes, gathers (embedding lookups with integer indices) and row
+(S x S windows, stride S), nearest-neighbour upsampling, transposes, gathers (embedding lookups with integer indices) and row
 picks (one element of each row by an integer index, then mapped: cross-entropy's loss)."""
 from __future__ import annotations
 
@@ -120,6 +120,29 @@ def find_pool2d(probe) -> Iterator[Match]:
                     yield Match("pool2d", {"x": x, "y": y, "planes": param_for(probe, planes) if planes > 1 else None,
                                            "rows": rows, "cols": param_for(probe, w, avoid=(rows,))},
                                 {"window": s, "op": op})
+
+
+def find_resample(probe) -> Iterator[Match]:
+    """Nearest-neighbour upsampling by an integer factor S (2, 3 or 4) of the planes of x's declared
+    shape [..., rows, cols]: y[p, i, j] = x[p, i // S, j // S] (``interpolate(mode="nearest")``)."""
+    outs = probe.buffers(output=True)
+    if len(outs) != 1:
+        return
+    y = outs[0]
+    for x in probe.inputs_of(floating=probe.arg(y).param.dtype.is_float):
+        shape = [int(v) for v in probe.task.shape(probe.arg(x), probe.inputs.case)]
+        if len(shape) < 2 or x == y:
+            continue
+        planes, h, w = math.prod(shape[:-2]), shape[-2], shape[-1]
+        for s in (2, 3, 4):
+            if probe.sizes[y] != planes * h * w * s * s:
+                continue
+            up = probe.values[x].reshape(planes, h, w).repeat(s, axis=1).repeat(s, axis=2)
+            if close(probe.outputs[y], up.reshape(-1)):
+                rows = param_for(probe, h)
+                yield Match("resample", {"x": x, "y": y, "planes": param_for(probe, planes) if planes > 1 else None,
+                                         "rows": rows, "cols": param_for(probe, w, avoid=(rows,))},
+                            {"scale": s, "mode": "nearest"})
 
 
 def _match(probe, x, y, h, w, k, edge, taps=None, values=None) -> Match:

@@ -106,6 +106,9 @@ TASKS = {
                                      {"N": 2, "C": 4, "HW": 300, "G": 2}]),
     DATA / "instance_norm.json": ({"WPR": 1, "RPB": 2, "ITEMS": 2, "STREAM": 1},
                                   [{"N": 2, "C": 3, "H": 4, "W": 8}, {"N": 1, "C": 2, "H": 5, "W": 7}]),
+    # output rows past one block's columns (W = 300: 600 > 128 * 4) and a single plane of one pixel
+    DATA / "upsample_nearest2x.json": ({"BLOCK": 128, "VPT": 4}, [{"N": 1, "C": 2, "H": 3, "W": 300},
+                                                                   {"N": 1, "C": 1, "H": 1, "W": 1}]),
     # chunks of 5 (the unrolled walk and its tail) and an empty last chunk (rows 9 over 4 threads)
     DATA / "column_cumsum.json": ({"TI": 32, "TY": 4, "UNROLL": 4}, [{"rows": 9, "cols": 40}, {"rows": 300, "cols": 3}]),
     # each pixel's class: the unrolled loop and its tail, positions past the last block's

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kernel_forge.kinds.match import Match
-from kernel_forge.kinds.spatial import find_box_filter, find_gather, find_stencil, find_transpose
+from kernel_forge.kinds.spatial import find_box_filter, find_gather, find_resample, find_stencil, find_transpose
 
 from tests.support.kind_probes import probe
 
@@ -104,3 +104,15 @@ def test_a_slot_written_twice_is_no_scatter():
     want[slot] = kv
     p = probe(DATA / "index_copy.json", {"cache": cache, "kv": kv, "slot": slot}, {"cache": want}, tokens=3, width=4)
     assert [m for m in find_gather(p) if m.params.get("scatter")] == []
+
+
+def test_nearest_upsampling_names_its_factor_and_a_smoothed_one_is_nothing():
+    x = RNG.standard_normal((2, 3, 4, 5))
+    path = DATA / "upsample_nearest2x.json"
+    up = x.repeat(2, axis=2).repeat(2, axis=3)
+    assert list(find_resample(probe(path, {"input": x}, {"output": up}, N=2, C=3, H=4, W=5))) == [
+        Match("resample", {"x": "input", "y": "output", "planes": "N*C", "rows": "H", "cols": "W"},
+              {"scale": 2, "mode": "nearest"})]
+    smooth = up.copy()
+    smooth[..., 1::2, :] = 0.5 * (up[..., 1::2, :] + np.roll(up, -1, axis=2)[..., 1::2, :])   # bilinear-like rows
+    assert list(find_resample(probe(path, {"input": x}, {"output": smooth}, N=2, C=3, H=4, W=5))) == []

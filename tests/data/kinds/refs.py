@@ -456,3 +456,8 @@ def seg_argmax_nchw(logits, labels, N, C, HW):
 def column_cumsum(x, y, rows, cols):
     """torch.cumsum(x, dim=0): each column's running sum."""
     y[...] = np.cumsum(np.asarray(x, dtype=np.float64), axis=0).astype(y.dtype)
+
+
+def upsample_nearest2x(input, output, N, C, H, W):
+    """F.interpolate(scale_factor=2, mode='nearest'): each value copied into a 2 x 2 block."""
+    output[...] = np.asarray(input).repeat(2, axis=2).repeat(2, axis=3).astype(output.dtype)
