@@ -125,7 +125,8 @@ def build_manifest(name: str, sig: Signature, *, has_launch: bool) -> tuple[dict
             if p.dtype.is_float:
                 init = "normal"
             else:
-                init = {"kind": "randint", "low": 0 if p.dtype.kind == "uint" else -100, "high": 100}
+                init = {"kind": "randint", "low": 0 if p.dtype.kind == "uint" else -100,
+                        "high": 2 if p.dtype.name == "bool" else 100}        # a bool: half true, half false
             args[p.name] = {"shape": list(shape), "init": init}
             inputs.append(p.name)
             guesses.append(f"{p.name}: {p.describe()} -> input, shape {json.dumps(shape)}, init {json.dumps(init)}")

@@ -34,7 +34,10 @@ class DType:
 
     @property
     def host_compute(self) -> np.dtype:
-        """The NumPy dtype a reference sees for this type (bf16 is widened to float32)."""
+        """The NumPy dtype a reference sees for this type (bf16 is widened to float32; bool bytes are
+        NumPy bools)."""
+        if self.name == "bool":
+            return np.dtype(np.bool_)
         return np.dtype(np.float32) if self.name == "bfloat16" else self.numpy
 
 
@@ -54,6 +57,8 @@ UINT8 = _d("uint8", "uint8", ctypes.c_uint8, "uint", 8)
 UINT16 = _d("uint16", "uint16", ctypes.c_uint16, "uint", 16)
 UINT32 = _d("uint32", "uint32", ctypes.c_uint32, "uint", 32)
 UINT64 = _d("uint64", "uint64", ctypes.c_uint64, "uint", 64)
+#: C++'s bool: one byte, 0 or 1, stored as uint8 (a reference sees NumPy bools: ``host_compute``)
+BOOL = _d("bool", "uint8", ctypes.c_bool, "uint", 8)
 
 #: C/CUDA spellings (after whitespace normalisation) → DType.
 C_TYPES: dict[str, DType] = {
@@ -69,6 +74,7 @@ C_TYPES: dict[str, DType] = {
     "unsigned int": UINT32, "unsigned": UINT32, "uint32_t": UINT32,
     "unsigned long long": UINT64, "unsigned long long int": UINT64, "uint64_t": UINT64,
     "size_t": UINT64,
+    "bool": BOOL,
 }
 
 #: Spellings refused with a reason (their width differs between Linux and Windows).
@@ -85,7 +91,10 @@ def to_float(bits: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 def from_float(values: np.ndarray, dtype: DType) -> np.ndarray:
-    """Store float values as ``dtype`` (round-to-nearest-even for bf16)."""
+    """Store float values as ``dtype`` (round-to-nearest-even for bf16; a bool is whether the value
+    is nonzero, as C++ converts it)."""
+    if dtype.name == "bool":
+        return (np.asarray(values) != 0).astype(np.uint8)
     if dtype.name == "bfloat16":
         f = np.ascontiguousarray(values, dtype=np.float32)
         u = f.view(np.uint32)
@@ -109,7 +118,7 @@ def poison_value(dtype: DType) -> int | float:
         "bfloat16": 0xFF7F,  # bf16 bit pattern of about -3.39e38 (finite)
         "int8": -128 + 1, "int16": -32768 + 1, "int32": -2147483647 + 17,
         "int64": -9223371961692848111,          # bits 0x80000011_80000011
-        "uint8": 0xEE, "uint16": 0xEEEE,
+        "uint8": 0xEE, "uint16": 0xEEEE, "bool": 0xEE,
         "uint32": 0xDEADBEEF, "uint64": 0xDEADBEEFDEADBEEF,
     }[dtype.name]
 

@@ -25,8 +25,7 @@ from kernel_forge.kinds.match import Match
 from kernel_forge.kinds.optim import find_optimizer_step
 from kernel_forge.kinds.rows import find_reductions, find_row_norm, find_row_softmax, find_scan
 from kernel_forge.kinds.spatial import (find_box_filter, find_gather, find_pool2d, find_resample, find_row_pick,
-                                        find_stencil,
-                                        find_transpose)
+                                        find_stencil, find_stencil1d, find_transpose)
 
 #: (kinds a finder can name, finder), most specific first
 FINDERS: tuple[tuple[tuple[str, ...], Callable], ...] = (
@@ -45,6 +44,7 @@ FINDERS: tuple[tuple[tuple[str, ...], Callable], ...] = (
     (("box_filter",), find_box_filter),
     (("pool2d",), find_pool2d),
     (("resample",), find_resample),
+    (("stencil1d",), find_stencil1d),
 )
 
 #: every kind identification can name, with one line each
@@ -68,6 +68,7 @@ KINDS = {
     "box_filter": "the mean or sum of the 2r+1 values around each pixel along a row or a column, r a parameter",
     "pool2d": "max, mean or sum pooling of S x S windows with stride S over the planes of an image batch",
     "resample": "nearest-neighbour upsampling by an integer factor (2, 3 or 4) of the planes of an image batch",
+    "stencil1d": "a 1-D convolution or stencil along each row (a mask of k taps; edges clamped, zero, reflected, periodic or valid)",
 }
 
 

@@ -25,7 +25,8 @@ from kernel_forge.kinds.match import Match
 
 _CTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 _INTS = {"int32": "int", "int64": "long long", "uint32": "unsigned", "uint64": "unsigned long long"}
-_SMALL_INTS = {"int8": "signed char", "uint8": "unsigned char", "int16": "short", "uint16": "unsigned short"}
+_SMALL_INTS = {"int8": "signed char", "uint8": "unsigned char", "int16": "short", "uint16": "unsigned short",
+               "bool": "bool"}
 
 
 #: what a bound pattern's file name (its attempts' label) starts with
@@ -231,6 +232,9 @@ def _elementwise(w: _Writer) -> str:
     z = w.buffer("z", required=False, small_ints=form == "masked_fill")     # a mask of bytes or integers
     bias = w.buffer("bias", required=False)
     res = w.buffer("res", required=False)
+    if form == "where":         # the mask takes the residual's place: a full-size operand of bytes or integers
+        res = w.buffer("mask", small_ints=True)
+        w.types["res"] = w.types.pop("mask")
     act = FUNCTIONS[p.get("act", "identity")][1]
     if form == "binary":
         body = f"const float a = xv, b = zv;\n    return {BINARY[p['op']][1]};"
@@ -246,6 +250,8 @@ def _elementwise(w: _Writer) -> str:
         body = "return fminf(fmaxf(xv, alpha), beta);"
     elif form == "masked_fill":
         body = "return zv != 0.0f ? alpha : xv;"
+    elif form == "where":
+        body = "return rv != 0.0f ? xv : zv;"
     elif form in ("gated", "gated_halves"):
         body = f"float v = xv;\n    v = {act};\n    return v * zv;"
     else:       # a channel's bias or batch norm is applied to xv before kf_op (the template's KF_CHANNEL)
@@ -291,6 +297,35 @@ def _stencil2d(w: _Writer) -> str:
         w.defines["KF_TAPS"] = ", ".join(f"{float(v)!r}f" for v in values)
     w.slots.update(ROWS=w.launch_size("rows"), COLS=w.launch_size("cols"))
     return f"kf_stencil2d({x}, {taps}, {y}, (int){w.size('rows')}, (int){w.size('cols')})"
+
+
+def _stencil1d(w: _Writer) -> str:
+    from kernel_forge.kinds.spatial import STENCIL_EDGES
+
+    p = w.match.params
+    x, y = w.buffer("x"), w.buffer("y")
+    taps = w.buffer("taps", required=False)
+    k, edge = int(p.get("k", 3)), p.get("edge", "zero")
+    valid = edge == "valid"
+    w.defines.update(KF_EDGE=STENCIL_EDGES.index(edge) if not valid else 1, KF_VALID=int(valid),
+                     KF_FLIP=int(bool(p.get("flip"))), KF_TAPS_CONST=int(taps == "nullptr"))
+    if taps == "nullptr":
+        values = p.get("taps")
+        if not values or len(values) != k:
+            raise Unbindable(f"a 1-D stencil without a taps parameter needs {k} taps in its params")
+        w.defines.update(KF_K=k, KF_TAPS=", ".join(f"{float(v)!r}f" for v in values))
+        kc, kl = str(k), str(k)
+    elif w.role("k"):
+        kc, kl = f"(int){w.size('k')}", f"({w.launch_size('k')})"
+    else:
+        shape = w.task.arg(w.role("taps")).shape
+        if len(shape) != 1 or not str(shape[0]).strip().isdigit():
+            raise Unbindable("no kernel parameter carries the taps' count, and their shape is not a constant")
+        kc = kl = str(int(str(shape[0]).strip()))
+    rows = w.size("rows") if w.role("rows") else "1LL"
+    w.slots.update(ROWS=w.launch_size("rows") if w.role("rows") else "1",
+                   OUT_COLS=f"({w.launch_size('cols')}) - {kl} + 1" if valid else w.launch_size("cols"))
+    return f"kf_stencil1d({x}, {taps}, {y}, {rows}, (int){w.size('cols')}, {kc})"
 
 
 def _box_filter(w: _Writer) -> str:
@@ -563,6 +598,7 @@ _WRITERS = {
     "box_filter": ("box_filter/box_filter_y", _box_filter),
     "pool2d": ("pool2d/pool2d", _pool2d),
     "resample": ("resample/upsample_nearest", _resample),
+    "stencil1d": ("stencil1d/stencil1d", _stencil1d),
     "column_reduction": ("column_reduction/column_reduction", _column_reduction),
     "row_reduction": ("row_reduction/row_reduction", _row_reduction),
 }

@@ -39,6 +39,7 @@ KINDS = {
     "box_filter": "the mean or sum of the 2r+1 values around each pixel along a row or a column",
     "pool2d": "max / mean / sum pooling of S x S windows with stride S",
     "resample": "nearest-neighbour upsampling by an integer factor (each value copied into an S x S block)",
+    "stencil1d": "a 1-D convolution or stencil along a signal or each row (a mask of k taps)",
     "other": "none of the kinds above",
 }
 

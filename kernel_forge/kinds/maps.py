@@ -251,7 +251,8 @@ def _epsilons(probe) -> list[tuple[str | None, float]]:
 
 def _masked_fills(probe, full, base, holds) -> Iterator[Match]:
     """y = fill where an integer (or bool) mask is nonzero, else x (``masked_fill``): the fill a
-    float parameter or a constant attention masks use."""
+    float parameter or a constant attention masks use; or y = x where the mask is nonzero, else z
+    (``torch.where``)."""
     vals = probe.values
     n = probe.sizes[base["y"]]
     fills = [*probe.float_scalars().items(), *((None, c) for c in (0.0, -1e9, -1e4))]
@@ -265,6 +266,9 @@ def _masked_fills(probe, full, base, holds) -> Iterator[Match]:
                     yield Match("elementwise", {**base, "x": x, "z": m, "alpha": name},
                                 {"form": "masked_fill", **({} if name else {"fill": fill})})
                     break
+            for z in full:                               # y = mask ? x : z (torch.where, a select)
+                if z != x and holds(lambda k: np.where(on[:k], vals[x][:k], vals[z][:k])):
+                    yield Match("elementwise", {**base, "x": x, "z": z, "mask": m}, {"form": "where"})
 
 
 def _scales(probe) -> list[tuple[str, float]]:

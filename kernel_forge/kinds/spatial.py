@@ -1,6 +1,7 @@
-"""Hypotheses that move data: 2-D stencils and small convolutions (K x K taps, edge modes), pooling
-(S x S windows, stride S), nearest-neighbour upsampling, transposes, gathers (embedding lookups with integer indices) and row
-picks (one element of each row by an integer index, then mapped: cross-entropy's loss)."""
+"""Hypotheses that move data: 2-D stencils and small convolutions (K x K taps, edge modes), 1-D
+convolutions along rows (a mask of k taps), pooling (S x S windows, stride S), nearest-neighbour
+upsampling, transposes, gathers (embedding lookups with integer indices) and row picks (one element
+of each row by an integer index, then mapped: cross-entropy's loss)."""
 from __future__ import annotations
 
 import math
@@ -82,8 +83,10 @@ def find_stencil(probe) -> Iterator[Match]:
                 taps, *_ = np.linalg.lstsq(a[inner] if fit is None else a, want[inner] if fit is None else want,
                                            rcond=None)
                 taps = np.where(np.abs(taps) < 1e-7, 0.0, taps)
-                if k == 7 and min(np.count_nonzero(taps.reshape(7, 7).any(axis=ax)) for ax in (0, 1)) == 1:
-                    continue     # one row or column of taps: a 1-D window (the box filter's, radius a parameter)
+                rows_used = np.flatnonzero(taps.reshape(k, k).any(axis=1))
+                if list(rows_used) == [k // 2] or (k == 7 and np.count_nonzero(taps.reshape(7, 7).any(axis=0)) == 1):
+                    continue     # the middle row only: a 1-D stencil along rows (stencil1d, or a box filter's
+                                 # window, radius a parameter); one column of 7: the box filter down columns
                 if np.count_nonzero(taps) <= 1:
                     continue
                 if fit is None and not close(want[inner], a[inner] @ taps):
@@ -92,6 +95,98 @@ def find_stencil(probe) -> Iterator[Match]:
                     if close(want, shifted(edge) @ taps):
                         yield _match(probe, x, y, h, w, k, edge, values=[float(t) for t in taps])
     return
+
+
+#: counts of constant taps a 1-D stencil is fitted with: odd where the output keeps x's length (the
+#: window centred on its output), any in ``valid`` mode (a forward difference: 2)
+STENCIL1D_K = (2, 3, 4, 5, 7, 9)
+#: the longest taps buffer a 1-D convolution is tried with
+STENCIL1D_MAX = 255
+
+
+def _window(img: np.ndarray, k: int, edge: str) -> np.ndarray:
+    """(rows*out, k) for a rows x n signal: column j holds x[r, i - off + j] under the edge mode
+    (off = k // 2), or x[r, i + j] for the n - k + 1 outputs of ``valid``."""
+    n = img.shape[1]
+    if edge == "valid":
+        return np.stack([img[:, j:j + n - k + 1].reshape(-1) for j in range(k)], axis=1)
+    r = k // 2
+    padded = np.pad(img, ((0, 0), (r, k - 1 - r)), mode=_NUMPY_PAD[edge])
+    return np.stack([padded[:, j:j + n].reshape(-1) for j in range(k)], axis=1)
+
+
+def find_stencil1d(probe) -> Iterator[Match]:
+    """A 1-D convolution or stencil along each row of x (one row: a signal; PMPP's 1-D convolution):
+    ``y[r, i] = sum_j t[j] * x[r, i - k//2 + j]`` under an edge mode of STENCIL_EDGES, or over the
+    ``n - k + 1`` positions whose window lies inside (``valid``); the taps a buffer of k values, read
+    as written or reversed (a true convolution), or constants fitted on the interior (k of
+    STENCIL1D_K)."""
+    outs = probe.buffers(output=True)
+    if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
+        return
+    y = outs[0]
+    got = probe.outputs[y]
+    for x in probe.inputs_of():
+        if x == y:
+            continue
+        splits = list(dims(probe, probe.sizes[x]))
+        if probe.params_of(probe.sizes[x]) and (1, probe.sizes[x]) not in splits:
+            splits.append((1, probe.sizes[x]))
+        for h, n in splits:
+            if n < 3:
+                continue
+            img = probe.values[x].reshape(h, n)
+            masks = [t for t in probe.inputs_of() if t not in (x, y) and 2 <= probe.sizes[t] <= min(n, STENCIL1D_MAX)]
+            for t in masks:
+                k = probe.sizes[t]
+                taps = probe.values[t]
+                edges = ["valid"] if probe.sizes[y] == h * (n - k + 1) and k > 1 else []
+                if probe.sizes[y] == h * n:
+                    edges += list(STENCIL_EDGES)
+                for edge in edges:
+                    a = _window(img, k, edge)
+                    for flip in (False, True):
+                        if close(got, a @ (taps[::-1] if flip else taps)):
+                            yield _match1d(probe, x, y, h, n, k, edge, flip, taps=t)
+            for k in STENCIL1D_K:
+                if n < 2 * k:
+                    continue
+                yield from _fitted1d(probe, x, y, img, h, n, k, got)
+
+
+def _fitted1d(probe, x, y, img, h, n, k, got) -> Iterator[Match]:
+    """Constant taps of a k-point 1-D stencil, fitted on the positions no edge mode reaches."""
+    if probe.sizes[y] == h * (n - k + 1):
+        edges, a = ["valid"], _window(img, k, "valid")
+        inner = np.ones(a.shape[0], bool)
+    elif probe.sizes[y] == h * n and k % 2:
+        edges, a = list(STENCIL_EDGES), _window(img, k, "zero")
+        r = k // 2
+        inner = np.zeros((h, n), bool)
+        inner[:, r:n - r] = True
+        inner = inner.reshape(-1)
+    else:
+        return
+    if inner.sum() < 2 * k:
+        return
+    taps, *_ = np.linalg.lstsq(a[inner], got[inner], rcond=None)
+    taps = np.where(np.abs(taps) < 1e-7, 0.0, taps)
+    if np.count_nonzero(taps) <= 1 or not (taps[0] or taps[-1]) or not close(got[inner], a[inner] @ taps):
+        return                  # one tap is a map; both end taps zero, a shorter stencil (tried first)
+    for edge in edges:
+        if close(got, _window(img, k, edge) @ taps):
+            yield _match1d(probe, x, y, h, n, k, edge, False, values=[float(v) for v in taps])
+            return
+
+
+def _match1d(probe, x, y, h, n, k, edge, flip, taps=None, values=None) -> Match:
+    rows = param_for(probe, h) if h > 1 else None
+    binding = {"x": x, "y": y, "taps": taps, "rows": rows, "cols": param_for(probe, n, avoid=(rows,)),
+               "k": (param_for(probe, k, avoid=(rows,)) if taps else None)}
+    params = {"k": k, "edge": edge, "flip": flip}
+    if values is not None:
+        params["taps"] = [round(v, 7) for v in values]
+    return Match("stencil1d", binding, params)
 
 
 _POOL_OPS = {"max": lambda v: v.max(axis=(2, 4)), "mean": lambda v: v.mean(axis=(2, 4)), "sum": lambda v: v.sum(axis=(2, 4))}

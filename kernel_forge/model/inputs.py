@@ -111,7 +111,7 @@ def _draw(task: Task, arg: Arg, case: Case, key: list[int]) -> np.ndarray:
         raise ManifestError(f"unknown init {kind!r}", file=str(task.path), json_path=json_path("args", arg.name, "init"))
     if dt.kind != "float" and kind in ("normal", "uniform"):
         values = np.rint(values)
-    if dt.name == "bfloat16":
+    if dt.name in ("bfloat16", "bool"):
         return from_float(values.astype(np.float32), dt)
     return np.ascontiguousarray(values.astype(dt.numpy, copy=False))
 
@@ -135,5 +135,7 @@ def generate(task: Task, case: Case, seed: int) -> CaseInputs:
 
 
 def host_values(arg: Arg, array: np.ndarray) -> np.ndarray:
-    """Storage → values a reference computes with (bf16 widened to float32)."""
+    """Storage → values a reference computes with (bf16 widened to float32; bool bytes as NumPy bools)."""
+    if arg.param.dtype.name == "bool":
+        return np.asarray(array, dtype=np.uint8).view(np.bool_)
     return to_float(array, arg.param.dtype) if arg.param.dtype.name == "bfloat16" else array

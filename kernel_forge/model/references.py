@@ -125,6 +125,8 @@ def compute_reference(task: Task, inputs: CaseInputs) -> dict[str, np.ndarray]:
         if arg.param.dtype.name == "bfloat16":
             # keep the reference's full precision: comparison happens in float64 values
             out[arg.name] = np.asarray(values, dtype=np.float32)
+        elif arg.param.dtype.name == "bool":
+            out[arg.name] = (np.asarray(values) != 0).astype(np.uint8)
         else:
             out[arg.name] = np.asarray(values)
         shape = tuple(task.shape(arg, inputs.case))

@@ -16,7 +16,8 @@ def test_c_spellings_name_their_types_and_the_platform_dependent_long_is_not_one
     assert C_TYPES["__nv_bfloat16"] is BFLOAT16 and C_TYPES["half"] is FLOAT16 and C_TYPES["signed"] is INT32
     assert not AMBIGUOUS & set(C_TYPES)
     assert set(BY_NAME) == {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64",
-                            "uint8", "uint16", "uint32", "uint64"}
+                            "uint8", "uint16", "uint32", "uint64", "bool"}
+    assert C_TYPES["bool"].numpy == np.uint8 and C_TYPES["bool"].host_compute == np.bool_
 
 
 def test_a_type_s_storage_its_width_and_what_a_reference_sees():

@@ -65,6 +65,8 @@ PUBLIC = {
                {"form": "axpby"}),
     "clamp_range": ("elementwise", {"x": "x", "y": "y", "alpha": "min_val", "beta": "max_val", "n": "n"},
                     {"form": "clamp"}),
+    # torch.where with a bool mask: the mask in the residual's place
+    "where_select": ("elementwise", {"x": "a", "z": "b", "mask": "cond", "y": "out", "n": "n"}, {"form": "where"}),
     "masked_fill_u8": ("elementwise", {"x": "scores", "z": "mask", "y": "out", "alpha": "value", "n": "n"},
                        {"form": "masked_fill"}),
     "add_channel_bias": ("elementwise", {"x": "in", "bias": "bias", "y": "out", "cols": "channels", "inner": "spatial",
@@ -85,6 +87,14 @@ PUBLIC = {
     "cross_entropy_logits": ("row_softmax", {"x": "logits", "y": "losses", "index": "targets", "rows": "B", "cols": "V"},
                              {"log": True, "xent": True}),
     "log_softmax_bf16": ("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"log": True}),
+    # 1-D convolutions: PMPP's mask of Mask_Width taps with zero ghost cells; a fitted [1, 2, 1] / 4 along
+    # each row of a batch, the ends repeated; np.convolve's valid mode (the mask reversed, n - k + 1 outputs)
+    "convolution_1D_basic_kernel": ("stencil1d", {"x": "N", "y": "P", "taps": "M", "rows": None, "cols": "Width",
+                                                  "k": "Mask_Width"}, {"k": 7, "edge": "zero", "flip": False}),
+    "smooth_rows": ("stencil1d", {"x": "src", "y": "dst", "taps": None, "rows": "rows", "cols": "n", "k": None},
+                    {"k": 3, "edge": "clamp", "flip": False, "taps": [0.25, 0.5, 0.25]}),
+    "correlate_valid": ("stencil1d", {"x": "signal", "y": "out", "taps": "kernel", "rows": None, "cols": "n", "k": "k"},
+                        {"k": 4, "edge": "valid", "flip": True}),
     # nearest-neighbour upsampling by 2 of N x C planes
     "upsample_nearest2x": ("resample", {"x": "input", "y": "output", "planes": "N*C", "rows": "H", "cols": "W"},
                            {"scale": 2, "mode": "nearest"}),
@@ -295,7 +305,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "laplace_periodic", "nchw_to_nhwc", "channel_mean_nchw", "conv_bias_grad", "saxpby", "clamp_range",
             "masked_fill_u8", "cross_entropy_logits", "letter_histogram", "scaled_masked_softmax", "histc_f32",
             "unit_histogram", "seg_softmax_nchw", "column_log_softmax",
-            "group_norm_nchw", "instance_norm", "seg_argmax_nchw", "column_cumsum", "upsample_nearest2x"]
+            "group_norm_nchw", "instance_norm", "seg_argmax_nchw", "column_cumsum", "upsample_nearest2x",
+            "convolution_1D_basic_kernel", "smooth_rows", "correlate_valid", "where_select"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -542,6 +553,8 @@ NEW_PATTERNS = [(DATA / "seg_softmax_nchw.json", "bound_softmax_axis.cu"),
                 (DATA / "seg_argmax_nchw.json", "bound_argmax_axis.cu"),
                 (DATA / "column_cumsum.json", "bound_scan_axis.cu"),
                 (DATA / "upsample_nearest2x.json", "bound_upsample_nearest.cu"),
+                (DATA / "convolution_1D_basic_kernel.json", "bound_stencil1d.cu"),
+                (DATA / "smooth_rows.json", "bound_stencil1d.cu"),
                 (DATA / "histc_f32.json", "bound_histogram.cu"),
                 (WILD_DIR / "llmc_crossentropy" / "llmc_crossentropy.json", "bound_row_pick.cu"),
                 (DATA / "nll_bf16.json", "bound_row_pick.cu"),

@@ -26,7 +26,7 @@ TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     "nchw_to_nhwc", "channel_mean_nchw", "conv_bias_grad", "saxpby", "clamp_range", "masked_fill_u8",
     "cross_entropy_logits", "letter_histogram", "scaled_masked_softmax", "histc_f32", "unit_histogram",
     "seg_softmax_nchw", "column_log_softmax", "group_norm_nchw", "instance_norm", "seg_argmax_nchw",
-    "column_cumsum", "upsample_nearest2x")),
+    "column_cumsum", "upsample_nearest2x", "convolution_1D_basic_kernel", "smooth_rows", "correlate_valid", "where_select")),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json",
     ROOT / "bench" / "wild" / "llmc_crossentropy" / "llmc_crossentropy.json",
     ROOT / "bench" / "wild" / "llmc_adamw" / "llmc_adamw.json",

@@ -106,6 +106,12 @@ TASKS = {
                                      {"N": 2, "C": 4, "HW": 300, "G": 2}]),
     DATA / "instance_norm.json": ({"WPR": 1, "RPB": 2, "ITEMS": 2, "STREAM": 1},
                                   [{"N": 2, "C": 3, "H": 4, "W": 8}, {"N": 1, "C": 2, "H": 5, "W": 7}]),
+    # 1-D convolutions: one tap, a mask past the staged 65 (read from global memory), the valid mode's
+    # short output, rows of a batch (clamped ends), tiles past the row's end
+    DATA / "convolution_1D_basic_kernel.json": ({"BLOCK": 64, "VPT": 2}, [{"width": 1, "mask": 1}, {"width": 500, "mask": 67},
+                                                                          {"width": 300, "mask": 3}]),
+    DATA / "smooth_rows.json": ({"BLOCK": 64, "VPT": 1}, [{"rows": 2, "n": 3}, {"rows": 3, "n": 200}]),
+    DATA / "correlate_valid.json": ({"BLOCK": 64, "VPT": 8}, [{"n": 4, "k": 4}, {"n": 1000, "k": 31}, {"n": 600, "k": 80}]),
     # output rows past one block's columns (W = 300: 600 > 128 * 4) and a single plane of one pixel
     DATA / "upsample_nearest2x.json": ({"BLOCK": 128, "VPT": 4}, [{"N": 1, "C": 2, "H": 3, "W": 300},
                                                                    {"N": 1, "C": 1, "H": 1, "W": 1}]),
@@ -121,6 +127,7 @@ TASKS = {
     DATA / "saxpby.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 3}, {"n": 4101}]),
     DATA / "clamp_range.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 3}, {"n": 4101}]),
     DATA / "masked_fill_u8.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 5}, {"n": 4100}]),
+    DATA / "where_select.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 5}, {"n": 4100}]),   # bool, 4 a load
     DATA / "add_channel_bias.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0},
                                      [{"batch": 2, "channels": 5, "spatial": 256}, {"batch": 3, "channels": 5, "spatial": 33}]),
     DATA / "batchnorm_relu_nchw.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 2},

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from kernel_forge.kinds.match import Match
-from kernel_forge.kinds.spatial import find_box_filter, find_gather, find_resample, find_stencil, find_transpose
+from kernel_forge.kinds.spatial import (find_box_filter, find_gather, find_resample, find_stencil, find_stencil1d,
+                                        find_transpose)
 
 from tests.support.kind_probes import probe
 
@@ -116,3 +117,67 @@ def test_nearest_upsampling_names_its_factor_and_a_smoothed_one_is_nothing():
     smooth = up.copy()
     smooth[..., 1::2, :] = 0.5 * (up[..., 1::2, :] + np.roll(up, -1, axis=2)[..., 1::2, :])   # bilinear-like rows
     assert list(find_resample(probe(path, {"input": x}, {"output": smooth}, N=2, C=3, H=4, W=5))) == []
+
+
+def _conv_rows(img: np.ndarray, taps: np.ndarray, edge: str) -> np.ndarray:
+    """Each row of img convolved (correlated) with taps, loop by loop: out[r, i] = sum_j taps[j] *
+    img[r, i - k//2 + j] under the edge mode, or img[r, i + j] for ``valid``'s n - k + 1 outputs."""
+    rows, n = img.shape
+    k = len(taps)
+    m = n - k + 1 if edge == "valid" else n
+    out = np.zeros((rows, m))
+    for r in range(rows):
+        for i in range(m):
+            for j in range(k):
+                t = i + j if edge == "valid" else i - k // 2 + j
+                if edge == "clamp":
+                    t = min(max(t, 0), n - 1)
+                elif edge == "reflect":
+                    t = -t if t < 0 else (2 * n - 2 - t if t >= n else t)
+                elif not 0 <= t < n:
+                    continue
+                out[r, i] += taps[j] * img[r, t]
+    return out
+
+
+def test_a_1d_convolution_binds_its_mask_and_its_width_and_a_reversed_mask_is_a_flip():
+    x, m = RNG.standard_normal(40), RNG.standard_normal(5)
+    path = DATA / "convolution_1D_basic_kernel.json"
+    got = list(find_stencil1d(probe(path, {"N": x, "M": m}, {"P": _conv_rows(x[None], m, "zero")[0]},
+                                    width=40, mask=5)))
+    assert got[0] == Match("stencil1d", {"x": "N", "y": "P", "taps": "M", "rows": None, "cols": "Width", "k": "Mask_Width"},
+                           {"k": 5, "edge": "zero", "flip": False})
+    flipped = list(find_stencil1d(probe(path, {"N": x, "M": m}, {"P": _conv_rows(x[None], m[::-1], "zero")[0]},
+                                        width=40, mask=5)))
+    assert flipped[0].params == {"k": 5, "edge": "zero", "flip": True}
+    # the output of another mask: not M's, but constant taps (fitted); its absolute value: nothing
+    [fitted] = find_stencil1d(probe(path, {"N": x, "M": m + 0.5}, {"P": _conv_rows(x[None], m, "zero")[0]},
+                                    width=40, mask=5))
+    assert fitted.binding["taps"] is None and np.allclose(fitted.params["taps"], m, atol=1e-6)
+    assert list(find_stencil1d(probe(path, {"N": x, "M": m}, {"P": np.abs(_conv_rows(x[None], m, "zero")[0])},
+                                     width=40, mask=5))) == []
+
+
+def test_a_fitted_1d_stencil_names_its_taps_and_edge_and_a_nonlinear_window_is_nothing():
+    img = RNG.standard_normal((3, 30))
+    path = DATA / "smooth_rows.json"
+    taps = np.array([0.25, 0.5, 0.25])
+    for edge in ("clamp", "reflect"):
+        [m] = find_stencil1d(probe(path, {"src": img}, {"dst": _conv_rows(img, taps, edge)}, rows=3, n=30))
+        assert (m.binding, m.params) == ({"x": "src", "y": "dst", "taps": None, "rows": "rows", "cols": "n", "k": None},
+                                         {"k": 3, "edge": edge, "flip": False, "taps": [0.25, 0.5, 0.25]})
+    # one-sided: a backward difference keeps x's length with a zero last tap
+    [m] = find_stencil1d(probe(path, {"src": img}, {"dst": _conv_rows(img, np.array([-1.0, 1.0, 0.0]), "zero")},
+                               rows=3, n=30))
+    assert m.params["taps"] == [-1.0, 1.0, 0.0] and m.params["edge"] == "zero"
+    running_max = np.maximum(np.maximum(img, np.roll(img, 1, axis=1)), np.roll(img, -1, axis=1))
+    assert list(find_stencil1d(probe(path, {"src": img}, {"dst": running_max}, rows=3, n=30))) == []
+
+
+def test_a_valid_1d_stencil_has_n_minus_k_plus_1_outputs():
+    sig, kern = RNG.standard_normal(50), RNG.standard_normal(6)
+    path = DATA / "correlate_valid.json"
+    out = np.convolve(sig, kern, mode="valid")
+    [m] = find_stencil1d(probe(path, {"signal": sig, "kernel": kern}, {"out": out}, n=50, k=6))
+    assert m.binding == {"x": "signal", "y": "out", "taps": "kernel", "rows": None, "cols": "n", "k": "k"}
+    assert m.params == {"k": 6, "edge": "valid", "flip": True}

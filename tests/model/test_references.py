@@ -99,3 +99,24 @@ def test_expected_values_must_be_finite_unless_the_manifest_allows_otherwise():
     assert '"nonfinite_outputs": true' in info.value.hint
     check_finite(dataclasses.replace(task, nonfinite_outputs=True), "odd", bad)
     check_finite(task, "odd", {"bins": np.array([1, 2], np.int32)})           # integers are always finite
+
+
+def test_a_bool_buffer_is_drawn_as_0_or_1_seen_as_numpy_bools_and_a_bool_output_comes_back_as_bytes(tmp_path):
+    import json
+
+    d = json.loads((ROOT / "tests" / "data" / "kinds" / "where_select.json").read_text())
+    d["signature"] = d["signature"].replace("float* __restrict__ out", "bool* __restrict__ out")
+    d["args"]["cond"]["init"] = {"kind": "normal", "std": 3.0}           # any nonzero draw is true
+    d["reference"] = {"python": "ref.py:reference"}
+    (tmp_path / "t.json").write_text(json.dumps(d))
+    (tmp_path / "ref.py").write_text("import numpy as np\n"
+                                     "def reference(cond, a, b, out, n):\n"
+                                     "    assert cond.dtype == np.bool_ and out.dtype == np.bool_\n"
+                                     "    out[...] = cond & (a > b)\n")
+    task = load_task(tmp_path / "t.json")
+    inputs = generate(task, Case("five", "correctness", {"n": 64}, 0), seed=1)
+    cond = inputs.buffers["cond"]
+    assert cond.dtype == np.uint8 and set(np.unique(cond)) == {0, 1}
+    out = compute_reference(task, inputs)["out"]
+    want = (cond != 0) & (inputs.buffers["a"] > inputs.buffers["b"])
+    assert out.dtype == np.uint8 and np.array_equal(out, want.astype(np.uint8))

@@ -80,7 +80,7 @@ def test_param_text_and_describe():
     ("unsigned char", "uint8"), ("uint8_t", "uint8"),
     ("unsigned short", "uint16"), ("uint16_t", "uint16"),
     ("unsigned int", "uint32"), ("unsigned", "uint32"), ("uint32_t", "uint32"),
-    ("unsigned long long", "uint64"), ("uint64_t", "uint64"), ("size_t", "uint64"),
+    ("unsigned long long", "uint64"), ("uint64_t", "uint64"), ("size_t", "uint64"), ("bool", "bool"),
 ])
 def test_every_supported_scalar_and_pointer_type(ctype, dtype):
     s = sig(f"{ctype} v, const {ctype}* p, {ctype}* q")
@@ -161,7 +161,7 @@ def test_long_refusal_has_a_hint():
 
 def test_unknown_type_lists_supported():
     exc = refuse(HEAD + "Matrix m)")
-    assert "supported: bfloat16, float16, float32, float64, int16, int32" in exc.hint
+    assert "supported: bfloat16, bool, float16, float32, float64, int16, int32" in exc.hint
 
 
 def test_empty_parameter_is_refused():

@@ -28,6 +28,10 @@ __device__ __forceinline__ float4 kf_ld4(const unsigned char* p)
     return make_float4((float)q.x, (float)q.y, (float)q.z, (float)q.w);
 }
 __device__ __forceinline__ float4 kf_lds4(const unsigned char* p) { return kf_ld4(p); }
+// bool (a mask): one byte, 0 or 1
+__device__ __forceinline__ float kf_ld(const bool* p) { return *p ? 1.0f : 0.0f; }
+__device__ __forceinline__ float4 kf_ld4(const bool* p) { return kf_ld4(reinterpret_cast<const unsigned char*>(p)); }
+__device__ __forceinline__ float4 kf_lds4(const bool* p) { return kf_ld4(p); }
 #ifdef KF_HALF
 __device__ __forceinline__ float kf_ld(const __half* p) { return __half2float(*p); }
 __device__ __forceinline__ void kf_st(__half* p, float v) { *p = __float2half_rn(v); }

@@ -22,18 +22,7 @@
 #define KF_THREADS (BX * BY)
 #define KF_R (KF_K / 2)
 
-// the pixel read for index i of an axis of n under edge modes 0, 2, 3 and 4 (in range for |i| < 2n)
-__device__ __forceinline__ int kf_edge(int i, int n)
-{
-#if KF_EDGE == 2
-    i = i < 0 ? -i : (i >= n ? 2 * n - 2 - i : i);
-#elif KF_EDGE == 3
-    i = i < 0 ? -i - 1 : (i >= n ? 2 * n - 1 - i : i);
-#elif KF_EDGE == 4
-    i = i < 0 ? i + n : (i >= n ? i - n : i);
-#endif
-    return min(max(i, 0), n - 1);
-}
+#include "kforge/edge_index.cuh"
 
 __device__ __forceinline__ void kf_stencil2d(const kf_x_t* __restrict__ x, const kf_taps_t* __restrict__ taps,
                                              kf_y_t* __restrict__ y, int h, int w)

@@ -461,3 +461,27 @@ def column_cumsum(x, y, rows, cols):
 def upsample_nearest2x(input, output, N, C, H, W):
     """F.interpolate(scale_factor=2, mode='nearest'): each value copied into a 2 x 2 block."""
     output[...] = np.asarray(input).repeat(2, axis=2).repeat(2, axis=3).astype(output.dtype)
+
+
+def conv1d_pmpp(N, M, P, Mask_Width, Width):
+    # PMPP's 1-D convolution: P[i] = sum_j N[i - r + j] * M[j], zero ghost cells
+    r = Mask_Width // 2
+    x = np.pad(N.astype(np.float64), (r, Mask_Width - 1 - r))
+    P[...] = sum(float(M[j]) * x[j:j + Width] for j in range(Mask_Width))
+
+
+def smooth_rows(src, dst, rows, n):
+    # a [1, 2, 1] / 4 filter along each row of a batch of signals, the end samples repeated
+    x = np.pad(src.reshape(rows, n).astype(np.float64), ((0, 0), (1, 1)), mode="edge")
+    dst[...] = (0.25 * x[:, :-2] + 0.5 * x[:, 1:-1] + 0.25 * x[:, 2:]).reshape(dst.shape)
+
+
+def correlate_valid(signal, kernel, out, n, k):
+    # np.convolve's "valid" mode: the mask reversed, only positions whose window lies inside
+    out[...] = np.convolve(signal.astype(np.float64), kernel.astype(np.float64), mode="valid")
+
+
+def where_select(cond, a, b, out, n):
+    # torch.where(cond, a, b) with a bool mask
+    assert cond.dtype == np.bool_
+    out[...] = np.where(cond, a, b)
