@@ -322,6 +322,12 @@ def _stencil1d(w: _Writer) -> str:
         if len(shape) != 1 or not str(shape[0]).strip().isdigit():
             raise Unbindable("no kernel parameter carries the taps' count, and their shape is not a constant")
         kc = kl = str(int(str(shape[0]).strip()))
+    if p.get("axis") == "cols":         # down each column of planes x rows x cols
+        w.template = "stencil1d/stencil1d_cols"
+        planes = w.size("planes") if w.role("planes") else "1LL"
+        w.slots.update(PLANES=w.launch_size("planes") if w.role("planes") else "1", COLS=w.launch_size("cols"),
+                       OUT_ROWS=f"({w.launch_size('rows')}) - {kl} + 1" if valid else w.launch_size("rows"))
+        return f"kf_stencil1d_cols({x}, {taps}, {y}, {planes}, (int){w.size('rows')}, {w.size('cols')}, {kc})"
     rows = w.size("rows") if w.role("rows") else "1LL"
     w.slots.update(ROWS=w.launch_size("rows") if w.role("rows") else "1",
                    OUT_COLS=f"({w.launch_size('cols')}) - {kl} + 1" if valid else w.launch_size("cols"))
@@ -462,7 +468,8 @@ def _reduce_op(w: _Writer) -> str:
     w.defines.update(KF_OP_MAX=int(op == "max"), KF_OP_MIN=int(op == "min"), KF_OP_MEAN=int(op == "mean"),
                      KF_ACCUMULATE=int(bool(w.match.params.get("accumulate"))),
                      KF_MUL={None: 0, "full": 1, "cols": 2, "rows": 1}[w.match.params.get("product")],
-                     KF_PRE={None: 0, "abs": 1, "square": 2}[w.match.params.get("pre")])
+                     KF_PRE={None: 0, "abs": 1, "square": 2}[w.match.params.get("pre")],
+                     KF_DIFF=int(bool(w.match.params.get("diff"))), KF_SQRT=int(w.match.params.get("post") == "sqrt"))
     return w.buffer("w", required=False)
 
 

@@ -425,26 +425,41 @@ _PRE = {"abs": np.abs, "square": np.square}
 
 
 def _mapped_reductions(probe, y, forms) -> Iterator[Match]:
-    """op(pre(x)) of all values or of each row, ``pre`` from :data:`_PRE`."""
+    """op(pre(x)) of all values or of each row, ``pre`` from :data:`_PRE`; of ``pre(x - w)``, w the
+    size of x or of a row (a sum of squared differences, an L1 distance, each row's distance to a
+    vector); the square root of a sum or mean of squares (a 2-norm, an RMS, a Euclidean distance)."""
     n_out = probe.sizes[y]
     for x in probe.inputs_of():
         size = probe.sizes[x]
         if size <= n_out:
             continue
-        for pre, pf in _PRE.items():
-            v = pf(probe.values[x])
-            for accumulate, want in forms:
-                extra = {"accumulate": True} if accumulate else {}
-                for op, fn in _REDUCE.items():
-                    if n_out == 1:
-                        if close(want, np.array([fn(v)]), rtol=5e-3):
-                            yield Match("reduction", {"x": x, "y": y, "n": param_for(probe, size)},
-                                        {"op": op, "axis": None, "pre": pre, **extra})
-                        continue
-                    for rows, cols in dims(probe, size):
-                        if rows == n_out and close(want, fn(v.reshape(rows, cols), axis=1), rtol=5e-3):
-                            yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols)},
-                                        {"op": op, "pre": pre, **extra})
+        pairs = [(None, probe.values[x])] + [(w, probe.values[x].reshape(-1, probe.sizes[w]) - probe.values[w])
+                                             for w in probe.inputs_of() if w not in (x, y) and probe.sizes[w] > 1
+                                             and size % probe.sizes[w] == 0 and probe.sizes[w] in (size, size // n_out)]
+        for w, diff in pairs:
+            for pre, pf in _PRE.items():
+                v = pf(diff).reshape(-1)
+                for accumulate, want in forms:
+                    extra = {"accumulate": True} if accumulate else {}
+                    if w is not None:
+                        extra.update(product="full" if probe.sizes[w] == size else "cols", diff=True)
+                    for op, fn in _REDUCE.items():
+                        posts = [(None, lambda r: r)] + ([("sqrt", np.sqrt)] if pre == "square" and op in ("sum", "mean")
+                                                         else [])
+                        for post, post_fn in posts:
+                            more = {**extra, **({"post": post} if post else {})}
+                            roles = {"w": w} if w is not None else {}
+                            if n_out == 1:
+                                if close(want, post_fn(np.array([fn(v)])), rtol=5e-3):
+                                    yield Match("reduction", {"x": x, "y": y, "n": param_for(probe, size), **roles},
+                                                {"op": op, "axis": None, "pre": pre, **more})
+                                continue
+                            for rows, cols in dims(probe, size):
+                                if w is not None and probe.sizes[w] not in (size, cols):
+                                    continue
+                                if rows == n_out and close(want, post_fn(fn(v.reshape(rows, cols), axis=1)), rtol=5e-3):
+                                    yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols), **roles},
+                                                {"op": op, "pre": pre, **more})
 
 
 def _arg_reductions(probe, y) -> Iterator[Match]:

@@ -32,6 +32,16 @@ def _shifted(img: np.ndarray, k: int, edge: str, rows: int | None = None) -> np.
     return np.stack([padded[dy:dy + rows, dx:dx + w].reshape(-1) for dy in range(k) for dx in range(k)], axis=1)
 
 
+def _least_squares(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The taps t minimising |a t - b|: from the normal equations (a few k x k, against an SVD of all of
+    ``a``: 100x faster on a busy machine), by an SVD where they are singular.  A fit is checked
+    against the values afterwards, so a poor one is refused there."""
+    try:
+        return np.linalg.solve(a.T @ a, a.T @ b)
+    except np.linalg.LinAlgError:
+        return np.linalg.lstsq(a, b, rcond=None)[0]
+
+
 def _images(probe, least: int) -> Iterator[tuple[str, str, int, int, np.ndarray, np.ndarray]]:
     """(x, y, h, w, x as an h x w image, y's values) for the one floating-point output y and each
     input x of its size, every split of that size into at least ``least`` rows and columns."""
@@ -80,13 +90,12 @@ def find_stencil(probe) -> Iterator[Match]:
             fits = [None] if inner.sum() >= 2 * k * k else list(STENCIL_EDGES)   # too few: a fit per mode
             for fit in fits:
                 a = shifted(fit or "zero")
-                taps, *_ = np.linalg.lstsq(a[inner] if fit is None else a, want[inner] if fit is None else want,
-                                           rcond=None)
+                taps = _least_squares(a[inner] if fit is None else a, want[inner] if fit is None else want)
                 taps = np.where(np.abs(taps) < 1e-7, 0.0, taps)
-                rows_used = np.flatnonzero(taps.reshape(k, k).any(axis=1))
-                if list(rows_used) == [k // 2] or (k == 7 and np.count_nonzero(taps.reshape(7, 7).any(axis=0)) == 1):
-                    continue     # the middle row only: a 1-D stencil along rows (stencil1d, or a box filter's
-                                 # window, radius a parameter); one column of 7: the box filter down columns
+                grid = taps.reshape(k, k)
+                if [k // 2] in (list(np.flatnonzero(grid.any(axis=1))), list(np.flatnonzero(grid.any(axis=0)))):
+                    continue     # the middle row or column only: a 1-D stencil (stencil1d, or a box filter's
+                                 # window, radius a parameter)
                 if np.count_nonzero(taps) <= 1:
                     continue
                 if fit is None and not close(want[inner], a[inner] @ taps):
@@ -98,8 +107,9 @@ def find_stencil(probe) -> Iterator[Match]:
 
 
 #: counts of constant taps a 1-D stencil is fitted with: odd where the output keeps x's length (the
-#: window centred on its output), any in ``valid`` mode (a forward difference: 2)
-STENCIL1D_K = (2, 3, 4, 5, 7, 9)
+#: window centred on its output), any in ``valid`` mode (a forward difference: 2); up to 17 (the
+#: radius 8 of cuda-samples' separable convolution)
+STENCIL1D_K = (2, 3, 4, 5, 7, 9, 11, 13, 15, 17)
 #: the longest taps buffer a 1-D convolution is tried with
 STENCIL1D_MAX = 255
 
@@ -116,74 +126,100 @@ def _window(img: np.ndarray, k: int, edge: str) -> np.ndarray:
 
 
 def find_stencil1d(probe) -> Iterator[Match]:
-    """A 1-D convolution or stencil along each row of x (one row: a signal; PMPP's 1-D convolution):
-    ``y[r, i] = sum_j t[j] * x[r, i - k//2 + j]`` under an edge mode of STENCIL_EDGES, or over the
-    ``n - k + 1`` positions whose window lies inside (``valid``); the taps a buffer of k values, read
-    as written or reversed (a true convolution), or constants fitted on the interior (k of
-    STENCIL1D_K)."""
+    """A 1-D convolution or stencil along each row of x (one row: a signal; PMPP's 1-D convolution),
+    or down each column of x's planes (a separable filter's column pass): ``y[r, i] = sum_j t[j] *
+    x[r, i - k//2 + j]`` under an edge mode of STENCIL_EDGES, or over the ``n - k + 1`` positions
+    whose window lies inside (``valid``); the taps a buffer of k values, read as written or reversed
+    (a true convolution), or constants fitted on the interior (k of STENCIL1D_K)."""
     outs = probe.buffers(output=True)
     if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
         return
     y = outs[0]
-    got = probe.outputs[y]
     for x in probe.inputs_of():
         if x == y:
             continue
-        splits = list(dims(probe, probe.sizes[x]))
-        if probe.params_of(probe.sizes[x]) and (1, probe.sizes[x]) not in splits:
-            splits.append((1, probe.sizes[x]))
-        for h, n in splits:
+        for axis, planes, h, n, sig, view in _signals(probe, x, y):
             if n < 3:
                 continue
-            img = probe.values[x].reshape(h, n)
-            masks = [t for t in probe.inputs_of() if t not in (x, y) and 2 <= probe.sizes[t] <= min(n, STENCIL1D_MAX)]
-            for t in masks:
+            for t in [t for t in probe.inputs_of() if t not in (x, y) and 2 <= probe.sizes[t] <= min(n, STENCIL1D_MAX)]:
                 k = probe.sizes[t]
                 taps = probe.values[t]
-                edges = ["valid"] if probe.sizes[y] == h * (n - k + 1) and k > 1 else []
-                if probe.sizes[y] == h * n:
+                edges = ["valid"] if probe.sizes[y] == planes * h * (n - k + 1) else []
+                if probe.sizes[y] == planes * h * n:
                     edges += list(STENCIL_EDGES)
                 for edge in edges:
-                    a = _window(img, k, edge)
+                    a = _window(sig, k, edge)
+                    got = view(n - k + 1 if edge == "valid" else n)
                     for flip in (False, True):
                         if close(got, a @ (taps[::-1] if flip else taps)):
-                            yield _match1d(probe, x, y, h, n, k, edge, flip, taps=t)
+                            yield _match1d(probe, x, y, axis, planes, h, n, k, edge, flip, taps=t)
             for k in STENCIL1D_K:
-                if n < 2 * k:
-                    continue
-                yield from _fitted1d(probe, x, y, img, h, n, k, got)
+                if n >= 2 * k:
+                    yield from _fitted1d(probe, x, y, axis, planes, h, n, k, sig, view)
 
 
-def _fitted1d(probe, x, y, img, h, n, k, got) -> Iterator[Match]:
+def _signals(probe, x, y) -> Iterator[tuple]:
+    """(axis, planes, count, n, signals, view) for each way x can be a batch of 1-D signals of n
+    values: its rows (axis ``rows``: count rows, planes 1), or the columns of its planes (``cols``:
+    planes x [n rows, count columns], from x's declared shape or a rows x cols split).  ``signals`` is
+    the (signals, n) array; ``view(m)`` is y's values arranged the same way for m outputs a signal."""
+    got = probe.outputs[y]
+    size = probe.sizes[x]
+    splits = list(dims(probe, size))
+    if probe.params_of(size) and (1, size) not in splits:
+        splits.append((1, size))
+    for h, n in splits:
+        yield "rows", 1, h, n, probe.values[x].reshape(h, n), (lambda m: got)
+    shape = [int(v) for v in probe.task.shape(probe.arg(x), probe.inputs.case)]
+    planes3 = [(math.prod(shape[:-2]), shape[-2], shape[-1])] if len(shape) >= 3 else []
+    for planes, n, w in planes3 + [(1, r, c) for r, c in splits if r > 1 and c > 1]:
+        sig = probe.values[x].reshape(planes, n, w).transpose(0, 2, 1).reshape(planes * w, n)
+
+        def view(m, planes=planes, w=w):
+            if got.size != planes * m * w:
+                return got                  # not this mode's size: compared and refused
+            return got.reshape(planes, m, w).transpose(0, 2, 1).reshape(-1)
+        yield "cols", planes, w, n, sig, view
+
+
+def _fitted1d(probe, x, y, axis, planes, h, n, k, sig, view) -> Iterator[Match]:
     """Constant taps of a k-point 1-D stencil, fitted on the positions no edge mode reaches."""
-    if probe.sizes[y] == h * (n - k + 1):
-        edges, a = ["valid"], _window(img, k, "valid")
+    if probe.sizes[y] == planes * h * (n - k + 1):
+        edges, a, got = ["valid"], _window(sig, k, "valid"), view(n - k + 1)
         inner = np.ones(a.shape[0], bool)
-    elif probe.sizes[y] == h * n and k % 2:
-        edges, a = list(STENCIL_EDGES), _window(img, k, "zero")
+    elif probe.sizes[y] == planes * h * n and k % 2:
+        edges, a, got = list(STENCIL_EDGES), _window(sig, k, "zero"), view(n)
         r = k // 2
-        inner = np.zeros((h, n), bool)
+        inner = np.zeros(sig.shape, bool)
         inner[:, r:n - r] = True
         inner = inner.reshape(-1)
     else:
         return
     if inner.sum() < 2 * k:
         return
-    taps, *_ = np.linalg.lstsq(a[inner], got[inner], rcond=None)
+    taps = _least_squares(a[inner], got[inner])
     taps = np.where(np.abs(taps) < 1e-7, 0.0, taps)
     if np.count_nonzero(taps) <= 1 or not (taps[0] or taps[-1]) or not close(got[inner], a[inner] @ taps):
         return                  # one tap is a map; both end taps zero, a shorter stencil (tried first)
     for edge in edges:
-        if close(got, _window(img, k, edge) @ taps):
-            yield _match1d(probe, x, y, h, n, k, edge, False, values=[float(v) for v in taps])
+        if close(got, _window(sig, k, edge) @ taps):
+            yield _match1d(probe, x, y, axis, planes, h, n, k, edge, False, values=[float(v) for v in taps])
             return
 
 
-def _match1d(probe, x, y, h, n, k, edge, flip, taps=None, values=None) -> Match:
-    rows = param_for(probe, h) if h > 1 else None
-    binding = {"x": x, "y": y, "taps": taps, "rows": rows, "cols": param_for(probe, n, avoid=(rows,)),
-               "k": (param_for(probe, k, avoid=(rows,)) if taps else None)}
-    params = {"k": k, "edge": edge, "flip": flip}
+def _match1d(probe, x, y, axis, planes, h, n, k, edge, flip, taps=None, values=None) -> Match:
+    """A rows match: ``rows`` the h signals (None for one), ``cols`` their length n.  A cols match:
+    ``rows`` the length n down each column, ``cols`` the h columns, ``planes`` (None for one)."""
+    if axis == "rows":
+        rows = param_for(probe, h) if h > 1 else None
+        binding = {"x": x, "y": y, "taps": taps, "rows": rows, "cols": param_for(probe, n, avoid=(rows,))}
+    else:
+        rows = param_for(probe, n)
+        cols = param_for(probe, h, avoid=(rows,))
+        binding = {"x": x, "y": y, "taps": taps, "planes": param_for(probe, planes, avoid=(rows, cols)) if planes > 1
+                   else None, "rows": rows, "cols": cols}
+    binding["k"] = param_for(probe, k, avoid=(binding["rows"], binding["cols"])) if taps else None
+    params = {"k": k, "edge": edge, "flip": flip, **({"axis": "cols"} if axis == "cols" else {})}
     if values is not None:
         params["taps"] = [round(v, 7) for v in values]
     return Match("stencil1d", binding, params)

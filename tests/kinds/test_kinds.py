@@ -65,6 +65,13 @@ PUBLIC = {
                {"form": "axpby"}),
     "clamp_range": ("elementwise", {"x": "x", "y": "y", "alpha": "min_val", "beta": "max_val", "n": "n"},
                     {"form": "clamp"}),
+    # a mean squared error; each row's 2-norm (the root of a sum of squares); each row's squared distance to a vector
+    "mse_loss": ("reduction", {"x": "pred", "w": "target", "y": "loss", "n": "n"},
+                 {"op": "mean", "axis": None, "pre": "square", "product": "full", "diff": True}),
+    "row_l2_norms": ("row_reduction", {"x": "x", "y": "norms", "rows": "rows", "cols": "cols"},
+                     {"op": "sum", "pre": "square", "post": "sqrt"}),
+    "dist_to_center": ("row_reduction", {"x": "points", "w": "center", "y": "dist", "rows": "n", "cols": "dim"},
+                       {"op": "sum", "pre": "square", "product": "cols", "diff": True}),
     # torch.where with a bool mask: the mask in the residual's place
     "where_select": ("elementwise", {"x": "a", "z": "b", "mask": "cond", "y": "out", "n": "n"}, {"form": "where"}),
     "masked_fill_u8": ("elementwise", {"x": "scores", "z": "mask", "y": "out", "alpha": "value", "n": "n"},
@@ -93,6 +100,9 @@ PUBLIC = {
                                                   "k": "Mask_Width"}, {"k": 7, "edge": "zero", "flip": False}),
     "smooth_rows": ("stencil1d", {"x": "src", "y": "dst", "taps": None, "rows": "rows", "cols": "n", "k": None},
                     {"k": 3, "edge": "clamp", "flip": False, "taps": [0.25, 0.5, 0.25]}),
+    # a mask of ntaps down each column of a batch of planes, edges reflected
+    "vertical_conv": ("stencil1d", {"x": "src", "y": "dst", "taps": "taps", "planes": "planes", "rows": "height",
+                                    "cols": "width", "k": "ntaps"}, {"k": 5, "edge": "reflect", "flip": False, "axis": "cols"}),
     "correlate_valid": ("stencil1d", {"x": "signal", "y": "out", "taps": "kernel", "rows": None, "cols": "n", "k": "k"},
                         {"k": 4, "edge": "valid", "flip": True}),
     # nearest-neighbour upsampling by 2 of N x C planes
@@ -217,6 +227,12 @@ WILD = {
                                       "eps": "eps", "weight_decay": "weight_decay", "step": None,
                                       "n": "num_parameters"},
                    {"rule": "adamw", "decay": "decoupled", "correction": "given"}),
+    # cuda-samples' separable convolution: 17 constant taps along each row, and down each column
+    "cs_convolution_rows": ("stencil1d", {"x": "d_Src", "y": "d_Dst", "taps": None, "rows": "imageH", "cols": "imageW",
+                                          "k": None}, {"k": 17, "edge": "zero", "flip": False}),
+    "cs_convolution_cols": ("stencil1d", {"x": "d_Src", "y": "d_Dst", "taps": None, "planes": None, "rows": "imageH",
+                                          "cols": "imageW", "k": None}, {"k": 17, "edge": "zero", "flip": False,
+                                                                          "axis": "cols"}),
 }
 WILD_DIR = ROOT / "bench" / "wild"
 
@@ -306,7 +322,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "masked_fill_u8", "cross_entropy_logits", "letter_histogram", "scaled_masked_softmax", "histc_f32",
             "unit_histogram", "seg_softmax_nchw", "column_log_softmax",
             "group_norm_nchw", "instance_norm", "seg_argmax_nchw", "column_cumsum", "upsample_nearest2x",
-            "convolution_1D_basic_kernel", "smooth_rows", "correlate_valid", "where_select"]
+            "convolution_1D_basic_kernel", "smooth_rows", "correlate_valid", "where_select", "mse_loss",
+            "row_l2_norms", "dist_to_center", "vertical_conv"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -471,6 +488,16 @@ def test_the_box_filter_sums_its_first_window_from_loads_issued_together():
 
 #: references that come close to a row pick or an optimizer step and are neither: nothing may match
 NEAR_MISSES = {
+    "mse_loss": {   # the mean of (pred - target) cubed; of (pred + target) squared
+        "mse_cubed": "def mse_cubed(pred, target, loss, n):\n"
+                     "    loss[0] = ((pred.astype(np.float64) - target) ** 3).mean()\n",
+        "mse_plus": "def mse_plus(pred, target, loss, n):\n"
+                    "    loss[0] = ((pred.astype(np.float64) + target) ** 2).mean()\n",
+    },
+    "row_l2_norms": {   # the root of each row's sum of absolute values
+        "root_l1": "def root_l1(x, norms, rows, cols):\n"
+                   "    norms[...] = np.sqrt(np.abs(x.reshape(rows, cols).astype(np.float64)).sum(axis=1))\n",
+    },
     "nll_bf16": {   # the column after the target's
         "nll_next_column": "def nll_next_column(logp, target, loss, classes, n):\n"
                            "    lp = logp.reshape(n, classes).astype(np.float64)\n"
@@ -555,6 +582,9 @@ NEW_PATTERNS = [(DATA / "seg_softmax_nchw.json", "bound_softmax_axis.cu"),
                 (DATA / "upsample_nearest2x.json", "bound_upsample_nearest.cu"),
                 (DATA / "convolution_1D_basic_kernel.json", "bound_stencil1d.cu"),
                 (DATA / "smooth_rows.json", "bound_stencil1d.cu"),
+                (DATA / "vertical_conv.json", "bound_stencil1d_cols.cu"),
+                (WILD_DIR / "cs_convolution_cols" / "cs_convolution_cols.json", "bound_stencil1d_cols.cu"),
+                (WILD_DIR / "cs_convolution_rows" / "cs_convolution_rows.json", "bound_stencil1d.cu"),
                 (DATA / "histc_f32.json", "bound_histogram.cu"),
                 (WILD_DIR / "llmc_crossentropy" / "llmc_crossentropy.json", "bound_row_pick.cu"),
                 (DATA / "nll_bf16.json", "bound_row_pick.cu"),

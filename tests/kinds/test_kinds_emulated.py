@@ -111,6 +111,14 @@ TASKS = {
     DATA / "convolution_1D_basic_kernel.json": ({"BLOCK": 64, "VPT": 2}, [{"width": 1, "mask": 1}, {"width": 500, "mask": 67},
                                                                           {"width": 300, "mask": 3}]),
     DATA / "smooth_rows.json": ({"BLOCK": 64, "VPT": 1}, [{"rows": 2, "n": 3}, {"rows": 3, "n": 200}]),
+    # down columns: planes, a block's rows past the plane's end, columns past the last block's, taps
+    # past a chunk (K = 70: 64, then 6); cuda-samples' column and row passes (17 constant taps)
+    DATA / "vertical_conv.json": ({"BX": 16, "BY": 4, "RY": 2}, [{"P": 2, "H": 9, "W": 20, "K": 3},
+                                                                 {"P": 1, "H": 150, "W": 17, "K": 70}]),
+    ROOT / "bench" / "wild" / "cs_convolution_cols" / "cs_convolution_cols.json": (
+        {"BX": 16, "BY": 4, "RY": 8}, [{"W": 16, "H": 64}, {"W": 40, "H": 70}]),
+    ROOT / "bench" / "wild" / "cs_convolution_rows" / "cs_convolution_rows.json": (
+        {"BLOCK": 64, "VPT": 1}, [{"W": 128, "H": 4}, {"W": 300, "H": 3}]),
     DATA / "correlate_valid.json": ({"BLOCK": 64, "VPT": 8}, [{"n": 4, "k": 4}, {"n": 1000, "k": 31}, {"n": 600, "k": 80}]),
     # output rows past one block's columns (W = 300: 600 > 128 * 4) and a single plane of one pixel
     DATA / "upsample_nearest2x.json": ({"BLOCK": 128, "VPT": 4}, [{"N": 1, "C": 2, "H": 3, "W": 300},
@@ -127,6 +135,10 @@ TASKS = {
     DATA / "saxpby.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 3}, {"n": 4101}]),
     DATA / "clamp_range.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 3}, {"n": 4101}]),
     DATA / "masked_fill_u8.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 5}, {"n": 4100}]),
+    # (x - w)^2 summed: 16 bytes a load, then the tail; each row's root (4 at a time, not); to one vector
+    DATA / "mse_loss.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 1}, {"n": 5001}]),
+    DATA / "row_l2_norms.json": ({"WPR": 2, "RPB": 2}, [{"rows": 3, "cols": 64}, {"rows": 9, "cols": 7}]),
+    DATA / "dist_to_center.json": ({"WPR": 1, "RPB": 2}, [{"n": 3, "dim": 64}, {"n": 4, "dim": 33}]),
     DATA / "where_select.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 5}, {"n": 4100}]),   # bool, 4 a load
     DATA / "add_channel_bias.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0},
                                      [{"batch": 2, "channels": 5, "spatial": 256}, {"batch": 3, "channels": 5, "spatial": 33}]),

@@ -101,8 +101,15 @@ template <typename T> __device__ __forceinline__ bool kf_aligned4(const T* p)
 #ifndef KF_ACCUMULATE
 #define KF_ACCUMULATE 0
 #endif
+// KF_SQRT: the result's square root is stored (a 2-norm, sqrt of a sum of squares; an RMS, of their mean)
+#ifndef KF_SQRT
+#define KF_SQRT 0
+#endif
 template <typename T> __device__ __forceinline__ void kf_put(T* p, float v)
-{ kf_st(p, KF_ACCUMULATE ? kf_ld(p) + v : v); }
+{
+    v = KF_SQRT ? sqrtf(v) : v;
+    kf_st(p, KF_ACCUMULATE ? kf_ld(p) + v : v);
+}
 // a reduction's map of each value before it is combined (KF_PRE): 1 |v| (an absmax, an L1 norm),
 // 2 v * v (a sum of squares), 0 the value itself
 #ifndef KF_PRE
@@ -110,3 +117,11 @@ template <typename T> __device__ __forceinline__ void kf_put(T* p, float v)
 #endif
 __device__ __forceinline__ float kf_pre(float v)
 { return KF_PRE == 1 ? fabsf(v) : (KF_PRE == 2 ? v * v : v); }
+// how a reduction with a second operand w pairs each x with its w (before kf_pre): x * w (a dot
+// product), or KF_DIFF x - w (a sum of squared differences, an L1 distance)
+#ifndef KF_DIFF
+#define KF_DIFF 0
+#endif
+__device__ __forceinline__ float kf_pair(float x, float w) { return KF_DIFF ? x - w : x * w; }
+__device__ __forceinline__ float4 kf_pair4(float4 q, float4 p)
+{ return make_float4(kf_pair(q.x, p.x), kf_pair(q.y, p.y), kf_pair(q.z, p.z), kf_pair(q.w, p.w)); }

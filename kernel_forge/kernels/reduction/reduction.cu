@@ -8,7 +8,8 @@
 // per access into ACC independent accumulators, the block combines them (warp shuffles, then the
 // warps), writes one partial to a module-global array, and the last block to finish (threadfence
 // + an atomic ticket, reset by that block) combines the partials in block order and writes y[0]:
-// deterministic, no float atomics.  KF_MUL: the values summed are x * w (a dot product).
+// deterministic, no float atomics.  KF_MUL: the values summed are x * w (a dot product), or
+// x - w under KF_DIFF (a sum of squared differences).
 #ifndef BLOCK
 #define BLOCK 256
 #endif
@@ -71,8 +72,7 @@ __device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, const
                 if (j < full) {
                     float4 q = kf_lds4(x + j);
                     if (KF_MUL) {
-                        const float4 p = kf_lds4(w + j);
-                        q.x *= p.x; q.y *= p.y; q.z *= p.z; q.w *= p.w;
+                        q = kf_pair4(q, kf_lds4(w + j));
                     }
                     q.x = kf_pre(q.x); q.y = kf_pre(q.y); q.z = kf_pre(q.z); q.w = kf_pre(q.w);
                     acc[k] = kf_combine_op(acc[k], kf_combine_op(kf_combine_op(q.x, q.y), kf_combine_op(q.z, q.w)));
@@ -82,7 +82,7 @@ __device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, const
         done = full;
     }
     for (long long j = done + (long long)blockIdx.x * BLOCK + threadIdx.x; j < n; j += (long long)BLOCK * gridDim.x) {
-        acc[0] = kf_combine_op(acc[0], kf_pre(KF_MUL ? kf_ld(x + j) * kf_ld(w + j) : kf_ld(x + j)));
+        acc[0] = kf_combine_op(acc[0], kf_pre(KF_MUL ? kf_pair(kf_ld(x + j), kf_ld(w + j)) : kf_ld(x + j)));
     }
     float v = acc[0];
 #pragma unroll

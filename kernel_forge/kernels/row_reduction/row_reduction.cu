@@ -34,6 +34,7 @@ __device__ __forceinline__ float kf_combine_op(float a, float b)
 
 // KF_MUL: the values summed are x * w, w of the matrix's size (1: row-wise dot products) or one row's
 // length (2: a matrix-vector product; w is read by every row, so it is loaded through the caches)
+// (x - w under KF_DIFF: each row's squared or absolute distance to w's row, or to the one vector w)
 __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, const kf_w_t* __restrict__ w,
                                                  kf_y_t* __restrict__ y,
                                                  long long rows, long long cols, long long total, long long outer)
@@ -56,8 +57,7 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, c
             for (long long j = 4LL * t; j < ncols; j += 4LL * TPR) {
                 float4 q = kf_lds4(xr + j);
                 if (KF_MUL) {
-                    const float4 p = KF_MUL == 1 ? kf_lds4(wr + j) : kf_ld4(wr + j);
-                    q.x *= p.x; q.y *= p.y; q.z *= p.z; q.w *= p.w;
+                    q = kf_pair4(q, KF_MUL == 1 ? kf_lds4(wr + j) : kf_ld4(wr + j));
                 }
                 q.x = kf_pre(q.x); q.y = kf_pre(q.y); q.z = kf_pre(q.z); q.w = kf_pre(q.w);
                 a0 = kf_combine_op(a0, kf_combine_op(q.x, q.y));
@@ -65,7 +65,7 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, c
             }
         } else {
             for (long long j = t; j < ncols; j += TPR) {
-                a0 = kf_combine_op(a0, kf_pre(KF_MUL ? kf_ld(xr + j) * kf_ld(wr + j) : kf_ld(xr + j)));
+                a0 = kf_combine_op(a0, kf_pre(KF_MUL ? kf_pair(kf_ld(xr + j), kf_ld(wr + j)) : kf_ld(xr + j)));
             }
         }
     }

@@ -76,15 +76,16 @@ __device__ __forceinline__ void kf_stencil1d(const kf_x_t* __restrict__ x, const
             if (threadIdx.x < ck) tp[threadIdx.x] = t;
 #endif
             __syncthreads();
-#pragma unroll
-            for (int q = 0; q < VPT; ++q) {
-                const int o = threadIdx.x + q * BLOCK;
 #if KF_TAPS_CONST
 #pragma unroll
-                for (int j = 0; j < KF_K; ++j) acc[q] = fmaf(c[KF_FLIP ? KF_K - 1 - j : j], tile[o + j], acc[q]);
+            for (int j = 0; j < KF_K; ++j) {
+                const float tj = c[KF_FLIP ? KF_K - 1 - j : j];
 #else
-                for (int j = 0; j < ck; ++j) acc[q] = fmaf(tp[j], tile[o + j], acc[q]);
+            for (int j = 0; j < ck; ++j) {                  // the taps outside: acc stays in registers
+                const float tj = tp[j];
 #endif
+#pragma unroll
+                for (int q = 0; q < VPT; ++q) acc[q] = fmaf(tj, tile[threadIdx.x + q * BLOCK + j], acc[q]);
             }
         }
         kf_y_t* out = y + r * nout;

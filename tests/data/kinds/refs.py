@@ -485,3 +485,26 @@ def where_select(cond, a, b, out, n):
     # torch.where(cond, a, b) with a bool mask
     assert cond.dtype == np.bool_
     out[...] = np.where(cond, a, b)
+
+
+def mse_loss(pred, target, loss, n):
+    # F.mse_loss(pred, target): the mean of the squared differences
+    loss[0] = ((pred.astype(np.float64) - target) ** 2).mean()
+
+
+def row_l2_norms(x, norms, rows, cols):
+    # each row's Euclidean norm (torch.linalg.vector_norm(x, dim=1)), as a cosine similarity needs
+    norms[...] = np.sqrt((x.reshape(rows, cols).astype(np.float64) ** 2).sum(axis=1))
+
+
+def dist_to_center(points, center, dist, n, dim):
+    # k-means' assignment step for one centroid: each point's squared distance to it
+    dist[...] = ((points.reshape(n, dim).astype(np.float64) - center) ** 2).sum(axis=1)
+
+
+def vertical_conv(src, taps, dst, planes, height, width, ntaps):
+    # a mask of ntaps taps down each column of each plane, the edges reflected (OpenCV's BORDER_REFLECT_101)
+    r = ntaps // 2
+    x = np.pad(src.reshape(planes, height, width).astype(np.float64), ((0, 0), (r, ntaps - 1 - r), (0, 0)),
+               mode="reflect")
+    dst[...] = sum(float(taps[j]) * x[:, j:j + height, :] for j in range(ntaps)).reshape(dst.shape)
