@@ -208,7 +208,7 @@ def _row_softmax(w: _Writer) -> str:
     w.slots["ROWS"] = w.launch_size("rows")
     w.defines.update(KF_LOG=int(bool(w.match.params.get("log"))), KF_CAUSAL=int(bool(w.match.params.get("causal"))),
                      KF_XENT=int(bool(w.match.params.get("xent"))), KF_HAS_BIAS=int(bias != "nullptr"))
-    scale = w.scalar("scale", "scale", 1.0)
+    scale = _softmax_scale(w)
     return f"kf_row_softmax({x}, {index}, {bias}, {y}, {w.size('rows')}, (int){w.size('cols')}, {scale})"
 
 
@@ -218,8 +218,14 @@ def _axis_softmax(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
     w.template = "row_softmax/softmax_axis"
     w.defines["KF_LOG"] = int(bool(w.match.params.get("log")))
-    scale = w.scalar("scale", "scale", 1.0)
+    scale = _softmax_scale(w)
     return f"kf_axis_softmax({x}, {y}, {', '.join(w.axis_walk())}, {scale})"
+
+
+def _softmax_scale(w: _Writer) -> str:
+    """The factor a softmax scales x by: its parameter, or one over it (a temperature), or 1."""
+    scale = w.scalar("scale", "scale", 1.0)
+    return f"(1.0f / {scale})" if w.match.params.get("divide") and w.role("scale") else scale
 
 
 def _elementwise(w: _Writer) -> str:
@@ -238,6 +244,12 @@ def _elementwise(w: _Writer) -> str:
     act = FUNCTIONS[p.get("act", "identity")][1]
     if form == "binary":
         body = f"const float a = xv, b = zv;\n    return {BINARY[p['op']][1]};"
+    elif form == "binary_act":
+        body = f"const float a = xv, b = zv;\n    float v = {BINARY[p['op']][1]};\n    v = {act};\n    return v;"
+    elif form == "scale" and p.get("divide"):
+        body = "return xv / alpha;"
+    elif form == "affine":
+        body = "return fmaf(alpha, xv, beta);"
     elif form == "scale" or form == "dequantize":
         body = "return alpha * xv;"
     elif form == "quantize":
@@ -499,15 +511,17 @@ def _row_reduction(w: _Writer) -> str:
         w.slots["ROWS"] = w.launch_size("rows")
         return f"kf_row_argmax({x}, {y}, {w.size('rows')}, (int){w.size('cols')})"
     mul = _reduce_op(w)
+    bias = w.buffer("bias", required=False)        # A x + b: a bias a row
+    w.defines["KF_HAS_BIAS"] = int(bias != "nullptr")
     seg = w.match.params.get("segment")
     if seg:                      # a sum per segment of seg values, the last one short: rows of seg, n in all
         n, seg = w.size("n"), int(seg)
         w.slots["ROWS"] = f"cdiv({w.launch_size('n')}, {seg})"
-        return f"kf_row_reduction({x}, {mul}, {y}, ({n} + {seg - 1}) / {seg}, {seg}LL, {n}, 1LL)"
+        return f"kf_row_reduction({x}, {mul}, {bias}, {y}, ({n} + {seg - 1}) / {seg}, {seg}LL, {n}, 1LL)"
     w.slots["ROWS"] = w.launch_size("rows")
     rows, cols = w.size("rows"), w.size("cols")
     outer = w.size("outer") if w.role("outer") else "1LL"      # each row in outer runs: a channel of NCHW
-    return f"kf_row_reduction({x}, {mul}, {y}, {rows}, {cols}, {rows} * {cols}, {outer})"
+    return f"kf_row_reduction({x}, {mul}, {bias}, {y}, {rows}, {cols}, {rows} * {cols}, {outer})"
 
 
 def _transpose(w: _Writer) -> str:

@@ -140,6 +140,11 @@ def find_elementwise(probe) -> Iterator[Match]:
             for op, (fn, _) in BINARY.items():
                 if holds(lambda k: fn(vals[x][:k], vals[z][:k])):
                     yield Match("elementwise", {**base, "x": x, "z": z}, {"form": "binary", "op": op})
+            for op in ("add", "sub", "mul"):                    # y = act(x OP z): relu(a + b), a fused residual
+                fn = BINARY[op][0]
+                for act in FUNCTIONS:
+                    if act != "identity" and holds(lambda k: _f(act, fn(vals[x][:k], vals[z][:k]))):
+                        yield Match("elementwise", {**base, "x": x, "z": z}, {"form": "binary_act", "op": op, "act": act})
             for act in FUNCTIONS:                                # y = act(x) * z: a gated unit (SwiGLU, GEGLU)
                 if act != "identity" and holds(lambda k: _f(act, vals[x][:k]) * vals[z][:k]):
                     yield Match("elementwise", {**base, "x": x, "z": z}, {"form": "gated", "act": act})
@@ -155,10 +160,12 @@ def find_elementwise(probe) -> Iterator[Match]:
                     if act != "identity" and holds(lambda k: _f(act, xs[:k]) * zs[:k], cols):
                         yield Match("elementwise", {**base, "x": s, "cols": c_name},
                                     {"form": "gated_halves", "act": act, "act_on": ("first", "second")[act_on]})
-    for a, av in alphas:                                         # y = alpha * x (+ z)
+    for a, av in alphas:                                         # y = alpha * x (+ z), x / alpha
         for x in full:
             if holds(lambda k: av * vals[x][:k]):
                 yield Match("elementwise", {**base, "x": x, "alpha": a}, {"form": "scale"})
+            elif av and holds(lambda k: vals[x][:k] / av):
+                yield Match("elementwise", {**base, "x": x, "alpha": a}, {"form": "scale", "divide": True})
             for z in full:
                 if z != x and holds(lambda k: av * vals[x][:k] + vals[z][:k]):
                     yield Match("elementwise", {**base, "x": x, "z": z, "alpha": a}, {"form": "axpy"})
@@ -169,6 +176,8 @@ def find_elementwise(probe) -> Iterator[Match]:
                     yield Match("elementwise", {**base, "x": x, "z": z, "alpha": a, "beta": b}, {"form": "axpby"})
             if av < bv and holds(lambda k: np.clip(vals[x][:k], av, bv)):
                 yield Match("elementwise", {**base, "x": x, "alpha": a, "beta": b}, {"form": "clamp"})
+            if holds(lambda k: av * vals[x][:k] + bv):                # a scale and a shift
+                yield Match("elementwise", {**base, "x": x, "alpha": a, "beta": b}, {"form": "affine"})
     yield from _masked_fills(probe, full, base, holds)
     for x in full:                                               # fused chains with a row-broadcast bias
         rest = [r for r in full if r != x]

@@ -220,7 +220,7 @@ def find_row_softmax(probe) -> Iterator[Match]:
     (attention's 1 / sqrt(d)), plus an additive mask or bias of one value per column; also causal:
     rows in blocks of ``cols`` (T x T scores), row r seeing columns up to r % cols, the others 0
     (-inf for log-softmax)."""
-    scales = [(None, 1.0), *probe.float_scalars().items()]
+    scales = _softmax_scales(probe)
     for x, y, rows, cols in _pairs(probe):
         if len(probe.buffers(output=True)) != 1:
             continue
@@ -228,7 +228,7 @@ def find_row_softmax(probe) -> Iterator[Match]:
         if rows % cols == 0:
             masks.append(np.arange(cols)[None, :] > (np.arange(rows) % cols)[:, None])
         biases = [None, *(b for b in probe.inputs_of(cols) if b not in (x, y))]     # an additive mask per column
-        for scale, sv in scales:
+        for scale, sv, div in scales:
             for mask, bias in [(m, None) for m in masks] + [(None, b) for b in biases[1:]]:
                 if mask is None and bias is None and scale is not None and sv == 1.0:
                     continue
@@ -247,10 +247,18 @@ def find_row_softmax(probe) -> Iterator[Match]:
                             binding["scale"] = scale
                         if bias:
                             binding["bias"] = bias
-                        params = {"log": log, **({"causal": True} if mask is not None else {})}
+                        params = {"log": log, **({"causal": True} if mask is not None else {}), **div}
                         yield Match("row_softmax", binding, params)
     yield from _axis_softmaxes(probe, scales)
     yield from _cross_entropies(probe, scales)
+
+
+def _softmax_scales(probe) -> list[tuple[str | None, float, dict]]:
+    """(parameter, the factor x is scaled by, the match's extra params): none, each float parameter as
+    a factor (attention's 1 / sqrt(d) passed as it is), and as a divisor (a temperature: x / T)."""
+    floats = [(n, v) for n, v in probe.float_scalars().items() if v]
+    return [(None, 1.0, {}), *((n, v, {}) for n, v in floats), *((n, 1.0 / v, {"divide": True}) for n, v in floats
+                                                                   if v != 1.0)]
 
 
 def _axis_softmaxes(probe, scales) -> Iterator[Match]:
@@ -267,7 +275,7 @@ def _axis_softmaxes(probe, scales) -> Iterator[Match]:
                 continue
             for outer, mid, inner in _axis_splits(probe, x, size):
                 v = probe.values[x].reshape(outer, mid, inner)
-                for scale, sv in scales:
+                for scale, sv, div in scales:
                     m = v * sv - (v * sv).max(axis=1, keepdims=True)
                     lse = np.log(np.exp(m).sum(axis=1, keepdims=True))
                     for log, pred in ((False, np.exp(m - lse)), (True, m - lse)):
@@ -276,7 +284,7 @@ def _axis_softmaxes(probe, scales) -> Iterator[Match]:
                         binding = {"x": x, "y": y, **_axis_roles(probe, outer, mid, inner)}
                         if scale:
                             binding["scale"] = scale
-                        yield Match("row_softmax", binding, {"log": log, "dim": "middle"})
+                        yield Match("row_softmax", binding, {"log": log, "dim": "middle", **div})
 
 
 def _cross_entropies(probe, scales) -> Iterator[Match]:
@@ -295,7 +303,7 @@ def _cross_entropies(probe, scales) -> Iterator[Match]:
             cols = probe.sizes[x] // rows
             if t.min() < 0 or t.max() >= cols:
                 continue
-            for scale, sv in scales:
+            for scale, sv, div in scales:
                 v = probe.values[x].reshape(rows, cols).astype(np.float64) * sv
                 m = v.max(axis=1)
                 lse = m + np.log(np.exp(v - m[:, None]).sum(axis=1))
@@ -303,7 +311,7 @@ def _cross_entropies(probe, scales) -> Iterator[Match]:
                     binding = {"x": x, "y": y, "index": idx, **_scalars(probe, rows, cols)}
                     if scale:
                         binding["scale"] = scale
-                    yield Match("row_softmax", binding, {"log": True, "xent": True})
+                    yield Match("row_softmax", binding, {"log": True, "xent": True, **div})
     return
 
 
@@ -490,7 +498,8 @@ def _arg_reductions(probe, y) -> Iterator[Match]:
 
 def _product_sums(probe, y, forms) -> Iterator[Match]:
     """Sums of a product ``x * w``: of everything (a dot product), of each row (row-wise dot
-    products), of each row times a vector ``w`` of the row's length (a matrix-vector product), or
+    products), of each row times a vector ``w`` of the row's length (a matrix-vector product, plus a
+    bias of one value a row where one is added: a linear layer's ``A x + b``), or
     of each column times a vector of the column's length (a transposed one, y = A^T w)."""
     n_out = probe.sizes[y]
     for x in probe.inputs_of():
@@ -512,9 +521,12 @@ def _product_sums(probe, y, forms) -> Iterator[Match]:
                     if rows == n_out and probe.sizes[w] in (size, cols):
                         full = probe.sizes[w] == size
                         wv = probe.values[w].reshape(rows, cols) if full else probe.values[w][None, :]
-                        if close(want, (m * wv).sum(axis=1), rtol=5e-3):
-                            yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols), "w": w},
-                                        {"op": "sum", "product": "full" if full else "cols", **extra})
+                        dots = (m * wv).sum(axis=1)
+                        for b in [None, *(b for b in probe.inputs_of(rows) if b not in (x, w, y))]:
+                            if close(want, dots + (probe.values[b] if b else 0.0), rtol=5e-3):   # (+ a bias: A x + b)
+                                yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols), "w": w,
+                                                              **({"bias": b} if b else {})},
+                                            {"op": "sum", "product": "full" if full else "cols", **extra})
                     elif cols == n_out and probe.sizes[w] == rows and close(
                             want, (m * probe.values[w][:, None]).sum(axis=0), rtol=5e-3):   # y = A^T w
                         yield Match("column_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols), "w": w},

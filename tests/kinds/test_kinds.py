@@ -72,6 +72,14 @@ PUBLIC = {
                      {"op": "sum", "pre": "square", "post": "sqrt"}),
     "dist_to_center": ("row_reduction", {"x": "points", "w": "center", "y": "dist", "rows": "n", "cols": "dim"},
                        {"op": "sum", "pre": "square", "product": "cols", "diff": True}),
+    # softmax of x / a temperature; relu(a + b); a scale and a shift; x / a divisor; W x + b
+    "softmax_temperature": ("row_softmax", {"x": "logits", "y": "probs", "rows": "rows", "cols": "vocab",
+                                            "scale": "temperature"}, {"log": False, "divide": True}),
+    "relu_add": ("elementwise", {"x": "a", "z": "b", "y": "out", "n": "n"}, {"form": "binary_act", "op": "add", "act": "relu"}),
+    "scale_shift": ("elementwise", {"x": "x", "y": "y", "alpha": "scale", "beta": "shift", "n": "n"}, {"form": "affine"}),
+    "divide_by": ("elementwise", {"x": "x", "y": "y", "alpha": "divisor", "n": "n"}, {"form": "scale", "divide": True}),
+    "linear_vec": ("row_reduction", {"x": "W", "w": "x", "bias": "b", "y": "y", "rows": "out_features",
+                                     "cols": "in_features"}, {"op": "sum", "product": "cols"}),
     # torch.where with a bool mask: the mask in the residual's place
     "where_select": ("elementwise", {"x": "a", "z": "b", "mask": "cond", "y": "out", "n": "n"}, {"form": "where"}),
     "masked_fill_u8": ("elementwise", {"x": "scores", "z": "mask", "y": "out", "alpha": "value", "n": "n"},
@@ -323,7 +331,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "unit_histogram", "seg_softmax_nchw", "column_log_softmax",
             "group_norm_nchw", "instance_norm", "seg_argmax_nchw", "column_cumsum", "upsample_nearest2x",
             "convolution_1D_basic_kernel", "smooth_rows", "correlate_valid", "where_select", "mse_loss",
-            "row_l2_norms", "dist_to_center", "vertical_conv"]
+            "row_l2_norms", "dist_to_center", "vertical_conv", "softmax_temperature", "relu_add", "scale_shift",
+            "divide_by", "linear_vec"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -405,7 +414,7 @@ def test_a_sum_per_block_of_values_is_a_row_reduction_over_segments_the_last_one
     check_match(found, "row_reduction", {"x": "g_idata", "y": "g_odata", "n": "n"}, {"op": "sum", "segment": 512})
     [bound] = instantiate(task, found.match)
     assert "// kforge: grid = [cdiv(cdiv((n), 512), RPB), 1, 1]" in bound.source
-    assert "kf_row_reduction(g_idata, nullptr, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)), 1LL)" in bound.source
+    assert "kf_row_reduction(g_idata, nullptr, nullptr, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)), 1LL)" in bound.source
 
 
 def test_a_gather_plus_a_row_by_position_is_a_gather_with_a_position_table():

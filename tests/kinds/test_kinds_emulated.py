@@ -139,6 +139,11 @@ TASKS = {
     DATA / "mse_loss.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 1}, {"n": 5001}]),
     DATA / "row_l2_norms.json": ({"WPR": 2, "RPB": 2}, [{"rows": 3, "cols": 64}, {"rows": 9, "cols": 7}]),
     DATA / "dist_to_center.json": ({"WPR": 1, "RPB": 2}, [{"n": 3, "dim": 64}, {"n": 4, "dim": 33}]),
+    DATA / "softmax_temperature.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"R": 3, "V": 1200}]),
+    DATA / "relu_add.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 3}, {"n": 4101}]),
+    DATA / "scale_shift.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 2}, [{"n": 3}, {"n": 4101}]),
+    DATA / "divide_by.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 3}, {"n": 4101}]),
+    DATA / "linear_vec.json": ({"WPR": 2, "RPB": 2}, [{"O": 3, "I": 64}, {"O": 9, "I": 7}]),     # + b a row
     DATA / "where_select.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 5}, {"n": 4100}]),   # bool, 4 a load
     DATA / "add_channel_bias.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0},
                                      [{"batch": 2, "channels": 5, "spatial": 256}, {"batch": 3, "channels": 5, "spatial": 33}]),

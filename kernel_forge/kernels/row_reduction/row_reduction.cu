@@ -19,6 +19,9 @@
 #ifndef KF_MUL
 #define KF_MUL 0
 #endif
+#ifndef KF_HAS_BIAS
+#define KF_HAS_BIAS 0
+#endif
 #define TPR (32 * WPR)
 
 __device__ __forceinline__ float kf_combine_op(float a, float b)
@@ -34,9 +37,10 @@ __device__ __forceinline__ float kf_combine_op(float a, float b)
 
 // KF_MUL: the values summed are x * w, w of the matrix's size (1: row-wise dot products) or one row's
 // length (2: a matrix-vector product; w is read by every row, so it is loaded through the caches)
-// (x - w under KF_DIFF: each row's squared or absolute distance to w's row, or to the one vector w)
+// (x - w under KF_DIFF: each row's squared or absolute distance to w's row, or to the one vector w);
+// KF_HAS_BIAS: a bias of one value a row added to each sum (a linear layer's A x + b)
 __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, const kf_w_t* __restrict__ w,
-                                                 kf_y_t* __restrict__ y,
+                                                 const kf_bias_t* __restrict__ bias, kf_y_t* __restrict__ y,
                                                  long long rows, long long cols, long long total, long long outer)
 {
 #if WPR > 1
@@ -79,5 +83,5 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, c
 #pragma unroll
     for (int k = 1; k < WPR; ++k) a = kf_combine_op(a, part[sub][k]);
 #endif
-    if (valid && t == 0) kf_put(y + row, KF_OP_MEAN ? a / (float)(cols * outer) : a);
+    if (valid && t == 0) kf_put(y + row, (KF_OP_MEAN ? a / (float)(cols * outer) : a) + (KF_HAS_BIAS ? kf_ld(bias + row) : 0.0f));
 }

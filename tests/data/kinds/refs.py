@@ -508,3 +508,30 @@ def vertical_conv(src, taps, dst, planes, height, width, ntaps):
     x = np.pad(src.reshape(planes, height, width).astype(np.float64), ((0, 0), (r, ntaps - 1 - r), (0, 0)),
                mode="reflect")
     dst[...] = sum(float(taps[j]) * x[:, j:j + height, :] for j in range(ntaps)).reshape(dst.shape)
+
+
+def softmax_temperature(probs, logits, temperature, rows, vocab):
+    # a sampler's softmax of logits / temperature
+    v = logits.reshape(rows, vocab).astype(np.float64) / temperature
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    probs[...] = (e / e.sum(axis=1, keepdims=True)).reshape(probs.shape)
+
+
+def relu_add(a, b, out, n):
+    # relu(a + b): a residual sum activated
+    out[...] = np.maximum(a.astype(np.float64) + b, 0.0)
+
+
+def scale_shift(x, y, scale, shift, n):
+    # y = scale * x + shift with two scalars (a de-normalisation)
+    y[...] = scale * x.astype(np.float64) + shift
+
+
+def divide_by(x, y, divisor, n):
+    # y = x / divisor (a mean from a sum, a normalisation by a count)
+    y[...] = x.astype(np.float64) / divisor
+
+
+def linear_vec(W, x, b, y, out_features, in_features):
+    # a linear layer on one vector: y = W x + b (torch.nn.functional.linear at batch 1)
+    y[...] = W.reshape(out_features, in_features).astype(np.float64) @ x + b
