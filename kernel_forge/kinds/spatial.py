@@ -427,7 +427,31 @@ def find_row_pick(probe) -> Iterator[Match]:
             for act, (fn, _) in FUNCTIONS.items():
                 if close(got, fn(picked)):
                     yield Match("row_pick", binding, {"act": act})
-    return
+    yield from _gathers_along_rows(probe, y, got)
+
+
+def _gathers_along_rows(probe, y, got) -> Iterator[Match]:
+    """``y[r, j] = table[r, index[r, j]]``: k picks a row (``torch.gather(table, 1, index)``,
+    ``np.take_along_axis``), k a parameter; y and the index hold rows x k values."""
+    n = probe.sizes[y]
+    for idx in probe.inputs_of(n, floating=False):
+        ids = probe.values[idx].astype(np.int64)
+        if ids.size == 0 or ids.min() < 0:
+            continue
+        for rows, k in dims(probe, n):
+            if k < 2 or rows < 1:
+                continue
+            for table in probe.inputs_of(floating=True):
+                size = probe.sizes[table]
+                if table == y or size % rows or size // rows <= ids.max():
+                    continue
+                cols = size // rows
+                picked = probe.values[table].reshape(rows, cols)[np.arange(rows)[:, None], ids.reshape(rows, k)]
+                if close(got, picked.reshape(-1)):
+                    r = param_for(probe, rows)
+                    c = param_for(probe, cols, avoid=(r,))
+                    yield Match("row_pick", {"y": y, "index": idx, "table": table, "rows": r, "cols": c,
+                                             "picks": param_for(probe, k, avoid=(r, c))}, {"act": "identity"})
 
 
 # ----------------------------------------------------------------------------- box filters

@@ -10,7 +10,9 @@
 // all its RPT index loads, then all its RPT table loads (independent, in flight together), then
 // the stores.  The index is read once (evict-first); the table element through the read-only path
 // (NC = 1: ld.global.nc) or evict-first (NC = 0: the rest of its sector is never read again).  An
-// index outside [0, cols) writes nothing.
+// index outside [0, cols) writes nothing.  With `picks` indices a table row (torch.gather along the
+// last axis: y[r, j] = f(table[r, index[r, j]])), output r reads table row r / picks; `rows` counts
+// the outputs.
 #ifndef BLOCK
 #define BLOCK 128
 #endif
@@ -25,7 +27,7 @@
 @@OP@@
 
 __device__ __forceinline__ void kf_row_pick(const kf_index_t* __restrict__ index, const kf_table_t* __restrict__ table,
-                                            kf_y_t* __restrict__ y, long long rows, long long cols)
+                                            kf_y_t* __restrict__ y, long long rows, long long cols, long long picks)
 {
     const long long first = (long long)blockIdx.x * (BLOCK * RPT) + threadIdx.x;
     long long id[RPT];
@@ -39,7 +41,8 @@ __device__ __forceinline__ void kf_row_pick(const kf_index_t* __restrict__ index
     for (int i = 0; i < RPT; ++i) {                 // RPT independent scattered loads in flight
         const long long r = first + (long long)i * BLOCK;
         if (id[i] >= 0 && id[i] < cols) {
-            const kf_table_t* p = table + r * cols + id[i];
+            const long long tr = picks == 1 ? r : (long long)((unsigned long long)r / (unsigned long long)picks);
+            const kf_table_t* p = table + tr * cols + id[i];
             t[i] = NC ? __ldg(p) : __ldcs(p);
         }
     }

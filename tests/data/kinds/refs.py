@@ -535,3 +535,8 @@ def divide_by(x, y, divisor, n):
 def linear_vec(W, x, b, y, out_features, in_features):
     # a linear layer on one vector: y = W x + b (torch.nn.functional.linear at batch 1)
     y[...] = W.reshape(out_features, in_features).astype(np.float64) @ x + b
+
+
+def gather_dim1(src, index, out, rows, cols, k):
+    # torch.gather(src, 1, index): k picks from each row of src
+    out[...] = np.take_along_axis(src.reshape(rows, cols), index.reshape(rows, k).astype(np.int64), axis=1).reshape(out.shape)
