@@ -374,6 +374,7 @@ def _row_pick(w: _Writer) -> str:
         raise Unbindable("a row pick needs integer indices and a floating-point table")
     act = FUNCTIONS[w.match.params.get("act", "identity")][1]
     w.slots["OP"] = f"__device__ __forceinline__ float kf_op(float v)\n{{\n    return {act};\n}}"
+    w.defines["KF_IGNORED_ZERO"] = int(w.match.params.get("ignored") == "zero")
     if w.role("picks"):             # several picks a table row (torch.gather): one output a pick
         w.slots["ROWS"] = f"{w.launch_size('rows')} * {w.launch_size('picks')}"
         return f"kf_row_pick({idx}, {table}, {y}, {w.size('rows')} * {w.size('picks')}, {w.size('cols')}, {w.size('picks')})"

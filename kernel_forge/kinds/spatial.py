@@ -403,7 +403,8 @@ def find_row_pick(probe) -> Iterator[Match]:
     """``y[r] = f(table[r, index[r]])``: one element of each row of a table, in the column an
     integer index names per row, mapped by ``f`` from the elementwise functions
     (:data:`kernel_forge.kinds.maps.FUNCTIONS`: identity, -log, log, exp ...).  llm.c's
-    crossentropy_forward is ``losses[b, t] = -log(probs[b, t, targets[b, t]])``."""
+    crossentropy_forward is ``losses[b, t] = -log(probs[b, t, targets[b, t]])``.  An index outside
+    the row (PyTorch's ignore_index, -100) may write 0 (``ignored: zero``)."""
     from kernel_forge.kinds.maps import FUNCTIONS
 
     outs = probe.buffers(output=True)
@@ -419,14 +420,17 @@ def find_row_pick(probe) -> Iterator[Match]:
             if table == y or rows == 0 or size % rows or size == rows:
                 continue
             cols = size // rows
-            if ids.min() < 0 or ids.max() >= cols:
+            off = (ids < 0) | (ids >= cols)               # an ignored target (PyTorch's ignore_index): a 0 loss
+            if off.all() or (off.any() and np.any(got[off] != 0.0)):
                 continue
-            picked = probe.values[table].reshape(rows, cols)[np.arange(rows), ids]
+            picked = probe.values[table].reshape(rows, cols)[np.arange(rows), np.where(off, 0, ids)]
             r = param_for(probe, rows)
             binding = {"y": y, "index": idx, "table": table, "rows": r, "cols": param_for(probe, cols, avoid=(r,))}
             for act, (fn, _) in FUNCTIONS.items():
-                if close(got, fn(picked)):
-                    yield Match("row_pick", binding, {"act": act})
+                with np.errstate(all="ignore"):
+                    want = np.where(off, 0.0, fn(picked))
+                if close(got, want):
+                    yield Match("row_pick", binding, {"act": act, **({"ignored": "zero"} if off.any() else {})})
     yield from _gathers_along_rows(probe, y, got)
 
 

@@ -80,6 +80,9 @@ PUBLIC = {
     "divide_by": ("elementwise", {"x": "x", "y": "y", "alpha": "divisor", "n": "n"}, {"form": "scale", "divide": True}),
     "linear_vec": ("row_reduction", {"x": "W", "w": "x", "bias": "b", "y": "y", "rows": "out_features",
                                      "cols": "in_features"}, {"op": "sum", "product": "cols"}),
+    # a negative log-likelihood whose negative (ignored) targets have a 0 loss
+    "nll_ignore_index": ("row_pick", {"y": "loss", "index": "target", "table": "logp", "rows": "n", "cols": "classes"},
+                         {"act": "neg", "ignored": "zero"}),
     # torch.gather along the last axis: k picks a row
     "gather_dim1": ("row_pick", {"y": "out", "index": "index", "table": "src", "rows": "rows", "cols": "cols", "picks": "k"},
                     {"act": "identity"}),
@@ -335,7 +338,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "group_norm_nchw", "instance_norm", "seg_argmax_nchw", "column_cumsum", "upsample_nearest2x",
             "convolution_1D_basic_kernel", "smooth_rows", "correlate_valid", "where_select", "mse_loss",
             "row_l2_norms", "dist_to_center", "vertical_conv", "softmax_temperature", "relu_add", "scale_shift",
-            "divide_by", "linear_vec", "gather_dim1"]
+            "divide_by", "linear_vec", "gather_dim1", "nll_ignore_index"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

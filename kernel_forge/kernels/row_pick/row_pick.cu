@@ -10,9 +10,9 @@
 // all its RPT index loads, then all its RPT table loads (independent, in flight together), then
 // the stores.  The index is read once (evict-first); the table element through the read-only path
 // (NC = 1: ld.global.nc) or evict-first (NC = 0: the rest of its sector is never read again).  An
-// index outside [0, cols) writes nothing.  With `picks` indices a table row (torch.gather along the
-// last axis: y[r, j] = f(table[r, index[r, j]])), output r reads table row r / picks; `rows` counts
-// the outputs.
+// index outside [0, cols) writes nothing, or 0 (KF_IGNORED_ZERO: PyTorch's ignore_index).  With
+// `picks` indices a table row (torch.gather along the last axis: y[r, j] = f(table[r, index[r, j]])),
+// output r reads table row r / picks; `rows` counts the outputs.
 #ifndef BLOCK
 #define BLOCK 128
 #endif
@@ -23,6 +23,9 @@
 #define NC 1
 #endif
 #define KF_THREADS BLOCK
+#ifndef KF_IGNORED_ZERO
+#define KF_IGNORED_ZERO 0
+#endif
 
 @@OP@@
 
@@ -52,6 +55,10 @@ __device__ __forceinline__ void kf_row_pick(const kf_index_t* __restrict__ index
         if (id[i] >= 0 && id[i] < cols) {
             kf_y_t o;
             kf_st(&o, kf_op(kf_ld(&t[i])));
+            __stcs(y + r, o);
+        } else if (KF_IGNORED_ZERO && r < rows) {   // an ignored target (ignore_index): a 0 loss
+            kf_y_t o;
+            kf_st(&o, 0.0f);
             __stcs(y + r, o);
         }
     }

@@ -540,3 +540,10 @@ def linear_vec(W, x, b, y, out_features, in_features):
 def gather_dim1(src, index, out, rows, cols, k):
     # torch.gather(src, 1, index): k picks from each row of src
     out[...] = np.take_along_axis(src.reshape(rows, cols), index.reshape(rows, k).astype(np.int64), axis=1).reshape(out.shape)
+
+
+def nll_ignore_index(logp, target, loss, n, classes):
+    # F.nll_loss(logp, target, ignore_index=..., reduction='none'): an ignored (negative) target's loss is 0
+    lp = logp.reshape(n, classes).astype(np.float64)
+    t = target.reshape(n).astype(np.int64)
+    loss[...] = np.where(t < 0, 0.0, -lp[np.arange(n), np.where(t < 0, 0, t)])
