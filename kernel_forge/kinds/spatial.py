@@ -16,8 +16,20 @@ from kernel_forge.kinds.match import Match, close, dims, param_for
 EDGES = ("clamp", "zero")
 #: a stencil's edge modes besides those: reflect without the edge pixel (OpenCV's BORDER_REFLECT_101,
 #: numpy's "reflect"), with it (scipy.ndimage's "reflect", numpy's "symmetric"), periodic ("wrap")
-STENCIL_EDGES = (*EDGES, "reflect", "symmetric", "wrap")
-_NUMPY_PAD = {"clamp": "edge", "zero": "constant", "reflect": "reflect", "symmetric": "symmetric", "wrap": "wrap"}
+#: and two boundaries where no output is computed, as HPC stencils (Jacobi, heat) write them: the
+#: outputs within the stencil's reach of an edge keep x's value (``keep``: a Dirichlet boundary) or
+#: are 0 (``clear``)
+BORDERS = ("keep", "clear")
+STENCIL_EDGES = (*EDGES, "reflect", "symmetric", "wrap", *BORDERS)
+_NUMPY_PAD = {"clamp": "edge", "zero": "constant", "reflect": "reflect", "symmetric": "symmetric", "wrap": "wrap",
+              "keep": "constant", "clear": "constant"}
+
+
+def _bordered(pred: np.ndarray, x: np.ndarray, inner: np.ndarray, edge: str) -> np.ndarray:
+    """``pred`` with the outputs outside ``inner`` set as a border mode says (x's value, or 0)."""
+    if edge not in BORDERS:
+        return pred
+    return np.where(inner, pred, x if edge == "keep" else 0.0)
 #: pixels of the top band a stencil is fitted on
 BAND = 1 << 16
 
@@ -77,17 +89,18 @@ def find_stencil(probe) -> Iterator[Match]:
                     cache[edge] = _shifted(img, k, edge, band)
                 return cache[edge]
 
+            inner = np.zeros((band, w), bool)
+            inner[r:min(band, h - r), r:w - r] = True             # rows and columns no edge mode reaches
+            inner = inner.reshape(-1)
+            xs = img[:band].reshape(-1)
             if weights:                            # the taps are a parameter
                 for edge in STENCIL_EDGES:
                     a = shifted(edge)
                     for wb in weights:
-                        if close(want, a @ probe.values[wb]):
+                        if close(want, _bordered(a @ probe.values[wb], xs, inner, edge)):
                             yield _match(probe, x, y, h, w, k, edge, taps=wb)
                 continue
-            inner = np.zeros((band, w), bool)
-            inner[r:min(band, h - r), r:w - r] = True             # rows and columns no edge mode reaches
-            inner = inner.reshape(-1)
-            fits = [None] if inner.sum() >= 2 * k * k else list(STENCIL_EDGES)   # too few: a fit per mode
+            fits = [None] if inner.sum() >= 2 * k * k else [e for e in STENCIL_EDGES if e not in BORDERS]
             for fit in fits:
                 a = shifted(fit or "zero")
                 taps = _least_squares(a[inner] if fit is None else a, want[inner] if fit is None else want)
@@ -101,7 +114,7 @@ def find_stencil(probe) -> Iterator[Match]:
                 if fit is None and not close(want[inner], a[inner] @ taps):
                     continue                       # not a stencil inside: no edge mode can make it one
                 for edge in ([fit] if fit else STENCIL_EDGES):
-                    if close(want, shifted(edge) @ taps):
+                    if close(want, _bordered(shifted(edge) @ taps, xs, inner, edge)):
                         yield _match(probe, x, y, h, w, k, edge, values=[float(t) for t in taps])
     return
 
@@ -150,8 +163,9 @@ def find_stencil1d(probe) -> Iterator[Match]:
                 for edge in edges:
                     a = _window(sig, k, edge)
                     got = view(n - k + 1 if edge == "valid" else n)
+                    inner = _inner1d(sig.shape, k) if edge in BORDERS else None
                     for flip in (False, True):
-                        if close(got, a @ (taps[::-1] if flip else taps)):
+                        if close(got, _bordered(a @ (taps[::-1] if flip else taps), sig.reshape(-1), inner, edge)):
                             yield _match1d(probe, x, y, axis, planes, h, n, k, edge, flip, taps=t)
             for k in STENCIL1D_K:
                 if n >= 2 * k:
@@ -182,6 +196,14 @@ def _signals(probe, x, y) -> Iterator[tuple]:
         yield "cols", planes, w, n, sig, view
 
 
+def _inner1d(shape: tuple, k: int) -> np.ndarray:
+    """The flat mask of the outputs of (signals, n) whose k-window (from -k//2) lies inside."""
+    r = k // 2
+    inner = np.zeros(shape, bool)
+    inner[:, r:shape[1] - (k - 1 - r)] = True
+    return inner.reshape(-1)
+
+
 def _fitted1d(probe, x, y, axis, planes, h, n, k, sig, view) -> Iterator[Match]:
     """Constant taps of a k-point 1-D stencil, fitted on the positions no edge mode reaches."""
     if probe.sizes[y] == planes * h * (n - k + 1):
@@ -189,10 +211,7 @@ def _fitted1d(probe, x, y, axis, planes, h, n, k, sig, view) -> Iterator[Match]:
         inner = np.ones(a.shape[0], bool)
     elif probe.sizes[y] == planes * h * n and k % 2:
         edges, a, got = list(STENCIL_EDGES), _window(sig, k, "zero"), view(n)
-        r = k // 2
-        inner = np.zeros(sig.shape, bool)
-        inner[:, r:n - r] = True
-        inner = inner.reshape(-1)
+        inner = _inner1d(sig.shape, k)
     else:
         return
     if inner.sum() < 2 * k:
@@ -202,7 +221,7 @@ def _fitted1d(probe, x, y, axis, planes, h, n, k, sig, view) -> Iterator[Match]:
     if np.count_nonzero(taps) <= 1 or not (taps[0] or taps[-1]) or not close(got[inner], a[inner] @ taps):
         return                  # one tap is a map; both end taps zero, a shorter stencil (tried first)
     for edge in edges:
-        if close(got, _window(sig, k, edge) @ taps):
+        if close(got, _bordered(_window(sig, k, edge) @ taps, sig.reshape(-1), inner, edge)):
             yield _match1d(probe, x, y, axis, planes, h, n, k, edge, False, values=[float(v) for v in taps])
             return
 

@@ -83,6 +83,15 @@ PUBLIC = {
     # a negative log-likelihood whose negative (ignored) targets have a 0 loss
     "nll_ignore_index": ("row_pick", {"y": "loss", "index": "target", "table": "logp", "rows": "n", "cols": "classes"},
                          {"act": "neg", "ignored": "zero"}),
+    # HPC stencils with a border left out: a Jacobi sweep (kept), a heat step (0 at the ends), a column smoothing (kept)
+    "jacobi_sweep": ("stencil2d", {"x": "u", "y": "unew", "rows": "ny", "cols": "nx", "taps": None},
+                     {"k": 3, "edge": "keep", "taps": [0, 0.25, 0, 0.25, 0, 0.25, 0, 0.25, 0]}),
+    "heat_step": ("stencil1d", {"x": "u", "y": "unew", "taps": None, "rows": None, "cols": "n", "k": None},
+                  {"k": 3, "edge": "clear", "flip": False, "taps": [0.2, 0.6, 0.2]}),
+    "vertical_diffuse": ("stencil1d", {"x": "src", "y": "dst", "taps": None, "planes": None, "rows": "height",
+                                       "cols": "width", "k": None},
+                         {"k": 5, "edge": "keep", "flip": False, "axis": "cols",
+                          "taps": [0.0625, 0.25, 0.375, 0.25, 0.0625]}),
     # torch.gather along the last axis: k picks a row
     "gather_dim1": ("row_pick", {"y": "out", "index": "index", "table": "src", "rows": "rows", "cols": "cols", "picks": "k"},
                     {"act": "identity"}),
@@ -338,7 +347,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "group_norm_nchw", "instance_norm", "seg_argmax_nchw", "column_cumsum", "upsample_nearest2x",
             "convolution_1D_basic_kernel", "smooth_rows", "correlate_valid", "where_select", "mse_loss",
             "row_l2_norms", "dist_to_center", "vertical_conv", "softmax_temperature", "relu_add", "scale_shift",
-            "divide_by", "linear_vec", "gather_dim1", "nll_ignore_index"]
+            "divide_by", "linear_vec", "gather_dim1", "nll_ignore_index",
+            "jacobi_sweep", "heat_step", "vertical_diffuse"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

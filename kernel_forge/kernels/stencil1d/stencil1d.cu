@@ -6,7 +6,7 @@
 // Bound pattern stencil1d: a 1-D convolution or stencil along each row (PMPP's 1-D convolution, a
 // signal filtered by a mask): y[r, i] = sum_j t[j] * x[r, i - KF_OFF + j], the taps a buffer of k
 // values (k a parameter) or KF_K constants; KF_FLIP reads them reversed (a true convolution);
-// edges as stencil2d's (kforge/edge_index.cuh), or "valid" (KF_VALID: i + j, no edge, n - k + 1
+// edges and borders as stencil2d's (kforge/edge_index.cuh), or "valid" (KF_VALID: i + j, no edge, n - k + 1
 // outputs).  Block (t, r) owns BLOCK * VPT outputs of row r (rows beyond the grid's 65,535 loop):
 // its BLOCK * VPT + k - 1 inputs go to shared memory in coalesced loads, all issued before the
 // first is used, then each thread sums its VPT outputs from shared memory (a warp's reads
@@ -92,7 +92,9 @@ __device__ __forceinline__ void kf_stencil1d(const kf_x_t* __restrict__ x, const
 #pragma unroll
         for (int q = 0; q < VPT; ++q) {
             const long long i = o0 + threadIdx.x + (long long)q * BLOCK;
-            if (i < nout) kf_st(out + i, acc[q]);
+            if (i >= nout) continue;
+            const bool edge = KF_BORDER && (i < off || i >= n - (k - 1 - off));
+            kf_st(out + i, edge ? kf_border_value(row + i) : acc[q]);
         }
     }
 }

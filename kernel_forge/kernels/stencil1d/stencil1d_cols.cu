@@ -103,7 +103,9 @@ __device__ __forceinline__ void kf_stencil1d_cols(const kf_x_t* __restrict__ x, 
 #pragma unroll
             for (int q = 0; q < RY; ++q) {
                 const long long i = r0 + threadIdx.y * RY + q;
-                if (i < nout) kf_st(yc + i * cols, acc[q]);
+                if (i >= nout) continue;
+                const bool edge = KF_BORDER && (i < off || i >= n - (k - 1 - off));
+                kf_st(yc + i * cols, edge ? kf_border_value(xc + i * cols) : acc[q]);
             }
         }
     }

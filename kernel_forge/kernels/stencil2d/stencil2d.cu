@@ -9,7 +9,8 @@
 // row (the warp's neighbours come from L1), and adds each into every output row whose window
 // holds it (the row offsets are compile-time constants after unrolling); taps are constants or
 // loaded once into registers.  Edges (KF_EDGE, kinds/spatial.py's STENCIL_EDGES): 0 the nearest
-// pixel, 1 zero, 2 reflected without the edge pixel (-1 -> 1), 3 with it (-1 -> 0), 4 periodic.
+// pixel, 1 zero, 2 reflected without the edge pixel (-1 -> 1), 3 with it (-1 -> 0), 4 periodic;
+// 5 and 6 borders: the outputs within K / 2 of an edge keep x's value or are 0 (a Jacobi sweep's).
 #ifndef BX
 #define BX 32
 #endif
@@ -73,6 +74,10 @@ __device__ __forceinline__ void kf_stencil2d(const kf_x_t* __restrict__ x, const
     }
 #pragma unroll
     for (int o = 0; o < RY; ++o) {
-        if (r0 + o < h) kf_st(y + (long long)(r0 + o) * w + col, acc[o]);
+        const int row = r0 + o;
+        if (row >= h) continue;
+        const long long at = (long long)row * w + col;
+        const bool edge = KF_BORDER && (row < KF_R || row >= h - KF_R || col < KF_R || col >= w - KF_R);
+        kf_st(y + at, edge ? kf_border_value(x + at) : acc[o]);
     }
 }

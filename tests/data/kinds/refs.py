@@ -547,3 +547,29 @@ def nll_ignore_index(logp, target, loss, n, classes):
     lp = logp.reshape(n, classes).astype(np.float64)
     t = target.reshape(n).astype(np.int64)
     loss[...] = np.where(t < 0, 0.0, -lp[np.arange(n), np.where(t < 0, 0, t)])
+
+
+def jacobi_sweep(u, unew, nx, ny):
+    # one Jacobi sweep of Laplace's equation: the interior the mean of its four neighbours, the
+    # boundary kept (Dirichlet), as HPC codes write it
+    x = u.reshape(ny, nx).astype(np.float64)
+    o = x.copy()
+    o[1:-1, 1:-1] = 0.25 * (x[:-2, 1:-1] + x[2:, 1:-1] + x[1:-1, :-2] + x[1:-1, 2:])
+    unew[...] = o.reshape(unew.shape)
+
+
+def heat_step(u, unew, n, alpha):
+    # an explicit 1-D heat step, u + alpha (u[i-1] - 2 u[i] + u[i+1]), the two end points 0
+    x = u.astype(np.float64)
+    o = np.zeros_like(x)
+    o[1:-1] = x[1:-1] + alpha * (x[:-2] - 2.0 * x[1:-1] + x[2:])
+    unew[...] = o
+
+
+def vertical_diffuse(src, dst, height, width):
+    # a 5-point vertical smoothing [1, 4, 6, 4, 1] / 16 down each column, the top and bottom two rows kept
+    x = src.reshape(height, width).astype(np.float64)
+    o = x.copy()
+    t = np.array([1, 4, 6, 4, 1]) / 16.0
+    o[2:-2] = sum(t[j] * x[j:j + height - 4] for j in range(5))
+    dst[...] = o.reshape(dst.shape)
