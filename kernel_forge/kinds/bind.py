@@ -87,7 +87,8 @@ class _Writer:
         return name
 
     def size(self, role: str) -> str:
-        """A size role as a C expression over the kernel's parameters (``B*T`` -> a product)."""
+        """A size role as a C expression over the kernel's parameters (``B*T`` -> a product; a
+        literal count such as one vector's ``1`` as it is)."""
         names = self._names(role)
         return "(" + " * ".join(f"(long long)({n})" for n in names) + ")"
 
@@ -95,6 +96,9 @@ class _Writer:
         """A size role in the manifest's expressions, for the ``// kforge:`` launch lines."""
         parts = []
         for n in self._names(role):
+            if n.isdigit():
+                parts.append(n)
+                continue
             value = self.task.arg(n).value
             if value is None:
                 raise Unbindable(f"the size {n} has no value expression in the manifest")

@@ -27,8 +27,11 @@ def _pairs(probe):
 
 
 def _scalars(probe, rows: int, cols: int) -> dict:
+    """The parameters carrying rows and cols; one row that no parameter counts is the literal "1" (a
+    softmax or a norm of one vector)."""
     r = param_for(probe, rows)
-    return {"rows": r, "cols": param_for(probe, cols, avoid=(r,))}
+    c = param_for(probe, cols, avoid=(r,))
+    return {"rows": r if r is not None or rows != 1 else "1", "cols": c}
 
 
 # ----------------------------------------------------------------------------- row norms

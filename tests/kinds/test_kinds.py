@@ -92,6 +92,8 @@ PUBLIC = {
                                        "cols": "width", "k": None},
                          {"k": 5, "edge": "keep", "flip": False, "axis": "cols",
                           "taps": [0.0625, 0.25, 0.375, 0.25, 0.0625]}),
+    # the softmax of one vector: no parameter counts its one row
+    "softmax_vector": ("row_softmax", {"x": "x", "y": "y", "rows": "1", "cols": "n"}, {"log": False}),
     # torch.gather along the last axis: k picks a row
     "gather_dim1": ("row_pick", {"y": "out", "index": "index", "table": "src", "rows": "rows", "cols": "cols", "picks": "k"},
                     {"act": "identity"}),
@@ -348,7 +350,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "convolution_1D_basic_kernel", "smooth_rows", "correlate_valid", "where_select", "mse_loss",
             "row_l2_norms", "dist_to_center", "vertical_conv", "softmax_temperature", "relu_add", "scale_shift",
             "divide_by", "linear_vec", "gather_dim1", "nll_ignore_index",
-            "jacobi_sweep", "heat_step", "vertical_diffuse"]
+            "jacobi_sweep", "heat_step", "vertical_diffuse", "softmax_vector"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

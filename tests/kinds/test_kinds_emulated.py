@@ -149,6 +149,7 @@ TASKS = {
     DATA / "jacobi_sweep.json": ({"BX": 16, "BY": 2, "RY": 2}, [{"nx": 3, "ny": 3}, {"nx": 40, "ny": 21}]),
     DATA / "heat_step.json": ({"BLOCK": 64, "VPT": 2}, [{"n": 3}, {"n": 700}]),
     DATA / "vertical_diffuse.json": ({"BX": 16, "BY": 4, "RY": 2}, [{"H": 5, "W": 3}, {"H": 70, "W": 20}]),
+    DATA / "softmax_vector.json": ({"WPR": 4, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"n": 3}, {"n": 5000}]),   # one row
     DATA / "gather_dim1.json": ({"BLOCK": 64, "RPT": 2, "NC": 0}, [{"R": 1, "C": 40, "K": 2}, {"R": 30, "C": 45, "K": 7}]),
     DATA / "where_select.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 5}, {"n": 4100}]),   # bool, 4 a load
     DATA / "add_channel_bias.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0},

@@ -573,3 +573,10 @@ def vertical_diffuse(src, dst, height, width):
     t = np.array([1, 4, 6, 4, 1]) / 16.0
     o[2:-2] = sum(t[j] * x[j:j + height - 4] for j in range(5))
     dst[...] = o.reshape(dst.shape)
+
+
+def softmax_vector(x, y, n):
+    # the softmax of one vector (no row count: one row)
+    v = x.astype(np.float64)
+    e = np.exp(v - v.max())
+    y[...] = e / e.sum()
