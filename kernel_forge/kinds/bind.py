@@ -61,9 +61,11 @@ class _Writer:
     def role(self, role: str) -> str | None:
         return self.match.binding.get(role)
 
-    def buffer(self, role: str, *, required: bool = True, default_type: str = "float", small_ints: bool = False) -> str:
+    def buffer(self, role: str, *, required: bool = True, default_type: str = "float", small_ints: bool = False,
+               double: bool = False) -> str:
         """The argument passed for a buffer role (its parameter, or nullptr), its type declared
-        (8- and 16-bit integers only where the pattern reads them: ``small_ints``)."""
+        (8- and 16-bit integers only where the pattern reads them: ``small_ints``; float64 only
+        where it computes in double: ``double``)."""
         name = self.role(role)
         if name is None:
             if required:
@@ -71,7 +73,8 @@ class _Writer:
             self.types[role] = default_type
             return "nullptr"
         dt = self.task.arg(name).param.dtype
-        ctype = _CTYPES.get(dt.name) if dt.is_float else {**_INTS, **(_SMALL_INTS if small_ints else {})}.get(dt.name)
+        floats = {**_CTYPES, **({"float64": "double"} if double else {})}
+        ctype = floats.get(dt.name) if dt.is_float else {**_INTS, **(_SMALL_INTS if small_ints else {})}.get(dt.name)
         if ctype is None:
             raise Unbindable(f"{name} is {dt.name}; the bound patterns read float32, float16, bfloat16 and 32/64-bit integers")
         if ctype == "__half":
@@ -232,11 +235,48 @@ def _softmax_scale(w: _Writer) -> str:
     return f"(1.0f / {scale})" if w.match.params.get("divide") and w.role("scale") else scale
 
 
+#: the elementwise forms elementwise_f64 computes in double: (the body of kf_op, written for float)
+_F64_FORMS = {"map": "float v = xv;\n    return {act};", "binary": "const float a = xv, b = zv;\n    return {op};",
+              "binary_act": "const float a = xv, b = zv;\n    float v = {op};\n    return {act};",
+              "axpy": "return fmaf(alpha, xv, zv);", "axpby": "return fmaf(alpha, xv, beta * zv);",
+              "affine": "return fmaf(alpha, xv, beta);", "clamp": "return fminf(fmaxf(xv, alpha), beta);"}
+
+
+def _elementwise_f64(w: _Writer) -> str:
+    """Double storage: elementwise_f64, the op computed in double (kinds.maps.in_double)."""
+    from kernel_forge.kinds.maps import BINARY, FUNCTIONS, in_double
+
+    p = w.match.params
+    form = p.get("form", "map")
+    if form == "scale":
+        body = "return xv / alpha;" if p.get("divide") else "return alpha * xv;"
+    elif form in _F64_FORMS:
+        body = _F64_FORMS[form].replace("{act}", FUNCTIONS[p.get("act", "identity")][1])
+        body = body.replace("{op}", BINARY[p["op"]][1] if "op" in p else "")
+    else:
+        raise Unbindable(f"the float64 elementwise pattern computes maps and two-operand forms, not {form}")
+    y, x = w.buffer("y", double=True), w.buffer("x", double=True)
+    z = w.buffer("z", required=False, default_type="double", double=True)
+    if any(w.types[r] != "double" for r in ("x", "y", "z")):
+        raise Unbindable("the float64 elementwise pattern reads and writes double only")
+    w.template = "elementwise/elementwise_f64"
+    w.slots["OP"] = ("__device__ __forceinline__ double kf_op(double xv, double zv, double alpha, double beta)\n"
+                     f"{{\n    {in_double(body)}\n}}")
+    w.slots["N"] = w.launch_size("n")
+    w.defines["KF_HAS_Z"] = int(z != "nullptr")
+    if any(w.role(r) and w.task.arg(w.role(r)).is_buffer for r in ("alpha", "beta")):
+        raise Unbindable("the float64 elementwise pattern takes its scalars by value")
+    scalar = {r: (f"(double)({w.role(r)})" if w.role(r) else "0.0") for r in ("alpha", "beta")}
+    return f"kf_elementwise_f64({x}, {z}, {y}, {w.size('n')}, {scalar['alpha']}, {scalar['beta']})"
+
+
 def _elementwise(w: _Writer) -> str:
     from kernel_forge.kinds.maps import BINARY, FUNCTIONS
 
     p = w.match.params
     form = p.get("form", "map")
+    if any(w.task.arg(w.role(r)).param.dtype.name == "float64" for r in ("x", "y", "z") if w.role(r)):
+        return _elementwise_f64(w)
     quant = form in ("quantize", "dequantize")        # int8 storage on one side, rounded and saturated on stores
     y, x = w.buffer("y", small_ints=quant), w.buffer("x", small_ints=quant)
     z = w.buffer("z", required=False, small_ints=form == "masked_fill")     # a mask of bytes or integers

@@ -7,6 +7,7 @@ from :data:`FUNCTIONS`."""
 from __future__ import annotations
 
 import math
+import re
 from itertools import permutations
 
 import numpy as np
@@ -99,6 +100,20 @@ BINARY = {
     "add": (np.add, "a + b"), "sub": (np.subtract, "a - b"), "mul": (np.multiply, "a * b"),
     "div": (np.divide, "a / b"), "max": (np.maximum, "fmaxf(a, b)"), "min": (np.minimum, "fminf(a, b)"),
 }
+
+
+_FLOAT_MATH = re.compile(r"\b(?:__)?(fmax|fmin|tanh|exp|log|sqrt|rsqrt|erf|erfc|fabs|fma|sin|cos|expm1|log1p|pow|rint|"
+                         r"copysign|floor|ceil|exp2|log2|log10|sinh|cosh|atan|tan|cbrt|trunc|round)f\(")
+_FLOAT_LITERAL = re.compile(r"(?<![\w.])((?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)f\b")
+
+
+def in_double(code: str) -> str:
+    """A CUDA expression or body written for float, computing in double: float math functions and
+    intrinsics (``expf``, ``__expf``, ``fmaf`` ...) become their double forms, ``1.0f`` literals
+    double literals, ``float`` declarations ``double``."""
+    code = _FLOAT_MATH.sub(lambda m: m.group(1) + "(", code)
+    code = _FLOAT_LITERAL.sub(lambda m: m.group(1) if any(c in m.group(1) for c in ".eE") else m.group(1) + ".0", code)
+    return re.sub(r"\bfloat\b", "double", code)
 
 
 def _f(name, v):

@@ -94,6 +94,9 @@ PUBLIC = {
                           "taps": [0.0625, 0.25, 0.375, 0.25, 0.0625]}),
     # the softmax of one vector: no parameter counts its one row
     "softmax_vector": ("row_softmax", {"x": "x", "y": "y", "rows": "1", "cols": "n"}, {"log": False}),
+    # double storage: daxpy in place, a double GELU (bound as elementwise_f64, computed in double)
+    "daxpy": ("elementwise", {"x": "x", "z": "y", "y": "y", "alpha": "a", "n": "n"}, {"form": "axpy"}),
+    "gelu_f64": ("elementwise", {"x": "x", "y": "y", "n": "n"}, {"form": "map", "act": "gelu_tanh"}),
     # torch.gather along the last axis: k picks a row
     "gather_dim1": ("row_pick", {"y": "out", "index": "index", "table": "src", "rows": "rows", "cols": "cols", "picks": "k"},
                     {"act": "identity"}),
@@ -350,7 +353,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "convolution_1D_basic_kernel", "smooth_rows", "correlate_valid", "where_select", "mse_loss",
             "row_l2_norms", "dist_to_center", "vertical_conv", "softmax_temperature", "relu_add", "scale_shift",
             "divide_by", "linear_vec", "gather_dim1", "nll_ignore_index",
-            "jacobi_sweep", "heat_step", "vertical_diffuse", "softmax_vector"]
+            "jacobi_sweep", "heat_step", "vertical_diffuse", "softmax_vector",
+            "daxpy", "gelu_f64"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -609,6 +613,7 @@ NEW_PATTERNS = [(DATA / "seg_softmax_nchw.json", "bound_softmax_axis.cu"),
                 (DATA / "upsample_nearest2x.json", "bound_upsample_nearest.cu"),
                 (DATA / "convolution_1D_basic_kernel.json", "bound_stencil1d.cu"),
                 (DATA / "smooth_rows.json", "bound_stencil1d.cu"),
+                (DATA / "daxpy.json", "bound_elementwise_f64.cu"),
                 (DATA / "vertical_conv.json", "bound_stencil1d_cols.cu"),
                 (WILD_DIR / "cs_convolution_cols" / "cs_convolution_cols.json", "bound_stencil1d_cols.cu"),
                 (WILD_DIR / "cs_convolution_rows" / "cs_convolution_rows.json", "bound_stencil1d.cu"),

@@ -51,6 +51,8 @@ template <class T> T atomicExch(T* p, T v)
 }
 struct alignas(8) uint2 { unsigned int x, y; };
 inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
+struct alignas(16) double2 { double x, y; };
+inline double2 make_double2(double x, double y) { return {x, y}; }
 '''
 
 F16_SECOND = {"BM": 64, "BN": 64, "BK": 64, "WM": 32, "WN": 32, "STAGES": 2}
@@ -150,6 +152,9 @@ TASKS = {
     DATA / "heat_step.json": ({"BLOCK": 64, "VPT": 2}, [{"n": 3}, {"n": 700}]),
     DATA / "vertical_diffuse.json": ({"BX": 16, "BY": 4, "RY": 2}, [{"H": 5, "W": 3}, {"H": 70, "W": 20}]),
     DATA / "softmax_vector.json": ({"WPR": 4, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"n": 3}, {"n": 5000}]),   # one row
+    # double storage computed in double: in place (daxpy), a map (the tanh GELU); pairs, then the tail
+    DATA / "daxpy.json": ({"BLOCK": 128, "VPT": 1}, [{"n": 1}, {"n": 4101}]),
+    DATA / "gelu_f64.json": ({"BLOCK": 128, "VPT": 2}, [{"n": 3}, {"n": 2051}]),
     DATA / "gather_dim1.json": ({"BLOCK": 64, "RPT": 2, "NC": 0}, [{"R": 1, "C": 40, "K": 2}, {"R": 30, "C": 45, "K": 7}]),
     DATA / "where_select.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 5}, {"n": 4100}]),   # bool, 4 a load
     DATA / "add_channel_bias.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0},

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +120,43 @@ def test_every_function_s_cuda_form_computes_its_numpy_form(tmp_path):
         x = values[name].astype(np.float32).astype(np.float64)
         want = np.asarray(fn(x), dtype=np.float64)
         assert np.allclose(got[i], want, rtol=2e-5, atol=2e-6), name
+
+
+def test_every_function_s_double_form_computes_its_numpy_form_to_double_accuracy(tmp_path):
+    """in_double(each FUNCTIONS entry's CUDA expression), compiled for the host in double and run on
+    values from -8 to 8, agrees with its NumPy form to 1e-12: no float function, intrinsic or literal
+    is left to round it to float (elementwise_f64's ops)."""
+    import subprocess
+
+    from kernel_forge.kinds.maps import in_double
+    from tests.support.host_emulation import EMU_HEADER, host_compiler
+
+    if host_compiler() is None:
+        pytest.skip("no C++20 compiler here")
+    cxx, _ = host_compiler()
+    values = {n: (np.linspace(0.05, 8.0, 97) if n in _POSITIVE else np.linspace(-8.0, 8.0, 97)) for n in FUNCTIONS}
+    body = []
+    for i, (name, (_, cuda)) in enumerate(FUNCTIONS.items()):
+        code = in_double(cuda)
+        assert in_double(code) == code and not re.search(r"\d[\d.]*f\b|\bfloat\b", code), (name, code)
+        vals = ", ".join(repr(v) for v in values[name].tolist())
+        body.append(f"  {{ const double xs[] = {{{vals}}};\n"
+                    f"    for (double v : xs) std::printf(\"{i} %.17g\\n\", (double)({code})); }}")
+    (tmp_path / "emu.h").write_text(EMU_HEADER)
+    (tmp_path / "f.cpp").write_text('#include "emu.h"\n#include <cstdio>\n#include <cmath>\n'
+                                    "inline double rsqrt(double v) { return 1.0 / std::sqrt(v); }\n"
+                                    "int main()\n{\n" + "\n".join(body) + "\n}\n")
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-w", f"-I{tmp_path}", str(tmp_path / "f.cpp"), "-o",
+                        str(tmp_path / "f")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got: dict[int, list[float]] = {}
+    for line in subprocess.run([str(tmp_path / "f")], capture_output=True, text=True, check=True).stdout.split("\n"):
+        if line:
+            i, v = line.split()
+            got.setdefault(int(i), []).append(float(v))
+    for i, (name, (fn, _)) in enumerate(FUNCTIONS.items()):
+        want = np.asarray(fn(values[name]), dtype=np.float64)
+        assert np.allclose(got[i], want, rtol=1e-12, atol=1e-13), name
 
 
 @pytest.mark.parametrize("name, value, want", [

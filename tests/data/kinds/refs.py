@@ -580,3 +580,14 @@ def softmax_vector(x, y, n):
     v = x.astype(np.float64)
     e = np.exp(v - v.max())
     y[...] = e / e.sum()
+
+
+def daxpy(n, a, x, y):
+    # BLAS daxpy, in place: y = a x + y in double
+    y[...] = a * x + y
+
+
+def gelu_f64(x, y, n):
+    # the tanh GELU of a double vector
+    v = x.astype(np.float64)
+    y[...] = 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3)))
