@@ -522,7 +522,7 @@ def _histogram(w: _Writer) -> str:
     return f"kf_histogram({x}, {bins}, {w.size('n')}, {nbins}, {ends})"
 
 
-def _reduce_op(w: _Writer) -> str:
+def _reduce_op(w: _Writer, double: bool = False) -> str:
     """The op's defines; the multiplier's argument (``nullptr`` when the values are summed as they are)."""
     op = w.match.params.get("op", "sum")
     w.defines.update(KF_OP_MAX=int(op == "max"), KF_OP_MIN=int(op == "min"), KF_OP_MEAN=int(op == "mean"),
@@ -530,7 +530,7 @@ def _reduce_op(w: _Writer) -> str:
                      KF_MUL={None: 0, "full": 1, "cols": 2, "rows": 1}[w.match.params.get("product")],
                      KF_PRE={None: 0, "abs": 1, "square": 2}[w.match.params.get("pre")],
                      KF_DIFF=int(bool(w.match.params.get("diff"))), KF_SQRT=int(w.match.params.get("post") == "sqrt"))
-    return w.buffer("w", required=False)
+    return w.buffer("w", required=False, default_type="double" if double else "float", double=double)
 
 
 def _column_reduction(w: _Writer) -> str:
@@ -593,10 +593,15 @@ def _transpose(w: _Writer) -> str:
 
 
 def _reduction(w: _Writer) -> str:
-    x, y = w.buffer("x"), w.buffer("y")
-    if not all(w.types[r] in _CTYPES.values() for r in ("x", "y")):
+    x, y = w.buffer("x", double=True), w.buffer("y", double=True)
+    double = "double" in (w.types["x"], w.types["y"])
+    if not all(w.types[r] in (*_CTYPES.values(), "double") for r in ("x", "y")):
         raise Unbindable("the bound reduction combines floating-point values")
-    mul = _reduce_op(w)
+    mul = _reduce_op(w, double)
+    if double:                   # double storage: accumulated in double, every operand double
+        if any(w.types[r] != "double" for r in ("x", "y", "w")):
+            raise Unbindable("the bound reduction of doubles reads and writes double only")
+        w.defines["KF_F64"] = 1
     w.slots["N"] = w.launch_size("n")
     return f"kf_reduction({x}, {mul}, {y}, {w.size('n')})"
 

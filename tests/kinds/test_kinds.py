@@ -97,6 +97,9 @@ PUBLIC = {
     # double storage: daxpy in place, a double GELU (bound as elementwise_f64, computed in double)
     "daxpy": ("elementwise", {"x": "x", "z": "y", "y": "y", "alpha": "a", "n": "n"}, {"form": "axpy"}),
     "gelu_f64": ("elementwise", {"x": "x", "y": "y", "n": "n"}, {"form": "map", "act": "gelu_tanh"}),
+    # double reductions, accumulated in double: BLAS ddot, a sum with an unsigned count
+    "ddot": ("reduction", {"x": "x", "w": "y", "y": "result", "n": "n"}, {"op": "sum", "axis": None, "product": "full"}),
+    "dsum": ("reduction", {"x": "x", "y": "out", "n": "n"}, {"op": "sum", "axis": None}),
     # torch.gather along the last axis: k picks a row
     "gather_dim1": ("row_pick", {"y": "out", "index": "index", "table": "src", "rows": "rows", "cols": "cols", "picks": "k"},
                     {"act": "identity"}),
@@ -354,7 +357,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "row_l2_norms", "dist_to_center", "vertical_conv", "softmax_temperature", "relu_add", "scale_shift",
             "divide_by", "linear_vec", "gather_dim1", "nll_ignore_index",
             "jacobi_sweep", "heat_step", "vertical_diffuse", "softmax_vector",
-            "daxpy", "gelu_f64"]
+            "daxpy", "gelu_f64", "ddot", "dsum"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -614,6 +617,7 @@ NEW_PATTERNS = [(DATA / "seg_softmax_nchw.json", "bound_softmax_axis.cu"),
                 (DATA / "convolution_1D_basic_kernel.json", "bound_stencil1d.cu"),
                 (DATA / "smooth_rows.json", "bound_stencil1d.cu"),
                 (DATA / "daxpy.json", "bound_elementwise_f64.cu"),
+                (DATA / "ddot.json", "bound_reduction.cu"),
                 (DATA / "vertical_conv.json", "bound_stencil1d_cols.cu"),
                 (WILD_DIR / "cs_convolution_cols" / "cs_convolution_cols.json", "bound_stencil1d_cols.cu"),
                 (WILD_DIR / "cs_convolution_rows" / "cs_convolution_rows.json", "bound_stencil1d.cu"),

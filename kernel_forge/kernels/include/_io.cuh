@@ -94,6 +94,11 @@ template <typename T> __device__ __forceinline__ void kf_st4(T* p, float4 v)
 template <typename T> __device__ __forceinline__ void kf_sts4(T* p, float4 v)
 { __stcs(reinterpret_cast<uint2*>(p), kf_pack(v, p)); }
 #endif
+#ifdef KF_F64
+// double storage (KF_F64: a reduction of doubles), read and written as double
+__device__ __forceinline__ double kf_ld(const double* p) { return *p; }
+__device__ __forceinline__ void kf_st(double* p, double v) { *p = v; }
+#endif
 // whether p is aligned for 4-wide accesses
 template <typename T> __device__ __forceinline__ bool kf_aligned4(const T* p)
 { return p == nullptr || (reinterpret_cast<unsigned long long>(p) % (4 * sizeof(T))) == 0; }
@@ -105,9 +110,9 @@ template <typename T> __device__ __forceinline__ bool kf_aligned4(const T* p)
 #ifndef KF_SQRT
 #define KF_SQRT 0
 #endif
-template <typename T> __device__ __forceinline__ void kf_put(T* p, float v)
+template <typename T, typename V> __device__ __forceinline__ void kf_put(T* p, V v)
 {
-    v = KF_SQRT ? sqrtf(v) : v;
+    v = KF_SQRT ? sqrt(v) : v;
     kf_st(p, KF_ACCUMULATE ? kf_ld(p) + v : v);
 }
 // a reduction's map of each value before it is combined (KF_PRE): 1 |v| (an absmax, an L1 norm),
@@ -125,3 +130,24 @@ __device__ __forceinline__ float kf_pre(float v)
 __device__ __forceinline__ float kf_pair(float x, float w) { return KF_DIFF ? x - w : x * w; }
 __device__ __forceinline__ float4 kf_pair4(float4 q, float4 p)
 { return make_float4(kf_pair(q.x, p.x), kf_pair(q.y, p.y), kf_pair(q.z, p.z), kf_pair(q.w, p.w)); }
+// what a reduction accumulates in: float, or double for double storage (KF_F64, computed in double)
+#ifdef KF_F64
+typedef double kf_reduce_t;
+struct kf_double4 { double x, y, z, w; };
+__device__ __forceinline__ kf_double4 kf_ld4(const double* p)
+{
+    const double2 a = reinterpret_cast<const double2*>(p)[0], b = reinterpret_cast<const double2*>(p)[1];
+    return {a.x, a.y, b.x, b.y};
+}
+__device__ __forceinline__ kf_double4 kf_lds4(const double* p)
+{
+    const double2 a = __ldcs(reinterpret_cast<const double2*>(p)), b = __ldcs(reinterpret_cast<const double2*>(p) + 1);
+    return {a.x, a.y, b.x, b.y};
+}
+__device__ __forceinline__ double kf_pre(double v) { return KF_PRE == 1 ? fabs(v) : (KF_PRE == 2 ? v * v : v); }
+__device__ __forceinline__ double kf_pair(double x, double w) { return KF_DIFF ? x - w : x * w; }
+__device__ __forceinline__ kf_double4 kf_pair4(kf_double4 q, kf_double4 p)
+{ return {kf_pair(q.x, p.x), kf_pair(q.y, p.y), kf_pair(q.z, p.z), kf_pair(q.w, p.w)}; }
+#else
+typedef float kf_reduce_t;
+#endif

@@ -9,7 +9,7 @@
 // warps), writes one partial to a module-global array, and the last block to finish (threadfence
 // + an atomic ticket, reset by that block) combines the partials in block order and writes y[0]:
 // deterministic, no float atomics.  KF_MUL: the values summed are x * w (a dot product), or
-// x - w under KF_DIFF (a sum of squared differences).
+// x - w under KF_DIFF (a sum of squared differences).  KF_F64: double storage, accumulated in double.
 #ifndef BLOCK
 #define BLOCK 256
 #endif
@@ -25,27 +25,27 @@
 #endif
 #define KF_MAX_BLOCKS 4096
 
-__device__ float kf_red_partials[KF_MAX_BLOCKS];
+__device__ kf_reduce_t kf_red_partials[KF_MAX_BLOCKS];
 __device__ unsigned int kf_red_ticket;
 
-__device__ __forceinline__ float kf_combine_op(float a, float b)
+template <typename V> __device__ __forceinline__ V kf_combine_op(V a, V b)
 {
 #if KF_OP_MAX
-    return fmaxf(a, b);
+    return fmax(a, b);
 #elif KF_OP_MIN
-    return fminf(a, b);
+    return fmin(a, b);
 #else
     return a + b;
 #endif
 }
 
-__device__ __forceinline__ float kf_block_combine(float v, float* red)
+__device__ __forceinline__ kf_reduce_t kf_block_combine(kf_reduce_t v, kf_reduce_t* red)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = kf_combine_op(v, __shfl_xor_sync(0xffffffffu, v, o));
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
     __syncthreads();
-    float r = red[0];
+    kf_reduce_t r = red[0];
 #pragma unroll
     for (int k = 1; k < BLOCK / 32; ++k) r = kf_combine_op(r, red[k]);
     __syncthreads();
@@ -55,10 +55,11 @@ __device__ __forceinline__ float kf_block_combine(float v, float* red)
 __device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, const kf_w_t* __restrict__ w,
                                              kf_y_t* __restrict__ y, long long n)
 {
-    __shared__ float red[BLOCK / 32];
+    __shared__ kf_reduce_t red[BLOCK / 32];
     __shared__ bool last;
-    const float init = KF_OP_MAX ? -__int_as_float(0x7f800000) : (KF_OP_MIN ? __int_as_float(0x7f800000) : 0.0f);
-    float acc[ACC];
+    const kf_reduce_t inf = __int_as_float(0x7f800000);
+    const kf_reduce_t init = KF_OP_MAX ? -inf : (KF_OP_MIN ? inf : (kf_reduce_t)0);
+    kf_reduce_t acc[ACC];
 #pragma unroll
     for (int k = 0; k < ACC; ++k) acc[k] = init;
     const long long stride = 4LL * BLOCK * ACC * gridDim.x;
@@ -70,7 +71,7 @@ __device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, const
             for (int k = 0; k < ACC; ++k) {
                 const long long j = base + 4LL * k * BLOCK;
                 if (j < full) {
-                    float4 q = kf_lds4(x + j);
+                    auto q = kf_lds4(x + j);
                     if (KF_MUL) {
                         q = kf_pair4(q, kf_lds4(w + j));
                     }
@@ -84,7 +85,7 @@ __device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, const
     for (long long j = done + (long long)blockIdx.x * BLOCK + threadIdx.x; j < n; j += (long long)BLOCK * gridDim.x) {
         acc[0] = kf_combine_op(acc[0], kf_pre(KF_MUL ? kf_pair(kf_ld(x + j), kf_ld(w + j)) : kf_ld(x + j)));
     }
-    float v = acc[0];
+    kf_reduce_t v = acc[0];
 #pragma unroll
     for (int k = 1; k < ACC; ++k) v = kf_combine_op(v, acc[k]);
     v = kf_block_combine(v, red);
@@ -97,11 +98,11 @@ __device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, const
     __syncthreads();
     if (!last) return;
     __threadfence();
-    float p = init;
-    for (unsigned b = threadIdx.x; b < gridDim.x; b += BLOCK) p = kf_combine_op(p, *((volatile float*)&kf_red_partials[b]));
+    kf_reduce_t p = init;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += BLOCK) p = kf_combine_op(p, *((volatile kf_reduce_t*)&kf_red_partials[b]));
     p = kf_block_combine(p, red);
     if (threadIdx.x == 0) {
-        kf_put(y, KF_OP_MEAN ? p / (float)(n > 0 ? n : 1) : p);
+        kf_put(y, KF_OP_MEAN ? p / (kf_reduce_t)(n > 0 ? n : 1) : p);
         kf_red_ticket = 0u;
     }
 }

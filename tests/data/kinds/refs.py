@@ -591,3 +591,13 @@ def gelu_f64(x, y, n):
     # the tanh GELU of a double vector
     v = x.astype(np.float64)
     y[...] = 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3)))
+
+
+def ddot(n, x, y, result):
+    # BLAS ddot: the dot product of two double vectors
+    result[0] = float(np.dot(x.astype(np.float64), y.astype(np.float64)))
+
+
+def dsum(x, out, n):
+    # the sum of a double vector
+    out[0] = float(x.astype(np.float64).sum())
