@@ -89,10 +89,14 @@ def test_each_derivative_is_its_function_s_slope(grad, fn):
 _POSITIVE = {"log", "neg_log", "sqrt", "rsqrt", "reciprocal", "log1p"}
 
 
-def test_every_function_s_cuda_form_computes_its_numpy_form(tmp_path):
-    """Each FUNCTIONS entry's CUDA expression, compiled for the host (the emulation's intrinsics) and
-    run on values from -8 to 8 (positive ones where the function needs them), agrees with its NumPy
-    form to float32 accuracy -- a wrong constant or a swapped branch fails here before any GPU."""
+def _function_values() -> dict:
+    """Values each function is tried on: -8 to 8, positive ones where the function needs them."""
+    return {n: (np.linspace(0.05, 8.0, 97) if n in _POSITIVE else np.linspace(-8.0, 8.0, 97)) for n in FUNCTIONS}
+
+
+def _host_values(tmp_path, ctype: str, forms: dict, values: dict, prelude: str = "") -> dict[str, list[float]]:
+    """Each function's CUDA form in ``forms`` compiled for the host (the emulation's intrinsics) in
+    ``ctype`` and run on its ``values``: what it printed, by name."""
     import subprocess
 
     from tests.support.host_emulation import EMU_HEADER, host_compiler
@@ -100,63 +104,53 @@ def test_every_function_s_cuda_form_computes_its_numpy_form(tmp_path):
     if host_compiler() is None:
         pytest.skip("no C++20 compiler here")
     cxx, _ = host_compiler()
-    values = {n: (np.linspace(0.05, 8.0, 97) if n in _POSITIVE else np.linspace(-8.0, 8.0, 97)) for n in FUNCTIONS}
+    suffix, digits = ("f", 9) if ctype == "float" else ("", 17)
     body = []
-    for i, (name, (_, cuda)) in enumerate(FUNCTIONS.items()):
-        vals = ", ".join(f"{v!r}f" for v in values[name].astype(np.float32).tolist())
-        body.append(f"  {{ const float xs[] = {{{vals}}};\n"
-                    f"    for (float v : xs) std::printf(\"{i} %.9g\\n\", (double)({cuda})); }}")
+    for i, name in enumerate(forms):
+        vals = ", ".join(f"{v!r}{suffix}" for v in values[name].tolist())
+        body.append(f"  {{ const {ctype} xs[] = {{{vals}}};\n"
+                    f"    for ({ctype} v : xs) std::printf(\"{i} %.{digits}g\\n\", (double)({forms[name]})); }}")
     (tmp_path / "emu.h").write_text(EMU_HEADER)
-    (tmp_path / "f.cpp").write_text('#include "emu.h"\n#include <cstdio>\nint main()\n{\n' + "\n".join(body) + "\n}\n")
+    (tmp_path / "f.cpp").write_text('#include "emu.h"\n#include <cstdio>\n#include <cmath>\n' + prelude
+                                    + "int main()\n{\n" + "\n".join(body) + "\n}\n")
     r = subprocess.run([cxx, "-std=c++20", "-O1", "-w", f"-I{tmp_path}", str(tmp_path / "f.cpp"), "-o",
                         str(tmp_path / "f")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    got: dict[int, list[float]] = {}
+    got: dict[str, list[float]] = {}
+    names = list(forms)
     for line in subprocess.run([str(tmp_path / "f")], capture_output=True, text=True, check=True).stdout.split("\n"):
         if line:
             i, v = line.split()
-            got.setdefault(int(i), []).append(float(v))
-    for i, (name, (fn, _)) in enumerate(FUNCTIONS.items()):
-        x = values[name].astype(np.float32).astype(np.float64)
-        want = np.asarray(fn(x), dtype=np.float64)
-        assert np.allclose(got[i], want, rtol=2e-5, atol=2e-6), name
+            got.setdefault(names[int(i)], []).append(float(v))
+    return got
+
+
+def test_every_function_s_cuda_form_computes_its_numpy_form(tmp_path):
+    """Each FUNCTIONS entry's CUDA expression, compiled for the host (the emulation's intrinsics) and
+    run on values from -8 to 8 (positive ones where the function needs them), agrees with its NumPy
+    form to float32 accuracy -- a wrong constant or a swapped branch fails here before any GPU."""
+    values = {n: v.astype(np.float32) for n, v in _function_values().items()}
+    got = _host_values(tmp_path, "float", {n: cuda for n, (_, cuda) in FUNCTIONS.items()}, values)
+    for name, (fn, _) in FUNCTIONS.items():
+        want = np.asarray(fn(values[name].astype(np.float64)), dtype=np.float64)
+        assert np.allclose(got[name], want, rtol=2e-5, atol=2e-6), name
 
 
 def test_every_function_s_double_form_computes_its_numpy_form_to_double_accuracy(tmp_path):
     """in_double(each FUNCTIONS entry's CUDA expression), compiled for the host in double and run on
     values from -8 to 8, agrees with its NumPy form to 1e-12: no float function, intrinsic or literal
     is left to round it to float (elementwise_f64's ops)."""
-    import subprocess
-
     from kernel_forge.kinds.maps import in_double
-    from tests.support.host_emulation import EMU_HEADER, host_compiler
 
-    if host_compiler() is None:
-        pytest.skip("no C++20 compiler here")
-    cxx, _ = host_compiler()
-    values = {n: (np.linspace(0.05, 8.0, 97) if n in _POSITIVE else np.linspace(-8.0, 8.0, 97)) for n in FUNCTIONS}
-    body = []
-    for i, (name, (_, cuda)) in enumerate(FUNCTIONS.items()):
-        code = in_double(cuda)
+    forms = {n: in_double(cuda) for n, (_, cuda) in FUNCTIONS.items()}
+    for name, code in forms.items():
         assert in_double(code) == code and not re.search(r"\d[\d.]*f\b|\bfloat\b", code), (name, code)
-        vals = ", ".join(repr(v) for v in values[name].tolist())
-        body.append(f"  {{ const double xs[] = {{{vals}}};\n"
-                    f"    for (double v : xs) std::printf(\"{i} %.17g\\n\", (double)({code})); }}")
-    (tmp_path / "emu.h").write_text(EMU_HEADER)
-    (tmp_path / "f.cpp").write_text('#include "emu.h"\n#include <cstdio>\n#include <cmath>\n'
-                                    "inline double rsqrt(double v) { return 1.0 / std::sqrt(v); }\n"
-                                    "int main()\n{\n" + "\n".join(body) + "\n}\n")
-    r = subprocess.run([cxx, "-std=c++20", "-O1", "-w", f"-I{tmp_path}", str(tmp_path / "f.cpp"), "-o",
-                        str(tmp_path / "f")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    got: dict[int, list[float]] = {}
-    for line in subprocess.run([str(tmp_path / "f")], capture_output=True, text=True, check=True).stdout.split("\n"):
-        if line:
-            i, v = line.split()
-            got.setdefault(int(i), []).append(float(v))
-    for i, (name, (fn, _)) in enumerate(FUNCTIONS.items()):
+    values = _function_values()
+    got = _host_values(tmp_path, "double", forms, values,
+                       prelude="inline double rsqrt(double v) { return 1.0 / std::sqrt(v); }\n")
+    for name, (fn, _) in FUNCTIONS.items():
         want = np.asarray(fn(values[name]), dtype=np.float64)
-        assert np.allclose(got[i], want, rtol=1e-12, atol=1e-13), name
+        assert np.allclose(got[name], want, rtol=1e-12, atol=1e-13), name
 
 
 @pytest.mark.parametrize("name, value, want", [
