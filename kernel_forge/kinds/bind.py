@@ -545,9 +545,11 @@ def _column_reduction(w: _Writer) -> str:
 
 
 def _row_reduction(w: _Writer) -> str:
-    x, y = w.buffer("x"), w.buffer("y")
+    x, y = w.buffer("x", double=True), w.buffer("y", double=True)
     op = w.match.params.get("op")
     if op in ("argmax", "argmin"):    # the column of each row's largest (smallest) value
+        if w.types["x"] == "double":
+            raise Unbindable(f"the bound {op} reads float, float16 or bfloat16 values")
         if w.types["y"] in _CTYPES.values():
             raise Unbindable(f"the bound {op} writes integer columns; {w.role('y')} is floating-point")
         w.defines["KF_ARGMIN"] = int(op == "argmin")
@@ -558,9 +560,14 @@ def _row_reduction(w: _Writer) -> str:
         w.template = "row_reduction/row_argmax"
         w.slots["ROWS"] = w.launch_size("rows")
         return f"kf_row_argmax({x}, {y}, {w.size('rows')}, (int){w.size('cols')})"
-    mul = _reduce_op(w)
-    bias = w.buffer("bias", required=False)        # A x + b: a bias a row
+    double = "double" in (w.types["x"], w.types["y"])
+    mul = _reduce_op(w, double)
+    bias = w.buffer("bias", required=False, default_type="double" if double else "float", double=double)   # A x + b
     w.defines["KF_HAS_BIAS"] = int(bias != "nullptr")
+    if double:                   # double storage: accumulated in double, every operand double (dgemv)
+        if any(w.types[r] != "double" for r in ("x", "y", "w", "bias")):
+            raise Unbindable("the bound row reduction of doubles reads and writes double only")
+        w.defines["KF_F64"] = 1
     seg = w.match.params.get("segment")
     if seg:                      # a sum per segment of seg values, the last one short: rows of seg, n in all
         n, seg = w.size("n"), int(seg)

@@ -100,6 +100,7 @@ PUBLIC = {
     # double reductions, accumulated in double: BLAS ddot, a sum with an unsigned count
     "ddot": ("reduction", {"x": "x", "w": "y", "y": "result", "n": "n"}, {"op": "sum", "axis": None, "product": "full"}),
     "dsum": ("reduction", {"x": "x", "y": "out", "n": "n"}, {"op": "sum", "axis": None}),
+    "dgemv": ("row_reduction", {"x": "A", "w": "x", "y": "y", "rows": "m", "cols": "n"}, {"op": "sum", "product": "cols"}),
     # torch.gather along the last axis: k picks a row
     "gather_dim1": ("row_pick", {"y": "out", "index": "index", "table": "src", "rows": "rows", "cols": "cols", "picks": "k"},
                     {"act": "identity"}),
@@ -357,7 +358,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "row_l2_norms", "dist_to_center", "vertical_conv", "softmax_temperature", "relu_add", "scale_shift",
             "divide_by", "linear_vec", "gather_dim1", "nll_ignore_index",
             "jacobi_sweep", "heat_step", "vertical_diffuse", "softmax_vector",
-            "daxpy", "gelu_f64", "ddot", "dsum"]
+            "daxpy", "gelu_f64", "ddot", "dsum", "dgemv"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -618,6 +619,7 @@ NEW_PATTERNS = [(DATA / "seg_softmax_nchw.json", "bound_softmax_axis.cu"),
                 (DATA / "smooth_rows.json", "bound_stencil1d.cu"),
                 (DATA / "daxpy.json", "bound_elementwise_f64.cu"),
                 (DATA / "ddot.json", "bound_reduction.cu"),
+                (DATA / "dgemv.json", "bound_row_reduction.cu"),
                 (DATA / "vertical_conv.json", "bound_stencil1d_cols.cu"),
                 (WILD_DIR / "cs_convolution_cols" / "cs_convolution_cols.json", "bound_stencil1d_cols.cu"),
                 (WILD_DIR / "cs_convolution_rows" / "cs_convolution_rows.json", "bound_stencil1d.cu"),

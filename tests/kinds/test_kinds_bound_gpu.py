@@ -30,7 +30,7 @@ TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     "mse_loss", "row_l2_norms", "dist_to_center", "vertical_conv",
     "softmax_temperature", "relu_add", "scale_shift", "divide_by", "linear_vec", "gather_dim1", "nll_ignore_index",
     "jacobi_sweep", "heat_step", "vertical_diffuse", "softmax_vector",
-    "daxpy", "gelu_f64", "ddot", "dsum")),
+    "daxpy", "gelu_f64", "ddot", "dsum", "dgemv")),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json",
     ROOT / "bench" / "wild" / "cs_convolution_rows" / "cs_convolution_rows.json",
     ROOT / "bench" / "wild" / "cs_convolution_cols" / "cs_convolution_cols.json",

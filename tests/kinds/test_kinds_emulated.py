@@ -156,6 +156,7 @@ TASKS = {
     DATA / "daxpy.json": ({"BLOCK": 128, "VPT": 1}, [{"n": 1}, {"n": 4101}]),
     DATA / "gelu_f64.json": ({"BLOCK": 128, "VPT": 2}, [{"n": 3}, {"n": 2051}]),
     DATA / "ddot.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 1}, {"n": 5001}]),    # accumulated in double
+    DATA / "dgemv.json": ({"WPR": 2, "RPB": 2}, [{"M": 3, "N": 64}, {"M": 9, "N": 7}]),     # 4 at a time, then one
     DATA / "dsum.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 3}, {"n": 70001}]),
     DATA / "gather_dim1.json": ({"BLOCK": 64, "RPT": 2, "NC": 0}, [{"R": 1, "C": 40, "K": 2}, {"R": 30, "C": 45, "K": 7}]),
     DATA / "where_select.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 5}, {"n": 4100}]),   # bool, 4 a load

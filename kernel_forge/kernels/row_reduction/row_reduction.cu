@@ -24,12 +24,12 @@
 #endif
 #define TPR (32 * WPR)
 
-__device__ __forceinline__ float kf_combine_op(float a, float b)
+template <typename V> __device__ __forceinline__ V kf_combine_op(V a, V b)
 {
 #if KF_OP_MAX
-    return fmaxf(a, b);
+    return fmax(a, b);
 #elif KF_OP_MIN
-    return fminf(a, b);
+    return fmin(a, b);
 #else
     return a + b;
 #endif
@@ -38,28 +38,30 @@ __device__ __forceinline__ float kf_combine_op(float a, float b)
 // KF_MUL: the values summed are x * w, w of the matrix's size (1: row-wise dot products) or one row's
 // length (2: a matrix-vector product; w is read by every row, so it is loaded through the caches)
 // (x - w under KF_DIFF: each row's squared or absolute distance to w's row, or to the one vector w);
-// KF_HAS_BIAS: a bias of one value a row added to each sum (a linear layer's A x + b)
+// KF_HAS_BIAS: a bias of one value a row added to each sum (a linear layer's A x + b).  KF_F64: double
+// storage, accumulated in double (dgemv).
 __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, const kf_w_t* __restrict__ w,
                                                  const kf_bias_t* __restrict__ bias, kf_y_t* __restrict__ y,
                                                  long long rows, long long cols, long long total, long long outer)
 {
 #if WPR > 1
-    __shared__ float part[RPB][WPR];
+    __shared__ kf_reduce_t part[RPB][WPR];
 #endif
-    const float init = KF_OP_MAX ? -__int_as_float(0x7f800000) : (KF_OP_MIN ? __int_as_float(0x7f800000) : 0.0f);
+    const kf_reduce_t inf = __int_as_float(0x7f800000);
+    const kf_reduce_t init = KF_OP_MAX ? -inf : (KF_OP_MIN ? inf : (kf_reduce_t)0);
     const int sub = threadIdx.x / TPR;
     const int t = threadIdx.x % TPR;
     const long long row = (long long)blockIdx.x * RPB + sub;
     const bool valid = row < rows;
     // the row's values: cols, or fewer in the last of segments that do not fill it (total < rows * cols)
     const long long ncols = valid ? min(cols, total - row * cols) : 0;
-    float a0 = init, a1 = init;
+    kf_reduce_t a0 = init, a1 = init;
     for (long long o = 0; o < outer; ++o) {
         const kf_x_t* __restrict__ xr = x + (o * rows + (valid ? row : 0)) * cols;
         const kf_w_t* __restrict__ wr = w + (KF_MUL == 1 ? (valid ? row : 0) * cols : 0);
         if (cols % 4 == 0 && ncols == cols && kf_aligned4(x) && kf_aligned4(w)) {
             for (long long j = 4LL * t; j < ncols; j += 4LL * TPR) {
-                float4 q = kf_lds4(xr + j);
+                auto q = kf_lds4(xr + j);
                 if (KF_MUL) {
                     q = kf_pair4(q, KF_MUL == 1 ? kf_lds4(wr + j) : kf_ld4(wr + j));
                 }
@@ -73,7 +75,7 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, c
             }
         }
     }
-    float a = kf_combine_op(a0, a1);
+    kf_reduce_t a = kf_combine_op(a0, a1);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) a = kf_combine_op(a, __shfl_xor_sync(0xffffffffu, a, o));
 #if WPR > 1
@@ -83,5 +85,5 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, c
 #pragma unroll
     for (int k = 1; k < WPR; ++k) a = kf_combine_op(a, part[sub][k]);
 #endif
-    if (valid && t == 0) kf_put(y + row, (KF_OP_MEAN ? a / (float)(cols * outer) : a) + (KF_HAS_BIAS ? kf_ld(bias + row) : 0.0f));
+    if (valid && t == 0) kf_put(y + row, (KF_OP_MEAN ? a / (kf_reduce_t)(cols * outer) : a) + (KF_HAS_BIAS ? (kf_reduce_t)kf_ld(bias + row) : (kf_reduce_t)0));
 }

@@ -601,3 +601,8 @@ def ddot(n, x, y, result):
 def dsum(x, out, n):
     # the sum of a double vector
     out[0] = float(x.astype(np.float64).sum())
+
+
+def dgemv(A, x, y, m, n):
+    # BLAS dgemv without scalars: y = A x, A row-major m x n, in double
+    y[...] = A.reshape(m, n).astype(np.float64) @ x.astype(np.float64)
