@@ -68,7 +68,8 @@ KINDS = {
     "box_filter": "the mean or sum of the 2r+1 values around each pixel along a row or a column, r a parameter",
     "pool2d": "max, mean or sum pooling of S x S windows with stride S over the planes of an image batch",
     "resample": "nearest-neighbour upsampling by an integer factor (2, 3 or 4) of the planes of an image batch",
-    "stencil1d": "a 1-D convolution or stencil along each row (a mask of k taps; edges clamped, zero, reflected, periodic or valid)",
+    "stencil1d": ("a 1-D convolution or stencil along each row or down each column (a mask of k taps; edges clamped, "
+                  "zero, reflected, periodic, valid, or a border kept or zeroed)"),
 }
 
 
