@@ -235,26 +235,55 @@ def _softmax_scale(w: _Writer) -> str:
     return f"(1.0f / {scale})" if w.match.params.get("divide") and w.role("scale") else scale
 
 
-#: the elementwise forms elementwise_f64 computes in double: (the body of kf_op, written for float)
-_F64_FORMS = {"map": "float v = xv;\n    return {act};", "binary": "const float a = xv, b = zv;\n    return {op};",
-              "binary_act": "const float a = xv, b = zv;\n    float v = {op};\n    return {act};",
-              "axpy": "return fmaf(alpha, xv, zv);", "axpby": "return fmaf(alpha, xv, beta * zv);",
-              "affine": "return fmaf(alpha, xv, beta);", "clamp": "return fminf(fmaxf(xv, alpha), beta);"}
+#: the elementwise forms elementwise_f64 computes in double (one operand or two, scalars by value)
+_F64_FORMS = ("map", "binary", "binary_act", "scale", "axpy", "axpby", "affine", "clamp")
+
+
+def _elementwise_body(p: dict, row_bias: bool = False, res: bool = False) -> str:
+    """The body of kf_op for an elementwise match's form, written for float (xv, zv the operands, bv
+    a row's bias, rv the residual or a where's mask, alpha and beta the scalars); elementwise_f64
+    computes the same body in double (kinds.maps.in_double)."""
+    from kernel_forge.kinds.maps import BINARY, FUNCTIONS
+
+    form = p.get("form", "map")
+    act = FUNCTIONS[p.get("act", "identity")][1]
+    if form == "binary":
+        return f"const float a = xv, b = zv;\n    return {BINARY[p['op']][1]};"
+    if form == "binary_act":
+        return f"const float a = xv, b = zv;\n    float v = {BINARY[p['op']][1]};\n    v = {act};\n    return v;"
+    if form in ("scale", "quantize") and p.get("divide"):
+        return "return xv / alpha;"
+    if form == "affine":
+        return "return fmaf(alpha, xv, beta);"
+    if form in ("scale", "dequantize"):
+        return "return alpha * xv;"
+    if form == "quantize":
+        return "return xv * alpha;"
+    if form == "axpy":
+        return "return fmaf(alpha, xv, zv);"
+    if form == "axpby":
+        return "return fmaf(alpha, xv, beta * zv);"
+    if form == "clamp":
+        return "return fminf(fmaxf(xv, alpha), beta);"
+    if form == "masked_fill":
+        return "return zv != 0.0f ? alpha : xv;"
+    if form == "where":
+        return "return rv != 0.0f ? xv : zv;"
+    if form in ("gated", "gated_halves"):
+        return f"float v = xv;\n    v = {act};\n    return v * zv;"
+    # a map or a chain; a channel's bias or batch norm is applied to xv before kf_op (the template's KF_CHANNEL)
+    return f"float v = xv{' + bv' if row_bias else ''};\n    v = {act};\n    return v{' + rv' if res else ''};"
 
 
 def _elementwise_f64(w: _Writer) -> str:
     """Double storage: elementwise_f64, the op computed in double (kinds.maps.in_double)."""
-    from kernel_forge.kinds.maps import BINARY, FUNCTIONS, in_double
+    from kernel_forge.kinds.maps import in_double
 
     p = w.match.params
     form = p.get("form", "map")
-    if form == "scale":
-        body = "return xv / alpha;" if p.get("divide") else "return alpha * xv;"
-    elif form in _F64_FORMS:
-        body = _F64_FORMS[form].replace("{act}", FUNCTIONS[p.get("act", "identity")][1])
-        body = body.replace("{op}", BINARY[p["op"]][1] if "op" in p else "")
-    else:
+    if form not in _F64_FORMS:
         raise Unbindable(f"the float64 elementwise pattern computes maps and two-operand forms, not {form}")
+    body = _elementwise_body(p)
     y, x = w.buffer("y", double=True), w.buffer("x", double=True)
     z = w.buffer("z", required=False, default_type="double", double=True)
     if any(w.types[r] != "double" for r in ("x", "y", "z")):
@@ -271,8 +300,6 @@ def _elementwise_f64(w: _Writer) -> str:
 
 
 def _elementwise(w: _Writer) -> str:
-    from kernel_forge.kinds.maps import BINARY, FUNCTIONS
-
     p = w.match.params
     form = p.get("form", "map")
     if any(w.task.arg(w.role(r)).param.dtype.name == "float64" for r in ("x", "y", "z") if w.role(r)):
@@ -285,35 +312,8 @@ def _elementwise(w: _Writer) -> str:
     if form == "where":         # the mask takes the residual's place: a full-size operand of bytes or integers
         res = w.buffer("mask", small_ints=True)
         w.types["res"] = w.types.pop("mask")
-    act = FUNCTIONS[p.get("act", "identity")][1]
-    if form == "binary":
-        body = f"const float a = xv, b = zv;\n    return {BINARY[p['op']][1]};"
-    elif form == "binary_act":
-        body = f"const float a = xv, b = zv;\n    float v = {BINARY[p['op']][1]};\n    v = {act};\n    return v;"
-    elif form == "scale" and p.get("divide"):
-        body = "return xv / alpha;"
-    elif form == "affine":
-        body = "return fmaf(alpha, xv, beta);"
-    elif form == "scale" or form == "dequantize":
-        body = "return alpha * xv;"
-    elif form == "quantize":
-        body = "return xv / alpha;" if p.get("divide") else "return xv * alpha;"
-    elif form == "axpy":
-        body = "return fmaf(alpha, xv, zv);"
-    elif form == "axpby":
-        body = "return fmaf(alpha, xv, beta * zv);"
-    elif form == "clamp":
-        body = "return fminf(fmaxf(xv, alpha), beta);"
-    elif form == "masked_fill":
-        body = "return zv != 0.0f ? alpha : xv;"
-    elif form == "where":
-        body = "return rv != 0.0f ? xv : zv;"
-    elif form in ("gated", "gated_halves"):
-        body = f"float v = xv;\n    v = {act};\n    return v * zv;"
-    else:       # a channel's bias or batch norm is applied to xv before kf_op (the template's KF_CHANNEL)
-        row_bias = bias != "nullptr" and p.get("broadcast") != "channel"
-        body = (f"float v = xv{' + bv' if row_bias else ''};\n    v = {act};\n"
-                f"    return v{' + rv' if res != 'nullptr' else ''};")
+    row_bias = bias != "nullptr" and p.get("broadcast") != "channel"
+    body = _elementwise_body(p, row_bias, res != "nullptr")
     w.slots["OP"] = ("__device__ __forceinline__ float kf_op(float xv, float zv, float bv, float rv, float alpha,\n"
                      "                                      float beta)\n"
                      f"{{\n    {body}\n}}")
