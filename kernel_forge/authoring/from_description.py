@@ -145,7 +145,7 @@ def _task_brief(task) -> str:
     for a in task.args:
         if a.is_buffer:
             kind = ("in/out (its initial values are inputs)" if a.in_out else "output") if a.output else "input"
-            lines.append(f"- `{a.param.text}`: shape [{', '.join(map(str, a.shape))}], {kind}")
+            lines.append(f"- `{a.param.text}`: {a.shape_text()}, {kind}")
         else:
             lines.append(f"- `{a.param.text}` = {a.value}")
     t = task.tolerance

@@ -142,12 +142,15 @@ def build_manifest(name: str, sig: Signature, *, has_launch: bool) -> tuple[dict
         else:
             args[p.name] = p.name
             guesses.append(f"{p.name}: {p.describe()} -> size variable {p.name}, set by each case")
+        if p.lanes > 1:
+            guesses[-1] += (f" (the shape counts {p.vector}s; the reference sees {p.dtype.name} values with a last axis "
+                            f"of {p.lanes}: {p.name}[..., 0] is .x)")
         if python_name(p.name) != p.name:
             guesses[-1] += f" (a Python keyword: the reference takes it as {python_name(p.name)})"
     table = ONE_SIZE if len(sizes) <= 1 else SEVERAL_SIZES
     roles = (("small", "correctness"), ("large", "performance"), ("holdout", "holdout"))
     cases = [{"name": n, "role": role, "vars": {p.name: table[n] for p in sizes}} for n, role in roles]
-    item = {p.name: p.dtype.itemsize for p in sig.params if p.pointer}
+    item = {p.name: p.dtype.itemsize * p.lanes for p in sig.params if p.pointer}
     per = " + ".join(f"{item[k]}*{size}" if size else str(item[k] * 4096) for k in item) or "0"
     manifest = {"name": name, "description": f"TODO: what {name} computes.",
                 "signature": sig.text.rstrip(" {;"),
@@ -178,6 +181,11 @@ def reference_stub(name: str, sig: Signature) -> str:
     renamed = [p.name for p in sig.params if python_name(p.name) != p.name]
     note = ([f"Parameters named like a Python keyword get a trailing underscore: {', '.join(renamed)} -> "
              f"{', '.join(python_name(n) for n in renamed)}."] if renamed else [])
+    vectors = [p for p in sig.params if p.lanes > 1]
+    if vectors:
+        note.append("A buffer of a CUDA vector type has its lanes as the array's last axis ("
+                    + ", ".join(f"{python_name(p.name)}: {p.vector}, {p.dtype.name} x {p.lanes}" for p in vectors)
+                    + "; [..., 0] is .x).")
     lines = [f'"""Trusted reference for {name}: every candidate kernel is compared with what this computes.',
              "",
              "Written by `kforge init`. It is called with every kernel parameter by name: buffers as NumPy arrays",

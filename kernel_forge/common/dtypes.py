@@ -77,8 +77,37 @@ C_TYPES: dict[str, DType] = {
     "bool": BOOL,
 }
 
-#: Spellings refused with a reason (their width differs between Linux and Windows).
-AMBIGUOUS = {"long", "unsigned long", "long int", "unsigned long int"}
+#: CUDA's vector types, which a kernel may take by pointer: (the lane's type, the lanes).  A buffer of
+#: ``float4`` is stored as float32 values with a trailing axis of 4 (the manifest's shape counts
+#: vectors; the reference sees the lanes as the array's last axis).
+VECTOR_TYPES: dict[str, tuple[DType, int]] = {
+    **{f"float{n}": (FLOAT32, n) for n in (2, 3, 4)},
+    **{f"int{n}": (INT32, n) for n in (2, 3, 4)},
+    **{f"uint{n}": (UINT32, n) for n in (2, 3, 4)},
+    **{f"char{n}": (INT8, n) for n in (2, 3, 4)},
+    **{f"uchar{n}": (UINT8, n) for n in (2, 3, 4)},
+    **{f"short{n}": (INT16, n) for n in (2, 3, 4)},
+    **{f"ushort{n}": (UINT16, n) for n in (2, 3, 4)},
+    "double2": (FLOAT64, 2), "longlong2": (INT64, 2), "ulonglong2": (UINT64, 2),
+    "half2": (FLOAT16, 2), "__half2": (FLOAT16, 2),
+    "__nv_bfloat162": (BFLOAT16, 2), "nv_bfloat162": (BFLOAT16, 2),
+}
+
+#: each storage type's C spelling (a vector buffer's lanes, as a bound pattern reads them)
+LANE_CTYPES: dict[str, str] = {
+    "float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
+    "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
+    "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long",
+}
+
+#: C's ``long``: its width is the platform's (64-bit on Linux and macOS, 32-bit on Windows), and NVRTC,
+#: compiling on the machine that runs the kernel, gives it that width; a buffer of ``long`` is stored so.
+_LONG64 = ctypes.sizeof(ctypes.c_long) == 8
+PLATFORM_LONG: dict[str, DType] = {
+    **dict.fromkeys(("long", "long int", "signed long", "signed long int"), INT64 if _LONG64 else INT32),
+    **dict.fromkeys(("unsigned long", "unsigned long int"), UINT64 if _LONG64 else UINT32),
+}
+C_TYPES.update(PLATFORM_LONG)
 
 BY_NAME: dict[str, DType] = {d.name: d for d in C_TYPES.values()}
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kernel_forge.common.dtypes import LANE_CTYPES
 from kernel_forge.kernels import library
 from kernel_forge.kinds.match import Match
 
@@ -165,7 +166,31 @@ class _Writer:
         io = library.include_text("_io.cuh")
         entry = (f'extern "C" __global__ void __launch_bounds__(KF_THREADS)\n{sig.name}({params})\n{{\n'
                  f"    {call};\n}}\n")
+        if any(p.lanes > 1 for p in sig.params):
+            entry = self._vector_entry(call)
         return "\n".join([*head, *sorted(self.headers), *types, *defs, io, body, entry])
+
+    def _vector_entry(self, call: str) -> str:
+        """The entry of a signature with vector-typed pointers (``float4* x``): the call goes in a
+        device function that takes each such buffer as a pointer to its lanes' type, under the
+        same name, and the entry passes it the vectors' addresses as that type."""
+        sig = self.task.signature
+        inner, passed = [], []
+        for p in sig.params:
+            if p.lanes > 1:
+                ctype = f"{'const ' if p.const else ''}{LANE_CTYPES[p.dtype.name]}*"
+                if p.dtype.name == "float16":
+                    self.headers.add("#include <cuda_fp16.h>\n#define KF_HALF 1")
+                if p.dtype.name == "bfloat16":
+                    self.headers.add("#include <cuda_bf16.h>\n#define KF_BF16 1")
+                inner.append(f"{ctype} {p.name}")
+                passed.append(f"reinterpret_cast<{ctype}>({p.name})")
+            else:
+                inner.append(p.text.replace("__grid_constant__", ""))
+                passed.append(p.name)
+        return (f"static __device__ __forceinline__ void kf_bound_body({', '.join(inner)})\n{{\n    {call};\n}}\n\n"
+                f'extern "C" __global__ void __launch_bounds__(KF_THREADS)\n{sig.name}({", ".join(p.text for p in sig.params)})\n'
+                f"{{\n    kf_bound_body({', '.join(passed)});\n}}\n")
 
 
 # ------------------------------------------------------------------------------ per kind
@@ -530,12 +555,16 @@ def _reduce_op(w: _Writer, double: bool = False) -> str:
                      KF_MUL={None: 0, "full": 1, "cols": 2, "rows": 1}[w.match.params.get("product")],
                      KF_PRE={None: 0, "abs": 1, "square": 2}[w.match.params.get("pre")],
                      KF_DIFF=int(bool(w.match.params.get("diff"))), KF_SQRT=int(w.match.params.get("post") == "sqrt"))
-    return w.buffer("w", required=False, default_type="double" if double else "float", double=double)
+    unbound = w.types["x"] if "KF_I64" in w.defines else ("double" if double else "float")   # an absent w: x's type
+    return w.buffer("w", required=False, default_type=unbound, double=double)
 
 
 def _column_reduction(w: _Writer) -> str:
-    x, y = w.buffer("x"), w.buffer("y")
-    mul = _reduce_op(w)
+    x, y = w.buffer("x", double=True), w.buffer("y", double=True)
+    double = "double" in (w.types["x"], w.types["y"])
+    _int_reduction(w)
+    mul = _reduce_op(w, double)
+    _f64_storage(w, "column reduction", ("x", "y", "w"))
     w.slots["COLS"] = w.launch_size("cols")
     w.slots["BATCH"] = w.launch_size("batch") if w.role("batch") else "1"
     rows, cols = w.size("rows"), w.size("cols")
@@ -561,13 +590,11 @@ def _row_reduction(w: _Writer) -> str:
         w.slots["ROWS"] = w.launch_size("rows")
         return f"kf_row_argmax({x}, {y}, {w.size('rows')}, (int){w.size('cols')})"
     double = "double" in (w.types["x"], w.types["y"])
+    _int_reduction(w)
     mul = _reduce_op(w, double)
-    bias = w.buffer("bias", required=False, default_type="double" if double else "float", double=double)   # A x + b
+    bias = w.buffer("bias", required=False, default_type=w.types["w"], double=double)   # A x + b
     w.defines["KF_HAS_BIAS"] = int(bias != "nullptr")
-    if double:                   # double storage: accumulated in double, every operand double (dgemv)
-        if any(w.types[r] != "double" for r in ("x", "y", "w", "bias")):
-            raise Unbindable("the bound row reduction of doubles reads and writes double only")
-        w.defines["KF_F64"] = 1
+    _f64_storage(w, "row reduction", ("x", "y", "w", "bias"))     # dgemv
     seg = w.match.params.get("segment")
     if seg:                      # a sum per segment of seg values, the last one short: rows of seg, n in all
         n, seg = w.size("n"), int(seg)
@@ -580,7 +607,7 @@ def _row_reduction(w: _Writer) -> str:
 
 
 def _transpose(w: _Writer) -> str:
-    x, y = w.buffer("x", small_ints=True), w.buffer("y", small_ints=True)
+    x, y = w.buffer("x", small_ints=True, double=True), w.buffer("y", small_ints=True, double=True)
     if w.types["x"] != w.types["y"]:
         raise Unbindable("the bound transpose copies values as stored: x and y need one storage type")
     w.slots.update(ROWS=w.launch_size("rows"), COLS=w.launch_size("cols"))
@@ -599,16 +626,36 @@ def _transpose(w: _Writer) -> str:
     return f"kf_transpose({x}, {y}, {w.size('rows')}, {w.size('cols')})"
 
 
+def _f64_storage(w: _Writer, what: str, roles: tuple) -> None:
+    """Double storage (x or y double): combined in double (KF_F64), every operand in ``roles`` double."""
+    if "double" not in (w.types["x"], w.types["y"]):
+        return
+    if any(w.types[r] != "double" for r in roles):
+        raise Unbindable(f"the bound {what} of doubles reads and writes double only")
+    w.defines["KF_F64"] = 1
+
+
+def _int_reduction(w: _Writer) -> bool:
+    """Whether the reduction is of integers (KF_I64: read as long long, summed exactly); it then
+    reads and writes 32- or 64-bit integers only, with no second operand, map or mean."""
+    ints = [w.types[r] in _INTS.values() for r in ("x", "y")]
+    if not any(ints):
+        return False
+    p = w.match.params
+    if not all(ints) or w.role("w") or w.role("bias") or p.get("pre") or p.get("post") or p.get("op") not in ("sum", "max", "min"):
+        raise Unbindable("the bound integer reduction sums (or takes the largest or smallest of) 32- or 64-bit "
+                         "integers into an integer, with no second operand, map or mean")
+    w.defines["KF_I64"] = 1
+    return True
+
+
 def _reduction(w: _Writer) -> str:
     x, y = w.buffer("x", double=True), w.buffer("y", double=True)
     double = "double" in (w.types["x"], w.types["y"])
-    if not all(w.types[r] in (*_CTYPES.values(), "double") for r in ("x", "y")):
-        raise Unbindable("the bound reduction combines floating-point values")
+    if not _int_reduction(w) and not all(w.types[r] in (*_CTYPES.values(), "double") for r in ("x", "y")):
+        raise Unbindable("the bound reduction combines floating-point values, or integers into an integer")
     mul = _reduce_op(w, double)
-    if double:                   # double storage: accumulated in double, every operand double
-        if any(w.types[r] != "double" for r in ("x", "y", "w")):
-            raise Unbindable("the bound reduction of doubles reads and writes double only")
-        w.defines["KF_F64"] = 1
+    _f64_storage(w, "reduction", ("x", "y", "w"))
     w.slots["N"] = w.launch_size("n")
     return f"kf_reduction({x}, {mul}, {y}, {w.size('n')})"
 

@@ -64,7 +64,17 @@ def dims(probe, size: int) -> list[tuple[int, int]]:
 
 def param_for(probe, value: int, avoid: tuple = ()) -> str | None:
     """The integer scalar holding ``value`` (the first one not in ``avoid``), else a product of
-    two or three of them (``"B*T"``), else None."""
+    two or three of them (``"B*T"``), else -- where the task's buffers are of a vector type
+    (``float4*``: a count of vectors) -- one of those times the lanes (``"n4*4"``), else None."""
+    found = _product_for(probe, value, avoid)
+    for lanes in sorted({a.param.lanes for a in probe.task.args if a.is_buffer and a.param.lanes > 1}):
+        if found is None and value % lanes == 0:
+            found = _product_for(probe, value // lanes, avoid)
+            found = f"{found}*{lanes}" if found else None
+    return found
+
+
+def _product_for(probe, value: int, avoid: tuple) -> str | None:
     names = [n for n in probe.params_of(value) if n not in avoid]
     if names:
         return names[0]

@@ -2,6 +2,7 @@
 reductions and prefix sums.  Each ``find_*`` returns the matches that hold on a probe."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -338,6 +339,7 @@ def find_reductions(probe) -> Iterator[Match]:
     if len(probe.buffers(output=True)) != 1:
         return
     if not outs:
+        yield from _int_reductions(probe, probe.buffers(output=True)[0])
         yield from _arg_reductions(probe, probe.buffers(output=True)[0])
         return
     y = outs[0]
@@ -471,6 +473,39 @@ def _mapped_reductions(probe, y, forms) -> Iterator[Match]:
                                 if rows == n_out and close(want, post_fn(fn(v.reshape(rows, cols), axis=1)), rtol=5e-3):
                                     yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols), **roles},
                                                 {"op": op, "pre": pre, **more})
+
+
+#: the integer types an integer reduction reads and writes (as the bound patterns' KF_I64 loads them)
+_WIDE_INTS = ("int32", "uint32", "int64", "uint64")
+
+
+def _int_reductions(probe, y) -> Iterator[Match]:
+    """Integers summed (or their largest or smallest) exactly into an integer output: all of them, each
+    row's or each column's; the output's type wraps a sum as the kernel's own would."""
+    if probe.arg(y).param.dtype.name not in _WIDE_INTS:
+        return
+    n_out = probe.sizes[y]
+    got = np.asarray(probe.outputs[y], dtype=np.float64).reshape(-1)
+    # an output that starts from values may be added to (an atomicAdd into a zeroed count): then got - before
+    forms = [({}, got)] + ([({"accumulate": True}, got - np.asarray(probe.values[y], dtype=np.float64).reshape(-1))]
+                           if probe.arg(y).in_out else [])
+    for x in probe.inputs_of(floating=False):
+        size = probe.sizes[x]
+        if size <= n_out or probe.arg(x).param.dtype.name not in _WIDE_INTS:
+            continue
+        v = np.asarray(probe.values[x]).astype(np.int64)
+        # (kind, rows, cols, axis): all values, each row's, each column's
+        shapes = ([("reduction", 1, size, 1)] if n_out == 1 else
+                  [(kind, r, c, axis) for r, c in dims(probe, size)
+                   for kind, axis, n in (("row_reduction", 1, r), ("column_reduction", 0, c)) if n == n_out])
+        for (kind, r, c, axis), (extra, have) in itertools.product(shapes, forms):
+            for op, fn in (("sum", np.sum), ("max", np.max), ("min", np.min)):
+                if not np.array_equal(have, fn(v.reshape(r, c), axis=axis).astype(np.float64)):
+                    continue
+                if kind == "reduction":
+                    yield Match(kind, {"x": x, "y": y, "n": param_for(probe, size)}, {"op": op, "axis": None, **extra})
+                else:
+                    yield Match(kind, {"x": x, "y": y, **_scalars(probe, r, c)}, {"op": op, **extra})
 
 
 def _arg_reductions(probe, y) -> Iterator[Match]:

@@ -1,9 +1,10 @@
 """Parse ``extern "C" __global__ void name(params)`` into typed parameters.
 
 Supported parameters: pointers (``const`` or not, ``__restrict__``, ``__grid_constant__``) to, and
-scalars of, the types in :mod:`kernel_forge.common.dtypes`.  Anything else (references, arrays,
-structs, templates, pointers to pointers, default values) is refused with a caret under the
-offending text.  Function attributes (``__launch_bounds__(...)``, ``__maxnreg__(...)``,
+scalars of, the types in :mod:`kernel_forge.common.dtypes`, and pointers to CUDA's vector types
+(``float4``, ``uchar4``, ``half2`` ...: a buffer of their lanes' type with a trailing axis of lanes).
+Anything else (references, arrays, structs, vectors by value, templates, pointers to pointers,
+default values) is refused with a caret under the offending text.  Function attributes (``__launch_bounds__(...)``, ``__maxnreg__(...)``,
 ``__cluster_dims__(...)``, ``__noinline__``) may stand before or after ``void``.
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kernel_forge.common.dtypes import AMBIGUOUS, C_TYPES, DType
+from kernel_forge.common.dtypes import C_TYPES, VECTOR_TYPES, DType
 from kernel_forge.common.errors import SignatureError
 
 _QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile", "__grid_constant__"}
@@ -32,10 +33,12 @@ class Param:
     pointer: bool
     const: bool            # for pointers: the pointee is const
     text: str              # the parameter as written
+    lanes: int = 1         # a pointer to a CUDA vector type: its lanes (``float4``: 4 of ``dtype``)
+    vector: str = ""       # that vector type as spelled (``float4``); "" for a scalar type
 
     def describe(self) -> str:
         if self.pointer:
-            return f"{'const ' if self.const else ''}{self.dtype.name}* {self.name}"
+            return f"{'const ' if self.const else ''}{self.vector or self.dtype.name}* {self.name}"
         return f"{self.dtype.name} {self.name}"
 
 
@@ -135,18 +138,20 @@ def _parse_param(piece: str, flat: str, col: int) -> Param:
     const = "const" in words
     type_words = [w for w in words if w not in _QUALIFIERS | {"const"}]
     type_name = " ".join(type_words)
-    if type_name in AMBIGUOUS:
-        raise SignatureError(f"{type_name!r} is 32-bit on Windows and 64-bit on Linux",
-                             signature=flat, column=col,
-                             hint="use int64_t/uint64_t or long long")
-    dtype = C_TYPES.get(type_name)
+    dtype, lanes, vector = C_TYPES.get(type_name), 1, ""
+    if dtype is None and type_name in VECTOR_TYPES:
+        if not pointer:
+            raise SignatureError(f"a {type_name} by value is not supported; pass its lanes as scalars, or a pointer",
+                                 signature=flat, column=col)
+        (dtype, lanes), vector = VECTOR_TYPES[type_name], type_name
     if dtype is None:
         raise SignatureError(f"unsupported type {type_name!r}", signature=flat, column=col,
-                             hint="supported: " + ", ".join(sorted({d.name for d in C_TYPES.values()})))
+                             hint="supported: " + ", ".join(sorted({d.name for d in C_TYPES.values()}))
+                             + "; by pointer also CUDA's vector types (float4, uchar4, half2 ...)")
     if not pointer and const is False and "const" in piece:
         const = True
     return Param(name=name, dtype=dtype, pointer=pointer, const=const if pointer else False,
-                 text=piece)
+                 text=piece, lanes=lanes, vector=vector)
 
 
 _ENTRY = re.compile(r'extern\s+"C"\s+' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
@@ -185,7 +190,7 @@ def check_matches(expected: Signature, actual: Signature) -> None:
             f"kernel {actual.name} takes {len(actual.params)} parameters, the task declares "
             f"{len(expected.params)}: ({', '.join(p.describe() for p in expected.params)})")
     for i, (e, a) in enumerate(zip(expected.params, actual.params)):
-        if (e.dtype, e.pointer) != (a.dtype, a.pointer):
+        if (e.dtype, e.pointer, e.lanes) != (a.dtype, a.pointer, a.lanes):
             raise SignatureError(
                 f"parameter {i + 1} ({a.name}) is `{a.describe()}`, the task declares "
                 f"`{e.describe()}`")

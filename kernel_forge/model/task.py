@@ -68,6 +68,14 @@ class Arg:
     def in_out(self) -> bool:
         return self.output and self.init is not None
 
+    def shape_text(self) -> str:
+        """The buffer's shape as the manifest gives it, for a prompt (a vector type's lanes said)."""
+        text = f"shape [{', '.join(map(str, self.shape))}]"
+        if self.param.lanes > 1:
+            text += (f" of {self.param.vector} (the reference's array: {self.param.dtype.name}, a last axis of "
+                     f"{self.param.lanes})")
+        return text
+
 
 @dataclass(frozen=True)
 class CallableRef:
@@ -144,8 +152,10 @@ class Task:
         raise KeyError(name)
 
     def shape(self, arg: Arg, case: Case) -> tuple[int, ...]:
-        return tuple(expressions.evaluate_int(e, case.vars, what=f"shape of {arg.name}")
-                     for e in arg.shape)
+        """A buffer's shape in ``case``: the manifest's expressions, and a pointer to a vector type
+        (``float4*``) its lanes as a last axis (the manifest counts vectors; the host holds values)."""
+        shape = tuple(expressions.evaluate_int(e, case.vars, what=f"shape of {arg.name}") for e in arg.shape)
+        return shape + (arg.param.lanes,) if arg.param.lanes > 1 else shape
 
     def scalar(self, arg: Arg, case: Case) -> int | float:
         if arg.param.dtype.is_float:

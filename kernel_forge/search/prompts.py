@@ -88,7 +88,7 @@ def _task_section(task: Task) -> str:
         if a.is_buffer:
             kind = "output" if a.output and not a.in_out else ("in/out (reset before each launch)"
                                                                if a.in_out else "input")
-            lines.append(f"- `{a.param.text}`: shape [{', '.join(map(str, a.shape))}], {kind}")
+            lines.append(f"- `{a.param.text}`: {a.shape_text()}, {kind}")
         else:
             lines.append(f"- `{a.param.text}` = {a.value}")
     if task.launch is not None:

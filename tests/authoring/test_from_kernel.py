@@ -131,3 +131,36 @@ def test_init_keeps_the_kernels_own_launch(tmp_path):
     assert "launch" not in data
     assert (tmp_path / "task" / "axpy.cu").read_text() == src.read_text()
     assert res.written == [tmp_path / "task" / n for n in ("axpy.json", "axpy_reference.py", "axpy.cu")]
+
+
+BRIGHTEN = ('extern "C" __global__ void brighten(const uchar4* __restrict__ src, uchar4* dst, int n, float gain)\n'
+            "{\n"
+            "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "    if (i >= n) return;\n"
+            "    uchar4 p = src[i];\n"
+            "    dst[i] = make_uchar4(min(255.f, p.x * gain), min(255.f, p.y * gain), min(255.f, p.z * gain), p.w);\n"
+            "}\n")
+BRIGHTEN_REFERENCE = ("import numpy as np\n\n\ndef reference(src, dst, n, gain):\n"
+                      "    dst[..., :3] = np.minimum(255.0, src[..., :3] * gain).astype(np.uint8)\n"
+                      "    dst[..., 3] = src[..., 3]\n")
+
+
+def test_a_kernel_of_vector_pointers_gets_a_task_whose_reference_sees_the_lanes(kforge, tmp_path):
+    """uchar4 pixels: the manifest counts vectors, the cost counts their bytes, and the reference's arrays
+    carry the lanes as a last axis, which it indexes as the kernel does .x .y .z .w."""
+    src = tmp_path / "brighten.cu"
+    src.write_text(BRIGHTEN)
+    r = kforge("init", "brighten", "--from", src, "--dir", tmp_path)
+    assert r.exit_code == 0, r.output
+    assert ("guessed: src: const uchar4* src -> input, shape [\"n\"], init {\"kind\": \"randint\", \"low\": 0, "
+            "\"high\": 100} (the shape counts uchar4s; the reference sees uint8 values with a last axis of 4") in r.output
+    assert "last axis (src: uchar4, uint8 x 4, dst: uchar4, uint8 x 4" in (tmp_path / "brighten_reference.py").read_text()
+    manifest = json.loads((tmp_path / "brighten.json").read_text())
+    assert manifest["cost"] == {"bytes": "4*n + 4*n"}
+    (tmp_path / "brighten_reference.py").write_text(BRIGHTEN_REFERENCE)
+    r = kforge("validate", "--no-compile", tmp_path / "brighten.json")
+    assert r.exit_code == 0, r.output
+    task = load_task(tmp_path / "brighten.json")
+    case = task.case("small")
+    assert task.shape(task.arg("dst"), case) == (1037, 4) and task.buffer_bytes(case) == {"src": 4148, "dst": 4148}
+    assert "shape [n] of uchar4 (the reference's array: uint8, a last axis of 4)" in task.arg("src").shape_text()

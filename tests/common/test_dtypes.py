@@ -7,14 +7,17 @@ import numpy as np
 import pytest
 
 from kernel_forge.common import dtypes
-from kernel_forge.common.dtypes import (AMBIGUOUS, BFLOAT16, BY_NAME, C_TYPES, FLOAT16, FLOAT32, INT32, UINT64,
+from kernel_forge.common.dtypes import (PLATFORM_LONG, BFLOAT16, BY_NAME, C_TYPES, FLOAT16, FLOAT32, INT32, UINT64,
                                         from_float, poison_bits, poison_memset, poison_value, to_float)
 
 
-def test_c_spellings_name_their_types_and_the_platform_dependent_long_is_not_one_of_them():
+def test_c_spellings_name_their_types_and_long_is_the_platform_s_long():
     assert C_TYPES["size_t"] is UINT64 and C_TYPES["unsigned"] is C_TYPES["uint32_t"]
     assert C_TYPES["__nv_bfloat16"] is BFLOAT16 and C_TYPES["half"] is FLOAT16 and C_TYPES["signed"] is INT32
-    assert not AMBIGUOUS & set(C_TYPES)
+    for spelling in ("long", "long int", "signed long", "unsigned long", "unsigned long int"):
+        d = C_TYPES[spelling]
+        assert d is PLATFORM_LONG[spelling] and d.itemsize == ctypes.sizeof(ctypes.c_long)       # NVRTC's width here
+        assert d.kind == ("uint" if spelling.startswith("unsigned") else "int")
     assert set(BY_NAME) == {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64",
                             "uint8", "uint16", "uint32", "uint64", "bool"}
     assert C_TYPES["bool"].numpy == np.uint8 and C_TYPES["bool"].host_compute == np.bool_

@@ -70,7 +70,8 @@ HEADERS = {"kforge/tf32_mma.cuh": ("kf_tf32(float x)", "kf_mma_tf32(float* d"),
            "kforge/gemm_epilogue.cuh": ("void kf_epi(float acc, kf_c_t* __restrict__ crow",),
            "kforge/online_softmax.cuh": ("void kf_combine(float& m, float& s, float om, float os)",),
            "kforge/arg_pair.cuh": ("bool kf_before(float a, int ia, float b, int ib)", "void kf_take(float& v, int& i"),
-           "kforge/edge_index.cuh": ("int kf_edge(int i, int n)",)}
+           "kforge/edge_index.cuh": ("int kf_edge(int i, int n)",),
+           "kforge/reduce_op.cuh": ("V kf_combine_op(V a, V b)", "kf_reduce_t kf_reduce_init()")}
 USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_tf32x3": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_f16_mma": ("kforge/f16_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
@@ -88,7 +89,10 @@ USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", 
          "row_reduction/row_argmax": ("kforge/arg_pair.cuh",),
          "row_reduction/argmax_axis": ("kforge/arg_pair.cuh",),
          "stencil2d/stencil2d": ("kforge/edge_index.cuh",),
-         "stencil1d/stencil1d": ("kforge/edge_index.cuh",)}
+         "stencil1d/stencil1d": ("kforge/edge_index.cuh",),
+         "reduction/reduction": ("kforge/reduce_op.cuh",),
+         "row_reduction/row_reduction": ("kforge/reduce_op.cuh",),
+         "column_reduction/column_reduction": ("kforge/reduce_op.cuh",)}
 
 
 @pytest.mark.parametrize("name", USERS)

@@ -101,6 +101,13 @@ PUBLIC = {
     "ddot": ("reduction", {"x": "x", "w": "y", "y": "result", "n": "n"}, {"op": "sum", "axis": None, "product": "full"}),
     "dsum": ("reduction", {"x": "x", "y": "out", "n": "n"}, {"op": "sum", "axis": None}),
     "dgemv": ("row_reduction", {"x": "A", "w": "x", "y": "y", "rows": "m", "cols": "n"}, {"op": "sum", "product": "cols"}),
+    # integers summed exactly into an integer: one atomicAdd-style total (zeroed first), each row's into int64
+    "int_sum": ("reduction", {"x": "in", "y": "out", "n": "n"}, {"op": "sum", "axis": None}),
+    "row_sums_i32": ("row_reduction", {"x": "mat", "y": "sums", "rows": "rows", "cols": "cols"}, {"op": "sum"}),
+    # pointers to CUDA vector types (a count of vectors: the size is that count times the lanes)
+    "scale_bias_float4": ("elementwise", {"x": "in4", "y": "out4", "alpha": "scale", "beta": "bias", "n": "n4*4"},
+                          {"form": "affine"}),
+    "silu_half2": ("elementwise", {"x": "inp", "y": "out", "n": "n2*2"}, {"form": "map", "act": "silu"}),
     # torch.gather along the last axis: k picks a row
     "gather_dim1": ("row_pick", {"y": "out", "index": "index", "table": "src", "rows": "rows", "cols": "cols", "picks": "k"},
                     {"act": "identity"}),
@@ -117,6 +124,9 @@ PUBLIC = {
                             {"form": "batchnorm_act", "act": "relu", "broadcast": "channel"}),
     "exclusive_scan": ("scan", {"x": "in", "y": "out", "n": "n"}, {"exclusive": True, "per_row": False}),
     "bias_backward": ("column_reduction", {"x": "dout", "y": "dbias", "rows": "B*T", "cols": "OC"}, {"op": "sum"}),
+    # each column's sum of doubles (combined in double), each column's largest int (exactly, in integers)
+    "column_sums_f64": ("column_reduction", {"x": "A", "y": "colsum", "rows": "m", "cols": "n"}, {"op": "sum"}),
+    "column_max_i32": ("column_reduction", {"x": "counts", "y": "best", "rows": "rows", "cols": "cols"}, {"op": "max"}),
     "channel_mean_nchw": ("column_reduction", {"x": "x", "y": "out", "rows": "C", "cols": "HW", "batch": "N"},
                           {"op": "mean"}),
     "conv_bias_grad": ("row_reduction", {"x": "dout", "y": "dbias", "rows": "C", "cols": "HW", "outer": "N"},
@@ -159,10 +169,13 @@ PUBLIC = {
     "column_log_softmax": ("row_softmax", {"x": "in", "y": "out", "axis": "rows", "inner": "cols", "outer": None},
                            {"log": True, "dim": "middle"}),
     "transpose_coalesced": ("transpose", {"x": "idata", "y": "odata", "rows": "height", "cols": "width"}, {}),
+    "dtranspose": ("transpose", {"x": "A", "y": "B", "rows": "rows", "cols": "cols"}, {}),      # doubles, as stored
     "reduce_max": ("reduction", {"x": "in", "y": "out", "n": "n"}, {"op": "max", "axis": None}),
     "matmul_forward": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
                                 "alpha": None, "beta": None}, {"trans_a": False, "trans_b": True}),
     "byte_histogram": ("histogram", {"x": "buffer", "bins": "histo", "n": "size", "nbins": None}, {"index": "direct"}),
+    # CUDA by Example's signature: `long size` (the platform's long), counts added to a zeroed histogram
+    "histo_kernel": ("histogram", {"x": "buffer", "bins": "histo", "n": "size", "nbins": None}, {"index": "direct"}),
     "letter_histogram": ("histogram", {"x": "data", "bins": "histo", "n": "length", "nbins": None},
                          {"index": "binned", "lo": 97, "span": 26, "width": 4}),
     "hist_mod": ("histogram", {"x": "v", "bins": "counts", "n": "n", "nbins": "nb"}, {"index": "modulo"}),
@@ -358,7 +371,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "row_l2_norms", "dist_to_center", "vertical_conv", "softmax_temperature", "relu_add", "scale_shift",
             "divide_by", "linear_vec", "gather_dim1", "nll_ignore_index",
             "jacobi_sweep", "heat_step", "vertical_diffuse", "softmax_vector",
-            "daxpy", "gelu_f64", "ddot", "dsum", "dgemv"]
+            "daxpy", "gelu_f64", "ddot", "dsum", "dgemv", "scale_bias_float4", "silu_half2",
+            "int_sum", "row_sums_i32", "histo_kernel", "dtranspose", "column_sums_f64", "column_max_i32"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -620,6 +634,8 @@ NEW_PATTERNS = [(DATA / "seg_softmax_nchw.json", "bound_softmax_axis.cu"),
                 (DATA / "daxpy.json", "bound_elementwise_f64.cu"),
                 (DATA / "ddot.json", "bound_reduction.cu"),
                 (DATA / "dgemv.json", "bound_row_reduction.cu"),
+                (DATA / "int_sum.json", "bound_reduction.cu"),
+                (DATA / "row_sums_i32.json", "bound_row_reduction.cu"),
                 (DATA / "vertical_conv.json", "bound_stencil1d_cols.cu"),
                 (WILD_DIR / "cs_convolution_cols" / "cs_convolution_cols.json", "bound_stencil1d_cols.cu"),
                 (WILD_DIR / "cs_convolution_rows" / "cs_convolution_rows.json", "bound_stencil1d.cu"),

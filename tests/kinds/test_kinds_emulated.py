@@ -52,6 +52,7 @@ template <class T> T atomicExch(T* p, T v)
 struct alignas(8) uint2 { unsigned int x, y; };
 inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
 struct alignas(16) double2 { double x, y; };
+struct alignas(16) longlong2 { long long x, y; };
 inline double2 make_double2(double x, double y) { return {x, y}; }
 '''
 
@@ -91,6 +92,9 @@ TASKS = {
     DATA / "absmax_f16.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 1}, {"n": 5003}]),
     DATA / "row_sumsq.json": ({"WPR": 2, "RPB": 2}, [{"rows": 3, "cols": 64}, {"rows": 5, "cols": 7}]),
     DATA / "gemv_t.json": ({"BX": 32, "BY": 4, "SPLIT": 4}, [{"m": 70, "n": 33}, {"m": 3, "n": 5}]),
+    # doubles and ints down the columns: slices of 4 rows and the tail, one slice per block
+    DATA / "column_sums_f64.json": ({"BX": 32, "BY": 4, "SPLIT": 4}, [{"m": 70, "n": 33}, {"m": 3, "n": 5}]),
+    DATA / "column_max_i32.json": ({"BX": 64, "BY": 2, "SPLIT": 1}, [{"rows": 70, "cols": 33}, {"rows": 1, "cols": 5}]),
     DATA / "int8_quant.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
     DATA / "int8_dequant.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 1}, [{"n": 3}, {"n": 4101}]),
     DATA / "sobel_x_reflect101.json": ({"BX": 16, "BY": 4, "RY": 2}, [{"rows": 4, "cols": 5}, {"rows": 33, "cols": 40}]),
@@ -154,6 +158,13 @@ TASKS = {
     DATA / "softmax_vector.json": ({"WPR": 4, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"n": 3}, {"n": 5000}]),   # one row
     # double storage computed in double: in place (daxpy), a map (the tanh GELU); pairs, then the tail
     DATA / "daxpy.json": ({"BLOCK": 128, "VPT": 1}, [{"n": 1}, {"n": 4101}]),
+    # integers summed exactly: 4 at a time then the tail, one partial per block (int32 into int);
+    # each row's into int64, 4 at a time (cols % 4 == 0) and one at a time
+    DATA / "int_sum.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 3}, {"n": 5003}]),
+    DATA / "row_sums_i32.json": ({"WPR": 2, "RPB": 2}, [{"rows": 3, "cols": 64}, {"rows": 9, "cols": 7}]),
+    # pointers to float4 and half2: the size is the vectors times the lanes (1 and 1025 vectors)
+    DATA / "scale_bias_float4.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n4": 1}, {"n4": 1025}]),
+    DATA / "silu_half2.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n2": 1}, {"n2": 1025}]),
     DATA / "gelu_f64.json": ({"BLOCK": 128, "VPT": 2}, [{"n": 3}, {"n": 2051}]),
     DATA / "ddot.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 1}, {"n": 5001}]),    # accumulated in double
     DATA / "dgemv.json": ({"WPR": 2, "RPB": 2}, [{"M": 3, "N": 64}, {"M": 9, "N": 7}]),     # 4 at a time, then one
@@ -174,6 +185,7 @@ TASKS = {
     DATA / "bias_backward.json": ({"BX": 64, "BY": 4, "SPLIT": 1}, [{"B": 1, "T": 1, "OC": 5}, {"B": 4, "T": 333, "OC": 70}]),
     DATA / "nchw_to_nhwc.json": ({"BR": 32, "TY": 4}, [{"N": 2, "C": 3, "H": 5, "W": 7}, {"N": 2, "C": 40, "H": 6, "W": 11}]),
     DATA / "transpose_coalesced.json": ({"BR": 32, "TY": 4}, [{"width": 1, "height": 1}, {"width": 64, "height": 130}]),
+    DATA / "dtranspose.json": ({"BR": 4, "TY": 2}, [{"rows": 1, "cols": 1}, {"rows": 130, "cols": 64}]),
     DATA / "reduce_max.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 1}, {"n": 5}, {"n": 70001}]),
     DATA / "matmul_forward.json": ({"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "MINB": 1},
                                    [{"B": 1, "T": 3, "C": 7, "OC": 5}, {"B": 2, "T": 40, "C": 64, "OC": 132}]),
@@ -188,6 +200,8 @@ TASKS = {
                                    [{"size": 1}, {"size": 4999}]),
     DATA / "byte_histogram.json": ({"BLOCK": 128, "UNROLL": 1, "BPS": 2, "WARP_COPIES": 0},
                                    [{"size": 1}, {"size": 37}, {"size": 5003}]),
+    # a `long size` (64-bit here): counts added to a zeroed histogram
+    DATA / "histo_kernel.json": ({"BLOCK": 128, "UNROLL": 2, "BPS": 2, "WARP_COPIES": 1}, [{"n": 1}, {"n": 5003}]),
     DATA / "hist_mod.json": ({"BLOCK": 128, "UNROLL": 4, "BPS": 2, "WARP_COPIES": 1},
                              [{"n": 3, "nb": 1}, {"n": 2000, "nb": 20000}, {"n": 999, "nb": 5}]),
     DATA / "cumsum_rows.json": ({"RPB": 1, "ITEMS": 1}, [{"rows": 1, "cols": 1}, {"rows": 5, "cols": 129},

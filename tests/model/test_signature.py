@@ -1,6 +1,7 @@
 """kernel_forge.model.signature: parsing kernel declarations, finding the entry point, matching the task."""
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
 import pytest
@@ -138,9 +139,6 @@ def test_launch_bounds(text):
     ("float** a", "pointers to pointers are not supported", "** a)"),
     ("int n = 3", "default values are not supported", "= 3)"),
     ("float (*f)(int)", "function pointers are not supported", "(*f)(int))"),
-    ("long a", "'long' is 32-bit on Windows and 64-bit on Linux", "long a)"),
-    ("unsigned long a", "'unsigned long' is 32-bit on Windows", "unsigned long a)"),
-    ("long int a", "'long int' is 32-bit", "long int a)"),
     ("foo_t a", "unsupported type 'foo_t'", "foo_t a)"),
     ("struct S a", "unsupported type 'struct S'", "struct S a)"),
     ("float* int a", "unexpected 'int' after '*'", "int a)"),
@@ -153,10 +151,12 @@ def test_unsupported_parameters_are_refused_with_caret(params, message, at):
     assert caret_target(exc) == at
 
 
-def test_long_refusal_has_a_hint():
-    exc = refuse(HEAD + "long n)")
-    assert exc.hint == "use int64_t/uint64_t or long long"
-    assert "hint: use int64_t/uint64_t or long long" in str(exc)
+def test_long_is_the_platform_s_long_as_nvrtc_compiles_it_here():
+    """CUDA by Example's histogram takes ``long size``: on Linux a 64-bit integer, on Windows 32-bit."""
+    s = sig("unsigned char* buffer, long size, unsigned long* histo, const long int* offsets")
+    width = ctypes.sizeof(ctypes.c_long)
+    assert [(p.dtype.kind, p.dtype.itemsize) for p in s.params[1:]] == [("int", width), ("uint", width), ("int", width)]
+    assert s.params[1].dtype.ctype is (ctypes.c_int64 if width == 8 else ctypes.c_int32)
 
 
 def test_unknown_type_lists_supported():
@@ -326,3 +326,39 @@ def test_pointer_versus_scalar():
 def test_dropped_const():
     assert mismatch("float* a, float* b, int n") == (
         "parameter 1 (a) drops `const`: the task declares it as an input (`const float32* a`)")
+
+
+# -- CUDA vector types by pointer ------------------------------------------------------------------
+
+@pytest.mark.parametrize("ctype, dtype, lanes", [
+    ("float4", dtypes.FLOAT32, 4), ("float2", dtypes.FLOAT32, 2), ("float3", dtypes.FLOAT32, 3),
+    ("uchar4", dtypes.UINT8, 4), ("char4", dtypes.INT8, 4), ("int2", dtypes.INT32, 2), ("uint4", dtypes.UINT32, 4),
+    ("ushort2", dtypes.UINT16, 2), ("double2", dtypes.FLOAT64, 2), ("half2", dtypes.FLOAT16, 2),
+    ("__half2", dtypes.FLOAT16, 2), ("__nv_bfloat162", dtypes.BFLOAT16, 2), ("longlong2", dtypes.INT64, 2),
+])
+def test_a_pointer_to_a_vector_type_is_a_buffer_of_its_lanes(ctype, dtype, lanes):
+    s = sig(f"const {ctype}* __restrict__ src, {ctype} *dst, int n")
+    src, dst = s.params[0], s.params[1]
+    assert (src.dtype, src.lanes, src.vector, src.const, src.pointer) == (dtype, lanes, ctype, True, True)
+    assert (dst.dtype, dst.lanes, dst.const) == (dtype, lanes, False)
+    assert src.describe() == f"const {ctype}* src" and s.params[2].lanes == 1
+
+
+def test_a_vector_type_by_value_is_refused_with_what_to_do():
+    exc = refuse(HEAD + "float* ok, float4 v)")
+    assert str(exc).startswith("a float4 by value is not supported; pass its lanes as scalars, or a pointer")
+    assert caret_target(exc) == "float4 v)"
+    assert "vector types" in refuse(HEAD + "float5* v)").hint
+
+
+def test_a_vector_pointer_matches_only_the_same_lanes():
+    expected = sig("const float4* a, float4* b, int n")
+    check_matches(expected, sig("const float4* __restrict__ x, float4* y, int m"))
+    for params, said in (("const float* a, float4* b, int n", "parameter 1 (a) is `const float32* a`, the task "
+                                                                 "declares `const float4* a`"),
+                         ("const float4* a, float2* b, int n", "parameter 2 (b) is `float2* b`, the task declares "
+                                                                "`float4* b`"),
+                         ("const int4* a, float4* b, int n", "parameter 1 (a) is `const int4* a`")):
+        with pytest.raises(SignatureError) as ei:
+            check_matches(expected, sig(params))
+        assert str(ei.value).startswith(said)

@@ -323,6 +323,7 @@ EMU_TENSOR_CORE = r'''
 #define KF_EMULATED_PTX 1
 struct __half { uint16_t bits; };
 struct __half2 { __half x, y; };
+typedef __half2 half2;
 inline float emu_h2f(uint16_t h)
 {
     const unsigned s = (h >> 15) & 1u, e = (h >> 10) & 31u, m = h & 1023u;

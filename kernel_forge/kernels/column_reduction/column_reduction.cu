@@ -9,7 +9,8 @@
 // BX threads of a row read consecutive columns: coalesced), the BY partials are combined in
 // shared memory, and each block writes one partial per column to a module-global scratch array.
 // The last block of a column strip (threadfence + an atomic count, reset by that block) combines
-// the SPLIT partials in slice order: deterministic, no float atomics.  When SPLIT * cols does
+// the SPLIT partials in slice order: deterministic, no float atomics.  Combined in kf_reduce_t: float,
+// double (KF_F64: double storage) or long long (KF_I64: integers summed exactly).  When SPLIT * cols does
 // not fit the scratch, slice 0 walks every row alone.  A batch of such matrices (a reduction over
 // the middle axis of N x C x HW) takes the grid's z, each its own partials and counts (the binder
 // moves x and y to the matrix of blockIdx.z).
@@ -29,27 +30,18 @@
 #define KF_MAX_PARTIALS (1 << 20)
 #define KF_MAX_STRIPS (1 << 16)
 
-__device__ float kf_col_partials[KF_MAX_PARTIALS];
+__device__ kf_reduce_t kf_col_partials[KF_MAX_PARTIALS];
 __device__ unsigned int kf_col_count[KF_MAX_STRIPS];
 
-__device__ __forceinline__ float kf_combine_op(float a, float b)
-{
-#if KF_OP_MAX
-    return fmaxf(a, b);
-#elif KF_OP_MIN
-    return fminf(a, b);
-#else
-    return a + b;
-#endif
-}
+#include "kforge/reduce_op.cuh"
 
 // KF_MUL: each value times w[row] (a transposed matrix-vector product, y = A^T w)
 __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x, const kf_w_t* __restrict__ w,
                                                     kf_y_t* __restrict__ y, long long rows, long long cols)
 {
-    __shared__ float red[BY][BX + 1];
+    __shared__ kf_reduce_t red[BY][BX + 1];
     __shared__ bool last;
-    const float init = KF_OP_MAX ? -__int_as_float(0x7f800000) : (KF_OP_MIN ? __int_as_float(0x7f800000) : 0.0f);
+    const kf_reduce_t init = kf_reduce_init();
     const long long col = (long long)blockIdx.x * BX + threadIdx.x;
     const long long z = blockIdx.z;             // this block's matrix of the batch
     const bool split = (long long)gridDim.z * gridDim.y * cols <= KF_MAX_PARTIALS
@@ -62,13 +54,13 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
     } else if (blockIdx.y != 0) {
         return;
     }
-    float acc = init;
+    kf_reduce_t acc = init;
     if (col < cols) {
         // 4 rows a step, their loads issued before the combines (the same order as one at a time; the
         // compiler then unrolls the step, 8 or more loads in flight)
         long long r = lo + threadIdx.y;
         for (; r + 3 * BY < hi; r += 4 * BY) {
-            float v[4];
+            kf_reduce_t v[4];
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
                 v[u] = kf_ld(x + (r + u * BY) * cols + col);
@@ -77,17 +69,17 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
 #pragma unroll
             for (int u = 0; u < 4; ++u) acc = kf_combine_op(acc, v[u]);
         }
-        for (; r < hi; r += BY) acc = kf_combine_op(acc, kf_ld(x + r * cols + col) * (KF_MUL ? kf_ld(w + r) : 1.0f));
+        for (; r < hi; r += BY) acc = kf_combine_op(acc, kf_ld(x + r * cols + col) * (KF_MUL ? kf_ld(w + r) : (kf_reduce_t)1));
     }
     red[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0) {
-        float a = red[0][threadIdx.x];
+        kf_reduce_t a = red[0][threadIdx.x];
 #pragma unroll
         for (int k = 1; k < BY; ++k) a = kf_combine_op(a, red[k][threadIdx.x]);
         acc = a;
         if (!split) {
-            if (col < cols) kf_put(y + col, KF_OP_MEAN ? acc / (float)rows : acc);
+            if (col < cols) kf_put(y + col, KF_OP_MEAN ? acc / (kf_reduce_t)rows : acc);
         } else if (col < cols) {
             kf_col_partials[(z * gridDim.y + blockIdx.y) * cols + col] = acc;
         }
@@ -104,17 +96,17 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
     if (threadIdx.y == 0 && col < cols) {
         // the partials 8 at a time, loads before combines (a plain loop, NVRTC unrolled 4: each 4 a
         // round trip to L2, a chain of SPLIT / 4 of them at the run's tail; SPLIT = 64 was slower than 8)
-        float a = init;
+        kf_reduce_t a = init;
         unsigned s = 0;
         for (; s + 8 <= gridDim.y; s += 8) {
-            float v[8];
+            kf_reduce_t v[8];
 #pragma unroll
-            for (int u = 0; u < 8; ++u) v[u] = *((volatile float*)&kf_col_partials[(z * gridDim.y + s + u) * cols + col]);
+            for (int u = 0; u < 8; ++u) v[u] = *((volatile kf_reduce_t*)&kf_col_partials[(z * gridDim.y + s + u) * cols + col]);
 #pragma unroll
             for (int u = 0; u < 8; ++u) a = kf_combine_op(a, v[u]);
         }
-        for (; s < gridDim.y; ++s) a = kf_combine_op(a, *((volatile float*)&kf_col_partials[(z * gridDim.y + s) * cols + col]));
-        kf_put(y + col, KF_OP_MEAN ? a / (float)rows : a);
+        for (; s < gridDim.y; ++s) a = kf_combine_op(a, *((volatile kf_reduce_t*)&kf_col_partials[(z * gridDim.y + s) * cols + col]));
+        kf_put(y + col, KF_OP_MEAN ? a / (kf_reduce_t)rows : a);
     }
     if (threadIdx.x == 0 && threadIdx.y == 0) kf_col_count[z * gridDim.x + blockIdx.x] = 0u;
 }

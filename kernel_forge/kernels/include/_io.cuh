@@ -9,6 +9,7 @@ __device__ __forceinline__ float4 kf_ld4(const float* p) { return *reinterpret_c
 __device__ __forceinline__ float4 kf_lds4(const float* p) { return __ldcs(reinterpret_cast<const float4*>(p)); }
 __device__ __forceinline__ void kf_st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 __device__ __forceinline__ void kf_sts4(float* p, float4 v) { __stcs(reinterpret_cast<float4*>(p), v); }
+#ifndef KF_I64
 // integer and byte inputs read as float (a mask, a count): loads only
 __device__ __forceinline__ float kf_ld(const int* p) { return (float)*p; }
 __device__ __forceinline__ float4 kf_ld4(const int* p)
@@ -21,6 +22,40 @@ __device__ __forceinline__ float4 kf_lds4(const int* p)
     const int4 q = __ldcs(reinterpret_cast<const int4*>(p));
     return make_float4((float)q.x, (float)q.y, (float)q.z, (float)q.w);
 }
+#else
+// integer storage of a reduction (KF_I64): read as long long; a store converts as C++ does (a 32-bit sum wraps)
+struct kf_long4 { long long x, y, z, w; };
+__device__ __forceinline__ long long kf_ld(const int* p) { return *p; }
+__device__ __forceinline__ long long kf_ld(const unsigned* p) { return *p; }
+__device__ __forceinline__ long long kf_ld(const long long* p) { return *p; }
+__device__ __forceinline__ long long kf_ld(const unsigned long long* p) { return (long long)*p; }
+__device__ __forceinline__ kf_long4 kf_ld4(const int* p)
+{ const int4 q = *reinterpret_cast<const int4*>(p); return {q.x, q.y, q.z, q.w}; }
+__device__ __forceinline__ kf_long4 kf_lds4(const int* p)
+{ const int4 q = __ldcs(reinterpret_cast<const int4*>(p)); return {q.x, q.y, q.z, q.w}; }
+__device__ __forceinline__ kf_long4 kf_ld4(const unsigned* p)
+{ const uint4 q = *reinterpret_cast<const uint4*>(p); return {q.x, q.y, q.z, q.w}; }
+__device__ __forceinline__ kf_long4 kf_lds4(const unsigned* p)
+{ const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p)); return {q.x, q.y, q.z, q.w}; }
+__device__ __forceinline__ kf_long4 kf_ld4(const long long* p)
+{
+    const longlong2 a = reinterpret_cast<const longlong2*>(p)[0], b = reinterpret_cast<const longlong2*>(p)[1];
+    return {a.x, a.y, b.x, b.y};
+}
+__device__ __forceinline__ kf_long4 kf_lds4(const long long* p)
+{
+    const longlong2 a = __ldcs(reinterpret_cast<const longlong2*>(p)), b = __ldcs(reinterpret_cast<const longlong2*>(p) + 1);
+    return {a.x, a.y, b.x, b.y};
+}
+__device__ __forceinline__ kf_long4 kf_ld4(const unsigned long long* p)
+{ return kf_ld4(reinterpret_cast<const long long*>(p)); }
+__device__ __forceinline__ kf_long4 kf_lds4(const unsigned long long* p)
+{ return kf_lds4(reinterpret_cast<const long long*>(p)); }
+__device__ __forceinline__ void kf_st(int* p, long long v) { *p = (int)v; }
+__device__ __forceinline__ void kf_st(unsigned* p, long long v) { *p = (unsigned)v; }
+__device__ __forceinline__ void kf_st(long long* p, long long v) { *p = v; }
+__device__ __forceinline__ void kf_st(unsigned long long* p, long long v) { *p = (unsigned long long)v; }
+#endif
 __device__ __forceinline__ float kf_ld(const unsigned char* p) { return (float)*p; }
 __device__ __forceinline__ float4 kf_ld4(const unsigned char* p)
 {
@@ -112,7 +147,9 @@ template <typename T> __device__ __forceinline__ bool kf_aligned4(const T* p)
 #endif
 template <typename T, typename V> __device__ __forceinline__ void kf_put(T* p, V v)
 {
-    v = KF_SQRT ? sqrt(v) : v;
+#if KF_SQRT
+    v = sqrt(v);
+#endif
     kf_st(p, KF_ACCUMULATE ? kf_ld(p) + v : v);
 }
 // a reduction's map of each value before it is combined (KF_PRE): 1 |v| (an absmax, an L1 norm),
@@ -147,6 +184,13 @@ __device__ __forceinline__ kf_double4 kf_lds4(const double* p)
 __device__ __forceinline__ double kf_pre(double v) { return KF_PRE == 1 ? fabs(v) : (KF_PRE == 2 ? v * v : v); }
 __device__ __forceinline__ double kf_pair(double x, double w) { return KF_DIFF ? x - w : x * w; }
 __device__ __forceinline__ kf_double4 kf_pair4(kf_double4 q, kf_double4 p)
+{ return {kf_pair(q.x, p.x), kf_pair(q.y, p.y), kf_pair(q.z, p.z), kf_pair(q.w, p.w)}; }
+#elif defined(KF_I64)
+// integer storage (KF_I64: a reduction of 32- or 64-bit integers, loaded above), summed exactly in long long
+typedef long long kf_reduce_t;
+__device__ __forceinline__ long long kf_pre(long long v) { return KF_PRE == 1 ? (v < 0 ? -v : v) : (KF_PRE == 2 ? v * v : v); }
+__device__ __forceinline__ long long kf_pair(long long x, long long w) { return KF_DIFF ? x - w : x * w; }
+__device__ __forceinline__ kf_long4 kf_pair4(kf_long4 q, kf_long4 p)
 { return {kf_pair(q.x, p.x), kf_pair(q.y, p.y), kf_pair(q.z, p.z), kf_pair(q.w, p.w)}; }
 #else
 typedef float kf_reduce_t;

@@ -28,16 +28,7 @@
 __device__ kf_reduce_t kf_red_partials[KF_MAX_BLOCKS];
 __device__ unsigned int kf_red_ticket;
 
-template <typename V> __device__ __forceinline__ V kf_combine_op(V a, V b)
-{
-#if KF_OP_MAX
-    return fmax(a, b);
-#elif KF_OP_MIN
-    return fmin(a, b);
-#else
-    return a + b;
-#endif
-}
+#include "kforge/reduce_op.cuh"
 
 __device__ __forceinline__ kf_reduce_t kf_block_combine(kf_reduce_t v, kf_reduce_t* red)
 {
@@ -57,8 +48,7 @@ __device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, const
 {
     __shared__ kf_reduce_t red[BLOCK / 32];
     __shared__ bool last;
-    const kf_reduce_t inf = __int_as_float(0x7f800000);
-    const kf_reduce_t init = KF_OP_MAX ? -inf : (KF_OP_MIN ? inf : (kf_reduce_t)0);
+    const kf_reduce_t init = kf_reduce_init();
     kf_reduce_t acc[ACC];
 #pragma unroll
     for (int k = 0; k < ACC; ++k) acc[k] = init;

@@ -24,16 +24,7 @@
 #endif
 #define TPR (32 * WPR)
 
-template <typename V> __device__ __forceinline__ V kf_combine_op(V a, V b)
-{
-#if KF_OP_MAX
-    return fmax(a, b);
-#elif KF_OP_MIN
-    return fmin(a, b);
-#else
-    return a + b;
-#endif
-}
+#include "kforge/reduce_op.cuh"
 
 // KF_MUL: the values summed are x * w, w of the matrix's size (1: row-wise dot products) or one row's
 // length (2: a matrix-vector product; w is read by every row, so it is loaded through the caches)
@@ -47,8 +38,7 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, c
 #if WPR > 1
     __shared__ kf_reduce_t part[RPB][WPR];
 #endif
-    const kf_reduce_t inf = __int_as_float(0x7f800000);
-    const kf_reduce_t init = KF_OP_MAX ? -inf : (KF_OP_MIN ? inf : (kf_reduce_t)0);
+    const kf_reduce_t init = kf_reduce_init();
     const int sub = threadIdx.x / TPR;
     const int t = threadIdx.x % TPR;
     const long long row = (long long)blockIdx.x * RPB + sub;

@@ -606,3 +606,55 @@ def dsum(x, out, n):
 def dgemv(A, x, y, m, n):
     # BLAS dgemv without scalars: y = A x, A row-major m x n, in double
     y[...] = A.reshape(m, n).astype(np.float64) @ x.astype(np.float64)
+
+
+def scale_bias_float4(in4, out4, scale, bias, n4):
+    # a float4 kernel's elementwise a*x + b: n4 vectors, the lanes a last axis of 4
+    out4[...] = scale * in4.astype(np.float64) + bias
+
+
+def silu_half2(out, inp, n2):
+    # SiLU over half2 pairs (n2 pairs)
+    v = inp.astype(np.float64)
+    out[...] = v / (1.0 + np.exp(-v))
+
+
+def invert_rgba(src, dst, width, height):
+    # an RGBA image's colours inverted, its alpha kept (uchar4 pixels)
+    dst[..., :3] = 255 - src[..., :3]
+    dst[..., 3] = src[..., 3]
+
+
+def int_sum(in_, out, n):
+    # the sum of an int vector into one int (wrapping as int32 would; the inputs keep it in range)
+    out[0] = int(in_.astype(np.int64).sum())
+
+
+def count_positive(x, count, n):
+    # how many values are above zero (a reduction of a predicate into an unsigned count)
+    count[0] = int((x > 0).sum())
+
+
+def row_sums_i32(mat, sums, rows, cols):
+    # each row's sum of an int32 matrix, in int64
+    sums[...] = mat.reshape(rows, cols).astype(np.int64).sum(axis=1)
+
+
+def histo_kernel(buffer, size, histo):
+    # CUDA by Example's byte histogram: 256 counts, added to a zeroed histogram
+    histo[...] += np.bincount(buffer.astype(np.int64), minlength=256).astype(histo.dtype)
+
+
+def dtranspose(A, B, rows, cols):
+    # B = A^T in double
+    B[...] = A.reshape(rows, cols).T
+
+
+def column_sums_f64(A, colsum, m, n):
+    # each column's sum of a double m x n matrix (a statistics code's column totals)
+    colsum[...] = A.reshape(m, n).sum(axis=0)
+
+
+def column_max_i32(counts, best, rows, cols):
+    # each column's largest count of an int32 matrix
+    best[...] = counts.reshape(rows, cols).max(axis=0)
