@@ -363,10 +363,29 @@ def _elementwise(w: _Writer) -> str:
     return f"kf_elementwise({x}, {z}, {bias}, {res}, {y}, {w.size('n')}, {cols}, {alpha}, {beta}, {ch})"
 
 
+def _stencil_operands(w: _Writer) -> tuple[str, str, str]:
+    """A stencil's x, taps and y, and its compute type (kf_acc_t): float, or double where x or y is
+    double (KF_F64: an HPC stencil's doubles, every operand double)."""
+    x, y = w.buffer("x", double=True), w.buffer("y", double=True)
+    taps = w.buffer("taps", required=False, double=True)
+    w.types["acc"] = "float"
+    if "double" in (w.types["x"], w.types["y"]):
+        if any(w.types[r] != "double" for r in ("x", "y")) or (taps != "nullptr" and w.types["taps"] != "double"):
+            raise Unbindable("the bound stencil of doubles reads and writes double only")
+        w.types["acc"] = w.types["taps"] = "double"
+        w.defines["KF_F64"] = 1
+    return x, taps, y
+
+
+def _tap_literals(w: _Writer, values) -> str:
+    """Constant taps as C literals of the compute type (double: every digit; float: an f suffix)."""
+    suffix = "" if w.types["acc"] == "double" else "f"
+    return ", ".join(f"{float(v)!r}{suffix}" for v in values)
+
+
 def _stencil2d(w: _Writer) -> str:
     p = w.match.params
-    x, y = w.buffer("x"), w.buffer("y")
-    taps = w.buffer("taps", required=False)
+    x, taps, y = _stencil_operands(w)
     k = int(p.get("k", 3))
     from kernel_forge.kinds.spatial import STENCIL_EDGES
 
@@ -375,7 +394,7 @@ def _stencil2d(w: _Writer) -> str:
         values = p.get("taps")
         if not values or len(values) != k * k:
             raise Unbindable(f"a stencil without a taps parameter needs {k * k} taps in its params")
-        w.defines["KF_TAPS"] = ", ".join(f"{float(v)!r}f" for v in values)
+        w.defines["KF_TAPS"] = _tap_literals(w, values)
     w.slots.update(ROWS=w.launch_size("rows"), COLS=w.launch_size("cols"))
     return f"kf_stencil2d({x}, {taps}, {y}, (int){w.size('rows')}, (int){w.size('cols')})"
 
@@ -384,8 +403,7 @@ def _stencil1d(w: _Writer) -> str:
     from kernel_forge.kinds.spatial import STENCIL_EDGES
 
     p = w.match.params
-    x, y = w.buffer("x"), w.buffer("y")
-    taps = w.buffer("taps", required=False)
+    x, taps, y = _stencil_operands(w)
     k, edge = int(p.get("k", 3)), p.get("edge", "zero")
     valid = edge == "valid"
     w.defines.update(KF_EDGE=STENCIL_EDGES.index(edge) if not valid else 1, KF_VALID=int(valid),
@@ -394,7 +412,7 @@ def _stencil1d(w: _Writer) -> str:
         values = p.get("taps")
         if not values or len(values) != k:
             raise Unbindable(f"a 1-D stencil without a taps parameter needs {k} taps in its params")
-        w.defines.update(KF_K=k, KF_TAPS=", ".join(f"{float(v)!r}f" for v in values))
+        w.defines.update(KF_K=k, KF_TAPS=_tap_literals(w, values))
         kc, kl = str(k), str(k)
     elif w.role("k"):
         kc, kl = f"(int){w.size('k')}", f"({w.launch_size('k')})"

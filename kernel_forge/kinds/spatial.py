@@ -5,6 +5,7 @@ of each row by an integer index, then mapped: cross-entropy's loss)."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -240,7 +241,7 @@ def _match1d(probe, x, y, axis, planes, h, n, k, edge, flip, taps=None, values=N
     binding["k"] = param_for(probe, k, avoid=(binding["rows"], binding["cols"])) if taps else None
     params = {"k": k, "edge": edge, "flip": flip, **({"axis": "cols"} if axis == "cols" else {})}
     if values is not None:
-        params["taps"] = [round(v, 7) for v in values]
+        params["taps"] = _tap_values(probe, x, values)
     return Match("stencil1d", binding, params)
 
 
@@ -300,8 +301,21 @@ def _match(probe, x, y, h, w, k, edge, taps=None, values=None) -> Match:
     binding = {"x": x, "y": y, "taps": taps, "rows": rows, "cols": param_for(probe, w, avoid=(rows,))}
     params = {"k": k, "edge": edge}
     if values is not None:
-        params["taps"] = [round(v, 7) for v in values]
+        params["taps"] = _tap_values(probe, x, values)
     return Match("stencil2d", binding, params)
+
+
+def _tap_values(probe, x, values) -> list[float]:
+    """Fitted taps as the pattern will hold them: to 7 decimals for float data; for doubles (computed in
+    double) a short decimal or a fraction of a small denominator (1/9) where the fit is that to 1e-13,
+    else the fit itself."""
+    if probe.arg(x).param.dtype.name != "float64":
+        return [round(v, 7) for v in values]
+    out = []
+    for v in values:
+        near = [c for c in (round(v, 12), float(Fraction(v).limit_denominator(4096))) if abs(c - v) <= 1e-13 * max(1.0, abs(v))]
+        out.append(near[0] if near else float(v))
+    return out
 
 
 def find_transpose(probe) -> Iterator[Match]:
@@ -387,12 +401,16 @@ def find_gather(probe) -> Iterator[Match]:
                 yield Match("gather", binding, {})
                 continue
             for pos in probe.inputs_of(floating=True):   # plus a row of a second table by position (row mod P)
-                period = probe.sizes[pos] // dim
-                if pos in (idx, y, table) or probe.sizes[pos] % dim or period < 1 or n % period:
+                if pos in (idx, y, table) or probe.sizes[pos] % dim:
                     continue
-                added = picked + probe.values[pos].reshape(period, dim)[np.arange(n) % period]
-                if close(got, added.reshape(-1)) and param_for(probe, period) is not None:
-                    yield Match("gather", {**binding, "pos": pos, "period": param_for(probe, period)}, {})
+                held = probe.sizes[pos] // dim         # its rows: P, or more (llm.c's wpe holds maxT >= T rows)
+                for period in dict.fromkeys([held, *(v for v in probe.int_scalars().values() if 1 <= v < held)]):
+                    if n % period:
+                        continue
+                    added = picked + probe.values[pos].reshape(held, dim)[np.arange(n) % period]
+                    if close(got, added.reshape(-1)) and param_for(probe, period) is not None:
+                        yield Match("gather", {**binding, "pos": pos, "period": param_for(probe, period)}, {})
+                        break
     return
 
 

@@ -53,6 +53,9 @@ PUBLIC = {
     "laplace_periodic": ("stencil2d", {"x": "u", "y": "out", "rows": "ny", "cols": "nx", "taps": None},
                          {"k": 3, "edge": "wrap", "taps": [0.0, 1.0, 0.0, 1.0, -4.0, 1.0, 0.0, 1.0, 0.0]}),
     "embedding": ("gather", {"y": "out", "index": "idx", "table": "table", "rows": "n", "cols": "dim"}, {}),
+    # llm.c's position table as allocated: maxT rows, T of them used (the period a parameter, not wpe's rows)
+    "encoder_wpe_max_t": ("gather", {"y": "out", "index": "inp", "table": "wte", "rows": "B*T", "cols": "C", "pos": "wpe",
+                                     "period": "T"}, {}),
     "rmsnorm_f16": ("row_norm", {"x": "inp", "y": "out", "weight": "weight", "bias": None, "eps": "eps",
                                  "rows": "rows", "cols": "dim"}, {"norm": "rms"}),
     "gemma_rmsnorm": ("row_norm", {"x": "x", "y": "y", "weight": "w", "bias": None, "eps": "eps", "rows": "rows",
@@ -88,6 +91,11 @@ PUBLIC = {
                      {"k": 3, "edge": "keep", "taps": [0, 0.25, 0, 0.25, 0, 0.25, 0, 0.25, 0]}),
     "heat_step": ("stencil1d", {"x": "u", "y": "unew", "taps": None, "rows": None, "cols": "n", "k": None},
                   {"k": 3, "edge": "clear", "flip": False, "taps": [0.2, 0.6, 0.2]}),
+    # ... and in double, as HPC codes write them (computed in double: the taps to every digit)
+    "smooth9_f64": ("stencil2d", {"x": "in", "y": "out", "rows": "ny", "cols": "nx", "taps": None},
+                    {"k": 3, "edge": "keep", "taps": [1 / 9] * 9}),
+    "heat1d_f64": ("stencil1d", {"x": "u", "y": "u_new", "taps": None, "rows": None, "cols": "n", "k": None},
+                   {"k": 3, "edge": "keep", "flip": False, "taps": [0.25, 0.5, 0.25]}),
     "vertical_diffuse": ("stencil1d", {"x": "src", "y": "dst", "taps": None, "planes": None, "rows": "height",
                                        "cols": "width", "k": None},
                          {"k": 5, "edge": "keep", "flip": False, "axis": "cols",
@@ -372,7 +380,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "divide_by", "linear_vec", "gather_dim1", "nll_ignore_index",
             "jacobi_sweep", "heat_step", "vertical_diffuse", "softmax_vector",
             "daxpy", "gelu_f64", "ddot", "dsum", "dgemv", "scale_bias_float4", "silu_half2",
-            "int_sum", "row_sums_i32", "histo_kernel", "dtranspose", "column_sums_f64", "column_max_i32"]
+            "int_sum", "row_sums_i32", "histo_kernel", "dtranspose", "column_sums_f64", "column_max_i32",
+            "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -101,6 +101,7 @@ TASKS = {
     DATA / "laplace_periodic.json": ({"BX": 16, "BY": 4, "RY": 2}, [{"ny": 4, "nx": 5}, {"ny": 33, "nx": 40}]),
     DATA / "conv5x5.json": ({"BX": 32, "BY": 2, "RY": 1}, [{"H": 5, "W": 6}, {"H": 33, "W": 40}]),
     DATA / "embedding.json": ({"TPR": 32, "RPB": 2}, [{"n": 9, "dim": 33}, {"n": 4, "dim": 512}]),
+    DATA / "encoder_wpe_max_t.json": ({"TPR": 32, "RPB": 2}, [{"B": 2, "T": 3, "C": 33, "maxT": 9}]),
     DATA / "bias_gelu_residual.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0},
                                        [{"rows": 3, "cols": 4}, {"rows": 40, "cols": 256}]),
     # channels along the middle axis: spatial % 4 == 0 shares a channel per 4 values, 17 and 33 do not
@@ -154,6 +155,8 @@ TASKS = {
     # borders: kept (2-D, down columns) and 0 (1-D), past a block's tile and on small images
     DATA / "jacobi_sweep.json": ({"BX": 16, "BY": 2, "RY": 2}, [{"nx": 3, "ny": 3}, {"nx": 40, "ny": 21}]),
     DATA / "heat_step.json": ({"BLOCK": 64, "VPT": 2}, [{"n": 3}, {"n": 700}]),
+    DATA / "smooth9_f64.json": ({"BX": 16, "BY": 2, "RY": 2}, [{"nx": 3, "ny": 3}, {"nx": 40, "ny": 21}]),      # in double
+    DATA / "heat1d_f64.json": ({"BLOCK": 64, "VPT": 2}, [{"n": 3}, {"n": 700}]),
     DATA / "vertical_diffuse.json": ({"BX": 16, "BY": 4, "RY": 2}, [{"H": 5, "W": 3}, {"H": 70, "W": 20}]),
     DATA / "softmax_vector.json": ({"WPR": 4, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"n": 3}, {"n": 5000}]),   # one row
     # double storage computed in double: in place (daxpy), a map (the tanh GELU); pairs, then the tail

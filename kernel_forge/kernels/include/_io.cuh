@@ -134,6 +134,11 @@ template <typename T> __device__ __forceinline__ void kf_sts4(T* p, float4 v)
 __device__ __forceinline__ double kf_ld(const double* p) { return *p; }
 __device__ __forceinline__ void kf_st(double* p, double v) { *p = v; }
 #endif
+// a fused multiply-add in the pattern's compute type (kf_acc_t: float, or double for double storage)
+__device__ __forceinline__ float kf_fma(float a, float b, float c) { return fmaf(a, b, c); }
+#ifdef KF_F64
+__device__ __forceinline__ double kf_fma(double a, double b, double c) { return fma(a, b, c); }
+#endif
 // whether p is aligned for 4-wide accesses
 template <typename T> __device__ __forceinline__ bool kf_aligned4(const T* p)
 { return p == nullptr || (reinterpret_cast<unsigned long long>(p) % (4 * sizeof(T))) == 0; }

@@ -18,12 +18,12 @@ __device__ __forceinline__ int kf_edge(int i, int n)
 }
 
 // a border mode's output at an edge: x's value (5) or 0 (6)
-template <typename T> __device__ __forceinline__ float kf_border_value(const T* p)
+template <typename T> __device__ __forceinline__ kf_acc_t kf_border_value(const T* p)
 {
 #if KF_EDGE == 5
     return kf_ld(p);
 #else
     (void)p;
-    return 0.0f;
+    return (kf_acc_t)0;
 #endif
 }

@@ -25,10 +25,10 @@
 #include "kforge/edge_index.cuh"
 
 // x at position i of a row of n under the edge mode (KF_VALID and mode 1: zero outside)
-__device__ __forceinline__ float kf_at(const kf_x_t* __restrict__ row, long long i, int n)
+__device__ __forceinline__ kf_acc_t kf_at(const kf_x_t* __restrict__ row, long long i, int n)
 {
 #if KF_VALID || KF_EDGE == 1
-    return (i >= 0 && i < n) ? kf_ld(row + i) : 0.0f;
+    return (i >= 0 && i < n) ? kf_ld(row + i) : (kf_acc_t)0;
 #else
     return kf_ld(row + ((i >= 0 && i < n) ? (int)i : kf_edge((int)i, n)));
 #endif
@@ -39,7 +39,7 @@ __device__ __forceinline__ void kf_stencil1d(const kf_x_t* __restrict__ x, const
 {
 #if KF_TAPS_CONST
     const int k = KF_K;
-    const float c[KF_K] = {KF_TAPS};
+    const kf_acc_t c[KF_K] = {KF_TAPS};
     (void)kk;
     (void)taps;
 #else
@@ -49,24 +49,24 @@ __device__ __forceinline__ void kf_stencil1d(const kf_x_t* __restrict__ x, const
     const int nout = KF_VALID ? n - k + 1 : n;
     const long long o0 = (long long)blockIdx.x * KF_TILE;
     if (nout <= 0 || o0 >= nout) return;
-    __shared__ float tile[KF_TILE + KF_CHUNK - 1];
+    __shared__ kf_acc_t tile[KF_TILE + KF_CHUNK - 1];
 #if !KF_TAPS_CONST
-    __shared__ float tp[KF_CHUNK];
+    __shared__ kf_acc_t tp[KF_CHUNK];
 #endif
     for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
         const kf_x_t* row = x + r * n;
-        float acc[VPT];
+        kf_acc_t acc[VPT];
 #pragma unroll
-        for (int q = 0; q < VPT; ++q) acc[q] = 0.0f;
+        for (int q = 0; q < VPT; ++q) acc[q] = (kf_acc_t)0;
         for (int c0 = 0; c0 < k; c0 += KF_CHUNK) {      // one chunk unless the mask is longer
             const int ck = min(KF_CHUNK, k - c0);
             const long long start = o0 - off + c0;
-            float v[VPT];
+            kf_acc_t v[VPT];
 #pragma unroll
             for (int q = 0; q < VPT; ++q) v[q] = kf_at(row, start + threadIdx.x + (long long)q * BLOCK, n);
-            const float halo = threadIdx.x < ck - 1 ? kf_at(row, start + KF_TILE + threadIdx.x, n) : 0.0f;
+            const kf_acc_t halo = threadIdx.x < ck - 1 ? kf_at(row, start + KF_TILE + threadIdx.x, n) : (kf_acc_t)0;
 #if !KF_TAPS_CONST
-            const float t = threadIdx.x < ck ? kf_ld(taps + (KF_FLIP ? k - 1 - c0 - threadIdx.x : c0 + threadIdx.x)) : 0.0f;
+            const kf_acc_t t = threadIdx.x < ck ? kf_ld(taps + (KF_FLIP ? k - 1 - c0 - threadIdx.x : c0 + threadIdx.x)) : (kf_acc_t)0;
 #endif
             __syncthreads();                 // the last chunk's (or row's) sums are done with the tile
 #pragma unroll
@@ -79,13 +79,13 @@ __device__ __forceinline__ void kf_stencil1d(const kf_x_t* __restrict__ x, const
 #if KF_TAPS_CONST
 #pragma unroll
             for (int j = 0; j < KF_K; ++j) {
-                const float tj = c[KF_FLIP ? KF_K - 1 - j : j];
+                const kf_acc_t tj = c[KF_FLIP ? KF_K - 1 - j : j];
 #else
             for (int j = 0; j < ck; ++j) {                  // the taps outside: acc stays in registers
-                const float tj = tp[j];
+                const kf_acc_t tj = tp[j];
 #endif
 #pragma unroll
-                for (int q = 0; q < VPT; ++q) acc[q] = fmaf(tj, tile[threadIdx.x + q * BLOCK + j], acc[q]);
+                for (int q = 0; q < VPT; ++q) acc[q] = kf_fma(tj, tile[threadIdx.x + q * BLOCK + j], acc[q]);
             }
         }
         kf_y_t* out = y + r * nout;

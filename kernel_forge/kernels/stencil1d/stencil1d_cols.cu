@@ -33,10 +33,10 @@
 #include "kforge/edge_index.cuh"
 
 // x at row i of a column of n rows (stride cols) under the edge mode (KF_VALID and mode 1: zero outside)
-__device__ __forceinline__ float kf_at_col(const kf_x_t* __restrict__ col, long long i, int n, long long cols)
+__device__ __forceinline__ kf_acc_t kf_at_col(const kf_x_t* __restrict__ col, long long i, int n, long long cols)
 {
 #if KF_VALID || KF_EDGE == 1
-    return (i >= 0 && i < n) ? kf_ld(col + i * cols) : 0.0f;
+    return (i >= 0 && i < n) ? kf_ld(col + i * cols) : (kf_acc_t)0;
 #else
     return kf_ld(col + ((i >= 0 && i < n) ? i : (long long)kf_edge((int)i, n)) * cols);
 #endif
@@ -47,12 +47,12 @@ __device__ __forceinline__ void kf_stencil1d_cols(const kf_x_t* __restrict__ x, 
 {
 #if KF_TAPS_CONST
     const int k = KF_K;
-    const float c[KF_K] = {KF_TAPS};
+    const kf_acc_t c[KF_K] = {KF_TAPS};
     (void)kk;
     (void)taps;
 #else
     const int k = kk;
-    __shared__ float tp[KF_CHUNK];
+    __shared__ kf_acc_t tp[KF_CHUNK];
     const int tid = threadIdx.y * BX + threadIdx.x;
 #endif
     const int off = KF_VALID ? 0 : k / 2;
@@ -60,20 +60,20 @@ __device__ __forceinline__ void kf_stencil1d_cols(const kf_x_t* __restrict__ x, 
     const long long col = (long long)blockIdx.x * BX + threadIdx.x;
     const long long r0 = (long long)blockIdx.y * KF_TROWS;
     if (nout <= 0 || r0 >= nout) return;
-    __shared__ float tile[KF_TROWS + KF_CHUNK - 1][BX];
+    __shared__ kf_acc_t tile[KF_TROWS + KF_CHUNK - 1][BX];
     for (long long p = blockIdx.z; p < planes; p += gridDim.z) {
         const kf_x_t* __restrict__ xc = x + p * n * cols + (col < cols ? col : 0);
-        float acc[RY];
+        kf_acc_t acc[RY];
 #pragma unroll
-        for (int q = 0; q < RY; ++q) acc[q] = 0.0f;
+        for (int q = 0; q < RY; ++q) acc[q] = (kf_acc_t)0;
         for (int c0 = 0; c0 < k; c0 += KF_CHUNK) {
             const int ck = min(KF_CHUNK, k - c0);
             const long long start = r0 - off + c0;
-            float v[RY];
+            kf_acc_t v[RY];
 #pragma unroll
             for (int q = 0; q < RY; ++q) v[q] = kf_at_col(xc, start + threadIdx.y + q * BY, n, cols);
 #if !KF_TAPS_CONST
-            const float t = tid < ck ? kf_ld(taps + (KF_FLIP ? k - 1 - c0 - tid : c0 + tid)) : 0.0f;
+            const kf_acc_t t = tid < ck ? kf_ld(taps + (KF_FLIP ? k - 1 - c0 - tid : c0 + tid)) : (kf_acc_t)0;
 #endif
             __syncthreads();                 // the last chunk's (or plane's) sums are done with the tile
 #pragma unroll
@@ -89,13 +89,13 @@ __device__ __forceinline__ void kf_stencil1d_cols(const kf_x_t* __restrict__ x, 
 #if KF_TAPS_CONST
 #pragma unroll
             for (int j = 0; j < KF_K; ++j) {
-                const float tj = c[KF_FLIP ? KF_K - 1 - j : j];
+                const kf_acc_t tj = c[KF_FLIP ? KF_K - 1 - j : j];
 #else
             for (int j = 0; j < ck; ++j) {                  // the taps outside: acc stays in registers
-                const float tj = tp[j];
+                const kf_acc_t tj = tp[j];
 #endif
 #pragma unroll
-                for (int q = 0; q < RY; ++q) acc[q] = fmaf(tj, tile[o + q + j][threadIdx.x], acc[q]);
+                for (int q = 0; q < RY; ++q) acc[q] = kf_fma(tj, tile[o + q + j][threadIdx.x], acc[q]);
             }
         }
         if (col < cols) {

@@ -28,10 +28,10 @@
 __device__ __forceinline__ void kf_stencil2d(const kf_x_t* __restrict__ x, const kf_taps_t* __restrict__ taps,
                                              kf_y_t* __restrict__ y, int h, int w)
 {
-    float tp[KF_K * KF_K];
+    kf_acc_t tp[KF_K * KF_K];
 #if KF_TAPS_CONST
     {
-        const float c[KF_K * KF_K] = {KF_TAPS};
+        const kf_acc_t c[KF_K * KF_K] = {KF_TAPS};
 #pragma unroll
         for (int i = 0; i < KF_K * KF_K; ++i) tp[i] = c[i];
     }
@@ -42,13 +42,13 @@ __device__ __forceinline__ void kf_stencil2d(const kf_x_t* __restrict__ x, const
     const int col = blockIdx.x * BX + threadIdx.x;
     const int r0 = (blockIdx.y * BY + threadIdx.y) * RY;
     if (col >= w || r0 >= h) return;
-    float acc[RY];
+    kf_acc_t acc[RY];
 #pragma unroll
-    for (int o = 0; o < RY; ++o) acc[o] = 0.0f;
+    for (int o = 0; o < RY; ++o) acc[o] = (kf_acc_t)0;
 #pragma unroll
     for (int q = 0; q < RY + KF_K - 1; ++q) {
         int ir = r0 + q - KF_R;
-        float v[KF_K];
+        kf_acc_t v[KF_K];
 #if KF_EDGE != 1
         ir = kf_edge(ir, h);
         const long long base = (long long)ir * w;
@@ -60,7 +60,7 @@ __device__ __forceinline__ void kf_stencil2d(const kf_x_t* __restrict__ x, const
 #pragma unroll
         for (int d = 0; d < KF_K; ++d) {
             const int c = col + d - KF_R;
-            v[d] = (rin && c >= 0 && c < w) ? kf_ld(x + base + c) : 0.0f;
+            v[d] = (rin && c >= 0 && c < w) ? kf_ld(x + base + c) : (kf_acc_t)0;
         }
 #endif
 #pragma unroll
@@ -68,7 +68,7 @@ __device__ __forceinline__ void kf_stencil2d(const kf_x_t* __restrict__ x, const
             const int dy = q - o;
             if (dy >= 0 && dy < KF_K) {
 #pragma unroll
-                for (int d = 0; d < KF_K; ++d) acc[o] = fmaf(tp[dy * KF_K + d], v[d], acc[o]);
+                for (int d = 0; d < KF_K; ++d) acc[o] = kf_fma(tp[dy * KF_K + d], v[d], acc[o]);
             }
         }
     }

@@ -658,3 +658,23 @@ def column_sums_f64(A, colsum, m, n):
 def column_max_i32(counts, best, rows, cols):
     # each column's largest count of an int32 matrix
     best[...] = counts.reshape(rows, cols).max(axis=0)
+
+
+def encoder_wpe_max_t(out, inp, wte, wpe, B, T, C):
+    # llm.c's encoder: a token's row of wte plus its position's row of wpe, which holds maxT >= T rows
+    tok = inp.reshape(B, T)
+    out[...] = (wte.reshape(-1, C)[tok] + wpe.reshape(-1, C)[:T][None]).reshape(out.shape)
+
+
+def smooth9_f64(in_, out, nx, ny):
+    # an HPC 9-point smoother in double: the mean of each interior point's 3 x 3 box, the boundary copied
+    a = in_.reshape(ny, nx)
+    o = a.copy()
+    o[1:-1, 1:-1] = sum(a[1 + di:ny - 1 + di, 1 + dj:nx - 1 + dj] for di in (-1, 0, 1) for dj in (-1, 0, 1)) / 9.0
+    out[...] = o
+
+
+def heat1d_f64(u, u_new, n):
+    # one explicit step of the 1-D heat equation in double (r = 0.25), the two ends held (Dirichlet)
+    u_new[...] = u
+    u_new[1:-1] = u[1:-1] + 0.25 * (u[:-2] - 2.0 * u[1:-1] + u[2:])
