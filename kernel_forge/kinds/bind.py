@@ -697,7 +697,11 @@ def _gemm(w: _Writer) -> str:
                          "tensor cores); a, b, c and bias are "
                          + ", ".join(w.types[r] for r in ("a", "b", "c", "bias")))
     w.slots.update(M=w.launch_size("m"), N=w.launch_size("n"), BATCH=w.launch_size("batch") if w.role("batch") else "1")
-    w.defines.update(KF_HAS_BETA=int(bool(w.role("beta"))), KF_HAS_BIAS=int(bias != "nullptr"),
+    act = p.get("act")
+    if act:                      # a fused linear layer's activation, applied in float after the bias
+        from kernel_forge.kinds.maps import FUNCTIONS
+        w.headers.add(f"__device__ __forceinline__ float kf_gemm_act(float v) {{ return {FUNCTIONS[act][1]}; }}")
+    w.defines.update(KF_GEMM_ACT=int(bool(act)), KF_HAS_BETA=int(bool(w.role("beta"))), KF_HAS_BIAS=int(bias != "nullptr"),
                      KF_TRANS_A=int(bool(p.get("trans_a"))), KF_TRANS_B=int(bool(p.get("trans_b"))))
     alpha = f"(float)({w.role('alpha')})" if w.role("alpha") else "1.0f"
     beta = f"(float)({w.role('beta')})" if w.role("beta") else "0.0f"

@@ -8,6 +8,7 @@ import numpy as np
 
 from typing import Iterator
 
+from kernel_forge.kinds.maps import FUNCTIONS
 from kernel_forge.kinds.match import Match, close
 
 
@@ -34,6 +35,11 @@ def find_gemm(probe) -> Iterator[Match]:
                 yield from _products(probe, c, None, 1, (("", probe.sizes[c] // n), (nn, n), (kn, k)))
 
 
+#: the activations a GEMM's epilogue applies after alpha, beta and the bias (a fused linear layer:
+#: ``relu(x @ W + b)``), from kinds.maps' functions; identity first
+GEMM_ACTS = ("identity", "relu", "gelu_tanh", "gelu_erf", "silu", "sigmoid", "tanh", "leaky_relu")
+
+
 def _products(probe, c, batch, nb, mnk) -> Iterator[Match]:
     (mn, m), (nn, n), (kn, k) = mnk
     # a parameter is one size, or several equal ones (a square product's N); never part of two
@@ -57,12 +63,16 @@ def _products(probe, c, batch, nb, mnk) -> Iterator[Match]:
                     base = av * prod + (bv * probe.values[c].reshape(nb, m, n) if beta else 0.0)
                     for bias in [None, *(v for v in probe.inputs_of(n) if v not in (a, b, c))]:
                         pred = base + (probe.values[bias][None, None, :] if bias else 0.0)
-                        if close(got, pred.reshape(-1), rtol=5e-3):
+                        for act in GEMM_ACTS:                 # a fused linear layer's activation after the bias
+                            if not close(got, FUNCTIONS[act][0](pred).reshape(-1), rtol=5e-3):
+                                continue
                             binding = {"a": a, "b": b, "c": c, "m": mn or None, "n": nn, "k": kn,
                                        "alpha": alpha, "beta": beta, "bias": bias}
                             if batch:
                                 binding["batch"] = batch
-                            yield Match("gemm", binding, {"trans_a": ta, "trans_b": tb})
+                            yield Match("gemm", binding, {"trans_a": ta, "trans_b": tb,
+                                                          **({"act": act} if act != "identity" else {})})
+                            break
 
 
 def find_histogram(probe) -> Iterator[Match]:

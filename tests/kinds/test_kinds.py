@@ -252,6 +252,11 @@ PUBLIC = {
                          {"form": "gated_halves", "act": "silu", "act_on": "first"}),
     "linear_f16": ("gemm", {"a": "inp", "b": "weight", "c": "out", "bias": "bias", "m": "B*T", "n": "OC", "k": "C",
                             "alpha": None, "beta": None}, {"trans_a": False, "trans_b": True}),
+    # a fused linear layer: the activation after the bias, in the GEMM's epilogue (fp16 on the tensor cores; fp32)
+    "linear_bias_relu_f16": ("gemm", {"a": "X", "b": "W", "c": "Y", "bias": "b", "m": "M", "n": "N", "k": "K",
+                                      "alpha": None, "beta": None}, {"trans_a": False, "trans_b": False, "act": "relu"}),
+    "fc_gelu": ("gemm", {"a": "x", "b": "W", "c": "y", "bias": "b", "m": "M", "n": "N", "k": "K", "alpha": None,
+                         "beta": None}, {"trans_a": False, "trans_b": True, "act": "gelu_tanh"}),
     "hgemm_tn_bf16": ("gemm", {"a": "A", "b": "B", "c": "C", "m": "m", "n": "n", "k": "k", "alpha": "alpha",
                                "beta": "beta", "bias": None}, {"trans_a": True, "trans_b": False}),
     "nll_bf16": ("row_pick", {"y": "loss", "index": "target", "table": "logp", "rows": "n", "cols": "classes"},
@@ -381,7 +386,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "jacobi_sweep", "heat_step", "vertical_diffuse", "softmax_vector",
             "daxpy", "gelu_f64", "ddot", "dsum", "dgemv", "scale_bias_float4", "silu_half2",
             "int_sum", "row_sums_i32", "histo_kernel", "dtranspose", "column_sums_f64", "column_max_i32",
-            "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64"]
+            "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

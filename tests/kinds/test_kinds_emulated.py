@@ -239,6 +239,10 @@ TASKS = {
     # the bundled fp16 task.  Rows of a multiple of 8 values reach cp.async, the others the gather;
     # BK = 64 swizzles a transposed B's rows of 8 chunks, BK = 32 those of 4
     DATA / "linear_f16.json": (F16_SECOND, [{"B": 1, "T": 3, "C": 7, "OC": 5}, {"B": 2, "T": 40, "C": 64, "OC": 136}]),
+    # the activation in the epilogue: relu on the tensor cores (fp16), the tanh GELU after an fp32 SIMT product
+    DATA / "linear_bias_relu_f16.json": (F16_SECOND, [{"M": 3, "N": 5, "K": 7}, {"M": 80, "N": 136, "K": 64}]),
+    DATA / "fc_gelu.json": ({"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "MINB": 1},
+                            [{"M": 67, "N": 36, "K": 44}, {"M": 5, "N": 3, "K": 1}]),
     DATA / "attn_scores_f16.json": (F16_SECOND, [{"BH": 2, "T": 70, "D": 16}]),    # a batch on the grid's z
     DATA / "bmm_f32.json": ({"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "MINB": 1},
                             [{"batch": 2, "M": 67, "N": 36, "K": 12}]),

@@ -68,19 +68,7 @@
 
 #define KF_THREADS THREADS, MINB
 
-// C = alpha * A @ B (+ beta * C) (+ bias[col]), row-major, float32
-__device__ __forceinline__ float kf_epi(float acc, const float* __restrict__ crow, int col, float alpha, float beta,
-                                        const float* __restrict__ bias)
-{
-    float v = alpha * acc;
-#if KF_HAS_BETA
-    v = fmaf(beta, crow[col], v);
-#endif
-#if KF_HAS_BIAS
-    v += bias[col];
-#endif
-    return v;
-}
+#include "kforge/gemm_epilogue.cuh"
 
 __device__ __forceinline__ void kf_gemm(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c,
                                         int m, int n, int k, float alpha, float beta, const float* __restrict__ bias)
@@ -296,16 +284,16 @@ __device__ __forceinline__ void kf_gemm(const float* __restrict__ a, const float
             if (bc_vec) {
                 if (col < n) {
                     *reinterpret_cast<float4*>(crow + col) =
-                        make_float4(kf_epi(acc[i][4 * h + 0], crow, col + 0, alpha, beta, bias),
-                                    kf_epi(acc[i][4 * h + 1], crow, col + 1, alpha, beta, bias),
-                                    kf_epi(acc[i][4 * h + 2], crow, col + 2, alpha, beta, bias),
-                                    kf_epi(acc[i][4 * h + 3], crow, col + 3, alpha, beta, bias));
+                        make_float4(kf_epi_value(acc[i][4 * h + 0], crow, col + 0, alpha, beta, bias),
+                                    kf_epi_value(acc[i][4 * h + 1], crow, col + 1, alpha, beta, bias),
+                                    kf_epi_value(acc[i][4 * h + 2], crow, col + 2, alpha, beta, bias),
+                                    kf_epi_value(acc[i][4 * h + 3], crow, col + 3, alpha, beta, bias));
                 }
             } else {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     if (col + e < n) {
-                        crow[col + e] = kf_epi(acc[i][4 * h + e], crow, col + e, alpha, beta, bias);
+                        crow[col + e] = kf_epi_value(acc[i][4 * h + e], crow, col + e, alpha, beta, bias);
                     }
                 }
             }

@@ -94,19 +94,7 @@
 #endif
 #include "kforge/block_order.cuh"
 
-// C = alpha * A @ B (+ beta * C) (+ bias[col]), float32
-__device__ __forceinline__ float kf_epi(float acc, const float* __restrict__ crow, int col, float alpha, float beta,
-                                        const float* __restrict__ bias)
-{
-    float v = alpha * acc;
-#if KF_HAS_BETA
-    v = fmaf(beta, crow[col], v);
-#endif
-#if KF_HAS_BIAS
-    v += bias[col];
-#endif
-    return v;
-}
+#include "kforge/gemm_epilogue.cuh"
 
 // the copies of one operand's tile: ROWS x ROWLEN floats of a row-major matrix with `ld` floats per
 // row and `nrows` rows, from (r0, c0), into dst with row stride LD; 16 bytes where aligned and inside
@@ -243,8 +231,8 @@ __device__ __forceinline__ void kf_gemm(const float* __restrict__ a, const float
 #pragma unroll
             for (int j = 0; j < NI; ++j) {
                 const int col = col0 + j * 8;
-                if (col < n) crow[col] = kf_epi(acc[i][j][2 * h], crow, col, alpha, beta, bias);
-                if (col + 1 < n) crow[col + 1] = kf_epi(acc[i][j][2 * h + 1], crow, col + 1, alpha, beta, bias);
+                if (col < n) crow[col] = kf_epi_value(acc[i][j][2 * h], crow, col, alpha, beta, bias);
+                if (col + 1 < n) crow[col + 1] = kf_epi_value(acc[i][j][2 * h + 1], crow, col + 1, alpha, beta, bias);
             }
         }
     }

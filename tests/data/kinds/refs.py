@@ -678,3 +678,15 @@ def heat1d_f64(u, u_new, n):
     # one explicit step of the 1-D heat equation in double (r = 0.25), the two ends held (Dirichlet)
     u_new[...] = u
     u_new[1:-1] = u[1:-1] + 0.25 * (u[:-2] - 2.0 * u[1:-1] + u[2:])
+
+
+def linear_bias_relu_f16(X, W, b, Y, M, N, K):
+    # a fused linear layer in fp16: relu(X @ W + b), W stored K x N
+    r = X.reshape(M, K).astype(np.float64) @ W.reshape(K, N).astype(np.float64) + b.astype(np.float64)
+    Y[...] = np.maximum(r, 0.0).reshape(Y.shape)
+
+
+def fc_gelu(x, W, b, y, M, N, K):
+    # a transformer MLP's first layer: gelu_tanh(x @ W^T + b), W stored N x K (nn.Linear's layout)
+    v = x.reshape(M, K).astype(np.float64) @ W.reshape(N, K).astype(np.float64).T + b
+    y[...] = (0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3)))).reshape(y.shape)
