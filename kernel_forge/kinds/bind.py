@@ -261,7 +261,7 @@ def _softmax_scale(w: _Writer) -> str:
 
 
 #: the elementwise forms elementwise_f64 computes in double (one operand or two, scalars by value)
-_F64_FORMS = ("map", "binary", "binary_act", "scale", "axpy", "axpby", "affine", "clamp")
+_F64_FORMS = ("map", "binary", "binary_act", "scale", "scale_act", "axpy", "axpby", "affine", "clamp")
 
 
 def _elementwise_body(p: dict, row_bias: bool = False, res: bool = False) -> str:
@@ -280,6 +280,8 @@ def _elementwise_body(p: dict, row_bias: bool = False, res: bool = False) -> str
         return "return xv / alpha;"
     if form == "affine":
         return "return fmaf(alpha, xv, beta);"
+    if form == "scale_act":
+        return f"float v = alpha * xv;\n    v = {act};\n    return v;"
     if form in ("scale", "dequantize"):
         return "return alpha * xv;"
     if form == "quantize":

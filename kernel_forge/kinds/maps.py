@@ -175,12 +175,15 @@ def find_elementwise(probe) -> Iterator[Match]:
                     if act != "identity" and holds(lambda k: _f(act, xs[:k]) * zs[:k], cols):
                         yield Match("elementwise", {**base, "x": s, "cols": c_name},
                                     {"form": "gated_halves", "act": act, "act_on": ("first", "second")[act_on]})
-    for a, av in alphas:                                         # y = alpha * x (+ z), x / alpha
+    for a, av in alphas:                                         # y = alpha * x (+ z), x / alpha, act(alpha * x)
         for x in full:
             if holds(lambda k: av * vals[x][:k]):
                 yield Match("elementwise", {**base, "x": x, "alpha": a}, {"form": "scale"})
             elif av and holds(lambda k: vals[x][:k] / av):
                 yield Match("elementwise", {**base, "x": x, "alpha": a}, {"form": "scale", "divide": True})
+            for act in FUNCTIONS:                                # y = act(alpha * x): exp(s x), a scaled tanh
+                if act != "identity" and holds(lambda k: _f(act, av * vals[x][:k])):
+                    yield Match("elementwise", {**base, "x": x, "alpha": a}, {"form": "scale_act", "act": act})
             for z in full:
                 if z != x and holds(lambda k: av * vals[x][:k] + vals[z][:k]):
                     yield Match("elementwise", {**base, "x": x, "z": z, "alpha": a}, {"form": "axpy"})

@@ -64,6 +64,7 @@ PUBLIC = {
                                            "n": "rows*cols"}, {"form": "bias_act_res", "act": "gelu_erf"}),
     # per-channel vectors broadcast along the middle axis of an NCHW tensor
     # two scalars (BLAS axpby in place; torch.clamp) and a byte mask (torch.masked_fill)
+    "exp_scale": ("elementwise", {"x": "x", "y": "y", "alpha": "s", "n": "n"}, {"form": "scale_act", "act": "exp"}),
     "saxpby": ("elementwise", {"x": "x", "z": "y", "y": "y", "alpha": "alpha", "beta": "beta", "n": "n"},
                {"form": "axpby"}),
     "clamp_range": ("elementwise", {"x": "x", "y": "y", "alpha": "min_val", "beta": "max_val", "n": "n"},
@@ -386,7 +387,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "jacobi_sweep", "heat_step", "vertical_diffuse", "softmax_vector",
             "daxpy", "gelu_f64", "ddot", "dsum", "dgemv", "scale_bias_float4", "silu_half2",
             "int_sum", "row_sums_i32", "histo_kernel", "dtranspose", "column_sums_f64", "column_max_i32",
-            "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu"]
+            "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu", "exp_scale"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

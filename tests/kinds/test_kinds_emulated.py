@@ -140,6 +140,7 @@ TASKS = {
     DATA / "column_log_softmax.json": ({"TI": 64, "TY": 4, "UNROLL": 8}, [{"rows": 9, "cols": 70}, {"rows": 300, "cols": 3}]),
     DATA / "cross_entropy_logits.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 0}, [{"B": 3, "V": 50}, {"B": 4, "V": 700}]),
     DATA / "saxpby.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 3}, {"n": 4101}]),
+    DATA / "exp_scale.json": ({"BLOCK": 128, "VPT": 4, "STREAM": 1}, [{"n": 3}, {"n": 4101}]),
     DATA / "clamp_range.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"n": 3}, {"n": 4101}]),
     DATA / "masked_fill_u8.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n": 5}, {"n": 4100}]),
     # (x - w)^2 summed: 16 bytes a load, then the tail; each row's root (4 at a time, not); to one vector

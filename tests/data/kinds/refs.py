@@ -690,3 +690,8 @@ def fc_gelu(x, W, b, y, M, N, K):
     # a transformer MLP's first layer: gelu_tanh(x @ W^T + b), W stored N x K (nn.Linear's layout)
     v = x.reshape(M, K).astype(np.float64) @ W.reshape(N, K).astype(np.float64).T + b
     y[...] = (0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3)))).reshape(y.shape)
+
+
+def exp_scale(y, x, s, n):
+    # y = exp(s * x), the scale inside the function (unsigned count, the scalar before it)
+    y[...] = np.exp(s * x.astype(np.float64))
