@@ -21,7 +21,7 @@ from kernel_forge.common.errors import InputError, KForgeError, SignatureError
 from kernel_forge.common.json_path import json_path
 from kernel_forge.common.writes import check_within, write_files
 from kernel_forge.model.references import python_name
-from kernel_forge.model.signature import _ENTRY, Signature, find_entry, parse_signature
+from kernel_forge.model.signature import Signature, _entries, find_entry, parse_signature
 from kernel_forge.common.static_rules import strip_comments_and_strings
 
 #: the manifest schema's rule for a task name; kforge init holds parameter names to it too, so
@@ -88,9 +88,9 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
         raise InputError(f"--from {src_path}: {exc.reason}") from None
     except UnicodeDecodeError:
         raise InputError(f"--from {src_path}: not UTF-8 text") from None
-    names = [m.group(1) for m in _ENTRY.finditer(strip_comments_and_strings(source, keep_strings=True))]
+    names = [found for _, found, _ in _entries(strip_comments_and_strings(source, keep_strings=True))]
     if name not in names:
-        found = ", ".join(names) or 'none (a kernel needs extern "C" __global__ void NAME(...))'
+        found = ", ".join(names) or "none (a kernel is __global__ void NAME(...))"
         raise InputError(f"--from {src_path}: no kernel named {name!r}; kernels found: {found}")
     try:
         sig, _line = find_entry(source, name)

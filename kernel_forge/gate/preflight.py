@@ -73,7 +73,7 @@ def check_kernel(task: Task, cand: Candidate, *, file: str | None = None, limits
     found = find_entry(cand.source, task.signature.name)
     if found is None:
         raise KernelRefused("signature_mismatch",
-                            f'no `extern "C" __global__ void {task.signature.name}(...)` definition found',
+                            f'no `__global__ void {task.signature.name}(...)` definition found',
                             file=file, hint=f"the entry point must be: {task.signature.text}")
     sig, line = found
     try:

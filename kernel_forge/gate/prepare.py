@@ -25,7 +25,7 @@ def check_candidate(task: Task, candidate: Candidate):
         raise CandidateError("; ".join(str(f) for f in findings[:3]), file=candidate.name)
     found = find_entry(candidate.source, task.signature.name)
     if found is None:
-        raise SignatureError(f'{candidate.name}: no `extern "C" __global__ void {task.signature.name}(...)` '
+        raise SignatureError(f'{candidate.name}: no `__global__ void {task.signature.name}(...)` '
                              "definition found",
                              hint=f"the entry point must be: {task.signature.text}")
     sig, line = found

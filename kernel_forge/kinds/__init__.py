@@ -155,6 +155,27 @@ def _binds(task, m: Match) -> bool:
     return True
 
 
+#: the kinds tried on a strided view of an input (kinds.probe.strided_views), with their finders
+STRIDED_KINDS = ("row_norm", "row_softmax", "row_reduction")
+
+
+def _strided(task, probe) -> Match | None:
+    """A row kind of x read as a strided view (the rows' first cols values, rows ld apart: a BLAS
+    ``ld``, vLLM's ``input_stride``, a padded vocabulary), bound with x's stride as ``ldx``."""
+    from kernel_forge.kinds.probe import strided_views
+
+    for view, x, ld in strided_views(probe):
+        for kinds, finder in FINDERS:
+            if not set(kinds) & set(STRIDED_KINDS):
+                continue
+            for m in _tried(finder, view):
+                if m.kind in STRIDED_KINDS and m.binding.get("x") == x and ld not in m.binding.values():
+                    m = Match(m.kind, {**m.binding, "ldx": ld}, m.params)
+                    if _binds(task, m):
+                        return m
+    return None
+
+
 def _may_run_reference(task) -> bool:
     """False for a generated task whose files are neither accepted nor edited by a person since."""
     from kernel_forge.model.generated import review
@@ -192,6 +213,10 @@ def identify(task, seed: int = 1234) -> Identified:
             if _agrees(m, want):
                 m = Match(m.kind, m.binding, {**m.params, **want["params"]}, source="manifest")
                 return Identified(m, f"case {probe.inputs.case.name}", time.monotonic() - t0)
+    if want is None and unbound is None:
+        strided = _strided(task, probe)
+        if strided is not None:
+            return Identified(strided, f"case {probe.inputs.case.name}", time.monotonic() - t0)
     if unbound is not None:
         return Identified(unbound, f"case {probe.inputs.case.name}", time.monotonic() - t0)
     if want is not None:

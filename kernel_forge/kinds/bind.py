@@ -225,11 +225,21 @@ def _row_norm(w: _Writer) -> str:
     io = [n for n in (x, y, res, total) if n != "nullptr"]
     w.defines["KF_ALIAS"] = int(len(set(io)) < len(io))      # in place: no __restrict__ on those four
     eps = w.scalar("eps", "eps", 1e-5)
+    if w.role("ldx") and (res != "nullptr" or total != "nullptr" or m.params.get("group")):
+        raise Unbindable("a strided x is bound for a plain row norm only (no residual, no group)")
     return (f"kf_row_norm({x}, {res}, {total}, {wt}, {bs}, {y}, {stats['mean']}, {stats['rstd']}, {stats['var']}, "
-            f"{rows}, (int){cols}, {eps}, (int){inner}, (int){groups})")
+            f"{rows}, (int){cols}, {eps}, (int){inner}, (int){groups}, {_row_stride(w, cols)})")
+
+
+def _row_stride(w: _Writer, cols: str) -> str:
+    """How far apart x's rows are: ``cols``, or the parameter of a strided view (``ldx``: a row of
+    cols values in each of x's rows of ldx, as a BLAS ``ld`` or a padded vocabulary holds them)."""
+    return w.size("ldx") if w.role("ldx") else f"(long long)({cols})"
 
 
 def _row_softmax(w: _Writer) -> str:
+    if w.match.params.get("dim") == "middle" and w.role("ldx"):
+        raise Unbindable("a strided x is bound for a softmax along rows only")
     if w.match.params.get("dim") == "middle":
         return _axis_softmax(w)
     x, y = w.buffer("x"), w.buffer("y")
@@ -241,7 +251,8 @@ def _row_softmax(w: _Writer) -> str:
     w.defines.update(KF_LOG=int(bool(w.match.params.get("log"))), KF_CAUSAL=int(bool(w.match.params.get("causal"))),
                      KF_XENT=int(bool(w.match.params.get("xent"))), KF_HAS_BIAS=int(bias != "nullptr"))
     scale = _softmax_scale(w)
-    return f"kf_row_softmax({x}, {index}, {bias}, {y}, {w.size('rows')}, (int){w.size('cols')}, {scale})"
+    return (f"kf_row_softmax({x}, {index}, {bias}, {y}, {w.size('rows')}, (int){w.size('cols')}, {scale}, "
+            f"{_row_stride(w, w.size('cols'))})")
 
 
 def _axis_softmax(w: _Writer) -> str:
@@ -596,6 +607,8 @@ def _column_reduction(w: _Writer) -> str:
 def _row_reduction(w: _Writer) -> str:
     x, y = w.buffer("x", double=True), w.buffer("y", double=True)
     op = w.match.params.get("op")
+    if op in ("argmax", "argmin") and w.role("ldx"):
+        raise Unbindable(f"a strided x is not bound for {op}")
     if op in ("argmax", "argmin"):    # the column of each row's largest (smallest) value
         if w.types["x"] == "double":
             raise Unbindable(f"the bound {op} reads float, float16 or bfloat16 values")
@@ -619,11 +632,11 @@ def _row_reduction(w: _Writer) -> str:
     if seg:                      # a sum per segment of seg values, the last one short: rows of seg, n in all
         n, seg = w.size("n"), int(seg)
         w.slots["ROWS"] = f"cdiv({w.launch_size('n')}, {seg})"
-        return f"kf_row_reduction({x}, {mul}, {bias}, {y}, ({n} + {seg - 1}) / {seg}, {seg}LL, {n}, 1LL)"
+        return f"kf_row_reduction({x}, {mul}, {bias}, {y}, ({n} + {seg - 1}) / {seg}, {seg}LL, {n}, 1LL, {seg}LL)"
     w.slots["ROWS"] = w.launch_size("rows")
     rows, cols = w.size("rows"), w.size("cols")
     outer = w.size("outer") if w.role("outer") else "1LL"      # each row in outer runs: a channel of NCHW
-    return f"kf_row_reduction({x}, {mul}, {bias}, {y}, {rows}, {cols}, {rows} * {cols}, {outer})"
+    return f"kf_row_reduction({x}, {mul}, {bias}, {y}, {rows}, {cols}, {rows} * {cols}, {outer}, {_row_stride(w, cols)})"
 
 
 def _transpose(w: _Writer) -> str:

@@ -80,6 +80,47 @@ class Probe:
         return {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in out.items()}
 
 
+@dataclass
+class StridedProbe(Probe):
+    """A probe that sees one input ``x`` as the first ``cols`` values of each of its rows of ``ld``
+    (a BLAS ``ld``, a vocabulary padded to ``Vp``): its values and size are that view's, and a rerun
+    writes changed values back into the whole buffer before the reference runs."""
+
+    x: str = ""
+    ld: int = 0
+    cols: int = 0
+    full: np.ndarray | None = None           #: x's values as the reference holds them (ld per row)
+
+    def rerun(self, changes, scalars=None):
+        if self.x in changes:
+            whole = self.full.copy().reshape(-1, self.ld)
+            whole[:, :self.cols] = np.asarray(changes[self.x], dtype=np.float64).reshape(-1, self.cols)
+            changes = {**changes, self.x: whole.reshape(-1)}
+        return super().rerun(changes, scalars)
+
+
+def strided_views(probe: Probe):
+    """(view, x, ld's parameter) for each floating-point input x declared ``[..., ld]`` whose last
+    axis is a parameter's value with another integer parameter smaller than it (cols < ld): x read as
+    its rows' first cols values.  The row kinds are tried on these views when nothing matched the
+    task as it is."""
+    ints = probe.int_scalars()
+    for a in probe.task.args:
+        if not a.is_buffer or a.output or len(a.shape) < 2 or not a.param.dtype.is_float:
+            continue
+        ld = int(probe.task.shape(a, probe.inputs.case)[-1])
+        ld_names = [n for n, v in ints.items() if v == ld]
+        if not ld_names:
+            continue
+        full = probe.values[a.name]
+        for cols in sorted({v for v in ints.values() if 1 < v < ld}, reverse=True):
+            view = full.reshape(-1, ld)[:, :cols].reshape(-1)
+            yield StridedProbe(task=probe.task, inputs=probe.inputs, values={**probe.values, a.name: view},
+                               scalars=probe.scalars, outputs=probe.outputs,
+                               sizes={**probe.sizes, a.name: view.size},
+                               x=a.name, ld=ld, cols=cols, full=full), a.name, ld_names[0]
+
+
 def pick_case(task):
     """The case to probe: the smallest, preferring one whose integer scalars are all different and
     above 1 (a size of 1 hides which axis is which)."""

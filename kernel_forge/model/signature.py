@@ -1,4 +1,4 @@
-"""Parse ``extern "C" __global__ void name(params)`` into typed parameters.
+"""Parse ``[extern "C"] __global__ void name(params)`` into typed parameters.
 
 Supported parameters: pointers (``const`` or not, ``__restrict__``, ``__grid_constant__``) to, and
 scalars of, the types in :mod:`kernel_forge.common.dtypes`, and pointers to CUDA's vector types
@@ -21,7 +21,9 @@ _ARGS = r'\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)'
 #: attributes a kernel declaration may carry around ``void``
 _ATTR = (r'(?:(?:__launch_bounds__|__maxnreg__|__cluster_dims__)\s*' + _ARGS
          + r'\s*|__noinline__\s+|__forceinline__\s+)*')
-_HEAD = re.compile(r'^\s*extern\s+"C"\s+' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
+#: ``extern "C"`` or nothing before it: a kernel of C++ linkage is given C linkage when compiled
+#: (:func:`with_c_linkage`), so the driver finds either by its name
+_HEAD = re.compile(r'^\s*(?:extern\s+"C"\s+)?' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
                    + r'([A-Za-z_]\w*)\s*\(')
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
@@ -65,8 +67,9 @@ def parse_signature(text: str) -> Signature:
     m = _HEAD.match(flat)
     if not m:
         raise SignatureError(
-            'expected `extern "C" __global__ void NAME(PARAMS)`', signature=flat, column=0,
-            hint='kernels need C linkage so the driver finds them by name: add extern "C"')
+            'expected `__global__ void NAME(PARAMS)` (extern "C" or not)', signature=flat, column=0,
+            hint='a template kernel needs an instance of its own: write an extern "C" __global__ wrapper that '
+                 'calls NAME<...>' if flat.lstrip().startswith("template") else None)
     name = m.group(1)
     start = m.end()
     depth, end = 1, None
@@ -154,8 +157,30 @@ def _parse_param(piece: str, flat: str, col: int) -> Param:
                  text=piece, lanes=lanes, vector=vector)
 
 
-_ENTRY = re.compile(r'extern\s+"C"\s+' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
+_ENTRY = re.compile(r'(extern\s+"C"\s+)?' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
                     + r'([A-Za-z_]\w*)\s*\(')
+#: what stands before a templated kernel's head: ``template <...>``
+_TEMPLATE_BEFORE = re.compile(r'template\s*<[^;{}]*>\s*$')
+
+
+def _entries(code: str):
+    """Each kernel head in comment-free ``code``: (match, name, templated)."""
+    for m in _ENTRY.finditer(code):
+        yield m, m.group(2), bool(_TEMPLATE_BEFORE.search(code, max(0, m.start() - 400), m.start()))
+
+
+def with_c_linkage(source: str) -> str:
+    """``source`` with ``extern "C"`` written before every kernel head that lacks it (a kernel of C++
+    linkage, as most projects write them: ``__global__ void k(...)``), on the same line, so the driver
+    finds each by its name and line numbers stay the kernel's.  Templated kernels are left alone."""
+    from kernel_forge.common.static_rules import strip_comments_and_strings
+
+    code = strip_comments_and_strings(source, keep_strings=True)
+    starts = [m.start() for m, _, templated in _entries(code) if not m.group(1) and not templated
+              and not re.search(r'\bstatic\s*$', code[max(0, m.start() - 40):m.start()])]
+    for at in reversed(starts):
+        source = source[:at] + 'extern "C" ' + source[at:]
+    return source
 
 
 def find_entry(source: str, name: str) -> tuple[Signature, int] | None:
@@ -164,9 +189,15 @@ def find_entry(source: str, name: str) -> tuple[Signature, int] | None:
     from kernel_forge.common.static_rules import strip_comments_and_strings
 
     code = strip_comments_and_strings(source, keep_strings=True)
-    for m in _ENTRY.finditer(code):
-        if m.group(1) != name:
+    declared = None
+    for m, found, templated in _entries(code):
+        if found != name:
             continue
+        if templated:
+            raise SignatureError(f"kernel {name} is a template: the driver needs one instance, by name",
+                                 signature=" ".join(code[m.start():m.end()].split()), column=0,
+                                 hint=f'add an extern "C" __global__ wrapper kernel that calls {name}<...> and '
+                                      "make it the task's entry")
         depth, i = 0, m.end() - 1
         while i < len(code):
             if code[i] == "(":
@@ -177,8 +208,12 @@ def find_entry(source: str, name: str) -> tuple[Signature, int] | None:
                     break
             i += 1
         line = code.count("\n", 0, m.start()) + 1
-        return parse_signature(code[m.start():i + 1]), line
-    return None
+        head = (parse_signature(code[m.start():i + 1]), line)
+        if code[i + 1:].lstrip().startswith(";"):
+            declared = declared or head            # a declaration: the definition, later, is the one to name
+            continue
+        return head
+    return declared
 
 
 def check_matches(expected: Signature, actual: Signature) -> None:

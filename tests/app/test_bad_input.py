@@ -171,7 +171,7 @@ def _eval_no_entry_point(tmp):
     m = _m(tmp)
     k = tmp / "k.cu"
     k.write_text('extern "C" __global__ void vector_ad(const float* a, const float* b, float* c, int n) {}\n')
-    return ["eval", str(m), str(k)], [str(k), 'no `extern "C" __global__ void vector_add(...)`']
+    return ["eval", str(m), str(k)], [str(k), 'no `__global__ void vector_add(...)`']
 
 
 def _eval_cublas(tmp):

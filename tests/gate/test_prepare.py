@@ -41,7 +41,7 @@ def test_static_rule_findings_are_refused_naming_the_file_and_at_most_three_of_t
 def test_a_missing_entry_point_and_a_wrong_signature_are_signature_errors_with_the_line():
     with pytest.raises(SignatureError) as err:
         check_candidate(TASK, parse_candidate(ENTRY.replace("vector_add", "vadd") + BODY, name="k.cu"))
-    assert err.value.message == 'k.cu: no `extern "C" __global__ void vector_add(...)` definition found'
+    assert err.value.message == 'k.cu: no `__global__ void vector_add(...)` definition found'
     assert err.value.hint == f"the entry point must be: {TASK.signature.text}"
     wide = "// a comment\n" + ENTRY.replace("int n", "long long n") + BODY
     with pytest.raises(SignatureError) as err:

@@ -93,3 +93,32 @@ extern "C" __global__ void k(long long* x, int n)
 """
     res = compile_(src)
     assert "error" not in res.log.lower()
+
+
+LLMC_STYLE = """// C++ linkage, as llm.c and most projects write kernels (no extern "C")
+__device__ float twice(float v) { return 2.0f * v; }
+__global__ void scale2(float* out, const float* inp, int N);
+/* __global__ void not_a_kernel(int x) */
+__global__ void __launch_bounds__(256) scale2(float* out, const float* inp, int N)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) out[i] = twice(inp[i]);
+}
+namespace helpers { __global__ void fill(float* p, float v) { p[threadIdx.x] = v; } }
+template <int B> __global__ void tiled(float* p) { p[threadIdx.x] = B; }
+template __global__ void tiled<4>(float*);
+"""
+
+
+def test_a_kernel_of_cpp_linkage_compiles_to_an_entry_the_driver_finds_by_its_name():
+    """Every kernel head that lacks extern "C" gets it on its own line (the declaration and the
+    definition alike, one in a namespace too), so the PTX's entries carry the kernels' own names; a
+    template is left alone (mangled: it is no task's entry)."""
+    res = compile_(LLMC_STYLE)
+    entries = re.findall(r"^\.(?:visible|weak) \.entry (\w+)\(", res.ptx, re.M)
+    assert "scale2" in entries and "fill" in entries
+    assert [e for e in entries if "tiled" in e] == ["_Z5tiledILi4EEvPf"]
+    bad = LLMC_STYLE.replace("out[i] = twice(inp[i]);", "out[i] = twice(inp[i]) + undefined_name;")
+    with pytest.raises(CompileError) as info:
+        compile_(bad)
+    assert "wild.cu(8)" in str(info.value) or "line 8" in str(info.value)     # the kernel's own line numbers

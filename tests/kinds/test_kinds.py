@@ -56,6 +56,13 @@ PUBLIC = {
     # llm.c's position table as allocated: maxT rows, T of them used (the period a parameter, not wpe's rows)
     "encoder_wpe_max_t": ("gather", {"y": "out", "index": "inp", "table": "wte", "rows": "B*T", "cols": "C", "pos": "wpe",
                                      "period": "T"}, {}),
+    # x read as a strided view: each row's first cols values, rows ldx apart (a BLAS ld, vLLM's input_stride)
+    "layernorm_ld": ("row_norm", {"x": "x", "y": "y", "weight": "gamma", "bias": "beta", "rows": "M", "cols": "N",
+                                  "eps": "eps", "ldx": "ldx"}, {"norm": "layer"}),
+    "rms_norm_strided": ("row_norm", {"x": "input", "y": "out", "weight": "weight", "rows": "num_tokens",
+                                      "cols": "hidden_size", "eps": "epsilon", "ldx": "input_stride"}, {"norm": "rms"}),
+    "softmax_ld": ("row_softmax", {"x": "inp", "y": "out", "rows": "N", "cols": "C", "ldx": "ld"}, {"log": False}),
+    "row_max_ld": ("row_reduction", {"x": "x", "y": "y", "rows": "rows", "cols": "cols", "ldx": "ld"}, {"op": "max"}),
     "rmsnorm_f16": ("row_norm", {"x": "inp", "y": "out", "weight": "weight", "bias": None, "eps": "eps",
                                  "rows": "rows", "cols": "dim"}, {"norm": "rms"}),
     "gemma_rmsnorm": ("row_norm", {"x": "x", "y": "y", "weight": "w", "bias": None, "eps": "eps", "rows": "rows",
@@ -387,7 +394,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "jacobi_sweep", "heat_step", "vertical_diffuse", "softmax_vector",
             "daxpy", "gelu_f64", "ddot", "dsum", "dgemv", "scale_bias_float4", "silu_half2",
             "int_sum", "row_sums_i32", "histo_kernel", "dtranspose", "column_sums_f64", "column_max_i32",
-            "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu", "exp_scale"]
+            "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu", "exp_scale",
+            "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -469,7 +477,7 @@ def test_a_sum_per_block_of_values_is_a_row_reduction_over_segments_the_last_one
     check_match(found, "row_reduction", {"x": "g_idata", "y": "g_odata", "n": "n"}, {"op": "sum", "segment": 512})
     [bound] = instantiate(task, found.match)
     assert "// kforge: grid = [cdiv(cdiv((n), 512), RPB), 1, 1]" in bound.source
-    assert "kf_row_reduction(g_idata, nullptr, nullptr, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)), 1LL)" in bound.source
+    assert "kf_row_reduction(g_idata, nullptr, nullptr, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)), 1LL, 512LL)" in bound.source
 
 
 def test_a_gather_plus_a_row_by_position_is_a_gather_with_a_position_table():

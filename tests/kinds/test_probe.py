@@ -58,3 +58,22 @@ def test_take_runs_the_reference_on_the_smallest_case_and_rerun_on_changed_input
     np.testing.assert_allclose(p.outputs["c"], p.values["a"] + p.values["b"], rtol=1e-6)
     again = p.rerun({"a": np.zeros(37)})
     np.testing.assert_allclose(again["c"], p.values["b"], rtol=1e-6)
+
+
+def test_a_strided_view_sees_each_row_s_first_cols_values_and_a_rerun_writes_them_back_in_place():
+    """layernorm_ld's x is M x ldx, of which each row's first N values are normed: the view of x holds
+    those (M * N values); a rerun on changed view values puts them back at ldx apart, so the reference
+    sees them where it reads, and the padding as it was."""
+    from kernel_forge.kinds.probe import strided_views
+
+    task = load_task(Path(__file__).resolve().parents[2] / "tests" / "data" / "kinds" / "layernorm_ld.json")
+    p = take(task)
+    M, N, ldx = (int(p.scalars[k]) for k in ("M", "N", "ldx"))
+    views = list(strided_views(p))
+    assert [(x, ld, v.cols) for v, x, ld in views] == [("x", "ldx", c) for c in sorted({M, N}, reverse=True) if c < ldx]
+    view = next(v for v, _, _ in views if v.cols == N)
+    assert view.sizes["x"] == M * N and np.array_equal(view.values["x"], p.values["x"].reshape(M, ldx)[:, :N].reshape(-1))
+    doubled = view.rerun({"x": 2.0 * view.values["x"] + 1.0})["y"]          # a layernorm: the same rows normed
+    assert np.allclose(doubled, p.outputs["y"], atol=1e-4)
+    shifted = view.rerun({"x": view.values["x"] * np.tile(np.r_[1.0, np.zeros(N - 1)], M)})["y"]
+    assert not np.allclose(shifted, p.outputs["y"], atol=1e-2)             # the changed values did reach it

@@ -8,7 +8,7 @@ import pytest
 
 from kernel_forge.common import dtypes
 from kernel_forge.common.errors import SignatureError
-from kernel_forge.model.signature import Signature, check_matches, find_entry, parse_signature
+from kernel_forge.model.signature import Signature, check_matches, find_entry, parse_signature, with_c_linkage
 
 HEAD = 'extern "C" __global__ void k('
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -170,11 +170,10 @@ def test_empty_parameter_is_refused():
     assert caret_target(exc) == ")"
 
 
-def test_missing_extern_c_is_refused_with_hint():
-    exc = refuse("__global__ void k(float* a)")
-    assert str(exc).startswith('expected `extern "C" __global__ void NAME(PARAMS)`')
-    assert exc.column == 0
-    assert 'add extern "C"' in exc.hint
+def test_a_kernel_of_cpp_linkage_is_taken_as_written():
+    s = parse_signature("__global__ void __launch_bounds__(256) k(float* a, int n)")
+    assert s.name == "k" and [p.name for p in s.params] == ["a", "n"]
+    check_matches(s, parse_signature('extern "C" __global__ void k(float* x, int m)'))     # linkage is the compile's
 
 
 @pytest.mark.parametrize("text", [
@@ -184,7 +183,31 @@ def test_missing_extern_c_is_refused_with_hint():
     'template <typename T> __global__ void k(T* a)',
 ])
 def test_other_heads_are_refused(text):
-    assert str(refuse(text)).startswith("expected `extern")
+    exc = refuse(text)
+    assert str(exc).startswith('expected `__global__ void NAME(PARAMS)` (extern "C" or not)') and exc.column == 0
+    assert (exc.hint is not None) == text.startswith("template")       # a template: write a wrapper that calls it
+
+
+def test_c_linkage_is_written_before_each_kernel_head_that_lacks_it_on_its_own_line():
+    src = ("#include <x.h>\n__global__ void k(float* a);\n// __global__ void gone(int)\n"
+           "__global__ void __launch_bounds__(128) k(float* a) {}\nextern \"C\" __global__ void j(int n) {}\n"
+           "template <int B>\n__global__ void t(float* p) {}\nstatic __global__ void s(int n) {}\n")
+    out = with_c_linkage(src)
+    assert out.splitlines() == ["#include <x.h>", 'extern "C" __global__ void k(float* a);', "// __global__ void gone(int)",
+                                'extern "C" __global__ void __launch_bounds__(128) k(float* a) {}',
+                                'extern "C" __global__ void j(int n) {}', "template <int B>",
+                                "__global__ void t(float* p) {}", "static __global__ void s(int n) {}"]
+    assert with_c_linkage(out) == out                                   # once only
+
+
+def test_find_entry_names_the_definition_not_an_earlier_declaration_and_refuses_a_template():
+    src = "__global__ void k(float* a, int n);\n\n__global__ void k(float* a, int n)\n{\n}\n"
+    sig, line = find_entry(src, "k")
+    assert line == 3 and sig.params[1].name == "n"
+    assert find_entry("__global__ void k(float* a);\n", "k")[1] == 1       # only declared: still found
+    with pytest.raises(SignatureError) as info:
+        find_entry("template <int B>\n__global__ void t(float* p) {}\n", "t")
+    assert "kernel t is a template" in str(info.value) and "wrapper" in info.value.hint
 
 
 def test_unclosed_parameter_list():

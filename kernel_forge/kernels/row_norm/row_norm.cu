@@ -93,7 +93,7 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
                                             const kf_bias_t* __restrict__ b, kf_y_t* KF_RESTRICT_IO y,
                                             kf_s_t* __restrict__ mean_out, kf_s_t* __restrict__ rstd_out,
                                             kf_s_t* __restrict__ var_out, long long rows, int cols, float eps,
-                                            int inner, int groups)
+                                            int inner, int groups, long long ldx)
 {
 #if WPR > 1
     __shared__ KfStats part[RPB][WPR];
@@ -104,11 +104,11 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
     const bool valid = row < rows;
     const int ncols = valid ? cols : 0;
     const long long off = (valid ? row : 0) * (long long)cols;
-    const kf_x_t* KF_RESTRICT_IO xr = x + off;
+    const kf_x_t* KF_RESTRICT_IO xr = x + (valid ? row : 0) * ldx;      // x's rows ldx apart (>= cols: a strided view)
     const kf_res_t* KF_RESTRICT_IO rr = res + off;
     kf_sum_t* KF_RESTRICT_IO sr = sum + off;
     kf_y_t* KF_RESTRICT_IO yr = y + off;
-    const bool vec = (cols & 3) == 0 && kf_aligned4(x) && kf_aligned4(y) && kf_aligned4(w) && kf_aligned4(b)
+    const bool vec = (cols & 3) == 0 && (ldx & 3) == 0 && kf_aligned4(x) && kf_aligned4(y) && kf_aligned4(w) && kf_aligned4(b)
                      && kf_aligned4(res) && kf_aligned4(sum) && (!KF_GROUP || (inner & 3) == 0);
     // the weight's and bias's index of column j: j itself, or (KF_GROUP) its channel
     // 32-bit arithmetic (a 64-bit remainder is a call with a stack frame): a row's values are

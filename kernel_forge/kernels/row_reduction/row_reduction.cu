@@ -33,7 +33,8 @@
 // storage, accumulated in double (dgemv).
 __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, const kf_w_t* __restrict__ w,
                                                  const kf_bias_t* __restrict__ bias, kf_y_t* __restrict__ y,
-                                                 long long rows, long long cols, long long total, long long outer)
+                                                 long long rows, long long cols, long long total, long long outer,
+                                                 long long ldx)
 {
 #if WPR > 1
     __shared__ kf_reduce_t part[RPB][WPR];
@@ -47,9 +48,9 @@ __device__ __forceinline__ void kf_row_reduction(const kf_x_t* __restrict__ x, c
     const long long ncols = valid ? min(cols, total - row * cols) : 0;
     kf_reduce_t a0 = init, a1 = init;
     for (long long o = 0; o < outer; ++o) {
-        const kf_x_t* __restrict__ xr = x + (o * rows + (valid ? row : 0)) * cols;
+        const kf_x_t* __restrict__ xr = x + (o * rows + (valid ? row : 0)) * ldx;     // rows ldx apart (>= cols)
         const kf_w_t* __restrict__ wr = w + (KF_MUL == 1 ? (valid ? row : 0) * cols : 0);
-        if (cols % 4 == 0 && ncols == cols && kf_aligned4(x) && kf_aligned4(w)) {
+        if (cols % 4 == 0 && ldx % 4 == 0 && ncols == cols && kf_aligned4(x) && kf_aligned4(w)) {
             for (long long j = 4LL * t; j < ncols; j += 4LL * TPR) {
                 auto q = kf_lds4(xr + j);
                 if (KF_MUL) {

@@ -39,7 +39,7 @@
 
 __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, const kf_index_t* __restrict__ index,
                                                const kf_bias_t* __restrict__ bias, kf_y_t* __restrict__ y,
-                                               long long rows, int cols, float xscale)
+                                               long long rows, int cols, float xscale, long long ldx)
 {
 #if WPR > 1
     __shared__ float part_m[RPB][WPR];
@@ -52,9 +52,9 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
     const int ncols = valid ? cols : 0;
     const int nvalid = KF_CAUSAL ? min(ncols, (int)(row % (cols > 0 ? cols : 1)) + 1) : ncols;
     const long long off = (valid ? row : 0) * (long long)cols;
-    const kf_x_t* __restrict__ xr = x + off;
+    const kf_x_t* __restrict__ xr = x + (valid ? row : 0) * ldx;      // x's rows ldx apart (>= cols: a strided view)
     kf_y_t* __restrict__ yr = y + (KF_XENT ? 0 : off);
-    const bool vec = (cols & 3) == 0 && kf_aligned4(x) && (KF_XENT || kf_aligned4(y)) && kf_aligned4(bias);
+    const bool vec = (cols & 3) == 0 && (ldx & 3) == 0 && kf_aligned4(x) && (KF_XENT || kf_aligned4(y)) && kf_aligned4(bias);
 
     float v[VPT];
     auto load = [&](int base) {

@@ -695,3 +695,30 @@ def fc_gelu(x, W, b, y, M, N, K):
 def exp_scale(y, x, s, n):
     # y = exp(s * x), the scale inside the function (unsigned count, the scalar before it)
     y[...] = np.exp(s * x.astype(np.float64))
+
+
+def layernorm_ld(y, x, gamma, beta, M, N, ldx, eps):
+    # a layernorm of each row's first N values, x's rows ldx apart (a BLAS-style leading dimension)
+    v = x.reshape(M, ldx)[:, :N].astype(np.float64)
+    m = v.mean(axis=1, keepdims=True)
+    var = ((v - m) ** 2).mean(axis=1, keepdims=True)
+    y[...] = ((v - m) / np.sqrt(var + eps) * gamma + beta).reshape(y.shape)
+
+
+def row_max_ld(x, y, rows, cols, ld):
+    # each row's largest of its first cols values, rows ld apart
+    y[...] = x.reshape(rows, ld)[:, :cols].astype(np.float64).max(axis=1)
+
+
+def rms_norm_strided(out, input, input_stride, weight, epsilon, num_tokens, hidden_size):
+    # vLLM's rms_norm_kernel on a view: each token's hidden_size values, tokens input_stride apart
+    v = input.reshape(num_tokens, input_stride)[:, :hidden_size].astype(np.float64)
+    r = 1.0 / np.sqrt((v * v).mean(axis=1, keepdims=True) + epsilon)
+    out[...] = (v * r * weight.astype(np.float64)).reshape(out.shape)
+
+
+def softmax_ld(out, inp, N, C, ld):
+    # each row's softmax of its first C values, inp's rows ld apart, out packed
+    v = inp.reshape(N, ld)[:, :C].astype(np.float64)
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    out[...] = (e / e.sum(axis=1, keepdims=True)).reshape(out.shape)
