@@ -251,8 +251,12 @@ def _row_softmax(w: _Writer) -> str:
     w.defines.update(KF_LOG=int(bool(w.match.params.get("log"))), KF_CAUSAL=int(bool(w.match.params.get("causal"))),
                      KF_XENT=int(bool(w.match.params.get("xent"))), KF_HAS_BIAS=int(bias != "nullptr"))
     scale = _softmax_scale(w)
+    # a bias of several rows broadcast: row r adds the bias's row r / group ("div") or r % group ("mod")
+    group = w.size("bias_group") if w.role("bias_group") else "1LL"
+    bdiv, bmod = {"div": (group, "0x7fffffffffffffffLL"), "mod": ("1LL", group)}.get(w.match.params.get("bias_rows"),
+                                                                                     ("1LL", "1LL"))
     return (f"kf_row_softmax({x}, {index}, {bias}, {y}, {w.size('rows')}, (int){w.size('cols')}, {scale}, "
-            f"{_row_stride(w, w.size('cols'))})")
+            f"{_row_stride(w, w.size('cols'))}, {bdiv}, {bmod})")
 
 
 def _axis_softmax(w: _Writer) -> str:

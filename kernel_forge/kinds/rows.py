@@ -231,14 +231,16 @@ def find_row_softmax(probe) -> Iterator[Match]:
         masks = [None]
         if rows % cols == 0:
             masks.append(np.arange(cols)[None, :] > (np.arange(rows) % cols)[:, None])
-        biases = [None, *(b for b in probe.inputs_of(cols) if b not in (x, y))]     # an additive mask per column
+        biases = _softmax_biases(probe, x, y, rows, cols)
         for scale, sv, div in scales:
-            for mask, bias in [(m, None) for m in masks] + [(None, b) for b in biases[1:]]:
+            for mask, (bias, brows, group) in [(m, (None, None, None)) for m in masks] + [(None, b) for b in biases]:
                 if mask is None and bias is None and scale is not None and sv == 1.0:
                     continue
                 v = probe.values[x].reshape(rows, cols) * sv
                 if bias is not None:
-                    v = v + probe.values[bias][None, :]
+                    b = probe.values[bias].reshape(-1, cols)
+                    v = v + (b[np.arange(rows) // group] if brows == "div" else b[np.arange(rows) % group]
+                             if brows == "mod" else b[0][None, :])
                 if mask is not None:
                     v = np.where(mask, -np.inf, v)
                 m = v - v.max(axis=1, keepdims=True)
@@ -251,10 +253,31 @@ def find_row_softmax(probe) -> Iterator[Match]:
                             binding["scale"] = scale
                         if bias:
                             binding["bias"] = bias
-                        params = {"log": log, **({"causal": True} if mask is not None else {}), **div}
+                        if brows:
+                            binding["bias_group"] = param_for(probe, group)
+                        params = {"log": log, **({"causal": True} if mask is not None else {}), **div,
+                                  **({"bias_rows": brows} if brows else {})}
                         yield Match("row_softmax", binding, params)
     yield from _axis_softmaxes(probe, scales)
     yield from _cross_entropies(probe, scales)
+
+
+def _softmax_biases(probe, x, y, rows, cols) -> list[tuple[str, str | None, int | None]]:
+    """Additive masks a softmax's rows may add, (buffer, how its rows map, group): one value per column
+    (None: every row adds the one row); a matrix of k rows broadcast, row r adding row r / (rows / k)
+    ("div": a key-padding mask per batch over its heads and queries, HF BERT's) or row r % k ("mod": a
+    mask per position over the batches), the group a parameter's value."""
+    out = []
+    for b in probe.inputs_of(floating=True):
+        if b in (x, y) or probe.sizes[b] % cols:
+            continue
+        k = probe.sizes[b] // cols
+        if k == 1:
+            out.append((b, None, None))
+        elif 1 < k < rows and rows % k == 0:
+            out += [(b, mode, group) for mode, group in (("div", rows // k), ("mod", k))
+                    if param_for(probe, group) is not None]
+    return out
 
 
 def _softmax_scales(probe) -> list[tuple[str | None, float, dict]]:

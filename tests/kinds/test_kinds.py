@@ -149,6 +149,12 @@ PUBLIC = {
                        {"op": "sum"}),
     "scaled_masked_softmax": ("row_softmax", {"x": "scores", "y": "probs", "bias": "key_mask", "scale": "scale",
                                               "rows": "rows", "cols": "keys"}, {"log": False}),
+    # a bias matrix broadcast: a key-padding mask per batch over its heads and queries (row r adds mask row
+    # r / (NH*T)), a T x T position bias over every (batch, head) (row r adds bias row r % T)
+    "attn_softmax_mask": ("row_softmax", {"x": "att", "y": "att", "bias": "mask", "scale": "scale", "rows": "B*NH*T",
+                                          "cols": "T", "bias_group": "NH*T"}, {"log": False, "bias_rows": "div"}),
+    "attn_softmax_posbias": ("row_softmax", {"x": "scores", "y": "probs", "bias": "bias", "rows": "BH*T", "cols": "T",
+                                             "bias_group": "T"}, {"log": False, "bias_rows": "mod"}),
     "cross_entropy_logits": ("row_softmax", {"x": "logits", "y": "losses", "index": "targets", "rows": "B", "cols": "V"},
                              {"log": True, "xent": True}),
     "log_softmax_bf16": ("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": "cols"}, {"log": True}),
@@ -395,7 +401,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "daxpy", "gelu_f64", "ddot", "dsum", "dgemv", "scale_bias_float4", "silu_half2",
             "int_sum", "row_sums_i32", "histo_kernel", "dtranspose", "column_sums_f64", "column_max_i32",
             "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu", "exp_scale",
-            "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld"]
+            "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld", "attn_softmax_mask", "attn_softmax_posbias"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

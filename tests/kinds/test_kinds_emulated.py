@@ -115,6 +115,10 @@ TASKS = {
     # channels along the middle axis: spatial % 4 == 0 shares a channel per 4 values, 17 and 33 do not
     # rows in registers (V = 50) and streamed twice past ITEMS * 4 * 32 values (V = 700)
     DATA / "scaled_masked_softmax.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"rows": 3, "keys": 64}, {"rows": 2, "keys": 700}]),
+    # a bias row per batch (4 at a time: T % 4 == 0; one at a time) and per position, in place and not
+    DATA / "attn_softmax_mask.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 0},
+                                      [{"B": 2, "NH": 2, "T": 8}, {"B": 3, "NH": 1, "T": 5}]),
+    DATA / "attn_softmax_posbias.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1}, [{"BH": 3, "T": 64}, {"BH": 2, "T": 7}]),
     # a group norm: a row of 3 channels of 36 values (4 at a time), of 5 of 9 (one at a time), streamed twice
     DATA / "group_norm_nchw.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0},
                                     [{"N": 2, "C": 12, "HW": 36, "G": 4}, {"N": 1, "C": 10, "HW": 9, "G": 2},

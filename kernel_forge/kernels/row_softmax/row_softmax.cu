@@ -11,7 +11,8 @@
 // combined with the online-softmax rule across the warp (shuffles) and the row's warps (shared
 // memory, fixed order); one read and one write per element.  KF_LOG: y = x - max - log(sum).
 // The row is `xscale` * x (attention's 1 / sqrt(d); 1 for a plain softmax), plus bias[col] where
-// KF_HAS_BIAS (an additive mask of one value per column).  KF_CAUSAL: rows come in
+// KF_HAS_BIAS (an additive mask of one value per column), or a row of a bias matrix broadcast: row r
+// adds the bias's row (r / bdiv) % bmod (a key-padding mask per batch over its heads and queries).  KF_CAUSAL: rows come in
 // blocks of cols (attention's T x T scores), and row r sees columns 0 .. r % cols only: the others
 // count as -inf (written 0, or -inf for log-softmax).
 // Rows longer than the registers hold are streamed twice.  KF_XENT: a cross-entropy from logits,
@@ -39,7 +40,8 @@
 
 __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, const kf_index_t* __restrict__ index,
                                                const kf_bias_t* __restrict__ bias, kf_y_t* __restrict__ y,
-                                               long long rows, int cols, float xscale, long long ldx)
+                                               long long rows, int cols, float xscale, long long ldx,
+                                               long long bdiv, long long bmod)
 {
 #if WPR > 1
     __shared__ float part_m[RPB][WPR];
@@ -54,6 +56,9 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
     const long long off = (valid ? row : 0) * (long long)cols;
     const kf_x_t* __restrict__ xr = x + (valid ? row : 0) * ldx;      // x's rows ldx apart (>= cols: a strided view)
     kf_y_t* __restrict__ yr = y + (KF_XENT ? 0 : off);
+    // the bias row of this row: (row / bdiv) % bmod of the bias's rows (one row for all: a mask per
+    // column; a batch's row broadcast over its heads and queries; a position's row over the batches)
+    const kf_bias_t* __restrict__ br = bias + (KF_HAS_BIAS ? ((valid ? row : 0) / bdiv) % bmod * (long long)cols : 0);
     const bool vec = (cols & 3) == 0 && (ldx & 3) == 0 && kf_aligned4(x) && (KF_XENT || kf_aligned4(y)) && kf_aligned4(bias);
 
     float v[VPT];
@@ -65,7 +70,7 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
                 float4 q = make_float4(KF_NEG_INF, KF_NEG_INF, KF_NEG_INF, KF_NEG_INF);
                 if (j < ncols) {
                     q = STREAM ? kf_lds4(xr + j) : kf_ld4(xr + j);
-                    const float4 b = KF_HAS_BIAS ? kf_ld4(bias + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+                    const float4 b = KF_HAS_BIAS ? kf_ld4(br + j) : make_float4(0.f, 0.f, 0.f, 0.f);
                     q.x = j < nvalid ? q.x * xscale + b.x : KF_NEG_INF;
                     q.y = j + 1 < nvalid ? q.y * xscale + b.y : KF_NEG_INF;
                     q.z = j + 2 < nvalid ? q.z * xscale + b.z : KF_NEG_INF;
@@ -80,7 +85,7 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
 #pragma unroll
             for (int i = 0; i < VPT; ++i) {
                 const int j = base + t + i * TPR;
-                v[i] = (j < nvalid) ? kf_ld(xr + j) * xscale + (KF_HAS_BIAS ? kf_ld(bias + j) : 0.0f) : KF_NEG_INF;
+                v[i] = (j < nvalid) ? kf_ld(xr + j) * xscale + (KF_HAS_BIAS ? kf_ld(br + j) : 0.0f) : KF_NEG_INF;
             }
         }
     };
@@ -161,7 +166,7 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
         row_pair(M, S);
         if (valid && t == 0) {
             const long long c = (long long)index[row];
-            kf_st(y + row, M + logf(S) - (kf_ld(xr + c) * xscale + (KF_HAS_BIAS ? kf_ld(bias + c) : 0.0f)));
+            kf_st(y + row, M + logf(S) - (kf_ld(xr + c) * xscale + (KF_HAS_BIAS ? kf_ld(br + c) : 0.0f)));
         }
         return;
     }

@@ -722,3 +722,17 @@ def softmax_ld(out, inp, N, C, ld):
     v = inp.reshape(N, ld)[:, :C].astype(np.float64)
     e = np.exp(v - v.max(axis=1, keepdims=True))
     out[...] = (e / e.sum(axis=1, keepdims=True)).reshape(out.shape)
+
+
+def attn_softmax_mask(att, mask, B, NH, T, scale):
+    # BERT-style attention probabilities in place: softmax(scale * scores + mask[b, :]), the mask per batch
+    a = att.reshape(B, NH, T, T).astype(np.float64) * scale + mask.reshape(B, 1, 1, T).astype(np.float64)
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    att[...] = (e / e.sum(axis=-1, keepdims=True)).reshape(att.shape)
+
+
+def attn_softmax_posbias(probs, scores, bias, BH, T):
+    # softmax(scores + bias[t, :]): a relative-position bias of T x T added to every (batch, head)'s scores
+    a = scores.reshape(BH, T, T).astype(np.float64) + bias.reshape(1, T, T).astype(np.float64)
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    probs[...] = (e / e.sum(axis=-1, keepdims=True)).reshape(probs.shape)
