@@ -164,3 +164,17 @@ def test_a_kernel_of_vector_pointers_gets_a_task_whose_reference_sees_the_lanes(
     case = task.case("small")
     assert task.shape(task.arg("dst"), case) == (1037, 4) and task.buffer_bytes(case) == {"src": 4148, "dst": 4148}
     assert "shape [n] of uchar4 (the reference's array: uint8, a last axis of 4)" in task.arg("src").shape_text()
+
+
+def test_a_kernel_of_cpp_linkage_is_set_up_as_written_and_a_template_gets_what_to_write(kforge, tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void scale2(float* out, const float* inp, int N);\n"
+                   "__global__ void scale2(float* out, const float* inp, int N)\n{\n"
+                   "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < N) out[i] = 2.0f * inp[i];\n}\n"
+                   "template <int B>\n__global__ void tiled(float* p) { p[threadIdx.x] = B; }\n")
+    r = kforge("init", "scale2", "--from", src, "--dir", tmp_path)
+    assert r.exit_code == 0, r.output
+    assert load_task(tmp_path / "scale2.json").signature.text == "__global__ void scale2(float* out, const float* inp, int N)"
+    r = CliRunner().invoke(cli, ["init", "tiled", "--from", str(src), "--dir", str(tmp_path / "t")])
+    assert r.exit_code == 2 and "kernel tiled is a template" in r.output and "extern \"C\" __global__ wrapper" in r.output
+    assert "Traceback" not in r.output and not (tmp_path / "t").exists()
