@@ -127,6 +127,28 @@ def test_the_derived_space_holds_the_kernel_as_written_and_makes_the_grid_follow
     assert sum("KF_UNROLL" in l for l in body) == 2 and "__launch_bounds__((KF_BX * KF_BY), KF_MINB)" in d.source
 
 
+def test_a_kernel_of_no_kind_written_as_projects_write_them_gets_its_space_and_compiles_under_its_name():
+    """An RGBA image kernel of C++ linkage taking uchar4 pixels (no kind matches a per-lane map): its
+    own space is derived, the entry stays found where it was, and NVRTC compiles each setting to an
+    entry the driver finds by the kernel's own name."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from kernel_forge.gpu.nvrtc import compile_source
+    from kernel_forge.model.signature import find_entry
+
+    task = load_task(Path(__file__).resolve().parents[1] / "data" / "kinds" / "invert_rgba.json")
+    src = ("__global__ void invert_rgba(const uchar4* src, uchar4* dst, int width, int height)\n{\n"
+           "    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;\n"
+           "    if (x >= width || y >= height) return;\n    uchar4 p = src[y * width + x];\n"
+           "    dst[y * width + x] = make_uchar4(255 - p.x, 255 - p.y, 255 - p.z, p.w);\n}\n")
+    d = derive(src, task.launch)
+    assert set(d.tunables) == {"KF_BX", "KF_BY", "KF_MINB"}
+    assert find_entry(d.source, "invert_rgba")[0].params == task.signature.params
+    cand = parse_candidate(d.source)
+    for s in cand.configurations()[:3]:
+        res = compile_source(d.source, arch="sm_90", defines=s, use_cache=False)
+        assert re.findall(r"^\.visible \.entry (\w+)\(", res.ptx, re.M) == ["invert_rgba"]
+
+
 def test_a_block_size_written_into_the_code_is_not_tuned_but_its_unroll_loops_are():
     src = """extern "C" __global__ void rowsum(const float* x, float* y, int n, int c)
 {
