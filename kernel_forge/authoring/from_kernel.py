@@ -21,7 +21,7 @@ from kernel_forge.common.errors import InputError, KForgeError, SignatureError
 from kernel_forge.common.json_path import json_path
 from kernel_forge.common.writes import check_within, write_files
 from kernel_forge.model.references import python_name
-from kernel_forge.model.signature import Signature, _entries, find_entry, parse_signature
+from kernel_forge.model.signature import Signature, _entries, find_entry, parse_signature, resolved_text
 from kernel_forge.common.static_rules import strip_comments_and_strings
 
 #: the manifest schema's rule for a task name; kforge init holds parameter names to it too, so
@@ -92,8 +92,10 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
     if name not in names:
         found = ", ".join(names) or "none (a kernel is __global__ void NAME(...))"
         raise InputError(f"--from {src_path}: no kernel named {name!r}; kernels found: {found}")
+    local = project_headers(source, src_path)
     try:
-        sig, _line = find_entry(source, name)
+        sig, _line = find_entry(source, name, local)
+        sig = parse_signature(resolved_text(sig, source, local))      # floatX written as the type it names
     except SignatureError as exc:
         raise InputError(f"--from {src_path}: the signature of {name} is not supported: {exc}") from None
     for p in sig.params:
@@ -219,9 +221,14 @@ def kernel_stub(sig: Signature, size: str | None) -> str:
 def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=None, force: bool = False,
               validate: bool = True) -> InitResult:
     sig, source, src_path = _signature(name, from_file, signature)
+    from kernel_forge.authoring.device_part import device_part
     from kernel_forge.model.candidate import parse_candidate
     from kernel_forge.common.errors import CandidateError
 
+    extracted = device_part(source, name) if source is not None else None
+    headers: dict[str, str] = {}
+    if extracted is not None and extracted.changed:      # a program: the kernel beside its host code
+        source, headers = _with_project_headers(name, extracted, src_path)
     has_launch = False
     if source is not None:
         try:
@@ -234,6 +241,18 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
         raise InputError(f"--dir {out}: is a file, not a folder")
     targets = {"manifest": out / f"{name}.json", "reference": out / f"{name}_reference.py",
                "kernel": out / f"{name}.cu"}
+    if extracted is not None and extracted.changed:
+        if targets["kernel"].resolve() == src_path.resolve():      # never over the user's program
+            targets["kernel"] = out / f"{name}.device.cu"
+            manifest["initial"] = targets["kernel"].name
+        guesses.append(f"kernel: {src_path.name} is a program: {targets['kernel'].name} keeps the device part of it, "
+                       f"line for line ({extracted.note()})")
+        for h in headers:
+            targets[f"header {h}"] = out / h
+            guesses.append(f"header: {h} is the device part of {h.split('.', 1)[1]} (its include points at it; the "
+                           "manifest lists it under headers)")
+        if headers:
+            manifest["headers"] = sorted(headers)
     kernel_in_place = src_path is not None and targets["kernel"].resolve() == src_path.resolve()
     check_within(out, targets.values())
     existing = [p for k, p in targets.items() if p.exists() and not (k == "kernel" and kernel_in_place)]
@@ -248,6 +267,7 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
                 "reference": reference_stub(name, sig).encode()}
     if not kernel_in_place:
         contents["kernel"] = (source if source is not None else kernel_stub(sig, sizes[0] if sizes else None)).encode()
+    contents.update({f"header {h}": text.encode() for h, text in headers.items()})
     if source is None:
         todo.insert(1, f"the kernel body in {targets['kernel']}")
     result = InitResult(manifest=targets["manifest"], guesses=guesses, todo=todo)
@@ -257,6 +277,37 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
     if validate:
         _validate(result)
     return result
+
+
+def project_headers(source: str, src_path: Path) -> dict[str, str]:
+    """include name -> text of each project header the file includes (``#include "common.h"``) that
+    is found beside it (one level: what the kernel's own types and helpers come from)."""
+    from kernel_forge.common.reads import MAX_KERNEL, Unreadable, read_input_bytes
+
+    found = {}
+    for include in re.findall(r'^\s*#\s*include\s*"([^"]+)"', source, re.M):
+        try:
+            found[include] = read_input_bytes(src_path.parent / include, "header", limit=MAX_KERNEL).decode("utf-8")
+        except (Unreadable, UnicodeDecodeError, OSError):
+            continue                          # not beside the program: left out, as the note says
+    return found
+
+
+def _with_project_headers(name: str, extracted, src_path: Path) -> tuple[str, dict[str, str]]:
+    """The device part's text, each project header it included (``#include "common.h"`` found beside
+    the program) replaced by its own device part, ``NAME.common.h``, on the same line; and those headers."""
+    from kernel_forge.authoring.device_part import device_part
+
+    local = project_headers(extracted.source_before, src_path)
+    lines, headers = extracted.source.rstrip("\n").split("\n"), {}
+    for line, include in sorted(extracted.local.items()):
+        if include not in local:
+            continue
+        own = f"{name}.{Path(include).name}"
+        headers[own] = device_part(local[include], None).source.rstrip("\n") + "\n"
+        lines[line - 1] = f'#include "{own}"'
+        extracted.includes.remove(next(i for i in extracted.includes if include in i))
+    return "\n".join(lines) + "\n", headers
 
 
 def _validate(result: InitResult) -> None:

@@ -70,7 +70,7 @@ def check_kernel(task: Task, cand: Candidate, *, file: str | None = None, limits
     :func:`check_launch`); returns the entry point's line."""
     file = file or cand.name
     check_static(cand.source, file=file)
-    found = find_entry(cand.source, task.signature.name)
+    found = find_entry(cand.source, task.signature.name, task.header_sources() if task.headers else None)
     if found is None:
         raise KernelRefused("signature_mismatch",
                             f'no `__global__ void {task.signature.name}(...)` definition found',

@@ -23,7 +23,7 @@ def check_candidate(task: Task, candidate: Candidate):
     findings = static_rules.check(candidate.source)
     if findings:
         raise CandidateError("; ".join(str(f) for f in findings[:3]), file=candidate.name)
-    found = find_entry(candidate.source, task.signature.name)
+    found = find_entry(candidate.source, task.signature.name, task.header_sources() if task.headers else None)
     if found is None:
         raise SignatureError(f'{candidate.name}: no `__global__ void {task.signature.name}(...)` '
                              "definition found",

@@ -61,8 +61,9 @@ class Signature:
         return tuple(p.name for p in self.params)
 
 
-def parse_signature(text: str) -> Signature:
-    """Parse one kernel declaration; ``text`` may end with ``{`` or ``;`` or nothing."""
+def parse_signature(text: str, aliases: dict[str, str] | None = None) -> Signature:
+    """Parse one kernel declaration; ``text`` may end with ``{`` or ``;`` or nothing.  ``aliases``:
+    the file's own names of types (``floatX`` -> ``float``: :mod:`kernel_forge.model.type_aliases`)."""
     flat = " ".join(text.split())
     m = _HEAD.match(flat)
     if not m:
@@ -94,7 +95,7 @@ def parse_signature(text: str) -> Signature:
     offset = start
     for piece in body.split(","):
         col = offset + (len(piece) - len(piece.lstrip()))
-        params.append(_parse_param(piece.strip(), flat, col))
+        params.append(_parse_param(piece.strip(), flat, col, aliases or {}))
         offset += len(piece) + 1
     seen: set[str] = set()
     offset = start
@@ -107,7 +108,7 @@ def parse_signature(text: str) -> Signature:
     return Signature(name, tuple(params), flat)
 
 
-def _parse_param(piece: str, flat: str, col: int) -> Param:
+def _parse_param(piece: str, flat: str, col: int, aliases: dict[str, str]) -> Param:
     if not piece:
         raise SignatureError("empty parameter", signature=flat, column=col)
     for bad, why in (("&", "references are not supported; pass a pointer"),
@@ -141,6 +142,7 @@ def _parse_param(piece: str, flat: str, col: int) -> Param:
     const = "const" in words
     type_words = [w for w in words if w not in _QUALIFIERS | {"const"}]
     type_name = " ".join(type_words)
+    type_name = aliases.get(type_name, type_name)
     dtype, lanes, vector = C_TYPES.get(type_name), 1, ""
     if dtype is None and type_name in VECTOR_TYPES:
         if not pointer:
@@ -183,9 +185,11 @@ def with_c_linkage(source: str) -> str:
     return source
 
 
-def find_entry(source: str, name: str) -> tuple[Signature, int] | None:
+def find_entry(source: str, name: str, headers: dict[str, str] | None = None) -> tuple[Signature, int] | None:
     """Find the definition of kernel ``name`` in CUDA source: (signature, 1-based line).
-    Comments and string literals are ignored (offsets are kept, so lines stay right)."""
+    Comments and string literals are ignored (offsets are kept, so lines stay right).  A type the
+    file names itself (``typedef float floatX;``, here or in the task's ``headers``) is read as
+    the type it names."""
     from kernel_forge.common.static_rules import strip_comments_and_strings
 
     code = strip_comments_and_strings(source, keep_strings=True)
@@ -208,12 +212,35 @@ def find_entry(source: str, name: str) -> tuple[Signature, int] | None:
                     break
             i += 1
         line = code.count("\n", 0, m.start()) + 1
-        head = (parse_signature(code[m.start():i + 1]), line)
+        head = (_parse_with_aliases(code[m.start():i + 1], source, headers), line)
         if code[i + 1:].lstrip().startswith(";"):
             declared = declared or head            # a declaration: the definition, later, is the one to name
             continue
         return head
     return declared
+
+
+def _parse_with_aliases(text: str, source: str, headers: dict[str, str] | None) -> Signature:
+    try:
+        return parse_signature(text)
+    except SignatureError as exc:
+        if not str(exc).startswith("unsupported type"):
+            raise
+        from kernel_forge.model.type_aliases import aliases
+
+        known = aliases(source, headers)
+        if not known:
+            raise
+        return parse_signature(text, known)
+
+
+def resolved_text(sig: Signature, source: str, headers: dict[str, str] | None = None) -> str:
+    """The signature's text with the file's own type names written as the types they name (what a
+    manifest declares: ``floatX* out`` -> ``float* out``)."""
+    from kernel_forge.model.type_aliases import aliases
+
+    known = aliases(source, headers)
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: known.get(m.group(0), m.group(0)), sig.text) if known else sig.text
 
 
 def check_matches(expected: Signature, actual: Signature) -> None:

@@ -1,0 +1,180 @@
+"""The device part of a CUDA file as projects ship it: a kernel beside its host code.
+
+A kernel brought by ``kforge init NAME --from FILE`` often sits in a program: ``main``, the
+launcher that calls ``NAME<<<grid, block>>>``, ``cudaMalloc`` and ``printf``, includes of host
+headers.  NVRTC compiles device code only, and the gate refuses a kernel file that launches
+kernels.  :func:`device_part` keeps what the kernel needs and blanks the rest, line for line, so
+that every line the kernel's compile errors name is still the line of the user's file:
+
+- the entry kernel, every ``__device__`` function (templates too), ``__constant__`` /
+  ``__device__`` variables, types (``struct``, ``typedef``, ``using``, ``enum``), namespaces and
+  ``extern "C"`` blocks whole, and every preprocessor line but the includes left out;
+- left out: host functions (``main``, launchers: no ``__device__`` or ``__global__`` in the head),
+  the other kernels, host globals and prototypes, and includes of host or project headers
+  (``<stdio.h>``, ``<cuda_runtime.h>``, ``"common.h"``: NVRTC has none of them).
+
+Nothing here compiles or runs anything: it reads the text (comments and strings blanked first).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kernel_forge.common.static_rules import strip_comments_and_strings
+
+#: headers device code includes, kept: CUDA's device headers, CCCL (cub, libcu++, thrust's device parts)
+DEVICE_HEADERS = re.compile(r"^(cuda_(fp16|bf16|fp8|fp4|fp6|pipeline\w*|awbarrier\w*)\.h|cooperative_groups(/.*|\.h)?|"
+                            r"cub/.*|cuda/.*|thrust/.*|mma\.h|math_constants\.h|sm_\d+_intrinsics\.h|"
+                            r"curand_kernel\.h|vector_types\.h|vector_functions\.h|crt/.*)$")
+#: device headers nvcc's host includes bring in, and what in the code needs each
+_TYPE_HEADERS = (("cuda_fp16.h", r"\b(__half2?|half2?)\b"), ("cuda_bf16.h", r"\b__nv_bfloat162?\b"))
+_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+_TYPE = re.compile(r"\s*(template\s*<[^;{]*>\s*)?(typedef\s+)?(struct|class|union|enum)\b|\s*(typedef|using)\b")
+_NAME_BEFORE_PAREN = re.compile(r"([A-Za-z_~][\w:~]*)\s*(?:<[^<>]*>)?\s*$")
+
+
+@dataclass
+class DevicePart:
+    """The kept text (the file's line count, dropped parts blank) and what was left out."""
+
+    source: str
+    dropped: list[str] = field(default_factory=list)      #: host functions and other kernels, by name
+    includes: list[str] = field(default_factory=list)     #: the includes left out, as written
+    blanked: int = 0                                      #: items left out (globals and prototypes too)
+    local: dict[int, str] = field(default_factory=dict)   #: 1-based line -> a project header left out ("common.h")
+    source_before: str = ""                               #: the file as it was
+
+    @property
+    def changed(self) -> bool:
+        return self.blanked > 0
+
+    def note(self) -> str:
+        parts = []
+        if self.dropped:
+            parts.append("left out " + ", ".join(self.dropped))
+        if self.includes:
+            parts.append("and the includes " + ", ".join(self.includes))
+        return "; ".join(parts)
+
+
+def has_host_code(source: str) -> bool:
+    """Whether ``source`` holds more than device code (a launch, a host function, a host header)."""
+    return device_part(source, None).changed
+
+
+def device_part(source: str, entry: str | None) -> DevicePart:
+    """``source`` with everything but ``entry``'s device part blanked (see the module docstring);
+    ``entry`` None keeps every kernel."""
+    code = strip_comments_and_strings(source, keep_strings=True)
+    keep = [True] * len(source)
+    part = DevicePart(source="", source_before=source)
+    freed: list[int] = []                      # lines of the system includes left out
+    for start, end, kind in _items(code):
+        text = code[start:end]
+        drop, what = _dropped(text, kind, entry)
+        if drop:
+            keep[start:end] = [False] * (end - start)
+            part.blanked += 1
+            if what and what not in part.dropped and kind != "include":
+                part.dropped.append(what)
+            if kind == "include":
+                part.includes.append(what)
+                m = _INCLUDE.match(text)
+                line = code.count("\n", 0, start) + 1
+                if m.group(1) == '"':
+                    part.local[line] = m.group(2).strip()
+                else:
+                    freed.append(line)
+    lines = [line.rstrip() for line in
+             "".join(c if k or c == "\n" else (" " if c != "\t" else c) for c, k in zip(source, keep)).split("\n")]
+    # what the host headers brought in (cuda_runtime.h includes the fp16 and bf16 types under nvcc),
+    # each on a line a host include left free, so that the lines below keep their numbers
+    for line, header in zip(freed, [h for h, pattern in _TYPE_HEADERS if re.search(pattern, code)
+                                    and not re.search(r"#\s*include\s*<" + re.escape(h), code)]):
+        lines[line - 1] = f"#include <{header}>"
+    part.source = "\n".join(lines)
+    return part
+
+
+def _items(code: str):
+    """(start, end, kind) of each top-level item: a preprocessor line ("pp", "include"), a braced
+    definition ("block": a function, struct, namespace ...) or a declaration ending in ``;`` ("decl")."""
+    i, n = 0, len(code)
+    while i < n:
+        while i < n and code[i] in " \t\r\n":
+            i += 1
+        if i >= n:
+            return
+        if code[i] == "#":                                    # a preprocessor line, with its continuations
+            j = i
+            while True:
+                e = code.find("\n", j)
+                e = n if e < 0 else e
+                if e > 0 and code[e - 1] == "\\" and e < n:
+                    j = e + 1
+                    continue
+                break
+            yield i, e, "include" if _INCLUDE.match(code[i:e]) else "pp"
+            i = e
+            continue
+        j, depth, paren = i, 0, 0
+        while j < n:
+            c = code[j]
+            if c == "#" and depth == 0 and paren == 0 and (j == 0 or code[j - 1] == "\n"):
+                if code[i:j].strip():                          # a declaration cut by a preprocessor line
+                    yield i, j, "decl"
+                break
+            if c == "(":
+                paren += 1
+            elif c == ")":
+                paren -= 1
+            elif c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0 and paren == 0:
+                    k = j + 1
+                    while k < n and code[k] in " \t":
+                        k += 1
+                    if k < n and code[k] == ";":               # struct S { ... };
+                        j = k
+                    yield i, j + 1, "block"
+                    break
+            elif c == ";" and depth == 0 and paren == 0:
+                yield i, j + 1, "decl"
+                break
+            j += 1
+        else:
+            yield i, n, "decl"
+        if j < n and code[j] == "#" and (j == 0 or code[j - 1] == "\n"):
+            i = j if j > i else j + 1
+            continue
+        i = j + 1
+
+
+def _dropped(text: str, kind: str, entry: str | None) -> tuple[bool, str]:
+    """Whether an item is left out, and what to call it."""
+    if kind == "include":
+        m = _INCLUDE.match(text)
+        name = m.group(2).strip()
+        return (m.group(1) == '"' or not DEVICE_HEADERS.match(name)), text.strip()
+    if kind == "pp":
+        return False, ""
+    head = text.split("{", 1)[0] if kind == "block" else text
+    words = set(re.findall(r"[A-Za-z_]\w*", head))
+    if kind == "block" and re.match(r"\s*(namespace\b|extern\s+\"C\"\s*\{)", text):
+        return False, ""
+    if _TYPE.match(head):                 # struct __align__(8) S { ... };  template <class T> struct P { ... };
+        return False, ""
+    paren = head.find("(")
+    name = ""
+    if paren > 0:
+        m = _NAME_BEFORE_PAREN.search(head[:paren])
+        name = m.group(1) if m else ""
+    if "__global__" in words:
+        return entry is not None and name != entry, f"kernel {name}" if name else "a kernel"
+    if words & {"__device__", "__constant__", "__managed__", "__shared__"}:
+        return False, ""
+    if kind == "decl" and words & {"typedef", "using", "static_assert", "template", "const", "constexpr"} and paren < 0:
+        return False, ""                  # a type, or a constant device code may read (const int N = 1024;)
+    return True, (name if kind == "block" and name else "")

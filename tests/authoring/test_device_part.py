@@ -1,0 +1,160 @@
+"""kernel_forge/authoring/device_part.py: a kernel brought inside its program (a CPU reference, a
+launcher, main, host headers) keeps its device part, line for line, and compiles under NVRTC."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from kernel_forge.app.cli import cli
+from kernel_forge.authoring.device_part import device_part, has_host_code
+from kernel_forge.model.signature import find_entry
+from kernel_forge.model.task import load_task
+
+PROGRAM = """/* row scaling, written as a course's exercise ships it: one file, host and device */
+#include <stdio.h>
+#include <stdlib.h>
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include "common.h"
+#define BLOCK 256
+const int WARP = 32;
+__constant__ float kScale[4];
+struct Pair { float a, b; };
+typedef float real;
+float* d_buffer;                                   // a host global
+void launch_all(float* y, const float* x, int n);  // a host prototype
+
+// the CPU reference
+void scale_cpu(float* y, const float* x, int n) {
+    for (int i = 0; i < n; i++) { y[i] = x[i] * 2.0f; }
+}
+
+__device__ __forceinline__ real twice(real v) { return 2.0f * v; }
+template <typename T> __device__ T halve(T v) { return v / (T)2; }
+
+__global__ void scale_naive(float* y, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { Pair p = {x[i], kScale[0]}; y[i] = twice(p.a) + 0.0f * halve(p.b) * WARP; }
+}
+
+__global__ void scale_other(float* y, const float* x, int n) {
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+
+void launch_all(float* y, const float* x, int n) {
+    scale_naive<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(y, x, n);
+    scale_other<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(y, x, n);
+}
+
+int main(int argc, char** argv) {
+    int n = 1 << 20;
+    cudaMalloc(&d_buffer, n * sizeof(float));
+    printf("%d\\n", n);
+    return 0;
+}
+"""
+
+
+def test_the_device_part_keeps_the_kernel_and_what_it_needs_line_for_line():
+    part = device_part(PROGRAM, "scale_naive")
+    kept, lines = part.source.splitlines(), PROGRAM.splitlines()
+    assert len(kept) == len(lines)
+    for i, line in enumerate(lines):                   # each line kept whole, or its code blanked (a comment may stay)
+        assert kept[i] == line.rstrip() or kept[i].strip() in ("", line[line.find("//"):].strip()), (i + 1, line)
+    text = part.source
+    for needed in ("#include <cuda_fp16.h>", "#define BLOCK 256", "const int WARP = 32;", "__constant__ float kScale[4];",
+                   "struct Pair { float a, b; };", "typedef float real;", "real twice(real v)", "T halve(T v)",
+                   "__global__ void scale_naive("):
+        assert needed in text, needed
+    for gone in ("stdio.h", "stdlib.h", "cuda_runtime.h", "common.h", "d_buffer", "launch_all", "scale_cpu", "main",
+                 "scale_other", "<<<", "printf"):
+        assert gone not in text, gone
+    assert part.dropped == ["scale_cpu", "kernel scale_other", "launch_all", "main"]
+    assert part.includes == ["#include <stdio.h>", "#include <stdlib.h>", "#include <cuda_runtime.h>",
+                             '#include "common.h"']
+    assert find_entry(part.source, "scale_naive")[1] == find_entry(PROGRAM, "scale_naive")[1] == 23
+    assert has_host_code(PROGRAM) and not has_host_code(part.source)
+
+
+def test_the_device_part_compiles_under_nvrtc_to_the_one_kernel():
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from kernel_forge.gpu.nvrtc import compile_source
+
+    res = compile_source(device_part(PROGRAM, "scale_naive").source, arch="sm_90", use_cache=False)
+    assert re.findall(r"^\.visible \.entry (\w+)\(", res.ptx, re.M) == ["scale_naive"]
+
+
+def test_init_from_a_program_writes_its_device_part_beside_it_and_never_over_it(tmp_path):
+    src = tmp_path / "scale_naive.cu"
+    src.write_text(PROGRAM)
+    r = CliRunner().invoke(cli, ["init", "scale_naive", "--from", str(src), "--dir", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert src.read_text() == PROGRAM                                      # the user's program as it was
+    device = tmp_path / "scale_naive.device.cu"
+    assert device.read_text().rstrip("\n") == device_part(PROGRAM, "scale_naive").source.rstrip("\n")
+    assert "scale_naive.cu is a program: scale_naive.device.cu keeps the device part of it" in r.output
+    assert "left out scale_cpu, kernel scale_other, launch_all, main" in r.output
+    assert load_task(tmp_path / "scale_naive.json").initial == device.resolve()
+
+
+COMMON = """// a project's shared header: host helpers beside the device ones
+#include <stdio.h>
+#include <cuda_runtime.h>
+#if defined(ENABLE_BF16)
+typedef __nv_bfloat16 floatX;
+#else
+typedef float floatX;
+#endif
+void cuda_check(cudaError_t error, const char* file, int line) {
+    if (error != cudaSuccess) { printf("%s:%d\\n", file, line); exit(1); }
+}
+#define cudaCheck(err) (cuda_check(err, __FILE__, __LINE__))
+__device__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+int num_sms = 0;
+"""
+BF16_PROGRAM = """#include <stdio.h>
+#include <cuda_runtime.h>
+#define ENABLE_BF16
+#include "common.h"
+
+__global__ void row_sum(floatX* out, const floatX* inp, int N, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= N) return;
+    float s = 0.0f;
+    for (int i = threadIdx.x % 32; i < C; i += 32) s += (float)inp[row * C + i];
+    s = warp_sum(s);
+    if (threadIdx.x % 32 == 0) out[row] = (floatX)s;
+}
+
+int main() {
+    cudaCheck(cudaDeviceSynchronize());
+    return 0;
+}
+"""
+
+
+def test_init_from_a_program_with_a_project_header_reads_its_types_and_writes_its_device_part(tmp_path):
+    """llm.c's layout: `#define ENABLE_BF16` before `#include "common.h"`, whose floatX is then bf16:
+    the manifest declares bf16, the header's device part is written as NAME.common.h, the include
+    line points at it, and the manifest lists it; the task validates (NVRTC compiles it)."""
+    (tmp_path / "common.h").write_text(COMMON)
+    (tmp_path / "rows.cu").write_text(BF16_PROGRAM)
+    out = tmp_path / "task"
+    r = CliRunner().invoke(cli, ["init", "row_sum", "--from", str(tmp_path / "rows.cu"), "--dir", str(out)])
+    assert r.exit_code == 0, r.output
+    task = load_task(out / "row_sum.json")
+    assert task.signature.text == "__global__ void row_sum(__nv_bfloat16* out, const __nv_bfloat16* inp, int N, int C)"
+    assert task.raw["headers"] == ["row_sum.common.h"]
+    kernel, header = (out / "row_sum.cu").read_text(), (out / "row_sum.common.h").read_text()
+    assert kernel.splitlines()[3] == '#include "row_sum.common.h"' and "main" not in kernel
+    assert "#include <cuda_bf16.h>" in header.splitlines()[1:3]     # what cuda_runtime.h brought under nvcc
+    assert "__device__ float warp_sum" in header and "typedef __nv_bfloat16 floatX;" in header
+    assert "cuda_check(cudaError_t" not in header and "num_sms" not in header and "stdio" not in header
+    assert "header: row_sum.common.h is the device part of common.h" in r.output
+    assert "validated: the manifest, its files and the kernel are consistent" in r.output, r.output
