@@ -57,11 +57,6 @@ class DevicePart:
         return "; ".join(parts)
 
 
-def has_host_code(source: str) -> bool:
-    """Whether ``source`` holds more than device code (a launch, a host function, a host header)."""
-    return device_part(source, None).changed
-
-
 def device_part(source: str, entry: str | None) -> DevicePart:
     """``source`` with everything but ``entry``'s device part blanked (see the module docstring);
     ``entry`` None keeps every kernel."""

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernel_forge.app.cli import cli
-from kernel_forge.authoring.device_part import device_part, has_host_code
+from kernel_forge.authoring.device_part import device_part
 from kernel_forge.model.signature import find_entry
 from kernel_forge.model.task import load_task
 
@@ -76,7 +76,7 @@ def test_the_device_part_keeps_the_kernel_and_what_it_needs_line_for_line():
     assert part.includes == ["#include <stdio.h>", "#include <stdlib.h>", "#include <cuda_runtime.h>",
                              '#include "common.h"']
     assert find_entry(part.source, "scale_naive")[1] == find_entry(PROGRAM, "scale_naive")[1] == 23
-    assert has_host_code(PROGRAM) and not has_host_code(part.source)
+    assert device_part(PROGRAM, None).changed and not device_part(part.source, None).changed   # all kernels kept
 
 
 def test_the_device_part_compiles_under_nvrtc_to_the_one_kernel():
