@@ -630,11 +630,6 @@ def int_sum(in_, out, n):
     out[0] = int(in_.astype(np.int64).sum())
 
 
-def count_positive(x, count, n):
-    # how many values are above zero (a reduction of a predicate into an unsigned count)
-    count[0] = int((x > 0).sum())
-
-
 def row_sums_i32(mat, sums, rows, cols):
     # each row's sum of an int32 matrix, in int64
     sums[...] = mat.reshape(rows, cols).astype(np.int64).sum(axis=1)
