@@ -3,6 +3,7 @@ launcher, main, host headers) keeps its device part, line for line, and compiles
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -158,3 +159,30 @@ def test_init_from_a_program_with_a_project_header_reads_its_types_and_writes_it
     assert "cuda_check(cudaError_t" not in header and "num_sms" not in header and "stdio" not in header
     assert "header: row_sum.common.h is the device part of common.h" in r.output
     assert "validated: the manifest, its files and the kernel are consistent" in r.output, r.output
+
+
+LLMC = Path(__file__).resolve().parents[1] / "data" / "programs" / "llmc"     # llm.c's dev/cuda, MIT: SOURCES.md
+
+
+@pytest.mark.parametrize("program, kernel, storage", [
+    ("layernorm_forward", "layernorm_forward_kernel1", "float32"), ("layernorm_forward", "layernorm_forward_kernel3", "float32"),
+    ("softmax_forward", "softmax_forward_kernel1", "float32"), ("softmax_forward", "softmax_forward_kernel4", "float32"),
+    ("gelu_forward", "gelu_forward_kernel1", "bfloat16"), ("gelu_forward", "gelu_forward_kernel2", "bfloat16"),
+    ("encoder_forward", "encoder_forward_kernel3", "bfloat16"), ("residual_forward", "residual_forward_kernel2", "bfloat16"),
+    ("adamw", "adamw_kernel2", "float32"), ("crossentropy_forward", "crossentropy_forward_kernel1", "float32"),
+    ("matmul_forward", "matmul_forward_kernel1", "float32"),
+])
+def test_llm_c_s_kernels_are_set_up_from_their_programs_as_published(tmp_path, program, kernel, storage):
+    """Each of llm.c's dev/cuda files is a program (a CPU reference, launchers, main, cuBLAS, `#include
+    "common.h"`, floatX chosen by `#define ENABLE_BF16`): init writes the kernel's device part and
+    common.h's, the manifest declares the storage the file's floatX is, and NVRTC compiles the kernel."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from kernel_forge.authoring.from_kernel import init_task
+
+    result = init_task(kernel, tmp_path, from_file=LLMC / f"{program}.cu")
+    assert result.valid, result.status
+    assert any(g.startswith(f"kernel: {program}.cu is a program") for g in result.guesses)
+    task = load_task(result.manifest)
+    assert task.raw["headers"] == [f"{kernel}.common.h"]
+    assert task.signature.params[0].dtype.name == storage
+    assert "int main(" not in (tmp_path / f"{kernel}.cu").read_text()
