@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from kernel_forge.common.static_rules import strip_comments_and_strings
+from kernel_forge.model.signature import kernel_name
 
 #: headers device code includes, kept: CUDA's device headers, CCCL (cub, libcu++, thrust's device parts)
 DEVICE_HEADERS = re.compile(r"^(cuda_(fp16|bf16|fp8|fp4|fp6|pipeline\w*|awbarrier\w*)\.h|cooperative_groups(/.*|\.h)?|"
@@ -167,6 +168,7 @@ def _dropped(text: str, kind: str, entry: str | None) -> tuple[bool, str]:
         m = _NAME_BEFORE_PAREN.search(head[:paren])
         name = m.group(1) if m else ""
     if "__global__" in words:
+        name = kernel_name(head) or name           # past __launch_bounds__(...) and the like
         return entry is not None and name != entry, f"kernel {name}" if name else "a kernel"
     if words & {"__device__", "__constant__", "__managed__", "__shared__"}:
         return False, ""

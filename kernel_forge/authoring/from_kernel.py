@@ -65,7 +65,7 @@ def check_name(name: str, what: str, where: str, *, variable: bool = False) -> N
                          "nothing was written", hint=f"rename it in the kernel, e.g. {name.lower() + '_'!r}")
 
 
-def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, Path | None]:
+def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, Path | None, str | None]:
     if (from_file is None) == (signature is None):
         raise InputError("give the kernel with --from FILE.cu or its --signature (one of them)")
     check_name(name, "the task name", "NAME")
@@ -78,7 +78,7 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
             raise InputError(f"--signature declares {sig.name!r}, not {name!r}: the task's name is its kernel's name")
         for p in sig.params:
             check_name(p.name, "the parameter", "--signature", variable=not p.pointer)
-        return sig, None, None
+        return sig, None, None, None
     from kernel_forge.common.reads import MAX_KERNEL, Unreadable, read_input_bytes
 
     src_path = Path(from_file)
@@ -94,13 +94,29 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
         raise InputError(f"--from {src_path}: no kernel named {name!r}; kernels found: {found}")
     local = project_headers(source, src_path)
     try:
+        with_instance = _with_instance(source, name)
+        added = with_instance.splitlines()[-1] if with_instance != source else None
+        source = with_instance
         sig, _line = find_entry(source, name, local)
         sig = parse_signature(resolved_text(sig, source, local))      # floatX written as the type it names
     except SignatureError as exc:
         raise InputError(f"--from {src_path}: the signature of {name} is not supported: {exc}") from None
     for p in sig.params:
         check_name(p.name, "the parameter", f"--from {src_path}", variable=not p.pointer)
-    return sig, source, src_path
+    return sig, source, src_path, added
+
+
+def _with_instance(source: str, name: str) -> str:
+    """``source`` with a ``// kforge: instance`` line after its last line when its kernel ``name`` is a
+    template and no line names the instance (each type parameter float, each value its default)."""
+    from kernel_forge.model.template_instance import declared_instances, default_instance
+
+    if name in declared_instances(source):
+        return source
+    args = default_instance(strip_comments_and_strings(source, keep_strings=True), name)
+    if args is None:
+        return source
+    return source.rstrip("\n") + f"\n// kforge: instance {name}<{args}>\n"
 
 
 def _tolerance(sig: Signature) -> dict:
@@ -220,7 +236,7 @@ def kernel_stub(sig: Signature, size: str | None) -> str:
 
 def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=None, force: bool = False,
               validate: bool = True) -> InitResult:
-    sig, source, src_path = _signature(name, from_file, signature)
+    sig, source, src_path, instance_line = _signature(name, from_file, signature)
     from kernel_forge.authoring.device_part import device_part
     from kernel_forge.model.candidate import parse_candidate
     from kernel_forge.common.errors import CandidateError
@@ -254,6 +270,13 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
         if headers:
             manifest["headers"] = sorted(headers)
     kernel_in_place = src_path is not None and targets["kernel"].resolve() == src_path.resolve()
+    if instance_line:
+        if kernel_in_place:
+            raise InputError(f"--from {src_path}: kernel {name} is a template and the file names no instance of it; "
+                             "nothing was written", hint=f"add the line `{instance_line}` to {src_path.name} (or edit "
+                             "its arguments) and run kforge init again")
+        guesses.append(f"instance: `{instance_line}` added after the kernel's last line (a template runs one instance: "
+                       "each type parameter float, each value its default; edit the line for another)")
     check_within(out, targets.values())
     existing = [p for k, p in targets.items() if p.exists() and not (k == "kernel" and kernel_in_place)]
     if existing and not force:

@@ -23,7 +23,7 @@ from kernel_forge.common import includes
 from kernel_forge.common.errors import CompileError, EnvironmentProblem, IncludeRefused
 from kernel_forge.gpu import prelude
 from kernel_forge.model.limits import target_arch
-from kernel_forge.model.signature import with_c_linkage
+from kernel_forge.model.signature import as_compiled
 
 PROGRAM_NAME = "kernel.cu"
 _ERROR_LINE = re.compile(r"^(.*?)\((\d+)\): (?:catastrophic )?(error|warning)[^:]*: (.*)$", re.M)
@@ -292,7 +292,7 @@ def _run(source: str, options: tuple[str, ...], file_label: str, headers: dict[s
     nvrtc = _nvrtc()
     headers = {**headers, prelude.NAME: prelude.PRELUDE}    # the prelude, pre-included (build_options)
     names = sorted(headers)
-    source = with_c_linkage(source)          # a kernel of C++ linkage found by its name, as it was written
+    source = as_compiled(source)     # a kernel of C++ linkage, or a template's instance, found by its name
     with tempfile.TemporaryDirectory(prefix="kforge-trace-") as trace_dir:
         prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), os.path.join(HOME, file_label).encode(), len(names),
                                                [headers[n].encode() for n in names], [n.encode() for n in names]),

@@ -11,6 +11,7 @@ Header lines (anywhere in the file, conventionally at the top) start with ``// k
     // kforge: dispatch n >= 1048576 -> BLOCK=512
     // kforge: dispatch default -> BLOCK=256
     // kforge: cooperative = true
+    // kforge: instance my_kernel<float, BLOCK>
 
 ``tune`` declares the values a tuner may try; ``define`` fixes the value used now (default: the
 first tune value).  Every tunable reaches the compiler as ``-DNAME=VALUE`` and may be used in
@@ -19,7 +20,8 @@ settings per shape (see :mod:`kernel_forge.model.dispatch`): each case runs with
 first line whose condition holds for its variables; the kernel's ``defines`` are then those of
 the ``default`` line.  ``cooperative = true`` launches the kernel with ``cuLaunchCooperativeKernel``
 so that ``cooperative_groups::this_grid().sync()`` works; the gate checks that the whole grid fits
-on the GPU at once.
+on the GPU at once.  ``instance`` names the instance of a template kernel that runs (see
+:mod:`kernel_forge.model.template_instance`); it stays where it is written.
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ _CONSTRAINT = re.compile(r"^constraint\s+(.+)$")
 #: (``__CUDA_ARCH__``, ``__CUDACC__``, ``__NVCC__``) among them, which a header must not redefine
 _RESERVED = re.compile(r"^(__|_[A-Z])")
 _COOPERATIVE = re.compile(r"^cooperative\s*=\s*(\S+)$")
+_INSTANCE = re.compile(r"^instance\b")
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,8 @@ class Candidate:
     def render(self) -> str:
         """The source with its header rewritten to the current launch and defines, so the file
         replays on its own."""
-        body = "\n".join(l for l in self.source.splitlines() if not _HEADER.match(l))
+        body = "\n".join(l for l in self.source.splitlines()
+                          if not (m := _HEADER.match(l)) or _INSTANCE.match(m.group(1)))   # an instance stays put
         lines = []
         if self.launch is not None:
             fmt = lambda t: "[" + ", ".join(str(x) for x in t) + "]"  # noqa: E731
@@ -438,6 +442,10 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
             constraints.append(str(_expr(c.group(1), file=name, line=lineno)))
         elif dispatch_rule.is_dispatch(text):
             rule_lines.append(dispatch_rule.parse_line(text, file=name, line=lineno))
+        elif _INSTANCE.match(text):     # read where the kernel is compiled and its entry found (template_instance)
+            if not re.match(r"^instance\s+[A-Za-z_]\w*\s*<.*>$", text):
+                raise CandidateError(f"{text!r} must read `instance KERNEL<ARGUMENTS>`", file=name, line=lineno,
+                                     hint="e.g. // kforge: instance rms_norm<float, 256>")
         elif co := _COOPERATIVE.match(text):
             value = co.group(1).lower()
             if value not in ("true", "false"):
@@ -449,7 +457,8 @@ def parse_candidate(source: str, *, name: str = "candidate") -> Candidate:
             raise CandidateError(
                 f"unknown kforge header {text!r}", file=name, line=lineno,
                 hint="use grid = [...], block = [...], shared_mem = EXPR, cooperative = true, tune NAME = [...], "
-                     "define NAME = VALUE, constraint EXPR or dispatch CONDITION -> NAME=VALUE, ...")
+                     "define NAME = VALUE, constraint EXPR, dispatch CONDITION -> NAME=VALUE, ... or instance "
+                     "KERNEL<ARGS>")
     if (grid is None) != (block is None):
         raise CandidateError("a kforge header needs both grid and block", file=name,
                              line=lines_of.get("grid") or lines_of.get("block"))

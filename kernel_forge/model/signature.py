@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from kernel_forge.common.dtypes import C_TYPES, VECTOR_TYPES, DType
 from kernel_forge.common.errors import SignatureError
+from kernel_forge.model.template_instance import closing_paren
 
 _QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile", "__grid_constant__"}
 #: an attribute's arguments: parentheses nested up to three deep (``__launch_bounds__((BX * BY), MINB)``)
@@ -69,8 +70,9 @@ def parse_signature(text: str, aliases: dict[str, str] | None = None) -> Signatu
     if not m:
         raise SignatureError(
             'expected `__global__ void NAME(PARAMS)` (extern "C" or not)', signature=flat, column=0,
-            hint='a template kernel needs an instance of its own: write an extern "C" __global__ wrapper that '
-                 'calls NAME<...>' if flat.lstrip().startswith("template") else None)
+            hint="declare the instance's signature, with its types (`__global__ void NAME(float* y, ...)`); the kernel "
+                 "file names that instance in a line `// kforge: instance NAME<float, ...>`"
+            if flat.lstrip().startswith("template") else None)
     name = m.group(1)
     start = m.end()
     depth, end = 1, None
@@ -171,6 +173,40 @@ def _entries(code: str):
         yield m, m.group(2), bool(_TEMPLATE_BEFORE.search(code, max(0, m.start() - 400), m.start()))
 
 
+def kernel_name(text: str) -> str | None:
+    """The name of the first kernel head in ``text`` (``__global__ void __launch_bounds__(256) k(``: k)."""
+    m = _ENTRY.search(" ".join(text.split()))
+    return m.group(2) if m else None
+
+
+@dataclass(frozen=True)
+class TemplatedHead:
+    """A template kernel's head in comment-free code: its name, where its head starts (its
+    attributes and ``__global__``), the ``(`` that opens its parameters, and its ``template <...>``."""
+    name: str
+    start: int
+    open_paren: int
+    template: str
+
+
+def templated_heads(code: str) -> list[TemplatedHead]:
+    out = []
+    for m in _ENTRY.finditer(code):
+        t = _TEMPLATE_BEFORE.search(code, max(0, m.start() - 400), m.start())
+        if t:
+            out.append(TemplatedHead(m.group(2), m.start(), m.end() - 1, t.group(0).strip()))
+    return out
+
+
+def as_compiled(source: str) -> str:
+    """What NVRTC compiles for ``source``: each template kernel a ``// kforge: instance`` line names
+    compiled as that instance (:mod:`kernel_forge.model.template_instance`), and every kernel given C
+    linkage (:func:`with_c_linkage`), so the driver finds each by the name it was written with."""
+    from kernel_forge.model.template_instance import instantiated
+
+    return with_c_linkage(instantiated(source))
+
+
 def with_c_linkage(source: str) -> str:
     """``source`` with ``extern "C"`` written before every kernel head that lacks it (a kernel of C++
     linkage, as most projects write them: ``__global__ void k(...)``), on the same line, so the driver
@@ -198,10 +234,11 @@ def find_entry(source: str, name: str, headers: dict[str, str] | None = None) ->
         if found != name:
             continue
         if templated:
-            raise SignatureError(f"kernel {name} is a template: the driver needs one instance, by name",
-                                 signature=" ".join(code[m.start():m.end()].split()), column=0,
-                                 hint=f'add an extern "C" __global__ wrapper kernel that calls {name}<...> and '
-                                      "make it the task's entry")
+            found_head = _instance_head(source, code, m, name, headers)
+            if code[closing_paren(code, m.end() - 1) + 1:].lstrip().startswith(";"):
+                declared = declared or found_head
+                continue
+            return found_head
         depth, i = 0, m.end() - 1
         while i < len(code):
             if code[i] == "(":
@@ -218,6 +255,23 @@ def find_entry(source: str, name: str, headers: dict[str, str] | None = None) ->
             continue
         return head
     return declared
+
+
+def _instance_head(source: str, code: str, m, name: str, headers) -> tuple[Signature, int]:
+    """A template kernel's head read as the instance its ``// kforge: instance`` line names."""
+    from kernel_forge.model.template_instance import declared_instances, instance_signature_text, merged_params
+
+    head = next(h for h in templated_heads(code) if h.start == m.start())
+    line = code.count("\n", 0, m.start()) + 1
+    wanted = declared_instances(source).get(name)
+    if wanted is None:
+        params = merged_params([h for h in templated_heads(code) if h.name == name], head)
+        example = ", ".join(p.default or ("float" if p.is_type else "...") for p in params)
+        raise SignatureError(f"kernel {name} (line {line}) is a template: the task runs one instance of it, and no "
+                             f"`// kforge: instance {name}<...>` line names which",
+                             signature=" ".join(head.template.split()) + " " + " ".join(code[m.start():m.end()].split()),
+                             column=0, hint=f"add a line `// kforge: instance {name}<{example}>` to the kernel file")
+    return _parse_with_aliases(instance_signature_text(code, head, *wanted), source, headers), line
 
 
 def _parse_with_aliases(text: str, source: str, headers: dict[str, str] | None) -> Signature:

@@ -40,6 +40,7 @@ MINB_VALUES = (1, 2, 4)
 _PRAGMA = re.compile(r"^(\s*)#\s*pragma\s+unroll\s*(\(?\s*(\d+)\s*\)?)?\s*$")
 _BOUNDS = re.compile(r"__launch_bounds__\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?(?:,\s*\d+\s*)?\)")
 _NUMBER = r"(?<![\w.]){v}(?![\w.])"
+_INSTANCE_ARGS = re.compile(r"^[ \t]*//[ \t]*kforge:[ \t]*instance\s+\w+\s*<(.*)>\s*$", re.M)
 
 
 @dataclass
@@ -95,7 +96,9 @@ def derive(source: str, launch: Launch | None, *, name: str = "kernel.cu", own_d
     """The kernel with its tunables made explicit, or None when nothing of it is safe to tune
     (``launch``: the kernel's own header launch or the manifest's; ``own_defines``: its own
     ``// kforge: define`` values, kept)."""
-    code = strip_comments(source)
+    # a template's instance arguments are code too: a literal there (rms_norm<float, 256>) may size
+    # the kernel's arrays like one written in its body
+    code = strip_comments(source) + "".join(f"\n<{m.group(1)}>" for m in _INSTANCE_ARGS.finditer(source))
     lines = source.splitlines()
     tunables: dict[str, tuple[int, ...]] = {}
     defines: dict[str, int] = {}
@@ -156,12 +159,15 @@ def derive(source: str, launch: Launch | None, *, name: str = "kernel.cu", own_d
     m = _BOUNDS.search(strip_comments(joined))
     if m is not None:
         if axes and threads_expr and launch is not None and _literal(m.group(1)) == _threads(launch):
-            joined = _BOUNDS.sub(lambda mm: mm.group(0).replace(mm.group(1), threads_expr, 1), joined, count=1)
+            joined = _BOUNDS.sub(lambda mm: mm.group(0).replace(mm.group(1), threads_expr, 1), joined,
+                                 count=len(_BOUNDS.findall(joined)))      # a declaration's and the definition's
             what.append("__launch_bounds__ following the block")
-    elif threads_expr is not None:
-        entry = re.search(r"(__global__\s+void\s+)(?=[A-Za-z_]\w*\s*\()", joined)
-        if entry is not None:
+    elif threads_expr is not None and not re.search(r"__launch_bounds__\s*\(", strip_comments(joined)):
+        # (bounds written over template parameters or macros, __launch_bounds__(THREADS), are the kernel's own)
+        heads = list(re.finditer(r"(__global__\s+void\s+)(?=[A-Za-z_]\w*\s*\()", joined))
+        for entry in reversed(heads):      # every head: a forward declaration's and the definition's agree
             joined = joined[:entry.end()] + f"__launch_bounds__({threads_expr}, KF_MINB) " + joined[entry.end():]
+        if heads:
             tunables["KF_MINB"] = MINB_VALUES
             defines["KF_MINB"] = 1
             constraints.append(f"{threads_expr} * KF_MINB <= 2048")     # an SM holds 2048 threads at most

@@ -176,5 +176,6 @@ def test_a_kernel_of_cpp_linkage_is_set_up_as_written_and_a_template_gets_what_t
     assert r.exit_code == 0, r.output
     assert load_task(tmp_path / "scale2.json").signature.text == "__global__ void scale2(float* out, const float* inp, int N)"
     r = CliRunner().invoke(cli, ["init", "tiled", "--from", str(src), "--dir", str(tmp_path / "t")])
-    assert r.exit_code == 2 and "kernel tiled is a template" in r.output and "extern \"C\" __global__ wrapper" in r.output
+    assert r.exit_code == 2 and "kernel tiled is a template whose 'int B' has no default" in r.output
+    assert "add a line `// kforge: instance tiled<...>`" in r.output
     assert "Traceback" not in r.output and not (tmp_path / "t").exists()

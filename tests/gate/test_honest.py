@@ -49,7 +49,7 @@ IDS = [p.stem for p in FILES]
 #: what the corpus must exercise (issue 19), each by at least one file
 REQUIRED = {"cub", "cooperative_groups", "template", "launch_bounds", "constant", "double_global", "struct_global",
             "large_global", "last_block_float", "last_block_double", "atomic_double", "dynamic_smem_above_48k",
-            "cp_async", "ldmatrix", "mma_sync", "named_barrier", "grid_constant", "cooperative_launch", "cpp_linkage"}
+            "cp_async", "ldmatrix", "mma_sync", "named_barrier", "grid_constant", "cooperative_launch", "cpp_linkage", "template_kernel"}
 #: files that need no CUB, cooperative groups, libcu++ or inline PTX run under the host emulation
 NOT_EMULATED = ("cub", "cooperative_groups", "libcu++", "inline_ptx", "cooperative_launch", "wmma")
 

@@ -185,7 +185,8 @@ def test_a_kernel_of_cpp_linkage_is_taken_as_written():
 def test_other_heads_are_refused(text):
     exc = refuse(text)
     assert str(exc).startswith('expected `__global__ void NAME(PARAMS)` (extern "C" or not)') and exc.column == 0
-    assert (exc.hint is not None) == text.startswith("template")       # a template: write a wrapper that calls it
+    assert (exc.hint is not None) == text.startswith("template")       # a template: declare its instance
+    assert not text.startswith("template") or "// kforge: instance NAME<" in exc.hint
 
 
 def test_c_linkage_is_written_before_each_kernel_head_that_lacks_it_on_its_own_line():
@@ -200,14 +201,17 @@ def test_c_linkage_is_written_before_each_kernel_head_that_lacks_it_on_its_own_l
     assert with_c_linkage(out) == out                                   # once only
 
 
-def test_find_entry_names_the_definition_not_an_earlier_declaration_and_refuses_a_template():
+def test_find_entry_names_the_definition_not_an_earlier_declaration_and_asks_a_template_for_its_instance():
     src = "__global__ void k(float* a, int n);\n\n__global__ void k(float* a, int n)\n{\n}\n"
     sig, line = find_entry(src, "k")
     assert line == 3 and sig.params[1].name == "n"
     assert find_entry("__global__ void k(float* a);\n", "k")[1] == 1       # only declared: still found
     with pytest.raises(SignatureError) as info:
         find_entry("template <int B>\n__global__ void t(float* p) {}\n", "t")
-    assert "kernel t is a template" in str(info.value) and "wrapper" in info.value.hint
+    assert "kernel t (line 2) is a template" in str(info.value)
+    assert info.value.hint == "add a line `// kforge: instance t<...>` to the kernel file"
+    sig, line = find_entry("template <int B = 4, class T = float>\n__global__ void t(T* p) {}\n// kforge: instance t<>\n", "t")
+    assert line == 2 and sig.text == "__global__ void t(float* p)"      # the defaults
 
 
 def test_unclosed_parameter_list():

@@ -288,3 +288,26 @@ def test_a_derived_space_passes_the_gates_checks_before_any_launch(manifest):
 
 def test_the_derived_space_of_a_kernel_of_no_kind_passes_the_gates_checks(tmp_path):
     _derived_passes_the_checks_before_launch(blur_task(tmp_path, of_no_kind=True))
+
+
+def test_a_template_kernels_instance_arguments_and_its_own_bounds_are_respected_and_its_space_compiles():
+    from kernel_forge.gpu.nvrtc import compile_source
+    from tests.model.test_template_instance import RMS
+
+    def space(source, block=256):
+        src = f"// kforge: grid = [tokens]\n// kforge: block = [{block}]\n" + source.replace("i += THREADS", "i += blockDim.x")
+        return derive(src, parse_candidate(src).launch)
+
+    # the block's literal sizes the kernel through the instance (red[THREADS], THREADS = 256): no block axis
+    assert space(RMS.replace("<__half, BLOCK>", "<__half, 256>")) is None
+    # bounds written over a template parameter are the kernel's own: no second __launch_bounds__ is added
+    d = space(RMS.replace("<__half, BLOCK>", "<__half, 512>"))
+    assert d.tunables == {"KF_BX": (256, 32, 64, 128, 512, 1024)} and d.source.count("__launch_bounds__") == 1
+    # without bounds: both heads, the declaration's and the definition's, get the same
+    d = space(RMS.replace("<__half, BLOCK>", "<__half, 512>").replace("__launch_bounds__(THREADS)\n", "\n"))
+    assert d.source.count("__launch_bounds__((KF_BX), KF_MINB)") == 2
+    cand = parse_candidate(d.source)
+    for setting in ({"KF_BX": 128, "KF_MINB": 2}, {"KF_BX": 1024, "KF_MINB": 1}):
+        ptx = compile_source(d.source, arch="sm_90", defines={**cand.defines, **setting}, use_cache=False).ptx
+        assert re.search(r"\.maxntid (\d+)", ptx).group(1) == str(setting["KF_BX"])
+        assert re.search(r"\.minnctapersm (\d+)", ptx).group(1) == str(setting["KF_MINB"])

@@ -722,8 +722,10 @@ def _header_dir(header: str) -> Path:
 
 def emu_build(task, cand, defines, workdir: Path) -> Path:
     cxx, flags = host_compiler()
-    src = re.sub(r"extern\s+__shared__\s+([\w ]+?)\s+(\w+)\s*\[\s*\]\s*;",
-                 r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", cand.source)
+    from kernel_forge.model.template_instance import instantiated
+
+    src = re.sub(r"extern\s+__shared__\s+([\w ]+?)\s+(\w+)\s*\[\s*\]\s*;",   # a template as its instance, as NVRTC compiles it
+                 r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", instantiated(cand.source))
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "cuda_bf16.h").write_text("// provided by emu.h\n")
     (workdir / "cuda_fp16.h").write_text("// provided by emu.h\n")

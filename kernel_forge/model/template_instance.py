@@ -1,0 +1,231 @@
+"""Template kernels: ``template <typename T, int BLOCK> __global__ void k(T* y, ...)``, run as one instance.
+
+A kernel file names the instance to run with a header line::
+
+    // kforge: instance k<float, 256>
+
+(arguments as C++ writes them; defaults may be left out; a tunable's name may stand for a value, as
+in ``k<float, BLOCK>``).  The driver finds kernels by name, and an instance's name is mangled, so the
+compile turns the template into a ``__device__ __forceinline__`` function (same lines, renamed) and
+adds one ``extern "C" __global__`` kernel named as the template, taking the instance's parameters
+and calling it: the code NVRTC generates for the kernel is the instance's own.  The template's
+``__launch_bounds__``, with its parameters written as the instance's arguments, moves to that kernel.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kernel_forge.common.errors import SignatureError
+
+#: ``// kforge: instance NAME<ARGS>``
+INSTANCE_LINE = re.compile(r"^[ \t]*//[ \t]*kforge:[ \t]*instance\b(.*)$", re.M)
+_INSTANCE = re.compile(r"^\s*([A-Za-z_]\w*)\s*<(.*)>\s*$")
+#: the suffix of the template's new name (a device function) once an instance is compiled
+BODY_SUFFIX = "__kf_template"
+_ATTRIBUTE = re.compile(r"(__launch_bounds__|__maxnreg__|__cluster_dims__)\s*\(")
+_PAIRS = {"<": ">", "(": ")", "[": "]", "{": "}"}
+
+
+@dataclass(frozen=True)
+class TemplateParam:
+    name: str
+    is_type: bool           # ``typename T`` / ``class T``; else a value (``int BLOCK``)
+    default: str | None     # as written after ``=``
+    text: str
+
+
+def split_top(text: str) -> list[str]:
+    """``text`` split at its commas outside ``<>``, ``()``, ``[]`` and ``{}`` (stripped pieces)."""
+    pieces, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in _PAIRS:
+            depth += 1
+        elif ch in _PAIRS.values():
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            pieces.append(text[start:i].strip())
+            start = i + 1
+    last = text[start:].strip()
+    if last or pieces:
+        pieces.append(last)
+    return pieces
+
+
+def template_params(head: str) -> list[TemplateParam]:
+    """The parameters of ``template <...>`` (``head`` is that text)."""
+    inner = head[head.index("<") + 1:head.rindex(">")]
+    out = []
+    for piece in split_top(inner):
+        decl, eq, default = piece.partition("=")
+        words = re.findall(r"[A-Za-z_]\w*|\.\.\.", decl)
+        if not words or "..." in words:
+            raise SignatureError(f"template parameter {piece!r} is not supported (a pack or an unnamed one)",
+                                 hint="name each parameter of the template; a parameter pack has no single instance")
+        is_type = words[0] in ("typename", "class") and len(words) <= 2
+        out.append(TemplateParam(words[-1] if len(words) > 1 else "", is_type, default.strip() if eq else None, piece))
+        if not out[-1].name:
+            raise SignatureError(f"template parameter {piece!r} has no name", hint="name each parameter of the template")
+    return out
+
+
+def merged_params(heads, definition) -> list[TemplateParam]:
+    """The definition's template parameters, each with the default any declaration of it gives (C++
+    lets a forward declaration carry the defaults, and forbids the definition to repeat them)."""
+    params = template_params(definition.template)
+    for other in heads:
+        for i, p in enumerate(template_params(other.template)[:len(params)]):
+            if p.default is not None and params[i].default is None:
+                params[i] = TemplateParam(params[i].name, params[i].is_type, p.default, params[i].text + " = " + p.default)
+    return params
+
+
+def declared_instances(source: str) -> dict[str, tuple[str, int]]:
+    """kernel name -> (the instance's arguments as written, 1-based line) from each
+    ``// kforge: instance`` line; a malformed line or a second line for one kernel raises."""
+    found: dict[str, tuple[str, int]] = {}
+    for m in INSTANCE_LINE.finditer(source):
+        line = source.count("\n", 0, m.start()) + 1
+        inst = _INSTANCE.match(m.group(1))
+        if not inst:
+            raise SignatureError(f"line {line}: `// kforge: instance{m.group(1)}` must read "
+                                 "`// kforge: instance NAME<ARGUMENTS>`", hint="e.g. // kforge: instance rms_norm<float, 256>")
+        name, args = inst.group(1), inst.group(2).strip()
+        if name in found:
+            raise SignatureError(f"line {line}: a second instance of {name} (line {found[name][1]} names one): "
+                                 "a task runs one instance of its kernel")
+        found[name] = (args, line)
+    return found
+
+
+def bind(name: str, params: list[TemplateParam], args: str, line: int) -> dict[str, str]:
+    """Template parameter -> the instance's argument (a default where the line leaves it out)."""
+    given = split_top(args)
+    where = f"line {line}: instance {name}<{args}>"
+    if len(given) > len(params):
+        raise SignatureError(f"{where} gives {len(given)} arguments; the template takes {len(params)}: "
+                             f"<{', '.join(p.text for p in params)}>")
+    mapping: dict[str, str] = {}
+    for i, p in enumerate(params):
+        if i < len(given) and given[i]:
+            mapping[p.name] = given[i]
+        elif p.default is not None:
+            mapping[p.name] = substitute(p.default, mapping)
+        else:
+            raise SignatureError(f"{where} leaves out {p.text!r}, which has no default",
+                                 hint=f"name it: // kforge: instance {name}<"
+                                      + ", ".join(mapping.get(q.name, "float" if q.is_type else "...") for q in params)
+                                      + ">")
+    return mapping
+
+
+def substitute(text: str, mapping: dict[str, str]) -> str:
+    """``text`` with each whole-word template parameter written as its argument."""
+    if not mapping:
+        return text
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: mapping.get(m.group(0), m.group(0)), text)
+
+
+def closing_paren(code: str, open_at: int) -> int:
+    """The index of the ``)`` that closes the ``(`` at ``open_at``."""
+    depth = 0
+    for i in range(open_at, len(code)):
+        if code[i] == "(":
+            depth += 1
+        elif code[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise SignatureError("unclosed parameter list")
+
+
+def param_names(params_text: str) -> list[str]:
+    """Each parameter's name (its last identifier) in a parameter list's text."""
+    names = []
+    for piece in split_top(params_text):
+        if piece in ("", "void"):
+            continue
+        words = re.findall(r"[A-Za-z_]\w*", piece.split("=")[0])
+        names.append(words[-1] if words else "")
+    return names
+
+
+def attributes(head: str) -> list[str]:
+    """The ``__launch_bounds__(...)``-like attributes written in a kernel's head."""
+    out = []
+    for m in _ATTRIBUTE.finditer(head):
+        end = closing_paren(head, m.end() - 1)
+        out.append(head[m.start():end + 1])
+    return out
+
+
+def instantiated(source: str) -> str:
+    """``source`` with each template kernel named by a ``// kforge: instance`` line compiled as that
+    instance: the template a ``__device__ __forceinline__`` function, renamed, on its own lines; an
+    ``extern "C" __global__`` kernel of the template's name calling it, added after the last line."""
+    wanted = declared_instances(source) if "instance" in source else {}
+    if not wanted:
+        return source
+    from kernel_forge.common.static_rules import strip_comments_and_strings
+    from kernel_forge.model.signature import templated_heads
+
+    code = strip_comments_and_strings(source, keep_strings=True)
+    edits: list[tuple[int, int, str]] = []
+    wrappers: list[str] = []
+    for name, (args, line) in sorted(wanted.items()):
+        heads = [h for h in templated_heads(code) if h.name == name]
+        if not heads:
+            continue          # no template of that name: the line names nothing here (find_entry says so)
+        definition = next((h for h in heads if not code[closing_paren(code, h.open_paren) + 1:].lstrip().startswith(";")),
+                          heads[-1])
+        mapping = bind(name, merged_params(heads, definition), args, line)
+        close = closing_paren(code, definition.open_paren)
+        params_text = " ".join(code[definition.open_paren + 1:close].split())
+        written = [a for h in [definition, *heads] for a in attributes(code[h.start:h.open_paren])]
+        kinds = {a.split("(")[0].strip(): a for a in reversed(written)}      # each kind once, the definition's first
+        attrs = " ".join(substitute(a, mapping) for a in kinds.values())
+        for h in heads:
+            span = code[h.start:h.open_paren]
+            newlines = "\n" * span.count("\n")
+            edits.append((h.start, h.open_paren, f"__device__ __forceinline__ void {name}{BODY_SUFFIX}{newlines}"))
+        for m in re.finditer(rf"\b{re.escape(name)}\b", code):     # other uses (a declaration's, a call's) follow
+            if not any(s <= m.start() < e for s, e, _ in edits):
+                edits.append((m.start(), m.end(), name + BODY_SUFFIX))
+        call = ", ".join(param_names(params_text))
+        wrappers.append(f'extern "C" __global__ void {attrs + " " if attrs else ""}{name}('
+                        f"{substitute(params_text, mapping)}) {{ {name}{BODY_SUFFIX}<{args}>({call}); }}")
+    for start, end, text in sorted(edits, reverse=True):
+        source = source[:start] + text + source[end:]
+    if wrappers:
+        source = source.rstrip("\n") + "\n" + "\n".join(wrappers) + "\n"
+    return source
+
+
+def instance_signature_text(code: str, head, args: str, line: int) -> str:
+    """The instance's kernel head as a non-template kernel: ``__global__ void NAME(concrete params)``."""
+    from kernel_forge.model.signature import templated_heads
+
+    heads = [h for h in templated_heads(code) if h.name == head.name]
+    mapping = bind(head.name, merged_params(heads, head), args, line)
+    close = closing_paren(code, head.open_paren)
+    return f"__global__ void {head.name}({substitute(code[head.open_paren + 1:close], mapping)})"
+
+
+def default_instance(code: str, name: str) -> str | None:
+    """The arguments ``kforge init`` writes for template kernel ``name`` in comment-free ``code``:
+    each parameter's default, ``float`` for a type without one; None when ``name`` is no template.
+    A value without a default raises: no guess would be the user's."""
+    from kernel_forge.model.signature import templated_heads
+
+    heads = [h for h in templated_heads(code) if h.name == name]
+    if not heads:
+        return None
+    params = merged_params(heads, heads[-1])
+    missing = [p.text for p in params if not p.is_type and p.default is None]
+    if missing:
+        example = ", ".join(p.default or ("float" if p.is_type else "...") for p in params)
+        raise SignatureError(f"kernel {name} is a template whose {', '.join(repr(m) for m in missing)} has no default, "
+                             "so there is no instance to guess",
+                             hint=f"add a line `// kforge: instance {name}<{example}>` (with the values) to the kernel "
+                                  "file and run kforge init again")
+    return ", ".join(p.default or "float" for p in params)
