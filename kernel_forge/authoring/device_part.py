@@ -44,6 +44,7 @@ class DevicePart:
     blanked: int = 0                                      #: items left out (globals and prototypes too)
     local: dict[int, str] = field(default_factory=dict)   #: 1-based line -> a project header left out ("common.h")
     source_before: str = ""                               #: the file as it was
+    rewritten: list[str] = field(default_factory=list)   #: includes written otherwise, in words
 
     @property
     def changed(self) -> bool:
@@ -55,6 +56,7 @@ class DevicePart:
             parts.append("left out " + ", ".join(self.dropped))
         if self.includes:
             parts.append("and the includes " + ", ".join(self.includes))
+        parts += [f"included {r}" for r in self.rewritten]
         return "; ".join(parts)
 
 
@@ -65,7 +67,7 @@ def device_part(source: str, entry: str | None) -> DevicePart:
     keep = [True] * len(source)
     part = DevicePart(source="", source_before=source)
     freed: list[int] = []                      # lines of the system includes left out
-    for start, end, kind in _items(code):
+    for start, end, kind in _items_within_namespaces(code):
         text = code[start:end]
         drop, what = _dropped(text, kind, entry)
         if drop:
@@ -85,11 +87,67 @@ def device_part(source: str, entry: str | None) -> DevicePart:
              "".join(c if k or c == "\n" else (" " if c != "\t" else c) for c, k in zip(source, keep)).split("\n")]
     # what the host headers brought in (cuda_runtime.h includes the fp16 and bf16 types under nvcc),
     # each on a line a host include left free, so that the lines below keep their numbers
-    for line, header in zip(freed, [h for h, pattern in _TYPE_HEADERS if re.search(pattern, code)
-                                    and not re.search(r"#\s*include\s*<" + re.escape(h), code)]):
+    wanted = [h for h, pattern in _TYPE_HEADERS if re.search(pattern, code)
+              and not re.search(r"#\s*include\s*<" + re.escape(h), code)]
+    umbrella = re.search(r"^[ \t]*#[ \t]*include[ \t]*<cub/cub\.cuh>", "\n".join(lines), re.M)
+    if umbrella:               # NVRTC refuses CUB's umbrella header: the device headers of what the file uses
+        at = "\n".join(lines)[:umbrella.start()].count("\n")
+        used = cub_headers(code)
+        lines[at] = lines[at].replace("cub/cub.cuh", used[0])
+        wanted += used[1:]
+        part.rewritten.append(f"<cub/cub.cuh> as <{'>, <'.join(used)}>")
+    for line, header in zip(freed, wanted):
         lines[line - 1] = f"#include <{header}>"
+    if len(wanted) > len(freed):
+        part.rewritten.append("no free line for <" + ">, <".join(wanted[len(freed):]) + ">: include it yourself")
     part.source = "\n".join(lines)
     return part
+
+
+#: CUB's device-side names and the header of each (NVRTC compiles these, not <cub/cub.cuh>)
+_CUB_HEADERS = (
+    ("BlockReduce", "block/block_reduce.cuh"), ("BlockScan", "block/block_scan.cuh"),
+    ("BlockLoad", "block/block_load.cuh"), ("BlockStore", "block/block_store.cuh"),
+    ("BlockRadixSort", "block/block_radix_sort.cuh"), ("BlockExchange", "block/block_exchange.cuh"),
+    ("BlockHistogram", "block/block_histogram.cuh"), ("BlockDiscontinuity", "block/block_discontinuity.cuh"),
+    ("BlockAdjacentDifference", "block/block_adjacent_difference.cuh"), ("BlockShuffle", "block/block_shuffle.cuh"),
+    ("WarpReduce", "warp/warp_reduce.cuh"), ("WarpScan", "warp/warp_scan.cuh"), ("WarpLoad", "warp/warp_load.cuh"),
+    ("WarpStore", "warp/warp_store.cuh"), ("WarpExchange", "warp/warp_exchange.cuh"),
+    ("ThreadLoad", "thread/thread_load.cuh"), ("ThreadStore", "thread/thread_store.cuh"),
+    ("(?:Sum|Max|Min|ArgMax|ArgMin)", "thread/thread_operators.cuh"))
+
+
+def _before_last_parens(head: str) -> str:
+    """The name before the parameter list that ends ``head`` (``... enable_if_t<(w > 0)> k(int n)``: k)."""
+    end = head.rstrip().rstrip(";").rstrip()
+    if not end.endswith(")"):
+        return ""
+    depth = 0
+    for i in range(len(end) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(end[i], 0)
+        if depth == 0:
+            m = re.search(r"([A-Za-z_]\w*)\s*$", end[:i])
+            return m.group(1) if m else ""
+    return ""
+
+
+def cub_headers(code: str) -> list[str]:
+    """The CUB device headers for the ``cub::`` names ``code`` uses (block_reduce when it names none)."""
+    used = [f"cub/{h}" for name, h in _CUB_HEADERS if re.search(rf"\bcub::{name}\b", code)]
+    return list(dict.fromkeys(used)) or ["cub/block/block_reduce.cuh"]
+
+
+def _items_within_namespaces(code: str, offset: int = 0):
+    """:func:`_items`, a ``namespace NAME { ... }`` block's items each on its own (vLLM's kernels and
+    launchers share ``namespace vllm``), its braces kept."""
+    for start, end, kind in _items(code):
+        text = code[start:end]
+        ns = re.match(r"\s*namespace\b[^{;]*\{", text) if kind == "block" else None
+        close = text.rfind("}")
+        if ns and close > ns.end():
+            yield from _items_within_namespaces(code[start + ns.end():start + close], offset + start + ns.end())
+        else:
+            yield offset + start, offset + end, kind
 
 
 def _items(code: str):
@@ -154,8 +212,9 @@ def _dropped(text: str, kind: str, entry: str | None) -> tuple[bool, str]:
         m = _INCLUDE.match(text)
         name = m.group(2).strip()
         return (m.group(1) == '"' or not DEVICE_HEADERS.match(name)), text.strip()
-    if kind == "pp":
-        return False, ""
+    if kind == "pp":                      # a macro that launches kernels is a host launcher (vLLM's LAUNCH_...)
+        launcher = re.match(r"\s*#\s*define\s+([A-Za-z_]\w*)", text)
+        return (True, f"macro {launcher.group(1)}") if launcher and "<<<" in text else (False, "")
     head = text.split("{", 1)[0] if kind == "block" else text
     words = set(re.findall(r"[A-Za-z_]\w*", head))
     if kind == "block" and re.match(r"\s*(namespace\b|extern\s+\"C\"\s*\{)", text):
@@ -168,7 +227,7 @@ def _dropped(text: str, kind: str, entry: str | None) -> tuple[bool, str]:
         m = _NAME_BEFORE_PAREN.search(head[:paren])
         name = m.group(1) if m else ""
     if "__global__" in words:
-        name = kernel_name(head) or name           # past __launch_bounds__(...) and the like
+        name = kernel_name(head) or _before_last_parens(head) or name   # past __launch_bounds__(...), enable_if_t<(...)>
         return entry is not None and name != entry, f"kernel {name}" if name else "a kernel"
     if words & {"__device__", "__constant__", "__managed__", "__shared__"}:
         return False, ""

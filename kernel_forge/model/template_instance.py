@@ -192,13 +192,47 @@ def instantiated(source: str) -> str:
             if not any(s <= m.start() < e for s, e, _ in edits):
                 edits.append((m.start(), m.end(), name + BODY_SUFFIX))
         call = ", ".join(param_names(params_text))
+        scope = namespace_at(code, definition.start)       # the kernel added after the last line is outside any namespace
+        qualified = "".join(f"{n}::" for n in scope)
         wrappers.append(f'extern "C" __global__ void {attrs + " " if attrs else ""}{name}('
-                        f"{substitute(params_text, mapping)}) {{ {name}{BODY_SUFFIX}<{args}>({call}); }}")
+                        f"{_qualified_params(substitute(params_text, mapping), code, scope)}) "
+                        f"{{ {qualified}{name}{BODY_SUFFIX}<{args}>({call}); }}")
     for start, end, text in sorted(edits, reverse=True):
         source = source[:start] + text + source[end:]
     if wrappers:
         source = source.rstrip("\n") + "\n" + "\n".join(wrappers) + "\n"
     return source
+
+
+def namespace_at(code: str, pos: int) -> list[str]:
+    """The named namespaces open at ``pos`` in comment-free ``code``, outermost first (``namespace
+    vllm {`` -> ["vllm"]; ``namespace a::b {`` -> ["a", "b"]; an unnamed one adds nothing: its names are
+    seen from outside it)."""
+    stack: list[list[str]] = []
+    for m in re.finditer(r"\bnamespace\s+([A-Za-z_][\w:]*)?\s*\{|[{}]", code[:pos]):
+        if m.group(0) == "}":
+            if stack:
+                stack.pop()
+        elif m.group(0) == "{":
+            stack.append([])
+        else:
+            stack.append([n for n in (m.group(1) or "").split("::") if n])
+    return [n for names in stack for n in names]
+
+
+def _qualified_params(params: str, code: str, scope: list[str]) -> str:
+    """``params`` as written outside the namespaces ``scope``: the names of types the file declares in
+    them (``struct Foo``, ``typedef ... Foo;``, ``using Foo = ...``) qualified."""
+    if not scope:
+        return params
+    names = set()
+    for m in re.finditer(r"\b(?:struct|class|union|enum)\s+([A-Za-z_]\w*)|\busing\s+([A-Za-z_]\w*)\s*="
+                         r"|\btypedef\b[^;{}]*?\b([A-Za-z_]\w*)\s*;", code):
+        if namespace_at(code, m.start()) == scope:
+            names.add(next(g for g in m.groups() if g))
+    prefix = "".join(f"{n}::" for n in scope)
+    return re.sub(r"(?<![\w:])([A-Za-z_]\w*)\b", lambda m: prefix + m.group(1) if m.group(1) in names else m.group(1),
+                  params)
 
 
 def instance_signature_text(code: str, head, args: str, line: int) -> str:

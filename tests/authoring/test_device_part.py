@@ -186,3 +186,61 @@ def test_llm_c_s_kernels_are_set_up_from_their_programs_as_published(tmp_path, p
     assert task.raw["headers"] == [f"{kernel}.common.h"]
     assert task.signature.params[0].dtype.name == storage
     assert "int main(" not in (tmp_path / f"{kernel}.cu").read_text()
+
+
+VLLM = Path(__file__).resolve().parents[1] / "data" / "programs" / "vllm" / "layernorm_kernels.cu"
+
+VLLM_REFERENCE = """import numpy as np
+
+
+def reference(out, input, input_stride, weight, epsilon, num_tokens, hidden_size):
+    x = input.reshape(num_tokens, input_stride)[:, :hidden_size].astype(np.float64)
+    r = 1.0 / np.sqrt((x * x).mean(axis=1, keepdims=True) + epsilon)
+    out[...] = (x * r * weight).reshape(out.shape)
+"""
+
+
+def test_vllms_template_rms_norm_in_its_namespace_is_set_up_from_the_file_as_published(tmp_path):
+    """vLLM's csrc/layernorm_kernels.cu (Apache-2.0, unchanged): a __global__ template in `namespace vllm`,
+    CUB's umbrella header, torch launchers and a launcher macro.  init keeps the kernel, writes its instance,
+    includes CUB's block_reduce in place of <cub/cub.cuh> (NVRTC refuses the umbrella), and the task, once
+    filled in, is identified as an RMS norm over strided rows and bound."""
+    from kernel_forge.kinds import identify
+    from kernel_forge.kinds.bind import instantiate
+    from kernel_forge.gpu.nvrtc import compile_source
+
+    r = CliRunner().invoke(cli, ["init", "rms_norm_kernel", "--from", str(VLLM), "--dir", str(tmp_path)])
+    assert r.exit_code == 0 and "validated" in r.output, r.output
+    assert ("left out kernel fused_add_rms_norm_kernel, rms_norm, macro LAUNCH_FUSED_ADD_RMS_NORM, fused_add_rms_norm;"
+            in r.output) and "included <cub/cub.cuh> as <cub/block/block_reduce.cuh>" in r.output
+    kernel = (tmp_path / "rms_norm_kernel.cu").read_text()
+    src = VLLM.read_text().splitlines()
+    assert len(kernel.splitlines()) == len(src) + 1 and kernel.splitlines()[-1] == "// kforge: instance rms_norm_kernel<float>"
+    assert kernel.splitlines()[7] == "  #include <cub/block/block_reduce.cuh>"
+    assert "fused_add_rms_norm_kernel(" not in kernel and "torch::Tensor" not in kernel
+    for i, line in enumerate(src[18:47]):                       # the kernel itself, line for line
+        assert kernel.splitlines()[18 + i] == line
+    manifest = tmp_path / "rms_norm_kernel.json"
+    m = __import__("json").loads(manifest.read_text())
+    m["args"].update(out={"shape": ["num_tokens", "hidden_size"], "output": True},
+                     input={"shape": ["num_tokens", "input_stride"], "init": "normal"},
+                     weight={"shape": ["hidden_size"], "init": "normal"}, epsilon=1e-6)
+    m["launch"] = {"grid": ["num_tokens"], "block": ["min(hidden_size, 1024)"]}
+    m["tolerance"] = {"atol": 1e-4, "rtol": 1e-4}
+    m["cost"] = {"bytes": "4 * num_tokens * (2 * hidden_size) + 4 * hidden_size"}
+    m["cases"] = [{"name": "small", "role": "correctness", "vars": {"num_tokens": 7, "hidden_size": 40, "input_stride": 48}},
+                  {"name": "big", "role": "performance", "vars": {"num_tokens": 4096, "hidden_size": 4096, "input_stride": 4096}},
+                  {"name": "odd", "role": "holdout", "vars": {"num_tokens": 33, "hidden_size": 999, "input_stride": 1003}}]
+    manifest.write_text(__import__("json").dumps(m, indent=2))
+    (tmp_path / "rms_norm_kernel_reference.py").write_text(VLLM_REFERENCE)
+    r = CliRunner().invoke(cli, ["validate", str(manifest)])
+    assert r.exit_code == 0, r.output
+    task = load_task(manifest)
+    found = identify(task)
+    assert found.match is not None and found.match.kind == "row_norm", found
+    assert found.match.binding.get("ldx") == "input_stride" and found.match.params == {"norm": "rms"}
+    bound = instantiate(task, found.match)
+    assert bound
+    for b in bound:
+        compile_source(b.source, arch="sm_90", defines=__import__("kernel_forge.model.candidate", fromlist=["x"])
+                       .parse_candidate(b.source).compile_defines())

@@ -153,3 +153,17 @@ def test_init_from_a_template_writes_its_instance_and_the_task_validates(tmp_pat
     r = CliRunner().invoke(cli, ["init", "rms_norm_kernel", "--from", str(inplace), "--dir", str(tmp_path)])
     assert r.exit_code == 2 and "add the line `// kforge: instance rms_norm_kernel<float, 256, false>`" in r.output
     assert inplace.read_text() == src.read_text() and not (tmp_path / "rms_norm_kernel.json").exists()
+
+
+def test_a_template_inside_namespaces_is_called_by_its_qualified_name_and_its_own_types_stay_its_own():
+    src = ("namespace {\nstruct Skip {};\n}\nnamespace ops { namespace detail { typedef float real_t; } }\n"
+           "namespace ops::detail {\n// kforge: instance scale<2>\ntemplate <int K>\n"
+           "__global__ void scale(real_t* y, const real_t* x, int n)\n"
+           "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = K * x[i];\n}\n}  // namespace\n")
+    sig, line = find_entry(src, "scale")
+    assert line == 8 and [p.dtype.name for p in sig.params] == ["float32", "float32", "int32"]
+    added = instantiated(src).splitlines()[-1]
+    assert added == ('extern "C" __global__ void scale(ops::detail::real_t* y, const ops::detail::real_t* x, int n) '
+                     "{ ops::detail::scale__kf_template<2>(y, x, n); }")
+    ptx = compile_source(src, arch="sm_90", use_cache=False).ptx
+    assert re.findall(r"\.entry (\w+)", ptx) == ["scale"]
