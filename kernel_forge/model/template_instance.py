@@ -23,6 +23,8 @@ INSTANCE_LINE = re.compile(r"^[ \t]*//[ \t]*kforge:[ \t]*instance\b(.*)$", re.M)
 _INSTANCE = re.compile(r"^\s*([A-Za-z_]\w*)\s*<(.*)>\s*$")
 #: the suffix of the template's new name (a device function) once an instance is compiled
 BODY_SUFFIX = "__kf_template"
+#: the suffix of the function, in the template's namespace, through which the added kernel calls the instance
+CALL_SUFFIX = "__kf_instance"
 _ATTRIBUTE = re.compile(r"(__launch_bounds__|__maxnreg__|__cluster_dims__)\s*\(")
 _PAIRS = {"<": ">", "(": ")", "[": "]", "{": "}"}
 
@@ -58,6 +60,10 @@ def template_params(head: str) -> list[TemplateParam]:
     out = []
     for piece in split_top(inner):
         decl, eq, default = piece.partition("=")
+        pointer = re.search(r"\(\s*\*\s*([A-Za-z_]\w*)\s*\)", decl)     # scalar_t (*ACT_FN)(const scalar_t&)
+        if pointer:
+            out.append(TemplateParam(pointer.group(1), False, default.strip() if eq else None, piece))
+            continue
         words = re.findall(r"[A-Za-z_]\w*|\.\.\.", decl)
         if not words or "..." in words:
             raise SignatureError(f"template parameter {piece!r} is not supported (a pack or an unnamed one)",
@@ -188,19 +194,29 @@ def instantiated(source: str) -> str:
             span = code[h.start:h.open_paren]
             newlines = "\n" * span.count("\n")
             edits.append((h.start, h.open_paren, f"__device__ __forceinline__ void {name}{BODY_SUFFIX}{newlines}"))
-        for m in re.finditer(rf"\b{re.escape(name)}\b", code):     # other uses (a declaration's, a call's) follow
-            if not any(s <= m.start() < e for s, e, _ in edits):
+        uses = re.finditer(rf"(?<![\w.\"/]){re.escape(name)}\b(?=\s*[<(])", strip_comments_and_strings(source))
+        for m in uses:                     # other uses (a call's, an instance taken by name) follow; not text, not paths
+            if not any(s <= m.start() < e for s, e, _ in edits) and not _on_include_line(code, m.start()):
                 edits.append((m.start(), m.end(), name + BODY_SUFFIX))
         call = ", ".join(param_names(params_text))
-        scope = namespace_at(code, definition.start)       # the kernel added after the last line is outside any namespace
-        qualified = "".join(f"{n}::" for n in scope)
-        wrappers.append(f'extern "C" __global__ void {attrs + " " if attrs else ""}{name}('
-                        f"{_qualified_params(substitute(params_text, mapping), code, scope)}) "
-                        f"{{ {qualified}{name}{BODY_SUFFIX}<{args}>({call}); }}")
+        concrete = substitute(params_text, mapping)
+        scope = namespace_at(code, definition.start)
+        head = f'extern "C" __global__ void {attrs + " " if attrs else ""}{name}('
+        if scope:   # the instance's arguments read where the template stands (silu_kernel<float> in namespace vllm)
+            ns = "::".join(scope)
+            wrappers.append(f"namespace {ns} {{ __device__ __forceinline__ void {name}{CALL_SUFFIX}({concrete}) "
+                            f"{{ {name}{BODY_SUFFIX}<{args}>({call}); }} }}")
+            wrappers.append(f"{head}{_qualified_params(concrete, code, scope)}) {{ {ns}::{name}{CALL_SUFFIX}({call}); }}")
+        else:
+            wrappers.append(f"{head}{concrete}) {{ {name}{BODY_SUFFIX}<{args}>({call}); }}")
     for start, end, text in sorted(edits, reverse=True):
         source = source[:start] + text + source[end:]
     if wrappers:
-        source = source.rstrip("\n") + "\n" + "\n".join(wrappers) + "\n"
+        added = "\n".join(wrappers)
+        for header, pattern in (("cuda_fp16.h", r"\b__half2?\b"), ("cuda_bf16.h", r"\b__nv_bfloat162?\b")):
+            if re.search(pattern, added) and not re.search(rf"#\s*include\s*<{re.escape(header)}>", code):
+                added = f"#include <{header}>\n" + added      # a type the instance names, not the file
+        source = source.rstrip("\n") + "\n" + added + "\n"
     return source
 
 
@@ -233,6 +249,11 @@ def _qualified_params(params: str, code: str, scope: list[str]) -> str:
     prefix = "".join(f"{n}::" for n in scope)
     return re.sub(r"(?<![\w:])([A-Za-z_]\w*)\b", lambda m: prefix + m.group(1) if m.group(1) in names else m.group(1),
                   params)
+
+
+def _on_include_line(code: str, at: int) -> bool:
+    start = code.rfind("\n", 0, at) + 1
+    return re.match(r"\s*#\s*include\b", code[start:at]) is not None
 
 
 def instance_signature_text(code: str, head, args: str, line: int) -> str:

@@ -163,7 +163,45 @@ def test_a_template_inside_namespaces_is_called_by_its_qualified_name_and_its_ow
     sig, line = find_entry(src, "scale")
     assert line == 8 and [p.dtype.name for p in sig.params] == ["float32", "float32", "int32"]
     added = instantiated(src).splitlines()[-1]
+    assert instantiated(src).splitlines()[-2] == ("namespace ops::detail { __device__ __forceinline__ void "
+                                                 "scale__kf_instance(real_t* y, const real_t* x, int n) { scale__kf_template<2>(y, x, n); } }")
     assert added == ('extern "C" __global__ void scale(ops::detail::real_t* y, const ops::detail::real_t* x, int n) '
-                     "{ ops::detail::scale__kf_template<2>(y, x, n); }")
+                     "{ ops::detail::scale__kf_instance(y, x, n); }")
     ptx = compile_source(src, arch="sm_90", use_cache=False).ptx
     assert re.findall(r"\.entry (\w+)", ptx) == ["scale"]
+
+
+ACT = """// kforge: instance act_and_mul_kernel<__half, silu_kernel<__half>, true>
+#include "act_and_mul_kernel.compat.h"
+namespace vllm {
+template <typename T>
+__device__ __forceinline__ T silu_kernel(const T& x) { return (T)(((float)x) / (1.0f + expf((float)-x))); }
+
+template <typename scalar_t, scalar_t (*ACT_FN)(const scalar_t&), bool act_first>
+__global__ void act_and_mul_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ input, const int d)
+{
+    const int64_t t = blockIdx.x;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        const scalar_t x = LDG(&input[t * 2 * d + i]), y = LDG(&input[t * 2 * d + d + i]);
+        out[t * d + i] = act_first ? ACT_FN(x) * y : x * ACT_FN(y);
+    }
+}
+}  // namespace vllm
+"""
+
+
+def test_a_function_as_a_template_argument_named_as_inside_the_namespace_compiles_in_half_precision():
+    """vLLM's act_and_mul_kernel<scalar_t, ACT_FN, act_first>: a function pointer among the template's
+    parameters, its argument named as the namespace sees it, __half named only by the instance, and the
+    kernel's name inside a project header's path (left as written)."""
+    params = template_params("template <typename scalar_t, scalar_t (*ACT_FN)(const scalar_t&), bool act_first>")
+    assert [(p.name, p.is_type) for p in params] == [("scalar_t", True), ("ACT_FN", False), ("act_first", False)]
+    sig, _ = find_entry(ACT, "act_and_mul_kernel")
+    assert [p.dtype.name for p in sig.params] == ["float16", "float16", "int32"]
+    out = instantiated(ACT)
+    assert out.splitlines()[1] == '#include "act_and_mul_kernel.compat.h"'
+    assert out.splitlines()[-3] == "#include <cuda_fp16.h>"
+    headers = {"act_and_mul_kernel.compat.h": "#pragma once\n#define LDG(p) __ldg(p)\n"}
+    ptx = compile_source(ACT, arch="sm_90", use_cache=False, headers=headers).ptx
+    assert re.findall(r"\.entry (\w+)", ptx) == ["act_and_mul_kernel"]
+    assert "ex2.approx" in ptx                          # silu's expf, inlined: the instance's own code
