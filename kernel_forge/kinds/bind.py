@@ -686,7 +686,28 @@ def _int_reduction(w: _Writer) -> bool:
     return True
 
 
+#: a predicate count's comparison -> KF_PRED (_io.cuh)
+_PREDICATES = {"gt": 1, "ge": 2, "lt": 3, "le": 4, "ne": 5, "eq": 6}
+
+
+def _predicate_count(w: _Writer) -> str:
+    """How many float values pass a comparison with a threshold (a parameter, or a constant read from
+    the reference), counted exactly into an integer (KF_I64 with KF_PRED)."""
+    x, y = w.buffer("x"), w.buffer("y")
+    if w.types["x"] != "float" or w.types["y"] not in _INTS.values():
+        raise Unbindable("the bound predicate count reads float32 values into a 32- or 64-bit integer count")
+    p = w.match.params
+    w.buffer("w", required=False, default_type="float")
+    w.defines.update(KF_I64=1, KF_PRED=_PREDICATES[p["pred"]], KF_OP_MAX=0, KF_OP_MIN=0, KF_OP_MEAN=0, KF_MUL=0,
+                     KF_PRE=0, KF_DIFF=0, KF_SQRT=0, KF_ACCUMULATE=int(bool(p.get("accumulate"))))
+    t = w.role("threshold") or repr(float(p.get("t", 0.0)))
+    w.slots["N"] = w.launch_size("n")
+    return f"kf_reduction(kf_pred_x{{{x}, (float)({t})}}, kf_pred_x{{nullptr, 0.0f}}, {y}, {w.size('n')})"
+
+
 def _reduction(w: _Writer) -> str:
+    if w.match.params.get("pred"):
+        return _predicate_count(w)
     x, y = w.buffer("x", double=True), w.buffer("y", double=True)
     double = "double" in (w.types["x"], w.types["y"])
     if not _int_reduction(w) and not all(w.types[r] in (*_CTYPES.values(), "double") for r in ("x", "y")):

@@ -364,6 +364,7 @@ def find_reductions(probe) -> Iterator[Match]:
     if not outs:
         yield from _int_reductions(probe, probe.buffers(output=True)[0])
         yield from _arg_reductions(probe, probe.buffers(output=True)[0])
+        yield from _predicate_counts(probe, probe.buffers(output=True)[0])
         return
     y = outs[0]
     n_out = probe.sizes[y]
@@ -529,6 +530,50 @@ def _int_reductions(probe, y) -> Iterator[Match]:
                     yield Match(kind, {"x": x, "y": y, "n": param_for(probe, size)}, {"op": op, "axis": None, **extra})
                 else:
                     yield Match(kind, {"x": x, "y": y, **_scalars(probe, r, c)}, {"op": op, **extra})
+
+
+#: comparisons a predicate count may make, x against a threshold t
+_COMPARE = {"gt": np.greater, "ge": np.greater_equal, "lt": np.less, "le": np.less_equal,
+            "ne": np.not_equal, "eq": np.equal}
+
+
+def _predicate_counts(probe, y) -> Iterator[Match]:
+    """An integer count of the float values that pass a comparison (``count += x > t``), t a float
+    parameter or 0: the values equal to t (a rerun with some x set to t) tell > from >=, < from <=."""
+    if probe.sizes[y] != 1 or probe.arg(y).param.dtype.name not in _WIDE_INTS:
+        return
+    got = float(np.asarray(probe.outputs[y]).reshape(-1)[0])
+    base = float(np.asarray(probe.values[y]).reshape(-1)[0]) if probe.arg(y).in_out else 0.0
+    for x in probe.inputs_of():
+        if probe.sizes[x] <= 1 or probe.arg(x).param.dtype.name != "float32":
+            continue
+        v = probe.values[x]
+        for t_name, t in [(None, 0.0), *probe.float_scalars().items()]:
+            for extra, have in (({}, got), ({"accumulate": True}, got - base)) if probe.arg(y).in_out else (({}, got),):
+                fits = [op for op, fn in _COMPARE.items() if have == float(np.count_nonzero(fn(v, t)))]
+                if not fits:
+                    continue
+                op = _tell_ties(probe, x, y, t, fits, base if extra else 0.0)
+                if op is None:
+                    continue
+                roles = {"threshold": t_name} if t_name else {}
+                params = {"op": "sum", "axis": None, "pred": op, **({} if t_name else {"t": t}), **extra}
+                yield Match("reduction", {"x": x, "y": y, "n": param_for(probe, probe.sizes[x]), **roles}, params)
+                return
+
+
+def _tell_ties(probe, x, y, t: float, fits: list[str], base: float) -> str | None:
+    """Which of the comparisons that fit counts the values equal to t as the reference does."""
+    from kernel_forge.common.errors import KForgeError
+
+    v = probe.values[x].copy()
+    v[::3] = np.float32(t)                    # a third of the values on the threshold
+    try:
+        out = float(np.asarray(probe.rerun({x: v})[y]).reshape(-1)[0]) - base
+    except (KForgeError, ValueError, KeyError):
+        return None
+    still = [op for op in fits if out == float(np.count_nonzero(_COMPARE[op](v, t)))]
+    return still[0] if len(still) == 1 else None
 
 
 def _arg_reductions(probe, y) -> Iterator[Match]:

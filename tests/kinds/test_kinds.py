@@ -119,6 +119,10 @@ PUBLIC = {
     "dgemv": ("row_reduction", {"x": "A", "w": "x", "y": "y", "rows": "m", "cols": "n"}, {"op": "sum", "product": "cols"}),
     # integers summed exactly into an integer: one atomicAdd-style total (zeroed first), each row's into int64
     "int_sum": ("reduction", {"x": "in", "y": "out", "n": "n"}, {"op": "sum", "axis": None}),
+    # predicate counts: > a threshold parameter (an atomicAdd into a zeroed int), >= 0 into a 64-bit count
+    "count_above": ("reduction", {"x": "x", "y": "count", "n": "n", "threshold": "threshold"},
+                    {"op": "sum", "axis": None, "pred": "gt"}),
+    "count_nonneg": ("reduction", {"x": "v", "y": "total", "n": "len"}, {"op": "sum", "axis": None, "pred": "ge", "t": 0.0}),
     "row_sums_i32": ("row_reduction", {"x": "mat", "y": "sums", "rows": "rows", "cols": "cols"}, {"op": "sum"}),
     # pointers to CUDA vector types (a count of vectors: the size is that count times the lanes)
     "scale_bias_float4": ("elementwise", {"x": "in4", "y": "out4", "alpha": "scale", "beta": "bias", "n": "n4*4"},
@@ -401,7 +405,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "daxpy", "gelu_f64", "ddot", "dsum", "dgemv", "scale_bias_float4", "silu_half2",
             "int_sum", "row_sums_i32", "histo_kernel", "dtranspose", "column_sums_f64", "column_max_i32",
             "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu", "exp_scale",
-            "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld", "attn_softmax_mask", "attn_softmax_posbias"]
+            "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld", "attn_softmax_mask", "attn_softmax_posbias",
+            "count_above", "count_nonneg"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -664,6 +669,7 @@ NEW_PATTERNS = [(DATA / "seg_softmax_nchw.json", "bound_softmax_axis.cu"),
                 (DATA / "ddot.json", "bound_reduction.cu"),
                 (DATA / "dgemv.json", "bound_row_reduction.cu"),
                 (DATA / "int_sum.json", "bound_reduction.cu"),
+                (DATA / "count_above.json", "bound_reduction.cu"),
                 (DATA / "row_sums_i32.json", "bound_row_reduction.cu"),
                 (DATA / "vertical_conv.json", "bound_stencil1d_cols.cu"),
                 (WILD_DIR / "cs_convolution_cols" / "cs_convolution_cols.json", "bound_stencil1d_cols.cu"),

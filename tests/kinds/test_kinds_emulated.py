@@ -177,6 +177,9 @@ TASKS = {
     # integers summed exactly: 4 at a time then the tail, one partial per block (int32 into int);
     # each row's into int64, 4 at a time (cols % 4 == 0) and one at a time
     DATA / "int_sum.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 3}, {"n": 5003}]),
+    # a predicate counted exactly: > a parameter into an int, >= 0 into an unsigned long long
+    DATA / "count_above.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 3}, {"n": 5003}]),
+    DATA / "count_nonneg.json": ({"BLOCK": 64, "ACC": 1, "BPS": 2}, [{"len": 1}, {"len": 4099}]),
     DATA / "row_sums_i32.json": ({"WPR": 2, "RPB": 2}, [{"rows": 3, "cols": 64}, {"rows": 9, "cols": 7}]),
     # pointers to float4 and half2: the size is the vectors times the lanes (1 and 1025 vectors)
     DATA / "scale_bias_float4.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n4": 1}, {"n4": 1025}]),

@@ -200,3 +200,23 @@ __device__ __forceinline__ kf_long4 kf_pair4(kf_long4 q, kf_long4 p)
 #else
 typedef float kf_reduce_t;
 #endif
+#if defined(KF_I64) && defined(KF_PRED) && KF_PRED
+// a predicate counted (KF_PRED: 1 x > t, 2 x >= t, 3 x < t, 4 x <= t, 5 x != t, 6 x == t): float x read
+// through kf_pred_x, each value 1 or 0 as long long, summed exactly
+struct kf_pred_x { const float* p; float t; };
+__device__ __forceinline__ kf_pred_x operator+(kf_pred_x a, long long j) { return {a.p + j, a.t}; }
+__device__ __forceinline__ long long kf_test(float v, float t)
+{
+    return KF_PRED == 1 ? v > t : KF_PRED == 2 ? v >= t : KF_PRED == 3 ? v < t : KF_PRED == 4 ? v <= t
+         : KF_PRED == 5 ? v != t : v == t;
+}
+__device__ __forceinline__ long long kf_ld(kf_pred_x a) { return kf_test(*a.p, a.t); }
+__device__ __forceinline__ kf_long4 kf_lds4(kf_pred_x a)
+{
+    const float4 v = __ldcs(reinterpret_cast<const float4*>(a.p));
+    return {kf_test(v.x, a.t), kf_test(v.y, a.t), kf_test(v.z, a.t), kf_test(v.w, a.t)};
+}
+__device__ __forceinline__ bool kf_aligned4(kf_pred_x a) { return kf_aligned4(a.p); }
+#define KF_X_ARG kf_pred_x
+#define KF_W_ARG kf_pred_x
+#endif

@@ -10,6 +10,7 @@
 // + an atomic ticket, reset by that block) combines the partials in block order and writes y[0]:
 // deterministic, no float atomics.  KF_MUL: the values summed are x * w (a dot product), or
 // x - w under KF_DIFF (a sum of squared differences).  KF_F64: double storage, accumulated in double.
+// KF_PRED (with KF_I64): the count of the values that pass a comparison (x read through kf_pred_x).
 #ifndef BLOCK
 #define BLOCK 256
 #endif
@@ -43,7 +44,11 @@ __device__ __forceinline__ kf_reduce_t kf_block_combine(kf_reduce_t v, kf_reduce
     return r;
 }
 
-__device__ __forceinline__ void kf_reduction(const kf_x_t* __restrict__ x, const kf_w_t* __restrict__ w,
+#ifndef KF_X_ARG
+#define KF_X_ARG const kf_x_t* __restrict__
+#define KF_W_ARG const kf_w_t* __restrict__
+#endif
+__device__ __forceinline__ void kf_reduction(KF_X_ARG x, KF_W_ARG w,
                                              kf_y_t* __restrict__ y, long long n)
 {
     __shared__ kf_reduce_t red[BLOCK / 32];

@@ -731,3 +731,13 @@ def attn_softmax_posbias(probs, scores, bias, BH, T):
     a = scores.reshape(BH, T, T).astype(np.float64) + bias.reshape(1, T, T).astype(np.float64)
     e = np.exp(a - a.max(axis=-1, keepdims=True))
     probs[...] = (e / e.sum(axis=-1, keepdims=True)).reshape(probs.shape)
+
+
+def count_above(x, threshold, count, n):
+    # count += (x > threshold), an atomicAdd per passing value into a zeroed int
+    count[0] += int(np.count_nonzero(x > np.float32(threshold)))
+
+
+def count_nonneg(v, total, len):  # noqa: A002 (the kernel names it so)
+    # how many values are >= 0 (a constant threshold), written into an unsigned long long
+    total[0] = int(np.count_nonzero(v >= 0))
