@@ -341,9 +341,49 @@ def _elementwise_f64(w: _Writer) -> str:
     return f"kf_elementwise_f64({x}, {z}, {y}, {w.size('n')}, {scalar['alpha']}, {scalar['beta']})"
 
 
+#: the integer forms' bodies (a, b the operands, alpha the scalar; U the unsigned type of the storage's width,
+#: so sums, differences and products wrap as the storage does, with no signed overflow)
+_INT_BODIES = {
+    ("map", "identity"): "a", ("map", "neg"): "(T)(U)(0 - (U)a)", ("map", "abs"): "a < 0 ? (T)(U)(0 - (U)a) : a",
+    ("map", "not"): "~a",
+    ("binary", "add"): "(T)((U)a + (U)b)", ("binary", "sub"): "(T)((U)a - (U)b)", ("binary", "mul"): "(T)((U)a * (U)b)",
+    ("binary", "max"): "a > b ? a : b", ("binary", "min"): "a < b ? a : b", ("binary", "and"): "a & b",
+    ("binary", "or"): "a | b", ("binary", "xor"): "a ^ b",
+    ("scale", None): "(T)((U)alpha * (U)a)", ("shift", None): "(T)((U)a + (U)alpha)",
+    ("axpy", None): "(T)((U)alpha * (U)a + (U)b)",
+}
+
+
+def _elementwise_int(w: _Writer) -> str:
+    """32- or 64-bit integers of one type: elementwise_int, exact."""
+    p = w.match.params
+    form = p.get("form", "map")
+    body = _INT_BODIES.get((form, p.get("act") or p.get("op")))
+    if body is None:
+        raise Unbindable(f"the integer elementwise pattern has no form {form} {p.get('act') or p.get('op') or ''}")
+    y, x = w.buffer("y"), w.buffer("x")
+    z = w.buffer("z", required=False, default_type=w.types["y"])
+    if any(w.types[r] != w.types["y"] or w.types[r] not in _INTS.values() for r in ("x", "z")):
+        raise Unbindable("the integer elementwise pattern reads and writes 32- or 64-bit integers of one type")
+    if w.role("alpha") and w.task.arg(w.role("alpha")).is_buffer:
+        raise Unbindable("the integer elementwise pattern takes its scalar by value")
+    wide = w.types["y"] in ("long long", "unsigned long long")
+    unsigned = "unsigned long long" if wide else "unsigned"
+    w.template = "elementwise/elementwise_int"
+    w.slots["OP"] = (f"__device__ __forceinline__ kf_y_t kf_op(kf_y_t a, kf_y_t b, long long alpha)\n{{\n"
+                     f"    typedef kf_y_t T;\n    typedef {unsigned} U;\n    (void)b; (void)alpha;\n    return {body};\n}}")
+    w.slots["N"] = w.launch_size("n")
+    w.slots["LANES"] = "2" if wide else "4"
+    w.defines["KF_HAS_Z"] = int(z != "nullptr")
+    alpha = f"(long long)({w.role('alpha')})" if w.role("alpha") else "0LL"
+    return f"kf_elementwise_int({x}, {z}, {y}, {w.size('n')}, {alpha})"
+
+
 def _elementwise(w: _Writer) -> str:
     p = w.match.params
     form = p.get("form", "map")
+    if p.get("int"):
+        return _elementwise_int(w)
     if any(w.task.arg(w.role(r)).param.dtype.name == "float64" for r in ("x", "y", "z") if w.role(r)):
         return _elementwise_f64(w)
     quant = form in ("quantize", "dequantize")        # int8 storage on one side, rounded and saturated on stores

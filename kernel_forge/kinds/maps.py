@@ -121,9 +121,63 @@ def _f(name, v):
         return FUNCTIONS[name][0](v)
 
 
+#: the storage an integer map reads and writes, and its width in bits
+INT_MAP_TYPES = {"int32": 32, "uint32": 32, "int64": 64, "uint64": 64}
+#: integer two-operand forms, as NumPy computes them on int64 (then wrapped to the storage type)
+INT_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
+              "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+#: integer maps
+INT_MAPS = {"identity": lambda v: v, "neg": np.negative, "abs": np.abs, "not": np.invert}
+
+
+def _wrapped(v: np.ndarray, dtype_name: str) -> np.ndarray:
+    """int64 values as the storage type holds them (a 32-bit sum wraps), as float64 for comparing."""
+    return np.asarray(v, dtype=np.int64).astype(np.dtype(dtype_name)).astype(np.float64)
+
+
+def _int_elementwise(probe, y) -> Iterator[Match]:
+    """Exact maps and two-operand forms of 32- or 64-bit integers of one type: x OP z (+ - * max min & | ^),
+    -x, |x|, ~x, a copy, alpha * x, x + alpha, alpha * x + z (alpha an integer parameter)."""
+    dt = probe.arg(y).param.dtype.name
+    n = probe.sizes[y]
+    got = np.asarray(probe.outputs[y], dtype=np.float64)
+    full = [x for x in probe.inputs_of(n, floating=False) if probe.arg(x).param.dtype.name == dt]
+    if not full:
+        return
+    base = {"y": y, "n": param_for(probe, n)}
+    ints = {x: np.asarray(probe.values[x]).astype(np.int64) for x in full}
+
+    def holds(values) -> bool:
+        with np.errstate(all="ignore"):
+            return bool(np.array_equal(got, _wrapped(values, dt)))
+
+    for x in full:
+        for op, fn in INT_MAPS.items():
+            if not (op == "identity" and x == y) and holds(fn(ints[x])):
+                yield Match("elementwise", {**base, "x": x}, {"form": "map", "act": op, "int": True})
+        for z in full:
+            if z != x:
+                for op, fn in INT_BINARY.items():
+                    if holds(fn(ints[x], ints[z])):
+                        yield Match("elementwise", {**base, "x": x, "z": z}, {"form": "binary", "op": op, "int": True})
+        sizes = {v for v in (base["n"],) if v}
+        for a, av in probe.int_scalars().items():
+            if a in sizes:
+                continue
+            if holds(av * ints[x]):
+                yield Match("elementwise", {**base, "x": x, "alpha": a}, {"form": "scale", "int": True})
+            if holds(ints[x] + av):
+                yield Match("elementwise", {**base, "x": x, "alpha": a}, {"form": "shift", "int": True})
+            for z in full:
+                if z != x and holds(av * ints[x] + ints[z]):
+                    yield Match("elementwise", {**base, "x": x, "z": z, "alpha": a}, {"form": "axpy", "int": True})
+
+
 def find_elementwise(probe) -> Iterator[Match]:
     yield from _quantizations(probe)
     outs = probe.buffers(output=True)
+    if len(outs) == 1 and probe.arg(outs[0]).param.dtype.name in INT_MAP_TYPES:
+        yield from _int_elementwise(probe, outs[0])
     if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
         return
     y = outs[0]

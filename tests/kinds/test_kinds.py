@@ -123,6 +123,11 @@ PUBLIC = {
     "count_above": ("reduction", {"x": "x", "y": "count", "n": "n", "threshold": "threshold"},
                     {"op": "sum", "axis": None, "pred": "gt"}),
     "count_nonneg": ("reduction", {"x": "v", "y": "total", "n": "len"}, {"op": "sum", "axis": None, "pred": "ge", "t": 0.0}),
+    # integer maps, exact: a wrapping int32 sum (CUDA by Example's add), an int64 scale, an unsigned xor, |x|
+    "int_add": ("elementwise", {"y": "c", "n": "n", "x": "a", "z": "b"}, {"form": "binary", "op": "add", "int": True}),
+    "scale_i64": ("elementwise", {"y": "y", "n": "count", "x": "x", "alpha": "k"}, {"form": "scale", "int": True}),
+    "xor_u32": ("elementwise", {"y": "out", "n": "n", "x": "a", "z": "b"}, {"form": "binary", "op": "xor", "int": True}),
+    "abs_i32": ("elementwise", {"y": "y", "n": "n", "x": "x"}, {"form": "map", "act": "abs", "int": True}),
     "row_sums_i32": ("row_reduction", {"x": "mat", "y": "sums", "rows": "rows", "cols": "cols"}, {"op": "sum"}),
     # pointers to CUDA vector types (a count of vectors: the size is that count times the lanes)
     "scale_bias_float4": ("elementwise", {"x": "in4", "y": "out4", "alpha": "scale", "beta": "bias", "n": "n4*4"},
@@ -406,7 +411,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "int_sum", "row_sums_i32", "histo_kernel", "dtranspose", "column_sums_f64", "column_max_i32",
             "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu", "exp_scale",
             "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld", "attn_softmax_mask", "attn_softmax_posbias",
-            "count_above", "count_nonneg"]
+            "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -670,6 +675,8 @@ NEW_PATTERNS = [(DATA / "seg_softmax_nchw.json", "bound_softmax_axis.cu"),
                 (DATA / "dgemv.json", "bound_row_reduction.cu"),
                 (DATA / "int_sum.json", "bound_reduction.cu"),
                 (DATA / "count_above.json", "bound_reduction.cu"),
+                (DATA / "int_add.json", "bound_elementwise_int.cu"),
+                (DATA / "scale_i64.json", "bound_elementwise_int.cu"),
                 (DATA / "row_sums_i32.json", "bound_row_reduction.cu"),
                 (DATA / "vertical_conv.json", "bound_stencil1d_cols.cu"),
                 (WILD_DIR / "cs_convolution_cols" / "cs_convolution_cols.json", "bound_stencil1d_cols.cu"),

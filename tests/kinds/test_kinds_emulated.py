@@ -180,6 +180,11 @@ TASKS = {
     # a predicate counted exactly: > a parameter into an int, >= 0 into an unsigned long long
     DATA / "count_above.json": ({"BLOCK": 128, "ACC": 2, "BPS": 2}, [{"n": 3}, {"n": 5003}]),
     DATA / "count_nonneg.json": ({"BLOCK": 64, "ACC": 1, "BPS": 2}, [{"len": 1}, {"len": 4099}]),
+    # integer maps, exact: 16-byte vectors then the tail (4 int32 or 2 int64 a vector), wrapping sums and products
+    DATA / "int_add.json": ({"BLOCK": 64, "VPT": 2}, [{"n": 3}, {"n": 1031}]),
+    DATA / "scale_i64.json": ({"BLOCK": 64, "VPT": 1}, [{"count": 1}, {"count": 517}]),
+    DATA / "xor_u32.json": ({"BLOCK": 128, "VPT": 4}, [{"n": 5}, {"n": 4099}]),
+    DATA / "abs_i32.json": ({"BLOCK": 64, "VPT": 2}, [{"n": 2}, {"n": 1030}]),
     DATA / "row_sums_i32.json": ({"WPR": 2, "RPB": 2}, [{"rows": 3, "cols": 64}, {"rows": 9, "cols": 7}]),
     # pointers to float4 and half2: the size is the vectors times the lanes (1 and 1025 vectors)
     DATA / "scale_bias_float4.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"n4": 1}, {"n4": 1025}]),

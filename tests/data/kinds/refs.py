@@ -741,3 +741,21 @@ def count_above(x, threshold, count, n):
 def count_nonneg(v, total, len):  # noqa: A002 (the kernel names it so)
     # how many values are >= 0 (a constant threshold), written into an unsigned long long
     total[0] = int(np.count_nonzero(v >= 0))
+
+
+def int_add(a, b, c, n):
+    # c = a + b, wrapping as int32 does
+    c[...] = (a.astype(np.int64) + b).astype(np.int32)
+
+
+def scale_i64(x, y, k, count):
+    # y = k * x of int64 (wrapping as int64 does)
+    y[...] = np.int64(k) * x
+
+
+def xor_u32(a, b, out, n):
+    out[...] = a ^ b
+
+
+def abs_i32(x, y, n):
+    y[...] = np.abs(x)
