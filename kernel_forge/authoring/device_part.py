@@ -30,7 +30,8 @@ DEVICE_HEADERS = re.compile(r"^(cuda_(fp16|bf16|fp8|fp4|fp6|pipeline\w*|awbarrie
 #: device headers nvcc's host includes bring in, and what in the code needs each
 _TYPE_HEADERS = (("cuda_fp16.h", r"\b(__half2?|half2?)\b"), ("cuda_bf16.h", r"\b__nv_bfloat162?\b"))
 _INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
-_TYPE = re.compile(r"\s*(template\s*<[^;{]*>\s*)?(typedef\s+)?(struct|class|union|enum)\b|\s*(typedef|using)\b")
+_TYPE = re.compile(r"\s*(template\s*<[^;{]*>\s*)?((?:__align__|alignas)\s*\([^()]*\)\s*)?(typedef\s+)?"
+                   r"(struct|class|union|enum)\b|\s*(typedef|using)\b")
 _NAME_BEFORE_PAREN = re.compile(r"([A-Za-z_~][\w:~]*)\s*(?:<[^<>]*>)?\s*$")
 
 
@@ -67,9 +68,10 @@ def device_part(source: str, entry: str | None) -> DevicePart:
     keep = [True] * len(source)
     part = DevicePart(source="", source_before=source)
     freed: list[int] = []                      # lines of the system includes left out
+    device_words = _device_macros(code)
     for start, end, kind in _items_within_namespaces(code):
         text = code[start:end]
-        drop, what = _dropped(text, kind, entry)
+        drop, what = _dropped(text, kind, entry, device_words)
         if drop:
             keep[start:end] = [False] * (end - start)
             part.blanked += 1
@@ -83,6 +85,8 @@ def device_part(source: str, entry: str | None) -> DevicePart:
                     part.local[line] = m.group(2).strip()
                 else:
                     freed.append(line)
+    for m in re.finditer(r"^[ \t]*//[ \t]*kforge:.*$", source, re.M):   # the file's own kforge lines stay, wherever
+        keep[m.start():m.end()] = [True] * (m.end() - m.start())
     lines = [line.rstrip() for line in
              "".join(c if k or c == "\n" else (" " if c != "\t" else c) for c, k in zip(source, keep)).split("\n")]
     # what the host headers brought in (cuda_runtime.h includes the fp16 and bf16 types under nvcc),
@@ -178,6 +182,9 @@ def _items(code: str):
                 if code[i:j].strip():                          # a declaration cut by a preprocessor line
                     yield i, j, "decl"
                 break
+            if c == "#" and (j == 0 or code[j - 1] == "\n" or not code[code.rfind("\n", 0, j) + 1:j].strip()):
+                j = _past_directive(code, j)       # inside a definition: its braces and parens are the first branch's
+                continue
             if c == "(":
                 paren += 1
             elif c == ")":
@@ -192,6 +199,10 @@ def _items(code: str):
                         k += 1
                     if k < n and code[k] == ";":               # struct S { ... };
                         j = k
+                    elif _TYPE.match(code[i:j]):               # typedef enum E { ... } E;  struct S { ... } a, *b;
+                        tail = re.match(r"[\s\w,*&\[\]]*;", code[j + 1:])
+                        if tail and re.search(r"\w", tail.group(0)):
+                            j = j + tail.end()
                     yield i, j + 1, "block"
                     break
             elif c == ";" and depth == 0 and paren == 0:
@@ -206,8 +217,42 @@ def _items(code: str):
         i = j + 1
 
 
-def _dropped(text: str, kind: str, entry: str | None) -> tuple[bool, str]:
-    """Whether an item is left out, and what to call it."""
+def _device_macros(code: str) -> set[str]:
+    """Macros that stand for ``__device__`` and the like (DeepSpeed's ``DS_D_INLINE``, ``HOST_DEVICE``)."""
+    return {m.group(1) for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]*)$", code, re.M)
+            if re.search(r"\b__(device|global|constant|managed|shared)__\b", m.group(2)) and "(" not in m.group(1)}
+
+
+def _past_directive(code: str, at: int) -> int:
+    """Where scanning goes on after the preprocessor line at ``at`` inside a definition: past the line,
+    or, for ``#else``/``#elif``, past the ``#endif`` that closes it (the first branch alone is counted,
+    so branches that each open a parenthesis do not unbalance it)."""
+    def line_end(k: int) -> int:
+        while True:
+            e = code.find("\n", k)
+            if e < 0:
+                return len(code)
+            if e > 0 and code[e - 1] == "\\":
+                k = e + 1
+                continue
+            return e
+    end = line_end(at)
+    if not re.match(r"#\s*(else|elif)\b", code[at:end]):
+        return end
+    nest = 0
+    for m in re.finditer(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|endif)\b", code[end:], re.M):
+        if m.group(1) == "endif":
+            if nest == 0:
+                return end + m.start()            # the #endif line itself is read next (and skipped as a line)
+            nest -= 1
+        else:
+            nest += 1
+    return len(code)
+
+
+def _dropped(text: str, kind: str, entry: str | None, device_words: set[str] = frozenset()) -> tuple[bool, str]:
+    """Whether an item is left out, and what to call it (``device_words``: macros standing for
+    ``__device__``)."""
     if kind == "include":
         m = _INCLUDE.match(text)
         name = m.group(2).strip()
@@ -219,6 +264,8 @@ def _dropped(text: str, kind: str, entry: str | None) -> tuple[bool, str]:
     words = set(re.findall(r"[A-Za-z_]\w*", head))
     if kind == "block" and re.match(r"\s*(namespace\b|extern\s+\"C\"\s*\{)", text):
         return False, ""
+    if kind == "decl" and re.match(r"\s*namespace\s+[A-Za-z_]\w*\s*=", text):     # namespace cg = cooperative_groups;
+        return False, ""
     if _TYPE.match(head):                 # struct __align__(8) S { ... };  template <class T> struct P { ... };
         return False, ""
     paren = head.find("(")
@@ -229,7 +276,7 @@ def _dropped(text: str, kind: str, entry: str | None) -> tuple[bool, str]:
     if "__global__" in words:
         name = kernel_name(head) or _before_last_parens(head) or name   # past __launch_bounds__(...), enable_if_t<(...)>
         return entry is not None and name != entry, f"kernel {name}" if name else "a kernel"
-    if words & {"__device__", "__constant__", "__managed__", "__shared__"}:
+    if words & ({"__device__", "__constant__", "__managed__", "__shared__"} | set(device_words)):
         return False, ""
     if kind == "decl" and words & {"typedef", "using", "static_assert", "template", "const", "constexpr"} and paren < 0:
         return False, ""                  # a type, or a constant device code may read (const int N = 1024;)

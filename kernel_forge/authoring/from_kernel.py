@@ -132,7 +132,7 @@ def _tolerance(sig: Signature) -> dict:
 
 def build_manifest(name: str, sig: Signature, *, has_launch: bool) -> tuple[dict, list[str], list[str]]:
     """The manifest for ``sig``, the guesses made and what to fill in."""
-    sizes = [p for p in sig.params if not p.pointer and not p.dtype.is_float]
+    sizes = [p for p in sig.params if not p.pointer and not p.dtype.is_float and p.dtype.name != "bool"]
     size = sizes[0].name if sizes else None
     guesses, todo = [], []
     args: dict = {}
@@ -157,6 +157,10 @@ def build_manifest(name: str, sig: Signature, *, has_launch: bool) -> tuple[dict
             args[p.name] = 1.0
             guesses.append(f"{p.name}: {p.describe()} -> a constant, 1.0")
             todo.append(f"the value of {p.name} in {name}.json {json_path('args', p.name)} (guessed 1.0)")
+        elif p.dtype.name == "bool":
+            args[p.name] = 0
+            guesses.append(f"{p.name}: {p.describe()} -> a flag, 0 (false)")
+            todo.append(f"the value of {p.name} in {name}.json {json_path('args', p.name)} (guessed 0: false; 1 is true)")
         else:
             args[p.name] = p.name
             guesses.append(f"{p.name}: {p.describe()} -> size variable {p.name}, set by each case")
@@ -276,7 +280,8 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
                              "nothing was written", hint=f"add the line `{instance_line}` to {src_path.name} (or edit "
                              "its arguments) and run kforge init again")
         guesses.append(f"instance: `{instance_line}` added after the kernel's last line (a template runs one instance: "
-                       "each type parameter float, each value its default; edit the line for another)")
+                       "the file's first explicit instantiation, else each type float and each value its default; "
+                       "edit the line for another)")
     check_within(out, targets.values())
     existing = [p for k, p in targets.items() if p.exists() and not (k == "kernel" and kernel_in_place)]
     if existing and not force:
@@ -285,7 +290,7 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
     for p in existing:
         if p.is_dir():
             raise InputError(f"{p} is a folder; nothing was written")
-    sizes = [p.name for p in sig.params if not p.pointer and not p.dtype.is_float]
+    sizes = [p.name for p in sig.params if not p.pointer and not p.dtype.is_float and p.dtype.name != "bool"]
     contents = {"manifest": (json.dumps(manifest, indent=2) + "\n").encode(),
                 "reference": reference_stub(name, sig).encode()}
     if not kernel_in_place:

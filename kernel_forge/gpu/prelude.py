@@ -58,13 +58,22 @@ _MACROS = (
     ("CUDART_INF", "__longlong_as_double(0x7ff0000000000000LL)"),
     ("CUDART_NAN", "__longlong_as_double(0xfff8000000000000LL)"), ("CUDART_PI", "3.1415926535897931e+0"),
     ("CUDART_SQRT_2", "1.4142135623730951e+0"), ("CUDART_LN2", "6.9314718055994529e-1"),
+    # <cuda.h>, which nvcc's host includes bring in: the toolkit's version (12080 for 12.8), as NVRTC's own is
+    ("CUDA_VERSION", "(__CUDACC_VER_MAJOR__ * 1000 + __CUDACC_VER_MINOR__ * 10)"),
 )
 
 _TYPES = """typedef signed char int8_t; typedef signed short int16_t; typedef signed int int32_t;
 typedef signed long long int64_t; typedef unsigned char uint8_t; typedef unsigned short uint16_t;
 typedef unsigned int uint32_t; typedef unsigned long long uint64_t;
 typedef int64_t intptr_t; typedef uint64_t uintptr_t; typedef int64_t intmax_t; typedef uint64_t uintmax_t;
+typedef unsigned short ushort; typedef unsigned int uint; typedef unsigned long ulong;
 """
+
+#: <cmath>'s std:: names of the device math functions (nvcc's host headers declare them; NVRTC has none):
+#: each the same function as the global one, so a call of either, or `using namespace std`, is unambiguous
+_STD_MATH = ("exp expf log logf sqrt sqrtf tanh tanhf fabs fabsf abs pow powf floor floorf ceil ceilf fmax fmaxf fmin "
+             "fminf max min erf erff sin sinf cos cosf exp2 exp2f log2 log2f round roundf fma fmaf isnan isinf "
+             "isfinite rint rintf trunc truncf log1p expm1")
 
 
 def _text() -> str:
@@ -72,7 +81,8 @@ def _text() -> str:
              "#pragma once", "#pragma nv_diag_suppress 47"]
     for name, value in _MACROS:
         lines += [f"#ifndef {name}", f"#define {name} {value}", "#endif"]
-    return "\n".join(lines) + "\n" + _TYPES
+    std = "namespace std { " + " ".join(f"using ::{f};" for f in _STD_MATH.split()) + " }\n"
+    return "\n".join(lines) + "\n" + _TYPES + std
 
 
 #: the header's text
@@ -96,7 +106,8 @@ _HINTS = (
     (r"cub", "#include <cub/cub.cuh> (CUB comes with the CUDA headers)"),
     (r"cooperative_groups|cg", "#include <cooperative_groups.h> and namespace cg = cooperative_groups;"),
     (r"std", "the host's std:: is not there in NVRTC: use CUDA's own (#include <cuda/std/limits>, "
-             "cuda::std::numeric_limits, cuda::std::min) or the device functions (fminf, fmaxf, ...)"),
+             "cuda::std::numeric_limits, <cuda/std/type_traits> cuda::std::is_same, cuda::std::min) or the device "
+             "functions (expf, fminf, fmaxf, ...)"),
     (r"printf|fprintf|malloc|free", "kernels may not print or allocate here: remove the call"),
     (r"float[1-4]|int[1-4]|uint[1-4]|make_float[1-4]|make_int[1-4]",
      "vector types come with the CUDA headers: make sure nothing #undefs them; with NVRTC they are built in"),
@@ -119,6 +130,6 @@ def hint_for(log: str) -> str | None:
             return (f"{name} is undefined: nvcc's implicit names (INFINITY, M_PI, FLT_MAX, int64_t, ...) are "
                     f"supplied, but {name} is not one of them: define it in the kernel (#define {name} VALUE) or "
                     "include the header it comes from")
-    if "std::" in log and "namespace" in log:
+    if ("std::" in log or 'namespace "std" has no member' in log) and "namespace" in log:
         return _HINTS[5][1]
     return None

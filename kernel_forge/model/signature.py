@@ -234,6 +234,8 @@ def find_entry(source: str, name: str, headers: dict[str, str] | None = None) ->
         if found != name:
             continue
         if templated:
+            if re.search(r"template\s*<\s*>\s*$", code[max(0, m.start() - 40):m.start()]):
+                continue                      # an explicit specialization: the primary template is the entry
             found_head = _instance_head(source, code, m, name, headers)
             if code[closing_paren(code, m.end() - 1) + 1:].lstrip().startswith(";"):
                 declared = declared or found_head
@@ -259,13 +261,14 @@ def find_entry(source: str, name: str, headers: dict[str, str] | None = None) ->
 
 def _instance_head(source: str, code: str, m, name: str, headers) -> tuple[Signature, int]:
     """A template kernel's head read as the instance its ``// kforge: instance`` line names."""
-    from kernel_forge.model.template_instance import declared_instances, instance_signature_text, merged_params
+    from kernel_forge.model.template_instance import (declared_instances, instance_signature_text, is_specialization,
+                                                       merged_params)
 
     head = next(h for h in templated_heads(code) if h.start == m.start())
     line = code.count("\n", 0, m.start()) + 1
     wanted = declared_instances(source).get(name)
     if wanted is None:
-        params = merged_params([h for h in templated_heads(code) if h.name == name], head)
+        params = merged_params([h for h in templated_heads(code) if h.name == name and not is_specialization(h)], head)
         example = ", ".join(p.default or ("float" if p.is_type else "...") for p in params)
         raise SignatureError(f"kernel {name} (line {line}) is a template: the task runs one instance of it, and no "
                              f"`// kforge: instance {name}<...>` line names which",

@@ -75,6 +75,17 @@ def template_params(head: str) -> list[TemplateParam]:
     return out
 
 
+def is_specialization(head) -> bool:
+    """Whether a template kernel's head is an explicit specialization (``template <>``)."""
+    return re.fullmatch(r"template\s*<\s*>", head.template) is not None
+
+
+def primary_definition(code: str, primary: list):
+    """The primary template's definition among its heads (else its last declaration)."""
+    return next((h for h in primary if not code[closing_paren(code, h.open_paren) + 1:].lstrip().startswith(";")),
+                primary[-1])
+
+
 def merged_params(heads, definition) -> list[TemplateParam]:
     """The definition's template parameters, each with the default any declaration of it gives (C++
     lets a forward declaration carry the defaults, and forbids the definition to repeat them)."""
@@ -180,14 +191,16 @@ def instantiated(source: str) -> str:
     wrappers: list[str] = []
     for name, (args, line) in sorted(wanted.items()):
         heads = [h for h in templated_heads(code) if h.name == name]
-        if not heads:
+        primary = [h for h in heads if not is_specialization(h)]
+        if not primary:
             continue          # no template of that name: the line names nothing here (find_entry says so)
-        definition = next((h for h in heads if not code[closing_paren(code, h.open_paren) + 1:].lstrip().startswith(";")),
-                          heads[-1])
-        mapping = bind(name, merged_params(heads, definition), args, line)
+        definition = primary_definition(code, primary)
+        mapping = bind(name, merged_params(primary, definition), args, line)
         close = closing_paren(code, definition.open_paren)
         params_text = " ".join(code[definition.open_paren + 1:close].split())
-        written = [a for h in [definition, *heads] for a in attributes(code[h.start:h.open_paren])]
+        written = [a for h in [definition, *primary] for a in attributes(code[h.start:h.open_paren])]
+        for m in re.finditer(rf"\btemplate\s+(?:__\w+__\s+)*(__global__)(?=\s+void\s+{re.escape(name)}\s*<)", code):
+            edits.append((m.start(1), m.end(1), "__device__"))   # the file's own explicit instantiations, of the function now
         kinds = {a.split("(")[0].strip(): a for a in reversed(written)}      # each kind once, the definition's first
         attrs = " ".join(substitute(a, mapping) for a in kinds.values())
         for h in heads:
@@ -260,7 +273,7 @@ def instance_signature_text(code: str, head, args: str, line: int) -> str:
     """The instance's kernel head as a non-template kernel: ``__global__ void NAME(concrete params)``."""
     from kernel_forge.model.signature import templated_heads
 
-    heads = [h for h in templated_heads(code) if h.name == head.name]
+    heads = [h for h in templated_heads(code) if h.name == head.name and not is_specialization(h)]
     mapping = bind(head.name, merged_params(heads, head), args, line)
     close = closing_paren(code, head.open_paren)
     return f"__global__ void {head.name}({substitute(code[head.open_paren + 1:close], mapping)})"
@@ -268,19 +281,31 @@ def instance_signature_text(code: str, head, args: str, line: int) -> str:
 
 def default_instance(code: str, name: str) -> str | None:
     """The arguments ``kforge init`` writes for template kernel ``name`` in comment-free ``code``:
-    each parameter's default, ``float`` for a type without one; None when ``name`` is no template.
-    A value without a default raises: no guess would be the user's."""
+    the first of the file's own explicit instantiations (``template __global__ void k<float, 256>(...);``),
+    else each parameter's default (one naming an earlier parameter read as that one's argument),
+    ``float`` for a type without one; None when ``name`` is no template.  A value with neither
+    raises: no guess would be the user's."""
     from kernel_forge.model.signature import templated_heads
 
-    heads = [h for h in templated_heads(code) if h.name == name]
+    heads = [h for h in templated_heads(code) if h.name == name and not is_specialization(h)]
     if not heads:
         return None
-    params = merged_params(heads, heads[-1])
+    explicit = re.search(rf"\btemplate\s+(?:__\w+__\s+)*__global__\s+void\s+{re.escape(name)}\s*<", code)
+    if explicit:
+        depth, i = 1, explicit.end()
+        while i < len(code) and depth:
+            depth += {"<": 1, ">": -1}.get(code[i], 0)
+            i += 1
+        return " ".join(code[explicit.end():i - 1].split())
+    params = merged_params(heads, primary_definition(code, heads))
     missing = [p.text for p in params if not p.is_type and p.default is None]
     if missing:
         example = ", ".join(p.default or ("float" if p.is_type else "...") for p in params)
-        raise SignatureError(f"kernel {name} is a template whose {', '.join(repr(m) for m in missing)} has no default, "
-                             "so there is no instance to guess",
+        raise SignatureError(f"kernel {name} is a template whose {', '.join(repr(m) for m in missing)} "
+                             f"{'has' if len(missing) == 1 else 'have'} no default, so there is no instance to guess",
                              hint=f"add a line `// kforge: instance {name}<{example}>` (with the values) to the kernel "
                                   "file and run kforge init again")
-    return ", ".join(p.default or "float" for p in params)
+    mapping: dict[str, str] = {}
+    for p in params:
+        mapping[p.name] = substitute(p.default, mapping) if p.default else "float"
+    return ", ".join(mapping[p.name] for p in params)
