@@ -61,13 +61,15 @@ class DevicePart:
         return "; ".join(parts)
 
 
-def device_part(source: str, entry: str | None) -> DevicePart:
+def device_part(source: str, entry: str | None, *, beside: set[str] = frozenset()) -> DevicePart:
     """``source`` with everything but ``entry``'s device part blanked (see the module docstring);
-    ``entry`` None keeps every kernel."""
+    ``entry`` None keeps every kernel.  ``beside``: the includes found as project files (``<ops.cuh>``
+    as well as ``"common.h"``): their lines are recorded in ``local``, not given to other headers."""
     code = strip_comments_and_strings(source, keep_strings=True)
     keep = [True] * len(source)
     part = DevicePart(source="", source_before=source)
     freed: list[int] = []                      # lines of the system includes left out
+    torch_lines: list[tuple[int, str]] = []    # those of PyTorch's headers (ATen, c10, torch)
     device_words = _device_macros(code)
     for start, end, kind in _items_within_namespaces(code):
         text = code[start:end]
@@ -81,7 +83,9 @@ def device_part(source: str, entry: str | None) -> DevicePart:
                 part.includes.append(what)
                 m = _INCLUDE.match(text)
                 line = code.count("\n", 0, start) + 1
-                if m.group(1) == '"':
+                if re.match(r"(ATen|c10|torch)/", m.group(2).strip()):
+                    torch_lines.append((line, f"<{m.group(2).strip()}>"))
+                if (m.group(1) == '"' or m.group(2).strip() in beside) and not re.match(r"(ATen|c10|torch)/", m.group(2).strip()):
                     part.local[line] = m.group(2).strip()
                 else:
                     freed.append(line)
@@ -100,6 +104,11 @@ def device_part(source: str, entry: str | None) -> DevicePart:
         lines[at] = lines[at].replace("cub/cub.cuh", used[0])
         wanted += used[1:]
         part.rewritten.append(f"<cub/cub.cuh> as <{'>, <'.join(used)}>")
+    torch = [line for line, inc in torch_lines if line in freed]
+    if torch and re.search(r"\b(at|c10)::|\bC10_\w+|\bWARP_(SHFL|BALLOT)", code):
+        lines[torch[0] - 1] = '#include "kforge/torch_compat.cuh"'     # ATen's device names, as CUDA's own
+        freed.remove(torch[0])
+        part.rewritten.append(f"{torch_lines[0][1]} as \"kforge/torch_compat.cuh\" (c10::Half, C10_WARP_SIZE, WARP_SHFL ...)")
     for line, header in zip(freed, wanted):
         lines[line - 1] = f"#include <{header}>"
     if len(wanted) > len(freed):

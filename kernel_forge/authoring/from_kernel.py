@@ -245,7 +245,8 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
     from kernel_forge.model.candidate import parse_candidate
     from kernel_forge.common.errors import CandidateError
 
-    extracted = device_part(source, name) if source is not None else None
+    beside = set(_project_files(source, src_path.parent)) if source is not None and src_path is not None else set()
+    extracted = device_part(source, name, beside=beside) if source is not None else None
     headers: dict[str, str] = {}
     if extracted is not None and extracted.changed:      # a program: the kernel beside its host code
         source, headers = _with_project_headers(name, extracted, src_path)
@@ -307,35 +308,79 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
     return result
 
 
-def project_headers(source: str, src_path: Path) -> dict[str, str]:
-    """include name -> text of each project header the file includes (``#include "common.h"``) that
-    is found beside it (one level: what the kernel's own types and helpers come from)."""
-    from kernel_forge.common.reads import MAX_KERNEL, Unreadable, read_input_bytes
+def _project_files(source: str, folder: Path) -> dict[str, Path]:
+    """include name -> path of each header the text includes that is a file in ``folder`` (``"common.h"``,
+    and ``<ops.cuh>`` as some projects write their own; CUDA's device headers aside)."""
+    from kernel_forge.authoring.device_part import DEVICE_HEADERS
 
     found = {}
-    for include in re.findall(r'^\s*#\s*include\s*"([^"]+)"', source, re.M):
-        try:
-            found[include] = read_input_bytes(src_path.parent / include, "header", limit=MAX_KERNEL).decode("utf-8")
-        except (Unreadable, UnicodeDecodeError, OSError):
-            continue                          # not beside the program: left out, as the note says
+    for quote, include in re.findall(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', source, re.M):
+        path = folder / include
+        if (quote == '"' or not DEVICE_HEADERS.match(include)) and path.is_file():
+            found.setdefault(include, path)
+    return found
+
+
+def _read_header(path: Path) -> str | None:
+    from kernel_forge.common.reads import MAX_KERNEL, Unreadable, read_input_bytes
+
+    try:
+        return read_input_bytes(path, "header", limit=MAX_KERNEL).decode("utf-8")
+    except (Unreadable, UnicodeDecodeError, OSError):
+        return None                           # unreadable: left out, as the note says
+
+
+def project_headers(source: str, src_path: Path) -> dict[str, str]:
+    """include name -> text of each project header the file includes that is found beside it, and of
+    the project headers those include in turn, each found beside the header that includes it (what
+    the kernel's own types and helpers come from)."""
+    found: dict[str, str] = {}
+    todo = list(_project_files(source, src_path.parent).items())
+    while todo:
+        include, path = todo.pop(0)
+        if include in found:
+            continue
+        text = _read_header(path)
+        if text is None:
+            continue
+        found[include] = text
+        todo += [(i, p) for i, p in _project_files(text, path.parent).items() if i not in found]
     return found
 
 
 def _with_project_headers(name: str, extracted, src_path: Path) -> tuple[str, dict[str, str]]:
     """The device part's text, each project header it included (``#include "common.h"`` found beside
-    the program) replaced by its own device part, ``NAME.common.h``, on the same line; and those headers."""
+    the program) replaced by its own device part, ``NAME.common.h``, on the same line, and so on for
+    the project headers those include; and those headers."""
+    headers: dict[str, str] = {}
+    source = _point_at_parts(name, extracted, src_path.parent, headers)
+    return source, headers
+
+
+def _point_at_parts(name: str, part, folder: Path, headers: dict[str, str]) -> str:
+    """``part``'s text with each project header it left out (found in ``folder``) included as its own
+    device part, ``NAME.<header>``, written into ``headers`` (once each, a header's own project
+    headers the same way)."""
     from kernel_forge.authoring.device_part import device_part
 
-    local = project_headers(extracted.source_before, src_path)
-    lines, headers = extracted.source.rstrip("\n").split("\n"), {}
-    for line, include in sorted(extracted.local.items()):
-        if include not in local:
+    files = _project_files(part.source_before, folder)
+    lines = part.source.rstrip("\n").split("\n")
+    for line, include in sorted(part.local.items()):
+        if include not in files:
             continue
         own = f"{name}.{Path(include).name}"
-        headers[own] = device_part(local[include], None).source.rstrip("\n") + "\n"
+        if own not in headers:
+            text = _read_header(files[include])
+            if text is None:
+                continue
+            headers[own] = ""                 # taken: a header that includes itself, or a cycle, ends here
+            inner = device_part(text, None, beside=set(_project_files(text, files[include].parent)))
+            headers[own] = _point_at_parts(name, inner, files[include].parent, headers).rstrip("\n") + "\n"
         lines[line - 1] = f'#include "{own}"'
-        extracted.includes.remove(next(i for i in extracted.includes if include in i))
-    return "\n".join(lines) + "\n", headers
+        gone = next((i for i in part.includes if include in i), None)
+        if gone:
+            part.includes.remove(gone)
+    return "\n".join(lines) + "\n"
 
 
 def _validate(result: InitResult) -> None:

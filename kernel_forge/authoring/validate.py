@@ -125,8 +125,8 @@ def _kernel(task: Task, path: Path, jp: str, arch: str | None, report: Validatio
         return
     try:
         res = preflight.compile_kernel(cand, arch, file=str(path), headers=task.header_sources())
-    except CompileError as exc:
-        raise ManifestError(f"{exc.message}", file=str(task.path), json_path=jp) from None
+    except CompileError as exc:                       # NVRTC's message, and what to add where a hint knows
+        raise ManifestError(f"{exc.message}", file=str(task.path), json_path=jp, hint=exc.hint) from None
     report.compiled.append((path.name, res.resources))
 
 

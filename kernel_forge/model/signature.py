@@ -5,7 +5,7 @@ scalars of, the types in :mod:`kernel_forge.common.dtypes`, and pointers to CUDA
 (``float4``, ``uchar4``, ``half2`` ...: a buffer of their lanes' type with a trailing axis of lanes).
 Anything else (references, arrays, structs, vectors by value, templates, pointers to pointers,
 default values) is refused with a caret under the offending text.  Function attributes (``__launch_bounds__(...)``, ``__maxnreg__(...)``,
-``__cluster_dims__(...)``, ``__noinline__``) may stand before or after ``void``.
+``__cluster_dims__(...)``, ``__noinline__``, PyTorch's ``C10_LAUNCH_BOUNDS_1(...)``) may stand before or after ``void``.
 """
 from __future__ import annotations
 
@@ -20,13 +20,17 @@ _QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile", "__grid_con
 #: an attribute's arguments: parentheses nested up to three deep (``__launch_bounds__((BX * BY), MINB)``)
 _ARGS = r'\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)'
 #: attributes a kernel declaration may carry around ``void``
-_ATTR = (r'(?:(?:__launch_bounds__|__maxnreg__|__cluster_dims__)\s*' + _ARGS
-         + r'\s*|__noinline__\s+|__forceinline__\s+)*')
+_ATTR = (r'(?:(?:__launch_bounds__|__maxnreg__|__cluster_dims__|[A-Z][A-Z0-9]*_LAUNCH_BOUNDS_\d)\s*' + _ARGS
+         + r'\s*|[A-Z][A-Z0-9]*_LAUNCH_BOUNDS_0\s+|__noinline__\s+|__forceinline__\s+)*')
 #: ``extern "C"`` or nothing before it: a kernel of C++ linkage is given C linkage when compiled
 #: (:func:`with_c_linkage`), so the driver finds either by its name
 _HEAD = re.compile(r'^\s*(?:extern\s+"C"\s+)?' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
                    + r'([A-Za-z_]\w*)\s*\(')
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+#: PyTorch's 16-bit types as a kernel from ATen spells them (``at::Half* out``), read as CUDA's own
+_TORCH_TYPES = {"at Half": "__half", "c10 Half": "__half", "at BFloat16": "__nv_bfloat16",
+                "c10 BFloat16": "__nv_bfloat16"}
+_TORCH_SPELLED = re.compile(r"\b(?:at|c10)\s*::\s*(Half|BFloat16)\b")
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ def _parse_param(piece: str, flat: str, col: int, aliases: dict[str, str]) -> Pa
     const = "const" in words
     type_words = [w for w in words if w not in _QUALIFIERS | {"const"}]
     type_name = " ".join(type_words)
-    type_name = aliases.get(type_name, type_name)
+    type_name = aliases.get(type_name, _TORCH_TYPES.get(type_name, type_name))
     dtype, lanes, vector = C_TYPES.get(type_name), 1, ""
     if dtype is None and type_name in VECTOR_TYPES:
         if not pointer:
@@ -297,7 +301,8 @@ def resolved_text(sig: Signature, source: str, headers: dict[str, str] | None = 
     from kernel_forge.model.type_aliases import aliases
 
     known = aliases(source, headers)
-    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: known.get(m.group(0), m.group(0)), sig.text) if known else sig.text
+    text = _TORCH_SPELLED.sub(lambda m: _TORCH_TYPES["at " + m.group(1)], sig.text)
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: known.get(m.group(0), m.group(0)), text) if known else text
 
 
 def check_matches(expected: Signature, actual: Signature) -> None:

@@ -25,7 +25,7 @@ _INSTANCE = re.compile(r"^\s*([A-Za-z_]\w*)\s*<(.*)>\s*$")
 BODY_SUFFIX = "__kf_template"
 #: the suffix of the function, in the template's namespace, through which the added kernel calls the instance
 CALL_SUFFIX = "__kf_instance"
-_ATTRIBUTE = re.compile(r"(__launch_bounds__|__maxnreg__|__cluster_dims__)\s*\(")
+_ATTRIBUTE = re.compile(r"(__launch_bounds__|__maxnreg__|__cluster_dims__|[A-Z][A-Z0-9]*_LAUNCH_BOUNDS_\d)\s*\(")
 _PAIRS = {"<": ">", "(": ")", "[": "]", "{": "}"}
 
 
