@@ -77,6 +77,9 @@ def find_row_norm(probe) -> Iterator[Match]:
                     hit = _affine(z, got, vecs, probe)
                     if hit is None:
                         continue
+                    if eps_name is not None and len(eps_params) > 1 and not _is_the_eps(
+                            probe, eps_name, y, v, norm, vecs, hit, res):
+                        continue                  # another scalar (a weight offset of 0) that happened to fit
                     roles = _stats(probe, extras, mean, rstd, var, norm)
                     if roles is None:
                         continue
@@ -91,6 +94,20 @@ def find_row_norm(probe) -> Iterator[Match]:
                     yield Match("row_norm", binding, params)
                     break
     yield from _group_norms(probe, eps_params)
+
+
+def _is_the_eps(probe, name: str, y: str, v: np.ndarray, norm: str, vecs, hit, res) -> bool:
+    """Whether scalar ``name`` acts as the epsilon: with it set to 0.5 the reference's rows are the
+    same norm at epsilon 0.5, with the same weight and bias (FlashInfer's RMSNorm passes a weight
+    offset, 0, before its eps)."""
+    from kernel_forge.common.errors import KForgeError
+
+    try:
+        out = probe.rerun({}, scalars={name: 0.5})[y].reshape(v.shape)
+    except (KForgeError, ValueError, KeyError):
+        return True                           # no second run: the fit stands
+    z, *_ = _norm(v, norm, 0.5)
+    return _affine(z, out, vecs, probe) == hit
 
 
 def _group_norms(probe, eps_params) -> Iterator[Match]:

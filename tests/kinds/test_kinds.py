@@ -128,6 +128,10 @@ PUBLIC = {
     "scale_i64": ("elementwise", {"y": "y", "n": "count", "x": "x", "alpha": "k"}, {"form": "scale", "int": True}),
     "xor_u32": ("elementwise", {"y": "out", "n": "n", "x": "a", "z": "b"}, {"form": "binary", "op": "xor", "int": True}),
     "abs_i32": ("elementwise", {"y": "y", "n": "n", "x": "x"}, {"form": "map", "act": "abs", "int": True}),
+    # two float scalars, a weight offset of 0 first: the eps is the one that acts as it (a rerun with each at 0.5)
+    "rmsnorm_offset_first": ("row_norm", {"x": "input", "y": "output", "weight": "weight", "bias": None, "mean": None,
+                                          "rstd": None, "var": None, "rows": "rows", "cols": "d", "eps": "eps"},
+                             {"norm": "rms"}),
     "row_sums_i32": ("row_reduction", {"x": "mat", "y": "sums", "rows": "rows", "cols": "cols"}, {"op": "sum"}),
     # pointers to CUDA vector types (a count of vectors: the size is that count times the lanes)
     "scale_bias_float4": ("elementwise", {"x": "in4", "y": "out4", "alpha": "scale", "beta": "bias", "n": "n4*4"},
@@ -411,7 +415,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "int_sum", "row_sums_i32", "histo_kernel", "dtranspose", "column_sums_f64", "column_max_i32",
             "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu", "exp_scale",
             "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld", "attn_softmax_mask", "attn_softmax_posbias",
-            "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32"]
+            "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

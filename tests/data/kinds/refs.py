@@ -759,3 +759,10 @@ def xor_u32(a, b, out, n):
 
 def abs_i32(x, y, n):
     y[...] = np.abs(x)
+
+
+def rmsnorm_offset_first(input, weight, output, rows, d, weight_bias, eps):
+    # y = x / sqrt(mean(x^2) + eps) * (weight_bias + w), the offset before eps in the signature
+    x = input.reshape(rows, d).astype(np.float64)
+    r = 1.0 / np.sqrt((x * x).mean(axis=1, keepdims=True) + eps)
+    output[...] = (x * r * (weight_bias + weight)).reshape(output.shape)
