@@ -116,6 +116,17 @@ class _Writer:
         size = " * ".join(f"({e})" for e in self.task.arg(buffer).shape)
         return f"({size}) // ({self.launch_size(cols_role)})"
 
+    def rows_arg(self, buffer: str) -> str:
+        """The row count of a pattern launched as ``cdiv(ROWS, RPB)`` blocks: its parameter, or, when no
+        parameter carries it (FlashInfer's and DeepSpeed's norms take it from the launch), the launch
+        itself: ROWS set to rows * RPB, a block per row, and the kernel reads the count back from
+        ``gridDim.x`` (the blocks past rows / RPB find no row of theirs)."""
+        if self.role("rows"):
+            self.slots["ROWS"] = self.launch_size("rows")
+            return self.size("rows")
+        self.slots["ROWS"] = f"({self.launch_rows(buffer, 'cols')}) * RPB"
+        return "(long long)gridDim.x"
+
     def axis_walk(self) -> tuple[str, str, str]:
         """A walk along an axis that is not the last (the axis templates: a thread column per position):
         the POSITIONS slot set to outer * inner in the manifest's sizes, and (outer, axis, inner) as C
@@ -214,8 +225,8 @@ def _row_norm(w: _Writer) -> str:
         # int arithmetic: a 64-bit quotient is a call with a stack frame (a row's length is an int anyway)
         cols, inner = f"((int){w.size('channels')} / (int){groups} * (int){w.size('inner')})", w.size("inner")
     else:
-        w.slots["ROWS"] = w.launch_size("rows")
-        rows, cols, inner, groups = w.size("rows"), w.size("cols"), "1LL", "1LL"
+        rows = w.rows_arg(y)
+        cols, inner, groups = w.size("cols"), "1LL", "1LL"
     w.defines.update(KF_GROUP=int(bool(m.params.get("group"))),
                      KF_RMS=int(m.params.get("norm") in ("rms", "l2")), KF_L2=int(m.params.get("norm") == "l2"),
                      KF_HAS_W=int(wt != "nullptr"), KF_W_OFFSET=f"{float(m.params.get('weight_offset', 0.0))!r}f",
@@ -247,7 +258,7 @@ def _row_softmax(w: _Writer) -> str:
     bias = w.buffer("bias", required=False)                              # an additive mask per column
     if index != "nullptr" and w.types["index"] in _CTYPES.values():
         raise Unbindable(f"a cross-entropy's targets are integers; {index} is {w.types['index']}")
-    w.slots["ROWS"] = w.launch_size("rows")
+    rows = w.rows_arg(y)
     w.defines.update(KF_LOG=int(bool(w.match.params.get("log"))), KF_CAUSAL=int(bool(w.match.params.get("causal"))),
                      KF_XENT=int(bool(w.match.params.get("xent"))), KF_HAS_BIAS=int(bias != "nullptr"))
     scale = _softmax_scale(w)
@@ -255,7 +266,7 @@ def _row_softmax(w: _Writer) -> str:
     group = w.size("bias_group") if w.role("bias_group") else "1LL"
     bdiv, bmod = {"div": (group, "0x7fffffffffffffffLL"), "mod": ("1LL", group)}.get(w.match.params.get("bias_rows"),
                                                                                      ("1LL", "1LL"))
-    return (f"kf_row_softmax({x}, {index}, {bias}, {y}, {w.size('rows')}, (int){w.size('cols')}, {scale}, "
+    return (f"kf_row_softmax({x}, {index}, {bias}, {y}, {rows}, (int){w.size('cols')}, {scale}, "
             f"{_row_stride(w, w.size('cols'))}, {bdiv}, {bmod})")
 
 

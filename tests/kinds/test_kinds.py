@@ -129,6 +129,9 @@ PUBLIC = {
     "xor_u32": ("elementwise", {"y": "out", "n": "n", "x": "a", "z": "b"}, {"form": "binary", "op": "xor", "int": True}),
     "abs_i32": ("elementwise", {"y": "y", "n": "n", "x": "x"}, {"form": "map", "act": "abs", "int": True}),
     # two float scalars, a weight offset of 0 first: the eps is the one that acts as it (a rerun with each at 0.5)
+    "rmsnorm_rows_in_grid": ("row_norm", {"x": "input", "y": "output", "weight": "weight", "bias": None, "mean": None,
+                                          "rstd": None, "var": None, "rows": None, "cols": "d", "eps": "eps"},
+                             {"norm": "rms"}),
     "rmsnorm_offset_first": ("row_norm", {"x": "input", "y": "output", "weight": "weight", "bias": None, "mean": None,
                                           "rstd": None, "var": None, "rows": "rows", "cols": "d", "eps": "eps"},
                              {"norm": "rms"}),
@@ -415,7 +418,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "int_sum", "row_sums_i32", "histo_kernel", "dtranspose", "column_sums_f64", "column_max_i32",
             "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu", "exp_scale",
             "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld", "attn_softmax_mask", "attn_softmax_posbias",
-            "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first"]
+            "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first", "rmsnorm_rows_in_grid"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

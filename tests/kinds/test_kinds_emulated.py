@@ -83,6 +83,9 @@ TASKS = {
     DATA / "causal_softmax.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"N": 2, "T": 300}, {"N": 1, "T": 7}]),
     DATA / "batched_transpose.json": ({"BR": 4, "TY": 2}, [{"batch": 2, "rows": 70, "cols": 3}]),
     # strided views: rows ld apart, 4 at a time (cols and ld % 4 == 0) and one at a time (ld or cols odd)
+    # rows only the launch carries: a block per row (ROWS * RPB / RPB), the count read back from gridDim
+    DATA / "rmsnorm_rows_in_grid.json": ({"WPR": 2, "RPB": 4, "ITEMS": 1, "STREAM": 0}, [{"batch": 3, "d": 40},
+                                                                                      {"batch": 9, "d": 1030}]),
     DATA / "layernorm_ld.json": ({"WPR": 2, "RPB": 2, "ITEMS": 1, "STREAM": 0}, [{"M": 3, "N": 64, "ldx": 68},
                                                                                {"M": 5, "N": 30, "ldx": 33}]),
     DATA / "rms_norm_strided.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 1}, [{"nt": 3, "hs": 64, "st": 192},

@@ -766,3 +766,10 @@ def rmsnorm_offset_first(input, weight, output, rows, d, weight_bias, eps):
     x = input.reshape(rows, d).astype(np.float64)
     r = 1.0 / np.sqrt((x * x).mean(axis=1, keepdims=True) + eps)
     output[...] = (x * r * (weight_bias + weight)).reshape(output.shape)
+
+
+def rmsnorm_rows_in_grid(input, weight, output, d, eps):
+    # y = x / sqrt(mean(x^2) + eps) * w, each of the rows the launch's grid holds
+    x = input.reshape(-1, d).astype(np.float64)
+    r = 1.0 / np.sqrt((x * x).mean(axis=1, keepdims=True) + eps)
+    output[...] = (x * r * weight).reshape(output.shape)
