@@ -61,16 +61,18 @@ class DevicePart:
         return "; ".join(parts)
 
 
-def device_part(source: str, entry: str | None, *, beside: set[str] = frozenset()) -> DevicePart:
+def device_part(source: str, entry: str | None, *, beside: set[str] = frozenset(),
+                macros: set[str] = frozenset()) -> DevicePart:
     """``source`` with everything but ``entry``'s device part blanked (see the module docstring);
     ``entry`` None keeps every kernel.  ``beside``: the includes found as project files (``<ops.cuh>``
-    as well as ``"common.h"``): their lines are recorded in ``local``, not given to other headers."""
+    as well as ``"common.h"``): their lines are recorded in ``local``, not given to other headers.
+    ``macros``: names the project's other files define as ``__device__`` (DeepSpeed's ``DS_D_INLINE``)."""
     code = strip_comments_and_strings(source, keep_strings=True)
     keep = [True] * len(source)
     part = DevicePart(source="", source_before=source)
     freed: list[int] = []                      # lines of the system includes left out
     torch_lines: list[tuple[int, str]] = []    # those of PyTorch's headers (ATen, c10, torch)
-    device_words = _device_macros(code)
+    device_words = device_macros(code) | set(macros)
     for start, end, kind in _items_within_namespaces(code):
         text = code[start:end]
         drop, what = _dropped(text, kind, entry, device_words)
@@ -226,7 +228,7 @@ def _items(code: str):
         i = j + 1
 
 
-def _device_macros(code: str) -> set[str]:
+def device_macros(code: str) -> set[str]:
     """Macros that stand for ``__device__`` and the like (DeepSpeed's ``DS_D_INLINE``, ``HOST_DEVICE``)."""
     return {m.group(1) for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]*)$", code, re.M)
             if re.search(r"\b__(device|global|constant|managed|shared)__\b", m.group(2)) and "(" not in m.group(1)}

@@ -246,7 +246,8 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
     from kernel_forge.common.errors import CandidateError
 
     beside = set(_project_files(source, src_path.parent)) if source is not None and src_path is not None else set()
-    extracted = device_part(source, name, beside=beside) if source is not None else None
+    extracted = (device_part(source, name, beside=beside, macros=_project_macros(source, src_path))
+                 if source is not None else None)
     headers: dict[str, str] = {}
     if extracted is not None and extracted.changed:      # a program: the kernel beside its host code
         source, headers = _with_project_headers(name, extracted, src_path)
@@ -348,6 +349,14 @@ def project_headers(source: str, src_path: Path) -> dict[str, str]:
     return found
 
 
+def _project_macros(source: str, src_path: Path) -> set[str]:
+    """The macros standing for ``__device__`` that the file and its project headers define (one header
+    may use what another defines: DeepSpeed's ``DS_D_INLINE``)."""
+    from kernel_forge.authoring.device_part import device_macros
+
+    return set().union(device_macros(source), *(device_macros(t) for t in project_headers(source, src_path).values()))
+
+
 def _with_project_headers(name: str, extracted, src_path: Path) -> tuple[str, dict[str, str]]:
     """The device part's text, each project header it included (``#include "common.h"`` found beside
     the program) replaced by its own device part, ``NAME.common.h``, on the same line, and so on for
@@ -374,7 +383,8 @@ def _point_at_parts(name: str, part, folder: Path, headers: dict[str, str]) -> s
             if text is None:
                 continue
             headers[own] = ""                 # taken: a header that includes itself, or a cycle, ends here
-            inner = device_part(text, None, beside=set(_project_files(text, files[include].parent)))
+            inner = device_part(text, None, beside=set(_project_files(text, files[include].parent)),
+                                macros=_project_macros(part.source_before, folder / "_"))
             headers[own] = _point_at_parts(name, inner, files[include].parent, headers).rstrip("\n") + "\n"
         lines[line - 1] = f'#include "{own}"'
         gone = next((i for i in part.includes if include in i), None)

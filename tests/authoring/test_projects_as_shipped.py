@@ -67,6 +67,12 @@ CASES = {
                                  + "    if (i < n) y[i] = dbl(x[i]) + OFFSET;\n}\n",
                                  "outer.h": '#pragma once\n#include "inner.h"\n__device__ inline float dbl(float v) { return SCALE * v; }\n',
                                  "inner.h": "#pragma once\n#define SCALE 2.0f\n", "mine.cuh": "#pragma once\n#define OFFSET 0.0f\n"}),
+    # a header's functions marked by a macro another header defines (DeepSpeed's DS_D_INLINE)
+    "macro_elsewhere": ("halve", {"k.cu": '#include "defs.h"\n#include "ops.h"\n'
+                                  "__global__ void halve(const float* x, float* y, int n)\n{\n" + LOOP
+                                  + "    if (i < n) y[i] = half_of(x[i]);\n}\n",
+                                  "defs.h": "#pragma once\n#define D_INLINE __device__ __forceinline__\n",
+                                  "ops.h": '#pragma once\n#include "defs.h"\nD_INLINE float half_of(float v) { return 0.5f * v; }\n'}),
 }
 
 
