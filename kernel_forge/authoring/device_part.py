@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from kernel_forge.common.static_rules import strip_comments_and_strings
-from kernel_forge.model.signature import kernel_name
+from kernel_forge.model.kernel_heads import kernel_name
 
 #: headers device code includes, kept: CUDA's device headers, CCCL (cub, libcu++, thrust's device parts)
 DEVICE_HEADERS = re.compile(r"^(cuda_(fp16|bf16|fp8|fp4|fp6|pipeline\w*|awbarrier\w*)\.h|cooperative_groups(/.*|\.h)?|"

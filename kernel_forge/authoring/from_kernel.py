@@ -21,7 +21,8 @@ from kernel_forge.common.errors import InputError, KForgeError, SignatureError
 from kernel_forge.common.json_path import json_path
 from kernel_forge.common.writes import check_within, write_files
 from kernel_forge.model.references import python_name
-from kernel_forge.model.signature import Signature, _entries, find_entry, parse_signature, resolved_text
+from kernel_forge.model.kernel_heads import _entries
+from kernel_forge.model.signature import Signature, find_entry, parse_signature, resolved_text
 from kernel_forge.common.static_rules import strip_comments_and_strings
 
 #: the manifest schema's rule for a task name; kforge init holds parameter names to it too, so

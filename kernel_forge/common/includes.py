@@ -108,6 +108,12 @@ def splice(source: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(out), marks
 
 
+def _in_line_comment(before: str) -> bool:
+    """Whether a directive preceded on its (spliced) line by ``before`` is a line comment's text: the
+    line begins with ``//`` and no ``*/`` before it could end a block comment that makes the rest code."""
+    return before.lstrip().startswith("//") and "*/" not in before
+
+
 def _line_of(marks: list[tuple[int, int]], offset: int) -> int:
     """The original line of an offset in the spliced text."""
     k = bisect.bisect_right([p for p, _ in marks], offset)
@@ -120,7 +126,8 @@ def check_source(source: str, allowed: Allowed, *, cwd: str | None = None,
     text, marks = splice(source)
     cwd = cwd or os.getcwd()
     found: list[Refusal] = []
-    names = [(m.end(), "#" + m.group(1)) for m in _DIRECTIVE.finditer(text)]
+    names = [(m.end(), "#" + m.group(1)) for m in _DIRECTIVE.finditer(text)
+             if not _in_line_comment(text[text.rfind("\n", 0, m.start()) + 1:m.start()])]
     names += [(m.end(), m.group(1)) for m in _HAS.finditer(text)]
     for end, word in sorted(names):
         line = _line_of(marks, end)

@@ -14,14 +14,9 @@ from dataclasses import dataclass
 
 from kernel_forge.common.dtypes import C_TYPES, VECTOR_TYPES, DType
 from kernel_forge.common.errors import SignatureError
-from kernel_forge.model.template_instance import closing_paren
+from kernel_forge.model.kernel_heads import _ATTR, _entries, closing_paren, templated_heads
 
 _QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile", "__grid_constant__"}
-#: an attribute's arguments: parentheses nested up to three deep (``__launch_bounds__((BX * BY), MINB)``)
-_ARGS = r'\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)'
-#: attributes a kernel declaration may carry around ``void``
-_ATTR = (r'(?:(?:__launch_bounds__|__maxnreg__|__cluster_dims__|[A-Z][A-Z0-9]*_LAUNCH_BOUNDS_\d)\s*' + _ARGS
-         + r'\s*|[A-Z][A-Z0-9]*_LAUNCH_BOUNDS_0\s+|__noinline__\s+|__forceinline__\s+)*')
 #: ``extern "C"`` or nothing before it: a kernel of C++ linkage is given C linkage when compiled
 #: (:func:`with_c_linkage`), so the driver finds either by its name
 _HEAD = re.compile(r'^\s*(?:extern\s+"C"\s+)?' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
@@ -163,43 +158,6 @@ def _parse_param(piece: str, flat: str, col: int, aliases: dict[str, str]) -> Pa
         const = True
     return Param(name=name, dtype=dtype, pointer=pointer, const=const if pointer else False,
                  text=piece, lanes=lanes, vector=vector)
-
-
-_ENTRY = re.compile(r'(extern\s+"C"\s+)?' + _ATTR + r'__global__\s+' + _ATTR + r'void\s+' + _ATTR
-                    + r'([A-Za-z_]\w*)\s*\(')
-#: what stands before a templated kernel's head: ``template <...>``
-_TEMPLATE_BEFORE = re.compile(r'template\s*<[^;{}]*>\s*$')
-
-
-def _entries(code: str):
-    """Each kernel head in comment-free ``code``: (match, name, templated)."""
-    for m in _ENTRY.finditer(code):
-        yield m, m.group(2), bool(_TEMPLATE_BEFORE.search(code, max(0, m.start() - 400), m.start()))
-
-
-def kernel_name(text: str) -> str | None:
-    """The name of the first kernel head in ``text`` (``__global__ void __launch_bounds__(256) k(``: k)."""
-    m = _ENTRY.search(" ".join(text.split()))
-    return m.group(2) if m else None
-
-
-@dataclass(frozen=True)
-class TemplatedHead:
-    """A template kernel's head in comment-free code: its name, where its head starts (its
-    attributes and ``__global__``), the ``(`` that opens its parameters, and its ``template <...>``."""
-    name: str
-    start: int
-    open_paren: int
-    template: str
-
-
-def templated_heads(code: str) -> list[TemplatedHead]:
-    out = []
-    for m in _ENTRY.finditer(code):
-        t = _TEMPLATE_BEFORE.search(code, max(0, m.start() - 400), m.start())
-        if t:
-            out.append(TemplatedHead(m.group(2), m.start(), m.end() - 1, t.group(0).strip()))
-    return out
 
 
 def as_compiled(source: str) -> str:

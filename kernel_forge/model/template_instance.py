@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from kernel_forge.common.errors import SignatureError
+from kernel_forge.model.kernel_heads import closing_paren, templated_heads
 
 #: ``// kforge: instance NAME<ARGS>``
 INSTANCE_LINE = re.compile(r"^[ \t]*//[ \t]*kforge:[ \t]*instance\b(.*)$", re.M)
@@ -143,19 +144,6 @@ def substitute(text: str, mapping: dict[str, str]) -> str:
     return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: mapping.get(m.group(0), m.group(0)), text)
 
 
-def closing_paren(code: str, open_at: int) -> int:
-    """The index of the ``)`` that closes the ``(`` at ``open_at``."""
-    depth = 0
-    for i in range(open_at, len(code)):
-        if code[i] == "(":
-            depth += 1
-        elif code[i] == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    raise SignatureError("unclosed parameter list")
-
-
 def param_names(params_text: str) -> list[str]:
     """Each parameter's name (its last identifier) in a parameter list's text."""
     names = []
@@ -184,8 +172,6 @@ def instantiated(source: str) -> str:
     if not wanted:
         return source
     from kernel_forge.common.static_rules import strip_comments_and_strings
-    from kernel_forge.model.signature import templated_heads
-
     code = strip_comments_and_strings(source, keep_strings=True)
     edits: list[tuple[int, int, str]] = []
     wrappers: list[str] = []
@@ -271,8 +257,6 @@ def _on_include_line(code: str, at: int) -> bool:
 
 def instance_signature_text(code: str, head, args: str, line: int) -> str:
     """The instance's kernel head as a non-template kernel: ``__global__ void NAME(concrete params)``."""
-    from kernel_forge.model.signature import templated_heads
-
     heads = [h for h in templated_heads(code) if h.name == head.name and not is_specialization(h)]
     mapping = bind(head.name, merged_params(heads, head), args, line)
     close = closing_paren(code, head.open_paren)
@@ -285,8 +269,6 @@ def default_instance(code: str, name: str) -> str | None:
     else each parameter's default (one naming an earlier parameter read as that one's argument),
     ``float`` for a type without one; None when ``name`` is no template.  A value with neither
     raises: no guess would be the user's."""
-    from kernel_forge.model.signature import templated_heads
-
     heads = [h for h in templated_heads(code) if h.name == name and not is_specialization(h)]
     if not heads:
         return None

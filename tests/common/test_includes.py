@@ -47,6 +47,16 @@ def test_a_file_in_the_working_folder_is_refused_naming_the_line_and_the_file(wh
         assert [x.name for x in refusals(spelled, where)] == [".env"], spelled
 
 
+def test_an_include_in_a_line_comment_is_text_but_one_a_block_comment_leaves_as_code_is_refused(where):
+    # a line that begins with // is a comment's text (a user's note: "// removed #include <x.h>")
+    assert refusals('// #include ".env"\n  // removed: #include ".env"\n', where) == []
+    # ... still read: after a block comment; after a line comment's */ that ends a block comment opened
+    # above (the rest of that line is code); after code with a trailing comment (more is safe)
+    assert [x.name for x in refusals('/* x */ #include ".env"\n', where)] == [".env"]
+    assert [x.name for x in refusals('/*\n// */ #include ".env"\n', where)] == [".env"]
+    assert [x.name for x in refusals('int a; // #include ".env"\n', where)] == [".env"]
+
+
 def test_a_directive_split_by_a_line_continuation_is_refused_at_the_line_it_ends_on(where):
     # spliced: 'int a;\n#include ".env"\n'; "#inc" is on line 2, "lude" on line 3
     (r,) = refusals('int a;\n#inc\\\nlude ".env"\n', where)

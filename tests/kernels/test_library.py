@@ -50,7 +50,7 @@ def test_the_binder_s_templates_are_the_library_s_bound_kernels():
              "elementwise/gated_halves", "transpose/permute_rows",           # ... and by the form
              "row_reduction/row_argmax",
              "row_softmax/softmax_axis", "row_reduction/argmax_axis", "scan/scan_axis",      # ... and by the axis
-             "stencil1d/stencil1d_cols", "elementwise/elementwise_f64"}
+             "stencil1d/stencil1d_cols", "elementwise/elementwise_f64", "elementwise/elementwise_int"}
     assert used == set(library.names("bound"))
     for name in used:
         assert library.by_name(name).kind in IDENTIFIED_KINDS
@@ -71,7 +71,9 @@ HEADERS = {"kforge/tf32_mma.cuh": ("kf_tf32(float x)", "kf_mma_tf32(float* d"),
            "kforge/online_softmax.cuh": ("void kf_combine(float& m, float& s, float om, float os)",),
            "kforge/arg_pair.cuh": ("bool kf_before(float a, int ia, float b, int ib)", "void kf_take(float& v, int& i"),
            "kforge/edge_index.cuh": ("int kf_edge(int i, int n)",),
-           "kforge/reduce_op.cuh": ("V kf_combine_op(V a, V b)", "kf_reduce_t kf_reduce_init()")}
+           "kforge/reduce_op.cuh": ("V kf_combine_op(V a, V b)", "kf_reduce_t kf_reduce_init()"),
+           # for kernels brought from PyTorch (authoring/device_part.py includes it), not the templates
+           "kforge/torch_compat.cuh": ("typedef __half Half;", "T WARP_SHFL_XOR(T value")}
 USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
          "gemm/gemm_tf32x3": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh",
                               "kforge/gemm_epilogue.cuh"),

@@ -292,7 +292,7 @@ def test_the_derived_space_of_a_kernel_of_no_kind_passes_the_gates_checks(tmp_pa
 
 def test_a_template_kernels_instance_arguments_and_its_own_bounds_are_respected_and_its_space_compiles():
     from kernel_forge.gpu.nvrtc import compile_source
-    from tests.model.test_template_instance import RMS
+    from tests.support.template_kernels import RMS
 
     def space(source, block=256):
         src = f"// kforge: grid = [tokens]\n// kforge: block = [{block}]\n" + source.replace("i += THREADS", "i += blockDim.x")
