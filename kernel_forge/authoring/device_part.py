@@ -73,9 +73,15 @@ def device_part(source: str, entry: str | None, *, beside: set[str] = frozenset(
     freed: list[int] = []                      # lines of the system includes left out
     torch_lines: list[tuple[int, str]] = []    # those of PyTorch's headers (ATen, c10, torch)
     device_words = device_macros(code) | set(macros)
+    from kernel_forge.model.kernel_macros import kernel_macros
+
+    writers = set(kernel_macros(code))        # macros that write kernels: their invocations are device code
     for start, end, kind in _items_within_namespaces(code):
         text = code[start:end]
-        drop, what = _dropped(text, kind, entry, device_words)
+        drop, what = _dropped(text, kind, entry, device_words, beside)
+        if drop and kind in ("decl", "block") and writers and re.search(
+                r"(?<![\w#])(" + "|".join(map(re.escape, writers)) + r")\s*\(", text):
+            drop = False                      # UNARY_OP(float, ugelu_f32, ...): the kernels a macro writes
         if drop:
             keep[start:end] = [False] * (end - start)
             part.blanked += 1
@@ -113,7 +119,7 @@ def device_part(source: str, entry: str | None, *, beside: set[str] = frozenset(
         part.rewritten.append(f"{torch_lines[0][1]} as \"kforge/torch_compat.cuh\" (c10::Half, C10_WARP_SIZE, WARP_SHFL ...)")
     for line, header in zip(freed, wanted):
         lines[line - 1] = f"#include <{header}>"
-    if len(wanted) > len(freed):
+    if len(wanted) > len(freed) and not part.local:       # (a project header may well include it)
         part.rewritten.append("no free line for <" + ">, <".join(wanted[len(freed):]) + ">: include it yourself")
     part.source = "\n".join(lines)
     return part
@@ -234,6 +240,29 @@ def device_macros(code: str) -> set[str]:
             if re.search(r"\b__(device|global|constant|managed|shared)__\b", m.group(2)) and "(" not in m.group(1)}
 
 
+def _host_class(text: str, device_words: set[str]) -> str | None:
+    """The name of a class whose members include a function with no ``__device__`` (or a macro for it):
+    host code NVRTC refuses (a timer, an image loader, an NVTX range), left out whole; None for a
+    class device code can use (data members, ``__device__`` or ``__host__ __device__`` functions)."""
+    open_at, close = text.find("{"), text.rfind("}")
+    name = re.search(r"\b(?:struct|class|union)\s+(?:__align__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)", text[:max(open_at, 0)])
+    if open_at < 0 or close < open_at or name is None:
+        return None
+    body = text[open_at + 1:close]
+    marks = {"__device__", "__global__", *device_words}
+    # each member declaration: the text since the last ; { } or access label before a parameter list
+    for m in re.finditer(r"([^;{}]*?)\b(~?[A-Za-z_]\w*)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:;|\{|:|=)", body):
+        decl = re.sub(r"^.*\b(public|private|protected)\s*:", "", m.group(1), flags=re.S)
+        words = set(re.findall(r"[A-Za-z_]\w*", decl))
+        if m.group(2) in ("if", "for", "while", "switch", "return", "sizeof", "__launch_bounds__", "alignas"):
+            continue
+        if "=" in decl or "(" in decl:        # an initialiser or a call, not a member function's head
+            continue
+        if not words & marks and "constexpr" not in words and "static_assert" not in words:
+            return name.group(1)
+    return None
+
+
 def _past_directive(code: str, at: int) -> int:
     """Where scanning goes on after the preprocessor line at ``at`` inside a definition: past the line,
     or, for ``#else``/``#elif``, past the ``#endif`` that closes it (the first branch alone is counted,
@@ -261,13 +290,14 @@ def _past_directive(code: str, at: int) -> int:
     return len(code)
 
 
-def _dropped(text: str, kind: str, entry: str | None, device_words: set[str] = frozenset()) -> tuple[bool, str]:
+def _dropped(text: str, kind: str, entry: str | None, device_words: set[str] = frozenset(),
+             beside: set[str] = frozenset()) -> tuple[bool, str]:
     """Whether an item is left out, and what to call it (``device_words``: macros standing for
     ``__device__``)."""
-    if kind == "include":
+    if kind == "include":                 # a toolkit header written with quotes ("cuda_fp16.h") is one too
         m = _INCLUDE.match(text)
         name = m.group(2).strip()
-        return (m.group(1) == '"' or not DEVICE_HEADERS.match(name)), text.strip()
+        return (not DEVICE_HEADERS.match(name) or name in beside), text.strip()
     if kind == "pp":                      # a macro that launches kernels is a host launcher (vLLM's LAUNCH_...)
         launcher = re.match(r"\s*#\s*define\s+([A-Za-z_]\w*)", text)
         return (True, f"macro {launcher.group(1)}") if launcher and "<<<" in text else (False, "")
@@ -278,7 +308,8 @@ def _dropped(text: str, kind: str, entry: str | None, device_words: set[str] = f
     if kind == "decl" and re.match(r"\s*namespace\s+[A-Za-z_]\w*\s*=", text):     # namespace cg = cooperative_groups;
         return False, ""
     if _TYPE.match(head):                 # struct __align__(8) S { ... };  template <class T> struct P { ... };
-        return False, ""
+        host = _host_class(text, device_words) if kind == "block" else None
+        return (True, f"host class {host}") if host else (False, "")
     paren = head.find("(")
     name = ""
     if paren > 0:
@@ -289,6 +320,8 @@ def _dropped(text: str, kind: str, entry: str | None, device_words: set[str] = f
         return entry is not None and name != entry, f"kernel {name}" if name else "a kernel"
     if words & ({"__device__", "__constant__", "__managed__", "__shared__"} | set(device_words)):
         return False, ""
+    if kind == "decl" and (re.search(r'(?<![\w:])std::', text) or re.search(r'"', text)):
+        return True, ""                   # a host library's constant (std::bool_constant), a string (a sample's name)
     if kind == "decl" and words & {"typedef", "using", "static_assert", "template", "const", "constexpr"} and paren < 0:
         return False, ""                  # a type, or a constant device code may read (const int N = 1024;)
     return True, (name if kind == "block" and name else "")

@@ -21,7 +21,7 @@ from kernel_forge.common.errors import InputError, KForgeError, SignatureError
 from kernel_forge.common.json_path import json_path
 from kernel_forge.common.writes import check_within, write_files
 from kernel_forge.model.references import python_name
-from kernel_forge.model.kernel_heads import _entries
+from kernel_forge.model.kernel_heads import _entries, in_directive
 from kernel_forge.model.signature import Signature, find_entry, parse_signature, resolved_text
 from kernel_forge.common.static_rules import strip_comments_and_strings
 
@@ -89,7 +89,11 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
         raise InputError(f"--from {src_path}: {exc.reason}") from None
     except UnicodeDecodeError:
         raise InputError(f"--from {src_path}: not UTF-8 text") from None
-    names = [found for _, found, _ in _entries(strip_comments_and_strings(source, keep_strings=True))]
+    from kernel_forge.model.kernel_macros import expanded
+
+    code = strip_comments_and_strings(source, keep_strings=True)
+    names = [found for m, found, _t in _entries(code) if not in_directive(code, m.start())]   # not a macro's NAME
+    names += [found for _m, found, _t in _entries(expanded(code)[0]) if found not in names]        # what macros write
     if name not in names:
         found = ", ".join(names) or "none (a kernel is __global__ void NAME(...))"
         raise InputError(f"--from {src_path}: no kernel named {name!r}; kernels found: {found}")
@@ -268,8 +272,9 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
         if targets["kernel"].resolve() == src_path.resolve():      # never over the user's program
             targets["kernel"] = out / f"{name}.device.cu"
             manifest["initial"] = targets["kernel"].name
+        note = extracted.note()
         guesses.append(f"kernel: {src_path.name} is a program: {targets['kernel'].name} keeps the device part of it, "
-                       f"line for line ({extracted.note()})")
+                       f"line for line" + (f" ({note})" if note else ""))
         for h in headers:
             targets[f"header {h}"] = out / h
             guesses.append(f"header: {h} is the device part of {h.split('.', 1)[1]} (its include points at it; the "

@@ -73,7 +73,8 @@ C_TYPES: dict[str, DType] = {
     "unsigned short": UINT16, "unsigned short int": UINT16, "uint16_t": UINT16,
     "unsigned int": UINT32, "unsigned": UINT32, "uint32_t": UINT32,
     "unsigned long long": UINT64, "unsigned long long int": UINT64, "uint64_t": UINT64,
-    "size_t": UINT64,
+    "size_t": UINT64, "ptrdiff_t": INT64, "ssize_t": INT64, "intptr_t": INT64, "uintptr_t": UINT64,
+    "std size_t": UINT64, "std ptrdiff_t": INT64, "ushort": UINT16, "uint": UINT32,
     "bool": BOOL,
 }
 

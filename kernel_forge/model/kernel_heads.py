@@ -63,3 +63,11 @@ def closing_paren(code: str, open_at: int) -> int:
             if depth == 0:
                 return i
     raise SignatureError("unclosed parameter list")
+
+
+def in_directive(code: str, pos: int) -> bool:
+    """Whether ``pos`` lies in a preprocessor directive (a ``#define``'s body over continued lines too)."""
+    start = code.rfind("\n", 0, pos) + 1
+    while start > 1 and code[:start - 1].rstrip(" \t").endswith("\\"):
+        start = code.rfind("\n", 0, start - 1) + 1
+    return code[start:pos].lstrip().startswith("#")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kernel_forge.common.dtypes import C_TYPES, VECTOR_TYPES, DType
 from kernel_forge.common.errors import SignatureError
-from kernel_forge.model.kernel_heads import _ATTR, _entries, closing_paren, templated_heads
+from kernel_forge.model.kernel_heads import _ATTR, _entries, closing_paren, in_directive, templated_heads
 
 _QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile", "__grid_constant__"}
 #: ``extern "C"`` or nothing before it: a kernel of C++ linkage is given C linkage when compiled
@@ -193,7 +193,7 @@ def find_entry(source: str, name: str, headers: dict[str, str] | None = None) ->
     code = strip_comments_and_strings(source, keep_strings=True)
     declared = None
     for m, found, templated in _entries(code):
-        if found != name:
+        if found != name or in_directive(code, m.start()):       # a macro's parameter NAME is no kernel
             continue
         if templated:
             if re.search(r"template\s*<\s*>\s*$", code[max(0, m.start() - 40):m.start()]):
@@ -218,6 +218,16 @@ def find_entry(source: str, name: str, headers: dict[str, str] | None = None) ->
             declared = declared or head            # a declaration: the definition, later, is the one to name
             continue
         return head
+    if declared is None and "#" in code and "__global__" in code:      # a kernel a macro writes (candle's UNARY_OP)
+        from kernel_forge.model.kernel_macros import expanded, line_in
+
+        text, spans = expanded(code)
+        if spans:
+            for m, found, _templated in _entries(text):
+                if found == name and any(sp.start <= m.start() < sp.end for sp in spans):
+                    close = closing_paren(text, m.end() - 1)
+                    return (_parse_with_aliases(text[m.start():close + 1], source, headers),
+                            line_in(spans, m.start(), text))
     return declared
 
 

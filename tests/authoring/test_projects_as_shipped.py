@@ -73,6 +73,16 @@ CASES = {
                                   + "    if (i < n) y[i] = half_of(x[i]);\n}\n",
                                   "defs.h": "#pragma once\n#define D_INLINE __device__ __forceinline__\n",
                                   "ops.h": '#pragma once\n#include "defs.h"\nD_INLINE float half_of(float v) { return 0.5f * v; }\n'}),
+    # kernels a macro writes, one per type (candle's UNARY_OP), a toolkit header a project header includes
+    # with quotes, a host class and a sample's name string beside them
+    "macro_written": ("twice_f32", {"k.cu": '#include "compat.cuh"\nconst char* sample_name = "twice";\n'
+                                    "#define TWICE_OP(T, NAME) \\\n"
+                                    'extern "C" __global__ void NAME(const T* in, T* out, int n) { \\\n'
+                                    "    int i = blockIdx.x * blockDim.x + threadIdx.x; \\\n"
+                                    "    if (i < n) out[i] = in[i] + in[i]; \\\n}\n"
+                                    "TWICE_OP(float, twice_f32)\nTWICE_OP(double, twice_f64)\nTWICE_OP(__half, twice_f16)\n",
+                                    "compat.cuh": '#pragma once\n#include "cuda_fp16.h"\n#include <string>\n'
+                                                  "class Timer {\n public:\n  Timer();\n  const std::string& name() const;\n};\n"}),
 }
 
 
@@ -103,6 +113,10 @@ def test_a_kernel_as_a_project_ships_it_is_set_up_and_compiles(case, tmp_path):
     if case == "nested_headers":
         assert manifest["headers"] == ["twice.inner.h", "twice.mine.cuh", "twice.outer.h"]
         assert '#include "twice.inner.h"' in (tmp_path / "task" / "twice.outer.h").read_text()
+    if case == "macro_written":
+        assert sig == 'extern "C" __global__ void twice_f32(const float* in, float* out, int n)'
+        assert "TWICE_OP(float, twice_f32)" in written and "sample_name" not in written
+        assert "class Timer" not in (tmp_path / "task" / "twice_f32.compat.cuh").read_text()
     if case == "pp_parens":
         assert "scale2<<<" not in written and "void launch" not in written
 

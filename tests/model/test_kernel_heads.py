@@ -35,3 +35,12 @@ def test_templated_heads_are_found_with_their_template_and_their_parentheses():
 def test_an_unclosed_parameter_list_is_a_signature_error():
     with pytest.raises(SignatureError, match="unclosed parameter list"):
         closing_paren("__global__ void k(int n", 17)
+
+
+def test_a_position_inside_a_define_over_continued_lines_is_in_a_directive():
+    from kernel_forge.model.kernel_heads import in_directive
+
+    code = "int a;\n#define K(N) \\\n  __global__ void N(int n) \\\n  { }\n__global__ void k(int n) {}\n"
+    assert in_directive(code, code.index("__global__ void N"))
+    assert in_directive(code, code.index("{ }"))
+    assert not in_directive(code, code.index("__global__ void k")) and not in_directive(code, 0)
