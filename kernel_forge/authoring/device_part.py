@@ -62,11 +62,12 @@ class DevicePart:
 
 
 def device_part(source: str, entry: str | None, *, beside: set[str] = frozenset(),
-                macros: set[str] = frozenset()) -> DevicePart:
+                macros: set[str] = frozenset(), writers: set[str] = frozenset()) -> DevicePart:
     """``source`` with everything but ``entry``'s device part blanked (see the module docstring);
     ``entry`` None keeps every kernel.  ``beside``: the includes found as project files (``<ops.cuh>``
     as well as ``"common.h"``): their lines are recorded in ``local``, not given to other headers.
-    ``macros``: names the project's other files define as ``__device__`` (DeepSpeed's ``DS_D_INLINE``)."""
+    ``macros``: names the project's other files define as ``__device__`` (DeepSpeed's ``DS_D_INLINE``);
+    ``writers``: macros they define that write kernels (candle's ``BINARY_OP``)."""
     code = strip_comments_and_strings(source, keep_strings=True)
     keep = [True] * len(source)
     part = DevicePart(source="", source_before=source)
@@ -75,7 +76,7 @@ def device_part(source: str, entry: str | None, *, beside: set[str] = frozenset(
     device_words = device_macros(code) | set(macros)
     from kernel_forge.model.kernel_macros import kernel_macros
 
-    writers = set(kernel_macros(code))        # macros that write kernels: their invocations are device code
+    writers = set(kernel_macros(code)) | set(writers)    # macros that write kernels: their invocations are device code
     for start, end, kind in _items_within_namespaces(code):
         text = code[start:end]
         drop, what = _dropped(text, kind, entry, device_words, beside)
@@ -249,9 +250,16 @@ def _host_class(text: str, device_words: set[str]) -> str | None:
     if open_at < 0 or close < open_at or name is None:
         return None
     body = text[open_at + 1:close]
+    while True:                               # member function bodies out: the members' heads alone remain
+        flat = re.sub(r"\{[^{}]*\}", ";", body)
+        if flat == body:
+            break
+        body = flat
     marks = {"__device__", "__global__", *device_words}
     # each member declaration: the text since the last ; { } or access label before a parameter list
-    for m in re.finditer(r"([^;{}]*?)\b(~?[A-Za-z_]\w*)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:;|\{|:|=)", body):
+    for m in re.finditer(r"([^;{}]*?)\b(~?[A-Za-z_]\w*)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(;|\{|:|=\s*\w*)", body):
+        if m.group(3).startswith("=") and m.group(3)[1:].strip() in ("default", "delete"):
+            continue                          # Packed128() = default: what the compiler writes, on either side
         decl = re.sub(r"^.*\b(public|private|protected)\s*:", "", m.group(1), flags=re.S)
         words = set(re.findall(r"[A-Za-z_]\w*", decl))
         if m.group(2) in ("if", "for", "while", "switch", "return", "sizeof", "__launch_bounds__", "alignas"):

@@ -93,16 +93,22 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
 
     code = strip_comments_and_strings(source, keep_strings=True)
     names = [found for m, found, _t in _entries(code) if not in_directive(code, m.start())]   # not a macro's NAME
-    names += [found for _m, found, _t in _entries(expanded(code)[0]) if found not in names]        # what macros write
+    local = project_headers(source, src_path)
+    names += [found for _m, found, _t in _entries(expanded(code, tuple(local.values()))[0])      # what macros write
+              if found not in names]
     if name not in names:
         found = ", ".join(names) or "none (a kernel is __global__ void NAME(...))"
         raise InputError(f"--from {src_path}: no kernel named {name!r}; kernels found: {found}")
-    local = project_headers(source, src_path)
     try:
         with_instance = _with_instance(source, name)
         added = with_instance.splitlines()[-1] if with_instance != source else None
         source = with_instance
-        sig, _line = find_entry(source, name, local)
+        found = find_entry(source, name, local)
+        if found is None:
+            raise InputError(f"--from {src_path}: kernel {name} is named here, but its head could not be read "
+                             "(a macro that writes it in a way kforge does not expand?)",
+                             hint="write the kernel's head out, __global__ void NAME(PARAMS), or pass --signature")
+        sig, _line = found
         sig = parse_signature(resolved_text(sig, source, local))      # floatX written as the type it names
     except SignatureError as exc:
         raise InputError(f"--from {src_path}: the signature of {name} is not supported: {exc}") from None
@@ -251,8 +257,8 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
     from kernel_forge.common.errors import CandidateError
 
     beside = set(_project_files(source, src_path.parent)) if source is not None and src_path is not None else set()
-    extracted = (device_part(source, name, beside=beside, macros=_project_macros(source, src_path))
-                 if source is not None else None)
+    extracted = (device_part(source, name, beside=beside, macros=_project_macros(source, src_path),
+                             writers=_project_writers(source, src_path)) if source is not None else None)
     headers: dict[str, str] = {}
     if extracted is not None and extracted.changed:      # a program: the kernel beside its host code
         source, headers = _with_project_headers(name, extracted, src_path)
@@ -361,6 +367,15 @@ def _project_macros(source: str, src_path: Path) -> set[str]:
     from kernel_forge.authoring.device_part import device_macros
 
     return set().union(device_macros(source), *(device_macros(t) for t in project_headers(source, src_path).values()))
+
+
+def _project_writers(source: str, src_path: Path) -> set[str]:
+    """The macros that write kernels (candle's BINARY_OP) that the file's project headers define."""
+    from kernel_forge.common.static_rules import strip_comments_and_strings
+    from kernel_forge.model.kernel_macros import kernel_macros
+
+    return set(kernel_macros("", *(strip_comments_and_strings(t, keep_strings=True)
+                                   for t in project_headers(source, src_path).values())))
 
 
 def _with_project_headers(name: str, extracted, src_path: Path) -> tuple[str, dict[str, str]]:

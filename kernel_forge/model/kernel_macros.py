@@ -27,13 +27,26 @@ def _spliced(code: str) -> str:
     return re.sub(r"\\[ \t]*\n", lambda m: " " * (len(m.group(0)) - 1) + " ", code)
 
 
-def kernel_macros(code: str) -> dict[str, tuple[list[str], str]]:
-    """name -> (parameters, body) of each function-like macro in comment-free ``code`` that writes a kernel."""
-    out = {}
-    for m in _DEFINE.finditer(_spliced(code)):
-        if _ENTRY.search(m.group(3).replace("##", "")):     # a kernel head (not an explicit instantiation)
-            out[m.group(1)] = ([p.strip() for p in m.group(2).split(",")], m.group(3).strip())
-    return out
+def _function_macros(code: str) -> dict[str, tuple[list[str], str]]:
+    return {m.group(1): ([p.strip() for p in m.group(2).split(",")], m.group(3).strip())
+            for m in _DEFINE.finditer(_spliced(code))}
+
+
+def kernel_macros(code: str, *headers: str) -> dict[str, tuple[list[str], str]]:
+    """name -> (parameters, body) of each function-like macro in comment-free ``code`` (or in the
+    ``headers``' comment-free texts) that writes a kernel, itself or through another one
+    (``BINARY_OP(T, NAME, F)`` -> ``BINARY_OP_OUT(T, T, NAME, F)``: its body written out)."""
+    every = {}
+    for text in (*headers, code):
+        every.update(_function_macros(text))
+    writers = {n: pb for n, pb in every.items() if _ENTRY.search(pb[1].replace("##", ""))}
+    for _ in range(4):                                     # a macro that calls a writer writes one too
+        more = {n: (params, _calls(body, writers)[0]) for n, (params, body) in every.items()
+                if n not in writers and _calls(body, writers)[1]}
+        if not more:
+            break
+        writers.update(more)
+    return writers
 
 
 def _substitute(body: str, params: list[str], args: list[str]) -> str:
@@ -44,10 +57,8 @@ def _substitute(body: str, params: list[str], args: list[str]) -> str:
     return re.sub(r"\s*##\s*", "", body)                           # a ## b: one token
 
 
-def expanded(code: str) -> tuple[str, list[Expansion]]:
-    """Comment-free ``code`` with each invocation of a kernel-writing macro (outside ``#`` lines)
-    replaced by the macro's body, its arguments in place; and where each expansion stands."""
-    macros = kernel_macros(code)
+def _calls(code: str, macros: dict) -> tuple[str, list[Expansion]]:
+    """``code`` with each invocation of one of ``macros`` (outside ``#`` lines) written out, and where."""
     if not macros:
         return code, []
     call = re.compile(r"(?<![\w#])(" + "|".join(map(re.escape, macros)) + r")\s*\(")
@@ -75,6 +86,15 @@ def expanded(code: str) -> tuple[str, list[Expansion]]:
         pos = i + 1
     out.append(code[pos:])
     return "".join(out), spans
+
+
+def expanded(code: str, headers: tuple[str, ...] = ()) -> tuple[str, list[Expansion]]:
+    """Comment-free ``code`` with each invocation of a kernel-writing macro (outside ``#`` lines; defined
+    there or in one of the ``headers``' texts) replaced by the macro's body, its arguments in place; and
+    where each expansion stands."""
+    from kernel_forge.common.static_rules import strip_comments_and_strings
+
+    return _calls(code, kernel_macros(code, *(strip_comments_and_strings(t, keep_strings=True) for t in headers)))
 
 
 def line_in(spans: list[Expansion], offset: int, expanded_code: str) -> int:

@@ -218,10 +218,10 @@ def find_entry(source: str, name: str, headers: dict[str, str] | None = None) ->
             declared = declared or head            # a declaration: the definition, later, is the one to name
             continue
         return head
-    if declared is None and "#" in code and "__global__" in code:      # a kernel a macro writes (candle's UNARY_OP)
+    if declared is None and ("#" in code or headers):                  # a kernel a macro writes (candle's UNARY_OP)
         from kernel_forge.model.kernel_macros import expanded, line_in
 
-        text, spans = expanded(code)
+        text, spans = expanded(code, tuple((headers or {}).values()))
         if spans:
             for m, found, _templated in _entries(text):
                 if found == name and any(sp.start <= m.start() < sp.end for sp in spans):

@@ -24,9 +24,15 @@ CASES = {
     "device_macro": ("sq", {"k.cu": "#define MY_INLINE __device__ __forceinline__\nMY_INLINE float sqr(float v) { return v * v; }\n"
                             "__global__ void sq(const float* x, float* y, int n)\n{\n" + LOOP + "    if (i < n) y[i] = sqr(x[i]);\n}\n"}),
     # a typedef'd enum with its declarator, and a struct with its alignment first
+    # (and a class device code uses, with a defaulted constructor and member bodies that call functions:
+    # llm.c's Packed128)
     "types": ("pick", {"k.cu": "typedef enum Kind_t { KA = 0, KB = 1 } Kind_t;\n__align__(8) struct Duo { int a; float b; };\n"
+                       "template <class E>\nstruct alignas(16) Pack {\n    Pack() = default;\n"
+                       "    __device__ explicit Pack(int4 b) { memcpy(&p, &b, sizeof(b)); }\n"
+                       "    __device__ E& operator[](int k) { return p[k]; }\n    E p[16 / sizeof(E)];\n};\n"
                        "__global__ void pick(const float* x, float* y, int n)\n{\n" + LOOP
-                       + "    Duo d = {KB, 0.0f};\n    if (i < n) y[i] = d.a * x[i];\n}\n"}),
+                       + "    Duo d = {KB, 0.0f};\n    Pack<float> q(make_int4(0, 0, 0, 0));\n"
+                       "    if (i < n) y[i] = d.a * x[i] + q[0];\n}\n"}),
     # #if branches that each open a parenthesis, in a launcher inside the kernel's namespace
     "pp_parens": ("scale2", {"k.cu": "namespace ops {\n__global__ void scale2(const float* x, float* y, int n)\n{\n" + LOOP
                              + "    if (i < n) y[i] = 2.0f * x[i];\n}\nvoid launch(const float* x, float* y, int n, bool w)\n{\n"
@@ -117,6 +123,8 @@ def test_a_kernel_as_a_project_ships_it_is_set_up_and_compiles(case, tmp_path):
         assert sig == 'extern "C" __global__ void twice_f32(const float* in, float* out, int n)'
         assert "TWICE_OP(float, twice_f32)" in written and "sample_name" not in written
         assert "class Timer" not in (tmp_path / "task" / "twice_f32.compat.cuh").read_text()
+    if case == "types":
+        assert "struct alignas(16) Pack {" in written
     if case == "pp_parens":
         assert "scale2<<<" not in written and "void launch" not in written
 

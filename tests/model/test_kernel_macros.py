@@ -27,3 +27,17 @@ def test_a_kernel_a_macro_writes_is_found_at_its_invocation_and_one_it_does_not_
     assert line == 9 and [(p.name, p.dtype.name) for p in sig.params] == [("x", "float64"), ("y", "float64"),
                                                                             ("n", "int32")]
     assert find_entry(SRC, "twice_f16") is None and find_entry(SRC, "NAME") is None
+
+
+def test_a_macro_that_calls_a_kernel_writing_macro_from_a_header_writes_one_too():
+    header = ("#define OP_OUT(T, TOUT, NAME, F) \\\n"
+              'extern "C" __global__ void NAME(const T* a, const T* b, TOUT* out, int n) { \\\n'
+              "  int i = threadIdx.x; if (i < n) { T x = a[i], y = b[i]; out[i] = F; } }\n"
+              "#define OP(T, NAME, F) OP_OUT(T, T, NAME, F)\n")
+    src = '#include "ops.cuh"\nOP(float, mul_f32, x * y)\nOP_OUT(float, unsigned char, eq_f32, x == y)\n'
+    assert sorted(kernel_macros("", header)) == ["OP", "OP_OUT"]
+    sig, line = find_entry(src, "mul_f32", {"ops.cuh": header})
+    assert line == 2 and [p.dtype.name for p in sig.params] == ["float32", "float32", "float32", "int32"]
+    sig, line = find_entry(src, "eq_f32", {"ops.cuh": header})
+    assert line == 3 and sig.params[2].dtype.name == "uint8"
+    assert find_entry(src, "mul_f32") is None                 # without the header, nothing writes it
