@@ -60,8 +60,12 @@ def test_a_binding_that_cannot_be_written_says_what_is_missing_or_unsupported():
     layernorm = load_task(MANIFESTS / "layernorm.json")
     with pytest.raises(Unbindable, match="^the binding has no y$"):
         instantiate(layernorm, Match("row_norm", {k: v for k, v in LAYERNORM.items() if k != "y"}, {"norm": "layer"}))
-    with pytest.raises(Unbindable, match=r"^no kernel parameter carries the rows \(a size the kernel must be given\)$"):
-        instantiate(layernorm, Match("row_softmax", {"x": "x", "y": "y", "rows": None, "cols": "cols"}, {}))
+    with pytest.raises(Unbindable, match=r"^no kernel parameter carries the cols \(a size the kernel must be given\)$"):
+        instantiate(layernorm, Match("row_softmax", {"x": "x", "y": "y", "rows": "rows", "cols": None}, {}))
+    # rows no parameter carries come from the launch: a block per row, the count read back from gridDim
+    (bound,) = instantiate(layernorm, Match("row_softmax", {"x": "x", "y": "y", "rows": None, "cols": "cols"}, {}))
+    assert "(long long)gridDim.x" in bound.source and "// kforge: grid = [cdiv((((rows) * (cols)) // ((cols))) * RPB, RPB)" \
+        in bound.source
 
 
 def test_every_kind_identification_can_name_has_a_bound_pattern():
