@@ -74,17 +74,10 @@ def parse_signature(text: str, aliases: dict[str, str] | None = None) -> Signatu
             if flat.lstrip().startswith("template") else None)
     name = m.group(1)
     start = m.end()
-    depth, end = 1, None
-    for i in range(start, len(flat)):
-        if flat[i] == "(":
-            depth += 1
-        elif flat[i] == ")":
-            depth -= 1
-            if depth == 0:
-                end = i
-                break
-    if end is None:
-        raise SignatureError("unclosed parameter list", signature=flat, column=len(flat))
+    try:
+        end = closing_paren(flat, start - 1)
+    except SignatureError:
+        raise SignatureError("unclosed parameter list", signature=flat, column=len(flat)) from None
     tail = flat[end + 1:].strip()
     if tail not in ("", "{", ";") and not tail.startswith("{"):
         raise SignatureError("unexpected text after the parameter list", signature=flat,
@@ -203,15 +196,10 @@ def find_entry(source: str, name: str, headers: dict[str, str] | None = None) ->
                 declared = declared or found_head
                 continue
             return found_head
-        depth, i = 0, m.end() - 1
-        while i < len(code):
-            if code[i] == "(":
-                depth += 1
-            elif code[i] == ")":
-                depth -= 1
-                if depth == 0:
-                    break
-            i += 1
+        try:
+            i = closing_paren(code, m.end() - 1)
+        except SignatureError:
+            i = len(code)                     # unclosed: parse_signature says so, with a caret
         line = code.count("\n", 0, m.start()) + 1
         head = (_parse_with_aliases(code[m.start():i + 1], source, headers), line)
         if code[i + 1:].lstrip().startswith(";"):
