@@ -1,7 +1,8 @@
 """Kernels a function-like macro writes, as some projects generate a kernel per type (candle's
 ``UNARY_OP(float, ugelu_f32, gelu(x))``): the macro's invocations expanded, so a kernel's head is
-found by the name it gets.  Only macros whose body holds ``__global__`` are expanded, once (what they
-call inside stays as written: the head is what is read).  NVRTC compiles the file as it is.
+found by the name it gets.  Only macros that write a kernel's head are expanded (one that calls such a
+macro, too); what a body calls otherwise stays as written: the head is what is read.  NVRTC compiles
+the file as it is.
 """
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ class Expansion:
 
 
 def _spliced(code: str) -> str:
-    """``code`` with its line continuations joined into one line each, every line kept (blank)."""
-    return re.sub(r"\\[ \t]*\n", lambda m: " " * (len(m.group(0)) - 1) + " ", code)
+    """``code`` with its line continuations joined (a macro's body on one line, as it is read)."""
+    return re.sub(r"\\[ \t]*\n", " ", code)
 
 
 def _function_macros(code: str) -> dict[str, tuple[list[str], str]]:
