@@ -164,6 +164,8 @@ def compile_cmd(source, arch, defines, output, no_cache, manifest, mix):
                    f"{' (cached)' if res.cached else ''}: {len(res.cubin)} bytes CUBIN, "
                    f"{r.get('registers', '?')} registers, {r.get('spill_stores', 0)} B spill stores, "
                    f"{r.get('stack', 0)} B stack, {r.get('smem', 0)} B static shared")
+        if "registers" not in r:
+            _no_kernel_note(cand.source)
         if mix:
             from kernel_forge.gpu.instruction_mix import mix_of, render
             click.echo(render(mix_of(cand.source, arch=arch, entry=None, defines=d, file_label=Path(source).name,
@@ -172,6 +174,19 @@ def compile_cmd(source, arch, defines, output, no_cache, manifest, mix):
         from kernel_forge.common.writes import write_file
         write_file(output, res.cubin, private=False)
         click.echo(f"wrote {output}")
+
+
+def _no_kernel_note(source: str) -> None:
+    """Say why a compile made no kernel: template kernels that no ``// kforge: instance`` line names."""
+    from kernel_forge.common.static_rules import strip_comments_and_strings
+    from kernel_forge.model.kernel_heads import templated_heads
+    from kernel_forge.model.template_instance import declared_instances
+
+    named = declared_instances(source)
+    left = sorted({h.name for h in templated_heads(strip_comments_and_strings(source, keep_strings=True))} - set(named))
+    if left:
+        click.echo(f"  no kernel was compiled: template kernel {', '.join(left)} runs as one instance, which no line "
+                   f"names; add `// kforge: instance {left[0]}<...>`")
 
 
 @cli.command("eval")

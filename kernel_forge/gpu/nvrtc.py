@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_forge.common import includes
-from kernel_forge.common.errors import CompileError, EnvironmentProblem, IncludeRefused
+from kernel_forge.common.errors import CompileError, EnvironmentProblem, IncludeRefused, SignatureError
 from kernel_forge.gpu import prelude
 from kernel_forge.model.limits import target_arch
 from kernel_forge.model.signature import as_compiled
@@ -292,7 +292,11 @@ def _run(source: str, options: tuple[str, ...], file_label: str, headers: dict[s
     nvrtc = _nvrtc()
     headers = {**headers, prelude.NAME: prelude.PRELUDE}    # the prelude, pre-included (build_options)
     names = sorted(headers)
-    source = as_compiled(source)     # a kernel of C++ linkage, or a template's instance, found by its name
+    written = source                 # what the user wrote: the lines a compile error shows
+    try:
+        source = as_compiled(source)     # a kernel of C++ linkage, or a template's instance, found by its name
+    except SignatureError as exc:        # an instance line that does not fit its template: the file and line
+        raise CompileError(f"{file_label}: {exc.message}", log="", hint=exc.hint) from None
     with tempfile.TemporaryDirectory(prefix="kforge-trace-") as trace_dir:
         prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), os.path.join(HOME, file_label).encode(), len(names),
                                                [headers[n].encode() for n in names], [n.encode() for n in names]),
@@ -301,7 +305,7 @@ def _run(source: str, options: tuple[str, ...], file_label: str, headers: dict[s
             err, log = _compile(nvrtc, prog, options, trace_dir)
             log = log.replace(HOME + os.sep, "")          # messages name the kernel by its own label
             opened = includes.opened_files(trace_dir) if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else None
-            return _outcome(nvrtc, prog, err, log, opened, source, file_label, allowed, wants)
+            return _outcome(nvrtc, prog, err, log, opened, written, file_label, allowed, wants)
         finally:
             nvrtc.nvrtcDestroyProgram(prog)
 

@@ -56,6 +56,25 @@ def test_an_error_in_the_template_names_the_users_line():
         compile_source(broken, arch="sm_90", defines={"BLOCK": 128}, use_cache=False)
     line = next(i + 1 for i, t in enumerate(broken.splitlines()) if "undefined_name" in t)
     assert f"line {line}:" in str(info.value) and "undefined_name" in str(info.value)
+    with pytest.raises(Exception) as info:     # the line shown is the one the user wrote, not the compiled rewrite
+        compile_source(RMS.replace("rms_norm_kernel(scalar_t* __restrict__ out", "rms_norm_kernel(scalar_tt* __restrict__ out"),
+                       arch="sm_90", defines={"BLOCK": 128}, use_cache=False)
+    assert "| __global__ void rms_norm_kernel(scalar_tt* __restrict__ out" in str(info.value)
+    assert "__kf_template" not in str(info.value)
+
+
+def test_an_instance_line_that_does_not_fit_fails_the_compile_naming_the_file_and_line_and_nothing_is_written(tmp_path):
+    k = tmp_path / "k.cu"
+    k.write_text("// kforge: grid = [1]\n// kforge: block = [32]\n" + RMS.replace("<__half, BLOCK>", "<__half, 64, true, 1>"))
+    before = k.read_bytes()
+    r = CliRunner().invoke(cli, ["compile", str(k), "--arch", "sm_90"])
+    assert r.exit_code == 2 and r.output.startswith("kforge: error: k.cu: line 4: instance rms_norm_kernel<")
+    assert "gives 4 arguments" in r.output and "Traceback" not in r.output and k.read_bytes() == before
+    # no instance line at all: the compile makes no kernel, and says why
+    k.write_text("// kforge: grid = [1]\n// kforge: block = [32]\n"
+                 + RMS.replace("// kforge: instance rms_norm_kernel<__half, BLOCK>\n", "\n"))
+    r = CliRunner().invoke(cli, ["compile", str(k), "--arch", "sm_90"])
+    assert r.exit_code == 0 and "no kernel was compiled: template kernel rms_norm_kernel runs as one instance" in r.output
 
 
 def test_a_template_with_no_instance_line_is_refused_with_the_line_to_add():
