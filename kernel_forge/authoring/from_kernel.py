@@ -257,11 +257,12 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
     from kernel_forge.common.errors import CandidateError
 
     beside = set(_project_files(source, src_path.parent)) if source is not None and src_path is not None else set()
-    extracted = (device_part(source, name, beside=beside, macros=_project_macros(source, src_path),
-                             writers=_project_writers(source, src_path)) if source is not None else None)
+    macros = _project_macros(source, src_path) if source is not None and src_path is not None else set()
+    extracted = (device_part(source, name, beside=beside, macros=macros, writers=_project_writers(source, src_path))
+                 if source is not None else None)
     headers: dict[str, str] = {}
     if extracted is not None and extracted.changed:      # a program: the kernel beside its host code
-        source, headers = _with_project_headers(name, extracted, src_path)
+        source, headers = _with_project_headers(name, extracted, src_path, macros)
     has_launch = False
     if source is not None:
         try:
@@ -378,19 +379,19 @@ def _project_writers(source: str, src_path: Path) -> set[str]:
                                    for t in project_headers(source, src_path).values())))
 
 
-def _with_project_headers(name: str, extracted, src_path: Path) -> tuple[str, dict[str, str]]:
+def _with_project_headers(name: str, extracted, src_path: Path, macros: set[str]) -> tuple[str, dict[str, str]]:
     """The device part's text, each project header it included (``#include "common.h"`` found beside
     the program) replaced by its own device part, ``NAME.common.h``, on the same line, and so on for
     the project headers those include; and those headers."""
     headers: dict[str, str] = {}
-    source = _point_at_parts(name, extracted, src_path.parent, headers)
+    source = _point_at_parts(name, extracted, src_path.parent, headers, macros)
     return source, headers
 
 
-def _point_at_parts(name: str, part, folder: Path, headers: dict[str, str]) -> str:
+def _point_at_parts(name: str, part, folder: Path, headers: dict[str, str], macros: set[str]) -> str:
     """``part``'s text with each project header it left out (found in ``folder``) included as its own
     device part, ``NAME.<header>``, written into ``headers`` (once each, a header's own project
-    headers the same way)."""
+    headers the same way; ``macros``: the project's macros standing for ``__device__``)."""
     from kernel_forge.authoring.device_part import device_part
 
     files = _project_files(part.source_before, folder)
@@ -405,8 +406,8 @@ def _point_at_parts(name: str, part, folder: Path, headers: dict[str, str]) -> s
                 continue
             headers[own] = ""                 # taken: a header that includes itself, or a cycle, ends here
             inner = device_part(text, None, beside=set(_project_files(text, files[include].parent)),
-                                macros=_project_macros(part.source_before, folder / "_"))
-            headers[own] = _point_at_parts(name, inner, files[include].parent, headers).rstrip("\n") + "\n"
+                                macros=macros)
+            headers[own] = _point_at_parts(name, inner, files[include].parent, headers, macros).rstrip("\n") + "\n"
         lines[line - 1] = f'#include "{own}"'
         gone = next((i for i in part.includes if include in i), None)
         if gone:
