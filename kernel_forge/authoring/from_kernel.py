@@ -66,7 +66,7 @@ def check_name(name: str, what: str, where: str, *, variable: bool = False) -> N
                          "nothing was written", hint=f"rename it in the kernel, e.g. {name.lower() + '_'!r}")
 
 
-def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, Path | None, str | None]:
+def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, Path | None, str | None, list[str]]:
     if (from_file is None) == (signature is None):
         raise InputError("give the kernel with --from FILE.cu or its --signature (one of them)")
     check_name(name, "the task name", "NAME")
@@ -79,7 +79,11 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
             raise InputError(f"--signature declares {sig.name!r}, not {name!r}: the task's name is its kernel's name")
         for p in sig.params:
             check_name(p.name, "the parameter", "--signature", variable=not p.pointer)
-        return sig, None, None, None
+        if any(p.untyped for p in sig.params):
+            p = next(p for p in sig.params if p.untyped)
+            raise InputError(f"--signature: parameter {p.name} is `{p.describe()}`: write the type its buffer holds "
+                             f"(e.g. `const __half* {p.name}`)")
+        return sig, None, None, None, []
     from kernel_forge.common.reads import MAX_KERNEL, Unreadable, read_input_bytes
 
     src_path = Path(from_file)
@@ -108,13 +112,24 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
             raise InputError(f"--from {src_path}: kernel {name} is named here, but its head could not be read "
                              "(a macro that writes it in a way kforge does not expand?)",
                              hint="write the kernel's head out, __global__ void NAME(PARAMS), or pass --signature")
-        sig, _line = found
+        sig, line = found
         sig = parse_signature(resolved_text(sig, source, local))      # floatX written as the type it names
     except SignatureError as exc:
         raise InputError(f"--from {src_path}: the signature of {name} is not supported: {exc}") from None
     for p in sig.params:
         check_name(p.name, "the parameter", f"--from {src_path}", variable=not p.pointer)
-    return sig, source, src_path, added
+    read = []
+    if any(p.untyped for p in sig.params):        # void*: the manifest names the type the kernel reads through it
+        from kernel_forge.model.type_aliases import aliases
+        from kernel_forge.model.void_pointers import read_types, typed
+
+        types = read_types(strip_comments_and_strings(source, keep_strings=True), line, sig, aliases(source, local))
+        sig = typed(sig, types)
+        read = [f"{t.param}: void* -> {t.ctype}" + (f" (the kernel's cast `{t.cast}`, line {t.line}" if t.line else
+                                                    f" ({t.cast}") + "; the kernel keeps void*)"
+                + (f"; it also reads {t.param} as {' and '.join(t.others)}: the manifest's flags must pick the {t.ctype} "
+                   "path" if t.others else "") for t in types]
+    return sig, source, src_path, added, read
 
 
 def _with_instance(source: str, name: str) -> str:
@@ -251,7 +266,7 @@ def kernel_stub(sig: Signature, size: str | None) -> str:
 
 def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=None, force: bool = False,
               validate: bool = True) -> InitResult:
-    sig, source, src_path, instance_line = _signature(name, from_file, signature)
+    sig, source, src_path, instance_line, read_types = _signature(name, from_file, signature)
     from kernel_forge.authoring.device_part import device_part
     from kernel_forge.model.candidate import parse_candidate
     from kernel_forge.common.errors import CandidateError
@@ -270,6 +285,7 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
         except CandidateError as exc:
             raise InputError(f"--from {src_path}: {exc.message}") from None
     manifest, guesses, todo = build_manifest(name, sig, has_launch=has_launch)
+    guesses[:0] = read_types
     out = Path(folder)
     if out.exists() and not out.is_dir():
         raise InputError(f"--dir {out}: is a file, not a folder")

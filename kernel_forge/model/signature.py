@@ -3,6 +3,9 @@
 Supported parameters: pointers (``const`` or not, ``__restrict__``, ``__grid_constant__``) to, and
 scalars of, the types in :mod:`kernel_forge.common.dtypes`, and pointers to CUDA's vector types
 (``float4``, ``uchar4``, ``half2`` ...: a buffer of their lanes' type with a trailing axis of lanes).
+A kernel may also take ``void*`` (exllamav2's ``const void* x``, cast inside to the type it reads): such a
+parameter is *untyped*, and matches whatever pointer the task declares for it (the manifest's
+signature names the type; ``kforge init`` reads it from the kernel's casts, :mod:`kernel_forge.model.void_pointers`).
 Anything else (references, arrays, structs, vectors by value, templates, pointers to pointers,
 default values) is refused with a caret under the offending text.  Function attributes (``__launch_bounds__(...)``, ``__maxnreg__(...)``,
 ``__cluster_dims__(...)``, ``__noinline__``, PyTorch's ``C10_LAUNCH_BOUNDS_1(...)``) may stand before or after ``void``.
@@ -37,10 +40,11 @@ class Param:
     text: str              # the parameter as written
     lanes: int = 1         # a pointer to a CUDA vector type: its lanes (``float4``: 4 of ``dtype``)
     vector: str = ""       # that vector type as spelled (``float4``); "" for a scalar type
+    untyped: bool = False  # ``void*``: the bytes' type is the task's (``dtype`` is a uint8 placeholder)
 
     def describe(self) -> str:
         if self.pointer:
-            return f"{'const ' if self.const else ''}{self.vector or self.dtype.name}* {self.name}"
+            return f"{'const ' if self.const else ''}{'void' if self.untyped else self.vector or self.dtype.name}* {self.name}"
         return f"{self.dtype.name} {self.name}"
 
 
@@ -138,6 +142,8 @@ def _parse_param(piece: str, flat: str, col: int, aliases: dict[str, str]) -> Pa
     type_name = " ".join(type_words)
     type_name = aliases.get(type_name, _TORCH_TYPES.get(type_name, type_name))
     dtype, lanes, vector = C_TYPES.get(type_name), 1, ""
+    if type_name == "void" and pointer:
+        return Param(name=name, dtype=C_TYPES["unsigned char"], pointer=True, const=const, text=piece, untyped=True)
     if dtype is None and type_name in VECTOR_TYPES:
         if not pointer:
             raise SignatureError(f"a {type_name} by value is not supported; pass its lanes as scalars, or a pointer",
@@ -270,7 +276,12 @@ def check_matches(expected: Signature, actual: Signature) -> None:
             f"kernel {actual.name} takes {len(actual.params)} parameters, the task declares "
             f"{len(expected.params)}: ({', '.join(p.describe() for p in expected.params)})")
     for i, (e, a) in enumerate(zip(expected.params, actual.params)):
-        if (e.dtype, e.pointer, e.lanes) != (a.dtype, a.pointer, a.lanes):
+        if e.untyped and e.pointer:
+            raise SignatureError(f"parameter {i + 1} ({e.name}) is `{e.describe()}` in the task: the task's signature "
+                                 "names the type its buffer holds (`const __half* x`); the kernel may take it as void*")
+        if a.untyped and e.pointer:
+            pass                                   # void*: the kernel casts it to what the task declares
+        elif (e.dtype, e.pointer, e.lanes) != (a.dtype, a.pointer, a.lanes):
             raise SignatureError(
                 f"parameter {i + 1} ({a.name}) is `{a.describe()}`, the task declares "
                 f"`{e.describe()}`")

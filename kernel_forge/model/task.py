@@ -366,6 +366,12 @@ def _build(data: dict, path: Path) -> Task:
         sig = parse_signature(data["signature"])
     except SignatureError as exc:
         raise _err(f"signature does not parse: {exc}", file, "$.signature") from None
+    untyped = [p for p in sig.params if p.untyped]
+    if untyped:
+        raise _err(f"parameter {untyped[0].name} is `{untyped[0].describe()}`: the task's signature names the type its "
+                   "buffer holds", file, "$.signature",
+                   hint=f"write the type the kernel reads through it (e.g. `const __half* {untyped[0].name}`); the kernel "
+                        "itself may keep void*")
     if sig.name != data["name"]:
         raise _err(f"name {data['name']!r} differs from the kernel name {sig.name!r} in the signature",
                    file, "$.name")

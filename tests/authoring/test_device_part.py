@@ -244,3 +244,76 @@ def test_vllms_template_rms_norm_in_its_namespace_is_set_up_from_the_file_as_pub
     for b in bound:
         compile_source(b.source, arch="sm_90", defines=__import__("kernel_forge.model.candidate", fromlist=["x"])
                        .parse_candidate(b.source).compile_defines())
+
+
+EXLLAMA = Path(__file__).resolve().parents[1] / "data" / "programs" / "exllamav2"       # MIT: SOURCES.md
+
+EXLLAMA_REFERENCES = {
+    "rms_norm": """import numpy as np
+
+
+def reference(x, w, y, epsilon, r_dim, rows, dim, add_residual, input_fp32, output_fp32):
+    xf = np.clip(x.astype(np.float32), -65504, 65504)
+    y[...] = xf * w / np.sqrt((xf * xf).sum(axis=1, keepdims=True) * r_dim + epsilon)
+""",
+    "layer_norm": """import numpy as np
+
+
+def reference(x, w, b, y, epsilon, r_dim, rows, dim, add_residual):
+    xf = x.astype(np.float32)
+    c = xf - xf.sum(axis=1, keepdims=True) * r_dim
+    y[...] = c / np.sqrt((c * c).sum(axis=1, keepdims=True) * r_dim + epsilon) * w + b
+"""}
+
+
+@pytest.mark.parametrize("norm, kind, untyped", [("rms_norm", "rms", ("x", "y")), ("layer_norm", "layer", ())])
+def test_exllamav2s_template_norms_with_void_pointers_are_set_up_from_the_files_as_published(tmp_path, norm, kind, untyped):
+    """exllamav2's rms_norm.cu and layer_norm.cu (MIT, unchanged, with their four project headers): a
+    template whose only parameter has no default (init asks for the instance, naming the line to add), and,
+    in the RMS norm, `void*` input and output cast inside behind `bool` flags.  With the instance line
+    added, init writes the task with each void* as the type the kernel first casts it to, and the
+    task, filled in, is identified as the norm it is and bound, its bound pattern compiling."""
+    import shutil
+
+    from kernel_forge.gpu.nvrtc import compile_source
+    from kernel_forge.kinds import identify
+    from kernel_forge.kinds.bind import instantiate
+    from kernel_forge.model.candidate import parse_candidate
+
+    src = tmp_path / "src"
+    shutil.copytree(EXLLAMA, src)
+    r = CliRunner().invoke(cli, ["init", f"{norm}_kernel", "--from", str(src / f"{norm}.cu"), "--dir", str(tmp_path / "t")])
+    assert r.exit_code == 2 and f"add a line `// kforge: instance {norm}_kernel<...>`" in r.output, r.output
+    assert not (tmp_path / "t").exists()
+    (src / f"{norm}.cu").write_text((src / f"{norm}.cu").read_text() + f"// kforge: instance {norm}_kernel<2>\n")
+    r = CliRunner().invoke(cli, ["init", f"{norm}_kernel", "--from", str(src / f"{norm}.cu"), "--dir", str(tmp_path / "t")])
+    assert r.exit_code == 0 and "validated" in r.output, r.output
+    for name in untyped:
+        assert f"guessed: {name}: void* -> __half (the kernel's cast `(half*){name}`" in r.output
+        assert f"it also reads {name} as float: the manifest's flags must pick the __half path" in r.output
+    manifest = tmp_path / "t" / f"{norm}_kernel.json"
+    m = __import__("json").loads(manifest.read_text())
+    assert ("const __half* __restrict__ x" if untyped else "const half* __restrict__ x") in m["signature"]
+    assert "void" not in m["signature"].split("(", 1)[1]
+    assert ("const void* __restrict__ x" in (tmp_path / "t" / f"{norm}_kernel.cu").read_text()) == bool(untyped)
+    m["args"].update(x={"shape": ["rows", "dim"], "init": "normal"}, w={"shape": ["dim"], "init": "normal"},
+                     y={"shape": ["rows", "dim"], "output": True}, epsilon=1e-6, r_dim="1.0 / dim")
+    if norm == "layer_norm":
+        m["args"]["b"] = {"shape": ["dim"], "init": "normal"}
+    m["launch"] = {"grid": ["rows"], "block": [1024]}
+    m["cases"] = [{"name": "small", "role": "correctness", "vars": {"rows": 7, "dim": 256}},
+                  {"name": "large", "role": "performance", "vars": {"rows": 4096, "dim": 4096}},
+                  {"name": "odd", "role": "holdout", "vars": {"rows": 33, "dim": 1000}}]
+    m["tolerance"] = {"atol": 2e-2, "rtol": 1e-2}
+    manifest.write_text(__import__("json").dumps(m, indent=2))
+    (tmp_path / "t" / f"{norm}_kernel_reference.py").write_text(EXLLAMA_REFERENCES[norm])
+    r = CliRunner().invoke(cli, ["validate", str(manifest)])
+    assert r.exit_code == 0 and "kind: row_norm" in r.output, r.output
+    task = load_task(manifest)
+    found = identify(task)
+    assert found.match is not None and found.match.params == {"norm": kind}
+    assert (found.match.binding["x"], found.match.binding["weight"], found.match.binding["eps"]) == ("x", "w", "epsilon")
+    bound = instantiate(task, found.match)
+    assert bound
+    for b in bound:
+        compile_source(b.source, arch="sm_90", defines=parse_candidate(b.source).compile_defines())

@@ -89,6 +89,12 @@ CASES = {
                                     "TWICE_OP(float, twice_f32)\nTWICE_OP(double, twice_f64)\nTWICE_OP(__half, twice_f16)\n",
                                     "compat.cuh": '#pragma once\n#include "cuda_fp16.h"\n#include <string>\n'
                                                   "class Timer {\n public:\n  Timer();\n  const std::string& name() const;\n};\n"}),
+    # untyped buffers cast inside, behind a flag (exllamav2's `const void* x`)
+    "void_pointers": ("widen", {"k.cu": "#include <cuda_fp16.h>\n"
+                                "__global__ void widen(void* __restrict__ out, const void* in, bool in_fp32, int n)\n{\n"
+                                + LOOP + "    if (i >= n) return;\n"
+                                "    const float v = in_fp32 ? ((const float*)in)[i] : __half2float(((const half*) in)[i]);\n"
+                                "    reinterpret_cast<float*>(out)[i] = 2.0f * v;\n}\n"}),
 }
 
 
@@ -125,6 +131,9 @@ def test_a_kernel_as_a_project_ships_it_is_set_up_and_compiles(case, tmp_path):
         assert "class Timer" not in (tmp_path / "task" / "twice_f32.compat.cuh").read_text()
     if case == "types":
         assert "struct alignas(16) Pack {" in written
+    if case == "void_pointers":        # the first cast of each, in the task's signature; the kernel keeps void*
+        assert sig == "__global__ void widen(float* __restrict__ out, const float* in, bool in_fp32, int n)"
+        assert "void* __restrict__ out, const void* in" in written
     if case == "pp_parens":
         assert "scale2<<<" not in written and "void launch" not in written
 

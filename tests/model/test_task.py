@@ -481,3 +481,10 @@ def test_a_byte_count_above_every_buffer_moved_once_is_capped_there(tmp_path):
     vec = load_task(MANIFESTS / "vector_add.json")
     n16 = vec.case("n16M")
     assert vec.cost(n16)[1] == 12 * 16777216 == vec.footprint_bytes(n16)
+
+
+def test_a_void_pointer_in_the_manifests_signature_asks_for_the_type_its_buffer_holds(make):
+    exc, _ = broken(make, lambda d: d.__setitem__(
+        "signature", 'extern "C" __global__ void vector_add(const void* a, const float* b, float* c, int n)'))
+    assert exc.json_path == "$.signature" and "`const void* a`" in str(exc)
+    assert "const __half* a" in exc.hint
