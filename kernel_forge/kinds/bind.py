@@ -702,12 +702,22 @@ def _transpose(w: _Writer) -> str:
     # an N-D array's two axes swapped: x as [outer, rows, mid, cols, inner], each of outer, mid and
     # inner bound when above 1
     outer, mid, inner = (bool(w.role(r)) for r in ("outer", "mid", "inner"))
+    parts = int(w.match.params.get("parts", 1))      # one input split into `parts` outputs (llm.c's q, k, v)
+    if parts > 1 and not inner:
+        raise Unbindable("an input split into several outputs is bound with a contiguous run after the swap only")
     if inner:                    # a contiguous run after the swapped axes: runs move whole
         w.template = "transpose/permute_rows"
         slabs = " * ".join(f"({w.launch_size(r)})" for r, on in (("outer", outer), ("rows", True), ("mid", mid)) if on)
-        w.slots.update(SLABS=slabs)
+        w.slots.update(SLABS=slabs, PARTS=str(parts))
         mid_size = w.size("mid") if mid else "1LL"
-        return f"kf_permute_rows({x}, {y}, {w.size('rows')}, {mid_size}, {w.size('cols')}, {w.size('inner')})"
+        ys = [y] + [w.buffer(f"y{j}", small_ints=True, double=True) for j in range(1, parts)]
+        if any(w.types.pop(f"y{j}") != w.types["y"] for j in range(1, parts)):
+            raise Unbindable("the outputs of a split permute need one storage type")
+        ys += ["nullptr"] * (4 - parts)
+        part = w.size("part") if parts > 1 else "1LL"
+        w.defines["KF_PARTS"] = parts
+        return (f"kf_permute_rows({x}, {', '.join(ys)}, {w.size('rows')}, {mid_size}, {w.size('cols')}, "
+                f"{w.size('inner')}, {part})")
     if mid:
         raise Unbindable("two axes swapped with axes between them and none after: no bound pattern yet")
     w.slots["BATCH"] = w.launch_size("outer") if outer else "1"

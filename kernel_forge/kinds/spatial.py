@@ -320,6 +320,8 @@ def _tap_values(probe, x, values) -> list[float]:
 
 def find_transpose(probe) -> Iterator[Match]:
     outs = probe.buffers(output=True)
+    if 2 <= len(outs) <= 4:
+        yield from _split_permutes(probe, outs)
     if len(outs) != 1:
         return
     y = outs[0]
@@ -340,17 +342,56 @@ def find_transpose(probe) -> Iterator[Match]:
     return
 
 
-def _axis_swaps(probe, x, y) -> Iterator[tuple[int, int, int, int, int]]:
+def _split_permutes(probe, outs: list[str]) -> Iterator[Match]:
+    """One input split into 2-4 outputs of one size, each a permute of its part: llm.c's attention
+    ``permute_kernel(q, k, v, inp, B, N, NH, d)``, inp [B, N, 3, NH, d] into q, k, v [B, NH, N, d].
+    x's declared shape has an axis of len(outs) (the parts); output j is x's part j with two axis
+    groups swapped (:func:`_axis_swaps`), the same swap for every part, and a part's values after that
+    axis (``part``) cover whole runs of the swap (a multiple of cols * inner)."""
+    size, parts = probe.sizes[outs[0]], len(outs)
+    if any(probe.sizes[o] != size for o in outs):
+        return
+    case = probe.inputs.case
+    for x in probe.inputs_of(size * parts, floating=None):
+        shape = [int(v) for v in probe.task.shape(probe.arg(x), case)]
+        for axis in (i for i, n in enumerate(shape) if n == parts):
+            before, after = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
+            split = probe.values[x].reshape(before, parts, after)
+            part_shape = shape[:axis] + shape[axis + 1:]
+            swaps = None
+            for j, y in enumerate(outs):
+                got = set(_axis_swaps(probe, x, y, values=split[:, j, :].reshape(-1), x_shape=part_shape))
+                swaps = got if swaps is None else swaps & got
+                if not swaps:
+                    break
+            for outer, rows, mid, cols, inner in sorted(swaps or ()):
+                if inner == 1 or after % (cols * inner):
+                    continue
+                binding = {"x": x, "y": outs[0], **{f"y{j}": o for j, o in enumerate(outs[1:], 1)}}
+                for role, value in (("outer", outer), ("rows", rows), ("mid", mid), ("cols", cols), ("inner", inner)):
+                    binding[role] = param_for(probe, value) if value > 1 else None
+                binding["part"] = param_for(probe, after)
+                if binding["part"] and all(binding[r] for r, v in (("outer", outer), ("mid", mid), ("inner", inner))
+                                           if v > 1):
+                    yield Match("transpose", binding, {"parts": parts})
+                    return
+
+
+def _axis_swaps(probe, x, y, values=None, x_shape=None) -> Iterator[tuple[int, int, int, int, int]]:
     """(outer, rows, mid, cols, inner) for each pair of groups of consecutive axes of ``x`` -- its
     declared shape, or ``y``'s with the pair swapped back -- whose swap is ``y``: x as [outer, rows,
     mid, cols, inner] is y as [outer, cols, mid, rows, inner] (a batched transpose, a 0213 permute of
-    heads, NCHW -> NHWC: C swapped with the group H, W ...)."""
+    heads, NCHW -> NHWC: C swapped with the group H, W ...).  ``values``, ``x_shape``: x's values and
+    shape in place of its own (one part of a split input)."""
     case = probe.inputs.case
     shapes = []
     for name, swap in ((x, False), (y, True)):
         shape = [int(v) for v in probe.task.shape(probe.arg(name), case)]
+        if name == x and x_shape is not None:
+            shape = x_shape
         if len(shape) >= 3:
             shapes.append((shape, swap))
+    xv = probe.values[x] if values is None else values
     seen = set()
     for shape, swap in shapes:
         d = len(shape)
@@ -365,7 +406,7 @@ def _axis_swaps(probe, x, y) -> Iterator[tuple[int, int, int, int, int]]:
                         if a == 1 or b == 1 or parts in seen:
                             continue
                         seen.add(parts)
-                        got = np.swapaxes(probe.values[x].reshape(parts), 1, 3).reshape(-1)
+                        got = np.swapaxes(xv.reshape(parts), 1, 3).reshape(-1)
                         if close(probe.outputs[y], got):
                             yield parts
 

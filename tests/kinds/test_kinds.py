@@ -245,6 +245,8 @@ PUBLIC = {
     "relu_backward": ("elementwise", {"y": "dx", "n": "n", "x": "x", "z": "dy"}, {"form": "gated", "act": "step"}),
     "llmc_unpermute": ("transpose", {"x": "inp", "y": "out", "outer": "B", "rows": "NH", "mid": None, "cols": "N",
                                      "inner": "d"}, {}),
+    "llmc_permute": ("transpose", {"x": "inp", "y": "q", "y1": "k", "y2": "v", "outer": "B", "rows": "N", "mid": None,
+                                   "cols": "NH", "inner": "d", "part": "NH*d"}, {"parts": 3}),
     "batched_transpose": ("transpose", {"x": "in", "y": "out", "outer": "batch", "rows": "rows", "mid": None,
                                         "cols": "cols", "inner": None}, {}),
     "swap_axes_5d": ("transpose", {"x": "x", "y": "y", "outer": "A", "rows": "R", "mid": "M", "cols": "C", "inner": "I"},
@@ -321,6 +323,9 @@ WILD = {
     "cs_convolution_cols": ("stencil1d", {"x": "d_Src", "y": "d_Dst", "taps": None, "planes": None, "rows": "imageH",
                                           "cols": "imageW", "k": None}, {"k": 17, "edge": "zero", "flip": False,
                                                                           "axis": "cols"}),
+    # llm.c's attention permute: one input split into q, k and v, each a 0213 permute of its part
+    "llmc_permute": ("transpose", {"x": "inp", "y": "q", "y1": "k", "y2": "v", "outer": "B", "rows": "N", "mid": None,
+                                   "cols": "NH", "inner": "d", "part": "NH*d"}, {"parts": 3}),
 }
 WILD_DIR = ROOT / "bench" / "wild"
 
@@ -418,7 +423,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "int_sum", "row_sums_i32", "histo_kernel", "dtranspose", "column_sums_f64", "column_max_i32",
             "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu", "exp_scale",
             "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld", "attn_softmax_mask", "attn_softmax_posbias",
-            "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first", "rmsnorm_rows_in_grid"]
+            "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first", "rmsnorm_rows_in_grid",
+            "llmc_permute"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

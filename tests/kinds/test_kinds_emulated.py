@@ -73,6 +73,8 @@ TASKS = {
     DATA / "relu_backward.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),
     DATA / "llmc_unpermute.json": ({"TX": 8, "TYB": 8, "RPT": 4},    # runs of 16-byte multiples, then not
                                    [{"B": 1, "N": 40, "NH": 2, "d": 4}, {"B": 2, "N": 3, "NH": 3, "d": 5}]),
+    DATA / "llmc_permute.json": ({"TX": 8, "TYB": 8, "RPT": 4},       # q, k, v from one input: 16-byte runs, then not
+                                 [{"B": 2, "N": 9, "NH": 2, "d": 8}, {"B": 1, "N": 4, "NH": 3, "d": 3}]),
     DATA / "swap_axes_5d.json": ({"TX": 8, "TYB": 8, "RPT": 1}, [{"A": 1, "R": 2, "M": 3, "C": 20, "I": 8}]),
     DATA / "scaled_softmax_f16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"rows": 3, "cols": 1200}]),
     DATA / "l2_normalize.json": ({"WPR": 1, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"rows": 2, "cols": 300}]),

@@ -1,4 +1,4 @@
-// kforge: grid = [@@SLABS@@, cdiv(@@COLS@@, TYB * RPT), 1]
+// kforge: grid = [@@SLABS@@, cdiv(@@COLS@@, TYB * RPT), @@PARTS@@]
 // kforge: block = [TX, TYB, 1]
 // kforge: tune TX = [16, 32, 8, 64]
 // kforge: tune TYB = [16, 8, 4, 32]
@@ -10,7 +10,13 @@
 // (s, t) owns slab s = (outer, row, mid) of x, cols contiguous runs, and TYB * RPT of them; its
 // threads copy each run 16 bytes at a time (when a run is a multiple of 16 bytes and both buffers
 // aligned, else value by value), RPT runs' loads issued before their stores.  The slab's place
-// comes from one division per block; values are copied as stored.
+// comes from one division per block; values are copied as stored.  KF_PARTS > 1: x holds that many
+// parts, `part` values of each in turn (llm.c's qkv [B, N, 3, NH, d]: a part is NH * d), each
+// permuted into its own output (y, y1, y2, y3); blockIdx.z is the part, and a slab's run stays
+// inside its part (part is a multiple of cols * inner).
+#ifndef KF_PARTS
+#define KF_PARTS 1
+#endif
 #ifndef TX
 #define TX 16
 #endif
@@ -22,13 +28,23 @@
 #endif
 #define KF_THREADS (TX * TYB)
 
-__device__ __forceinline__ void kf_permute_rows(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
-                                                long long rows, long long mid, long long cols, long long inner)
+__device__ __forceinline__ void kf_permute_rows(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y0,
+                                                kf_y_t* __restrict__ y1, kf_y_t* __restrict__ y2,
+                                                kf_y_t* __restrict__ y3, long long rows, long long mid,
+                                                long long cols, long long inner, long long part)
 {
     const long long s = blockIdx.x;
     const long long m = s % mid, outer_row = s / mid;
     const long long r = outer_row % rows, a = outer_row / rows;
+#if KF_PARTS > 1
+    const int j = blockIdx.z;
+    kf_y_t* __restrict__ y = j == 0 ? y0 : j == 1 ? y1 : j == 2 ? y2 : y3;
+    const long long at = s * cols * inner;                // the slab's place in its part
+    const kf_x_t* __restrict__ src = x + (at / part) * (KF_PARTS * part) + j * part + at % part;
+#else
+    kf_y_t* __restrict__ y = y0;
     const kf_x_t* __restrict__ src = x + s * cols * inner;
+#endif
     kf_y_t* __restrict__ dst = y + ((a * cols * mid + m) * rows + r) * inner;
     const long long step = mid * rows * inner;           // from one of y's runs to the next column's
     const long long c0 = (long long)blockIdx.y * (TYB * RPT) + threadIdx.y;

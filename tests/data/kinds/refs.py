@@ -773,3 +773,9 @@ def rmsnorm_rows_in_grid(input, weight, output, d, eps):
     x = input.reshape(-1, d).astype(np.float64)
     r = 1.0 / np.sqrt((x * x).mean(axis=1, keepdims=True) + eps)
     output[...] = (x * r * weight).reshape(output.shape)
+
+
+def llmc_permute(q, k, v, inp, B, N, NH, d):
+    x = inp.reshape(B, N, 3, NH, d)
+    for j, out in enumerate((q, k, v)):
+        out[...] = x[:, :, j].transpose(0, 2, 1, 3).reshape(out.shape)
