@@ -555,6 +555,11 @@ def _optimizer_step(w: _Writer) -> str:
         mom, damp = w.scalar("momentum", "momentum", 0.9), w.scalar("dampening", "dampening", 0.0)
         return f"kf_optimizer_sgd({param}, {grad}, {state[0]}, {w.size('n')}, {lr}, {mom}, {damp}, {wd})"
     m, v = state
+    copy = w.buffer("copy", required=False)        # a master's low-precision copy (llm.c's bf16 params)
+    if w.types["copy"] not in _CTYPES.values():
+        raise Unbindable("a master's copy holds floating-point parameters")
+    w.defines["KF_COPY"] = int(copy != "nullptr")
+    gs = w.scalar("grad_scale", "grad_scale", 1.0)
     w.defines["KF_DECAY_DECOUPLED"] = int(decay == "decoupled" and w.role("weight_decay") is not None)
     b1, b2 = w.scalar("beta1", "beta1", 0.9), w.scalar("beta2", "beta2", 0.999)
     correction = p.get("correction", "given")
@@ -569,7 +574,8 @@ def _optimizer_step(w: _Writer) -> str:
         c1 = w.scalar("beta1_correction", "beta1_correction", 1.0)
         c2 = w.scalar("beta2_correction", "beta2_correction", 1.0)
     eps = w.scalar("eps", "eps", 1e-8)
-    return f"kf_optimizer_adam({param}, {grad}, {m}, {v}, {w.size('n')}, {lr}, {b1}, {b2}, {c1}, {c2}, {eps}, {wd})"
+    return (f"kf_optimizer_adam({param}, {grad}, {m}, {v}, {copy}, {w.size('n')}, {lr}, {b1}, {b2}, {c1}, {c2}, {eps}, "
+            f"{wd}, {gs})")
 
 
 def _scan(w: _Writer) -> str:

@@ -2,14 +2,17 @@
 
 * Adam / AdamW (llm.c's adamw kernel, PyTorch's Adam and AdamW)::
 
-      g' = g (+ wd * p, decay "l2")
+      g' = gs * g (+ wd * p, decay "l2")
       m  = beta1 * m + (1 - beta1) * g'
       v  = beta2 * v + (1 - beta2) * g'^2
       p  = p - lr * ((m / c1) / (sqrt(v / c2) + eps) (+ wd * p, decay "decoupled": AdamW))
 
   the bias corrections ``c1``, ``c2`` given as parameters (llm.c), computed from an integer step
   ``t`` as ``1 - beta^t`` (correction "step"), or absent (1); ``eps`` a parameter or a constant
-  read off the reference.
+  read off the reference; ``gs`` a gradient scale (llm.c's ``grad_scale``), or absent (1).  With a
+  fourth output, a master copy (llm.c's ``adamw_kernel3``: fp32 ``master_params`` beside bf16
+  ``params``): ``p`` is the buffer whose old values the step reads, and the ``copy`` gets the
+  new ``p`` too, in its own storage.
 * SGD with momentum (PyTorch's SGD)::
 
       g'  = g (+ wd * p)
@@ -56,7 +59,7 @@ class _Data:
         got, old = self.new[name], self.old[name]
         if got.shape != want.shape or not np.all(np.isfinite(want)):
             return False
-        step = np.abs(want - old)
+        step = np.abs(want - np.nan_to_num(old))          # a write-only output (a master's copy): its new values
         tol = 2e-3 * step + 8 * self.units[name] * np.abs(want) + 1e-5 * (float(step.max()) if step.size else 0.0)
         return bool(np.all(np.abs(got - want) <= tol + 1e-30))
 
@@ -105,7 +108,9 @@ def _stored(probe, name: str, vals) -> np.ndarray:
 
 def find_optimizer_step(probe) -> Iterator[Match]:
     outs = probe.buffers(output=True)
-    if not 2 <= len(outs) <= 3 or any(not probe.arg(o).in_out or not probe.arg(o).param.dtype.is_float for o in outs):
+    if not 2 <= len(outs) <= 4 or any(not probe.arg(o).param.dtype.is_float for o in outs):
+        return
+    if sum(not probe.arg(o).in_out for o in outs) > (len(outs) == 4):     # only a master's copy may be write-only
         return
     n = probe.sizes[outs[0]]
     if n == 0 or any(probe.sizes[o] != n for o in outs):
@@ -116,7 +121,7 @@ def find_optimizer_step(probe) -> Iterator[Match]:
         return
     here_all = _data(probe, probe.outputs, dict(probe.scalars))
     here = here_all.head(SAMPLE)
-    adam = len(outs) == 3
+    adam = len(outs) >= 3
     first = _adam_moments if adam else _sgd_buffers
     if not any(True for _ in first(here, outs, grads, floats)):     # the moment update: no rerun when it fails
         return
@@ -138,17 +143,22 @@ def find_optimizer_step(probe) -> Iterator[Match]:
 # ----------------------------------------------------------------------------- Adam / AdamW
 
 def _adam_moments(d: _Data, outs, grads, floats):
-    """(p, m, v, g, beta1, beta2, l2 decay) whose two moment updates hold on ``d``."""
+    """(p, m, v, g, beta1, beta2, l2 decay, grad scale, copy) whose two moment updates hold on ``d``
+    (``copy``: a fourth output, the master's low-precision copy, else None)."""
     for p, m, v in itertools.permutations(outs, 3):
+        copy = next((o for o in outs if o not in (p, m, v)), None)
         for g in grads:
-            for wd in [None, *floats]:                      # L2 decay: the gradient is g + wd * p first
-                ge = d.old[g] + (d.s(wd, 0.0) * d.old[p] if wd else 0.0)
-                for b1 in floats:
-                    if b1 == wd or not d.holds(m, _lerp(d.old[m], ge, d.s(b1, 0.0))):
+            for gs in [None, *floats]:                      # a gradient scale: gs * g
+                for wd in [None, *floats]:                  # L2 decay: the gradient is gs * g + wd * p first
+                    if wd is not None and wd == gs:
                         continue
-                    for b2 in floats:
-                        if b2 not in (b1, wd) and d.holds(v, _lerp(d.old[v], ge * ge, d.s(b2, 0.0))):
-                            yield p, m, v, g, b1, b2, wd
+                    ge = d.s(gs, 1.0) * d.old[g] + (d.s(wd, 0.0) * d.old[p] if wd else 0.0)
+                    for b1 in floats:
+                        if b1 in (wd, gs) or not d.holds(m, _lerp(d.old[m], ge, d.s(b1, 0.0))):
+                            continue
+                        for b2 in floats:
+                            if b2 not in (b1, wd, gs) and d.holds(v, _lerp(d.old[v], ge * ge, d.s(b2, 0.0))):
+                                yield p, m, v, g, b1, b2, wd, gs, copy
 
 
 def _lerp(old, new, beta):
@@ -157,7 +167,7 @@ def _lerp(old, new, beta):
 
 def _adam_step(d: _Data, r: dict, eps_value: float | None = None) -> dict[str, np.ndarray]:
     """The new parameter values and moments under the roles ``r`` on ``d``."""
-    p, g = d.old[r["param"]], d.old[r["grad"]]
+    p, g = d.old[r["param"]], d.s(r.get("grad_scale"), 1.0) * d.old[r["grad"]]
     l2 = r["decay"] == "l2"
     ge = g + (d.s(r["weight_decay"], 0.0) * p if l2 else 0.0)
     b1, b2 = d.s(r["beta1"], 0.0), d.s(r["beta2"], 0.0)
@@ -172,16 +182,17 @@ def _adam_step(d: _Data, r: dict, eps_value: float | None = None) -> dict[str, n
         c1 = c2 = 1.0
     eps = d.s(r["eps"], 0.0) if eps_value is None else eps_value
     wd = d.s(r["weight_decay"], 0.0) if r["decay"] == "decoupled" else 0.0
-    return {r["param"]: p - d.s(r["lr"], 0.0) * ((m / c1) / (np.sqrt(v / c2) + eps) + wd * p), r["m"]: m, r["v"]: v}
+    new = p - d.s(r["lr"], 0.0) * ((m / c1) / (np.sqrt(v / c2) + eps) + wd * p)
+    return {r["param"]: new, r["m"]: m, r["v"]: v, **({r["copy"]: new} if r.get("copy") else {})}
 
 
 def _adam(probe, tell: _Data, here: _Data, outs, grads, floats, ints):
     """(roles, binding, params) of every Adam step whose moments and parameter update hold on the
     telling run and on the probe's own values (the first few values of each)."""
     tiny: dict = {}            #: (grad, m, v) -> the rerun of tiny moments (a constant epsilon's)
-    for p, m, v, g, b1, b2, l2 in _adam_moments(tell, outs, grads, floats):
-        rest = [f for f in floats if f not in (b1, b2, l2)]
-        base = {"param": p, "grad": g, "m": m, "v": v, "beta1": b1, "beta2": b2}
+    for p, m, v, g, b1, b2, l2, gs, copy in _adam_moments(tell, outs, grads, floats):
+        rest = [f for f in floats if f not in (b1, b2, l2, gs)]
+        base = {"param": p, "grad": g, "m": m, "v": v, "beta1": b1, "beta2": b2, "grad_scale": gs, "copy": copy}
         corrections = [("given", {"beta1_correction": c1, "beta2_correction": c2})
                        for c1, c2 in itertools.permutations(rest, 2)]
         corrections += [("none", {})] + [("step", {"step": t}) for t in ints]
@@ -207,6 +218,7 @@ def _adam(probe, tell: _Data, here: _Data, outs, grads, floats, ints):
                         binding = {k: r[k] for k in ("param", "grad", "m", "v", "lr", "beta1", "beta2",
                                                      "beta1_correction", "beta2_correction", "step", "eps",
                                                      "weight_decay")}
+                        binding.update({k: r[k] for k in ("grad_scale", "copy") if r[k]})
                         params = {"rule": "adamw" if decay == "decoupled" else "adam", "decay": decay,
                                   "correction": correction}
                         if const is not None:

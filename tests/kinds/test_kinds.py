@@ -300,6 +300,14 @@ PUBLIC = {
                                        "weight_decay": "weight_decay", "eps": None, "beta1_correction": None,
                                        "beta2_correction": None, "n": "n"},
                     {"rule": "adamw", "decay": "decoupled", "correction": "step", "eps": 1e-8}),
+    # llm.c's adamw_kernel3: a gradient scale, the old parameter read from the fp32 master, the new one also
+    # written, rounded, into the bf16 params (a write-only copy); strides and the seed play no part
+    "adamw_master": ("optimizer_step", {"param": "master_params_memory", "grad": "grads_memory", "m": "m_memory",
+                                        "v": "v_memory", "lr": "learning_rate", "beta1": "beta1", "beta2": "beta2",
+                                        "beta1_correction": "beta1_correction", "beta2_correction": "beta2_correction",
+                                        "step": None, "eps": "eps", "weight_decay": "weight_decay",
+                                        "grad_scale": "grad_scale", "copy": "params_memory", "n": "num_parameters"},
+                     {"rule": "adamw", "decay": "decoupled", "correction": "given"}),
     "sgd_momentum": ("optimizer_step", {"param": "param", "grad": "grad", "buf": "momentum_buf", "lr": "lr",
                                         "momentum": "momentum", "dampening": "dampening",
                                         "weight_decay": "weight_decay", "n": "n"},
@@ -424,7 +432,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu", "exp_scale",
             "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld", "attn_softmax_mask", "attn_softmax_posbias",
             "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first", "rmsnorm_rows_in_grid",
-            "llmc_permute"]
+            "llmc_permute", "adamw_master"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

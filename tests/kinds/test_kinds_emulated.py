@@ -260,6 +260,7 @@ TASKS = {
     ROOT / "bench" / "wild" / "llmc_adamw" / "llmc_adamw.json": (   # whole 16-byte tiles, then the scalar tail
         {"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 1}, {"n": 2048}, {"n": 4101}]),
     DATA / "adamw_torch.json": ({"BLOCK": 128, "VPT": 4, "STREAM": 0}, [{"n": 3}, {"n": 2561}]),
+    DATA / "adamw_master.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 5}, {"n": 1029}]),   # a master and its copy
     DATA / "sgd_momentum.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 2}, {"n": 4099}]),
     # 16-bit GEMMs (gemm_f16): B transposed with a bias, fp16; A transposed with alpha and beta, bf16;
     # the bundled fp16 task.  Rows of a multiple of 8 values reach cp.async, the others the gather;

@@ -28,7 +28,7 @@ def test_plain_adam_has_no_weight_decay_and_is_bound_without_one(tmp_path):
                                      "weight_decay": None}, {"rule": "adam", "decay": "none", "correction": "step"})
     [bound] = instantiate(task, found.match)
     assert "#define KF_DECAY_DECOUPLED 0" in bound.source and "#define KF_DECAY_L2 0" in bound.source
-    assert "(1.0f - powf((float)(beta1), (float)(step)))" in bound.source and ", 1e-08f, 0.0f);" in bound.source
+    assert "(1.0f - powf((float)(beta1), (float)(step)))" in bound.source and ", 1e-08f, 0.0f, 1.0f);" in bound.source
 
 
 def test_nesterov_momentum_is_read_and_bound(tmp_path):

@@ -6,8 +6,10 @@
 // kforge: constraint BLOCK * VPT <= 2048
 // Bound pattern optimizer_adam: one Adam / AdamW step of every parameter, in place (llm.c's adamw,
 // PyTorch's Adam and AdamW):
-//     g' = g (+ wd * p: KF_DECAY_L2);  m = beta1 m + (1 - beta1) g';  v = beta2 v + (1 - beta2) g'^2
+//     g' = gs * g (+ wd * p: KF_DECAY_L2);  m = beta1 m + (1 - beta1) g';  v = beta2 v + (1 - beta2) g'^2
 //     p -= lr * ((m / c1) / (sqrt(v / c2) + eps) (+ wd * p: KF_DECAY_DECOUPLED, AdamW))
+// gs: a gradient scale (llm.c's grad_scale; 1 when the task has none).  KF_COPY: p is a master copy
+// (fp32), and the new p is also stored into `copy`, in its storage (llm.c's bf16 params).
 // Each block owns 4 * BLOCK * VPT consecutive parameters; a thread loads VPT groups of 4 (16 bytes
 // for float) of each of the four streams p, g, m, v, all before any store (4 * VPT independent
 // loads in flight), updates them and stores p, m and v.  Every value is read once and written
@@ -22,14 +24,18 @@
 #ifndef STREAM
 #define STREAM 1
 #endif
+#ifndef KF_COPY
+#define KF_COPY 0
+#endif
 #define KF_THREADS BLOCK
 
 struct kf_adam_t {
-    float lr, beta1, beta2, rc1, rc2, eps, wd;     // rc1, rc2: 1 / the bias corrections
+    float lr, beta1, beta2, rc1, rc2, eps, wd, gs;     // rc1, rc2: 1 / the bias corrections; gs: the gradient's scale
 };
 
 __device__ __forceinline__ void kf_adam1(float& p, float g, float& m, float& v, const kf_adam_t& a)
 {
+    g *= a.gs;
     if (KF_DECAY_L2) g = fmaf(a.wd, p, g);
     m = fmaf(a.beta1, m, (1.0f - a.beta1) * g);
     v = fmaf(a.beta2, v, (1.0f - a.beta2) * g * g);
@@ -48,12 +54,13 @@ template <typename T> __device__ __forceinline__ void kf_opt_st4(T* p, float4 v)
 }
 
 __device__ __forceinline__ void kf_optimizer_adam(kf_param_t* param, const kf_grad_t* grad, kf_m_t* m, kf_v_t* v,
-                                                  long long n, float lr, float beta1, float beta2, float c1,
-                                                  float c2, float eps, float wd)
+                                                  kf_copy_t* copy, long long n, float lr, float beta1, float beta2,
+                                                  float c1, float c2, float eps, float wd, float gs)
 {
-    const kf_adam_t a = {lr, beta1, beta2, 1.0f / c1, 1.0f / c2, eps, wd};
+    const kf_adam_t a = {lr, beta1, beta2, 1.0f / c1, 1.0f / c2, eps, wd, gs};
     const long long tile = (long long)blockIdx.x * (4LL * BLOCK * VPT);
-    const bool vec = kf_aligned4(param) && kf_aligned4(grad) && kf_aligned4(m) && kf_aligned4(v);
+    const bool vec = kf_aligned4(param) && kf_aligned4(grad) && kf_aligned4(m) && kf_aligned4(v)
+                     && (!KF_COPY || kf_aligned4(copy));
     if (vec && tile + 4LL * BLOCK * VPT <= n) {
         float4 pv[VPT], gv[VPT], mv[VPT], vv[VPT];
 #pragma unroll
@@ -72,6 +79,7 @@ __device__ __forceinline__ void kf_optimizer_adam(kf_param_t* param, const kf_gr
             kf_adam1(pv[i].z, gv[i].z, mv[i].z, vv[i].z, a);
             kf_adam1(pv[i].w, gv[i].w, mv[i].w, vv[i].w, a);
             kf_opt_st4(param + j, pv[i]);
+            if (KF_COPY) kf_opt_st4(copy + j, pv[i]);
             kf_opt_st4(m + j, mv[i]);
             kf_opt_st4(v + j, vv[i]);
         }
@@ -81,6 +89,7 @@ __device__ __forceinline__ void kf_optimizer_adam(kf_param_t* param, const kf_gr
             float pj = kf_ld(param + j), mj = kf_ld(m + j), vj = kf_ld(v + j);
             kf_adam1(pj, kf_ld(grad + j), mj, vj, a);
             kf_st(param + j, pj);
+            if (KF_COPY) kf_st(copy + j, pj);
             kf_st(m + j, mj);
             kf_st(v + j, vj);
         }

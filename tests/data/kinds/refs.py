@@ -779,3 +779,19 @@ def llmc_permute(q, k, v, inp, B, N, NH, d):
     x = inp.reshape(B, N, 3, NH, d)
     for j, out in enumerate((q, k, v)):
         out[...] = x[:, :, j].transpose(0, 2, 1, 3).reshape(out.shape)
+
+
+def adamw_master(params_memory, master_params_memory, grads_memory, m_memory, v_memory, num_parameters, w_stride,
+                 g_stride, s_stride, learning_rate, beta1, beta2, beta1_correction, beta2_correction, eps, weight_decay,
+                 grad_scale, seed):
+    """llm.c's adamw_kernel3 with a master copy: the old parameter from the fp32 master, the new one
+    written to both (the bf16 copy rounded to nearest here; llm.c rounds stochastically)."""
+    g = grad_scale * grads_memory.astype(np.float64)
+    m = beta1 * m_memory + (1.0 - beta1) * g
+    v = beta2 * v_memory + (1.0 - beta2) * g * g
+    old = master_params_memory.astype(np.float64)
+    p = old - learning_rate * ((m / beta1_correction) / (np.sqrt(v / beta2_correction) + eps) + weight_decay * old)
+    m_memory[...] = m
+    v_memory[...] = v
+    master_params_memory[...] = p
+    params_memory[...] = p
