@@ -18,6 +18,8 @@ from kernel_forge.config.proposer import ProposerConfig
 from kernel_forge.app.run_setup import start_run
 from kernel_forge.model.task import load_task
 from kernel_forge.records.attempt import NOT_GATED
+from kernel_forge.records.history_file import recorded_history
+from kernel_forge.common.errors import InputError
 
 pytestmark = pytest.mark.gpu
 
@@ -150,11 +152,10 @@ def test_a_killed_run_resumes_and_finishes_with_the_same_layout(tmp_path):
     run = tmp_path / "runs" / "run-001"
     deadline = time.time() + 240
     while time.time() < deadline:
-        hist = run / "history.json"
-        if hist.is_file():
+        if (run / "history.jsonl").is_file():      # the live attempt log (history.json is written as a process ends)
             try:
-                done = [a for a in json.loads(hist.read_text())["attempts"] if a["status"] != "pending"]
-            except (ValueError, KeyError):
+                done = [a for a in recorded_history(run)["attempts"] if a["status"] != "pending"]
+            except (InputError, ValueError, KeyError):
                 done = []
             if len(done) >= 3:
                 break
@@ -163,8 +164,8 @@ def test_a_killed_run_resumes_and_finishes_with_the_same_layout(tmp_path):
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    before = json.loads((run / "history.json").read_text())["attempts"]
-    assert not (run / "summary.json").exists()
+    before = recorded_history(run)["attempts"]          # the log the killed process left
+    assert not (run / "summary.json").exists() and not (run / "history.json").exists()
     res = subprocess.run([sys.executable, "-m", "kernel_forge", "optimize", "--resume", str(run)],
                          env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
