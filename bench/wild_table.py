@@ -13,8 +13,8 @@ A case's "% of roof" is the larger of its share of the measured copy bandwidth a
 compute peak (the roofline's attainable time over the measured one), as ``--roof-stop`` reads it.
 
 Written: ``wild_table.md`` (the table) and ``wild_table.json`` (every figure, the runs' folders).
-The total is bounded: 12 kernels x (``--time-limit``, default 30 s, + the run's start, final
-holdout and profile, about 10-15 s) + the expert gates, about 10 minutes.
+The total is bounded: the kernels x (``--time-limit``, default 30 s, + the run's start, final
+holdout and profile, about 10-15 s) + the expert gates, about 12 minutes for the fifteen.
 
     PYTHONPATH=$PWD python bench/wild_table.py --out $OUT/wild            # every kernel
     PYTHONPATH=$PWD python bench/wild_table.py --only llmc_softmax --time-limit 120

@@ -15,7 +15,7 @@ def wt():
     return bench_script("wild_table")
 
 
-def test_a_dry_run_lists_one_model_free_optimize_per_corpus_kernel_within_about_ten_minutes(wt, capsys):
+def test_a_dry_run_lists_one_model_free_optimize_per_corpus_kernel_within_a_quarter_of_an_hour(wt, capsys):
     assert wt.main(["--dry-run", "--out", "/tmp/never-written"]) == 0
     out = capsys.readouterr().out.splitlines()
     head, commands = out[0], out[1:]
@@ -23,7 +23,7 @@ def test_a_dry_run_lists_one_model_free_optimize_per_corpus_kernel_within_about_
     assert all(" optimize " in c and "--time-limit 30 " in c and "--archive off" in c and "--model" not in c
                for c in commands)
     minutes = float(head.split("about ")[1].split(" minutes")[0])
-    assert 8 <= minutes <= 12
+    assert 8 <= minutes <= 15          # 30 s and the final profile per kernel, the expert versions' gates
     with pytest.raises(SystemExit, match="no corpus kernel called nope"):
         wt.main(["--dry-run", "--only", "nope"])
 
