@@ -64,7 +64,9 @@ def find_row_norm(probe) -> Iterator[Match]:
     for x, y, rows, cols in _pairs(probe):
         for res, total in [(None, None), *_residual_adds(probe, x, y, rows * cols)]:
             v = probe.values[x].reshape(rows, cols)
-            if res is not None:
+            if total is not None:          # the sum as the reference stored it (rounded to bf16, as llm.c's is)
+                v = probe.outputs[total].reshape(rows, cols)
+            elif res is not None:
                 v = v + probe.values[res].reshape(rows, cols)
             extras = [o for o in probe.buffers(output=True, floating=True) if o not in (y, total)]
             if any(probe.sizes[o] != rows for o in extras):

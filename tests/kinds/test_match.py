@@ -67,3 +67,18 @@ def test_param_for_names_the_scalar_holding_a_value_else_a_product_of_two_or_thr
     square = probe("softmax_rows", rows=4, cols=4)
     assert param_for(square, 4) == "rows" and param_for(square, 4, avoid=("rows",)) == "cols"
     assert param_for(probe("matmul_f32", m=2, n=3, k=5), 30) == "m*n*k"
+
+
+def test_a_reference_that_rounds_its_output_to_bf16_is_allowed_bf16s_rounding_and_no_other_is():
+    """llm.c's references round as the kernel stores (``(floatX)``): bf16's half-ulp, up to 2^-8 of a
+    value, is above close()'s 2e-3, so a bf16-rounded output is compared at bf16's rounding.  Values
+    not all bf16, or all whole numbers (counts), keep the usual tolerance."""
+    exact = np.array([1.00390625 * 1.0039, -2.5, 0.3])           # 1.0078... rounds to 1.0078125 or 1.0
+    bits = exact.astype(np.float32).view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32).astype(np.float64)
+    assert np.max(np.abs(rounded - exact) / np.abs(exact)) > 2e-3
+    assert close(rounded, exact)
+    assert not close(rounded + 1e-7, exact)                      # not all bf16 values: the usual rtol
+    off = rounded * (1 + 5e-3)
+    assert not close(off.astype(np.float32).astype(np.float64), exact)
+    assert not close(np.array([257.0, 3.0]), np.array([256.0, 3.0]))   # whole numbers: not widened

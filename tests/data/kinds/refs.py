@@ -795,3 +795,21 @@ def adamw_master(params_memory, master_params_memory, grads_memory, m_memory, v_
     v_memory[...] = v
     master_params_memory[...] = p
     params_memory[...] = p
+
+
+def _bf16(a):
+    """float32 values rounded to the nearest bfloat16 (ties to even), as float32."""
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32)
+
+
+def fused_residual_bf16(residual, normed, mean, rstd, inp1, inp2, weight, bias, N, C):
+    """llm.c's fused_residual_forward2 in bf16: the sum rounded to bf16 as the kernel stores it, and
+    the layernorm of that stored sum, its output rounded to bf16 too."""
+    z = _bf16(inp1.reshape(N, C).astype(np.float32) + inp2.reshape(N, C).astype(np.float32)).astype(np.float64)
+    residual[...] = z.reshape(residual.shape)
+    m = z.mean(axis=1)
+    s = 1.0 / np.sqrt(((z - m[:, None]) ** 2).mean(axis=1) + 1e-5)
+    normed[...] = _bf16(((z - m[:, None]) * s[:, None]) * weight + bias).reshape(normed.shape)
+    mean[...] = m
+    rstd[...] = s
