@@ -390,6 +390,9 @@ def find_reductions(probe) -> Iterator[Match]:
     got = probe.outputs[y]
     # an output that starts from values may be added to (llm.c's dbias += ...): the reduction is then got - before
     forms = [(False, got)] + ([(True, got - probe.values[y])] if probe.arg(y).in_out else [])
+    adds = _adds_to_start(probe, y) if probe.arg(y).in_out else None
+    if adds is not None:               # the rerun said which: a small start would fit either form
+        forms = [f for f in forms if f[0] == adds]
     for x in probe.inputs_of():
         size = probe.sizes[x]
         if size <= n_out:
@@ -431,6 +434,24 @@ def find_reductions(probe) -> Iterator[Match]:
                                 {"op": "sum", "segment": seg, **extra})
     yield from _product_sums(probe, y, forms)
     yield from _mapped_reductions(probe, y, forms)
+
+
+def _adds_to_start(probe, y) -> bool | None:
+    """Whether the reference adds to ``y``'s starting values (``out[0] += sum(x * x)``) rather than
+    overwriting them: run again with ``y`` starting higher by half its largest output (at least 1),
+    an addition moves the output by that much and an overwrite not at all.  A start that is small
+    next to the result fits either form within close()'s tolerance, so the forms are not told apart
+    by the values alone.  None when the reference cannot be rerun."""
+    from kernel_forge.common.errors import KForgeError
+
+    got = probe.outputs[y]
+    shift = max(1.0, 0.5 * float(np.max(np.abs(got))) if got.size else 1.0)
+    try:
+        out = probe.rerun({y: probe.values[y] + shift})[y]
+    except (KForgeError, ValueError, KeyError):
+        return None
+    moved = float(np.max(np.abs(out - got))) if got.size else 0.0
+    return moved > 0.5 * shift
 
 
 def _middle_axes(probe, x) -> Iterator[tuple[int, int, int]]:

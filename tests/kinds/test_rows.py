@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from kernel_forge.kinds.match import Match
 from kernel_forge.kinds.rows import _segments, find_reductions, find_row_norm, find_row_softmax, find_scan
@@ -94,6 +95,23 @@ def test_an_absmax_whose_largest_magnitude_is_positive_is_told_from_a_max_by_run
     p.rerun = lambda changes: {"out": np.array([np.abs(changes["in"]).max()])}
     assert next(find_reductions(p)) == Match("reduction", {"x": "in", "y": "out", "n": "n"},
                                              {"op": "max", "axis": None, "pre": "abs"})
+
+
+@pytest.mark.parametrize("adds", [True, False])
+def test_whether_a_reduction_adds_to_its_start_is_read_from_a_rerun_not_from_a_small_start(tmp_path, adds):
+    """global_norm's ``out[0] += sum(x * x)`` from a start of ~1 against a sum of ~400: the start is
+    within close()'s tolerance either way, so the reference is run again with a higher start."""
+    import json
+    m = json.loads((DATA / "reduce_max.json").read_text())
+    m["args"]["out"]["init"] = "normal"                    # in/out: it may be added to
+    m["reference"]["python"] = str(DATA / "refs.py") + ":reduce_max"
+    (tmp_path / "t.json").write_text(json.dumps(m))
+    x, start = RNG.standard_normal(400), RNG.standard_normal(1)
+    ref = lambda x, start: start + np.sum(x * x) if adds else np.array([np.sum(x * x)])   # noqa: E731
+    p = probe(tmp_path / "t.json", {"in": x, "out": start}, {"out": ref(x, start)}, n=400)
+    p.rerun = lambda changes: {"out": ref(changes.get("in", x), changes.get("out", start))}
+    found = next(find_reductions(p))
+    assert found.params == {"op": "sum", "axis": None, "pre": "square", **({"accumulate": True} if adds else {})}
 
 
 def test_column_sums_of_a_batch_of_rows_are_a_column_reduction_over_a_product_of_sizes():
