@@ -85,6 +85,8 @@ def find_row_norm(probe) -> Iterator[Match]:
                     roles = _stats(probe, extras, mean, rstd, var, norm)
                     if roles is None:
                         continue
+                    if not _normalises(probe, x, res, y, z, rstd, norm, eps, vecs, hit):
+                        continue
                     w, b, offset = hit
                     binding = {"x": x, "y": y, "weight": w, "bias": b, **roles, **_scalars(probe, rows, cols),
                                "eps": eps_name}
@@ -96,6 +98,24 @@ def find_row_norm(probe) -> Iterator[Match]:
                     yield Match("row_norm", binding, params)
                     break
     yield from _group_norms(probe, eps_params)
+
+
+def _normalises(probe, x: str, res, y: str, z: np.ndarray, rstd: np.ndarray, norm: str, eps: float, vecs, hit) -> bool:
+    """Whether a norm that held really divides by the rows' scale: where every row's scale is within
+    5 % of one (an RMS of random normal values is ~1: ``y = a * b`` reads as an RMS norm of one row
+    weighted by b), the reference runs again on x (and res) times 2.5 -- a norm's output stays, a
+    map's scales.  True when the scales tell already, or the reference cannot be rerun."""
+    from kernel_forge.common.errors import KForgeError
+
+    if norm == "l2" or not np.all(np.abs(rstd - 1.0) < 0.05):
+        return True
+    changes = {n: probe.values[n] * 2.5 for n in (x, res) if n is not None}
+    try:
+        out = probe.rerun(changes)[y].reshape(z.shape)
+    except (KForgeError, ValueError, KeyError):
+        return True
+    v = sum(changes[n] for n in changes).reshape(z.shape)
+    return _affine(_norm(v, norm, eps)[0], out, vecs, probe) == hit
 
 
 def _is_the_eps(probe, name: str, y: str, v: np.ndarray, norm: str, vecs, hit, res) -> bool:

@@ -58,6 +58,22 @@ def test_a_norm_of_a_sum_no_output_keeps_is_a_row_norm_with_a_residual_and_no_su
     assert m.params == {"norm": "rms", "eps": 1e-5}
 
 
+@pytest.mark.parametrize("is_norm", [False, True])
+def test_a_product_of_one_row_whose_rms_is_one_is_not_an_rms_norm_unless_scaling_x_leaves_it(is_norm):
+    """``c = a * b`` over one row of values whose RMS is 1: the RMS norm of a weighted by b holds on the
+    values (cuda-samples' modulate kernel read so); the reference run on 2.5 * a tells a map (its
+    output scales) from a norm (it stays)."""
+    a, b = RNG.standard_normal(512), RNG.standard_normal(512)
+    a /= np.sqrt(np.mean(a * a))
+    ref = (lambda a: a / np.sqrt(np.mean(a * a) + 1e-6) * b) if is_norm else (lambda a: a * b)
+    p = probe(MANIFESTS / "vector_add.json", {"a": a, "b": b}, {"c": ref(a)}, n=512)
+    p.rerun = lambda changes: {"c": ref(changes.get("a", a))}
+    found = [m for m in find_row_norm(p) if m.binding["x"] == "a"]
+    assert bool(found) == is_norm
+    if is_norm:
+        assert found[0].params["norm"] == "rms" and found[0].binding["weight"] == "b"
+
+
 def test_a_row_scaled_to_unit_length_is_an_l2_norm_not_an_rms_norm():
     def reference(x):
         x = x.reshape(3, 8)
