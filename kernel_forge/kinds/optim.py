@@ -92,18 +92,8 @@ def _rerun(probe, scalars: dict, changes: dict | None = None) -> _Data | None:
         return None
     stored = {}
     for name, vals in (changes or {}).items():     # the changed inputs as the reference saw them (stored)
-        stored[name] = _stored(probe, name, vals)
+        stored[name] = probe.stored(name, vals)
     return _data(probe, out, {**probe.scalars, **scalars}, stored)
-
-
-def _stored(probe, name: str, vals) -> np.ndarray:
-    from kernel_forge.common.dtypes import from_float, to_float
-
-    dt = probe.arg(name).param.dtype
-    arr = np.asarray(vals, dtype=np.float64)
-    if dt.name == "bfloat16":
-        return np.asarray(to_float(from_float(arr.astype(np.float32), dt), dt), dtype=np.float64).reshape(-1)
-    return arr.astype(dt.numpy).astype(np.float64).reshape(-1)
 
 
 def find_optimizer_step(probe) -> Iterator[Match]:

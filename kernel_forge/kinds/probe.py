@@ -63,6 +63,17 @@ class Probe:
         """Integer scalars equal to ``value``, in signature order."""
         return [n for n, v in self.int_scalars().items() if v == value]
 
+    def stored(self, name: str, vals) -> np.ndarray:
+        """``vals`` as buffer ``name`` stores them (rounded to its type: what a rerun's reference sees),
+        flat float64."""
+        from kernel_forge.common.dtypes import to_float
+
+        dt = self.arg(name).param.dtype
+        arr = np.asarray(vals, dtype=np.float64)
+        if dt.name == "bfloat16":
+            return np.asarray(to_float(from_float(arr.astype(np.float32), dt), dt), dtype=np.float64).reshape(-1)
+        return arr.astype(dt.numpy).astype(np.float64).reshape(-1)
+
     def rerun(self, changes: dict[str, np.ndarray], scalars: dict[str, float] | None = None) -> dict[str, np.ndarray]:
         """The reference's outputs on these inputs with ``changes`` (name -> values) applied, and
         the scalars ``scalars`` (name -> value) in place of the case's (the optimizer steps tell

@@ -114,7 +114,7 @@ def _normalises(probe, x: str, res, y: str, z: np.ndarray, rstd: np.ndarray, nor
         out = probe.rerun(changes)[y].reshape(z.shape)
     except (KForgeError, ValueError, KeyError):
         return True
-    v = sum(changes[n] for n in changes).reshape(z.shape)
+    v = sum(probe.stored(n, changes[n]) for n in changes).reshape(z.shape)      # as the reference saw them
     return _affine(_norm(v, norm, eps)[0], out, vecs, probe) == hit
 
 
