@@ -184,6 +184,45 @@ def _may_run_reference(task) -> bool:
     return r is None or r.usable
 
 
+#: scalar values that may hide a role: a factor of 1 or an addend of 0 changes nothing, so a match that
+#: leaves such a scalar out still reproduces the reference (a softmax's inv_temperature left at 1.0)
+NEUTRAL = (0.0, 1.0, -1.0)
+#: what such a scalar is set to, to tell whether it plays a part
+TELLING = 0.6180339887
+
+
+def _telling_probe(probe, m: Match | None):
+    """The probe with every float scalar ``m`` does not bind (None: every one) whose value is neutral
+    (:data:`NEUTRAL`) set to :data:`TELLING`, when that changes the reference's outputs (the scalar
+    plays a part the match missed, or hid the kind: a softmax of 0 * x is uniform); None when no such
+    scalar does, or the reference cannot be rerun."""
+    import numpy as np
+
+    from kernel_forge.common.errors import KForgeError
+    from kernel_forge.kinds.match import close
+
+    bound = {v for v in m.binding.values() if isinstance(v, str)} if m is not None else set()
+    hidden = {n: TELLING for n, v in probe.float_scalars().items() if n not in bound and v in NEUTRAL}
+    if not hidden:
+        return None
+    try:
+        telling = probe.with_scalars(hidden)
+    except (KForgeError, ValueError, KeyError):
+        return None
+    same = all(close(telling.outputs[k], v) or np.array_equal(telling.outputs[k], v, equal_nan=True)
+               for k, v in probe.outputs.items())
+    return None if same else telling
+
+
+def _first_binding(task, probe) -> Match | None:
+    """The first match on ``probe`` that binds (the search identify makes, on another probe)."""
+    for _kinds, finder in FINDERS:
+        for m in _tried(finder, probe):
+            if _binds(task, m):
+                return m
+    return None
+
+
 def identify(task, seed: int = 1234) -> Identified:
     """The task's kind (see the module docstring).  Raises :class:`KindMismatch` when the manifest
     states a kind the reference does not bear out; a reference that fails raises as it does for
@@ -207,6 +246,11 @@ def identify(task, seed: int = 1234) -> Identified:
         for m in _tried(finder, probe):
             if want is None:
                 if _binds(task, m):
+                    telling = _telling_probe(probe, m)
+                    if telling is not None:          # a scalar the match leaves out matters: find it there
+                        again = _first_binding(task, telling)
+                        if again is not None:
+                            m = again
                     return Identified(m, f"case {probe.inputs.case.name}", time.monotonic() - t0)
                 unbound = unbound or m
                 continue
@@ -217,6 +261,11 @@ def identify(task, seed: int = 1234) -> Identified:
         strided = _strided(task, probe)
         if strided is not None:
             return Identified(strided, f"case {probe.inputs.case.name}", time.monotonic() - t0)
+        telling = _telling_probe(probe, None)
+        found = _first_binding(task, telling) if telling is not None else None
+        if found is not None:
+            return Identified(found, f"case {probe.inputs.case.name}, its neutral scalars at {TELLING:.3f}",
+                              time.monotonic() - t0)
     if unbound is not None:
         return Identified(unbound, f"case {probe.inputs.case.name}", time.monotonic() - t0)
     if want is not None:

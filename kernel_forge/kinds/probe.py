@@ -63,6 +63,14 @@ class Probe:
         """Integer scalars equal to ``value``, in signature order."""
         return [n for n, v in self.int_scalars().items() if v == value]
 
+    def with_scalars(self, scalars: dict[str, float]) -> "Probe":
+        """This probe with ``scalars`` in place of the case's, its outputs the reference's on them."""
+        import dataclasses
+
+        out = self.rerun({}, scalars=scalars)
+        inputs = dataclasses.replace(self.inputs, scalars={**self.inputs.scalars, **scalars})
+        return dataclasses.replace(self, inputs=inputs, scalars={**self.scalars, **scalars}, outputs=out)
+
     def stored(self, name: str, vals) -> np.ndarray:
         """``vals`` as buffer ``name`` stores them (rounded to its type: what a rerun's reference sees),
         flat float64."""

@@ -382,6 +382,16 @@ def test_the_epsilon_is_read_off_the_reference_when_no_parameter_carries_it(tmp_
     assert identify(load_task(path)).match.params["eps"] == 1e-6
 
 
+@pytest.mark.parametrize("value", [1.0, 0.0])
+def test_a_scale_left_at_a_neutral_value_is_still_bound(tmp_path, value):
+    """A softmax of scale * x with the scale at 1 (init's guess) reads as a plain softmax, and one at 0
+    as a softmax of zeros: the reference is run again with the scalar at a telling value, which moves
+    the outputs, and the search there binds the scale (the bound kernel reads it, as the user's does)."""
+    path = copy_task(tmp_path, "scaled_softmax_f16", lambda d: d["args"].update(scale=value))
+    found = identify(load_task(path))
+    assert found.match.kind == "row_softmax" and found.match.binding["scale"] == "scale", found.match
+
+
 def test_a_stated_kind_skips_the_guess_and_is_still_checked(tmp_path):
     path = copy_task(tmp_path, "llmc_softmax", lambda d: d.update(kind={"name": "row_softmax", "binding": {"x": "inp"}}))
     found = identify(load_task(path))
