@@ -66,7 +66,20 @@ def check_name(name: str, what: str, where: str, *, variable: bool = False) -> N
                          "nothing was written", hint=f"rename it in the kernel, e.g. {name.lower() + '_'!r}")
 
 
-def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, Path | None, str | None, list[str]]:
+@dataclass
+class _Entry:
+    """What init reads of the kernel: its signature, the file's text (None for --signature), where,
+    the instance line it added, the types read for void* parameters, and how each non-const pointer
+    is used (:mod:`kernel_forge.model.pointer_access`)."""
+    sig: Signature
+    source: str | None = None
+    path: Path | None = None
+    instance_line: str | None = None
+    read_types: list[str] = field(default_factory=list)
+    access: dict[str, str] = field(default_factory=dict)
+
+
+def _signature(name: str, from_file, signature) -> _Entry:
     if (from_file is None) == (signature is None):
         raise InputError("give the kernel with --from FILE.cu or its --signature (one of them)")
     check_name(name, "the task name", "NAME")
@@ -83,7 +96,7 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
             p = next(p for p in sig.params if p.untyped)
             raise InputError(f"--signature: parameter {p.name} is `{p.describe()}`: write the type its buffer holds "
                              f"(e.g. `const __half* {p.name}`)")
-        return sig, None, None, None, []
+        return _Entry(sig)
     from kernel_forge.common.reads import MAX_KERNEL, Unreadable, read_input_bytes
 
     src_path = Path(from_file)
@@ -129,7 +142,13 @@ def _signature(name: str, from_file, signature) -> tuple[Signature, str | None, 
                                                     f" ({t.cast}") + "; the kernel keeps void*)"
                 + (f"; it also reads {t.param} as {' and '.join(t.others)}: the manifest's flags must pick the {t.ctype} "
                    "path" if t.others else "") for t in types]
-    return sig, source, src_path, added, read
+    from kernel_forge.model.pointer_access import access
+
+    code = strip_comments_and_strings(source, keep_strings=True)
+    head = code.splitlines()[line - 1] if 0 < line <= code.count("\n") + 1 else ""
+    # a kernel a macro writes is found at its invocation, with no body there: no reading of it
+    used = access(code, line, [p.name for p in sig.params if p.pointer and not p.const]) if "__global__" in head else {}
+    return _Entry(sig, source, src_path, added, read, used)
 
 
 def _with_instance(source: str, name: str) -> str:
@@ -156,8 +175,11 @@ def _tolerance(sig: Signature) -> dict:
     return {"atol": 1e-5, "rtol": 1e-5} if bits == 32 else {"atol": 1e-10, "rtol": 1e-10}
 
 
-def build_manifest(name: str, sig: Signature, *, has_launch: bool) -> tuple[dict, list[str], list[str]]:
-    """The manifest for ``sig``, the guesses made and what to fill in."""
+def build_manifest(name: str, sig: Signature, *, has_launch: bool,
+                   access: dict[str, str] | None = None) -> tuple[dict, list[str], list[str]]:
+    """The manifest for ``sig``, the guesses made and what to fill in.  ``access``: how the kernel
+    uses each non-const pointer (``read``: an input despite no const; ``both``: in/out)."""
+    access = access or {}
     sizes = [p for p in sig.params if not p.pointer and not p.dtype.is_float and p.dtype.name != "bool"]
     size = sizes[0].name if sizes else None
     guesses, todo = [], []
@@ -165,7 +187,8 @@ def build_manifest(name: str, sig: Signature, *, has_launch: bool) -> tuple[dict
     shape = [size] if size else [4096]
     inputs, outputs = [], []
     for p in sig.params:
-        if p.pointer and p.const:
+        used = access.get(p.name) if p.pointer and not p.const else None
+        if p.pointer and (p.const or used == "read"):
             if p.dtype.is_float:
                 init = "normal"
             else:
@@ -173,7 +196,14 @@ def build_manifest(name: str, sig: Signature, *, has_launch: bool) -> tuple[dict
                         "high": 2 if p.dtype.name == "bool" else 100}        # a bool: half true, half false
             args[p.name] = {"shape": list(shape), "init": init}
             inputs.append(p.name)
-            guesses.append(f"{p.name}: {p.describe()} -> input, shape {json.dumps(shape)}, init {json.dumps(init)}")
+            guesses.append(f"{p.name}: {p.describe()} -> input, shape {json.dumps(shape)}, init {json.dumps(init)}"
+                           + (" (not const, but the kernel only reads it)" if used == "read" else ""))
+        elif p.pointer and used == "both":
+            init = "normal" if p.dtype.is_float else {"kind": "randint", "low": 0, "high": 100}
+            args[p.name] = {"shape": list(shape), "init": init, "output": True}
+            outputs.append(p.name)
+            guesses.append(f"{p.name}: {p.describe()} -> in/out, shape {json.dumps(shape)}, init {json.dumps(init)} (the "
+                           "kernel reads it and writes it)")
         elif p.pointer:
             args[p.name] = {"shape": list(shape), "output": True}
             outputs.append(p.name)
@@ -266,7 +296,8 @@ def kernel_stub(sig: Signature, size: str | None) -> str:
 
 def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=None, force: bool = False,
               validate: bool = True) -> InitResult:
-    sig, source, src_path, instance_line, read_types = _signature(name, from_file, signature)
+    entry = _signature(name, from_file, signature)
+    sig, source, src_path, instance_line = entry.sig, entry.source, entry.path, entry.instance_line
     from kernel_forge.authoring.device_part import device_part
     from kernel_forge.model.candidate import parse_candidate
     from kernel_forge.common.errors import CandidateError
@@ -284,8 +315,8 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
             has_launch = parse_candidate(source, name=str(src_path)).launch is not None
         except CandidateError as exc:
             raise InputError(f"--from {src_path}: {exc.message}") from None
-    manifest, guesses, todo = build_manifest(name, sig, has_launch=has_launch)
-    guesses[:0] = read_types
+    manifest, guesses, todo = build_manifest(name, sig, has_launch=has_launch, access=entry.access)
+    guesses[:0] = entry.read_types
     out = Path(folder)
     if out.exists() and not out.is_dir():
         raise InputError(f"--dir {out}: is a file, not a folder")

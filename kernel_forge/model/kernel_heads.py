@@ -71,3 +71,23 @@ def in_directive(code: str, pos: int) -> bool:
     while start > 1 and code[:start - 1].rstrip(" \t").endswith("\\"):
         start = code.rfind("\n", 0, start - 1) + 1
     return code[start:pos].lstrip().startswith("#")
+
+
+def body_span(code: str, head_line: int) -> tuple[int, int]:
+    """(start, end) offsets of the body (``{`` to its ``}``) of the kernel whose head begins on the
+    1-based ``head_line`` of comment-free ``code``; (len, len) when none follows."""
+    at = 0
+    for _ in range(head_line - 1):
+        at = code.index("\n", at) + 1
+    brace = code.find("{", at)
+    if brace < 0:
+        return len(code), len(code)
+    depth = 0
+    for i in range(brace, len(code)):
+        if code[i] == "{":
+            depth += 1
+        elif code[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return brace, i
+    return brace, len(code)

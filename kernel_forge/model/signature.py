@@ -6,8 +6,9 @@ scalars of, the types in :mod:`kernel_forge.common.dtypes`, and pointers to CUDA
 A kernel may also take ``void*`` (exllamav2's ``const void* x``, cast inside to the type it reads): such a
 parameter is *untyped*, and matches whatever pointer the task declares for it (the manifest's
 signature names the type; ``kforge init`` reads it from the kernel's casts, :mod:`kernel_forge.model.void_pointers`).
-Anything else (references, arrays, structs, vectors by value, templates, pointers to pointers,
-default values) is refused with a caret under the offending text.  Function attributes (``__launch_bounds__(...)``, ``__maxnreg__(...)``,
+A default value (``int* p = NULL``) is read past: a launch passes every argument.  Anything else
+(references, arrays, structs, vectors by value, templates, pointers to pointers) is refused with a
+caret under the offending text.  Function attributes (``__launch_bounds__(...)``, ``__maxnreg__(...)``,
 ``__cluster_dims__(...)``, ``__noinline__``, PyTorch's ``C10_LAUNCH_BOUNDS_1(...)``) may stand before or after ``void``.
 """
 from __future__ import annotations
@@ -93,7 +94,9 @@ def parse_signature(text: str, aliases: dict[str, str] | None = None) -> Signatu
     offset = start
     for piece in body.split(","):
         col = offset + (len(piece) - len(piece.lstrip()))
-        params.append(_parse_param(piece.strip(), flat, col, aliases or {}))
+        # a default value (`int* partial_sums = NULL`, cuda-samples' shfl_scan): every argument is passed at a
+        # launch, so it plays no part; the parameter is read without it
+        params.append(_parse_param(piece.split("=", 1)[0].strip(), flat, col, aliases or {}))
         offset += len(piece) + 1
     seen: set[str] = set()
     offset = start
@@ -111,7 +114,6 @@ def _parse_param(piece: str, flat: str, col: int, aliases: dict[str, str]) -> Pa
         raise SignatureError("empty parameter", signature=flat, column=col)
     for bad, why in (("&", "references are not supported; pass a pointer"),
                      ("[", "array parameters are not supported; pass a pointer"),
-                     ("=", "default values are not supported"),
                      ("<", "templates are not supported; use extern \"C\" with concrete types"),
                      ("(", "function pointers are not supported")):
         if bad in piece:

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from kernel_forge.common.dtypes import C_TYPES, LANE_CTYPES, VECTOR_TYPES
+from kernel_forge.model.kernel_heads import body_span
 from kernel_forge.model.signature import Signature, parse_signature
 
 _TYPE = r"((?:const\s+|volatile\s+)*[A-Za-z_][\w:]*(?:\s+[A-Za-z_]\w*)*?)\s*(?:const\s*)?\*"
@@ -49,29 +50,10 @@ def _element(type_text: str, aliases: dict[str, str]) -> str | None:
     return "bool" if dtype.name == "bool" else LANE_CTYPES[dtype.name]
 
 
-def _body(code: str, head_line: int) -> tuple[int, int]:
-    """(start, end) offsets of the body of the kernel whose head begins on ``head_line``."""
-    at = 0
-    for _ in range(head_line - 1):
-        at = code.index("\n", at) + 1
-    brace = code.find("{", at)
-    if brace < 0:
-        return len(code), len(code)
-    depth = 0
-    for i in range(brace, len(code)):
-        if code[i] == "{":
-            depth += 1
-        elif code[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return brace, i
-    return brace, len(code)
-
-
 def read_types(code: str, head_line: int, sig: Signature, aliases: dict[str, str] | None = None) -> list[ReadType]:
     """The type each ``void*`` parameter of ``sig`` holds, read from the kernel body in ``code``
     (comments stripped, offsets kept) whose head starts on ``head_line``."""
-    start, end = _body(code, head_line)
+    start, end = body_span(code, head_line)
     body = code[start:end]
     typed = next((LANE_CTYPES[p.dtype.name] for p in sig.params if p.pointer and not p.untyped), None)
     found = []

@@ -137,7 +137,6 @@ def test_launch_bounds(text):
     ("float a[4]", "array parameters are not supported; pass a pointer", "[4])"),
     ("vec<float> a", "templates are not supported", "<float> a)"),
     ("float** a", "pointers to pointers are not supported", "** a)"),
-    ("int n = 3", "default values are not supported", "= 3)"),
     ("float (*f)(int)", "function pointers are not supported", "(*f)(int))"),
     ("foo_t a", "unsupported type 'foo_t'", "foo_t a)"),
     ("struct S a", "unsupported type 'struct S'", "struct S a)"),
@@ -149,6 +148,15 @@ def test_unsupported_parameters_are_refused_with_caret(params, message, at):
     exc = refuse(HEAD + "float* ok, " + params + ")")
     assert str(exc).startswith(message)
     assert caret_target(exc) == at
+
+
+def test_a_default_value_is_read_past_a_launch_passes_every_argument():
+    """cuda-samples' shfl_scan: ``int *partial_sums = NULL``; the parameter is the pointer, its text
+    (what a bound pattern's entry writes) without the default."""
+    s = sig("int* data, int width, int* partial_sums = NULL, float scale=1.0f")
+    assert s.names == ("data", "width", "partial_sums", "scale")
+    assert [p.text for p in s.params[2:]] == ["int* partial_sums", "float scale"]
+    assert s.params[2].pointer and s.params[3].dtype.name == "float32"
 
 
 def test_long_is_the_platform_s_long_as_nvrtc_compiles_it_here():

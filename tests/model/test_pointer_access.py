@@ -1,0 +1,56 @@
+"""kernel_forge.model.pointer_access: how a kernel uses each non-const pointer, read from its body
+(init's guess of input, output or in/out for a pointer without const)."""
+from __future__ import annotations
+
+import pytest
+
+from kernel_forge.model.pointer_access import access
+
+HEAD = "__global__ void k(float* p, int n)\n{\n    int i = threadIdx.x;\n"
+
+
+@pytest.mark.parametrize("body, want", [
+    ("    float v = p[i] * 2.0f;\n    (void)v;\n", "read"),
+    ("    p[i] = 1.0f;\n", "write"),
+    ("    p[i * 2 + 1] = 0.0f;\n    p[i] = 3.0f;\n", "write"),
+    ("    p[i] += 1.0f;\n", "both"),                           # a compound assignment reads too
+    ("    p[i] = p[i] * 2.0f;\n", "both"),
+    ("    p[i]++;\n", "both"),
+    ("    if (p[i] == 0.0f) return;\n", "read"),              # a comparison is no assignment
+    ("    atomicAdd(&p[i % 4], 1.0f);\n", "both"),
+    ("    atomicAdd(p + i, 1.0f);\n", "both"),
+    ("    *p = 1.0f;\n", "write"),
+    ("    float v = *(p + i);\n    (void)v;\n", "read"),
+    ("    float* q = p + i;\n    q[0] = 1.0f;\n", "unknown"),     # kept in a local pointer: may be written
+    ("    helper(p, i);\n", "unknown"),                         # passed on
+    ("    reinterpret_cast<float4*>(p)[i] = make_float4(0, 0, 0, 0);\n", "unknown"),
+    ("    s.p[i] = 1.0f;\n    float v = my_p[i];\n", "unknown"),  # other names: no use of p at all
+])
+def test_each_use_of_a_pointer_is_read_as_a_read_a_write_or_unknown(body, want):
+    assert access(HEAD + body + "}\n", 1, ["p"]) == {"p": want}
+
+
+def test_only_the_named_kernels_body_is_read():
+    src = ("__global__ void a(float* p) { p[0] = 1.0f; }\n"
+           "__global__ void k(float* p, float* q)\n{\n    q[0] = p[0];\n}\n"
+           "__global__ void b(float* p) { p[1] = 2.0f; }\n")
+    assert access(src, 2, ["p", "q"]) == {"p": "read", "q": "write"}
+
+
+def test_init_guesses_a_pointer_the_kernel_only_reads_as_an_input_and_one_it_reads_and_writes_as_in_out(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from kernel_forge.app.cli import cli
+
+    (tmp_path / "k.cu").write_text("__global__ void scan_step(int* data, unsigned int* counts, int* sums, int n)\n{\n"
+                                   "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n"
+                                   "    data[i] += (int)counts[i];\n    sums[i] = data[i];\n}\n")
+    r = CliRunner().invoke(cli, ["init", "scan_step", "--from", str(tmp_path / "k.cu"), "--dir", str(tmp_path / "t")])
+    assert r.exit_code == 0 and "validated" in r.output, r.output
+    args = json.loads((tmp_path / "t" / "scan_step.json").read_text())["args"]
+    assert args["data"]["output"] is True and "init" in args["data"]           # in/out
+    assert "output" not in args["counts"] and "init" in args["counts"]         # only read: an input
+    assert args["sums"] == {"shape": ["n"], "output": True}                    # only written
+    assert "counts: uint32* counts -> input" in r.output and "not const, but the kernel only reads it" in r.output
