@@ -124,7 +124,10 @@ def weak_case_warnings(task: Task, *, max_elements: int = 1 << 24, seed: int = 1
     ``max_elements`` buffer elements for which ``fits(case)`` holds; the others are appended to
     ``skipped`` (when given) as (case, reason).  ``run_reference`` False: the inputs' warnings
     only (nothing runs)."""
-    warnings: list[str] = []
+    warnings: list[str] = [f"atol and rtol are both 0 for the floating-point output {a.name}: only a bit-exact kernel "
+                           "passes (right for a copy, a cast or a permute; arithmetic in another order needs rtol >= 1e-5 "
+                           "in float32)" for a in task.outputs
+                           if a.param.dtype.is_float and task.tolerance_for(a).atol == 0 and task.tolerance_for(a).rtol == 0]
     for case in task.cases:
         warnings += input_warnings(task, case)
         if task.reference.kind != "python" or not run_reference:
