@@ -317,6 +317,10 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
             raise InputError(f"--from {src_path}: {exc.message}") from None
     manifest, guesses, todo = build_manifest(name, sig, has_launch=has_launch, access=entry.access)
     guesses[:0] = entry.read_types
+    if source is not None and not has_launch and re.search(r"\bextern\s[^;]*__shared__",
+                                                           strip_comments_and_strings(source)):
+        todo.append(f"the dynamic shared memory the kernel's `extern __shared__` needs, in bytes: {name}.json "
+                    "$.launch.shared_mem (the launch guessed gives it none)")
     out = Path(folder)
     if out.exists() and not out.is_dir():
         raise InputError(f"--dir {out}: is a file, not a folder")

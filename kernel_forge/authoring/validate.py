@@ -109,6 +109,24 @@ def task_files(task: Task) -> list[tuple[str, str, Path]]:
     return [(what, shown, p) for what, (shown, p) in rows]
 
 
+def _dynamic_shared_without_bytes(task: Task, cand) -> int:
+    """The line of the kernel's first ``extern __shared__`` declaration when its launch gives it no
+    dynamic shared memory (cuda-samples' shfl_scan sizes it at its ``<<<>>>``, which init does not
+    read); 0 otherwise."""
+    import re
+
+    from kernel_forge.common.static_rules import strip_comments_and_strings
+
+    code = strip_comments_and_strings(cand.source)
+    m = re.search(r"\bextern\s+(?:__shared__\s+[^;]*|[^;]*\s__shared__\s)", code)
+    if m is None:
+        return 0
+    launch = cand.launch or task.launch
+    if launch is None or str(launch.shared_mem).strip() not in ("0", ""):
+        return 0                   # an expression: its value is the author's
+    return code.count("\n", 0, m.start()) + 1
+
+
 def _kernel(task: Task, path: Path, jp: str, arch: str | None, report: Validation, label: str,
             limits: dict | None = None) -> None:
     cand = load_candidate(path)
@@ -116,6 +134,11 @@ def _kernel(task: Task, path: Path, jp: str, arch: str | None, report: Validatio
         preflight.check_kernel(task, cand, file=str(path), limits=limits)
     except preflight.KernelRefused as exc:
         raise ManifestError(exc.message, file=str(task.path), json_path=jp, hint=exc.hint) from None
+    unsized = _dynamic_shared_without_bytes(task, cand)
+    if unsized:
+        report.warnings.append(f"{label} {path.name}:{unsized}: the kernel declares `extern __shared__` memory and "
+                               "every case launches it with 0 bytes of it: set the manifest's launch.shared_mem "
+                               "(bytes, an expression of the case's sizes) or a `// kforge: shared_mem = ...` line")
     if cand.tunables:
         count = cand.count_configurations()
         if count > 4096:

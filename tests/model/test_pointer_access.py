@@ -54,3 +54,20 @@ def test_init_guesses_a_pointer_the_kernel_only_reads_as_an_input_and_one_it_rea
     assert "output" not in args["counts"] and "init" in args["counts"]         # only read: an input
     assert args["sums"] == {"shape": ["n"], "output": True}                    # only written
     assert "counts: uint32* counts -> input" in r.output and "not const, but the kernel only reads it" in r.output
+
+
+def test_init_and_validate_say_when_extern_shared_memory_gets_no_bytes(tmp_path):
+    """cuda-samples' shfl_scan sizes its `extern __shared__` array at its <<<>>>, which init does not read:
+    init lists the bytes to fill in, and validate warns while the launch gives none."""
+    from click.testing import CliRunner
+
+    from kernel_forge.app.cli import cli
+
+    (tmp_path / "k.cu").write_text("__global__ void rev(const float* x, float* y, int n)\n{\n"
+                                   "    extern __shared__ float tile[];\n    int i = threadIdx.x;\n"
+                                   "    tile[i] = x[i];\n    __syncthreads();\n    y[i] = tile[blockDim.x - 1 - i];\n}\n")
+    r = CliRunner().invoke(cli, ["init", "rev", "--from", str(tmp_path / "k.cu"), "--dir", str(tmp_path / "t")])
+    assert r.exit_code == 0 and "$.launch.shared_mem" in r.output, r.output
+    (tmp_path / "t" / "rev_reference.py").write_text("def reference(x, y, n):\n    y[...] = x\n")
+    r = CliRunner().invoke(cli, ["validate", str(tmp_path / "t" / "rev.json")])
+    assert "rev.cu:3: the kernel declares `extern __shared__` memory" in r.output, r.output

@@ -10,7 +10,7 @@ import pytest
 
 from kernel_forge.common.errors import ReferenceError_
 from kernel_forge.model.inputs import generate
-from kernel_forge.model.reference_process import run_reference, sandbox_layers, sandboxed
+from kernel_forge.model.reference_process import ReferenceProcess, run_reference, sandbox_layers, sandboxed
 from kernel_forge.model.task import CallableRef, Case, load_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,18 @@ def test_the_reference_runs_in_a_child_that_stays_up_after_the_reference_fails(t
     with pytest.raises(ReferenceError_, match=r"^reference ref\.py:reference on case 'five' failed: ValueError: no such "
                                               r"row \(at .*ref\.py:6 in reference"):
         run_reference(bad, "five", 3)
-    assert int(run_reference(good, "five", 3)["c"][0]) == child                # the same child, reused
+    # the child stays up after the reference fails: one child of its own, so that no other test's thread
+    # (an MCP server's run, a gate's reference prefetch) takes the pool's child in between
+    own = ReferenceProcess(None)
+    try:
+        what = "reference ref.py:reference on case 'five'"
+        first = int(own.run(good, "five", 3, generate(good, FIVE, 3), 60, what)["c"][0])
+        with pytest.raises(ReferenceError_, match="failed: ValueError: no such row"):
+            own.run(bad, "five", 3, generate(bad, FIVE, 3), 60, what)
+        assert own.alive
+        assert int(own.run(good, "five", 3, generate(good, FIVE, 3), 60, what)["c"][0]) == first != os.getpid()
+    finally:
+        own.close()
 
 
 def test_a_reference_that_ends_its_process_is_an_error_and_the_next_call_gets_a_fresh_child(tmp_path):
