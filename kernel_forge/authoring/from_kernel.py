@@ -111,11 +111,18 @@ def _signature(name: str, from_file, signature) -> _Entry:
     code = strip_comments_and_strings(source, keep_strings=True)
     names = [found for m, found, _t in _entries(code) if not in_directive(code, m.start())]   # not a macro's NAME
     local = project_headers(source, src_path)
-    names += [found for _m, found, _t in _entries(expanded(code, tuple(local.values()))[0])      # what macros write
-              if found not in names]
+    text = expanded(code, tuple(local.values()))[0]
+    names += [found for m, found, _t in _entries(text)      # what macros write (not a macro's own NAME parameter)
+              if found not in names and not in_directive(text, m.start())]
+    names = list(dict.fromkeys(names))
     if name not in names:
         found = ", ".join(names) or "none (a kernel is __global__ void NAME(...))"
-        raise InputError(f"--from {src_path}: no kernel named {name!r}; kernels found: {found}")
+        inside = _headers_defining(name, local)
+        raise InputError(f"--from {src_path}: no kernel named {name!r}; kernels found: {found}"
+                         + (f"; {name} is defined in {inside}, which {src_path.name} includes" if inside else ""),
+                         hint=(f"run kforge init {name} --from {inside} (the macros and constants {src_path.name} "
+                               f"defines before its #include are then missing: add them to {inside}'s copy)")
+                         if inside else None)
     try:
         with_instance = _with_instance(source, name)
         added = with_instance.splitlines()[-1] if with_instance != source else None
@@ -149,6 +156,16 @@ def _signature(name: str, from_file, signature) -> _Entry:
     # a kernel a macro writes is found at its invocation, with no body there: no reading of it
     used = access(code, line, [p.name for p in sig.params if p.pointer and not p.const]) if "__global__" in head else {}
     return _Entry(sig, source, src_path, added, read, used)
+
+
+def _headers_defining(name: str, local: dict[str, str]) -> str | None:
+    """The first of the file's project headers (include name -> text) that defines kernel ``name``
+    (cuda-samples keep a sample's kernels in NAME_kernel.cuh, included by NAME.cu)."""
+    for include, text in local.items():
+        code = strip_comments_and_strings(text, keep_strings=True)
+        if any(found == name for _m, found, _t in _entries(code)):
+            return include
+    return None
 
 
 def _with_instance(source: str, name: str) -> str:

@@ -155,3 +155,17 @@ def test_the_standard_librarys_own_types_get_a_hint_naming_cuda_std(tmp_path):
     assert r.exit_code == 0 and "validation failed" in r.output
     r = CliRunner().invoke(cli, ["validate", str(tmp_path / "t" / "lowest.json")])
     assert r.exit_code != 0 and "cuda::std::numeric_limits" in r.output, r.output
+
+
+def test_a_kernel_kept_in_an_included_header_is_named_with_the_header_to_start_from(tmp_path):
+    """cuda-samples keep a sample's kernels in NAME_kernel.cuh, included by NAME.cu after the macros it
+    needs; the kernels a macro writes are listed by name, not by the macro's parameter (FN_NAME)."""
+    (tmp_path / "haar_kernel.cuh").write_text("__global__ void haar(const float* x, float* y, int n)\n{\n" + LOOP
+                                              + "    if (i < n) y[i] = INV_SQRT_2 * x[i];\n}\n")
+    (tmp_path / "haar.cu").write_text("#define INV_SQRT_2 0.70710678118654752440f\n#include \"haar_kernel.cuh\"\n"
+                                      "#define MAKE(FN_NAME) __global__ void FN_NAME(float* y) { y[0] = 0.0f; }\n"
+                                      "MAKE(zero_a)\nint main() { return 0; }\n")
+    r = CliRunner().invoke(cli, ["init", "haar", "--from", str(tmp_path / "haar.cu"), "--dir", str(tmp_path / "t")])
+    assert r.exit_code == 2, r.output
+    assert "kernels found: zero_a; haar is defined in haar_kernel.cuh, which haar.cu includes" in r.output
+    assert "kforge init haar --from haar_kernel.cuh" in r.output and "FN_NAME" not in r.output
