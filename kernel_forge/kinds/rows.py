@@ -449,11 +449,23 @@ def find_reductions(probe) -> Iterator[Match]:
             for seg in _segments(size, n_out, tried):   # a sum per segment of a constant length, the last one short
                 padded = np.zeros(n_out * seg)
                 padded[:size] = v
-                if close(want, padded.reshape(n_out, seg).sum(axis=1), rtol=5e-3):
+                if close(want, padded.reshape(n_out, seg).sum(axis=1), rtol=5e-3) and _segments_hold(probe, x, y, seg):
                     yield Match("row_reduction", {"x": x, "y": y, "n": param_for(probe, size)},
                                 {"op": "sum", "segment": seg, **extra})
     yield from _product_sums(probe, y, forms)
     yield from _mapped_reductions(probe, y, forms)
+
+
+def _segments_hold(probe, x: str, y: str, seg: int) -> bool:
+    """Whether every case of the task declares one output value per ``seg`` values of x (the last
+    short): cuda-samples' reduce6 writes a sum per block of its grid, which matches a sum per 512
+    values only while the grid covers x once -- on a larger case the output holds fewer sums."""
+    task = probe.task
+    for case in task.cases:
+        n = math.prod(task.shape(task.arg(x), case))
+        if math.prod(task.shape(task.arg(y), case)) != -(-n // seg):
+            return False
+    return True
 
 
 def _adds_to_start(probe, y) -> bool | None:

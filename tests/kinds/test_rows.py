@@ -148,6 +148,21 @@ def test_a_sum_per_512_values_the_last_segment_short_is_a_row_reduction_over_seg
     assert (_segments(1030, 3), _segments(1000, 2), _segments(5, 3)) == ([512], [512], [2])
 
 
+def test_a_sum_per_segment_is_not_read_where_another_case_declares_fewer_sums_than_segments(tmp_path):
+    """cuda-samples' reduce6 writes one sum per block of a grid capped at 64 blocks: on the small case a
+    sum per 512 values, on a larger one 64 sums of many values each.  The cases' declared shapes say so."""
+    import json
+    m = json.loads((ROOT / "bench" / "wild" / "cs_reduction" / "cs_reduction.json").read_text())
+    m["args"]["g_odata"]["shape"] = ["min(64, cdiv(n, 512))"]
+    m["reference"]["python"] = str(ROOT / "bench" / "wild" / "cs_reduction" / "reference.py") + ":reference"
+    m["initial"] = str(ROOT / "bench" / "wild" / "cs_reduction" / "naive.cu")
+    (tmp_path / "r6.json").write_text(json.dumps(m))
+    x = RNG.standard_normal(1030)
+    p = probe(tmp_path / "r6.json", {"g_idata": x}, {"g_odata": [x[:512].sum(), x[512:1024].sum(), x[1024:].sum()]},
+              n=1030)
+    assert not any(f.params.get("segment") for f in find_reductions(p))
+
+
 def test_a_sum_per_512_values_is_found_when_the_probed_size_is_a_multiple_of_512():
     x = RNG.standard_normal(1024)                  # two full segments: no short one to give the length away
     p = probe(ROOT / "bench" / "wild" / "cs_reduction" / "cs_reduction.json", {"g_idata": x},
