@@ -72,21 +72,22 @@ def _draw(task: Task, arg: Arg, case: Case, key: list[int]) -> np.ndarray:
     dt = arg.param.dtype
     init = arg.init
     kind = init.kind
+    numbers = init.numbers(case.vars)           # expressions (a randint's "high": "V") for this case
     if kind == "zeros":
         values = np.zeros(shape)
     elif kind == "ones":
         values = np.ones(shape)
     elif kind == "constant":
-        values = np.full(shape, init.get("value"))
+        values = np.full(shape, numbers.get("value"))
     elif kind == "arange":
-        values = (init.get("start", 0) + init.get("step", 1) * np.arange(n)).reshape(shape)
+        values = (numbers.get("start", 0) + numbers.get("step", 1) * np.arange(n)).reshape(shape)
     elif kind in ("normal", "uniform", "randint"):
-        if kind == "randint" and dt.kind == "uint" and int(init.get("low", 0)) < 0:
-            raise ManifestError(f"randint low {init.get('low')} is negative but {arg.name} is {dt.name}",
+        if kind == "randint" and dt.kind == "uint" and int(numbers.get("low", 0)) < 0:
+            raise ManifestError(f"randint low {numbers.get('low')} is negative but {arg.name} is {dt.name}",
                                 file=str(task.path), json_path=json_path("args", arg.name, "init", "low"))
         # float32 draws are twice as fast and exact enough for 32-bit and narrower buffers
         ftype = np.float64 if dt.bits == 64 else np.float32
-        values = _random(kind, n, ftype, dict(init.params), key).reshape(shape)
+        values = _random(kind, n, ftype, numbers, key).reshape(shape)
     elif kind == "npy":
         from kernel_forge.common.reads import Unreadable, open_input
         from kernel_forge.model.task import MAX_NPY, npy_header

@@ -44,6 +44,12 @@ class Init:
     def get(self, key: str, default=None):
         return dict(self.params).get(key, default)
 
+    def numbers(self, variables: dict) -> dict:
+        """The parameters with each expression (``"high": "V"``: token ids below a case's vocabulary)
+        evaluated over a case's variables; ``path`` as it is."""
+        return {k: (expressions.evaluate_number(v, variables, what=f"init {k}") if isinstance(v, str) and k != "path"
+                    else v) for k, v in self.params}
+
 
 @dataclass(frozen=True)
 class Arg:
@@ -354,7 +360,7 @@ def _init(spec, file: str, jp: str) -> Init:
             raise _err(f"init kind {kind!r} needs {k!r}", file, jp)
     if kind in ("uniform", "randint"):
         lo, hi = spec.get("low", 0 if kind == "randint" else -1.0), spec.get("high", 100 if kind == "randint" else 1.0)
-        if not lo < hi:
+        if not isinstance(lo, str) and not isinstance(hi, str) and not lo < hi:   # expressions: checked per case
             raise _err(f"init {kind}: low ({lo}) must be below high ({hi})", file, jp)
     return Init(kind, params)
 
@@ -463,6 +469,18 @@ def _build(data: dict, path: Path) -> Task:
     return task
 
 
+def _check_init(a: Arg, case: Case, file: str, jp: str) -> None:
+    """An init whose parameters are expressions: each evaluates for ``case``, and a range is not empty."""
+    try:
+        got = a.init.numbers(case.vars)
+    except ExpressionError as exc:
+        raise _err(f"{exc} (case {case.name!r})", file, jp) from None
+    if a.init.kind in ("uniform", "randint"):
+        lo, hi = got.get("low", 0 if a.init.kind == "randint" else -1.0), got.get("high", 100 if a.init.kind == "randint" else 1.0)
+        if not lo < hi:
+            raise _err(f"init {a.init.kind}: low ({lo}) must be below high ({hi}) in case {case.name!r}", file, jp)
+
+
 def _check_expressions(task: Task, file: str) -> None:
     """Every shape, scalar, launch and cost expression evaluates for every case."""
     for case in task.cases:
@@ -475,6 +493,8 @@ def _check_expressions(task: Task, file: str) -> None:
                     if any(d <= 0 for d in shape):
                         raise _err(f"shape {shape} of {a.name} has a non-positive dimension in case "
                                    f"{case.name!r}", file, jp + ".shape")
+                    if a.init and any(isinstance(v, str) for k, v in a.init.params if k != "path"):
+                        _check_init(a, case, file, jp + ".init")
                     if a.init and a.init.kind == "npy":
                         npy = _resolve(task.path.parent, a.init.get("path"), file, jp + ".init.path")
                         npy_shape, _ = npy_header(npy, file, jp + ".init.path")

@@ -36,10 +36,11 @@ def _npy_extremes(task: Task, arg: Arg) -> tuple[float, float, bool]:
     return lo, hi, constant
 
 
-def _input_range(task: Task, arg: Arg) -> tuple[float, float, bool]:
-    """(lowest value, highest value, constant) an input's init can produce, without drawing it."""
-    init, integer = arg.init, arg.param.dtype.kind != "float"
-    kind = init.kind
+def _input_range(task: Task, arg: Arg, case: Case) -> tuple[float, float, bool]:
+    """(lowest value, highest value, constant) an input's init can produce on ``case``, without drawing it."""
+    integer = arg.param.dtype.kind != "float"
+    kind = arg.init.kind
+    init = arg.init.numbers(case.vars)
     if kind == "zeros":
         return 0.0, 0.0, True
     if kind == "ones":
@@ -78,8 +79,9 @@ def input_warnings(task: Task, case: Case) -> list[str]:
         if math.prod(task.shape(arg, case)) <= 1:
             continue
         dt = arg.param.dtype
-        lo, _hi, constant = _input_range(task, arg)
-        if dt.kind in ("float", "int") and lo >= 0:
+        lo, _hi, constant = _input_range(task, arg, case)
+        # integers drawn from a range are indices, token ids, counts: non-negative by design
+        if (dt.kind == "float" or (dt.kind == "int" and arg.init.kind != "randint")) and lo >= 0:
             out.append(f"case {case.name}: input {arg.name} ({dt.name}) is never negative; a kernel "
                        "that mishandles signs would pass (use a signed init such as normal)")
         if constant:

@@ -492,3 +492,23 @@ def test_a_void_pointer_in_the_manifests_signature_asks_for_the_type_its_buffer_
         "signature", 'extern "C" __global__ void vector_add(const void* a, const float* b, float* c, int n)'))
     assert exc.json_path == "$.signature" and "`const void* a`" in str(exc)
     assert "const __half* a" in exc.hint
+
+
+def test_init_parameters_may_be_expressions_of_the_case_s_variables(make):
+    """Token ids below each case's vocabulary: ``"high": "V"``; evaluated per case, for the draw, the
+    range check and the weak-case lint."""
+    from kernel_forge.model.inputs import generate
+    from kernel_forge.model.weak_cases import input_warnings
+
+    def ids(d):
+        d["signature"] = 'extern "C" __global__ void vector_add(const float* a, const int* b, float* c, int n)'
+        d["args"]["b"]["init"] = {"kind": "randint", "low": 0, "high": "n // 2"}
+    task = load_task(make(ids))
+    for case in task.cases:
+        drawn = generate(task, case, 7).buffers["b"]
+        assert drawn.min() >= 0 and drawn.max() < case.vars["n"] // 2 and drawn.max() >= case.vars["n"] // 4
+        assert not input_warnings(task, case)          # integer ids are non-negative by design: no sign warning
+    exc, _ = broken(make, lambda d: d["args"]["b"].__setitem__("init", {"kind": "uniform", "low": "n", "high": 3}))
+    assert exc.json_path == "$.args.b.init" and "must be below high (3) in case 'odd'" in str(exc)
+    exc, _ = broken(make, lambda d: d["args"]["b"].__setitem__("init", {"kind": "constant", "value": "m + 1"}))
+    assert exc.json_path == "$.args.b.init" and "'m'" in str(exc)
