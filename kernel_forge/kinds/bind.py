@@ -694,8 +694,13 @@ def _row_reduction(w: _Writer) -> str:
         n, seg = w.size("n"), int(seg)
         w.slots["ROWS"] = f"cdiv({w.launch_size('n')}, {seg})"
         return f"kf_row_reduction({x}, {mul}, {bias}, {y}, ({n} + {seg - 1}) / {seg}, {seg}LL, {n}, 1LL, {seg}LL)"
-    w.slots["ROWS"] = w.launch_size("rows")
-    rows, cols = w.size("rows"), w.size("cols")
+    if w.role("rows") or w.role("outer"):
+        w.slots["ROWS"] = w.launch_size("rows")
+        rows = w.size("rows")
+    else:       # no parameter carries the rows (candle's fast_sum: a block a row): y's values, read back from gridDim
+        w.slots["ROWS"] = "(" + " * ".join(f"({e})" for e in w.task.arg(w.role("y")).shape) + ") * RPB"
+        rows = "(long long)gridDim.x"
+    cols = w.size("cols")
     outer = w.size("outer") if w.role("outer") else "1LL"      # each row in outer runs: a channel of NCHW
     return f"kf_row_reduction({x}, {mul}, {bias}, {y}, {rows}, {cols}, {rows} * {cols}, {outer}, {_row_stride(w, cols)})"
 
