@@ -139,11 +139,12 @@ def _signature(name: str, from_file, signature) -> _Entry:
     for p in sig.params:
         check_name(p.name, "the parameter", f"--from {src_path}", variable=not p.pointer)
     read = []
+    code = strip_comments_and_strings(source, keep_strings=True)       # the instance line, if one was added, in
     if any(p.untyped for p in sig.params):        # void*: the manifest names the type the kernel reads through it
         from kernel_forge.model.type_aliases import aliases
         from kernel_forge.model.void_pointers import read_types, typed
 
-        types = read_types(strip_comments_and_strings(source, keep_strings=True), line, sig, aliases(source, local))
+        types = read_types(code, line, sig, aliases(source, local))
         sig = typed(sig, types)
         read = [f"{t.param}: void* -> {t.ctype}" + (f" (the kernel's cast `{t.cast}`, line {t.line}" if t.line else
                                                     f" ({t.cast}") + "; the kernel keeps void*)"
@@ -151,7 +152,6 @@ def _signature(name: str, from_file, signature) -> _Entry:
                    "path" if t.others else "") for t in types]
     from kernel_forge.model.pointer_access import access
 
-    code = strip_comments_and_strings(source, keep_strings=True)
     head = code.splitlines()[line - 1] if 0 < line <= code.count("\n") + 1 else ""
     # a kernel a macro writes is found at its invocation, with no body there: no reading of it
     used = access(code, line, [p.name for p in sig.params if p.pointer and not p.const]) if "__global__" in head else {}

@@ -55,7 +55,7 @@ def read_types(code: str, head_line: int, sig: Signature, aliases: dict[str, str
     (comments stripped, offsets kept) whose head starts on ``head_line``."""
     start, end = body_span(code, head_line)
     body = code[start:end]
-    typed = next((LANE_CTYPES[p.dtype.name] for p in sig.params if p.pointer and not p.untyped), None)
+    typed = next((LANE_CTYPES.get(p.dtype.name, "bool") for p in sig.params if p.pointer and not p.untyped), None)
     found = []
     for p in sig.params:
         if not p.untyped:
@@ -81,9 +81,8 @@ def read_types(code: str, head_line: int, sig: Signature, aliases: dict[str, str
 def typed(sig: Signature, types: list[ReadType]) -> Signature:
     """``sig`` with each ``void`` of a ``void*`` parameter written as the type it holds."""
     by_name = {t.param: t.ctype for t in types}
-    text, cursor = sig.text, 0
-    head = text.index("(", text.index(sig.name)) + 1
-    cursor = head
+    text = sig.text
+    cursor = text.index("(", text.index(sig.name)) + 1
     for p in sig.params:
         at = text.index(p.text, cursor)
         piece = p.text

@@ -75,3 +75,8 @@ def test_a_void_pointer_matches_any_pointer_the_task_declares_but_keeps_const():
 def test_void_by_value_is_still_refused():
     with pytest.raises(SignatureError, match="unsupported type 'void'"):
         parse_signature("__global__ void k(void x, float* y)")
+
+
+def test_a_void_pointer_beside_a_bool_pointer_and_no_cast_takes_bool():
+    sig, types = _read("__global__ void k(const bool* mask, void* y, int n) { y = 0; }\n")
+    assert (types[0].param, types[0].ctype) == ("y", "bool")
