@@ -50,19 +50,28 @@ def templated_heads(code: str) -> list[TemplatedHead]:
     return out
 
 
+def matching(code: str, open_at: int, pair: str = "()") -> int | None:
+    """The index of the bracket that closes the one at ``open_at`` (``pair``: "()", "{}" or "[]",
+    nested), or None when the text ends first."""
+    depth = 0
+    for i in range(open_at, len(code)):
+        if code[i] == pair[0]:
+            depth += 1
+        elif code[i] == pair[1]:
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
 def closing_paren(code: str, open_at: int) -> int:
     """The index of the ``)`` that closes the ``(`` at ``open_at``."""
     from kernel_forge.common.errors import SignatureError
 
-    depth = 0
-    for i in range(open_at, len(code)):
-        if code[i] == "(":
-            depth += 1
-        elif code[i] == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    raise SignatureError("unclosed parameter list")
+    at = matching(code, open_at)
+    if at is None:
+        raise SignatureError("unclosed parameter list")
+    return at
 
 
 def in_directive(code: str, pos: int) -> bool:
@@ -82,12 +91,5 @@ def body_span(code: str, head_line: int) -> tuple[int, int]:
     brace = code.find("{", at)
     if brace < 0:
         return len(code), len(code)
-    depth = 0
-    for i in range(brace, len(code)):
-        if code[i] == "{":
-            depth += 1
-        elif code[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return brace, i
-    return brace, len(code)
+    end = matching(code, brace, "{}")
+    return brace, len(code) if end is None else end

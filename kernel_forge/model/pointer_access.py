@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from kernel_forge.model.kernel_heads import body_span
+from kernel_forge.model.kernel_heads import body_span, matching
 
 #: an assignment after an element (``p[i] = ``, ``p[i] += ``, ``p[i]++``), not a comparison
 _ASSIGN = re.compile(r"\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)")
@@ -25,15 +25,8 @@ def _element_end(body: str, at: int) -> int:
         i += 1
     if i >= len(body) or body[i] != "[":
         return at
-    depth = 0
-    for j in range(i, len(body)):
-        if body[j] == "[":
-            depth += 1
-        elif body[j] == "]":
-            depth -= 1
-            if depth == 0:
-                return j + 1
-    return len(body)
+    end = matching(body, i, "[]")
+    return len(body) if end is None else end + 1
 
 
 def access(code: str, head_line: int, names: list[str]) -> dict[str, str]:

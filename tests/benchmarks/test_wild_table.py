@@ -2,7 +2,6 @@
 bounded in all), how it reads a run's summary.json, and the table it writes."""
 from __future__ import annotations
 
-import json
 import sys
 
 import pytest
