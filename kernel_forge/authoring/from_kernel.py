@@ -209,8 +209,10 @@ def build_manifest(name: str, sig: Signature, *, has_launch: bool,
             if p.dtype.is_float:
                 init = "normal"
             else:
-                init = {"kind": "randint", "low": 0 if p.dtype.kind == "uint" else -100,
-                        "high": 2 if p.dtype.name == "bool" else 100}        # a bool: half true, half false
+                # a bool, or a byte mask (candle's where_u8 `ids`, a causal mask): half true, half false
+                flag = p.dtype.name == "bool" or (p.dtype.bits == 8 and "mask" in p.name.lower())
+                init = {"kind": "randint", "low": 0 if p.dtype.kind == "uint" or flag else -100,
+                        "high": 2 if flag else 100}
             args[p.name] = {"shape": list(shape), "init": init}
             inputs.append(p.name)
             guesses.append(f"{p.name}: {p.describe()} -> input, shape {json.dumps(shape)}, init {json.dumps(init)}"

@@ -71,3 +71,19 @@ def test_init_and_validate_say_when_extern_shared_memory_gets_no_bytes(tmp_path)
     (tmp_path / "t" / "rev_reference.py").write_text("def reference(x, y, n):\n    y[...] = x\n")
     r = CliRunner().invoke(cli, ["validate", str(tmp_path / "t" / "rev.json")])
     assert "rev.cu:3: the kernel declares `extern __shared__` memory" in r.output, r.output
+
+
+def test_a_byte_mask_is_drawn_half_true_half_false(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from kernel_forge.app.cli import cli
+
+    (tmp_path / "k.cu").write_text("__global__ void fill(const unsigned char* attn_mask, const signed char* ids, float* y, "
+                                   "int n)\n{\n    int i = threadIdx.x;\n    if (i < n) y[i] = attn_mask[i] ? 0.0f : ids[i];\n}\n")
+    r = CliRunner().invoke(cli, ["init", "fill", "--from", str(tmp_path / "k.cu"), "--dir", str(tmp_path / "t")])
+    assert r.exit_code == 0, r.output
+    args = json.loads((tmp_path / "t" / "fill.json").read_text())["args"]
+    assert args["attn_mask"]["init"] == {"kind": "randint", "low": 0, "high": 2}
+    assert args["ids"]["init"] == {"kind": "randint", "low": -100, "high": 100}
