@@ -241,6 +241,18 @@ def find_elementwise(probe) -> Iterator[Match]:
             for z in full:
                 if z != x and holds(lambda k: av * vals[x][:k] + vals[z][:k]):
                     yield Match("elementwise", {**base, "x": x, "z": z, "alpha": a}, {"form": "axpy"})
+    for a, av in [*alphas, *((i, float(v)) for i, v in probe.int_scalars().items() if v)]:
+        for x in full:                                           # y = (x OP z) * alpha, or / alpha: d_A * d_B / N
+            for z in full:
+                if z == x:
+                    continue
+                for op in ("mul", "add", "sub"):
+                    fn = BINARY[op][0]
+                    if (a, av) in alphas and holds(lambda k: av * fn(vals[x][:k], vals[z][:k])):
+                        yield Match("elementwise", {**base, "x": x, "z": z, "alpha": a}, {"form": "binary_scale", "op": op})
+                    elif holds(lambda k: fn(vals[x][:k], vals[z][:k]) / av):
+                        yield Match("elementwise", {**base, "x": x, "z": z, "alpha": a},
+                                    {"form": "binary_scale", "op": op, "divide": True})
     for (a, av), (b, bv) in permutations(alphas, 2):            # two scalars: y = alpha x + beta z, a clamp
         for x in full:
             for z in full:

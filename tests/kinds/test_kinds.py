@@ -245,6 +245,9 @@ PUBLIC = {
                                          "res": "inp2", "sum": "residual"}, {"norm": "layer", "eps": 1e-5}),
     # the rows only in the launch (candle's fast_sum): bound with the count read back from gridDim.x
     "row_sums_grid": ("row_reduction", {"x": "src", "y": "dst", "rows": None, "cols": "cols"}, {"op": "sum"}),
+    # cuda-samples' modulate: d_A *= d_B / N, the scale from the int size
+    "modulate": ("elementwise", {"y": "d_A", "n": "N", "x": "d_A", "z": "d_B", "alpha": "N"},
+                 {"form": "binary_scale", "op": "mul", "divide": True}),
     "dot_product": ("reduction", {"x": "a", "y": "c", "n": "n", "w": "b"}, {"op": "sum", "axis": None, "product": "full"}),
     "gemv_rowmajor": ("row_reduction", {"x": "A", "y": "y", "rows": "m", "cols": "n", "w": "x"},
                       {"op": "sum", "product": "cols"}),
@@ -448,7 +451,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu", "exp_scale",
             "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld", "attn_softmax_mask", "attn_softmax_posbias",
             "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first", "rmsnorm_rows_in_grid",
-            "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid"]
+            "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid", "modulate"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -35,7 +35,7 @@ TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     "linear_bias_relu_f16", "fc_gelu", "exp_scale", "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld",
     "attn_softmax_mask", "attn_softmax_posbias", "count_above", "count_nonneg",
     "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first", "rmsnorm_rows_in_grid",
-    "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid")),
+    "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid", "modulate")),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json",
     ROOT / "bench" / "wild" / "cs_convolution_rows" / "cs_convolution_rows.json",
     ROOT / "bench" / "wild" / "cs_convolution_cols" / "cs_convolution_cols.json",

@@ -66,6 +66,7 @@ TASKS = {
     DATA / "gemma_rmsnorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 2, "STREAM": 0}, [{"rows": 3, "cols": 256}, {"rows": 2, "cols": 33}]),
     DATA / "fused_add_rmsnorm_f16.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 0},    # rows streamed twice
                                           [{"T": 2, "H": 1030}, {"T": 3, "H": 37}]),
+    DATA / "modulate.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"N": 5}, {"N": 1030}]),      # (x * z) / N in place
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x
     DATA / "fused_residual_bf16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1}, [{"N": 3, "C": 900}]),
     DATA / "fused_residual_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1},

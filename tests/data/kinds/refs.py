@@ -818,3 +818,8 @@ def fused_residual_bf16(residual, normed, mean, rstd, inp1, inp2, weight, bias, 
 def row_sums_grid(src, dst, cols):
     """Each row's sum; the rows are the launch's (src's shape), no parameter carries them."""
     dst[...] = src.reshape(-1, cols).astype(np.float64).sum(axis=1)
+
+
+def modulate(d_A, d_B, N):
+    """cuda-samples' modulateKernel: d_A *= d_B * (1 / N), in place."""
+    d_A[...] = d_A.astype(np.float64) * d_B * (1.0 / N)
