@@ -23,6 +23,7 @@ from kernel_forge.kinds.linalg import find_gemm, find_histogram
 from kernel_forge.kinds.maps import find_elementwise
 from kernel_forge.kinds.match import Match
 from kernel_forge.kinds.optim import find_optimizer_step
+from kernel_forge.kinds.rotary import find_rope
 from kernel_forge.kinds.rows import find_reductions, find_row_norm, find_row_softmax, find_scan
 from kernel_forge.kinds.spatial import (find_box_filter, find_gather, find_pool2d, find_resample, find_row_pick,
                                         find_stencil, find_stencil1d, find_transpose)
@@ -39,6 +40,7 @@ FINDERS: tuple[tuple[tuple[str, ...], Callable], ...] = (
     (("row_pick",), find_row_pick),
     (("histogram",), find_histogram),
     (("optimizer_step",), find_optimizer_step),
+    (("rope",), find_rope),
     (("elementwise",), find_elementwise),
     (("stencil2d",), find_stencil),
     (("box_filter",), find_box_filter),
@@ -62,6 +64,8 @@ KINDS = {
     "row_pick": "one element of each row picked by an integer index, then mapped: -log(probs[r, target[r]]) ...",
     "histogram": "counts of integer values into bins, or of real values in equal bins of a range",
     "optimizer_step": "an optimizer's in-place update of every parameter: Adam / AdamW, SGD with momentum",
+    "rope": ("rotary position embeddings: each row's pairs (interleaved or halves) rotated by its position's "
+             "angle, from cos / sin tables or (cos, sin) pairs, rows [.., T, d] or [B, T, heads, d], in place or not"),
     "elementwise": ("a map of every element, or a fused chain: act(x + bias) + residual, alpha * x + z, act(x) * z "
                     "(also on the two halves of each row: act_and_mul) ..."),
     "stencil2d": "a K x K stencil or small convolution over a 2-D image (clamped or zero edges)",

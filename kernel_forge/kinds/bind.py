@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from kernel_forge.common.dtypes import LANE_CTYPES
 from kernel_forge.kernels import library
 from kernel_forge.kinds.match import Match
+from kernel_forge.kinds.rotary import TABLES
 
 _CTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 _INTS = {"int32": "int", "int64": "long long", "uint32": "unsigned", "uint64": "unsigned long long"}
@@ -846,6 +847,34 @@ def _resample(w: _Writer) -> str:
     return f"kf_upsample_nearest({x}, {y}, (int){w.size('cols')})"
 
 
+def _rope(w: _Writer) -> str:
+    """Rotary embeddings (kinds/rotary.py): the tables as bound, the row's position by span or by
+    period and heads."""
+    p = w.match.params
+    x, y = w.buffer("x"), w.buffer("y")
+    if p.get("table") == "pairs":
+        cos = sin = w.buffer("cs")
+        w.types["cos"] = w.types["sin"] = w.types.pop("cs")
+    else:
+        cos, sin = w.buffer("cos"), w.buffer("sin")
+    if any(w.types[r] in _INTS.values() for r in ("x", "y", "cos", "sin")):
+        raise Unbindable("rotary embeddings need floating-point values and tables")
+    interleaved = p.get("pairing") == "interleaved"
+    by_span = bool(w.role("span"))
+    cols = w.size("cols") if w.role("cols") else None
+    if cols is None and not (interleaved and by_span):
+        raise Unbindable("no kernel parameter carries the row length (cols), which pairs of halves need")
+    if by_span:
+        span, heads = w.size("span"), "1LL"
+    else:
+        span = f"{w.size('period')} * {cols}"
+        heads = w.size("heads") if w.role("heads") else "1LL"
+    w.defines.update(KF_INTERLEAVED=int(interleaved), KF_TABLE=TABLES.index(p.get("table", "split")),
+                     KF_BY_SPAN=int(by_span), KF_INVERSE=int(bool(p.get("inverse"))))
+    w.slots.update(PAIRS=f"({w.launch_size('n')}) // 2", G="2" if interleaved else "4")     # KF_G: pairs a group
+    return f"kf_rope({x}, {cos}, {sin}, {y}, {w.size('n')}, {cols or '0LL'}, {span}, {heads})"
+
+
 #: kind -> (its first bound template, by library name; the writer)
 _WRITERS = {
     "gemm": ("gemm/gemm", _gemm),
@@ -866,6 +895,7 @@ _WRITERS = {
     "stencil1d": ("stencil1d/stencil1d", _stencil1d),
     "column_reduction": ("column_reduction/column_reduction", _column_reduction),
     "row_reduction": ("row_reduction/row_reduction", _row_reduction),
+    "rope": ("rope/rope", _rope),
 }
 
 

@@ -40,6 +40,7 @@ KINDS = {
     "pool2d": "max / mean / sum pooling of S x S windows with stride S",
     "resample": "nearest-neighbour upsampling by an integer factor (each value copied into an S x S block)",
     "stencil1d": "a 1-D convolution or stencil along a signal or each row (a mask of k taps)",
+    "rope": "rotary position embeddings: pairs of each row rotated by their position's angle (cos / sin tables)",
     "other": "none of the kinds above",
 }
 
@@ -49,6 +50,7 @@ _KEYWORDS = (
     ("row_softmax", r"softmax"),
     ("row_norm", r"layer[ _-]?norm|rms[ _-]?norm|\bnormali[sz]ation\b"),
     ("transpose", r"transpos"),
+    ("rope", r"\brope\b|rotary"),
     ("pool2d", r"(max|avg|average|mean)[ _-]?pool|\bpool(ing|2d)\b"),
     ("resample", r"upsampl|\bnearest\b|interpolat"),
     ("histogram", r"histogram|bincount|\bbins?\b"),

@@ -83,7 +83,7 @@ def dims(probe, size: int) -> list[tuple[int, int]]:
 
 def param_for(probe, value: int, avoid: tuple = ()) -> str | None:
     """The integer scalar holding ``value`` (the first one not in ``avoid``), else a product of
-    two or three of them (``"B*T"``), else -- where the task's buffers are of a vector type
+    two to four of them (``"B*T"``, ``"B*T*NH*HS"``), else -- where the task's buffers are of a vector type
     (``float4*``: a count of vectors) -- one of those times the lanes (``"n4*4"``), else None."""
     found = _product_for(probe, value, avoid)
     for lanes in sorted({a.param.lanes for a in probe.task.args if a.is_buffer and a.param.lanes > 1}):
@@ -94,15 +94,14 @@ def param_for(probe, value: int, avoid: tuple = ()) -> str | None:
 
 
 def _product_for(probe, value: int, avoid: tuple) -> str | None:
+    from itertools import combinations
+
     names = [n for n in probe.params_of(value) if n not in avoid]
     if names:
         return names[0]
     ints = [(n, v) for n, v in probe.int_scalars().items() if n not in avoid and v > 1]
-    for i, (a, va) in enumerate(ints):
-        for j, (b, vb) in enumerate(ints[i + 1:], i + 1):
-            if va * vb == value:
-                return f"{a}*{b}"
-            for c, vc in ints[j + 1:]:
-                if va * vb * vc == value:
-                    return f"{a}*{b}*{c}"
+    for r in (2, 3, 4):                   # B*T, B*T*C, B*T*NH*HS (a rotary embedding's [B, T, NH, HS])
+        for combo in combinations(ints, r):
+            if int(np.prod([v for _, v in combo])) == value:
+                return "*".join(n for n, _ in combo)
     return None

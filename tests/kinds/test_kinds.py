@@ -248,6 +248,18 @@ PUBLIC = {
     # cuda-samples' modulate: d_A *= d_B / N, the scale from the int size
     "modulate": ("elementwise", {"y": "d_A", "n": "N", "x": "d_A", "z": "d_B", "alpha": "N"},
                  {"form": "binary_scale", "op": "mul", "divide": True}),
+    # rotary embeddings as candle, llm.c and Hugging Face write them: pairs of halves or interleaved, the
+    # row's position by a span of rows (candle: T * d in one size) or by period and heads ([B, T, H, d])
+    "rope_candle": ("rope", {"x": "src", "y": "dst", "cos": "cos", "sin": "sin", "n": "bh*td", "cols": "d", "span": "td"},
+                    {"pairing": "halves", "table": "split", "inverse": False}),
+    "rope_i_candle": ("rope", {"x": "src", "y": "dst", "cos": "cos", "sin": "sin", "n": "bh*td", "span": "td"},
+                      {"pairing": "interleaved", "table": "split", "inverse": False}),
+    "rope_thd_bf16": ("rope", {"x": "src", "y": "dst", "n": "b*t*h*d", "cols": "d", "period": "t", "heads": "h"},
+                      {"pairing": "halves", "table": "split"}),
+    "rope_llmc": ("rope", {"x": "inp", "y": "out", "cs": "freqs_cis", "n": "B*T*n_head*head_dim", "cols": "head_dim",
+                           "period": "T", "heads": "n_head"}, {"pairing": "interleaved", "table": "pairs"}),
+    "rope_neox_inplace": ("rope", {"x": "q", "y": "q", "cos": "cos", "sin": "sin", "n": "batch*seq*dim", "cols": "dim",
+                                   "span": "seq*dim"}, {"pairing": "halves", "table": "full"}),
     "dot_product": ("reduction", {"x": "a", "y": "c", "n": "n", "w": "b"}, {"op": "sum", "axis": None, "product": "full"}),
     "gemv_rowmajor": ("row_reduction", {"x": "A", "y": "y", "rows": "m", "cols": "n", "w": "x"},
                       {"op": "sum", "product": "cols"}),
@@ -451,7 +463,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "encoder_wpe_max_t", "smooth9_f64", "heat1d_f64", "linear_bias_relu_f16", "fc_gelu", "exp_scale",
             "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld", "attn_softmax_mask", "attn_softmax_posbias",
             "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first", "rmsnorm_rows_in_grid",
-            "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid", "modulate"]
+            "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid", "modulate",
+            "rope_candle", "rope_i_candle", "rope_thd_bf16", "rope_llmc", "rope_neox_inplace"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

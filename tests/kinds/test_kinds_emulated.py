@@ -281,6 +281,15 @@ TASKS = {
     DATA / "swiglu_bf16.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 1}, {"n": 4101}]),   # silu(gate) * up
     DATA / "silu_and_mul_f16.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0},        # halves of rows: 16-byte path
                                      [{"T": 1, "d": 1}, {"T": 3, "d": 1028}, {"T": 9, "d": 517}]),   # and not
+    # rotary embeddings: groups of 2 or 4 pairs (16-byte vectors), then one pair at a time (d / 2 odd);
+    # by span (candle), by period and heads (llm.c, candle's rope_thd), (cos, sin) pairs, full tables in place
+    DATA / "rope_candle.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"BH": 2, "T": 3, "D": 6}, {"BH": 3, "T": 5, "D": 16}]),
+    DATA / "rope_i_candle.json": ({"BLOCK": 64, "VPT": 4, "STREAM": 1}, [{"BH": 2, "T": 3, "D": 2}, {"BH": 3, "T": 40, "D": 8}]),
+    DATA / "rope_thd_bf16.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"B": 1, "T": 3, "H": 2, "D": 6},
+                                                                        {"B": 2, "T": 5, "H": 3, "D": 24}]),
+    DATA / "rope_llmc.json": ({"BLOCK": 64, "VPT": 1, "STREAM": 0}, [{"B": 1, "T": 3, "NH": 2, "HS": 2},
+                                                                    {"B": 2, "T": 7, "NH": 3, "HS": 8}]),
+    DATA / "rope_neox_inplace.json": ({"BLOCK": 128, "VPT": 4, "STREAM": 1}, [{"B": 1, "S": 3, "D": 6}, {"B": 2, "S": 9, "D": 40}]),
     ROOT / "manifests" / "matmul_f16.json": (F16_SECOND, [{"m": 67, "n": 72, "k": 48}, {"m": 130, "n": 136, "k": 104}]),
 }
 IDS = [p.stem for p in TASKS]

@@ -823,3 +823,53 @@ def row_sums_grid(src, dst, cols):
 def modulate(d_A, d_B, N):
     """cuda-samples' modulateKernel: d_A *= d_B * (1 / N), in place."""
     d_A[...] = d_A.astype(np.float64) * d_B * (1.0 / N)
+
+
+def _rope(x, d, pos, c, s, interleaved, full=False):
+    """x [rows, d] rotated by the angles of each row's position (c, s: [T, d/2], or [T, d] when full)."""
+    x = x.reshape(-1, d).astype(np.float64)
+    half = d // 2
+    ia = np.arange(half) * 2 if interleaved else np.arange(half)
+    ib = ia + 1 if interleaved else ia + half
+    c, s = np.asarray(c, np.float64), np.asarray(s, np.float64)
+    ca, sa = (c[pos][:, ia], s[pos][:, ia]) if full else (c[pos], s[pos])
+    cb, sb = (c[pos][:, ib], s[pos][:, ib]) if full else (ca, sa)
+    out = np.empty_like(x)
+    out[:, ia] = x[:, ia] * ca - x[:, ib] * sa
+    out[:, ib] = x[:, ib] * cb + x[:, ia] * sb
+    return out
+
+
+def rope_candle(src, cos, sin, dst, bh, td, d, stride_b):
+    """candle's rope (pairs of halves): src [bh, t, d], cos / sin [t, d/2] shared by every bh."""
+    t = td // d
+    pos = np.tile(np.arange(t), bh)
+    dst[...] = _rope(src, d, pos, cos.reshape(t, d // 2), sin.reshape(t, d // 2), False).reshape(dst.shape)
+
+
+def rope_i_candle(src, cos, sin, dst, bh, td, stride_b):
+    """candle's rope_i (interleaved pairs): src [bh, td], cos / sin [td/2]: pair i of a row takes
+    angle i (the row length never needed)."""
+    dst[...] = _rope(src, td, np.zeros(bh, np.int64), cos.reshape(1, -1), sin.reshape(1, -1), True).reshape(dst.shape)
+
+
+def rope_thd_bf16(src, cos, sin, dst, b, t, h, d, stride_b):
+    """candle's rope_thd: src [b, t, h, d] (pairs of halves), cos / sin [t, d/2]; the output rounded to bf16."""
+    pos = np.repeat(np.tile(np.arange(t), b), h)
+    c = cos.reshape(t, d // 2).astype(np.float64)
+    s = sin.reshape(t, d // 2).astype(np.float64)
+    dst[...] = _bf16(_rope(src.astype(np.float32), d, pos, c, s, False).astype(np.float32)).reshape(dst.shape)
+
+
+def rope_llmc(out, inp, freqs_cis, B, T, n_head, head_dim):
+    """llm.c's rope_forward (llama3): inp [B, T, NH, HS] interleaved pairs, freqs_cis [T, HS/2, 2] of (cos, sin)."""
+    pos = np.repeat(np.tile(np.arange(T), B), n_head)
+    fc = freqs_cis.reshape(T, head_dim // 2, 2).astype(np.float64)
+    out[...] = _rope(inp, head_dim, pos, fc[..., 0], fc[..., 1], True).reshape(out.shape)
+
+
+def rope_neox_inplace(q, cos, sin, batch, seq, dim):
+    """Hugging Face's q * cos + rotate_half(q) * sin, in place in fp16: q [batch, seq, dim], cos / sin [seq, dim]."""
+    pos = np.tile(np.arange(seq), batch)
+    q[...] = _rope(q.astype(np.float32), dim, pos, cos.reshape(seq, dim), sin.reshape(seq, dim), False,
+                   full=True).reshape(q.shape)

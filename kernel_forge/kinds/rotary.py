@@ -1,0 +1,137 @@
+"""Rotary position embedding (RoPE): each row of ``d`` values of x is rotated pair by pair by the
+angles of its position, read from cos / sin tables.
+
+For pair i of a row at position pos, with (a, b) the pair's two values and c, s the table's:
+
+    out_a = a * c - b * s        out_b = b * c + a * s        (``inverse``: the rotation by -angle)
+
+The hypotheses cover the layouts public kernels use:
+
+- **pairing** ``interleaved`` (a, b) = (x[2i], x[2i+1]) -- GPT-J, candle's ``rope_i``, llm.c's
+  llama3 ``rope_forward`` -- or ``halves`` (x[i], x[i + d/2]) -- GPT-NeoX, candle's ``rope``, the
+  ``rotate_half`` of Hugging Face models;
+- **table** ``split``: cos and sin, each ``[T, d/2]``; ``pairs``: one table ``[T, d/2, 2]`` of
+  (cos, sin) pairs (llm.c's ``freqs_cis``); ``full``: cos and sin each ``[T, d]``, one angle per
+  value (HF's ``q * cos + rotate_half(q) * sin``);
+- **position** of row r: ``(r / heads) % T`` -- rows laid out [B, T, d] or [B*H, T, d] (heads 1:
+  candle's ``rope``) or [B, T, H, d] (candle's ``rope_thd``, llm.c's);
+- in place (y = x) or not.
+
+The binding names x, y, the tables (``cos`` and ``sin``, or ``cs`` for a pairs table) and the sizes
+the bound pattern needs: ``n`` (the values of x), ``cols`` (d), and either ``span`` (T * d: a table
+as long as one period of rows, heads 1) or ``period`` (T) with ``heads``."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from kernel_forge.kinds.match import Match, close, param_for
+
+PAIRINGS = ("halves", "interleaved")
+TABLES = ("split", "pairs", "full")
+
+
+def rotated(x: np.ndarray, d: int, pairing: str, table: str, tabs: tuple, period: int, heads: int,
+            inverse: bool = False) -> np.ndarray:
+    """x (flat, rows of ``d``) rotated as the module docstring says; ``tabs`` the table values (cos,
+    sin) or (pairs,), each flat."""
+    half = d // 2
+    rows = x.size // d
+    xs = x.reshape(rows, d)
+    pos = (np.arange(rows) // heads) % period
+    if pairing == "interleaved":
+        col_a, col_b = np.arange(half) * 2, np.arange(half) * 2 + 1
+    else:
+        col_a, col_b = np.arange(half), np.arange(half) + half
+    a, b = xs[:, col_a], xs[:, col_b]
+    if table == "split":
+        c = tabs[0].reshape(-1, half)[pos]
+        s = tabs[1].reshape(-1, half)[pos]
+        ca, sa, cb, sb = c, s, c, s
+    elif table == "pairs":
+        cs = tabs[0].reshape(-1, half, 2)[pos]
+        ca, sa = cs[..., 0], cs[..., 1]
+        cb, sb = ca, sa
+    else:
+        c = tabs[0].reshape(-1, d)[pos]
+        s = tabs[1].reshape(-1, d)[pos]
+        ca, sa, cb, sb = c[:, col_a], s[:, col_a], c[:, col_b], s[:, col_b]
+    sign = -1.0 if inverse else 1.0
+    out = np.empty_like(xs)
+    out[:, col_a] = a * ca - sign * b * sa
+    out[:, col_b] = b * cb + sign * a * sb
+    return out.reshape(-1)
+
+
+def _row_lengths(probe, n: int) -> list[int]:
+    """Even row lengths d that divide n: the integer scalars' values, the declared last axes of x-sized
+    buffers and twice or once the last axis of each other buffer (a table's d / 2 or d)."""
+    found = [v for v in probe.int_scalars().values()]
+    for a in probe.task.args:
+        if a.is_buffer and a.shape:
+            last = int(probe.task.shape(a, probe.inputs.case)[-1])
+            found += [last, 2 * last]
+    return [d for d in dict.fromkeys(found) if d >= 2 and d % 2 == 0 and n % d == 0]
+
+
+def _tables(probe, x: str, y: str) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """(table layout, the tables' names): every ordered pair of other floating-point inputs of one
+    size (cos, sin), and every single one (pairs)."""
+    others = [t for t in probe.inputs_of(floating=True) if t not in (x, y)]
+    for c in others:
+        for s in others:
+            if s != c and probe.sizes[s] == probe.sizes[c]:
+                yield "split", (c, s)
+                yield "full", (c, s)
+        yield "pairs", (c,)
+
+
+def find_rope(probe) -> Iterator[Match]:
+    """Rotary position embeddings: see the module docstring."""
+    outs = [o for o in probe.buffers(output=True) if probe.arg(o).param.dtype.is_float]
+    if len(outs) != 1 or len(probe.buffers(output=True)) != 1:
+        return
+    y = outs[0]
+    n = probe.sizes[y]
+    got = probe.outputs[y]
+    ints = probe.int_scalars()
+    for x in probe.inputs_of(n):
+        xv = probe.values[x]
+        for d in _row_lengths(probe, n):
+            rows, half = n // d, d // 2
+            for table, names in _tables(probe, x, y):
+                tsize = probe.sizes[names[0]]
+                per_row = d if table in ("full", "pairs") else half
+                if tsize % per_row:
+                    continue
+                held = tsize // per_row          # the table's rows: T, or more (a table made for a longer context)
+                periods = dict.fromkeys([held, *(v for v in ints.values() if 1 <= v < held)])
+                heads_all = dict.fromkeys([1, *(v for v in ints.values() if v > 1 and rows % v == 0)])
+                tabs = tuple(probe.values[t] for t in names)
+                for period in periods:
+                    for heads in heads_all:
+                        if heads > 1 and rows % (heads * period):
+                            continue
+                        for pairing in PAIRINGS:
+                            for inverse in (False, True):
+                                pred = rotated(xv, d, pairing, table, tabs, period, heads, inverse)
+                                if close(got, pred):
+                                    yield _match(probe, x, y, names, table, pairing, inverse, n, d, period, heads)
+
+
+def _match(probe, x, y, names, table, pairing, inverse, n, d, period, heads) -> Match:
+    binding = {"x": x, "y": y}
+    if table == "pairs":
+        binding["cs"] = names[0]
+    else:
+        binding.update(cos=names[0], sin=names[1])
+    binding["n"] = param_for(probe, n)
+    binding["cols"] = param_for(probe, d)
+    span = param_for(probe, period * d) if heads == 1 else None
+    if span is not None:
+        binding["span"] = span
+    else:
+        binding["period"] = param_for(probe, period)
+        binding["heads"] = param_for(probe, heads) if heads > 1 else None
+    return Match("rope", binding, {"pairing": pairing, "table": table, "inverse": inverse})
