@@ -733,10 +733,9 @@ def _transpose(w: _Writer) -> str:
         w.defines["KF_PARTS"] = parts
         return (f"kf_permute_rows({x}, {', '.join(ys)}, {w.size('rows')}, {mid_size}, {w.size('cols')}, "
                 f"{w.size('inner')}, {part})")
-    if mid:
-        raise Unbindable("two axes swapped with axes between them and none after: no bound pattern yet")
-    w.slots["BATCH"] = w.launch_size("outer") if outer else "1"
-    return f"kf_transpose({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+    # a middle axis between the swapped ones (none after): one strided matrix a position, on the grid's z
+    w.slots["BATCH"] = " * ".join(f"({w.launch_size(r)})" for r, on in (("outer", outer), ("mid", mid)) if on) or "1"
+    return f"kf_transpose({x}, {y}, {w.size('rows')}, {w.size('cols')}, {w.size('mid') if mid else '1LL'})"
 
 
 def _f64_storage(w: _Writer, what: str, roles: tuple) -> None:

@@ -268,6 +268,9 @@ PUBLIC = {
                                      "inner": "d"}, {}),
     "llmc_permute": ("transpose", {"x": "inp", "y": "q", "y1": "k", "y2": "v", "outer": "B", "rows": "N", "mid": None,
                                    "cols": "NH", "inner": "d", "part": "NH*d"}, {"parts": 3}),
+    # llm.c's dev/cuda permute: (d1, d2, d3, d4) -> (d4, d3, d1, d2), a middle axis between the swapped groups
+    "llmc_permute4d": ("transpose", {"x": "matrix", "y": "out_matrix", "outer": None, "rows": "dim1*dim2", "mid": "dim3",
+                                     "cols": "dim4", "inner": None}, {}),
     "batched_transpose": ("transpose", {"x": "in", "y": "out", "outer": "batch", "rows": "rows", "mid": None,
                                         "cols": "cols", "inner": None}, {}),
     "swap_axes_5d": ("transpose", {"x": "x", "y": "y", "outer": "A", "rows": "R", "mid": "M", "cols": "C", "inner": "I"},
@@ -464,7 +467,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld", "attn_softmax_mask", "attn_softmax_posbias",
             "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first", "rmsnorm_rows_in_grid",
             "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid", "modulate",
-            "rope_candle", "rope_i_candle", "rope_thd_bf16", "rope_llmc", "rope_neox_inplace"]
+            "rope_candle", "rope_i_candle", "rope_thd_bf16", "rope_llmc", "rope_neox_inplace", "llmc_permute4d"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -87,6 +87,9 @@ TASKS = {
     DATA / "gelu_backward.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"N": 1}, {"N": 4101}]),
     DATA / "causal_softmax.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"N": 2, "T": 300}, {"N": 1, "T": 7}]),
     DATA / "batched_transpose.json": ({"BR": 4, "TY": 2}, [{"batch": 2, "rows": 70, "cols": 3}]),
+    # a middle axis between the swapped groups: tiles of strided rows, partial at both edges
+    DATA / "llmc_permute4d.json": ({"BR": 4, "TY": 2}, [{"dim1": 1, "dim2": 1, "dim3": 1, "dim4": 1},
+                                                        {"dim1": 2, "dim2": 35, "dim3": 3, "dim4": 40}]),
     # strided views: rows ld apart, 4 at a time (cols and ld % 4 == 0) and one at a time (ld or cols odd)
     # rows only the launch carries: a block per row (ROWS * RPB / RPB), the count read back from gridDim
     DATA / "rmsnorm_rows_in_grid.json": ({"WPR": 2, "RPB": 4, "ITEMS": 1, "STREAM": 0}, [{"batch": 3, "d": 40},

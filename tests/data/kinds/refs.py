@@ -873,3 +873,9 @@ def rope_neox_inplace(q, cos, sin, batch, seq, dim):
     pos = np.tile(np.arange(seq), batch)
     q[...] = _rope(q.astype(np.float32), dim, pos, cos.reshape(seq, dim), sin.reshape(seq, dim), False,
                    full=True).reshape(q.shape)
+
+
+def permute_4d(matrix, out_matrix, dim1, dim2, dim3, dim4):
+    """llm.c's dev/cuda/permute.cu: (dim1, dim2, dim3, dim4) -> (dim4, dim3, dim1, dim2), as its permute_cpu."""
+    m = matrix.reshape(dim1, dim2, dim3, dim4)
+    out_matrix[...] = np.transpose(m, (3, 2, 0, 1)).reshape(out_matrix.shape)
