@@ -22,6 +22,7 @@ from typing import Callable
 from kernel_forge.kinds.linalg import find_gemm, find_histogram
 from kernel_forge.kinds.maps import find_elementwise
 from kernel_forge.kinds.match import Match
+from kernel_forge.kinds.onehot import find_onehot_grad
 from kernel_forge.kinds.optim import find_optimizer_step
 from kernel_forge.kinds.rotary import find_rope
 from kernel_forge.kinds.rows import find_reductions, find_row_norm, find_row_softmax, find_scan
@@ -41,6 +42,7 @@ FINDERS: tuple[tuple[tuple[str, ...], Callable], ...] = (
     (("histogram",), find_histogram),
     (("optimizer_step",), find_optimizer_step),
     (("rope",), find_rope),
+    (("onehot_grad",), find_onehot_grad),
     (("elementwise",), find_elementwise),
     (("stencil2d",), find_stencil),
     (("box_filter",), find_box_filter),
@@ -66,6 +68,8 @@ KINDS = {
     "optimizer_step": "an optimizer's in-place update of every parameter: Adam / AdamW, SGD with momentum",
     "rope": ("rotary position embeddings: each row's pairs (interleaved or halves) rotated by its position's "
              "angle, from cos / sin tables or (cos, sin) pairs, rows [.., T, d] or [B, T, heads, d], in place or not"),
+    "onehot_grad": ("cross-entropy's gradient through a softmax: (probs - onehot(target)) * the row's dloss (or a "
+                    "scalar), added or written"),
     "elementwise": ("a map of every element, or a fused chain: act(x + bias) + residual, alpha * x + z, act(x) * z "
                     "(also on the two halves of each row: act_and_mul) ..."),
     "stencil2d": "a K x K stencil or small convolution over a 2-D image (clamped or zero edges)",

@@ -874,6 +874,21 @@ def _rope(w: _Writer) -> str:
     return f"kf_rope({x}, {cos}, {sin}, {y}, {w.size('n')}, {cols or '0LL'}, {span}, {heads})"
 
 
+def _onehot_grad(w: _Writer) -> str:
+    """Cross-entropy's gradient through a softmax (kinds/onehot.py): a block per row and column tile."""
+    p = w.match.params
+    y, x, idx = w.buffer("y"), w.buffer("x"), w.buffer("index")
+    scale = w.buffer("w", required=False)
+    if w.types["index"] not in _INTS.values() or w.types["x"] in _INTS.values():
+        raise Unbindable("a one-hot gradient needs integer targets and floating-point probabilities")
+    w.defines.update(KF_ROW_SCALE=int(scale != "nullptr"), KF_ACCUMULATE=int(bool(p.get("accumulate"))))
+    w.slots.update(ROWS=w.launch_size("rows"), COLS=w.launch_size("cols"))
+    alpha = w.scalar_arg("alpha") if p.get("scale") == "scalar" else "1.0f"
+    if p.get("divide"):
+        alpha = f"(1.0f / {alpha})"
+    return f"kf_onehot_grad({x}, {idx}, {scale}, {y}, {w.size('cols')}, {alpha})"
+
+
 #: kind -> (its first bound template, by library name; the writer)
 _WRITERS = {
     "gemm": ("gemm/gemm", _gemm),
@@ -895,6 +910,7 @@ _WRITERS = {
     "column_reduction": ("column_reduction/column_reduction", _column_reduction),
     "row_reduction": ("row_reduction/row_reduction", _row_reduction),
     "rope": ("rope/rope", _rope),
+    "onehot_grad": ("onehot_grad/onehot_grad", _onehot_grad),
 }
 
 

@@ -40,6 +40,7 @@ KINDS = {
     "pool2d": "max / mean / sum pooling of S x S windows with stride S",
     "resample": "nearest-neighbour upsampling by an integer factor (each value copied into an S x S block)",
     "stencil1d": "a 1-D convolution or stencil along a signal or each row (a mask of k taps)",
+    "onehot_grad": "cross-entropy's gradient through a softmax: each row of probabilities less its target's one-hot, scaled",
     "rope": "rotary position embeddings: pairs of each row rotated by their position's angle (cos / sin tables)",
     "other": "none of the kinds above",
 }

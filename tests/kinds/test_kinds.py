@@ -260,6 +260,13 @@ PUBLIC = {
                            "period": "T", "heads": "n_head"}, {"pairing": "interleaved", "table": "pairs"}),
     "rope_neox_inplace": ("rope", {"x": "q", "y": "q", "cos": "cos", "sin": "sin", "n": "batch*seq*dim", "cols": "dim",
                                    "span": "seq*dim"}, {"pairing": "halves", "table": "full"}),
+    # cross-entropy's gradient through a softmax: llm.c's (added to dlogits, a loss gradient a row) and a
+    # mean's (1 / n, fp16, negative targets ignored)
+    "llmc_xent_backward": ("onehot_grad", {"y": "dlogits", "x": "probs", "index": "targets", "w": "dlosses",
+                                           "rows": "B*T", "cols": "V"}, {"scale": "row", "accumulate": True}),
+    "xent_grad_mean_f16": ("onehot_grad", {"y": "grad", "x": "probs", "index": "target", "alpha": "n", "rows": "n",
+                                           "cols": "C"}, {"scale": "scalar", "divide": True, "accumulate": False,
+                                                          "ignored": "zero"}),
     "dot_product": ("reduction", {"x": "a", "y": "c", "n": "n", "w": "b"}, {"op": "sum", "axis": None, "product": "full"}),
     "gemv_rowmajor": ("row_reduction", {"x": "A", "y": "y", "rows": "m", "cols": "n", "w": "x"},
                       {"op": "sum", "product": "cols"}),
@@ -467,7 +474,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "layernorm_ld", "rms_norm_strided", "softmax_ld", "row_max_ld", "attn_softmax_mask", "attn_softmax_posbias",
             "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first", "rmsnorm_rows_in_grid",
             "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid", "modulate",
-            "rope_candle", "rope_i_candle", "rope_thd_bf16", "rope_llmc", "rope_neox_inplace", "llmc_permute4d"]
+            "rope_candle", "rope_i_candle", "rope_thd_bf16", "rope_llmc", "rope_neox_inplace", "llmc_permute4d",
+            "llmc_xent_backward", "xent_grad_mean_f16"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -293,6 +293,11 @@ TASKS = {
     DATA / "rope_llmc.json": ({"BLOCK": 64, "VPT": 1, "STREAM": 0}, [{"B": 1, "T": 3, "NH": 2, "HS": 2},
                                                                     {"B": 2, "T": 7, "NH": 3, "HS": 8}]),
     DATA / "rope_neox_inplace.json": ({"BLOCK": 128, "VPT": 4, "STREAM": 1}, [{"B": 1, "S": 3, "D": 6}, {"B": 2, "S": 9, "D": 40}]),
+    # cross-entropy's gradient: 16-byte groups (V % 4 == 0) and one value at a time, added to dlogits
+    # (llm.c) or written, ignored targets' rows 0, column tiles past the row's end
+    DATA / "llmc_xent_backward.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"B": 1, "T": 2, "V": 5},
+                                                                              {"B": 2, "T": 3, "V": 1100}]),
+    DATA / "xent_grad_mean_f16.json": ({"BLOCK": 64, "VPT": 4, "STREAM": 1}, [{"N": 20, "C": 3}, {"N": 7, "C": 1028}]),
     ROOT / "manifests" / "matmul_f16.json": (F16_SECOND, [{"m": 67, "n": 72, "k": 48}, {"m": 130, "n": 136, "k": 104}]),
 }
 IDS = [p.stem for p in TASKS]

@@ -879,3 +879,25 @@ def permute_4d(matrix, out_matrix, dim1, dim2, dim3, dim4):
     """llm.c's dev/cuda/permute.cu: (dim1, dim2, dim3, dim4) -> (dim4, dim3, dim1, dim2), as its permute_cpu."""
     m = matrix.reshape(dim1, dim2, dim3, dim4)
     out_matrix[...] = np.transpose(m, (3, 2, 0, 1)).reshape(out_matrix.shape)
+
+
+def xent_softmax_backward(dlogits, dlosses, probs, targets, B, T, V):
+    """llm.c's crossentropy_softmax_backward: dlogits[b, t, i] += (probs[b, t, i] - (i == targets[b, t])) * dlosses[b, t]."""
+    p = probs.reshape(B * T, V).astype(np.float64)
+    hot = np.zeros_like(p)
+    hot[np.arange(B * T), targets.reshape(-1).astype(np.int64)] = 1.0
+    d = dlogits.reshape(B * T, V).astype(np.float64) + (p - hot) * dlosses.reshape(B * T, 1)
+    dlogits[...] = d.reshape(dlogits.shape)
+
+
+def xent_grad_mean(probs, target, grad, n, C):
+    """A mean cross-entropy's gradient through its softmax, (p - onehot) / n, in fp16; a negative target
+    (an ignored position) has no gradient."""
+    p = probs.reshape(n, C).astype(np.float64)
+    t = target.reshape(-1).astype(np.int64)
+    keep = t >= 0
+    hot = np.zeros_like(p)
+    hot[np.flatnonzero(keep), t[keep]] = 1.0
+    g = (p - hot) / n
+    g[~keep] = 0.0
+    grad[...] = g.reshape(grad.shape)
