@@ -203,11 +203,17 @@ def with_library_headers(source: str, headers: Mapping[str, str] | None = None) 
     return headers
 
 
+def compile_headers(source: str, headers: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every in-memory header of one compile: :func:`with_library_headers`, and the stand-ins for the
+    C and C++ standard headers NVRTC lacks (``<stdint.h>``, ``<cmath>`` ...: :data:`prelude.HOST_HEADERS`)."""
+    return {**prelude.shims(tuple(include_dirs())), **with_library_headers(source, headers)}
+
+
 def check_includes(source: str, *, file_label: str = PROGRAM_NAME, headers: Mapping[str, str] | None = None,
                    defines: dict | None = None) -> includes.Allowed:
     """Refuse (:class:`IncludeRefused`, naming the line) a kernel whose text could make NVRTC
     open a file outside the allow-list; the allow-list for the compile."""
-    headers = with_library_headers(source, headers)
+    headers = compile_headers(source, headers)
     allowed = includes.Allowed.of(include_dirs(), [*headers, prelude.NAME])
     for label, text, names in [(file_label, source, tuple(defines or ())),
                                *((name, body, ()) for name, body in sorted(headers.items()))]:
@@ -241,7 +247,7 @@ def compile_source(source: str, *, arch: str, defines: dict | None = None,
     if not re.fullmatch(r"sm_\d+[af]?", arch):
         raise CompileError(f"arch must look like sm_90 (got {arch!r}); NVRTC is asked for CUBIN, "
                            "never PTX, so the result loads on drivers older than NVRTC")
-    headers = with_library_headers(source, headers)
+    headers = compile_headers(source, headers)
     allowed = check_includes(source, file_label=file_label, headers=headers, defines=defines)
     nvrtc = _nvrtc()
     version = nvrtc_version()
@@ -278,7 +284,7 @@ def compile_ptx(source: str, *, arch: str, defines: dict | None = None, file_lab
                 headers: Mapping[str, str] | None = None) -> str:
     """The PTX NVRTC produces for ``source`` with the options the gate compiles with (the same
     include checks and cut log as :func:`compile_source`; not cached)."""
-    headers = with_library_headers(source, headers)
+    headers = compile_headers(source, headers)
     allowed = check_includes(source, file_label=file_label, headers=headers, defines=defines)
     outputs, _log = _run(source, build_options(arch, defines), file_label, headers, allowed, ("PTX",))
     return outputs["PTX"].rstrip(b"\x00").decode(errors="replace")

@@ -22,7 +22,9 @@ prelude cannot supply (a header's types, CUB, cooperative groups, the standard l
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 import re
 
 _MACROS = (
@@ -67,6 +69,8 @@ typedef signed long long int64_t; typedef unsigned char uint8_t; typedef unsigne
 typedef unsigned int uint32_t; typedef unsigned long long uint64_t;
 typedef int64_t intptr_t; typedef uint64_t uintptr_t; typedef int64_t intmax_t; typedef uint64_t uintmax_t;
 typedef unsigned short ushort; typedef unsigned int uint; typedef unsigned long ulong;
+namespace std { using ::int8_t; using ::int16_t; using ::int32_t; using ::int64_t; using ::uint8_t; using ::uint16_t;
+using ::uint32_t; using ::uint64_t; using ::intptr_t; using ::uintptr_t; using ::size_t; }
 """
 
 #: <cmath>'s std:: names of the device math functions (nvcc's host headers declare them; NVRTC has none):
@@ -85,11 +89,33 @@ def _text() -> str:
     return "\n".join(lines) + "\n" + _TYPES + std
 
 
+#: the C and C++ standard headers kernels written for nvcc include (nvcc finds the host's; NVRTC has
+#: none, and fails with "cannot open source file"): what a kernel takes from them is in the prelude,
+#: so each is handed to NVRTC as an in-memory header of nothing more (see :func:`shims`)
+HOST_HEADERS = ("stdint.h", "cstdint", "inttypes.h", "cinttypes", "math.h", "cmath", "float.h", "cfloat", "limits.h",
+                "climits", "stddef.h", "cstddef", "stdio.h", "cstdio", "stdlib.h", "cstdlib", "assert.h", "cassert",
+                "string.h", "cstring")
+
+
+def _shim(name: str) -> str:
+    text = f"// {name}: under NVRTC, what a kernel takes from it comes with kforge's prelude (kernel_forge/gpu/prelude.py)\n"
+    if name in ("assert.h", "cassert"):      # device asserts compiled out, as nvcc's -DNDEBUG builds do
+        text += "#ifndef assert\n#define assert(e) ((void)0)\n#endif\n"
+    return text
+
+
 #: the header's text
 PRELUDE = _text()
-#: the in-memory header's name; a hash of its text is part of it, so the compile cache's key
-#: (which holds the options, ``--pre-include=NAME`` among them) changes with the prelude
-NAME = f"kforge_prelude_{hashlib.sha256(PRELUDE.encode()).hexdigest()[:12]}.h"
+#: the in-memory header's name; a hash of its text (and of the host headers' stand-ins) is part of it,
+#: so the compile cache's key (which holds the options, ``--pre-include=NAME`` among them) changes with them
+NAME = f"kforge_prelude_{hashlib.sha256((PRELUDE + ''.join(map(_shim, HOST_HEADERS))).encode()).hexdigest()[:12]}.h"
+
+
+@functools.lru_cache(maxsize=8)
+def shims(include_dirs: tuple[str, ...]) -> dict[str, str]:
+    """The stand-ins for :data:`HOST_HEADERS`, name -> text, for each name no include folder holds
+    (a folder's own header of that name is NVRTC's to find)."""
+    return {n: _shim(n) for n in HOST_HEADERS if not any(os.path.isfile(os.path.join(d, n)) for d in include_dirs)}
 #: the NVRTC option that includes it before the kernel's first line
 OPTION = f"--pre-include={NAME}"
 
@@ -103,7 +129,8 @@ _HINTS = (
     (r"__half2?|half2?|__float2half\w*|__half2float\w*|__h\w+", "#include <cuda_fp16.h>"),
     (r"__nv_bfloat16\w*|nv_bfloat16\w*|__float2bfloat16\w*|__bfloat162float\w*", "#include <cuda_bf16.h>"),
     (r"__nv_fp8\w*", "#include <cuda_fp8.h>"),
-    (r"cub", "#include <cub/cub.cuh> (CUB comes with the CUDA headers)"),
+    (r"cub", "#include the CUB header of what the kernel uses, such as <cub/block/block_reduce.cuh> (CUB comes with "
+             "the CUDA headers; NVRTC does not take the whole of <cub/cub.cuh>)"),
     (r"cooperative_groups|cg", "#include <cooperative_groups.h> and namespace cg = cooperative_groups;"),
     (r"std", "the host's std:: is not there in NVRTC: use CUDA's own (#include <cuda/std/limits>, "
              "cuda::std::numeric_limits, <cuda/std/type_traits> cuda::std::is_same, cuda::std::min) or the device "
@@ -130,6 +157,9 @@ def hint_for(log: str) -> str | None:
             return (f"{name} is undefined: nvcc's implicit names (INFINITY, M_PI, FLT_MAX, int64_t, ...) are "
                     f"supplied, but {name} is not one of them: define it in the kernel (#define {name} VALUE) or "
                     "include the header it comes from")
+    if "cub/cub.cuh" in log and "NVRTC" in log:
+        return ("<cub/cub.cuh> is not for NVRTC: include the header of each CUB part the kernel uses instead, such "
+                "as <cub/block/block_reduce.cuh>, <cub/block/block_scan.cuh> or <cub/warp/warp_reduce.cuh>")
     if ("std::" in log or 'namespace "std" has no member' in log) and "namespace" in log:
         return _HINTS[5][1]
     return None

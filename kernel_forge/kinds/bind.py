@@ -303,7 +303,7 @@ def _elementwise_body(p: dict, row_bias: bool = False, res: bool = False) -> str
         return f"const float a = xv, b = zv;\n    return {BINARY[p['op']][1]};"
     if form == "binary_scale":
         v = BINARY[p["op"]][1]
-        return f"const float a = xv, b = zv;\n    return " + (f"({v}) / alpha;" if p.get("divide") else f"alpha * ({v});")
+        return "const float a = xv, b = zv;\n    return " + (f"({v}) / alpha;" if p.get("divide") else f"alpha * ({v});")
     if form == "binary_act":
         return f"const float a = xv, b = zv;\n    float v = {BINARY[p['op']][1]};\n    v = {act};\n    return v;"
     if form in ("scale", "quantize") and p.get("divide"):

@@ -58,7 +58,7 @@ def test_line_numbers_in_an_error_are_the_kernels_own():
 @pytest.mark.parametrize("name, words", [("__nv_bfloat16", "#include <cuda_bf16.h>"),
                                          ("WARP_SIZE", "#define WARP_SIZE VALUE"),
                                          ("MY_CONSTANT", "define it in the kernel"),
-                                         ("cub", "#include <cub/cub.cuh>")])
+                                         ("cub", "<cub/block/block_reduce.cuh>")])
 def test_an_undefined_name_the_prelude_cannot_supply_gets_a_hint_saying_what_to_add(name, words):
     src = f'extern "C" __global__ void k(float* x)\n{{\n    x[0] = (float)sizeof({name});\n}}\n'
     with pytest.raises(CompileError) as info:
@@ -73,7 +73,8 @@ def test_the_prelude_guards_every_macro_and_its_name_changes_with_its_text():
     assert macros == guarded and {"INFINITY", "NAN", "M_PI", "FLT_MAX", "CUDART_INF_F", "HUGE_VALF"} <= set(macros)
     assert prelude.NAME.startswith("kforge_prelude_") and prelude.OPTION == f"--pre-include={prelude.NAME}"
     import hashlib
-    assert hashlib.sha256(prelude.PRELUDE.encode()).hexdigest()[:12] in prelude.NAME
+    stand_ins = "".join(prelude.shims(())[n] for n in prelude.HOST_HEADERS)
+    assert hashlib.sha256((prelude.PRELUDE + stand_ins).encode()).hexdigest()[:12] in prelude.NAME
     assert prelude.hint_for("no such error") is None
 
 
@@ -93,6 +94,34 @@ extern "C" __global__ void k(long long* x, int n)
 """
     res = compile_(src)
     assert "error" not in res.log.lower()
+
+
+def test_a_kernel_that_includes_the_c_and_cpp_standard_headers_compiles_as_under_nvcc():
+    """candle's and llm.c's files include <stdint.h>, <cmath>, <cassert> ...: NVRTC has none of them,
+    and failed with "cannot open source file"; each now stands for what the prelude supplies."""
+    includes = "".join(f"#include <{n}>\n" for n in prelude.HOST_HEADERS)
+    src = includes + """extern "C" __global__ void k(std::uint32_t* u, float* x, const int64_t n)
+{
+    assert(n > 0);
+    const size_t i = threadIdx.x;
+    if ((int64_t)i < n) x[i] = std::sqrt(fabsf(x[i])) * (float)M_PI + (float)(u[i] % UINT32_MAX);
+}
+"""
+    res = compile_(src)
+    assert "error" not in res.log.lower() and res.cubin
+
+
+def test_a_standard_header_an_include_folder_holds_is_not_stood_in_for(tmp_path):
+    (tmp_path / "stdint.h").write_text("// a folder's own\n")
+    assert "stdint.h" in prelude.shims(()) and "stdint.h" not in prelude.shims((str(tmp_path),))
+    assert "#define assert(e) ((void)0)" in prelude.shims(())["cassert"]
+
+
+def test_the_whole_of_cub_gets_a_hint_naming_the_headers_to_include_instead():
+    src = '#include <cub/cub.cuh>\nextern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n'
+    with pytest.raises(CompileError) as info:
+        compile_(src)
+    assert "<cub/block/block_reduce.cuh>" in (info.value.hint or ""), str(info.value)
 
 
 LLMC_STYLE = """// C++ linkage, as llm.c and most projects write kernels (no extern "C")

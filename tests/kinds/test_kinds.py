@@ -365,6 +365,11 @@ WILD = {
     # llm.c's attention permute: one input split into q, k and v, each a 0213 permute of its part
     "llmc_permute": ("transpose", {"x": "inp", "y": "q", "y1": "k", "y2": "v", "outer": "B", "rows": "N", "mid": None,
                                    "cols": "NH", "inner": "d", "part": "NH*d"}, {"parts": 3}),
+    # candle's rope as published (its file includes <stdint.h>), and llm.c's cross-entropy backward
+    "candle_rope": ("rope", {"x": "src", "y": "dst", "cos": "cos", "sin": "sin", "n": "bh*td", "cols": "d", "span": "td"},
+                    {"pairing": "halves", "table": "split"}),
+    "llmc_xent_backward": ("onehot_grad", {"y": "dlogits", "x": "probs", "index": "targets", "w": "dlosses",
+                                           "rows": "B*T", "cols": "V"}, {"accumulate": True}),
 }
 WILD_DIR = ROOT / "bench" / "wild"
 
