@@ -850,6 +850,8 @@ def _rope(w: _Writer) -> str:
     """Rotary embeddings (kinds/rotary.py): the tables as bound, the row's position by span or by
     period and heads."""
     p = w.match.params
+    if p.get("by") == "positions":
+        return _rope_tokens(w)
     x, y = w.buffer("x"), w.buffer("y")
     if p.get("table") == "pairs":
         cos = sin = w.buffer("cs")
@@ -872,6 +874,31 @@ def _rope(w: _Writer) -> str:
                      KF_BY_SPAN=int(by_span), KF_INVERSE=int(bool(p.get("inverse"))))
     w.slots.update(PAIRS=f"({w.launch_size('n')}) // 2", G="2" if interleaved else "4")     # KF_G: pairs a group
     return f"kf_rope({x}, {cos}, {sin}, {y}, {w.size('n')}, {cols or '0LL'}, {span}, {heads})"
+
+
+def _rope_tokens(w: _Writer) -> str:
+    """Rotary embeddings by a positions buffer, in place (vLLM's): a block per token, the token count
+    the positions' (the launch's, where no parameter carries it)."""
+    p = w.match.params
+    y, pos = w.buffer("y"), w.buffer("pos")
+    y1 = w.buffer("y1", required=False)
+    if y1 == "nullptr":
+        w.types["y1"] = w.types["y"]
+    if p.get("table") == "cache":
+        cos = sin = w.buffer("cs")
+        w.types["cos"] = w.types["sin"] = w.types.pop("cs")
+    else:
+        cos, sin = w.buffer("cos"), w.buffer("sin")
+    if w.types["pos"] not in _INTS.values() or any(w.types[r] in _INTS.values() for r in ("y", "y1", "cos", "sin")):
+        raise Unbindable("rotary embeddings by position need integer positions and floating-point values and tables")
+    w.template = "rope/rope_tokens"
+    w.slots["TOKENS"] = " * ".join(f"({e})" for e in w.task.arg(pos).shape) or "1"
+    w.defines.update(KF_INTERLEAVED=int(p.get("pairing") == "interleaved"), KF_TABLE=int(p.get("table") == "cache"),
+                     KF_INVERSE=int(bool(p.get("inverse"))))
+    heads = w.size("heads") if w.role("heads") else "1LL"
+    heads1 = w.size("heads1") if w.role("heads1") else "1LL"
+    pos = f"reinterpret_cast<const kf_pos_t*>({pos})"     # int64_t is long on some hosts, long long under NVRTC
+    return f"kf_rope_tokens({pos}, {y}, {y1}, {cos}, {sin}, {heads}, {heads1}, {w.size('cols')}, {w.size('rot')})"
 
 
 def _onehot_grad(w: _Writer) -> str:

@@ -15,7 +15,10 @@ The hypotheses cover the layouts public kernels use:
   value (HF's ``q * cos + rotate_half(q) * sin``);
 - **position** of row r: ``(r / heads) % T`` -- rows laid out [B, T, d] or [B*H, T, d] (heads 1:
   candle's ``rope``) or [B, T, H, d] (candle's ``rope_thd``, llm.c's);
-- in place (y = x) or not.
+- in place (y = x) or not;
+- or, as serving code writes it (vLLM's ``rotary_embedding_kernel``), by a positions buffer: the
+  query and the key ([tokens, heads, d], each its own head count) rotated in place on the first
+  ``rot`` values of each head by the angles of ``positions[token]`` (:func:`find_rope_tokens`).
 
 The binding names x, y, the tables (``cos`` and ``sin``, or ``cs`` for a pairs table) and the sizes
 the bound pattern needs: ``n`` (the values of x), ``cols`` (d), and either ``span`` (T * d: a table
@@ -88,7 +91,13 @@ def _tables(probe, x: str, y: str) -> Iterator[tuple[str, tuple[str, ...]]]:
 
 
 def find_rope(probe) -> Iterator[Match]:
-    """Rotary position embeddings: see the module docstring."""
+    """Rotary position embeddings: see the module docstring (rows by their place) and
+    :func:`find_rope_tokens` (by a positions buffer, in place)."""
+    yield from _find_rope_rows(probe)
+    yield from find_rope_tokens(probe)
+
+
+def _find_rope_rows(probe) -> Iterator[Match]:
     outs = [o for o in probe.buffers(output=True) if probe.arg(o).param.dtype.is_float]
     if len(outs) != 1 or len(probe.buffers(output=True)) != 1:
         return
@@ -135,3 +144,78 @@ def _match(probe, x, y, names, table, pairing, inverse, n, d, period, heads) -> 
         binding["period"] = param_for(probe, period)
         binding["heads"] = param_for(probe, heads) if heads > 1 else None
     return Match("rope", binding, {"pairing": pairing, "table": table, "inverse": inverse})
+
+
+#: how a table by position holds its two halves: ``cache`` one buffer [P, rot] of cos then sin (vLLM's
+#: cos_sin_cache), ``split`` cos and sin each [P, rot/2]
+TOKEN_TABLES = ("cache", "split")
+
+
+def rotated_tokens(x: np.ndarray, d: int, rot: int, pairing: str, table: str, tabs: tuple, positions: np.ndarray,
+                   inverse: bool = False) -> np.ndarray:
+    """x (flat: tokens x heads x d) with the first ``rot`` values of each head rotated by the angles of
+    its token's position (``positions[token]``), the rest as they were."""
+    tokens = positions.size
+    xs = x.reshape(tokens, -1, d).copy()
+    half = rot // 2
+    if table == "cache":
+        cs = tabs[0].reshape(-1, rot)[positions]
+        c, s = cs[:, :half], cs[:, half:]
+    else:
+        c, s = tabs[0].reshape(-1, half)[positions], tabs[1].reshape(-1, half)[positions]
+    ia = np.arange(half) * 2 if pairing == "interleaved" else np.arange(half)
+    ib = ia + 1 if pairing == "interleaved" else ia + half
+    a, b = xs[:, :, ia], xs[:, :, ib]
+    c, s = c[:, None, :], s[:, None, :]
+    sign = -1.0 if inverse else 1.0
+    xs[:, :, ia], xs[:, :, ib] = a * c - sign * b * s, b * c + sign * a * s
+    return xs.reshape(-1)
+
+
+def find_rope_tokens(probe) -> Iterator[Match]:
+    """Rotary embeddings by position, in place, as serving code writes them (vLLM's
+    ``rotary_embedding_kernel``): the query and, where there is one, the key ([tokens, heads, d], their
+    own head counts) rotated in place on the first ``rot`` values of each head, the angles those of
+    ``positions[token]`` in a table by position (``cache``: [P, rot], cos then sin; ``split``)."""
+    outs = [o for o in probe.buffers(output=True) if probe.arg(o).init is not None]
+    if not 1 <= len(outs) <= 2 or len(outs) != len(probe.buffers(output=True)):
+        return
+    if not all(probe.arg(o).param.dtype.is_float for o in outs):
+        return
+    ints = [v for v in probe.int_scalars().values() if v >= 2 and v % 2 == 0]
+    for pos_name in probe.inputs_of(floating=False):
+        positions = probe.values[pos_name].astype(np.int64)
+        tokens = positions.size
+        if tokens == 0 or positions.min() < 0 or any(probe.sizes[o] % tokens for o in outs):
+            continue
+        for d in dict.fromkeys(ints):
+            if any(probe.sizes[o] % (tokens * d) for o in outs):
+                continue
+            for rot in dict.fromkeys(r for r in ints if r <= d):
+                for table, names in _tables(probe, outs[0], outs[-1]):
+                    if table == "full" or any(t in outs for t in names):
+                        continue
+                    kind = "cache" if table == "pairs" else "split"
+                    per = rot if kind == "cache" else rot // 2
+                    if probe.sizes[names[0]] % per or positions.max() >= probe.sizes[names[0]] // per:
+                        continue
+                    tabs = tuple(probe.values[t] for t in names)
+                    for pairing in PAIRINGS:
+                        for inverse in (False, True):
+                            if all(close(probe.outputs[o], rotated_tokens(probe.values[o], d, rot, pairing, kind, tabs,
+                                                                          positions, inverse)) for o in outs):
+                                yield _token_match(probe, outs, pos_name, names, kind, pairing, inverse, tokens, d, rot)
+
+
+def _token_match(probe, outs, pos_name, names, table, pairing, inverse, tokens, d, rot) -> Match:
+    binding = {"y": outs[0], **({"y1": outs[1]} if len(outs) > 1 else {}), "pos": pos_name}
+    if table == "cache":
+        binding["cs"] = names[0]
+    else:
+        binding.update(cos=names[0], sin=names[1])
+    binding["cols"] = param_for(probe, d)
+    binding["rot"] = param_for(probe, rot)
+    for j, o in enumerate(outs):
+        heads = probe.sizes[o] // (tokens * d)
+        binding["heads" + ("1" if j else "")] = param_for(probe, heads) if heads > 1 else None
+    return Match("rope", binding, {"pairing": pairing, "table": table, "inverse": inverse, "by": "positions"})

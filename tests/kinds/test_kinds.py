@@ -267,6 +267,13 @@ PUBLIC = {
     "xent_grad_mean_f16": ("onehot_grad", {"y": "grad", "x": "probs", "index": "target", "alpha": "n", "rows": "n",
                                            "cols": "C"}, {"scale": "scalar", "divide": True, "accumulate": False,
                                                           "ignored": "zero"}),
+    # by a positions buffer, in place: vLLM's query and key (the first rot_dim values of each head, the token
+    # count only in the launch), and GPT-J pairs with cos and sin tables apart
+    "vllm_rotary_f16": ("rope", {"y": "query", "y1": "key", "pos": "positions", "cs": "cos_sin_cache", "cols": "head_size",
+                                 "rot": "rot_dim", "heads": "num_heads", "heads1": "num_kv_heads"},
+                        {"pairing": "halves", "table": "cache", "by": "positions"}),
+    "rope_gptj_positions": ("rope", {"y": "x", "pos": "positions", "cos": "cos", "sin": "sin", "cols": "dim", "rot": "dim",
+                                     "heads": "heads"}, {"pairing": "interleaved", "table": "split", "by": "positions"}),
     "dot_product": ("reduction", {"x": "a", "y": "c", "n": "n", "w": "b"}, {"op": "sum", "axis": None, "product": "full"}),
     "gemv_rowmajor": ("row_reduction", {"x": "A", "y": "y", "rows": "m", "cols": "n", "w": "x"},
                       {"op": "sum", "product": "cols"}),
@@ -480,7 +487,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first", "rmsnorm_rows_in_grid",
             "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid", "modulate",
             "rope_candle", "rope_i_candle", "rope_thd_bf16", "rope_llmc", "rope_neox_inplace", "llmc_permute4d",
-            "llmc_xent_backward", "xent_grad_mean_f16"]
+            "llmc_xent_backward", "xent_grad_mean_f16", "vllm_rotary_f16", "rope_gptj_positions"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

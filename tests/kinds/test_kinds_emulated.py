@@ -292,6 +292,12 @@ TASKS = {
                                                                         {"B": 2, "T": 5, "H": 3, "D": 24}]),
     DATA / "rope_llmc.json": ({"BLOCK": 64, "VPT": 1, "STREAM": 0}, [{"B": 1, "T": 3, "NH": 2, "HS": 2},
                                                                     {"B": 2, "T": 7, "NH": 3, "HS": 8}]),
+    # by a positions buffer, a block per token: vLLM's query and key (partial rot_dim, then the whole head;
+    # rot / 2 odd: one pair at a time), GPT-J pairs with split tables
+    DATA / "vllm_rotary_f16.json": ({"BLOCK": 64, "VPT": 1}, [{"T": 3, "NH": 2, "NKV": 1, "D": 24, "R": 12, "P": 9},
+                                                              {"T": 2, "NH": 5, "NKV": 3, "D": 16, "R": 16, "P": 4}]),
+    DATA / "rope_gptj_positions.json": ({"BLOCK": 64, "VPT": 4}, [{"T": 2, "H": 2, "D": 6, "P": 5},
+                                                                   {"T": 3, "H": 40, "D": 8, "P": 7}]),
     DATA / "rope_neox_inplace.json": ({"BLOCK": 128, "VPT": 4, "STREAM": 1}, [{"B": 1, "S": 3, "D": 6}, {"B": 2, "S": 9, "D": 40}]),
     # cross-entropy's gradient: 16-byte groups (V % 4 == 0) and one value at a time, added to dlogits
     # (llm.c) or written, ignored targets' rows 0, column tiles past the row's end

@@ -103,3 +103,30 @@ def test_a_rope_is_named_by_its_name_before_anything_runs():
     from tests.support.kind_tasks import DATA
 
     assert classify(load_task(DATA / "rope_llmc.json")).kind == "rope"
+
+
+def test_by_position_only_the_first_rot_values_of_each_head_turn():
+    from kernel_forge.kinds.rotary import rotated_tokens
+
+    rng = np.random.default_rng(5)
+    tokens, heads, d, rot = 3, 2, 8, 4
+    x = rng.normal(size=tokens * heads * d)
+    cache = rng.uniform(-1, 1, size=(6, rot))
+    positions = np.array([5, 0, 5])
+    y = rotated_tokens(x, d, rot, "halves", "cache", (cache.reshape(-1),), positions).reshape(tokens, heads, d)
+    xs = x.reshape(tokens, heads, d)
+    assert np.array_equal(y[:, :, rot:], xs[:, :, rot:]) and not np.allclose(y[:, :, :rot], xs[:, :, :rot])
+    c, s = cache[5, :2], cache[5, 2:]                       # token 0 at position 5: cos then sin
+    assert np.allclose(y[0, 1, :2], xs[0, 1, :2] * c - xs[0, 1, 2:4] * s)
+    alone = rotated_tokens(xs[2].reshape(-1), d, rot, "halves", "cache", (cache.reshape(-1),), np.array([5]))
+    assert np.allclose(alone.reshape(heads, d), y[2])       # a token's rotation depends on its position alone
+
+
+def test_vllm_s_kernel_is_bound_with_its_token_count_from_the_launch():
+    from tests.support.kind_tasks import DATA
+
+    task = load_task(DATA / "vllm_rotary_f16.json")
+    [bound] = instantiate(task, identify(task).match)
+    assert bound.label == "bound_rope_tokens.cu" and "// kforge: grid = [(T), 1, 1]" in bound.source
+    assert "#define KF_TABLE 1" in bound.source and "kf_rope_tokens(reinterpret_cast<const kf_pos_t*>(positions), " \
+        "query, key, cos_sin_cache, cos_sin_cache" in bound.source

@@ -901,3 +901,36 @@ def xent_grad_mean(probs, target, grad, n, C):
     g = (p - hot) / n
     g[~keep] = 0.0
     grad[...] = g.reshape(grad.shape)
+
+
+def _rope_by_position(x, positions, heads, d, rot, c, s, interleaved):
+    """x [tokens, heads, d] in place: the first rot values of each head rotated by c, s [tokens, rot/2]."""
+    t = positions.size
+    v = x.reshape(t, heads, d).astype(np.float64)
+    half = rot // 2
+    ia = np.arange(half) * 2 if interleaved else np.arange(half)
+    ib = ia + 1 if interleaved else ia + half
+    a, b = v[:, :, ia].copy(), v[:, :, ib].copy()
+    c, s = c[:, None, :], s[:, None, :]
+    v[:, :, ia], v[:, :, ib] = a * c - b * s, b * c + a * s
+    return v.reshape(x.shape)
+
+
+def vllm_rotary(positions, query, key, cos_sin_cache, rot_dim, query_stride, key_stride, num_heads, num_kv_heads,
+                head_size):
+    """vLLM's rotary_embedding_kernel<__half, true> (GPT-NeoX pairs): query and key rotated in place on
+    the first rot_dim values of each head, cos then sin from cos_sin_cache[positions[token]]."""
+    pos = positions.reshape(-1).astype(np.int64)
+    cache = cos_sin_cache.reshape(-1, rot_dim).astype(np.float64)[pos]
+    c, s = cache[:, : rot_dim // 2], cache[:, rot_dim // 2:]
+    query[...] = _rope_by_position(query.astype(np.float32), pos, num_heads, head_size, rot_dim, c, s, False)
+    key[...] = _rope_by_position(key.astype(np.float32), pos, num_kv_heads, head_size, rot_dim, c, s, False)
+
+
+def gptj_rotary_tokens(positions, x, cos, sin, tokens, heads, dim):
+    """GPT-J pairs (2i, 2i+1) of each head of x [tokens, heads, dim] rotated in place, cos / sin
+    [max_pos, dim/2] looked up by positions[token]."""
+    pos = positions.reshape(-1).astype(np.int64)
+    c = cos.reshape(-1, dim // 2).astype(np.float64)[pos]
+    s = sin.reshape(-1, dim // 2).astype(np.float64)[pos]
+    x[...] = _rope_by_position(x, pos, heads, dim, dim, c, s, True)
