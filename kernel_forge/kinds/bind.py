@@ -846,6 +846,15 @@ def _resample(w: _Writer) -> str:
     return f"kf_upsample_nearest({x}, {y}, (int){w.size('cols')})"
 
 
+def _rope_tables(w: _Writer) -> tuple[str, str]:
+    """The cos and sin arguments: one table (of pairs, a cache: role ``cs``) passed as both, or two."""
+    if w.role("cs"):
+        cos = sin = w.buffer("cs")
+        w.types["cos"] = w.types["sin"] = w.types.pop("cs")
+        return cos, sin
+    return w.buffer("cos"), w.buffer("sin")
+
+
 def _rope(w: _Writer) -> str:
     """Rotary embeddings (kinds/rotary.py): the tables as bound, the row's position by span or by
     period and heads."""
@@ -853,11 +862,7 @@ def _rope(w: _Writer) -> str:
     if p.get("by") == "positions":
         return _rope_tokens(w)
     x, y = w.buffer("x"), w.buffer("y")
-    if p.get("table") == "pairs":
-        cos = sin = w.buffer("cs")
-        w.types["cos"] = w.types["sin"] = w.types.pop("cs")
-    else:
-        cos, sin = w.buffer("cos"), w.buffer("sin")
+    cos, sin = _rope_tables(w)
     if any(w.types[r] in _INTS.values() for r in ("x", "y", "cos", "sin")):
         raise Unbindable("rotary embeddings need floating-point values and tables")
     interleaved = p.get("pairing") == "interleaved"
@@ -884,11 +889,7 @@ def _rope_tokens(w: _Writer) -> str:
     y1 = w.buffer("y1", required=False)
     if y1 == "nullptr":
         w.types["y1"] = w.types["y"]
-    if p.get("table") == "cache":
-        cos = sin = w.buffer("cs")
-        w.types["cos"] = w.types["sin"] = w.types.pop("cs")
-    else:
-        cos, sin = w.buffer("cos"), w.buffer("sin")
+    cos, sin = _rope_tables(w)
     if w.types["pos"] not in _INTS.values() or any(w.types[r] in _INTS.values() for r in ("y", "y1", "cos", "sin")):
         raise Unbindable("rotary embeddings by position need integer positions and floating-point values and tables")
     w.template = "rope/rope_tokens"

@@ -129,12 +129,13 @@ def _find_rope_rows(probe) -> Iterator[Match]:
                                     yield _match(probe, x, y, names, table, pairing, inverse, n, d, period, heads)
 
 
+def _table_roles(names: tuple[str, ...]) -> dict:
+    """The tables' roles: one table (of pairs, a cache) is ``cs``; two are ``cos`` and ``sin``."""
+    return {"cs": names[0]} if len(names) == 1 else {"cos": names[0], "sin": names[1]}
+
+
 def _match(probe, x, y, names, table, pairing, inverse, n, d, period, heads) -> Match:
-    binding = {"x": x, "y": y}
-    if table == "pairs":
-        binding["cs"] = names[0]
-    else:
-        binding.update(cos=names[0], sin=names[1])
+    binding = {"x": x, "y": y, **_table_roles(names)}
     binding["n"] = param_for(probe, n)
     binding["cols"] = param_for(probe, d)
     span = param_for(probe, period * d) if heads == 1 else None
@@ -208,11 +209,7 @@ def find_rope_tokens(probe) -> Iterator[Match]:
 
 
 def _token_match(probe, outs, pos_name, names, table, pairing, inverse, tokens, d, rot) -> Match:
-    binding = {"y": outs[0], **({"y1": outs[1]} if len(outs) > 1 else {}), "pos": pos_name}
-    if table == "cache":
-        binding["cs"] = names[0]
-    else:
-        binding.update(cos=names[0], sin=names[1])
+    binding = {"y": outs[0], **({"y1": outs[1]} if len(outs) > 1 else {}), "pos": pos_name, **_table_roles(names)}
     binding["cols"] = param_for(probe, d)
     binding["rot"] = param_for(probe, rot)
     for j, o in enumerate(outs):
