@@ -862,14 +862,16 @@ def _rope(w: _Writer) -> str:
     if p.get("by") == "positions":
         return _rope_tokens(w)
     x, y = w.buffer("x"), w.buffer("y")
-    cos, sin = _rope_tables(w)
+    computed = p.get("table") == "computed"
+    cos, sin = (w.buffer("cos", required=False), w.buffer("sin", required=False)) if computed else _rope_tables(w)
     if any(w.types[r] in _INTS.values() for r in ("x", "y", "cos", "sin")):
         raise Unbindable("rotary embeddings need floating-point values and tables")
     interleaved = p.get("pairing") == "interleaved"
     by_span = bool(w.role("span"))
     cols = w.size("cols") if w.role("cols") else None
-    if cols is None and not (interleaved and by_span):
-        raise Unbindable("no kernel parameter carries the row length (cols), which pairs of halves need")
+    if cols is None and not (interleaved and by_span and not computed):
+        raise Unbindable("no kernel parameter carries the row length (cols), which pairs of halves and computed "
+                         "angles need")
     if by_span:
         span, heads = w.size("span"), "1LL"
     else:
@@ -878,7 +880,10 @@ def _rope(w: _Writer) -> str:
     w.defines.update(KF_INTERLEAVED=int(interleaved), KF_TABLE=TABLES.index(p.get("table", "split")),
                      KF_BY_SPAN=int(by_span), KF_INVERSE=int(bool(p.get("inverse"))))
     w.slots.update(PAIRS=f"({w.launch_size('n')}) // 2", G="2" if interleaved else "4")     # KF_G: pairs a group
-    return f"kf_rope({x}, {cos}, {sin}, {y}, {w.size('n')}, {cols or '0LL'}, {span}, {heads})"
+    angles = ""
+    if computed:          # (position + offset) * base^(-2i / cols), computed as the reference does
+        angles = f", {w.scalar('base', 'base', 10000.0)}, {w.size('offset') if w.role('offset') else '0LL'}"
+    return f"kf_rope({x}, {cos}, {sin}, {y}, {w.size('n')}, {cols or '0LL'}, {span}, {heads}{angles})"
 
 
 def _rope_tokens(w: _Writer) -> str:

@@ -32,7 +32,9 @@ import numpy as np
 from kernel_forge.kinds.match import Match, close, param_for
 
 PAIRINGS = ("halves", "interleaved")
-TABLES = ("split", "pairs", "full")
+TABLES = ("split", "pairs", "full", "computed")
+#: the bases of computed angles tried besides a float parameter's: RoPE's 10,000, Llama 3's 500,000, 1,000,000
+BASES = (10000.0, 500000.0, 1000000.0)
 
 
 def rotated(x: np.ndarray, d: int, pairing: str, table: str, tabs: tuple, period: int, heads: int,
@@ -91,10 +93,46 @@ def _tables(probe, x: str, y: str) -> Iterator[tuple[str, tuple[str, ...]]]:
 
 
 def find_rope(probe) -> Iterator[Match]:
-    """Rotary position embeddings: see the module docstring (rows by their place) and
-    :func:`find_rope_tokens` (by a positions buffer, in place)."""
+    """Rotary position embeddings: see the module docstring (rows by their place), with the angles
+    computed rather than read (:func:`_find_rope_computed`), and :func:`find_rope_tokens` (by a
+    positions buffer, in place)."""
     yield from _find_rope_rows(probe)
+    yield from _find_rope_computed(probe)
     yield from find_rope_tokens(probe)
+
+
+def computed_tables(d: int, period: int, base: float, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [period, d/2] of the angles (position + offset) * base^(-2i/d): RoPE's inverse
+    frequencies, as a kernel that computes them (``powf(theta, -2.0f * i / d)``) uses them."""
+    inv = base ** (-2.0 * np.arange(d // 2) / d)
+    ang = (np.arange(period) + offset)[:, None] * inv[None, :]
+    return np.cos(ang).reshape(-1), np.sin(ang).reshape(-1)
+
+
+def _find_rope_computed(probe) -> Iterator[Match]:
+    """Rows rotated by angles a kernel computes, (t + offset) * base^(-2i/d): t the row's position
+    ((row / heads) % T), base a float parameter or a usual constant (:data:`BASES`), offset an
+    integer parameter or 0."""
+    outs = [o for o in probe.buffers(output=True) if probe.arg(o).param.dtype.is_float]
+    if len(outs) != 1 or len(probe.buffers(output=True)) != 1:
+        return
+    y = outs[0]
+    n, got = probe.sizes[y], probe.outputs[y]
+    ints = probe.int_scalars()
+    bases = [(a, v) for a, v in probe.float_scalars().items() if v > 1] + [(None, b) for b in BASES]
+    offsets = [(None, 0)] + [(a, v) for a, v in ints.items() if v > 0]
+    for x in probe.inputs_of(n):
+        for d in _row_lengths(probe, n):
+            rows = n // d
+            for period in dict.fromkeys([*(v for v in ints.values() if 1 < v <= rows and rows % v == 0)]):
+                for heads in dict.fromkeys([1, *(v for v in ints.values() if v > 1 and rows % (v * period) == 0)]):
+                    for (b_name, base), (o_name, offset) in ((b, o) for b in bases for o in offsets):
+                        tabs = computed_tables(d, period, base, offset)
+                        for pairing in PAIRINGS:
+                            if close(got, rotated(probe.values[x], d, pairing, "split", tabs, period, heads)):
+                                m = _match(probe, x, y, (), "computed", pairing, False, n, d, period, heads)
+                                yield Match("rope", {**m.binding, "base": b_name, "offset": o_name},
+                                            {**m.params, "base": base})
 
 
 def _find_rope_rows(probe) -> Iterator[Match]:
@@ -130,8 +168,9 @@ def _find_rope_rows(probe) -> Iterator[Match]:
 
 
 def _table_roles(names: tuple[str, ...]) -> dict:
-    """The tables' roles: one table (of pairs, a cache) is ``cs``; two are ``cos`` and ``sin``."""
-    return {"cs": names[0]} if len(names) == 1 else {"cos": names[0], "sin": names[1]}
+    """The tables' roles: one table (of pairs, a cache) is ``cs``; two are ``cos`` and ``sin``; none
+    (computed angles) none."""
+    return {} if not names else {"cs": names[0]} if len(names) == 1 else {"cos": names[0], "sin": names[1]}
 
 
 def _match(probe, x, y, names, table, pairing, inverse, n, d, period, heads) -> Match:

@@ -274,6 +274,9 @@ PUBLIC = {
                         {"pairing": "halves", "table": "cache", "by": "positions"}),
     "rope_gptj_positions": ("rope", {"y": "x", "pos": "positions", "cos": "cos", "sin": "sin", "cols": "dim", "rot": "dim",
                                      "heads": "heads"}, {"pairing": "interleaved", "table": "split", "by": "positions"}),
+    # angles computed in the kernel: (t + offset) * theta^(-2i/d), theta and offset parameters
+    "rope_theta": ("rope", {"x": "x", "y": "out", "cols": "dim", "period": "seq", "heads": "heads", "base": "theta",
+                            "offset": "pos_offset"}, {"pairing": "halves", "table": "computed"}),
     "dot_product": ("reduction", {"x": "a", "y": "c", "n": "n", "w": "b"}, {"op": "sum", "axis": None, "product": "full"}),
     "gemv_rowmajor": ("row_reduction", {"x": "A", "y": "y", "rows": "m", "cols": "n", "w": "x"},
                       {"op": "sum", "product": "cols"}),
@@ -487,7 +490,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "count_above", "count_nonneg", "int_add", "scale_i64", "xor_u32", "abs_i32", "rmsnorm_offset_first", "rmsnorm_rows_in_grid",
             "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid", "modulate",
             "rope_candle", "rope_i_candle", "rope_thd_bf16", "rope_llmc", "rope_neox_inplace", "llmc_permute4d",
-            "llmc_xent_backward", "xent_grad_mean_f16", "vllm_rotary_f16", "rope_gptj_positions"]
+            "llmc_xent_backward", "xent_grad_mean_f16", "vllm_rotary_f16", "rope_gptj_positions",
+            "rope_theta"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -298,6 +298,8 @@ TASKS = {
                                                               {"T": 2, "NH": 5, "NKV": 3, "D": 16, "R": 16, "P": 4}]),
     DATA / "rope_gptj_positions.json": ({"BLOCK": 64, "VPT": 4}, [{"T": 2, "H": 2, "D": 6, "P": 5},
                                                                    {"T": 3, "H": 40, "D": 8, "P": 7}]),
+    DATA / "rope_theta.json": ({"BLOCK": 64, "VPT": 1, "STREAM": 0}, [{"S": 3, "H": 2, "D": 6, "OFF": 0},
+                                                                     {"S": 40, "H": 3, "D": 8, "OFF": 7}]),   # computed angles
     DATA / "rope_neox_inplace.json": ({"BLOCK": 128, "VPT": 4, "STREAM": 1}, [{"B": 1, "S": 3, "D": 6}, {"B": 2, "S": 9, "D": 40}]),
     # cross-entropy's gradient: 16-byte groups (V % 4 == 0) and one value at a time, added to dlogits
     # (llm.c) or written, ignored targets' rows 0, column tiles past the row's end

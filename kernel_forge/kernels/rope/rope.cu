@@ -7,7 +7,7 @@
 // pos is rotated by the tables' angle: a' = a c - b s, b' = b c + a s (KF_INVERSE: by -angle).
 // KF_INTERLEAVED pairs (x[2i], x[2i+1]), else (x[i], x[i + cols/2]).  KF_TABLE 0: cos and sin
 // each [T, cols/2]; 1: one table of (cos, sin) pairs [T, cols/2, 2]; 2: cos and sin each [T, cols],
-// one angle a value.  A row's position: (row / heads) % T, or with KF_BY_SPAN (heads 1) the pair's
+// one angle a value; 3: no table, the angle (pos + offset) * base^(-2i / cols) computed (sincosf).  A row's position: (row / heads) % T, or with KF_BY_SPAN (heads 1) the pair's
 // index modulo span / 2 (span = T * cols: needs no cols for interleaved pairs).
 // Block b owns pairs [b * KF_G * BLOCK * VPT, ...); a thread takes VPT groups of KF_G pairs (2
 // interleaved pairs: one 4-value vector; 4 pairs of halves: a 4-value vector from each half), every
@@ -31,7 +31,8 @@
 #endif
 
 struct kf_rope_dims {
-    long long pairs, cols, half, span, heads, period;
+    long long pairs, cols, half, span, heads, period, offset;
+    float base;
 };
 
 // the table index of pair i of row `row` (the pair's global index p = row * half + i)
@@ -56,11 +57,19 @@ __device__ __forceinline__ float2 kf_rope_angle(const kf_cos_t* cosv, const kf_s
 #elif KF_TABLE == 1
     (void)row; (void)col; (void)d; (void)sinv;
     return make_float2(kf_ld(cosv + 2 * t), kf_ld(cosv + 2 * t + 1));
-#else
+#elif KF_TABLE == 2
     // the row's table row: t's row of half pairs, widened to cols values
     const long long base = (t / d.half) * d.cols;
     (void)row;
     return make_float2(kf_ld(cosv + base + col), kf_ld(sinv + base + col));
+#else
+    // no table: the angle computed as the reference does, (position + offset) * base^(-2i / cols)
+    (void)row; (void)col; (void)cosv; (void)sinv;
+    const long long pos = t / d.half, i = t - pos * d.half;
+    const float inv = powf(d.base, -2.0f * (float)i / (float)d.cols);
+    float sv, cv;
+    sincosf((float)(pos + d.offset) * inv, &sv, &cv);
+    return make_float2(cv, sv);
 #endif
 }
 
@@ -99,9 +108,12 @@ __device__ __forceinline__ void kf_rope_store(kf_y_t* p, float4 v)
 }
 
 __device__ __forceinline__ void kf_rope(const kf_x_t* x, const kf_cos_t* cosv, const kf_sin_t* sinv, kf_y_t* y,
-                                        long long n, long long cols, long long span, long long heads)
+                                        long long n, long long cols, long long span, long long heads, float base = 0.0f,
+                                        long long offset = 0)
 {
     kf_rope_dims d;
+    d.base = base;
+    d.offset = offset;
     d.pairs = n / 2;
     d.cols = cols > 0 ? cols : span;              // interleaved pairs by span: any row length that divides span
     d.half = d.cols / 2;

@@ -934,3 +934,12 @@ def gptj_rotary_tokens(positions, x, cos, sin, tokens, heads, dim):
     c = cos.reshape(-1, dim // 2).astype(np.float64)[pos]
     s = sin.reshape(-1, dim // 2).astype(np.float64)[pos]
     x[...] = _rope_by_position(x, pos, heads, dim, dim, c, s, True)
+
+
+def rope_theta(x, out, seq, heads, dim, theta, pos_offset):
+    """Angles computed in the kernel, as llama2.c-style ports write them: x [seq, heads, dim] (GPT-NeoX
+    halves), angle (t + pos_offset) * theta^(-2i/dim)."""
+    t = np.arange(seq) + pos_offset
+    inv = float(theta) ** (-2.0 * np.arange(dim // 2) / dim)
+    ang = t[:, None] * inv[None, :]
+    out[...] = _rope(x, dim, np.repeat(np.arange(seq), heads), np.cos(ang), np.sin(ang), False).reshape(out.shape)
