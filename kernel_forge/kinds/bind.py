@@ -520,7 +520,15 @@ def _gather(w: _Writer) -> str:
     if w.types["index"] not in _INTS.values() or w.types["table"] in _INTS.values():
         raise Unbindable("a gather needs integer indices and a floating-point table")
     w.slots["ROWS"] = w.launch_size("rows")
-    w.defines.update(KF_HAS_POS=int(pos != "nullptr"), KF_SCATTER=int(bool(w.match.params.get("scatter"))))
+    adds = bool(w.match.params.get("add"))
+    if adds and w.types["y"] != "float":
+        raise Unbindable("a scatter-add is bound for a float32 output (its atomic adds)")
+    if adds and not w.task.nondeterministic:
+        raise Unbindable("a scatter-add's atomic adds of floating-point rows are not bit-for-bit repeatable, which "
+                         "the gate checks: declare \"nondeterministic\": true in the manifest, as any kernel of "
+                         "float atomics needs")
+    w.defines.update(KF_HAS_POS=int(pos != "nullptr"), KF_SCATTER=int(bool(w.match.params.get("scatter"))),
+                     KF_SCATTER_ADD=int(adds))
     period = w.size("period") if pos != "nullptr" else "1LL"
     return f"kf_gather({idx}, {table}, {pos}, {y}, {w.size('rows')}, {w.size('cols')}, {period})"
 

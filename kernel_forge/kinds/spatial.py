@@ -415,7 +415,8 @@ def find_gather(probe) -> Iterator[Match]:
     """Rows of a table picked by integer indices (plus a row of a second table by position), or
     the other way round: rows of a source written to the rows of ``y`` the indices name (a scatter:
     ``index_copy_``, a KV cache's append by slot; ``y`` keeps its other rows, a negative index is
-    skipped)."""
+    skipped), or added to them (``add``: ``index_add_``, an embedding's gradient, a GNN's
+    scatter-sum; an index may repeat)."""
     outs = probe.buffers(output=True)
     if len(outs) != 1:
         return
@@ -467,14 +468,21 @@ def _scatters(probe, y) -> Iterator[Match]:
             if probe.sizes[y] % dim or ids.max() >= probe.sizes[y] // dim:
                 continue
             keep = ids >= 0
-            if len(set(ids[keep].tolist())) != int(keep.sum()):
-                continue                 # a slot written twice: no single answer to bind
-            want = probe.values[y].reshape(-1, dim).copy()
-            want[ids[keep]] = probe.values[x].reshape(n, dim)[keep]
             rows = param_for(probe, n)
+            binding = {"y": y, "index": idx, "table": x, "rows": rows, "cols": param_for(probe, dim, avoid=(rows,))}
+            src = probe.values[x].reshape(n, dim)[keep]
+            added = probe.values[y].reshape(-1, dim).copy()      # rows added where their index says (index_add_,
+            np.add.at(added, ids[keep], src)                      # an embedding's gradient, a GNN's scatter-sum)
+            if len(set(ids[keep].tolist())) != int(keep.sum()):
+                if close(got, added.reshape(-1)):                 # a slot named twice: only a sum has one answer
+                    yield Match("gather", binding, {"scatter": True, "add": True})
+                continue
+            want = probe.values[y].reshape(-1, dim).copy()
+            want[ids[keep]] = src
             if close(got, want.reshape(-1)):
-                yield Match("gather", {"y": y, "index": idx, "table": x, "rows": rows,
-                                       "cols": param_for(probe, dim, avoid=(rows,))}, {"scatter": True})
+                yield Match("gather", binding, {"scatter": True})
+            elif close(got, added.reshape(-1)):
+                yield Match("gather", binding, {"scatter": True, "add": True})
 
 
 def find_row_pick(probe) -> Iterator[Match]:

@@ -277,6 +277,9 @@ PUBLIC = {
     # angles computed in the kernel: (t + offset) * theta^(-2i/d), theta and offset parameters
     "rope_theta": ("rope", {"x": "x", "y": "out", "cols": "dim", "period": "seq", "heads": "heads", "base": "theta",
                             "offset": "pos_offset"}, {"pairing": "halves", "table": "computed"}),
+    # a GNN's scatter-sum: rows added where an index names them, indices repeating (float atomics: nondeterministic)
+    "scatter_add_rows": ("gather", {"y": "out", "index": "index", "table": "src", "rows": "E", "cols": "F"},
+                         {"scatter": True, "add": True}),
     "dot_product": ("reduction", {"x": "a", "y": "c", "n": "n", "w": "b"}, {"op": "sum", "axis": None, "product": "full"}),
     "gemv_rowmajor": ("row_reduction", {"x": "A", "y": "y", "rows": "m", "cols": "n", "w": "x"},
                       {"op": "sum", "product": "cols"}),
@@ -403,6 +406,16 @@ def test_the_wild_corpus_s_cross_entropy_and_adamw_are_identified_with_their_bin
     check_match(found, *WILD[name])
 
 
+def test_a_scatter_add_of_floats_asks_for_the_nondeterministic_declaration_its_atomics_need(tmp_path):
+    """The gate checks that two launches agree bit for bit; float atomics add in no fixed order, so a
+    scatter-add is bound only where the manifest says its results may vary so (as its own atomics need)."""
+    task = load_task(copy_task(tmp_path, "scatter_add_rows", lambda d: d.pop("nondeterministic")))
+    found = identify(task)
+    assert found.match is not None and found.match.params.get("add"), found.why
+    with pytest.raises(Unbindable, match='"nondeterministic": true'):
+        instantiate(task, found.match)
+
+
 def test_a_reference_of_no_known_kind_is_nothing_matched_not_an_error():
     found = identify(load_task(DATA / "sort_rows.json"))
     assert found.match is None and "no kind" in found.why
@@ -491,7 +504,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid", "modulate",
             "rope_candle", "rope_i_candle", "rope_thd_bf16", "rope_llmc", "rope_neox_inplace", "llmc_permute4d",
             "llmc_xent_backward", "xent_grad_mean_f16", "vllm_rotary_f16", "rope_gptj_positions",
-            "rope_theta"]
+            "rope_theta", "scatter_add_rows"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -119,6 +119,8 @@ TASKS = {
     DATA / "sobel_x_reflect101.json": ({"BX": 16, "BY": 4, "RY": 2}, [{"rows": 4, "cols": 5}, {"rows": 33, "cols": 40}]),
     DATA / "laplace_periodic.json": ({"BX": 16, "BY": 4, "RY": 2}, [{"ny": 4, "nx": 5}, {"ny": 33, "nx": 40}]),
     DATA / "conv5x5.json": ({"BX": 32, "BY": 2, "RY": 1}, [{"H": 5, "W": 6}, {"H": 33, "W": 40}]),
+    # rows added where their index says, indices repeating: 4 values an atomic step, then one at a time
+    DATA / "scatter_add_rows.json": ({"TPR": 32, "RPB": 2}, [{"E": 9, "F": 5, "N": 3}, {"E": 50, "F": 800, "N": 7}]),
     DATA / "embedding.json": ({"TPR": 32, "RPB": 2}, [{"n": 9, "dim": 33}, {"n": 4, "dim": 512}]),
     DATA / "encoder_wpe_max_t.json": ({"TPR": 32, "RPB": 2}, [{"B": 2, "T": 3, "C": 33, "maxT": 9}]),
     DATA / "bias_gelu_residual.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0},

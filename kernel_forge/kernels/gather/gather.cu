@@ -9,7 +9,8 @@
 // a row of a second table by position is added (row mod period: a position embedding, as
 // llm.c's encoder adds wpe[t] to wte[token]).  KF_SCATTER: the other way round, row `row` of the
 // source (`table`) is copied to row index[row] of y (index_copy_, a KV cache's append by slot); a
-// negative index (a padding token) writes nothing.
+// negative index (a padding token) writes nothing.  KF_SCATTER_ADD: added instead, by atomics
+// (index_add_, an embedding's gradient, a GNN's scatter-sum), so the order of the sums is not fixed.
 #ifndef TPR
 #define TPR 64
 #endif
@@ -20,6 +21,28 @@
 #ifndef KF_SCATTER
 #define KF_SCATTER 0
 #endif
+#ifndef KF_SCATTER_ADD
+#define KF_SCATTER_ADD 0
+#endif
+
+// a store of the copy, or with KF_SCATTER_ADD (fp32 y) an atomic add: rows an index names twice add up
+__device__ __forceinline__ void kf_gather_put4(kf_y_t* p, float4 v)
+{
+#if KF_SCATTER_ADD
+    atomicAdd(p, v.x); atomicAdd(p + 1, v.y); atomicAdd(p + 2, v.z); atomicAdd(p + 3, v.w);
+#else
+    kf_sts4(p, v);
+#endif
+}
+
+__device__ __forceinline__ void kf_gather_put(kf_y_t* p, float v)
+{
+#if KF_SCATTER_ADD
+    atomicAdd(p, v);
+#else
+    kf_st(p, v);
+#endif
+}
 #define KF_GATHER_U 3               // 4 spilled in the scatter (ptxas aims at 32 registers for full occupancy)
 
 // KF_GATHER_U 4-value vectors of one row, TPR * 4 values apart from j on (GUARD: only those inside
@@ -42,7 +65,7 @@ __device__ __forceinline__ void kf_gather_step(const kf_table_t* __restrict__ sr
 #pragma unroll
     for (int u = 0; u < KF_GATHER_U; ++u) {
         if (GUARD && j + STEP * u >= cols) break;
-        kf_sts4(dst + j + STEP * u, v[u]);
+        kf_gather_put4(dst + j + STEP * u, v[u]);
     }
 }
 
@@ -72,6 +95,6 @@ __device__ __forceinline__ void kf_gather(const kf_index_t* __restrict__ index, 
             kf_gather_step<true>(src, add, dst, j, cols);
         }
     } else {
-        for (long long j = t; j < cols; j += TPR) kf_st(dst + j, kf_ld(src + j) + (KF_HAS_POS ? kf_ld(add + j) : 0.0f));
+        for (long long j = t; j < cols; j += TPR) kf_gather_put(dst + j, kf_ld(src + j) + (KF_HAS_POS ? kf_ld(add + j) : 0.0f));
     }
 }

@@ -943,3 +943,10 @@ def rope_theta(x, out, seq, heads, dim, theta, pos_offset):
     inv = float(theta) ** (-2.0 * np.arange(dim // 2) / dim)
     ang = t[:, None] * inv[None, :]
     out[...] = _rope(x, dim, np.repeat(np.arange(seq), heads), np.cos(ang), np.sin(ang), False).reshape(out.shape)
+
+
+def scatter_add_rows(src, index, out, E, F):
+    """A GNN's scatter-sum (torch_scatter's scatter_add along dim 0, index_add_): out[index[e], :] += src[e, :]."""
+    o = out.reshape(-1, F).astype(np.float64)
+    np.add.at(o, index.reshape(-1).astype(np.int64), src.reshape(E, F).astype(np.float64))
+    out[...] = o.reshape(out.shape)
