@@ -521,7 +521,7 @@ def _gather(w: _Writer) -> str:
         raise Unbindable("a gather needs integer indices and a floating-point table")
     w.slots["ROWS"] = w.launch_size("rows")
     adds = bool(w.match.params.get("add"))
-    if adds and w.types["y"] != "float":
+    if adds and (w.types["y"] != "float" or w.types["pos"] != "float"):
         raise Unbindable("a scatter-add is bound for a float32 output (its atomic adds)")
     if adds and not w.task.nondeterministic:
         raise Unbindable("a scatter-add's atomic adds of floating-point rows are not bit-for-bit repeatable, which "

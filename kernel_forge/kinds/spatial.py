@@ -418,6 +418,9 @@ def find_gather(probe) -> Iterator[Match]:
     skipped), or added to them (``add``: ``index_add_``, an embedding's gradient, a GNN's
     scatter-sum; an index may repeat)."""
     outs = probe.buffers(output=True)
+    if len(outs) == 2 and all(probe.arg(o).in_out for o in outs):
+        for y, pos in (outs, outs[::-1]):
+            yield from _scatters(probe, y, pos)
     if len(outs) != 1:
         return
     y = outs[0]
@@ -456,7 +459,9 @@ def find_gather(probe) -> Iterator[Match]:
     return
 
 
-def _scatters(probe, y) -> Iterator[Match]:
+def _scatters(probe, y, pos: str | None = None) -> Iterator[Match]:
+    """Scatters into ``y``; with ``pos`` (a second output), scatter-adds that also add each source row
+    into row (row mod period) of ``pos`` (llm.c's encoder backward: dwte[token] and dwpe[t])."""
     got = probe.outputs[y]
     for idx in probe.inputs_of(floating=False):
         n = probe.sizes[idx]
@@ -473,6 +478,10 @@ def _scatters(probe, y) -> Iterator[Match]:
             src = probe.values[x].reshape(n, dim)[keep]
             added = probe.values[y].reshape(-1, dim).copy()      # rows added where their index says (index_add_,
             np.add.at(added, ids[keep], src)                      # an embedding's gradient, a GNN's scatter-sum)
+            if pos is not None:
+                if close(got, added.reshape(-1)):
+                    yield from _position_sums(probe, pos, binding, probe.values[x].reshape(n, dim))
+                continue
             if len(set(ids[keep].tolist())) != int(keep.sum()):
                 if close(got, added.reshape(-1)):                 # a slot named twice: only a sum has one answer
                     yield Match("gather", binding, {"scatter": True, "add": True})
@@ -483,6 +492,24 @@ def _scatters(probe, y) -> Iterator[Match]:
                 yield Match("gather", binding, {"scatter": True})
             elif close(got, added.reshape(-1)):
                 yield Match("gather", binding, {"scatter": True, "add": True})
+
+
+def _position_sums(probe, pos: str, binding: dict, src: np.ndarray) -> Iterator[Match]:
+    """The scatter-add ``binding`` whose source rows are also added into row (row mod period) of
+    ``pos``: the period its rows, or an integer parameter's value below that."""
+    n, dim = src.shape
+    if probe.sizes[pos] % dim:
+        return
+    held = probe.sizes[pos] // dim
+    for period in dict.fromkeys([held, *(v for v in probe.int_scalars().values() if 1 <= v < held)]):
+        if n % period:
+            continue
+        summed = probe.values[pos].reshape(held, dim).copy()
+        np.add.at(summed, np.arange(n) % period, src)
+        if close(probe.outputs[pos], summed.reshape(-1)) and param_for(probe, period) is not None:
+            yield Match("gather", {**binding, "pos": pos, "period": param_for(probe, period)},
+                        {"scatter": True, "add": True})
+            return
 
 
 def find_row_pick(probe) -> Iterator[Match]:

@@ -280,6 +280,9 @@ PUBLIC = {
     # a GNN's scatter-sum: rows added where an index names them, indices repeating (float atomics: nondeterministic)
     "scatter_add_rows": ("gather", {"y": "out", "index": "index", "table": "src", "rows": "E", "cols": "F"},
                          {"scatter": True, "add": True}),
+    # llm.c's encoder backward: the same rows also summed by position into a second output (dwpe[t])
+    "llmc_encoder_backward": ("gather", {"y": "dwte", "index": "inp", "table": "dout", "rows": "B*T", "cols": "C",
+                                         "pos": "dwpe", "period": "T"}, {"scatter": True, "add": True}),
     "dot_product": ("reduction", {"x": "a", "y": "c", "n": "n", "w": "b"}, {"op": "sum", "axis": None, "product": "full"}),
     "gemv_rowmajor": ("row_reduction", {"x": "A", "y": "y", "rows": "m", "cols": "n", "w": "x"},
                       {"op": "sum", "product": "cols"}),
@@ -504,7 +507,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid", "modulate",
             "rope_candle", "rope_i_candle", "rope_thd_bf16", "rope_llmc", "rope_neox_inplace", "llmc_permute4d",
             "llmc_xent_backward", "xent_grad_mean_f16", "vllm_rotary_f16", "rope_gptj_positions",
-            "rope_theta", "scatter_add_rows"]
+            "rope_theta", "scatter_add_rows", "llmc_encoder_backward"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -121,6 +121,8 @@ TASKS = {
     DATA / "conv5x5.json": ({"BX": 32, "BY": 2, "RY": 1}, [{"H": 5, "W": 6}, {"H": 33, "W": 40}]),
     # rows added where their index says, indices repeating: 4 values an atomic step, then one at a time
     DATA / "scatter_add_rows.json": ({"TPR": 32, "RPB": 2}, [{"E": 9, "F": 5, "N": 3}, {"E": 50, "F": 800, "N": 7}]),
+    DATA / "llmc_encoder_backward.json": ({"TPR": 32, "RPB": 2}, [{"B": 2, "T": 3, "C": 5, "V": 4},     # + dwpe[t]
+                                                                    {"B": 3, "T": 4, "C": 800, "V": 6}]),
     DATA / "embedding.json": ({"TPR": 32, "RPB": 2}, [{"n": 9, "dim": 33}, {"n": 4, "dim": 512}]),
     DATA / "encoder_wpe_max_t.json": ({"TPR": 32, "RPB": 2}, [{"B": 2, "T": 3, "C": 33, "maxT": 9}]),
     DATA / "bias_gelu_residual.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0},

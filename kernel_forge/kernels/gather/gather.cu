@@ -10,7 +10,8 @@
 // llm.c's encoder adds wpe[t] to wte[token]).  KF_SCATTER: the other way round, row `row` of the
 // source (`table`) is copied to row index[row] of y (index_copy_, a KV cache's append by slot); a
 // negative index (a padding token) writes nothing.  KF_SCATTER_ADD: added instead, by atomics
-// (index_add_, an embedding's gradient, a GNN's scatter-sum), so the order of the sums is not fixed.
+// (index_add_, an embedding's gradient, a GNN's scatter-sum), so the order of the sums is not fixed;
+// with KF_HAS_POS each source row is also added into row `row mod period` of the position output.
 #ifndef TPR
 #define TPR 64
 #endif
@@ -35,6 +36,10 @@ __device__ __forceinline__ void kf_gather_put4(kf_y_t* p, float4 v)
 #endif
 }
 
+// the position output of a scatter-add (llm.c's dwpe: each source row also added into row `row mod
+// period`), passed as the gather's position table
+__device__ __forceinline__ kf_y_t* kf_pos_out(const kf_pos_t* p) { return (kf_y_t*)const_cast<kf_pos_t*>(p); }
+
 __device__ __forceinline__ void kf_gather_put(kf_y_t* p, float v)
 {
 #if KF_SCATTER_ADD
@@ -57,7 +62,7 @@ __device__ __forceinline__ void kf_gather_step(const kf_table_t* __restrict__ sr
     for (int u = 0; u < KF_GATHER_U; ++u) {
         if (GUARD && j + STEP * u >= cols) break;
         v[u] = kf_ld4(src + j + STEP * u);
-        if (KF_HAS_POS) {
+        if (KF_HAS_POS && !KF_SCATTER_ADD) {
             const float4 p = kf_ld4(add + j + STEP * u);
             v[u].x += p.x; v[u].y += p.y; v[u].z += p.z; v[u].w += p.w;
         }
@@ -66,6 +71,7 @@ __device__ __forceinline__ void kf_gather_step(const kf_table_t* __restrict__ sr
     for (int u = 0; u < KF_GATHER_U; ++u) {
         if (GUARD && j + STEP * u >= cols) break;
         kf_gather_put4(dst + j + STEP * u, v[u]);
+        if (KF_HAS_POS && KF_SCATTER_ADD) kf_gather_put4(kf_pos_out(add) + j + STEP * u, v[u]);
     }
 }
 
@@ -95,6 +101,10 @@ __device__ __forceinline__ void kf_gather(const kf_index_t* __restrict__ index, 
             kf_gather_step<true>(src, add, dst, j, cols);
         }
     } else {
-        for (long long j = t; j < cols; j += TPR) kf_gather_put(dst + j, kf_ld(src + j) + (KF_HAS_POS ? kf_ld(add + j) : 0.0f));
+        for (long long j = t; j < cols; j += TPR) {
+            const float v = kf_ld(src + j);
+            kf_gather_put(dst + j, v + (KF_HAS_POS && !KF_SCATTER_ADD ? kf_ld(add + j) : 0.0f));
+            if (KF_HAS_POS && KF_SCATTER_ADD) kf_gather_put(kf_pos_out(add) + j, v);
+        }
     }
 }

@@ -950,3 +950,14 @@ def scatter_add_rows(src, index, out, E, F):
     o = out.reshape(-1, F).astype(np.float64)
     np.add.at(o, index.reshape(-1).astype(np.int64), src.reshape(E, F).astype(np.float64))
     out[...] = o.reshape(out.shape)
+
+
+def encoder_backward(dwte, dwpe, dout, inp, B, T, C):
+    """llm.c's encoder_backward: dwte[inp[b, t], :] += dout[b, t, :] and dwpe[t, :] += dout[b, t, :]."""
+    d = dout.reshape(B * T, C).astype(np.float64)
+    wte = dwte.reshape(-1, C).astype(np.float64)
+    np.add.at(wte, inp.reshape(-1).astype(np.int64), d)
+    dwte[...] = wte.reshape(dwte.shape)
+    wpe = dwpe.reshape(T, C).astype(np.float64)
+    np.add.at(wpe, np.arange(B * T) % T, d)
+    dwpe[...] = wpe.reshape(dwpe.shape)
