@@ -832,7 +832,7 @@ def test_every_bound_pattern_is_a_complete_kernel_with_the_task_s_own_signature_
 @pytest.mark.slow
 @pytest.mark.parametrize("storage", sorted(_TYPES))
 @pytest.mark.parametrize("name", ["llmc_layernorm", "llmc_softmax", "bias_gelu_residual", "blur3x3", "embedding",
-                                  "cumsum_rows", "nll_bf16"])
+                                  "cumsum_rows", "nll_bf16", "rope_candle", "vllm_rotary_f16", "llmc_xent_backward"])
 def test_bound_patterns_compile_for_fp32_fp16_and_bf16_storage(tmp_path, name, storage):
     task = load_task(_retyped(tmp_path, name, _TYPES[storage]))
     found = identify(task)
