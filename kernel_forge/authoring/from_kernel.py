@@ -193,7 +193,7 @@ def _tolerance(sig: Signature) -> dict:
 
 
 def build_manifest(name: str, sig: Signature, *, has_launch: bool,
-                   access: dict[str, str] | None = None) -> tuple[dict, list[str], list[str]]:
+                   access: dict[str, str] | None = None, launch=None) -> tuple[dict, list[str], list[str]]:
     """The manifest for ``sig``, the guesses made and what to fill in.  ``access``: how the kernel
     uses each non-const pointer (``read``: an input despite no const; ``both``: in/out)."""
     access = access or {}
@@ -254,7 +254,15 @@ def build_manifest(name: str, sig: Signature, *, has_launch: bool,
                 "reference": {"python": f"{name}_reference.py:reference"},
                 "initial": f"{name}.cu", "args": args,
                 "tolerance": _tolerance(sig), "cost": {"bytes": per}, "cases": cases}
-    if not has_launch:
+    if not has_launch and launch is not None:      # the program's own launch (authoring/launch_read.py)
+        manifest["launch"] = {"grid": launch.grid, "block": launch.block,
+                              **({"shared_mem": launch.shared_mem} if launch.shared_mem is not None else {})}
+        outside = (f"; {', '.join(launch.defaulted)} set outside the launching function: taken as the block below"
+                   if launch.defaulted else "")
+        guesses.append(f"launch: grid {json.dumps(launch.grid)}, block {json.dumps(launch.block)}"
+                       + (f", shared_mem {json.dumps(launch.shared_mem)}" if launch.shared_mem is not None else "")
+                       + f" (read from the program's launch, line {launch.line}: {name}{launch.written}{outside})")
+    elif not has_launch:
         grid = f"cdiv({size}, 256)" if size else 16
         manifest["launch"] = {"grid": [grid], "block": [256]}
         guesses.append(f"launch: grid [{grid}], block [256] (one thread per element of {shape[0]})")
@@ -317,6 +325,9 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
               validate: bool = True) -> InitResult:
     entry = _signature(name, from_file, signature)
     sig, source, src_path, instance_line = entry.sig, entry.source, entry.path, entry.instance_line
+    from kernel_forge.authoring.launch_read import read_launch
+
+    program_launch = read_launch(source, name, sig.params) if source is not None else None
     from kernel_forge.authoring.device_part import device_part
     from kernel_forge.model.candidate import parse_candidate
     from kernel_forge.common.errors import CandidateError
@@ -334,10 +345,12 @@ def init_task(name: str, folder: str | Path = ".", *, from_file=None, signature=
             has_launch = parse_candidate(source, name=str(src_path)).launch is not None
         except CandidateError as exc:
             raise InputError(f"--from {src_path}: {exc.message}") from None
-    manifest, guesses, todo = build_manifest(name, sig, has_launch=has_launch, access=entry.access)
+    manifest, guesses, todo = build_manifest(name, sig, has_launch=has_launch, access=entry.access,
+                                             launch=program_launch)
     guesses[:0] = entry.read_types
-    if source is not None and not has_launch and re.search(r"\bextern\s[^;]*__shared__",
-                                                           strip_comments_and_strings(source)):
+    shared_read = "shared_mem" in manifest.get("launch", {})
+    if source is not None and not has_launch and not shared_read and re.search(
+            r"\bextern\s[^;]*__shared__", strip_comments_and_strings(source)):
         todo.append(f"the dynamic shared memory the kernel's `extern __shared__` needs, in bytes: {name}.json "
                     "$.launch.shared_mem (the launch guessed gives it none)")
     out = Path(folder)
