@@ -12,7 +12,8 @@ The hypotheses cover the layouts public kernels use:
   ``rotate_half`` of Hugging Face models;
 - **table** ``split``: cos and sin, each ``[T, d/2]``; ``pairs``: one table ``[T, d/2, 2]`` of
   (cos, sin) pairs (llm.c's ``freqs_cis``); ``full``: cos and sin each ``[T, d]``, one angle per
-  value (HF's ``q * cos + rotate_half(q) * sin``);
+  value (HF's ``q * cos + rotate_half(q) * sin``); ``computed``: no table, the angles
+  ``(t + offset) * base^(-2i/d)`` computed in the kernel (:func:`_find_rope_computed`);
 - **position** of row r: ``(r / heads) % T`` -- rows laid out [B, T, d] or [B*H, T, d] (heads 1:
   candle's ``rope``) or [B, T, H, d] (candle's ``rope_thd``, llm.c's);
 - in place (y = x) or not;
