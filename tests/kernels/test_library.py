@@ -72,6 +72,7 @@ HEADERS = {"kforge/tf32_mma.cuh": ("kf_tf32(float x)", "kf_mma_tf32(float* d"),
            "kforge/arg_pair.cuh": ("bool kf_before(float a, int ia, float b, int ib)", "void kf_take(float& v, int& i"),
            "kforge/edge_index.cuh": ("int kf_edge(int i, int n)",),
            "kforge/reduce_op.cuh": ("V kf_combine_op(V a, V b)", "kf_reduce_t kf_reduce_init()"),
+           "kforge/rotate_pair.cuh": ("void kf_rotate_pair(float a, float b, float2 ca, float2 cb",),
            # for kernels brought from PyTorch (authoring/device_part.py includes it), not the templates
            "kforge/torch_compat.cuh": ("typedef __half Half;", "T WARP_SHFL_XOR(T value")}
 USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", "kforge/block_order.cuh"),
@@ -96,7 +97,9 @@ USERS = {"gemm/gemm_tf32x3_mma": ("kforge/tf32_mma.cuh", "kforge/cp_async.cuh", 
          "stencil1d/stencil1d": ("kforge/edge_index.cuh",),
          "reduction/reduction": ("kforge/reduce_op.cuh",),
          "row_reduction/row_reduction": ("kforge/reduce_op.cuh",),
-         "column_reduction/column_reduction": ("kforge/reduce_op.cuh",)}
+         "column_reduction/column_reduction": ("kforge/reduce_op.cuh",),
+         "rope/rope": ("kforge/rotate_pair.cuh",),
+         "rope/rope_tokens": ("kforge/rotate_pair.cuh",)}
 
 
 @pytest.mark.parametrize("name", USERS)

@@ -24,11 +24,7 @@
 #define STREAM 1
 #endif
 #define KF_THREADS BLOCK
-#if KF_INTERLEAVED
-#define KF_G 2
-#else
-#define KF_G 4
-#endif
+#include "kforge/rotate_pair.cuh"
 
 struct kf_rope_dims {
     long long pairs, cols, half, span, heads, period, offset;
@@ -73,13 +69,6 @@ __device__ __forceinline__ float2 kf_rope_angle(const kf_cos_t* cosv, const kf_s
 #endif
 }
 
-__device__ __forceinline__ void kf_rope_pair(float a, float b, float2 ca, float2 cb, float& oa, float& ob)
-{
-    const float sg = KF_INVERSE ? -1.0f : 1.0f;
-    oa = a * ca.x - sg * b * ca.y;
-    ob = b * cb.x + sg * a * cb.y;
-}
-
 // one pair, any layout: the path for rows that do not split into whole groups
 __device__ __forceinline__ void kf_rope_one(const kf_x_t* x, const kf_cos_t* cosv, const kf_sin_t* sinv, kf_y_t* y,
                                             const kf_rope_dims& d, long long p)
@@ -92,7 +81,7 @@ __device__ __forceinline__ void kf_rope_one(const kf_x_t* x, const kf_cos_t* cos
     const float2 ca = kf_rope_angle(cosv, sinv, d, t, row, cola);
     const float2 cb = KF_TABLE == 2 ? kf_rope_angle(cosv, sinv, d, t, row, colb) : ca;
     float oa, ob;
-    kf_rope_pair(kf_ld(x + ea), kf_ld(x + eb), ca, cb, oa, ob);
+    kf_rotate_pair(kf_ld(x + ea), kf_ld(x + eb), ca, cb, oa, ob);
     kf_st(y + ea, oa);
     kf_st(y + eb, ob);
 }
@@ -154,8 +143,8 @@ __device__ __forceinline__ void kf_rope(const kf_x_t* x, const kf_cos_t* cosv, c
             const float2 c0b = KF_TABLE == 2 ? kf_rope_angle(cosv, sinv, d, t, row, 2 * i + 1) : c0;
             const float2 c1b = KF_TABLE == 2 ? kf_rope_angle(cosv, sinv, d, t + 1, row, 2 * i + 3) : c1;
             float4 o;
-            kf_rope_pair(va[u].x, va[u].y, c0, c0b, o.x, o.y);
-            kf_rope_pair(va[u].z, va[u].w, c1, c1b, o.z, o.w);
+            kf_rotate_pair(va[u].x, va[u].y, c0, c0b, o.x, o.y);
+            kf_rotate_pair(va[u].z, va[u].w, c1, c1b, o.z, o.w);
             kf_rope_store(y + 2 * p, o);
 #else
             float4 oa, ob;
@@ -166,7 +155,7 @@ __device__ __forceinline__ void kf_rope(const kf_x_t* x, const kf_cos_t* cosv, c
             for (int k = 0; k < 4; ++k) {
                 const float2 ca = kf_rope_angle(cosv, sinv, d, t + k, row, i + k);
                 const float2 cb = KF_TABLE == 2 ? kf_rope_angle(cosv, sinv, d, t + k, row, i + k + d.half) : ca;
-                kf_rope_pair(a4[k], b4[k], ca, cb, ra[k], rb[k]);
+                kf_rotate_pair(a4[k], b4[k], ca, cb, ra[k], rb[k]);
             }
             oa = make_float4(ra[0], ra[1], ra[2], ra[3]);
             ob = make_float4(rb[0], rb[1], rb[2], rb[3]);

@@ -17,11 +17,7 @@
 #define VPT 2
 #endif
 #define KF_THREADS BLOCK
-#if KF_INTERLEAVED
-#define KF_G 2
-#else
-#define KF_G 4
-#endif
+#include "kforge/rotate_pair.cuh"
 
 __device__ __forceinline__ float2 kf_rt_angle(const kf_cos_t* cosv, const kf_sin_t* sinv, long long pos, long long half,
                                               long long i)
@@ -32,13 +28,6 @@ __device__ __forceinline__ float2 kf_rt_angle(const kf_cos_t* cosv, const kf_sin
 #else
     return make_float2(kf_ld(cosv + pos * half + i), kf_ld(sinv + pos * half + i));
 #endif
-}
-
-__device__ __forceinline__ void kf_rt_pair(float a, float b, float2 cs, float& oa, float& ob)
-{
-    const float sg = KF_INVERSE ? -1.0f : 1.0f;
-    oa = a * cs.x - sg * b * cs.y;
-    ob = b * cs.x + sg * a * cs.y;
 }
 
 // the heads of one token of one buffer: `heads` rows of `cols` values from `row0`
@@ -76,15 +65,19 @@ __device__ __forceinline__ void kf_rt_heads(T* y, const kf_cos_t* cosv, const kf
                 T* row = y + (row0 + h) * cols;
 #if KF_INTERLEAVED
                 float4 o;
-                kf_rt_pair(va[u].x, va[u].y, kf_rt_angle(cosv, sinv, pos, half, i), o.x, o.y);
-                kf_rt_pair(va[u].z, va[u].w, kf_rt_angle(cosv, sinv, pos, half, i + 1), o.z, o.w);
+                const float2 c0 = kf_rt_angle(cosv, sinv, pos, half, i), c1 = kf_rt_angle(cosv, sinv, pos, half, i + 1);
+                kf_rotate_pair(va[u].x, va[u].y, c0, c0, o.x, o.y);
+                kf_rotate_pair(va[u].z, va[u].w, c1, c1, o.z, o.w);
                 kf_st4(row + 2 * i, o);
 #else
                 const float a4[4] = {va[u].x, va[u].y, va[u].z, va[u].w};
                 const float b4[4] = {vb[u].x, vb[u].y, vb[u].z, vb[u].w};
                 float ra[4], rb[4];
 #pragma unroll
-                for (int k = 0; k < 4; ++k) kf_rt_pair(a4[k], b4[k], kf_rt_angle(cosv, sinv, pos, half, i + k), ra[k], rb[k]);
+                for (int k = 0; k < 4; ++k) {
+                    const float2 cs = kf_rt_angle(cosv, sinv, pos, half, i + k);
+                    kf_rotate_pair(a4[k], b4[k], cs, cs, ra[k], rb[k]);
+                }
                 kf_st4(row + i, make_float4(ra[0], ra[1], ra[2], ra[3]));
                 kf_st4(row + i + half, make_float4(rb[0], rb[1], rb[2], rb[3]));
 #endif
@@ -96,7 +89,8 @@ __device__ __forceinline__ void kf_rt_heads(T* y, const kf_cos_t* cosv, const kf
             T* row = y + (row0 + h) * cols;
             const long long ea = KF_INTERLEAVED ? 2 * i : i, eb = KF_INTERLEAVED ? 2 * i + 1 : i + half;
             float oa, ob;
-            kf_rt_pair(kf_ld(row + ea), kf_ld(row + eb), kf_rt_angle(cosv, sinv, pos, half, i), oa, ob);
+            const float2 cs = kf_rt_angle(cosv, sinv, pos, half, i);
+            kf_rotate_pair(kf_ld(row + ea), kf_ld(row + eb), cs, cs, oa, ob);
             kf_st(row + ea, oa);
             kf_st(row + eb, ob);
         }
