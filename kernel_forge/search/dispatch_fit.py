@@ -296,3 +296,83 @@ def propose_rules(batch, attempts, task, *, candidate: Callable[[object], "Candi
                             label=f"{label}+dispatch", direction=DIRECTION))
         proposed.append(rule.to_json())
     return out
+
+
+# ------------------------------------------------------------------------------ across kernels
+
+#: the most kernels one composite holds
+MAX_MEMBERS = 4
+#: the direction recorded on a proposed composite
+COMPOSITE_DIRECTION = "a kernel per shape (composite of kernels)"
+
+
+def _passed_timed(a) -> bool:
+    return a.status == "passed" and not getattr(a, "dispatch", None) and bool(a.evaluation)
+
+
+def propose_composite(attempts, task, *, candidate: Callable[[object], "Candidate"],
+                      floor: float = 0.01) -> "Proposal | None":
+    """A composite (:mod:`kernel_forge.model.composite`) of the kernels that are each the fastest
+    on some performance case, with the rule fitted over all their gated settings, when the rule
+    needs two or more of the kernels and predicts a geometric mean below that of every attempt
+    that passed (a rule over one kernel's settings included) by more than ``floor``; else None.
+    Each kernel's settings are those of one source (``body_key``); ``candidate(attempt)`` reads one."""
+    from kernel_forge.model.candidate import parse_candidate
+    from kernel_forge.model.composite import IMPL, compose, member_defines
+    from kernel_forge.proposers.base import Proposal
+    from kernel_forge.search.spaces import body_key
+
+    perf = list(task.cases_with("performance"))
+    names = [c.name for c in perf]
+    if len(perf) < 2:
+        return None
+    groups: dict[str, list[tuple[object, Measured]]] = {}
+    tops: dict[str, object] = {}
+    for a in attempts:
+        if not _passed_timed(a):
+            continue
+        m = Measured.from_evaluation(a.id, a.defines, a.evaluation, names)
+        if m is None:
+            continue
+        try:
+            key = body_key(candidate(a))
+        except (KForgeError, OSError):
+            continue
+        groups.setdefault(key, []).append((a, m))
+    if len(groups) < 2:
+        return None
+    best = {n: min(((k, m) for k, ms in groups.items() for _, m in ms), key=lambda km: (km[1].median[n], km[1].id))
+            for n in names}
+    winners = list(dict.fromkeys(k for k, _ in best.values()))[:MAX_MEMBERS]
+    if len(winners) < 2:
+        return None
+    measured = []
+    for i, key in enumerate(winners):
+        for _, m in groups[key]:
+            measured.append(Measured(f"{m.id}", member_defines(i, m.defines), m.median, m.band))
+        tops[key] = min((a for a, _ in groups[key]), key=lambda a: a.score_us or math.inf)
+    fitted = fit(measured, perf, floor=floor)
+    if fitted is None or len({b.setting.defines[IMPL] for b in fitted.branches}) < 2:
+        return None
+    scores = [a.score_us for a in attempts if a.status == "passed" and a.score_us]
+    if not scores or fitted.geomean() >= min(scores) * (1.0 - floor):
+        return None
+    rule = fitted.rule()
+    if problem(task, rule) is not None:
+        return None
+    try:
+        comp = compose([candidate(tops[k]) for k in winners], task.launch, name="composite")
+        source = replace(comp, dispatch=rule, defines=dict(rule.default.defines)).render()
+        written = parse_candidate(source, name="composite").dispatch     # each line's setting made whole
+    except KForgeError:
+        return None
+    if any(getattr(a, "dispatch", None) == written.to_json() for a in attempts):
+        return None
+    labels = [tops[k].label for k in winners]
+    lead = min((tops[k] for k in winners), key=lambda a: a.score_us or math.inf)
+    rationale = (f"a kernel per shape from {len(measured)} gated settings of {', '.join(labels)} "
+                 f"({IMPL} = {', '.join(f'{i}: {lab}' for i, lab in enumerate(labels))}): {fitted.describe()}; "
+                 f"predicted geomean {fitted.geomean():.2f} µs vs {min(scores):.2f} µs for the best kernel so far; "
+                 "every performance case within noise of its own best")
+    return Proposal(source=source, rationale=rationale, proposer=lead.proposer, parent=lead.id,
+                    label="composite(" + ", ".join(labels) + ")+dispatch", direction=COMPOSITE_DIRECTION)

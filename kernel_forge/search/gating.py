@@ -1,7 +1,8 @@
 """Gating an iteration's attempts: every pending one (in parallel on several GPUs, the time limit
 checked before each, every verdict recorded as it arrives), then what is left of each tuned
 proposal's settings budget in rounds (greedy: one step of neighbours), then a dispatch rule
-fitted over each tuned proposal's settings."""
+fitted over each tuned proposal's settings, and a composite of kernels where different kernels
+are the fastest on different performance cases."""
 from __future__ import annotations
 
 from kernel_forge.model.candidate import Candidate
@@ -67,6 +68,20 @@ def _propose_dispatch(run: RunContext, batch: list[Attempt]) -> None:
                            floor=run.config.min_improvement):
         extra += record_proposal(run, p, Slot(direction=p.direction))
     _gate_new(run, batch, extra)
+    _propose_composite(run, batch)
+
+
+def _propose_composite(run: RunContext, batch: list[Attempt]) -> None:
+    """A kernel per shape (dispatch_fit.propose_composite): where different kernels are each the
+    fastest on some performance case, one source holding them, gated as one more attempt."""
+    from kernel_forge.search.dispatch_fit import propose_composite
+
+    if time_up(run) or not any(a.status == "passed" for a in batch):
+        return
+    p = propose_composite(run.state.attempts, run.task, candidate=run.kernels.candidate,
+                          floor=run.config.min_improvement)
+    if p is not None:
+        _gate_new(run, batch, record_proposal(run, p, Slot(direction=p.direction)))
 
 
 def _more_rounds(run: RunContext, batch: list[Attempt]) -> None:

@@ -99,3 +99,28 @@ def test_profiling_a_rule_keeps_each_cases_instruction_mix_and_the_diagnosis_rea
     d = diagnose(task, ev.to_json(), device=gate.device_info(), calibration=gate.calibrate(), profile=prof)
     text = d.render()
     assert "Instruction mix of the setting of sq256, rect:" in text and "Instruction mix of the setting of large:" in text
+
+
+def test_a_composite_of_the_simt_and_split_tf32_kernels_passes_the_strict_gate_each_case_on_its_kernel():
+    """A kernel per shape (kernel_forge.model.composite): the split-TF32 wgmma GEMM on 4096^3, the
+    SIMT regblock GEMM elsewhere, in one file, through the strict gate with the holdout."""
+    from kernel_forge.model.composite import IMPL, compose
+    from kernel_forge.model.limits import target_arch
+
+    task = load_task(ROOT / "manifests" / "matmul_f32.json")
+    simt = load_candidate(ROOT / "kernel_forge" / "kernels" / "gemm" / "matmul_f32_regblock.cu")
+    wg = load_candidate(ROOT / "kernel_forge" / "kernels" / "gemm" / "gemm_tf32x3_wgmma.cu")
+    comp = compose([simt, wg], task.launch)
+    rule = Rule((Branch("m*n*k >= 1073741824", {**comp.defines, **wg.defines, IMPL: 1}),
+                 Branch(None, {**comp.defines, **SMALL, IMPL: 0})))
+    cand = replace(comp, name="composite.cu", dispatch=rule, defines=dict(rule.default.defines))
+    with Gate(task, GateOptions()) as gate:
+        if target_arch(gate.arch) != "sm_90a":
+            pytest.skip(f"wgmma needs an sm_90a GPU ({gate.arch})")
+        gate.precompile([cand])
+        ev = gate.evaluate(cand, roles=("correctness", "performance", "holdout"))
+    assert ev.passed, ev.message
+    by = {c.name: c for c in ev.cases}
+    assert by["large"].variant["defines"][IMPL] == 1 and by["large"].launch["block"] == [128 * wg.defines["WGS"], 1, 1]
+    assert all(by[n].variant["defines"][IMPL] == 0 for n in ("odd", "k1", "row", "sq256", "rect", "holdout"))
+    assert len(ev.compile["variants"]) == 2
