@@ -231,12 +231,95 @@ def _first_binding(task, probe) -> Match | None:
     return None
 
 
+def _same(m: Match, other: Match, probe) -> bool:
+    """Whether ``other`` (found on ``probe``, another case) is ``m``: the kind, every parameter that
+    is not a fitted number (the op, the norm, the function, the edge mode ...), and each role bound
+    to the same parameter, or to sizes of the same value on ``probe`` (``B*T*C`` and ``B*C`` where
+    T is 1 there: that case cannot tell them apart, and the first one told)."""
+    from kernel_forge.common import expressions
+    from kernel_forge.common.errors import ExpressionError
+
+    if m.kind != other.kind or set(m.binding) != set(other.binding):
+        return False
+    words = lambda p: {k: v for k, v in p.items() if isinstance(v, (str, bool))}  # noqa: E731
+    if words(m.params) != words(other.params):
+        return False
+    for role, name in m.binding.items():
+        them = other.binding[role]
+        if name == them:
+            continue
+        if not (isinstance(name, str) and isinstance(them, str)):
+            return False
+        try:
+            if expressions.evaluate(name, probe.scalars) != expressions.evaluate(them, probe.scalars):
+                return False
+        except (ExpressionError, TypeError, ValueError):     # a buffer's name, a name with no value
+            return False
+    return True
+
+
+def _holds_on(task, m: Match, probe) -> bool:
+    """Whether a finder of ``m``'s kind finds ``m`` again on ``probe`` (another case)."""
+    for kinds, finder in FINDERS:
+        if m.kind in kinds and any(_same(m, again, probe) for again in _tried(finder, probe)):
+            return True
+    return m.kind in STRIDED_KINDS and "ldx" in m.binding and _strided(task, probe) == m
+
+
+class _Probes:
+    """The probes of the cases identification may use (kinds.probe.pick_cases), each taken once, when
+    first asked for: the first finds the kind, a second confirms it on other sizes."""
+
+    def __init__(self, task, seed: int):
+        from kernel_forge.kinds.probe import pick_cases
+
+        self.task, self.seed, self.cases, self._got = task, seed, pick_cases(task), {}
+
+    def get(self, i: int):
+        from kernel_forge.common.errors import KForgeError
+        from kernel_forge.kinds.probe import take
+
+        if i >= len(self.cases):
+            return None
+        if i not in self._got:
+            try:
+                self._got[i] = take(self.task, self.seed, self.cases[i])
+            except KForgeError:
+                if i == 0:
+                    raise           # the first case's reference failure is the task's error, as in validate
+                self._got[i] = None
+        return self._got[i]
+
+    def other(self, primary: int):
+        """The first later case's probe that could be taken (None: none).  Cases before ``primary``
+        are not asked: no kind's hypothesis held on them."""
+        for j in range(primary + 1, len(self.cases)):
+            if (other := self.get(j)) is not None:
+                return other
+        return None
+
+
+def _rebound(task, m: Match, other, primary) -> Match | None:
+    """A match of ``m``'s kind found on ``other`` that binds and holds on ``primary`` as well: the
+    binding both cases bear out (a size of 1 on the first case let a product leave that axis out)."""
+    for kinds, finder in FINDERS:
+        if m.kind not in kinds:
+            continue
+        for again in _tried(finder, other):
+            if again.kind == m.kind and _binds(task, again) and _holds_on(task, again, primary):
+                return again
+    return None
+
+
 def identify(task, seed: int = 1234) -> Identified:
     """The task's kind (see the module docstring).  Raises :class:`KindMismatch` when the manifest
     states a kind the reference does not bear out; a reference that fails raises as it does for
-    ``validate`` (a ReferenceError_)."""
-    from kernel_forge.kinds.probe import take
+    ``validate`` (a ReferenceError_).
 
+    A match found on the first case is confirmed on a second case of other sizes (two sizes that
+    happen to be equal on one case hide which is which; a histogram's pitch equal to its width
+    hides the pitch): one that does not hold there is passed over.  When the first case gives no
+    match, the second is searched (a case too small for a kernel's window hides its edge mode)."""
     t0 = time.monotonic()
     want = stated(task)
     if getattr(task.reference, "kind", "python") != "python":
@@ -244,42 +327,83 @@ def identify(task, seed: int = 1234) -> Identified:
     if not _may_run_reference(task):
         return Identified(None, "the reference was written by a model and has not been accepted (kforge validate "
                                 "--accept runs it first, in a sandbox); it is not run to read the kind")
-    probe = take(task, seed)
+    probes = _Probes(task, seed)
+    probe = probes.get(0)
     if probe is None:
         return Identified(None, "no case is small enough to probe")
-    unbound = None              # the first match no pattern could be bound for: the answer if no later one binds
+    if want is not None:
+        return _stated(want, probe, t0)
+    found = _search(task, probes, 0, t0)
+    if found.match is None and (second := probes.get(1)) is not None:
+        again = _search(task, probes, 1, t0)
+        if again.match is not None:
+            return again
+        return Identified(None, f"no kind's hypothesis reproduces the reference's outputs on case "
+                                f"{probe.inputs.case.name} or {second.inputs.case.name}", time.monotonic() - t0)
+    return found
+
+
+def _stated(want: dict, probe, t0: float) -> Identified:
     for kinds, finder in FINDERS:
-        if want is not None and want["name"] not in kinds:
+        if want["name"] not in kinds:
             continue
         for m in _tried(finder, probe):
-            if want is None:
-                if _binds(task, m):
-                    telling = _telling_probe(probe, m)
-                    if telling is not None:          # a scalar the match leaves out matters: find it there
-                        again = _first_binding(task, telling)
-                        if again is not None:
-                            m = again
-                    return Identified(m, f"case {probe.inputs.case.name}", time.monotonic() - t0)
-                unbound = unbound or m
-                continue
             if _agrees(m, want):
                 m = Match(m.kind, m.binding, {**m.params, **want["params"]}, source="manifest")
                 return Identified(m, f"case {probe.inputs.case.name}", time.monotonic() - t0)
-    if want is None and unbound is None:
+    raise KindMismatch(f"the manifest states kind {want['name']}"
+                       + (f" with binding {want['binding']}" if want["binding"] else "")
+                       + (f" and params {want['params']}" if want["params"] else "")
+                       + f", but the reference does not compute that on case {probe.inputs.case.name}")
+
+
+def _search(task, probes: _Probes, primary: int, t0: float) -> Identified:
+    """The first match on probe ``primary`` that binds and holds on another case; else the first that
+    binds but did not hold (named so), else the first that leaves a size unbound."""
+    probe = probes.get(primary)
+    here = f"case {probe.inputs.case.name}"
+    unbound = None              # the first match no pattern could be bound for: the answer if no later one binds
+    unconfirmed = None          # the first that binds but does not hold on the other case
+
+    def checked(m: Match, telling: bool = False) -> Identified | None:
+        """``m`` if it holds on the other case (with its neutral scalars at the telling value where
+        ``m`` was found so), or the binding both cases bear out; None (remembered) if neither."""
+        nonlocal unconfirmed
+        other = probes.other(primary)
+        if other is None:
+            return Identified(m, here, time.monotonic() - t0)
+        if telling:
+            other = _telling_probe(other, None) or other
+        there = f"case {other.inputs.case.name}"
+        if _holds_on(task, m, other):
+            return Identified(m, f"{here}, confirmed on {there}", time.monotonic() - t0)
+        again = _rebound(task, m, other, probe)
+        if again is not None:
+            return Identified(again, f"{there}, confirmed on {here}", time.monotonic() - t0)
+        unconfirmed = unconfirmed or Identified(m, f"{here}; it does not hold on {there}", 0.0)
+        return None
+
+    for kinds, finder in FINDERS:
+        for m in _tried(finder, probe):
+            if _binds(task, m):
+                telling = _telling_probe(probe, m)
+                again = _first_binding(task, telling) if telling is not None else None
+                if again is not None:            # a scalar the match leaves out matters: found there
+                    m = again
+                if (done := checked(m, telling=again is not None)) is not None:
+                    return done
+                continue
+            unbound = unbound or m
+    if unbound is None:
         strided = _strided(task, probe)
-        if strided is not None:
-            return Identified(strided, f"case {probe.inputs.case.name}", time.monotonic() - t0)
+        if strided is not None and (done := checked(strided)) is not None:
+            return done
         telling = _telling_probe(probe, None)
         found = _first_binding(task, telling) if telling is not None else None
         if found is not None:
-            return Identified(found, f"case {probe.inputs.case.name}, its neutral scalars at {TELLING:.3f}",
-                              time.monotonic() - t0)
+            return Identified(found, f"{here}, its neutral scalars at {TELLING:.3f}", time.monotonic() - t0)
+    if unconfirmed is not None:
+        return Identified(unconfirmed.match, unconfirmed.why, time.monotonic() - t0)
     if unbound is not None:
-        return Identified(unbound, f"case {probe.inputs.case.name}", time.monotonic() - t0)
-    if want is not None:
-        raise KindMismatch(f"the manifest states kind {want['name']}"
-                           + (f" with binding {want['binding']}" if want["binding"] else "")
-                           + (f" and params {want['params']}" if want["params"] else "")
-                           + f", but the reference does not compute that on case {probe.inputs.case.name}")
-    return Identified(None, f"no kind's hypothesis reproduces the reference's outputs on case "
-                            f"{probe.inputs.case.name}", time.monotonic() - t0)
+        return Identified(unbound, here, time.monotonic() - t0)
+    return Identified(None, f"no kind's hypothesis reproduces the reference's outputs on {here}", time.monotonic() - t0)

@@ -114,8 +114,13 @@ class _Writer:
         """The rows of ``buffer`` of ``cols_role`` columns, in the manifest's expressions: its size
         over the columns (a count no kernel parameter need carry -- a bound pattern that launches
         one block row per row reads it back from ``gridDim``)."""
-        size = " * ".join(f"({e})" for e in self.task.arg(buffer).shape)
-        return f"({size}) // ({self.launch_size(cols_role)})"
+        return f"({self.launch_count(buffer)}) // ({self.launch_size(cols_role)})"
+
+    def launch_count(self, buffer: str) -> str:
+        """How many values ``buffer`` holds, in the manifest's expressions (a vector type's lanes counted)."""
+        arg = self.task.arg(buffer)
+        lanes = [str(arg.param.lanes)] if arg.param.lanes > 1 else []
+        return " * ".join([f"({e})" for e in arg.shape] + lanes)
 
     def rows_arg(self, buffer: str) -> str:
         """The row count of a pattern launched as ``cdiv(ROWS, RPB)`` blocks: its parameter, or, when no
@@ -610,8 +615,8 @@ def _scan(w: _Writer) -> str:
         return f"kf_axis_scan({x}, {y}, {', '.join(w.axis_walk())})"
     if per_row:                                   # a prefix sum of each row: a warp per row
         w.template = "scan/scan_rows"
-        w.slots["ROWS"] = w.launch_size("rows")
-        return f"kf_scan_rows({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+        rows = w.rows_arg(w.role("x"))         # no rows parameter (cuda-samples' short scans): from gridDim
+        return f"kf_scan_rows({x}, {y}, {rows}, {w.size('cols')})"
     w.slots["N"] = w.launch_size("n")
     return f"kf_scan({x}, {y}, {w.size('n')})"
 
@@ -693,8 +698,8 @@ def _row_reduction(w: _Writer) -> str:
             outer, axis, inner = w.axis_walk()
             return f"kf_axis_argmax({x}, {y}, {outer}, (int){axis}, {inner})"
         w.template = "row_reduction/row_argmax"
-        w.slots["ROWS"] = w.launch_size("rows")
-        return f"kf_row_argmax({x}, {y}, {w.size('rows')}, (int){w.size('cols')})"
+        rows = w.rows_arg(w.role("x"))         # no rows parameter (ggml's argmax: a block a row): from gridDim
+        return f"kf_row_argmax({x}, {y}, {rows}, (int){w.size('cols')})"
     double = "double" in (w.types["x"], w.types["y"])
     _int_reduction(w)
     mul = _reduce_op(w, double)
@@ -710,7 +715,7 @@ def _row_reduction(w: _Writer) -> str:
         w.slots["ROWS"] = w.launch_size("rows")
         rows = w.size("rows")
     else:       # no parameter carries the rows (candle's fast_sum: a block a row): y's values, read back from gridDim
-        w.slots["ROWS"] = "(" + " * ".join(f"({e})" for e in w.task.arg(w.role("y")).shape) + ") * RPB"
+        w.slots["ROWS"] = f"({w.launch_count(w.role('y'))}) * RPB"
         rows = "(long long)gridDim.x"
     cols = w.size("cols")
     outer = w.size("outer") if w.role("outer") else "1LL"      # each row in outer runs: a channel of NCHW

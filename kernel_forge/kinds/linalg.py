@@ -23,9 +23,14 @@ def find_gemm(probe) -> Iterator[Match]:
     ints = list(probe.int_scalars().items())
     atoms = ints + [(f"{a}*{b}", va * vb) for (a, va), (b, vb) in itertools.combinations(ints, 2)]
     found = False
+    ins = [probe.sizes[a] for a in probe.inputs_of() if a != c]
     for batch, nb in [(None, 1), *((name, v) for name, v in ints if v > 1)]:
         own = [(n, v) for n, v in atoms if batch not in n.split("*")]
-        for mnk in itertools.product(own, repeat=3):
+        # only the (m, n, k) whose sizes fit C and two inputs (the order of itertools.product kept):
+        # a signature of 20 integers has 210 atoms, whose 9 million triples took 48 s to try one by one
+        for mnk in ((m, n, k) for m in own if m[1] and probe.sizes[c] % (nb * m[1]) == 0
+                    for n in own if nb * m[1] * n[1] == probe.sizes[c]
+                    for k in own if any(nb * m[1] * k[1] == s for s in ins)):
             for match in _products(probe, c, batch, nb, mnk):
                 found = True
                 yield match

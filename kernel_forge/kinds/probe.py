@@ -141,8 +141,16 @@ def strided_views(probe: Probe):
 
 
 def pick_case(task):
-    """The case to probe: the smallest, preferring one whose integer scalars are all different and
-    above 1 (a size of 1 hides which axis is which)."""
+    """The case to probe: the smallest of those whose integer scalars repeat each other's values the
+    least, then are 0 or 1 the least (a size of 1 hides which axis is which)."""
+    cases = pick_cases(task)
+    return cases[0] if cases else None
+
+
+def pick_cases(task) -> list:
+    """The cases identification may probe, the first :func:`pick_case`'s and then in the same order
+    of preference: every case small enough whose variables differ from those of the cases before it
+    variable (another case of the same sizes tells nothing new)."""
     def elements(case):
         try:
             return sum(int(np.prod(task.shape(a, case))) for a in task.args if a.is_buffer)
@@ -161,17 +169,25 @@ def pick_case(task):
 
     sized = [(c, elements(c)) for c in task.cases]
     sized = [(c, n) for c, n in sized if n is not None and n <= MAX_ELEMENTS]
-    if not sized:
-        return None
-    return min(sized, key=lambda cn: (len(set(ints(cn[0]))) < len(ints(cn[0])), any(v <= 1 for v in ints(cn[0])),
-                                      cn[1]))[0]
+    def ambiguity(case):        # how many integer scalars repeat another's value, how many are 0 or 1
+        vals = ints(case)
+        return len(vals) - len(set(vals)), sum(v <= 1 for v in vals)
+
+    order = sorted(sized, key=lambda cn: (*ambiguity(cn[0]), cn[1]))
+    out, seen = [], []
+    for c, _ in order:
+        shape = sorted(c.vars.items())
+        if shape not in seen:
+            out.append(c)
+            seen.append(shape)
+    return out
 
 
-def take(task, seed: int = 1234) -> Probe | None:
-    """The probe of ``task`` (None when no case is small enough)."""
+def take(task, seed: int = 1234, case=None) -> Probe | None:
+    """The probe of ``task`` on ``case`` (default: :func:`pick_case`'s; None when no case is small enough)."""
     from kernel_forge.model.reference_process import run_reference
 
-    case = pick_case(task)
+    case = case if case is not None else pick_case(task)
     if case is None:
         return None
     inputs = generate(task, case, seed)
