@@ -243,6 +243,20 @@ PUBLIC = {
     "fused_residual_bf16": ("row_norm", {"x": "inp1", "y": "normed", "weight": "weight", "bias": "bias", "mean": "mean",
                                          "rstd": "rstd", "var": None, "eps": None, "rows": "N", "cols": "C",
                                          "res": "inp2", "sum": "residual"}, {"norm": "layer", "eps": 1e-5}),
+    # probe 5's public kernels (ggml, cuda-samples, PolyBench): the rows only in the launch (argmax, mean,
+    # the norm, uint4 segments read back from gridDim.x); a 4-D scan whose smallest case has ne02 = 1 (the
+    # rows bound as all three outer sizes, the case with none of them 1 probed first and confirmed on
+    # another); a 3 x 3 stencil whose smallest case (5 x 7) is too small to tell its border
+    "argmax_f32": ("row_reduction", {"x": "x", "y": "dst", "rows": None, "cols": "ncols"}, {"op": "argmax"}),
+    "reduce_rows_f32": ("row_reduction", {"x": "x_ptr", "y": "dst_ptr", "rows": None, "cols": "ncols"}, {"op": "mean"}),
+    "norm_f32": ("row_norm", {"x": "x", "y": "dst", "weight": None, "bias": None, "mean": None, "rstd": None, "var": None,
+                              "rows": None, "cols": "ncols", "eps": "eps"}, {"norm": "layer"}),
+    "scanExclusiveShared": ("scan", {"x": "d_Src", "y": "d_Dst", "rows": None, "cols": "size"},
+                            {"exclusive": True, "per_row": True}),
+    "cumsum_kernel": ("scan", {"x": "src", "y": "dst", "rows": "ne01*ne02*ne03", "cols": "ne00"},
+                      {"exclusive": False, "per_row": True}),
+    "convolution2D_kernel": ("stencil2d", {"x": "A", "y": "B", "taps": None, "rows": "ni", "cols": "nj"},
+                             {"k": 3, "edge": "clear", "taps": [0.2, 0.5, -0.8, -0.3, 0.6, -0.9, 0.4, 0.7, 0.1]}),
     # the rows only in the launch (candle's fast_sum): bound with the count read back from gridDim.x
     "row_sums_grid": ("row_reduction", {"x": "src", "y": "dst", "rows": None, "cols": "cols"}, {"op": "sum"}),
     # cuda-samples' modulate: d_A *= d_B / N, the scale from the int size
@@ -507,7 +521,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "llmc_permute", "adamw_master", "fused_residual_bf16", "row_sums_grid", "modulate",
             "rope_candle", "rope_i_candle", "rope_thd_bf16", "rope_llmc", "rope_neox_inplace", "llmc_permute4d",
             "llmc_xent_backward", "xent_grad_mean_f16", "vllm_rotary_f16", "rope_gptj_positions",
-            "rope_theta", "scatter_add_rows", "llmc_encoder_backward"]
+            "rope_theta", "scatter_add_rows", "llmc_encoder_backward", "argmax_f32", "reduce_rows_f32", "norm_f32",
+            "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -67,6 +67,15 @@ TASKS = {
     DATA / "fused_add_rmsnorm_f16.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 0},    # rows streamed twice
                                           [{"T": 2, "H": 1030}, {"T": 3, "H": 37}]),
     DATA / "modulate.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"N": 5}, {"N": 1030}]),      # (x * z) / N in place
+    # probe 5: rows only in the launch (a block per row, the count from gridDim.x), 4 at a time and not;
+    # uint4 segments of 4 and 1024 values; a 4-D scan's three outer sizes; the interior of tiny images
+    DATA / "argmax_f32.json": ({"WPR": 2, "RPB": 2}, [{"nrows": 3, "ncols": 1024}, {"nrows": 2, "ncols": 5}]),
+    DATA / "reduce_rows_f32.json": ({"WPR": 2, "RPB": 2}, [{"nrows": 5, "ncols": 64}, {"nrows": 3, "ncols": 7}]),
+    DATA / "norm_f32.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1}, [{"ns": 1, "nc": 2, "nr": 3, "ncols": 900, "s01": 900, "s02": 2700, "s03": 5400}]),
+    DATA / "scanExclusiveShared.json": ({"RPB": 2, "ITEMS": 1}, [{"B": 256, "L": 4}, {"B": 2, "L": 1024}]),
+    DATA / "cumsum_kernel.json": ({"RPB": 2, "ITEMS": 8}, [{"ne00": 300, "ne01": 2, "ne02": 3, "ne03": 2, "s00": 1, "s01": 300, "s02": 600, "s03": 1800,
+                                                             "s0": 1, "s1": 300, "s2": 600, "s3": 1800}]),
+    DATA / "convolution2D_kernel.json": ({"BX": 32, "BY": 8}, [{"ni": 3, "nj": 3}, {"ni": 70, "nj": 40}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x
     DATA / "fused_residual_bf16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1}, [{"N": 3, "C": 900}]),
     DATA / "fused_residual_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1},

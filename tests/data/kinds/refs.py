@@ -961,3 +961,55 @@ def encoder_backward(dwte, dwpe, dout, inp, B, T, C):
     wpe = dwpe.reshape(T, C).astype(np.float64)
     np.add.at(wpe, np.arange(B * T) % T, d)
     dwpe[...] = wpe.reshape(dwpe.shape)
+
+
+def ggml_argmax(x, dst, ncols):
+    """ggml argmax_f32: for each row of x (nrows x ncols), the column of its maximum, as int32 (ties do not occur with continuous random inputs; ggml's warp reduction does not promise the first index on ties)."""
+    dst[...] = np.argmax(x.reshape(-1, ncols), axis=1).astype(np.int32).reshape(dst.shape)
+
+
+def ggml_cumsum(src, dst, ne00, ne01, ne02, ne03, s00, s01, s02, s03, s0, s1, s2, s3):
+    """ggml cumsum (GGML_OP_CUMSUM): inclusive prefix sum along the innermost axis (ne00) of every row of a contiguous [ne03][ne02][ne01][ne00] float tensor (strides given as the contiguous ones, in elements)."""
+    a = src.astype(np.float64).reshape(-1, int(ne00))
+    dst[...] = np.cumsum(a, axis=1).reshape(dst.shape)
+
+
+def cs_scan_short(d_Dst, d_Src, size):
+    """cs_scan_exclusive_shared: batched exclusive prefix sums of uint32 (wrapping), segments of L elements. d_Src / d_Dst are uint4 buffers: the reference sees them as (B*L/4, 4) uint32 arrays."""
+    L = int(size)
+    x = d_Src.reshape(-1, L).astype(np.uint64)
+    inc = np.cumsum(x, axis=1)
+    exc = (inc - x) & np.uint64(0xFFFFFFFF)
+    d_Dst[...] = exc.astype(np.uint32).reshape(d_Dst.shape)
+
+
+# taps[dy + 1][dx + 1] multiplies A[i + dy, j + dx] (c11 c21 c31 / c12 c22 c32 / c13 c23 c33)
+POLYBENCH_CONV2D_TAPS = np.array([[0.2, 0.5, -0.8],
+                                  [-0.3, 0.6, -0.9],
+                                  [0.4, 0.7, 0.10]], dtype=np.float32).astype(np.float64)
+
+
+def polybench_conv2d(ni, nj, A, B):
+    """pb_conv2d: PolyBench 2DCONV, a 3 x 3 stencil with fixed asymmetric taps on the interior of an ni x nj image; the border of B is not written (it keeps B's zeros)."""
+    a = A.reshape(ni, nj).astype(np.float64)
+    b = B.reshape(ni, nj).astype(np.float64).copy()
+    if ni >= 3 and nj >= 3:
+        acc = np.zeros((ni - 2, nj - 2))
+        for dy in range(3):
+            for dx in range(3):
+                acc += POLYBENCH_CONV2D_TAPS[dy, dx] * a[dy:dy + ni - 2, dx:dx + nj - 2]
+        b[1:-1, 1:-1] = acc
+    B[...] = b.reshape(B.shape)
+
+
+def ggml_norm(x, dst, ncols, stride_row, stride_channel, stride_sample, eps):
+    """ggml norm_f32 (ggml_norm): each row of x (nsamples x nchannels x nrows x ncols, row-major) normalised to zero mean and unit variance (population variance E[x^2] - mean^2, no weight or bias), written contiguously to dst."""
+    a = x.astype(np.float64).reshape(-1, ncols)
+    mean = a.mean(axis=1, keepdims=True)
+    var = (a * a).mean(axis=1, keepdims=True) - mean * mean
+    dst[...] = ((a - mean) / np.sqrt(var + eps)).reshape(dst.shape)
+
+
+def ggml_mean(x_ptr, dst_ptr, ncols):
+    """ggml mean (reduce_rows_f32<norm=true>): dst[r] = mean of row r of x (nrows x ncols)."""
+    dst_ptr[...] = x_ptr.astype(np.float64).reshape(-1, ncols).mean(axis=1).reshape(dst_ptr.shape)
