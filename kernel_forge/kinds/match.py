@@ -43,13 +43,14 @@ def close(got: np.ndarray, want: np.ndarray, rtol: float = 2e-3) -> bool:
     """Whether the reference's output ``got`` is ``want`` to within ``rtol`` of the output's scale
     (references compute in float32 or float64; bf16 outputs are compared as float32 values).  A
     ``got`` whose every value is a bfloat16 (a reference that rounds as the kernel stores, llm.c's
-    ``(floatX)``) is allowed bf16's rounding, which is above ``rtol``; whole numbers are not widened."""
+    ``(floatX)``) is allowed two of bf16's roundings (the output's and one of a value inside, as the
+    kernel rounds it), which is above ``rtol``; whole numbers are not widened."""
     got = np.asarray(got, dtype=np.float64).reshape(-1)
     want = np.asarray(want, dtype=np.float64).reshape(-1)
     if got.shape != want.shape or not np.all(np.isfinite(want)):
         return False
-    if rtol < BF16_ROUNDING and _bf16_rounded(got):
-        rtol = 1.05 * BF16_ROUNDING
+    if rtol < 2 * BF16_ROUNDING and _bf16_rounded(got):
+        rtol = 2.1 * BF16_ROUNDING      # the output's rounding and one inside (vLLM's act_and_mul rounds act(x) first)
     scale = max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-30)
     with np.errstate(invalid="ignore"):
         return bool(np.all(np.abs(got - want) <= rtol * np.abs(want) + rtol * 1e-2 * scale + 1e-30))

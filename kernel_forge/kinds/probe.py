@@ -201,5 +201,18 @@ def take(task, seed: int = 1234, case=None) -> Probe | None:
                 values[a.name] = np.full(arr.size, np.nan)
             else:
                 values[a.name] = np.asarray(host_values(a, arr), dtype=np.float64).reshape(-1)
-    outputs = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in out.items()}
+    outputs = {k: _as_stored(task, k, v) for k, v in out.items()}
     return Probe(task=task, inputs=inputs, values=values, scalars=dict(inputs.scalars), outputs=outputs, sizes=sizes)
+
+
+def _as_stored(task, name: str, values) -> np.ndarray:
+    """An output as the kernel stores it, flat float64: a bfloat16 output rounded to bf16, as the kernel's
+    store rounds it (a reference that computes in float then differs from the stored value by one rounding,
+    and one that also rounds a value inside, as the kernel does, by two: kinds.match.close allows both)."""
+    from kernel_forge.common.dtypes import to_float
+
+    flat = np.asarray(values, dtype=np.float64).reshape(-1)
+    dtype = task.arg(name).param.dtype
+    if dtype.name != "bfloat16" or not np.all(np.isfinite(flat)):
+        return flat
+    return to_float(from_float(flat, dtype), dtype).astype(np.float64)

@@ -255,6 +255,10 @@ PUBLIC = {
                             {"exclusive": True, "per_row": True}),
     "cumsum_kernel": ("scan", {"x": "src", "y": "dst", "rows": "ne01*ne02*ne03", "cols": "ne00"},
                       {"exclusive": False, "per_row": True}),
+    # vLLM's gelu_tanh_and_mul in bf16, the reference rounding the activation before the product, as the
+    # kernel does: two bf16 roundings from the float result (kinds.match.close allows both)
+    "act_and_mul_kernel": ("elementwise", {"y": "out", "n": None, "x": "input", "cols": "d"},
+                           {"form": "gated_halves", "act": "gelu_tanh", "act_on": "first"}),
     "convolution2D_kernel": ("stencil2d", {"x": "A", "y": "B", "taps": None, "rows": "ni", "cols": "nj"},
                              {"k": 3, "edge": "clear", "taps": [0.2, 0.5, -0.8, -0.3, 0.6, -0.9, 0.4, 0.7, 0.1]}),
     # the rows only in the launch (candle's fast_sum): bound with the count read back from gridDim.x
@@ -522,7 +526,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "rope_candle", "rope_i_candle", "rope_thd_bf16", "rope_llmc", "rope_neox_inplace", "llmc_permute4d",
             "llmc_xent_backward", "xent_grad_mean_f16", "vllm_rotary_f16", "rope_gptj_positions",
             "rope_theta", "scatter_add_rows", "llmc_encoder_backward", "argmax_f32", "reduce_rows_f32", "norm_f32",
-            "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel"]
+            "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

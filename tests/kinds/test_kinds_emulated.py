@@ -76,6 +76,7 @@ TASKS = {
     DATA / "cumsum_kernel.json": ({"RPB": 2, "ITEMS": 8}, [{"ne00": 300, "ne01": 2, "ne02": 3, "ne03": 2, "s00": 1, "s01": 300, "s02": 600, "s03": 1800,
                                                              "s0": 1, "s1": 300, "s2": 600, "s3": 1800}]),
     DATA / "convolution2D_kernel.json": ({"BX": 32, "BY": 8}, [{"ni": 3, "nj": 3}, {"ni": 70, "nj": 40}]),
+    DATA / "act_and_mul_kernel.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"T": 2, "d": 8}, {"T": 3, "d": 37}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x
     DATA / "fused_residual_bf16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1}, [{"N": 3, "C": 900}]),
     DATA / "fused_residual_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1},

@@ -1013,3 +1013,12 @@ def ggml_norm(x, dst, ncols, stride_row, stride_channel, stride_sample, eps):
 def ggml_mean(x_ptr, dst_ptr, ncols):
     """ggml mean (reduce_rows_f32<norm=true>): dst[r] = mean of row r of x (nrows x ncols)."""
     dst_ptr[...] = x_ptr.astype(np.float64).reshape(-1, ncols).mean(axis=1).reshape(dst_ptr.shape)
+
+
+def vllm_gelu_tanh_and_mul(out, input, d):
+    """vLLM gelu_tanh_and_mul in bf16: out[t, :] = gelu_tanh(input[t, :d]) * input[t, d:]; the kernel rounds the activation to bf16 before the bf16 product, and so does this."""
+    x = input.reshape(-1, 2 * d).astype(np.float32)
+    a, b = x[:, :d], x[:, d:]
+    beta = np.float32(np.sqrt(2.0) * (2.0 / np.sqrt(np.pi)) * 0.5)
+    g = 0.5 * a.astype(np.float64) * (1.0 + np.tanh(beta * (a.astype(np.float64) + 0.044715 * a.astype(np.float64) ** 3)))
+    out[...] = (_bf16(g).astype(np.float64) * b).reshape(out.shape)
