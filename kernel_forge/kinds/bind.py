@@ -535,7 +535,14 @@ def _gather(w: _Writer) -> str:
     w.defines.update(KF_HAS_POS=int(pos != "nullptr"), KF_SCATTER=int(bool(w.match.params.get("scatter"))),
                      KF_SCATTER_ADD=int(adds))
     period = w.size("period") if pos != "nullptr" else "1LL"
-    return f"kf_gather({idx}, {table}, {pos}, {y}, {w.size('rows')}, {w.size('cols')}, {period})"
+    if w.role("outer"):                # along a middle axis: outer blocks of vocab rows, the indices for each
+        if pos != "nullptr":
+            raise Unbindable("a gather along a middle axis is bound without a position table")
+        w.slots["ROWS"] = f"({w.launch_size('outer')}) * ({w.launch_size('rows')})"
+        rows = f"{w.size('outer')} * {w.size('rows')}"
+        return f"kf_gather({idx}, {table}, {pos}, {y}, {rows}, {w.size('cols')}, {period}, {w.size('rows')}, {w.size('vocab')})"
+    rows = w.size("rows")
+    return f"kf_gather({idx}, {table}, {pos}, {y}, {rows}, {w.size('cols')}, {period}, {rows}, 0LL)"
 
 
 def _row_pick(w: _Writer) -> str:

@@ -85,13 +85,30 @@ def dims(probe, size: int) -> list[tuple[int, int]]:
 def param_for(probe, value: int, avoid: tuple = ()) -> str | None:
     """The integer scalar holding ``value`` (the first one not in ``avoid``), else a product of
     two to four of them (``"B*T"``, ``"B*T*NH*HS"``), else -- where the task's buffers are of a vector type
-    (``float4*``: a count of vectors) -- one of those times the lanes (``"n4*4"``), else None."""
+    (``float4*``: a count of vectors) -- one of those times the lanes (``"n4*4"``), else the number
+    itself where a buffer's shape writes it (a compile-time size), else None."""
     found = _product_for(probe, value, avoid)
     for lanes in sorted({a.param.lanes for a in probe.task.args if a.is_buffer and a.param.lanes > 1}):
         if found is None and value % lanes == 0:
             found = _product_for(probe, value // lanes, avoid)
             found = f"{found}*{lanes}" if found else None
-    return found
+    return found if found is not None else _literal_for(probe, value)
+
+
+#: the least size a number written in a buffer's shape may stand for (a compile-time constant such as
+#: cuda-samples' 256 bins); smaller literals are a pair's 2 or a pixel's 4 channels, not a size
+MIN_LITERAL = 16
+
+
+def _literal_for(probe, value: int) -> str | None:
+    """``value`` as written (``"256"``) where a buffer's manifest shape has it as a number, not a
+    variable: a size the kernel was compiled with, that no parameter carries."""
+    if value < MIN_LITERAL:
+        return None
+    for a in probe.task.args:
+        if a.is_buffer and any(str(e).strip() == str(value) for e in a.shape):
+            return str(value)
+    return None
 
 
 def _product_for(probe, value: int, avoid: tuple) -> str | None:

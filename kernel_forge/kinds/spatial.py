@@ -456,7 +456,36 @@ def find_gather(probe) -> Iterator[Match]:
                     if close(got, added.reshape(-1)) and param_for(probe, period) is not None:
                         yield Match("gather", {**binding, "pos": pos, "period": param_for(probe, period)}, {})
                         break
+        yield from _gathers_along_middle(probe, y, idx, got)
     return
+
+
+def _gathers_along_middle(probe, y, idx, got) -> Iterator[Match]:
+    """An index_select along a middle axis: ``y[o, i, :] = table[o, index[i], :]`` with ``outer`` blocks
+    of ``vocab`` rows in the table (torch.index_select(dim=1), candle's index_select with its left
+    size, ggml's get_rows over a batch of tables)."""
+    n = probe.sizes[idx]
+    ids = probe.values[idx].astype(np.int64)
+    if n == 0 or ids.min() < 0:
+        return
+    for outer in sorted({v for v in probe.int_scalars().values() if v > 1 and probe.sizes[y] % (v * n) == 0}):
+        cols = probe.sizes[y] // (outer * n)
+        for table in probe.inputs_of(floating=None):
+            if table in (idx, y) or probe.sizes[table] % (outer * cols):
+                continue
+            vocab = probe.sizes[table] // (outer * cols)
+            if ids.max() >= vocab:
+                continue
+            picked = probe.values[table].reshape(outer, vocab, cols)[:, ids, :]
+            if not close(got, picked.reshape(-1)):
+                continue
+            o = param_for(probe, outer)
+            rows = param_for(probe, n, avoid=(o,))
+            c = param_for(probe, cols, avoid=(o, rows))
+            v = param_for(probe, vocab, avoid=(o, rows, c))
+            if None not in (o, rows, c, v):
+                yield Match("gather", {"y": y, "index": idx, "table": table, "rows": rows, "cols": c,
+                                       "outer": o, "vocab": v}, {})
 
 
 def _scatters(probe, y, pos: str | None = None) -> Iterator[Match]:

@@ -259,6 +259,12 @@ PUBLIC = {
     # kernel does: two bf16 roundings from the float result (kinds.match.close allows both)
     "act_and_mul_kernel": ("elementwise", {"y": "out", "n": None, "x": "input", "cols": "d"},
                            {"form": "gated_halves", "act": "gelu_tanh", "act_on": "first"}),
+    # candle's index_select: rows of the middle axis of (left, src_dim, right) picked (the left size an outer loop)
+    "is_u32_f32": ("gather", {"y": "out", "index": "ids", "table": "inp", "rows": "ids_dim_size", "cols": "right_size",
+                              "outer": "left_size", "vocab": "src_dim_size"}, {}),
+    # cuda-samples' merge of partial histograms: 256 columns, a compile-time size written in the shape
+    "mergeHistogram256Kernel": ("column_reduction", {"x": "d_PartialHistograms", "y": "d_Histogram",
+                                                     "rows": "histogramCount", "cols": "256"}, {"op": "sum"}),
     "convolution2D_kernel": ("stencil2d", {"x": "A", "y": "B", "taps": None, "rows": "ni", "cols": "nj"},
                              {"k": 3, "edge": "clear", "taps": [0.2, 0.5, -0.8, -0.3, 0.6, -0.9, 0.4, 0.7, 0.1]}),
     # the rows only in the launch (candle's fast_sum): bound with the count read back from gridDim.x
@@ -526,7 +532,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "rope_candle", "rope_i_candle", "rope_thd_bf16", "rope_llmc", "rope_neox_inplace", "llmc_permute4d",
             "llmc_xent_backward", "xent_grad_mean_f16", "vllm_rotary_f16", "rope_gptj_positions",
             "rope_theta", "scatter_add_rows", "llmc_encoder_backward", "argmax_f32", "reduce_rows_f32", "norm_f32",
-            "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel"]
+            "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel", "is_u32_f32",
+            "mergeHistogram256Kernel"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -77,6 +77,10 @@ TASKS = {
                                                              "s0": 1, "s1": 300, "s2": 600, "s3": 1800}]),
     DATA / "convolution2D_kernel.json": ({"BX": 32, "BY": 8}, [{"ni": 3, "nj": 3}, {"ni": 70, "nj": 40}]),
     DATA / "act_and_mul_kernel.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"T": 2, "d": 8}, {"T": 3, "d": 37}]),
+    # along a middle axis: 4 values at a time (D = 8) and one (D = 3), a left size of 3
+    DATA / "is_u32_f32.json": ({"TPR": 32, "RPB": 2}, [{"L": 3, "S": 9, "I": 4, "D": 8}, {"L": 2, "S": 5, "I": 7, "D": 3}]),
+    # 256 columns that no parameter carries (a compile-time size in the shape)
+    DATA / "mergeHistogram256Kernel.json": ({"BX": 64, "BY": 4, "SPLIT": 1}, [{"count": 3}, {"count": 70}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x
     DATA / "fused_residual_bf16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1}, [{"N": 3, "C": 900}]),
     DATA / "fused_residual_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1},

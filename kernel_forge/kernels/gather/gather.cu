@@ -75,18 +75,22 @@ __device__ __forceinline__ void kf_gather_step(const kf_table_t* __restrict__ sr
     }
 }
 
+// rows = outer * nidx output rows (a gather) or source rows (a scatter); with outer > 1 (an index_select
+// along a middle axis) row o * nidx + i uses index[i] within block o of vocab table (or y) rows
 __device__ __forceinline__ void kf_gather(const kf_index_t* __restrict__ index, const kf_table_t* __restrict__ table,
                                           const kf_pos_t* __restrict__ pos, kf_y_t* __restrict__ y, long long rows,
-                                          long long cols, long long period)
+                                          long long cols, long long period, long long nidx, long long vocab)
 {
     const long long row = (long long)blockIdx.x * RPB + threadIdx.x / TPR;
     const int t = threadIdx.x % TPR;
     if (row >= rows) return;
-    const long long id = (long long)index[row];
+    const long long o = row / nidx;
+    const long long id = (long long)index[row - o * nidx];
     if (id < 0) return;
-    const kf_table_t* __restrict__ src = table + (KF_SCATTER ? row : id) * cols;
+    const long long at = o * vocab + id;
+    const kf_table_t* __restrict__ src = table + (KF_SCATTER ? row : at) * cols;
     const kf_pos_t* __restrict__ add = KF_HAS_POS ? pos + (row % period) * cols : nullptr;
-    kf_y_t* __restrict__ dst = y + (KF_SCATTER ? id : row) * cols;
+    kf_y_t* __restrict__ dst = y + (KF_SCATTER ? at : row) * cols;
     if (cols % 4 == 0 && kf_aligned4(table) && kf_aligned4(y) && kf_aligned4(pos)) {
         // KF_GATHER_U vectors of the row a step, their loads all issued before the first store (as a
         // plain loop, even unrolled, each store went out before the next vector's loads: a row of 768

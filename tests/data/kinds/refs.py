@@ -1022,3 +1022,19 @@ def vllm_gelu_tanh_and_mul(out, input, d):
     beta = np.float32(np.sqrt(2.0) * (2.0 / np.sqrt(np.pi)) * 0.5)
     g = 0.5 * a.astype(np.float64) * (1.0 + np.tanh(beta * (a.astype(np.float64) + 0.044715 * a.astype(np.float64) ** 3)))
     out[...] = (_bf16(g).astype(np.float64) * b).reshape(out.shape)
+
+
+def candle_index_select(numel, num_dims, info, ids, inp, out, left_size, src_dim_size, ids_dim_size, right_size):
+    """candle is_u32_f32 (Tensor::index_select(ids, dim)): inp viewed as (left, src_dim, right), out as (left, ids_dim, right); out[l, i, r] = inp[l, ids[i], r] (0 where ids[i] == u32::MAX). inp is contiguous: info = (numel, 1), its dims and strides seen as one dimension."""
+    x = inp.reshape(left_size, src_dim_size, right_size)
+    idx = ids.reshape(ids_dim_size).astype(np.int64)
+    y = np.zeros((left_size, ids_dim_size, right_size), dtype=inp.dtype)
+    ok = idx != 0xFFFFFFFF
+    y[:, ok, :] = x[:, idx[ok], :]
+    out[...] = y.reshape(out.shape)
+
+
+def merge_histogram256(d_Histogram, d_PartialHistograms, histogramCount):
+    """cs_merge_histogram256: the 256 column sums (uint32, wrapping) of histogramCount partial histograms of 256 bins laid out one after another."""
+    p = d_PartialHistograms.reshape(int(histogramCount), 256).astype(np.uint64)
+    d_Histogram[...] = (p.sum(axis=0) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
