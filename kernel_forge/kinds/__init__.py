@@ -71,7 +71,8 @@ KINDS = {
     "onehot_grad": ("cross-entropy's gradient through a softmax: (probs - onehot(target)) * the row's dloss (or a "
                     "scalar), added or written"),
     "elementwise": ("a map of every element, or a fused chain: act(x + bias) + residual, alpha * x + z, act(x) * z "
-                    "(also on the two halves of each row: act_and_mul) ..."),
+                    "(also on the two halves of each row: act_and_mul), act(a * x + b) with constants written in the "
+                    "kernel, fitted (exp(x / 255)) ..."),
     "stencil2d": "a K x K stencil or small convolution over a 2-D image (clamped or zero edges)",
     "box_filter": "the mean or sum of the 2r+1 values around each pixel along a row or a column, r a parameter",
     "pool2d": "max, mean or sum pooling of S x S windows with stride S over the planes of an image batch",

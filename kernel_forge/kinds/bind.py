@@ -293,7 +293,8 @@ def _softmax_scale(w: _Writer) -> str:
 
 
 #: the elementwise forms elementwise_f64 computes in double (one operand or two, scalars by value)
-_F64_FORMS = ("map", "binary", "binary_act", "scale", "scale_act", "axpy", "axpby", "affine", "clamp")
+_F64_FORMS = ("map", "binary", "binary_act", "scale", "scale_act", "axpy", "axpby", "affine", "clamp", "affine_act",
+              "act_affine")
 
 
 def _elementwise_body(p: dict, row_bias: bool = False, res: bool = False) -> str:
@@ -317,6 +318,10 @@ def _elementwise_body(p: dict, row_bias: bool = False, res: bool = False) -> str
         return "return fmaf(alpha, xv, beta);"
     if form == "scale_act":
         return f"float v = alpha * xv;\n    v = {act};\n    return v;"
+    if form == "affine_act":         # constants the user's kernel writes, fitted from the reference
+        return f"float v = fmaf({_float_literal(p['a'])}, xv, {_float_literal(p['b'])});\n    v = {act};\n    return v;"
+    if form == "act_affine":
+        return f"float v = xv;\n    v = {act};\n    return fmaf({_float_literal(p['a'])}, v, {_float_literal(p['b'])});"
     if form in ("scale", "dequantize"):
         return "return alpha * xv;"
     if form == "quantize":
@@ -335,6 +340,11 @@ def _elementwise_body(p: dict, row_bias: bool = False, res: bool = False) -> str
         return f"float v = xv;\n    v = {act};\n    return v * zv;"
     # a map or a chain; a channel's bias or batch norm is applied to xv before kf_op (the template's KF_CHANNEL)
     return f"float v = xv{' + bv' if row_bias else ''};\n    v = {act};\n    return v{' + rv' if res else ''};"
+
+
+def _float_literal(v: float) -> str:
+    """A float constant as CUDA reads it exactly (``3.921568859e-03f``)."""
+    return f"{float(v):.9e}f"
 
 
 def _elementwise_f64(w: _Writer) -> str:

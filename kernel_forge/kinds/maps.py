@@ -287,7 +287,57 @@ def find_elementwise(probe) -> Iterator[Match]:
                             yield Match("elementwise", binding, {"form": form, "act": act})
             first = False
     yield from _channel_chains(probe, y, full, base, holds)
+    yield from _fitted_constants(probe, y, [*full, *([y] if probe.arg(y).in_out and y not in full else [])],
+                                 base, holds)
     return
+
+
+#: the functions whose inverse recovers act's argument from the output (a fitted act(a * x + b))
+_INVERSES = {"identity": lambda v: v, "exp": np.log, "tanh": np.arctanh, "sigmoid": lambda v: np.log(v / (1.0 - v)),
+             "sqrt": np.square, "log": np.exp, "reciprocal": lambda v: 1.0 / v}
+
+
+def _fit_line(u: np.ndarray, v: np.ndarray) -> tuple[float, float] | None:
+    """(a, b) with v ~ a * u + b by least squares, each rounded to 7 significant digits and float32
+    (1 / 255 stays 1 / 255 to float precision; an offset within the fit's rounding is 0); None where u
+    does not vary or u or v is not finite."""
+    ok = np.isfinite(u) & np.isfinite(v)
+    if ok.sum() < 8 or not ok.all() or np.ptp(u) == 0:
+        return None
+    a, b = np.polyfit(u, v, 1)
+    if abs(b) <= 1e-6 * max(abs(a) * float(np.max(np.abs(u))), float(np.max(np.abs(v))), 1e-30):
+        b = 0.0                                   # an offset within the fit's rounding: none
+    snap = lambda c: float(np.float32(float(f"{c:.7g}"))) if c else 0.0  # noqa: E731
+    return snap(a), snap(b)
+
+
+def _fitted_constants(probe, y, full, base, holds) -> Iterator[Match]:
+    """Maps with constants written in the kernel, not passed: act(a * x + b) (Rodinia's exp(I / 255),
+    a sigmoid of 2x) and a * act(x) + b, a and b fitted from the reference's values (the forms with
+    parameters for them come first).  The fits that hold come closest first: exp(x / 255) is within
+    the matching tolerance of the line 1 + x / 255 too."""
+    got = probe.outputs[y]
+    found = []
+    for x in full:
+        xs = probe.values[x]
+        with np.errstate(all="ignore"):
+            tries = [("affine_act", act, inverse(got), xs) for act, inverse in _INVERSES.items()]
+        tries += [("act_affine", act, got, _f(act, xs)) for act in FUNCTIONS if act != "identity"]
+        for form, act, v, u in tries:
+            with np.errstate(all="ignore"):
+                line = _fit_line(u, v)
+            if line is None or line == (1.0, 0.0) or line[0] == 0.0:
+                continue
+            a, b = line
+            pred = (lambda k, a=a, b=b, act=act: _f(act, a * xs[:k] + b)) if form == "affine_act" else \
+                   (lambda k, a=a, b=b, act=act: a * _f(act, xs[:k]) + b)
+            if holds(pred):
+                with np.errstate(all="ignore"):
+                    err = float(np.max(np.abs(pred(len(xs)) - got)))
+                found.append((err, len(found), Match("elementwise", {**base, "x": x},
+                                                     {"form": form, "act": act, "a": a, "b": b})))
+    for _, _, m in sorted(found, key=lambda t: t[:2]):
+        yield m
 
 
 def _channel_chains(probe, y, full, base, holds) -> Iterator[Match]:

@@ -81,6 +81,7 @@ TASKS = {
     DATA / "is_u32_f32.json": ({"TPR": 32, "RPB": 2}, [{"L": 3, "S": 9, "I": 4, "D": 8}, {"L": 2, "S": 5, "I": 7, "D": 3}]),
     # 256 columns that no parameter carries (a compile-time size in the shape)
     DATA / "mergeHistogram256Kernel.json": ({"BX": 64, "BY": 4, "SPLIT": 1}, [{"count": 3}, {"count": 70}]),
+    DATA / "extract.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"Nr": 1, "Nc": 3}, {"Nr": 41, "Nc": 100}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x
     DATA / "fused_residual_bf16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1}, [{"N": 3, "C": 900}]),
     DATA / "fused_residual_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1},

@@ -58,6 +58,26 @@ def test_an_output_no_hypothesis_reproduces_is_no_elementwise_map():
     assert list(find_elementwise(probe(VECTOR_ADD, {"a": a, "b": b}, {"c": np.sort(a)}, n=37))) == []
 
 
+@pytest.mark.parametrize("make, form, act, a, b", [
+    (lambda x: np.exp(x / 255.0), "affine_act", "exp", 1 / 255, 0.0),                   # Rodinia's extract
+    (lambda x: 1.0 / (1.0 + np.exp(-(2.0 * x - 0.5))), "affine_act", "sigmoid", 2.0, -0.5),
+    (lambda x: 3.0 * np.maximum(x, 0.0) - 1.0, "act_affine", "relu", 3.0, -1.0),
+    (lambda x: 3.0 * x + 1.25, "affine_act", "identity", 3.0, 1.25),
+])
+def test_a_map_with_constants_written_in_the_kernel_is_fitted(make, form, act, a, b):
+    x, other = RNG.standard_normal(600), RNG.standard_normal(600)
+    m = next(find_elementwise(probe(VECTOR_ADD, {"a": x, "b": other}, {"c": make(x)}, n=600)))
+    assert (m.binding["x"], m.params["form"], m.params["act"]) == ("a", form, act), m
+    assert m.params["a"] == pytest.approx(a, rel=1e-6) and m.params["b"] == pytest.approx(b, abs=1e-6)
+
+
+def test_fitted_constants_do_not_make_a_map_of_what_no_line_through_a_function_gives():
+    x, other = RNG.standard_normal(600), RNG.standard_normal(600)
+    got = np.exp(x / 255.0) + 0.01 * other                  # a second input's share: no constant fits it
+    assert [m for m in find_elementwise(probe(VECTOR_ADD, {"a": x, "b": other}, {"c": got}, n=600))
+            if m.params["form"] in ("affine_act", "act_affine")] == []
+
+
 SILU_AND_MUL = ROOT / "tests" / "data" / "kinds" / "silu_and_mul_f16.json"     # (out, input, d), input T x 2d
 
 

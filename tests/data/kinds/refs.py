@@ -1038,3 +1038,8 @@ def merge_histogram256(d_Histogram, d_PartialHistograms, histogramCount):
     """cs_merge_histogram256: the 256 column sums (uint32, wrapping) of histogramCount partial histograms of 256 bins laid out one after another."""
     p = d_PartialHistograms.reshape(int(histogramCount), 256).astype(np.uint64)
     d_Histogram[...] = (p.sum(axis=0) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
+def srad_extract(d_Ne, d_I):
+    """rod_srad_extract: Rodinia SRAD's extract, in place: I = exp(I / 255) over Ne pixels."""
+    d_I[...] = np.exp(d_I.astype(np.float64) / 255.0)
