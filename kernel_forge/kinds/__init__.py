@@ -234,7 +234,8 @@ def _first_binding(task, probe) -> Match | None:
 
 def _same(m: Match, other: Match, probe) -> bool:
     """Whether ``other`` (found on ``probe``, another case) is ``m``: the kind, every parameter that
-    is not a fitted number (the op, the norm, the function, the edge mode ...), and each role bound
+    is not a fitted real number (the op, the norm, the function, the edge mode, a window's size, a
+    stride ...), and each role bound
     to the same parameter, or to sizes of the same value on ``probe`` (``B*T*C`` and ``B*C`` where
     T is 1 there: that case cannot tell them apart, and the first one told)."""
     from kernel_forge.common import expressions
@@ -242,7 +243,7 @@ def _same(m: Match, other: Match, probe) -> bool:
 
     if m.kind != other.kind or set(m.binding) != set(other.binding):
         return False
-    words = lambda p: {k: v for k, v in p.items() if isinstance(v, (str, bool))}  # noqa: E731
+    words = lambda p: {k: v for k, v in p.items() if isinstance(v, (str, bool, int))}  # noqa: E731
     if words(m.params) != words(other.params):
         return False
     for role, name in m.binding.items():

@@ -860,18 +860,26 @@ def _gemm(w: _Writer) -> str:
 def _pool2d(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
     p = w.match.params
-    s = int(p.get("window", 2))
-    planes = f"({w.launch_size('planes')}) * " if w.role("planes") else ""
-    w.slots.update(OUT_ROWS=f"{planes}(({w.launch_size('rows')}) // {s})", OUT_COLS=f"(({w.launch_size('cols')}) // {s})")
-    w.defines.update(KF_S=s, KF_MAX=int(p.get("op") == "max"), KF_MEAN=int(p.get("op") == "mean"))
+    k = int(p.get("window", 2))
+    stride, pad = int(p.get("stride", k)), int(p.get("pad", 0))
+    out = lambda size: f"((({w.launch_size(size)}) + {2 * pad - k}) // {stride} + 1)"  # noqa: E731
+    w.slots.update(OUT_ROWS=f"{_planes(w)}{out('rows')}", OUT_COLS=out("cols"))
+    w.defines.update(KF_K=k, KF_STRIDE=stride, KF_PAD=pad, KF_MAX=int(p.get("op") == "max"),
+                     KF_MEAN=int(p.get("op") == "mean"), KF_MEAN_VALID=int(p.get("op") == "mean_valid"))
     return f"kf_pool2d({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+
+
+def _planes(w: _Writer) -> str:
+    """The planes of an image batch as a launch factor: their parameter, else x's size over a plane's."""
+    if w.role("planes"):
+        return f"({w.launch_size('planes')}) * "
+    return f"(({w.launch_count(w.role('x'))}) // (({w.launch_size('rows')}) * ({w.launch_size('cols')}))) * "
 
 
 def _resample(w: _Writer) -> str:
     x, y = w.buffer("x"), w.buffer("y")
     s = int(w.match.params.get("scale", 2))
-    planes = f"({w.launch_size('planes')}) * " if w.role("planes") else ""
-    w.slots.update(OUT_ROWS=f"{planes}({w.launch_size('rows')}) * {s}", OUT_COLS=f"({w.launch_size('cols')}) * {s}")
+    w.slots.update(OUT_ROWS=f"{_planes(w)}({w.launch_size('rows')}) * {s}", OUT_COLS=f"({w.launch_size('cols')}) * {s}")
     w.defines["KF_S"] = s
     return f"kf_upsample_nearest({x}, {y}, (int){w.size('cols')})"
 

@@ -245,12 +245,17 @@ def _match1d(probe, x, y, axis, planes, h, n, k, edge, flip, taps=None, values=N
     return Match("stencil1d", binding, params)
 
 
-_POOL_OPS = {"max": lambda v: v.max(axis=(2, 4)), "mean": lambda v: v.mean(axis=(2, 4)), "sum": lambda v: v.sum(axis=(2, 4))}
+#: a window's values (NaN where it reaches into the padding) -> the pooled value
+_POOL_OPS = {"max": lambda v: np.nanmax(v, axis=-1), "mean": lambda v: np.nansum(v, axis=-1) / v.shape[-1],
+             "sum": lambda v: np.nansum(v, axis=-1), "mean_valid": lambda v: np.nanmean(v, axis=-1)}
 
 
 def find_pool2d(probe) -> Iterator[Match]:
-    """S x S windows with stride S (2 or 3; floor mode: a last partial window dropped) over the
-    planes of x's declared shape [..., rows, cols], their max, mean or sum into y."""
+    """K x K windows with stride S and P rows and columns of padding on every side (floor mode: a last
+    partial window dropped) over the planes of x's declared shape [..., rows, cols], their max, mean
+    or sum into y: first S = K without padding (2 or 3: params window and op), then K of 2 to 5 with
+    S of 1 to K and P up to K // 2 (params window, stride, pad, op; a padded mean either counts the
+    padding, as PyTorch's default and ggml do, ``mean``, or not, ``mean_valid``)."""
     outs = probe.buffers(output=True)
     if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
         return
@@ -260,17 +265,36 @@ def find_pool2d(probe) -> Iterator[Match]:
         if len(shape) < 2 or x == y:
             continue
         planes, h, w = math.prod(shape[:-2]), shape[-2], shape[-1]
-        for s in (2, 3):
-            oh, ow = h // s, w // s
+        img = probe.values[x].reshape(planes, h, w)
+        for k, stride, pad in _pool_shapes(h, w):
+            oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
             if oh < 1 or ow < 1 or probe.sizes[y] != planes * oh * ow:
                 continue
-            win = probe.values[x].reshape(planes, h, w)[:, :oh * s, :ow * s].reshape(planes, oh, s, ow, s)
+            padded = np.pad(img, ((0, 0), (pad, pad), (pad, pad)), constant_values=np.nan)
+            win = np.lib.stride_tricks.sliding_window_view(padded, (k, k), axis=(1, 2))
+            win = win[:, ::stride, ::stride][:, :oh, :ow].reshape(planes, oh, ow, k * k)
+            plain = stride == k and pad == 0
             for op, fn in _POOL_OPS.items():
-                if close(probe.outputs[y], fn(win).reshape(-1)):
-                    rows = param_for(probe, h)
-                    yield Match("pool2d", {"x": x, "y": y, "planes": param_for(probe, planes) if planes > 1 else None,
-                                           "rows": rows, "cols": param_for(probe, w, avoid=(rows,))},
-                                {"window": s, "op": op})
+                if (op == "mean_valid" and not pad) or not close(probe.outputs[y], fn(win).reshape(-1)):
+                    continue
+                rows = param_for(probe, h)
+                params = {"window": k, "op": op} if plain else {"window": k, "stride": stride, "pad": pad, "op": op}
+                binding = {"x": x, "y": y, "planes": None, "rows": rows, "cols": param_for(probe, w, avoid=(rows,))}
+                named = param_for(probe, planes, avoid=(rows, binding["cols"])) if planes > 1 else None
+                if named is not None:
+                    yield Match("pool2d", {**binding, "planes": named}, params)
+                yield Match("pool2d", binding, params)     # the planes only in x's size (ggml: NC in no parameter)
+
+
+def _pool_shapes(h: int, w: int) -> list[tuple[int, int, int]]:
+    """(window, stride, pad) to try, the plain S x S windows first."""
+    out = [(s, s, 0) for s in (2, 3)]
+    for k in range(2, 6):
+        for stride in range(1, k + 1):
+            for pad in range(0, k // 2 + 1):
+                if (k, stride, pad) not in out and k <= min(h, w) + 2 * pad:
+                    out.append((k, stride, pad))
+    return out
 
 
 def find_resample(probe) -> Iterator[Match]:

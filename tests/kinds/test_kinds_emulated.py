@@ -56,6 +56,8 @@ struct alignas(16) longlong2 { long long x, y; };
 inline double2 make_double2(double x, double y) { return {x, y}; }
 '''
 
+#: ggml's pool2d task's window, stride and padding (its manifest's defaults)
+POOL_3S2P1 = {"kh": 3, "kw": 3, "sh": 2, "sw": 2, "ph": 1, "pw": 1}
 F16_SECOND = {"BM": 64, "BN": 64, "BK": 64, "WM": 32, "WN": 32, "STAGES": 2}
 
 #: task file -> (a second setting, extra cases that reach other paths)
@@ -82,6 +84,8 @@ TASKS = {
     # 256 columns that no parameter carries (a compile-time size in the shape)
     DATA / "mergeHistogram256Kernel.json": ({"BX": 64, "BY": 4, "SPLIT": 1}, [{"count": 3}, {"count": 70}]),
     DATA / "extract.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"Nr": 1, "Nc": 3}, {"Nr": 41, "Nc": 100}]),
+    # padded windows at every edge, an output row past one block's columns, a single row of outputs
+    DATA / "pool2d_nchw_kernel.json": ({"BLOCK": 64, "VPT": 4}, [{"NC": 2, "ih": 5, "iw": 300, **POOL_3S2P1}, {"NC": 1, "ih": 3, "iw": 4, **POOL_3S2P1}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x
     DATA / "fused_residual_bf16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1}, [{"N": 3, "C": 900}]),
     DATA / "fused_residual_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1},

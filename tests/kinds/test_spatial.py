@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from kernel_forge.kinds.match import Match
-from kernel_forge.kinds.spatial import (find_box_filter, find_gather, find_resample, find_stencil, find_stencil1d,
-                                        find_transpose)
+from kernel_forge.kinds.spatial import (find_box_filter, find_gather, find_pool2d, find_resample, find_stencil,
+                                        find_stencil1d, find_transpose)
 
 from tests.support.kind_probes import probe
 
@@ -117,6 +117,39 @@ def test_nearest_upsampling_names_its_factor_and_a_smoothed_one_is_nothing():
     smooth = up.copy()
     smooth[..., 1::2, :] = 0.5 * (up[..., 1::2, :] + np.roll(up, -1, axis=2)[..., 1::2, :])   # bilinear-like rows
     assert list(find_resample(probe(path, {"input": x}, {"output": smooth}, N=2, C=3, H=4, W=5))) == []
+
+
+def _pool_loops(img: np.ndarray, k: int, s: int, p: int, op: str) -> np.ndarray:
+    """Pooling written out loop by loop over each output's window, clipped to the image."""
+    planes, h, w = img.shape
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    out = np.zeros((planes, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            win = img[:, max(0, i * s - p):min(h, i * s - p + k), max(0, j * s - p):min(w, j * s - p + k)]
+            vals = win.reshape(planes, -1)
+            out[:, i, j] = {"max": vals.max(1), "mean": vals.sum(1) / (k * k), "mean_valid": vals.mean(1)}[op]
+    return out
+
+
+@pytest.mark.parametrize("k, s, p, op", [(3, 2, 1, "max"), (3, 2, 1, "mean"), (3, 1, 1, "mean_valid"), (2, 1, 0, "max")])
+def test_pooling_with_a_stride_other_than_its_window_and_padding_names_window_stride_and_pad(tmp_path, k, s, p, op):
+    import json
+
+    d = json.loads((DATA / "maxpool2x2.json").read_text())      # maxpool2d(in, out, N, C, H, W)
+    d["args"]["out"]["shape"] = ["N", "C", f"(H + {2 * p - k}) // {s} + 1", f"(W + {2 * p - k}) // {s} + 1"]
+    d["reference"]["python"] = f"{DATA / 'refs.py'}:{d['reference']['python'].split(':')[1]}"
+    path = tmp_path / "maxpool2d.json"
+    path.write_text(json.dumps(d))
+    x = RNG.standard_normal((2, 3, 9, 11))
+    got = _pool_loops(x.reshape(6, 9, 11), k, s, p, op)
+    found = list(find_pool2d(probe(path, {"in": x}, {"out": got}, N=2, C=3, H=9, W=11)))
+    assert found and found[0] == Match("pool2d", {"x": "in", "y": "out", "planes": "N*C", "rows": "H", "cols": "W"},
+                                       {"window": k, "stride": s, "pad": p, "op": op}), found[:2]
+    # the padding counted in a mean, or not, tells the two apart
+    other = {"mean": "mean_valid", "mean_valid": "mean"}.get(op)
+    if other:
+        assert all(m.params["op"] != other for m in find_pool2d(probe(path, {"in": x}, {"out": got}, N=2, C=3, H=9, W=11)))
 
 
 def _conv_rows(img: np.ndarray, taps: np.ndarray, edge: str) -> np.ndarray:

@@ -1043,3 +1043,20 @@ def merge_histogram256(d_Histogram, d_PartialHistograms, histogramCount):
 def srad_extract(d_Ne, d_I):
     """rod_srad_extract: Rodinia SRAD's extract, in place: I = exp(I / 255) over Ne pixels."""
     d_I[...] = np.exp(d_I.astype(np.float64) / 255.0)
+
+
+def ggml_pool2d(ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, parallel_elements, src, dst, op):
+    """ggml pool_2d, op = GGML_OP_POOL_AVG (op == 1): src is NC planes of ih x iw; output (oh x ow) cell (y, x) averages the window rows y*sh-ph .. +kh, cols x*sw-pw .. +kw clipped to the image, always dividing by kh*kw (zero padding counted). op == 0 (max) is also written out for completeness."""
+    nc = int(parallel_elements) // (oh * ow)
+    a = src.reshape(nc, ih, iw).astype(np.float64)
+    out = np.empty((nc, oh, ow))
+    for y in range(oh):
+        y0, y1 = max(0, y * sh - ph), min(ih, y * sh - ph + kh)
+        for x in range(ow):
+            x0, x1 = max(0, x * sw - pw), min(iw, x * sw - pw + kw)
+            win = a[:, y0:y1, x0:x1]
+            if int(op) == 1:
+                out[:, y, x] = win.sum(axis=(1, 2)) / (kh * kw)
+            else:
+                out[:, y, x] = win.max(axis=(1, 2))
+    dst[...] = out.reshape(dst.shape)
