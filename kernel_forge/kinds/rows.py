@@ -534,7 +534,7 @@ _PRE = {"abs": np.abs, "square": np.square}
 
 
 def _mapped_reductions(probe, y, forms) -> Iterator[Match]:
-    """op(pre(x)) of all values or of each row, ``pre`` from :data:`_PRE`; of ``pre(x - w)``, w the
+    """op(pre(x)) of all values, of each row or of each column, ``pre`` from :data:`_PRE`; of ``pre(x - w)``, w the
     size of x or of a row (a sum of squared differences, an L1 distance, each row's distance to a
     vector); the square root of a sum or mean of squares (a 2-norm, an RMS, a Euclidean distance)."""
     n_out = probe.sizes[y]
@@ -568,6 +568,11 @@ def _mapped_reductions(probe, y, forms) -> Iterator[Match]:
                                     continue
                                 if rows == n_out and close(want, post_fn(fn(v.reshape(rows, cols), axis=1)), rtol=5e-3):
                                     yield Match("row_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols), **roles},
+                                                {"op": op, "pre": pre, **more})
+                                if w is None and cols == n_out and rows > 1 and \
+                                        close(want, post_fn(fn(v.reshape(rows, cols), axis=0)), rtol=5e-3):
+                                    # down the columns: each column's sum of squares, its 2-norm, its L1 norm
+                                    yield Match("column_reduction", {"x": x, "y": y, **_scalars(probe, rows, cols)},
                                                 {"op": op, "pre": pre, **more})
 
 

@@ -271,6 +271,9 @@ PUBLIC = {
     # ggml's pool2d: a 3 x 3 average, stride 2, padding 1 counted, the planes in no parameter (bound from x's size)
     "pool2d_nchw_kernel": ("pool2d", {"x": "src", "y": "dst", "planes": None, "rows": "ih", "cols": "iw"},
                            {"window": 3, "stride": 2, "pad": 1, "op": "mean"}),
+    # down the columns, mapped: each column's 2-norm (squares summed, the root stored)
+    "column_norms": ("column_reduction", {"x": "A", "y": "norms", "rows": "m", "cols": "n"},
+                     {"op": "sum", "pre": "square", "post": "sqrt"}),
     "convolution2D_kernel": ("stencil2d", {"x": "A", "y": "B", "taps": None, "rows": "ni", "cols": "nj"},
                              {"k": 3, "edge": "clear", "taps": [0.2, 0.5, -0.8, -0.3, 0.6, -0.9, 0.4, 0.7, 0.1]}),
     # the rows only in the launch (candle's fast_sum): bound with the count read back from gridDim.x
@@ -539,7 +542,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "llmc_xent_backward", "xent_grad_mean_f16", "vllm_rotary_f16", "rope_gptj_positions",
             "rope_theta", "scatter_add_rows", "llmc_encoder_backward", "argmax_f32", "reduce_rows_f32", "norm_f32",
             "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel", "is_u32_f32",
-            "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel"]
+            "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

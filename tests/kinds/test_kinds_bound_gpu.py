@@ -40,7 +40,7 @@ TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     "llmc_xent_backward", "xent_grad_mean_f16", "vllm_rotary_f16", "rope_gptj_positions",
     "rope_theta", "scatter_add_rows", "llmc_encoder_backward", "argmax_f32", "reduce_rows_f32", "norm_f32",
     "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel", "is_u32_f32",
-    "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel")),
+    "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms")),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json",
     ROOT / "bench" / "wild" / "cs_convolution_rows" / "cs_convolution_rows.json",
     ROOT / "bench" / "wild" / "cs_convolution_cols" / "cs_convolution_cols.json",

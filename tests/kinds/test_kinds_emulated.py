@@ -86,6 +86,7 @@ TASKS = {
     DATA / "extract.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"Nr": 1, "Nc": 3}, {"Nr": 41, "Nc": 100}]),
     # padded windows at every edge, an output row past one block's columns, a single row of outputs
     DATA / "pool2d_nchw_kernel.json": ({"BLOCK": 64, "VPT": 4}, [{"NC": 2, "ih": 5, "iw": 300, **POOL_3S2P1}, {"NC": 1, "ih": 3, "iw": 4, **POOL_3S2P1}]),
+    DATA / "column_norms.json": ({"BX": 64, "BY": 4, "SPLIT": 1}, [{"m": 1, "n": 5}, {"m": 70, "n": 33}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x
     DATA / "fused_residual_bf16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1}, [{"N": 3, "C": 900}]),
     DATA / "fused_residual_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1},

@@ -35,7 +35,8 @@ __device__ unsigned int kf_col_count[KF_MAX_STRIPS];
 
 #include "kforge/reduce_op.cuh"
 
-// KF_MUL: each value times w[row] (a transposed matrix-vector product, y = A^T w)
+// KF_MUL: each value times w[row] (a transposed matrix-vector product, y = A^T w); KF_PRE: each value's
+// absolute value or square first, KF_SQRT: the result's square root stored (a column's 2-norm)
 __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x, const kf_w_t* __restrict__ w,
                                                     kf_y_t* __restrict__ y, long long rows, long long cols)
 {
@@ -63,13 +64,13 @@ __device__ __forceinline__ void kf_column_reduction(const kf_x_t* __restrict__ x
             kf_reduce_t v[4];
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
-                v[u] = kf_ld(x + (r + u * BY) * cols + col);
+                v[u] = kf_pre(kf_ld(x + (r + u * BY) * cols + col));
                 if (KF_MUL) v[u] *= kf_ld(w + r + u * BY);
             }
 #pragma unroll
             for (int u = 0; u < 4; ++u) acc = kf_combine_op(acc, v[u]);
         }
-        for (; r < hi; r += BY) acc = kf_combine_op(acc, kf_ld(x + r * cols + col) * (KF_MUL ? kf_ld(w + r) : (kf_reduce_t)1));
+        for (; r < hi; r += BY) acc = kf_combine_op(acc, kf_pre(kf_ld(x + r * cols + col)) * (KF_MUL ? kf_ld(w + r) : (kf_reduce_t)1));
     }
     red[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();

@@ -1060,3 +1060,8 @@ def ggml_pool2d(ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, parallel_elements, src, 
             else:
                 out[:, y, x] = win.max(axis=(1, 2))
     dst[...] = out.reshape(dst.shape)
+
+
+def column_norms(A, norms, m, n):
+    """Each column's 2-norm: the square root of its sum of squares."""
+    norms[...] = np.sqrt((A.reshape(m, n).astype(np.float64) ** 2).sum(axis=0))
