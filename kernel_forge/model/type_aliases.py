@@ -1,4 +1,5 @@
-"""The type names a kernel file gives its scalar types: ``typedef float floatX;``, ``using real = double;``.
+"""The type names a kernel file gives its scalar types: ``typedef float floatX;``, ``using real = double;``,
+``#define DATA_TYPE float``.
 
 Projects name their element type once and write kernels over it (llm.c's ``floatX``, chosen by
 ``#if defined(ENABLE_BF16)`` ... ``#else typedef float floatX;``).  :func:`aliases` reads the
@@ -34,7 +35,11 @@ def aliases(source: str, headers: dict[str, str] | None = None) -> dict[str, str
 
     code = "\n".join(expand(line) for line in strip_comments_and_strings(source, keep_strings=True).split("\n"))
     found: dict[str, str] = {}
-    active = _active_text(code, {})
+    macros: dict[str, str] = {}
+    active = _active_text(code, macros)
+    for name, value in macros.items():         # #define DATA_TYPE float (PolyBench's element type)
+        if value and re.fullmatch(r"[A-Za-z_][\w\s]*", value):
+            found[name] = " ".join(value.split())
     for m in _TYPEDEF.finditer(active):
         found[m.group(2)] = " ".join(m.group(1).split())
     for m in _USING.finditer(active):

@@ -54,3 +54,13 @@ def test_find_entry_reads_the_file_s_own_types_and_the_manifest_text_names_the_t
         "__global__ void k(__nv_bfloat16* out, const __nv_bfloat16* inp, const long long* idx, float s, int n)")
     with pytest.raises(SignatureError, match="unsupported type 'scalar_t'"):
         find_entry(src, "k")                                  # without the header there is no floatX
+
+
+def test_a_type_named_by_a_define_is_read_as_the_type_it_stands_for_and_other_defines_are_not_types():
+    src = ("#define DATA_TYPE float\n#define fp double\n#define N 4096\n#define SCALE (1.0f / 255)\n"
+           "#ifdef USE_HALF\n#define real_t half\n#else\n#define real_t DATA_TYPE\n#endif\n"
+           "__global__ void atax(DATA_TYPE* A, fp* x, real_t* y, int nx) { }\n")
+    got = aliases(src)
+    assert got == {"DATA_TYPE": "float", "fp": "double", "real_t": "float"}        # PolyBench's and Rodinia's
+    sig, _ = find_entry(src, "atax")
+    assert [p.dtype.name for p in sig.params] == ["float32", "float64", "float32", "int32"]
