@@ -56,7 +56,8 @@ KINDS = {
     "gemm": "a matrix product C = alpha * op(A) @ op(B) + beta * C (+ bias)",
     "row_norm": ("layer, RMS or L2 norm of each row (or of x + a residual, the sum kept: fused_add_rms_norm), "
                  "affine or not, with mean / rstd / variance outputs"),
-    "row_softmax": "softmax or log-softmax of each row, or of scale * the row (attention's scores)",
+    "row_softmax": ("softmax or log-softmax of each row, or of scale * the row (attention's scores); the gradient "
+                    "through either, from its output and the output's gradient"),
     "reduction": "sum / max / min / mean of all values, or the sum of x * w (a dot product)",
     "row_reduction": "sum / max / min / mean of each row, or of each row times w (a matrix-vector product)",
     "column_reduction": "sum / max / min / mean of each column (a bias gradient)",

@@ -259,6 +259,8 @@ def _row_softmax(w: _Writer) -> str:
         raise Unbindable("a strided x is bound for a softmax along rows only")
     if w.match.params.get("dim") == "middle":
         return _axis_softmax(w)
+    if w.match.params.get("backward"):
+        return _softmax_backward(w)
     x, y = w.buffer("x"), w.buffer("y")
     index = w.buffer("index", required=False, default_type="int")      # a cross-entropy's targets
     bias = w.buffer("bias", required=False)                              # an additive mask per column
@@ -274,6 +276,15 @@ def _row_softmax(w: _Writer) -> str:
                                                                                      ("1LL", "1LL"))
     return (f"kf_row_softmax({x}, {index}, {bias}, {y}, {rows}, (int){w.size('cols')}, {scale}, "
             f"{_row_stride(w, w.size('cols'))}, {bdiv}, {bmod})")
+
+
+def _softmax_backward(w: _Writer) -> str:
+    """The gradient through each row's softmax (or log-softmax) from its output and the output's gradient."""
+    x, g, y = w.buffer("x"), w.buffer("g"), w.buffer("y")
+    w.template = "row_softmax/softmax_backward"
+    w.defines["KF_LOG"] = int(bool(w.match.params.get("log")))
+    rows = w.rows_arg(y)
+    return f"kf_softmax_backward({x}, {g}, {y}, {rows}, {w.size('cols')}, {w.scalar('scale', 'scale', 1.0)})"
 
 
 def _axis_softmax(w: _Writer) -> str:

@@ -299,6 +299,36 @@ def find_row_softmax(probe) -> Iterator[Match]:
                         yield Match("row_softmax", binding, params)
     yield from _axis_softmaxes(probe, scales)
     yield from _cross_entropies(probe, scales)
+    yield from _softmax_backwards(probe)
+
+
+def _softmax_backwards(probe) -> Iterator[Match]:
+    """The gradient through a softmax of each row: dx = scale * p * (g - sum(p * g)), p the softmax's
+    output and g the gradient of it (llm.c's and ggml's softmax backward, PyTorch's
+    ``_softmax_backward_data``); through a log-softmax, p its output: dx = scale * (g - exp(p) * sum(g)).
+    The scale a float parameter or 1."""
+    outs = probe.buffers(output=True)
+    if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
+        return
+    y = outs[0]
+    n = probe.sizes[y]
+    ins = [b for b in probe.inputs_of(n) if b != y]
+    scales = [(None, 1.0), *probe.float_scalars().items()]
+    for p, g in itertools.permutations(ins, 2):
+        for rows, cols in dims(probe, n):
+            if cols < 2:
+                continue
+            P, G = probe.values[p].reshape(rows, cols), probe.values[g].reshape(rows, cols)
+            with np.errstate(all="ignore"):
+                preds = ((False, P * (G - (P * G).sum(axis=1, keepdims=True))),
+                         (True, G - np.exp(P) * G.sum(axis=1, keepdims=True)))
+            for log, base in preds:
+                for scale, sv in scales:
+                    if close(probe.outputs[y], (sv * base).reshape(-1)):
+                        binding = {"x": p, "g": g, "y": y, **_scalars(probe, rows, cols)}
+                        if scale:
+                            binding["scale"] = scale
+                        yield Match("row_softmax", binding, {"log": log, "backward": True})
 
 
 def _softmax_biases(probe, x, y, rows, cols) -> list[tuple[str, str | None, int | None]]:

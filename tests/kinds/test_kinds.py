@@ -274,6 +274,9 @@ PUBLIC = {
     # down the columns, mapped: each column's 2-norm (squares summed, the root stored)
     "column_norms": ("column_reduction", {"x": "A", "y": "norms", "rows": "m", "cols": "n"},
                      {"op": "sum", "pre": "square", "post": "sqrt"}),
+    # ggml's softmax backward: scale * (g - sum(g * y)) * y per row, y the forward's output
+    "soft_max_back_f32": ("row_softmax", {"x": "dstf", "g": "grad", "y": "dst", "rows": None, "cols": "ncols",
+                                          "scale": "scale"}, {"log": False, "backward": True}),
     "convolution2D_kernel": ("stencil2d", {"x": "A", "y": "B", "taps": None, "rows": "ni", "cols": "nj"},
                              {"k": 3, "edge": "clear", "taps": [0.2, 0.5, -0.8, -0.3, 0.6, -0.9, 0.4, 0.7, 0.1]}),
     # the rows only in the launch (candle's fast_sum): bound with the count read back from gridDim.x
@@ -483,6 +486,20 @@ def test_a_scale_left_at_a_neutral_value_is_still_bound(tmp_path, value):
     assert found.match.kind == "row_softmax" and found.match.binding["scale"] == "scale", found.match
 
 
+def test_the_gradient_through_a_log_softmax_is_a_backward_log_softmax_and_a_forward_is_not(tmp_path):
+    ref = ("def lsm_back(grad, dstf, dst, ncols, scale):\n    import numpy as np\n"
+           "    g = grad.reshape(-1, ncols).astype(np.float64); y = dstf.reshape(-1, ncols).astype(np.float64)\n"
+           "    dst[...] = (g - np.exp(y) * g.sum(1, keepdims=True)).reshape(dst.shape)\n")
+    path = copy_task(tmp_path, "soft_max_back_f32", lambda d: d.update(reference={"python": "refs.py:lsm_back"}), ref)
+    check_match(identify(load_task(path)), "row_softmax", {"x": "dstf", "g": "grad", "y": "dst", "cols": "ncols"},
+                {"log": True, "backward": True})
+    fwd = ("def fwd(grad, dstf, dst, ncols, scale):\n    import numpy as np\n"
+           "    x = grad.reshape(-1, ncols).astype(np.float64); e = np.exp(x - x.max(1, keepdims=True))\n"
+           "    dst[...] = (e / e.sum(1, keepdims=True)).reshape(dst.shape)\n")
+    path = copy_task(tmp_path, "soft_max_back_f32", lambda d: d.update(reference={"python": "refs.py:fwd"}), fwd)
+    assert not identify(load_task(path)).match.params.get("backward")
+
+
 def test_a_stated_kind_skips_the_guess_and_is_still_checked(tmp_path):
     path = copy_task(tmp_path, "llmc_softmax", lambda d: d.update(kind={"name": "row_softmax", "binding": {"x": "inp"}}))
     found = identify(load_task(path))
@@ -542,7 +559,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "llmc_xent_backward", "xent_grad_mean_f16", "vllm_rotary_f16", "rope_gptj_positions",
             "rope_theta", "scatter_add_rows", "llmc_encoder_backward", "argmax_f32", "reduce_rows_f32", "norm_f32",
             "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel", "is_u32_f32",
-            "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms"]
+            "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms", "soft_max_back_f32"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

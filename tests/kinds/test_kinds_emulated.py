@@ -87,6 +87,8 @@ TASKS = {
     # padded windows at every edge, an output row past one block's columns, a single row of outputs
     DATA / "pool2d_nchw_kernel.json": ({"BLOCK": 64, "VPT": 4}, [{"NC": 2, "ih": 5, "iw": 300, **POOL_3S2P1}, {"NC": 1, "ih": 3, "iw": 4, **POOL_3S2P1}]),
     DATA / "column_norms.json": ({"BX": 64, "BY": 4, "SPLIT": 1}, [{"m": 1, "n": 5}, {"m": 70, "n": 33}]),
+    # two warps a row (shared-memory combine), 4 at a time and one at a time
+    DATA / "soft_max_back_f32.json": ({"WPR": 2, "RPB": 2}, [{"nrows": 3, "ncols": 256}, {"nrows": 5, "ncols": 7}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x
     DATA / "fused_residual_bf16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1}, [{"N": 3, "C": 900}]),
     DATA / "fused_residual_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1},

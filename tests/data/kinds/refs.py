@@ -1065,3 +1065,11 @@ def ggml_pool2d(ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, parallel_elements, src, 
 def column_norms(A, norms, m, n):
     """Each column's 2-norm: the square root of its sum of squares."""
     norms[...] = np.sqrt((A.reshape(m, n).astype(np.float64) ** 2).sum(axis=0))
+
+
+def ggml_soft_max_back(grad, dstf, dst, ncols, scale):
+    """ggml soft_max_back_f32: for each row, dst = scale * (grad - dot(dstf, grad)) * dstf, where dstf is the softmax forward output of that row (here a real softmax of random logits, so each row of dstf sums to 1)."""
+    g = grad.astype(np.float64).reshape(-1, ncols)
+    y = dstf.astype(np.float64).reshape(-1, ncols)
+    dot = (g * y).sum(axis=1, keepdims=True)
+    dst[...] = (scale * (g - dot) * y).reshape(dst.shape)
