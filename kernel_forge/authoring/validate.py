@@ -118,7 +118,9 @@ def _dynamic_shared_without_bytes(task: Task, cand) -> int:
     from kernel_forge.common.static_rules import strip_comments_and_strings
 
     code = strip_comments_and_strings(cand.source)
-    m = re.search(r"\bextern\s+(?:__shared__\s+[^;]*|[^;]*\s__shared__\s)", code)
+    # `extern __shared__ T s[];` or `extern __align__(16) __shared__ ...`, not an `extern "C"` kernel whose
+    # body declares static __shared__ arrays (nothing between extern and __shared__ may open a body)
+    m = re.search(r"\bextern\s+(?:__shared__\s+[^;]*|[^;{}]*\s__shared__\s)", code)
     if m is None:
         return 0
     launch = cand.launch or task.launch

@@ -71,6 +71,13 @@ def test_init_and_validate_say_when_extern_shared_memory_gets_no_bytes(tmp_path)
     (tmp_path / "t" / "rev_reference.py").write_text("def reference(x, y, n):\n    y[...] = x\n")
     r = CliRunner().invoke(cli, ["validate", str(tmp_path / "t" / "rev.json")])
     assert "rev.cu:3: the kernel declares `extern __shared__` memory" in r.output, r.output
+    # an extern "C" kernel with only static shared arrays (FasterTransformer's layernorm, DeepSpeed's
+    # column sums) is not warned about
+    (tmp_path / "t" / "rev.cu").write_text('extern "C" __global__ void rev(const float* x, float* y, int n)\n{\n'
+                                           "    __shared__ float tile[1024];\n    int i = threadIdx.x;\n"
+                                           "    tile[i] = x[i];\n    __syncthreads();\n    y[i] = tile[blockDim.x - 1 - i];\n}\n")
+    r = CliRunner().invoke(cli, ["validate", str(tmp_path / "t" / "rev.json")])
+    assert "extern __shared__" not in r.output, r.output
 
 
 def test_a_byte_mask_is_drawn_half_true_half_false(tmp_path):
