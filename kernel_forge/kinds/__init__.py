@@ -54,7 +54,8 @@ FINDERS: tuple[tuple[tuple[str, ...], Callable], ...] = (
 #: every kind identification can name, with one line each
 KINDS = {
     "gemm": "a matrix product C = alpha * op(A) @ op(B) + beta * C (+ bias)",
-    "row_norm": ("layer, RMS or L2 norm of each row (or of x + a residual, the sum kept: fused_add_rms_norm), "
+    "row_norm": ("layer, RMS or L2 norm of each row (or of x + a residual, the sum kept: fused_add_rms_norm; "
+                 "+ a bias of one value a column: BERT's post-LN), "
                  "affine or not, with mean / rstd / variance outputs"),
     "row_softmax": ("softmax or log-softmax of each row, or of scale * the row (attention's scores); the gradient "
                     "through either, from its output and the output's gradient"),

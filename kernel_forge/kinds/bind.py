@@ -225,6 +225,7 @@ def _row_norm(w: _Writer) -> str:
         w.types.pop(r)
     w.types["s"] = st.pop() if st else "float"
     res, total = w.buffer("res", required=False), w.buffer("sum", required=False)     # x + res, normed (and kept)
+    pre = w.buffer("pre_bias", required=False, default_type="float")                  # + bias[col], before the norm
     if m.params.get("group"):        # a group norm of outer x channels x inner: a row per (sample, group)
         w.slots["ROWS"] = f"{w.launch_size('outer')} * {w.launch_size('groups')}"
         rows, groups = f"({w.size('outer')} * {w.size('groups')})", w.size("groups")
@@ -238,14 +239,16 @@ def _row_norm(w: _Writer) -> str:
                      KF_HAS_W=int(wt != "nullptr"), KF_W_OFFSET=f"{float(m.params.get('weight_offset', 0.0))!r}f",
                      KF_HAS_B=int(bs != "nullptr"), KF_MEAN=int(stats["mean"] != "nullptr"),
                      KF_RSTD=int(stats["rstd"] != "nullptr"), KF_VAR=int(stats["var"] != "nullptr"),
-                     KF_ADD=int(res != "nullptr"), KF_SUM=int(total != "nullptr"))
+                     KF_ADD=int(res != "nullptr"), KF_SUM=int(total != "nullptr"), KF_PRE_BIAS=int(pre != "nullptr"))
+    if pre != "nullptr" and m.params.get("group"):
+        raise Unbindable("a bias added before the norm is bound for row norms, not group norms")
     io = [n for n in (x, y, res, total) if n != "nullptr"]
     w.defines["KF_ALIAS"] = int(len(set(io)) < len(io))      # in place: no __restrict__ on those four
     eps = w.scalar("eps", "eps", 1e-5)
-    if w.role("ldx") and (res != "nullptr" or total != "nullptr" or m.params.get("group")):
+    if w.role("ldx") and (res != "nullptr" or total != "nullptr" or pre != "nullptr" or m.params.get("group")):
         raise Unbindable("a strided x is bound for a plain row norm only (no residual, no group)")
     return (f"kf_row_norm({x}, {res}, {total}, {wt}, {bs}, {y}, {stats['mean']}, {stats['rstd']}, {stats['var']}, "
-            f"{rows}, (int){cols}, {eps}, (int){inner}, (int){groups}, {_row_stride(w, cols)})")
+            f"{rows}, (int){cols}, {eps}, (int){inner}, (int){groups}, {_row_stride(w, cols)}, {pre})")
 
 
 def _row_stride(w: _Writer, cols: str) -> str:

@@ -62,16 +62,17 @@ def find_row_norm(probe) -> Iterator[Match]:
     it (in place of the residual, as those kernels do)."""
     eps_params = list(probe.float_scalars().items())
     for x, y, rows, cols in _pairs(probe):
-        for res, total in [(None, None), *_residual_adds(probe, x, y, rows * cols)]:
+        for res, total, pre in [(None, None, None), *_residual_adds(probe, x, y, rows, cols)]:
             v = probe.values[x].reshape(rows, cols)
             if total is not None:          # the sum as the reference stored it (rounded to bf16, as llm.c's is)
                 v = probe.outputs[total].reshape(rows, cols)
-            elif res is not None:
-                v = v + probe.values[res].reshape(rows, cols)
+            else:
+                v = v + (probe.values[res].reshape(rows, cols) if res is not None else 0.0) + \
+                    (probe.values[pre][None, :] if pre is not None else 0.0)
             extras = [o for o in probe.buffers(output=True, floating=True) if o not in (y, total)]
             if any(probe.sizes[o] != rows for o in extras):
                 continue
-            vecs = [n for n in probe.inputs_of(cols) if n not in (x, y, res, total)]
+            vecs = [n for n in probe.inputs_of(cols) if n not in (x, y, res, total, pre)]
             got = probe.outputs[y].reshape(rows, cols)
             for norm in NORMS:
                 for eps_name, eps in [*eps_params, *((None, e) for e in _epsilons(norm))]:
@@ -85,13 +86,15 @@ def find_row_norm(probe) -> Iterator[Match]:
                     roles = _stats(probe, extras, mean, rstd, var, norm)
                     if roles is None:
                         continue
-                    if not _normalises(probe, x, res, y, z, rstd, norm, eps, vecs, hit):
+                    if not _normalises(probe, x, res, y, z, rstd, norm, eps, vecs, hit, pre):
                         continue
                     w, b, offset = hit
                     binding = {"x": x, "y": y, "weight": w, "bias": b, **roles, **_scalars(probe, rows, cols),
                                "eps": eps_name}
-                    if res is not None:
+                    if res is not None or pre is not None:
                         binding.update(res=res, sum=total)
+                    if pre is not None:
+                        binding["pre_bias"] = pre
                     params = {"norm": norm, **({"weight_offset": 1.0} if offset else {})}
                     if eps_name is None:
                         params["eps"] = _read_eps(probe, x, y, binding, norm, eps, cols)
@@ -100,7 +103,8 @@ def find_row_norm(probe) -> Iterator[Match]:
     yield from _group_norms(probe, eps_params)
 
 
-def _normalises(probe, x: str, res, y: str, z: np.ndarray, rstd: np.ndarray, norm: str, eps: float, vecs, hit) -> bool:
+def _normalises(probe, x: str, res, y: str, z: np.ndarray, rstd: np.ndarray, norm: str, eps: float, vecs, hit,
+                pre=None) -> bool:
     """Whether a norm that held really divides by the rows' scale: where every row's scale is within
     5 % of one (an RMS of random normal values is ~1: ``y = a * b`` reads as an RMS norm of one row
     weighted by b), the reference runs again on x (and res) times 2.5 -- a norm's output stays, a
@@ -115,6 +119,8 @@ def _normalises(probe, x: str, res, y: str, z: np.ndarray, rstd: np.ndarray, nor
     except (KForgeError, ValueError, KeyError):
         return True
     v = sum(probe.stored(n, changes[n]) for n in changes).reshape(z.shape)      # as the reference saw them
+    if pre is not None:
+        v = v + probe.values[pre][None, :]
     return _affine(_norm(v, norm, eps)[0], out, vecs, probe) == hit
 
 
@@ -171,16 +177,29 @@ def _group_norms(probe, eps_params) -> Iterator[Match]:
                         break
 
 
-def _residual_adds(probe, x, y, size) -> Iterator[tuple[str, str | None]]:
-    """(res, sum) for every other input ``res`` of ``x``'s size whose sum with ``x`` an output
-    ``sum`` holds (None: no output holds it, the sum is only normed)."""
-    for res in probe.inputs_of(size):
-        if res == x:
-            continue
-        want = probe.values[x] + probe.values[res]
+def _residual_adds(probe, x, y, rows: int, cols: int) -> Iterator[tuple[str | None, str | None, str | None]]:
+    """(res, sum, pre_bias) for every other input ``res`` of ``x``'s size, with no bias, then with each
+    vector of a row's length added too (BERT's post-LN ``LN(x + res + bias[col])``: FasterTransformer,
+    ONNX Runtime's SkipLayerNorm), and for each such vector alone (``LN(x + bias[col])``); ``sum``
+    the output that holds what is normed (None: none holds it, it is only normed)."""
+    size = rows * cols
+
+    def held(want):
         sums = [o for o in probe.buffers(output=True, floating=True)
-                if o != y and probe.sizes[o] == size and close(probe.outputs[o], want)]
-        yield res, (sums[0] if sums else None)
+                if o != y and probe.sizes[o] == size and close(probe.outputs[o], want.reshape(-1))]
+        return sums[0] if sums else None
+
+    others = [r for r in probe.inputs_of(size) if r != x]
+    pres = [b for b in probe.inputs_of(cols) if b not in (x, y) and cols > 1 and rows > 1]
+    for res in others:
+        yield res, held(probe.values[x] + probe.values[res]), None
+    for res in [*others, None]:
+        for pre in pres:
+            if pre == res:
+                continue
+            want = probe.values[x].reshape(rows, cols) + probe.values[pre][None, :] + \
+                (probe.values[res].reshape(rows, cols) if res is not None else 0.0)
+            yield res, held(want), pre
 
 
 def _affine(z, got, vecs, probe, chan=None):

@@ -277,6 +277,14 @@ PUBLIC = {
     # ggml's softmax backward: scale * (g - sum(g * y)) * y per row, y the forward's output
     "soft_max_back_f32": ("row_softmax", {"x": "dstf", "g": "grad", "y": "dst", "rows": None, "cols": "ncols",
                                           "scale": "scale"}, {"log": False, "backward": True}),
+    # a bias of one value a column added with the residual before the norm (BERT's post-LN): FasterTransformer's,
+    # in place; ONNX Runtime's SkipLayerNorm, the sum (input + skip + bias), mean and 1/std written too
+    "generalAddBiasResidualPostLayerNorm": ("row_norm", {"x": "out", "y": "out", "res": "input", "pre_bias": "bias",
+                                                         "weight": "gamma", "bias": "beta", "sum": None, "rows": "m",
+                                                         "cols": "n", "eps": "layernorm_eps"}, {"norm": "layer"}),
+    "cuApplyLayerNorm": ("row_norm", {"x": "vals", "y": "output_vals", "res": "skip", "pre_bias": "bias", "weight": "gamma",
+                                      "bias": "beta", "sum": "skip_input_bias_add_output", "mean": "mean",
+                                      "rstd": "inv_std_dev", "rows": "n1", "cols": "n2", "eps": "epsilon"}, {"norm": "layer"}),
     "convolution2D_kernel": ("stencil2d", {"x": "A", "y": "B", "taps": None, "rows": "ni", "cols": "nj"},
                              {"k": 3, "edge": "clear", "taps": [0.2, 0.5, -0.8, -0.3, 0.6, -0.9, 0.4, 0.7, 0.1]}),
     # the rows only in the launch (candle's fast_sum): bound with the count read back from gridDim.x
@@ -559,7 +567,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "llmc_xent_backward", "xent_grad_mean_f16", "vllm_rotary_f16", "rope_gptj_positions",
             "rope_theta", "scatter_add_rows", "llmc_encoder_backward", "argmax_f32", "reduce_rows_f32", "norm_f32",
             "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel", "is_u32_f32",
-            "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms", "soft_max_back_f32"]
+            "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms", "soft_max_back_f32",
+            "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

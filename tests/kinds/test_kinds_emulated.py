@@ -89,6 +89,11 @@ TASKS = {
     DATA / "column_norms.json": ({"BX": 64, "BY": 4, "SPLIT": 1}, [{"m": 1, "n": 5}, {"m": 70, "n": 33}]),
     # two warps a row (shared-memory combine), 4 at a time and one at a time
     DATA / "soft_max_back_f32.json": ({"WPR": 2, "RPB": 2}, [{"nrows": 3, "ncols": 256}, {"nrows": 5, "ncols": 7}]),
+    # a bias before the norm: in place, 4 at a time and one at a time, streamed twice (the sum read back or not)
+    DATA / "generalAddBiasResidualPostLayerNorm.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 0},
+                                                        [{"m": 3, "n": 900}, {"m": 2, "n": 37}]),
+    DATA / "cuApplyLayerNorm.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 1},
+                                     [{"R": 3, "D": 900, "TY": 1}, {"R": 2, "D": 37, "TY": 1}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x
     DATA / "fused_residual_bf16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1}, [{"N": 3, "C": 900}]),
     DATA / "fused_residual_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1},

@@ -132,7 +132,8 @@ def _pool_loops(img: np.ndarray, k: int, s: int, p: int, op: str) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("k, s, p, op", [(3, 2, 1, "max"), (3, 2, 1, "mean"), (3, 1, 1, "mean_valid"), (2, 1, 0, "max")])
+@pytest.mark.parametrize("k, s, p, op", [(3, 2, 1, "max"), (3, 2, 1, "mean"), (3, 1, 1, "mean_valid"), (2, 1, 0, "max"),
+                                        (3, 1, 1, "max")])      # the last a 3 x 3 dilation
 def test_pooling_with_a_stride_other_than_its_window_and_padding_names_window_stride_and_pad(tmp_path, k, s, p, op):
     import json
 

@@ -25,19 +25,23 @@ def own_attempts(hist: list[dict]) -> list[dict]:
 def blur_task(tmp_path: Path, initial: str = "naive.cu", templates: list[str] | None = None,
               of_no_kind: bool = False) -> Path:
     """The corpus blur's manifest in ``tmp_path`` with ``initial`` (and ``templates``).
-    ``of_no_kind``: the blur made a 3x3 maximum (a dilation), an operation of no kind
-    kernel_forge.kinds knows, so no bound pattern fits and the kernel's own source is searched."""
+    ``of_no_kind``: the blur made a 3x3 morphological gradient (the window's maximum minus its
+    minimum), an operation of no kind kernel_forge.kinds knows, so no bound pattern fits and the
+    kernel's own source is searched.  (A 3x3 maximum alone is a max pooling of stride 1 and padding 1.)"""
     for f in ("reference.py", "naive.cu", "tuned.cu"):
         shutil.copy(BLUR / f, tmp_path / f)
     if of_no_kind:
         ref = (tmp_path / "reference.py").read_text()
+        win = "[p[i:i + h, j:j + w] for i in range(3) for j in range(3)]"
         ref = ref.replace("s = sum(p[i:i + h, j:j + w] for i in range(3) for j in range(3))",
-                          "s = np.maximum.reduce([p[i:i + h, j:j + w] for i in range(3) for j in range(3)])")
+                          f"s = np.maximum.reduce({win}) - np.minimum.reduce({win})")
         (tmp_path / "reference.py").write_text(ref.replace("(s * np.float32(1.0 / 9.0))", "s"))
         for f in ("naive.cu", "tuned.cu"):
-            src = (tmp_path / f).read_text().replace("float s = 0.0f;", "float s = -INFINITY;")
-            src = re.sub(r"s \+= (x\[[^;]*\]);", r"s = fmaxf(s, \1);", src)
-            (tmp_path / f).write_text(src.replace("s * (1.0f / 9.0f)", "s"))
+            src = (tmp_path / f).read_text().replace("float s = 0.0f;", "float s = -INFINITY, lo = INFINITY;")
+            src = re.sub(r"s \+= (x\[[^;]*\]);", r"s = fmaxf(s, \1); lo = fminf(lo, \1);", src)
+            src = src.replace("y[r * w + c] = s * (1.0f / 9.0f);", "y[r * w + c] = s - lo;" if f == "naive.cu" else
+                              "y[r * w + c] = s;")
+            (tmp_path / f).write_text(src)
     data = json.loads((BLUR / "blur3x3.json").read_text())
     data.pop("$schema")
     data["initial"] = initial

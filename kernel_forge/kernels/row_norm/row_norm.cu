@@ -14,7 +14,8 @@
 // the registers hold are streamed twice.  4-wide accesses when cols % 4 == 0 and every pointer is
 // aligned; one value at a time otherwise.
 // KF_ADD: the row normed is x + res (a residual added first: fused_add_rms_norm), written to `sum`
-// (KF_SUM) as it is loaded -- in place of the residual, as vLLM's kernel does: each value is read
+// (KF_SUM) as it is loaded; KF_PRE_BIAS: a vector of one value a column added too, before the
+// statistics (BERT's post-LN, LN(x + res + bias): FasterTransformer, ONNX Runtime's SkipLayerNorm) -- in place of the residual, as vLLM's kernel does: each value is read
 // and written by the same thread, so x, res, sum and y may be the same buffers; a row streamed
 // twice reads its second pass back from `sum`.  KF_ALIAS (two of x, res, sum and y one buffer):
 // those four carry no __restrict__.  KF_W_OFFSET: 1.0f where the weight is stored as its difference
@@ -44,6 +45,10 @@
 #ifndef KF_L2
 #define KF_L2 0
 #endif
+#ifndef KF_PRE_BIAS
+#define KF_PRE_BIAS 0
+#endif
+#define KF_ADDS (KF_ADD || KF_PRE_BIAS)
 #ifndef KF_SUM
 #define KF_SUM 0
 #endif
@@ -93,7 +98,8 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
                                             const kf_bias_t* __restrict__ b, kf_y_t* KF_RESTRICT_IO y,
                                             kf_s_t* __restrict__ mean_out, kf_s_t* __restrict__ rstd_out,
                                             kf_s_t* __restrict__ var_out, long long rows, int cols, float eps,
-                                            int inner, int groups, long long ldx)
+                                            int inner, int groups, long long ldx,
+                                            const kf_pre_bias_t* __restrict__ pb)
 {
 #if WPR > 1
     __shared__ KfStats part[RPB][WPR];
@@ -109,7 +115,7 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
     kf_sum_t* KF_RESTRICT_IO sr = sum + off;
     kf_y_t* KF_RESTRICT_IO yr = y + off;
     const bool vec = (cols & 3) == 0 && (ldx & 3) == 0 && kf_aligned4(x) && kf_aligned4(y) && kf_aligned4(w) && kf_aligned4(b)
-                     && kf_aligned4(res) && kf_aligned4(sum) && (!KF_GROUP || (inner & 3) == 0);
+                     && kf_aligned4(res) && kf_aligned4(sum) && kf_aligned4(pb) && (!KF_GROUP || (inner & 3) == 0);
     // the weight's and bias's index of column j: j itself, or (KF_GROUP) its channel
     // 32-bit arithmetic (a 64-bit remainder is a call with a stack frame): a row's values are
     // int-indexed, so inner fits, and a group norm has far fewer than 2^32 rows (samples x groups)
@@ -129,15 +135,19 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
                 const int j = base + 4 * (t + i * TPR);
                 float4 q = make_float4(0.f, 0.f, 0.f, 0.f);
                 if (j < ncols) {
-                    if (KF_ADD && KF_SUM && again) {
+                    if (KF_ADDS && KF_SUM && again) {
                         q = kf_ld4(sr + j);
                     } else {
                         q = STREAM ? kf_lds4(xr + j) : kf_ld4(xr + j);
                         if (KF_ADD) {
                             const float4 r = STREAM ? kf_lds4(rr + j) : kf_ld4(rr + j);
                             q.x += r.x; q.y += r.y; q.z += r.z; q.w += r.w;
-                            if (KF_SUM && !again) kf_st4(sr + j, q);
                         }
+                        if (KF_PRE_BIAS) {
+                            const float4 c = kf_ld4(pb + j);
+                            q.x += c.x; q.y += c.y; q.z += c.z; q.w += c.w;
+                        }
+                        if (KF_ADDS && KF_SUM && !again) kf_st4(sr + j, q);
                     }
                 }
                 v[4 * i + 0] = q.x;
@@ -151,14 +161,13 @@ __device__ __forceinline__ void kf_row_norm(const kf_x_t* KF_RESTRICT_IO x, cons
                 const int j = base + t + i * TPR;
                 float q = 0.0f;
                 if (j < ncols) {
-                    if (KF_ADD && KF_SUM && again) {
+                    if (KF_ADDS && KF_SUM && again) {
                         q = kf_ld(sr + j);
                     } else {
                         q = kf_ld(xr + j);
-                        if (KF_ADD) {
-                            q += kf_ld(rr + j);
-                            if (KF_SUM && !again) kf_st(sr + j, q);
-                        }
+                        if (KF_ADD) q += kf_ld(rr + j);
+                        if (KF_PRE_BIAS) q += kf_ld(pb + j);
+                        if (KF_ADDS && KF_SUM && !again) kf_st(sr + j, q);
                     }
                 }
                 v[i] = q;

@@ -1073,3 +1073,37 @@ def ggml_soft_max_back(grad, dstf, dst, ncols, scale):
     y = dstf.astype(np.float64).reshape(-1, ncols)
     dot = (g * y).sum(axis=1, keepdims=True)
     dst[...] = (scale * (g - dot) * y).reshape(dst.shape)
+
+
+def ft_post_layernorm(out, input, bias, gamma, beta, layernorm_eps, m, n):
+    """FasterTransformer post-LN: out = LayerNorm(out + input + bias) * gamma + beta, in place on out (biased variance, eps inside the rsqrt)."""
+    x = out.reshape(m, n).astype(np.float64) + input.reshape(m, n).astype(np.float64) + bias.astype(np.float64)
+    mu = x.mean(axis=1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+    y = (x - mu) / np.sqrt(var + layernorm_eps) * gamma.astype(np.float64) + beta.astype(np.float64)
+    out[...] = y.reshape(out.shape)
+
+
+def ort_skip_layernorm(output_vals, mean, inv_std_dev, vals, n1, n2, epsilon, gamma, beta, broadcast_param, skip, bias,
+                       skip_input_bias_add_output):
+    """ORT SkipLayerNorm via cuApplyLayerNorm (simplified = false, broadcast_param = 0): s = vals + bias + skip per
+    row; out = gamma * (s - mean) / sqrt(var + eps) + beta (biased variance); also writes s, mean[row], inv_std_dev[row]."""
+    x = vals.reshape(n1, n2).astype(np.float64)
+    s = x + bias.reshape(n2).astype(np.float64)[None, :] + skip.reshape(n1, n2).astype(np.float64)
+    mu = s.mean(axis=1)
+    var = ((s - mu[:, None]) ** 2).mean(axis=1)
+    inv = 1.0 / np.sqrt(var + np.float32(epsilon))
+    g = gamma.reshape(-1, n2).astype(np.float64)
+    b = beta.reshape(-1, n2).astype(np.float64)
+    rows = np.arange(n1)
+    if broadcast_param == 0:
+        gi = np.zeros(n1, dtype=np.int64)
+    elif broadcast_param > 0:
+        gi = rows // broadcast_param
+    else:
+        gi = rows % (-broadcast_param)
+    out = g[gi] * inv[:, None] * (s - mu[:, None]) + b[gi]
+    output_vals.reshape(n1, n2)[...] = out
+    skip_input_bias_add_output.reshape(n1, n2)[...] = s
+    mean.reshape(n1)[...] = mu
+    inv_std_dev.reshape(n1)[...] = inv
