@@ -1,10 +1,11 @@
 """The kind of operation a task is, read from its reference: which kind, which kernel parameter
 plays which part (the binding), and the kind's parameters (epsilon, function, edge mode ...).
 
-:func:`identify` runs the task's reference once on its smallest case (in the reference process:
+:func:`identify` runs the task's reference on its smallest case (in the reference process:
 :mod:`kernel_forge.kinds.probe`) and tests one hypothesis after another, in :data:`FINDERS` order,
-with NumPy on the probe's values: the first that reproduces every output is the task's kind --
-the first that can also be bound, when one that leaves a size unbound comes before it.  A
+with NumPy on the probe's values: the first that reproduces every output, and holds again on a
+second case of other sizes, is the task's kind -- the first that can also be bound, when one that
+leaves a size unbound comes before it.  A
 manifest may state the kind (``"kind": "row_norm"`` or ``"kind": {"name": ..., "binding": {...},
 "params": {...}}``): that skips the guess, and is still checked against the reference -- a
 stated kind the reference does not bear out is an error naming ``$.kind``.
@@ -237,9 +238,9 @@ def _first_binding(task, probe) -> Match | None:
 def _same(m: Match, other: Match, probe) -> bool:
     """Whether ``other`` (found on ``probe``, another case) is ``m``: the kind, every parameter that
     is not a fitted real number (the op, the norm, the function, the edge mode, a window's size, a
-    stride ...), and each role bound
-    to the same parameter, or to sizes of the same value on ``probe`` (``B*T*C`` and ``B*C`` where
-    T is 1 there: that case cannot tell them apart, and the first one told)."""
+    stride ...), and each role bound to the same parameter, or to sizes of the same value on
+    ``probe`` (``B*T*C`` and ``B*C`` where T is 1 there: that case cannot tell them apart, and the
+    first one told)."""
     from kernel_forge.common import expressions
     from kernel_forge.common.errors import ExpressionError
 
