@@ -487,7 +487,7 @@ def find_gather(probe) -> Iterator[Match]:
 def _gathers_along_middle(probe, y, idx, got) -> Iterator[Match]:
     """An index_select along a middle axis: ``y[o, i, :] = table[o, index[i], :]`` with ``outer`` blocks
     of ``vocab`` rows in the table (torch.index_select(dim=1), candle's index_select with its left
-    size, ggml's get_rows over a batch of tables)."""
+    size)."""
     n = probe.sizes[idx]
     ids = probe.values[idx].astype(np.int64)
     if n == 0 or ids.min() < 0:

@@ -349,7 +349,7 @@ def propose_composite(attempts, task, *, candidate: Callable[[object], "Candidat
     measured = []
     for i, key in enumerate(winners):
         for _, m in groups[key]:
-            measured.append(Measured(f"{m.id}", member_defines(i, m.defines), m.median, m.band))
+            measured.append(Measured(m.id, member_defines(i, m.defines), m.median, m.band))
         tops[key] = min((a for a, _ in groups[key]), key=lambda a: a.score_us or math.inf)
     fitted = fit(measured, perf, floor=floor)
     if fitted is None or len({b.setting.defines[IMPL] for b in fitted.branches}) < 2:
