@@ -30,7 +30,7 @@ def test_a_row_norm_is_one_file_ending_in_the_task_s_own_entry_point_with_its_pa
         'extern "C" __global__ void __launch_bounds__(KF_THREADS)\n'
         "layernorm(const float* x, const float* gamma, const float* beta, float* y, int rows, int cols, float eps)\n{\n"
         "    kf_row_norm(x, nullptr, nullptr, gamma, beta, y, nullptr, nullptr, nullptr, ((long long)(rows)), (int)((long long)(cols)), "
-        "(float)(eps), (int)1LL, (int)1LL, (long long)(((long long)(cols))));\n}\n")
+        "(float)(eps), (int)1LL, (int)1LL, (long long)(((long long)(cols))), nullptr);\n}\n")
 
 
 def test_an_epsilon_no_parameter_carries_is_written_in_as_a_float_literal():
@@ -39,9 +39,9 @@ def test_an_epsilon_no_parameter_carries_is_written_in_as_a_float_literal():
                                       {"norm": "rms", "eps": 1e-6}))
     assert {"#define KF_RMS 1", "#define KF_HAS_W 0", "#define KF_HAS_B 0"} <= set(bound.source.splitlines())
     assert "kf_row_norm(x, nullptr, nullptr, nullptr, nullptr, y, nullptr, nullptr, nullptr, ((long long)(rows)), " \
-           "(int)((long long)(cols)), 1e-06f, (int)1LL, (int)1LL, (long long)(((long long)(cols))));" in bound.source
+           "(int)((long long)(cols)), 1e-06f, (int)1LL, (int)1LL, (long long)(((long long)(cols))), nullptr);" in bound.source
     [half] = instantiate(task, Match("row_norm", {**LAYERNORM, "eps": None}, {"norm": "layer", "eps": 0.5}))
-    assert "(int)((long long)(cols)), 0.5f, (int)1LL, (int)1LL, (long long)(((long long)(cols))));" in half.source
+    assert "(int)((long long)(cols)), 0.5f, (int)1LL, (int)1LL, (long long)(((long long)(cols))), nullptr);" in half.source
 
 
 def test_bf16_storage_brings_its_header_and_types_and_the_map_its_cuda_function():
