@@ -143,8 +143,9 @@ def test_crossover_pairs_the_best_with_a_distinct_runner_up(tmp_path, prompts):
     b = vector_add("pass 520", header="// kforge: tune BLOCK = [256]")
     gate = ScriptedGate(load_task(MANIFEST))
     gate.times_each_case = True
+    # (no settings per shape: a composite of a and b, each the faster on one case, would join the history)
     opt = new_run(tmp_path, gate=gate, proposer=ScriptedProposer([[a], [a.replace("    ", "  ")], [b], [a]]),
-                  max_iterations=4, crossover_every=1, search="greedy")
+                  max_iterations=4, crossover_every=1, search="greedy", dispatch=False)
     opt.run()
     # before each iteration: only the initial and the best (a0001) exist, then a0002 duplicates a0001
     assert [parents(c) for c in prompts] == [None, None, None, ("a0001", "a0003")]
@@ -152,6 +153,28 @@ def test_crossover_pairs_the_best_with_a_distinct_runner_up(tmp_path, prompts):
     last = prompts[-1]
     # parents not repeated, and the initial kernel not shown once a better one exists
     assert last["best"].id == "a0001" and [h.id for h in last["history"]] == []
+
+
+def test_two_kernels_each_faster_on_one_case_are_gated_as_one_file_a_kernel_per_shape(tmp_path):
+    """Issue 30: where a0001 wins n64M and a0003 n16M, the loop proposes the composite of the two
+    (kernel_forge.model.composite), gated whole, each performance case run with its own kernel."""
+    from kernel_forge.model.candidate import parse_candidate
+    from kernel_forge.model.composite import IMPL
+    from kernel_forge.search.dispatch_fit import COMPOSITE_DIRECTION
+
+    a = vector_add("pass 500", header="// kforge: tune BLOCK = [256]\n// fake-opt@n16M: BLOCK=1024")
+    b = vector_add("pass 520", header="// kforge: tune BLOCK = [256]")
+    gate = ScriptedGate(load_task(MANIFEST))
+    gate.times_each_case = True
+    opt = new_run(tmp_path, gate=gate, proposer=ScriptedProposer([[a], [b]]), max_iterations=2, search="greedy")
+    opt.run()
+    hist = read(opt.run_dir, "history.json")["attempts"]
+    [comp] = [h for h in hist if h["direction"] == COMPOSITE_DIRECTION]
+    assert comp["label"].startswith("composite(") and comp["dispatch"], comp
+    src = (opt.run_dir.path / comp["source_file"]).read_text()
+    cand = parse_candidate(src, name="composite.cu")
+    assert f"#if {IMPL} == 0" in src and len({b.defines[IMPL] for b in cand.dispatch.branches}) == 2
+    validate_all(opt.run_dir)
 
 
 def test_crossover_never_pairs_the_best_with_a_kernel_slower_on_every_case(tmp_path, prompts):
