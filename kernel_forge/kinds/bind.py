@@ -644,10 +644,18 @@ def _scan(w: _Writer) -> str:
     if w.match.params.get("dim") == "middle":       # over an axis that is not the last: a position per thread column
         w.template = "scan/scan_axis"
         return f"kf_axis_scan({x}, {y}, {', '.join(w.axis_walk())})"
+    totals = w.buffer("totals", required=False, default_type=w.types["y"])
+    w.defines["KF_TOTALS"] = int(totals != "nullptr")
+    if w.match.params.get("segment"):        # a scan of each tile of seg values (the last short), with its total
+        w.template = "scan/scan_rows"
+        n, seg = w.size("n"), int(w.match.params["segment"])
+        w.slots["ROWS"] = f"cdiv({w.launch_size('n')}, {seg})"
+        return f"kf_scan_rows({x}, {y}, ({n} + {seg - 1}) / {seg}, {seg}LL, {n}, {totals})"
     if per_row:                                   # a prefix sum of each row: a warp per row
         w.template = "scan/scan_rows"
         rows = w.rows_arg(w.role("x"))         # no rows parameter (cuda-samples' short scans): from gridDim
-        return f"kf_scan_rows({x}, {y}, {rows}, {w.size('cols')})"
+        cols = w.size("cols")
+        return f"kf_scan_rows({x}, {y}, {rows}, {cols}, {rows} * {cols}, {totals})"
     w.slots["N"] = w.launch_size("n")
     return f"kf_scan({x}, {y}, {w.size('n')})"
 

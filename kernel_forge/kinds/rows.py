@@ -779,6 +779,8 @@ def _segments(size: int, n_out: int, tried: set = frozenset()) -> list[int]:
 
 def find_scan(probe) -> Iterator[Match]:
     outs = probe.buffers(output=True, floating=None)
+    if len(outs) == 2:
+        yield from _scans_with_totals(probe, *outs)
     if len(outs) != 1:
         return
     y = outs[0]
@@ -809,3 +811,33 @@ def find_scan(probe) -> Iterator[Match]:
                     yield Match("scan", {"x": x, "y": y, **_axis_roles(probe, outer, mid, inner)},
                                 {"exclusive": exclusive, "per_row": False, "dim": "middle"})
     return
+
+
+def _scans_with_totals(probe, a: str, b: str) -> Iterator[Match]:
+    """A prefix sum of each tile of ``seg`` values of a flat array (the last tile short) that also writes
+    each tile's total: the first kernel of a multi-pass scan (GPU Gems 3's prescan with its block sums,
+    a block-wide CUB scan that leaves its aggregate), whose totals a second kernel scans and adds back.
+    ``seg`` is a power of two, as a block's tile is."""
+    y, totals = (a, b) if probe.sizes[a] > probe.sizes[b] else (b, a)
+    size, n_tot = probe.sizes[y], probe.sizes[totals]
+    if not 1 <= n_tot < size or probe.arg(y).in_out:
+        return
+    for x in probe.inputs_of(size, floating=None):
+        if x in (y, totals):
+            continue
+        v = probe.values[x].astype(np.float64)
+        for seg in _segments(size, n_tot):
+            tiles = np.zeros(n_tot * seg)
+            tiles[:size] = v
+            inc = np.cumsum(tiles.reshape(n_tot, seg), axis=1)
+            if not close(probe.outputs[totals], inc[:, -1], rtol=5e-3):
+                continue
+            found = False
+            for exclusive, pred in ((False, inc), (True, inc - tiles.reshape(n_tot, seg))):
+                if close(probe.outputs[y], pred.reshape(-1)[:size], rtol=5e-3) and not close(probe.outputs[y], v) \
+                        and _segments_hold(probe, x, totals, seg):
+                    found = True
+                    yield Match("scan", {"x": x, "y": y, "totals": totals, "n": param_for(probe, size)},
+                                {"exclusive": exclusive, "per_row": True, "segment": seg})
+            if found:
+                break              # one tile holds all (n <= seg): the least such tile says it

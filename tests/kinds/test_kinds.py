@@ -285,6 +285,9 @@ PUBLIC = {
     "cuApplyLayerNorm": ("row_norm", {"x": "vals", "y": "output_vals", "res": "skip", "pre_bias": "bias", "weight": "gamma",
                                       "bias": "beta", "sum": "skip_input_bias_add_output", "mean": "mean",
                                       "rstd": "inv_std_dev", "rows": "n1", "cols": "n2", "eps": "epsilon"}, {"norm": "layer"}),
+    # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
+    "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
+                {"exclusive": True, "per_row": True, "segment": 512}),
     "convolution2D_kernel": ("stencil2d", {"x": "A", "y": "B", "taps": None, "rows": "ni", "cols": "nj"},
                              {"k": 3, "edge": "clear", "taps": [0.2, 0.5, -0.8, -0.3, 0.6, -0.9, 0.4, 0.7, 0.1]}),
     # the rows only in the launch (candle's fast_sum): bound with the count read back from gridDim.x
@@ -568,7 +571,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "rope_theta", "scatter_add_rows", "llmc_encoder_backward", "argmax_f32", "reduce_rows_f32", "norm_f32",
             "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel", "is_u32_f32",
             "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms", "soft_max_back_f32",
-            "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm"]
+            "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -651,6 +654,30 @@ def test_a_sum_per_block_of_values_is_a_row_reduction_over_segments_the_last_one
     [bound] = instantiate(task, found.match)
     assert "// kforge: grid = [cdiv(cdiv((n), 512), RPB), 1, 1]" in bound.source
     assert "kf_row_reduction(g_idata, nullptr, nullptr, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)), 1LL, 512LL)" in bound.source
+
+
+def test_a_tile_scan_with_its_totals_binds_both_outputs_and_other_totals_match_nothing(tmp_path):
+    """The first pass of a multi-block scan: tiles of 512 scanned and each tile's total written.  The
+    bound pattern writes the totals from the tiles' carries; a kernel whose second output holds each
+    tile's maximum, or a scan over the whole array, is not this kind (the one-tile case alone cannot tell
+    a whole scan: it is found there and does not hold on the ragged case)."""
+    task = load_task(DATA / "prescan.json")
+    [bound] = instantiate(task, identify(task).match)
+    assert "#define KF_TOTALS 1" in bound.source and "// kforge: grid = [cdiv(cdiv((n), 512), RPB), 1, 1]" in bound.source
+    assert "kf_scan_rows(g_idata, g_odata, (((long long)(n)) + 511) / 512, 512LL, ((long long)(n)), g_blockSums)" \
+        in bound.source
+    maxima = ("def tile_max(g_odata, g_idata, g_blockSums, n):\n    import numpy as np\n"
+              "    prescan_block_sums(g_odata, g_idata, g_blockSums, n)\n    x = np.full(len(g_blockSums) * 512, -np.inf)\n"
+              "    x[:int(n)] = g_idata\n    g_blockSums[...] = x.reshape(-1, 512).max(axis=1)\n")
+    whole = ("def whole(g_odata, g_idata, g_blockSums, n):\n    import numpy as np\n"
+             "    prescan_block_sums(g_odata, g_idata, g_blockSums, n)\n"
+             "    g_odata[...] = np.cumsum(g_idata.astype(np.float64)) - g_idata\n")
+    for name, ref in (("tile_max", maxima), ("whole", whole)):
+        sub = tmp_path / name
+        sub.mkdir()
+        path = copy_task(sub, "prescan", lambda d, name=name: d.update(reference={"python": f"refs.py:{name}"}), ref)
+        found = identify(load_task(path))      # a whole scan is a tile's on one tile: it does not hold on two
+        assert found.match is None or found.match.kind != "scan" or "does not hold" in found.why, found.why
 
 
 def test_a_gather_plus_a_row_by_position_is_a_gather_with_a_position_table():

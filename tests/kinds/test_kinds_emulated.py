@@ -94,6 +94,8 @@ TASKS = {
                                                         [{"m": 3, "n": 900}, {"m": 2, "n": 37}]),
     DATA / "cuApplyLayerNorm.json": ({"WPR": 1, "RPB": 2, "ITEMS": 1, "STREAM": 1},
                                      [{"R": 3, "D": 900, "TY": 1}, {"R": 2, "D": 37, "TY": 1}]),
+    # tiles of 512 with their totals: the last tile short, one tile, tiles of a lane's items and not
+    DATA / "prescan.json": ({"RPB": 2, "ITEMS": 1}, [{"n": 1}, {"n": 512}, {"n": 2049}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x
     DATA / "fused_residual_bf16.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1}, [{"N": 3, "C": 900}]),
     DATA / "fused_residual_layernorm.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 1},

@@ -7,7 +7,13 @@
 // scans the lanes' totals with shuffles, and a running carry (the sum of the tiles before) moves
 // from tile to tile -- one read and one write per element, no shared memory, no atomics, the sums
 // taken in the same order every launch.  KF_EXCLUSIVE: y[i] = x[0] + ... + x[i-1].  Sums are kept
-// as kf_acc_t: float, or for KF_INT_SCAN the integer type of y (exact).
+// as kf_acc_t: float, or for KF_INT_SCAN the integer type of y (exact).  Rows of `cols` values, `n`
+// in all (the last row short where n < rows * cols: a scan of each block's tile of a flat array);
+// KF_TOTALS: each row's total also written to totals[row] (the block sums a multi-pass scan's first
+// kernel leaves for the next).
+#ifndef KF_TOTALS
+#define KF_TOTALS 0
+#endif
 #ifndef RPB
 #define RPB 4
 #endif
@@ -24,21 +30,23 @@
 #endif
 
 __device__ __forceinline__ void kf_scan_rows(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
-                                             long long rows, long long cols)
+                                             long long rows, long long cols, long long n,
+                                             kf_totals_t* __restrict__ totals)
 {
     const int lane = threadIdx.x & 31;
     const long long row = (long long)blockIdx.x * RPB + (threadIdx.x >> 5);
     if (row >= rows) return;
     const kf_x_t* xr = x + row * cols;
     kf_y_t* yr = y + row * cols;
+    const long long len = n - row * cols < cols ? n - row * cols : cols;
     kf_acc_t carry = (kf_acc_t)0;
-    for (long long t = 0; t < cols; t += 32 * ITEMS) {
+    for (long long t = 0; t < len; t += 32 * ITEMS) {
         const long long base = t + (long long)lane * ITEMS;
         kf_acc_t v[ITEMS];
         kf_acc_t run = (kf_acc_t)0;
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i) {
-            v[i] = (base + i < cols) ? KF_GET(xr + base + i) : (kf_acc_t)0;
+            v[i] = (base + i < len) ? KF_GET(xr + base + i) : (kf_acc_t)0;
             run += v[i];
         }
         kf_acc_t inc = run;                          // inclusive scan of the lanes' totals
@@ -52,8 +60,17 @@ __device__ __forceinline__ void kf_scan_rows(const kf_x_t* __restrict__ x, kf_y_
         for (int i = 0; i < ITEMS; ++i) {
             const kf_acc_t before = acc;
             acc += v[i];
-            if (base + i < cols) KF_PUT(yr + base + i, KF_EXCLUSIVE ? before : acc);
+            if (base + i < len) KF_PUT(yr + base + i, KF_EXCLUSIVE ? before : acc);
         }
         carry += __shfl_sync(0xffffffffu, inc, 31);
     }
+#if KF_TOTALS
+    if (lane == 0) {
+#if KF_INT_SCAN
+        totals[row] = (kf_totals_t)carry;
+#else
+        kf_st(totals + row, carry);
+#endif
+    }
+#endif
 }

@@ -1107,3 +1107,14 @@ def ort_skip_layernorm(output_vals, mean, inv_std_dev, vals, n1, n2, epsilon, ga
     skip_input_bias_add_output.reshape(n1, n2)[...] = s
     mean.reshape(n1)[...] = mu
     inv_std_dev.reshape(n1)[...] = inv
+
+
+def prescan_block_sums(g_odata, g_idata, g_blockSums, n):
+    """prescan: an exclusive prefix sum of each tile of 512 values (the last short), and each tile's total."""
+    n = int(n)
+    tiles = -(-n // 512)
+    x = np.zeros(tiles * 512)
+    x[:n] = g_idata.astype(np.float64)
+    inc = np.cumsum(x.reshape(tiles, 512), axis=1)
+    g_odata[...] = (inc.reshape(-1) - x)[:n]
+    g_blockSums[...] = inc[:, -1]
