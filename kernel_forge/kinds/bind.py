@@ -564,9 +564,14 @@ def _gather(w: _Writer) -> str:
             raise Unbindable("a gather along a middle axis is bound without a position table")
         w.slots["ROWS"] = f"({w.launch_size('outer')}) * ({w.launch_size('rows')})"
         rows = f"{w.size('outer')} * {w.size('rows')}"
-        return f"kf_gather({idx}, {table}, {pos}, {y}, {rows}, {w.size('cols')}, {period}, {w.size('rows')}, {w.size('vocab')})"
+        return (f"kf_gather({idx}, {table}, {pos}, {y}, {rows}, {w.size('cols')}, {period}, {w.size('rows')}, "
+                f"{w.size('vocab')}, 0LL)")
     rows = w.size("rows")
-    return f"kf_gather({idx}, {table}, {pos}, {y}, {rows}, {w.size('cols')}, {period}, {rows}, 0LL)"
+    zero = w.match.params.get("outside") == "zero"       # a share of a vocabulary: rows outside it written as zeros
+    w.defines["KF_ZERO_OUTSIDE"] = int(zero)
+    vocab = w.size("vocab") if zero else "0LL"
+    offset = w.size("offset") if w.role("offset") else "0LL"
+    return f"kf_gather({idx}, {table}, {pos}, {y}, {rows}, {w.size('cols')}, {period}, {rows}, {vocab}, {offset})"
 
 
 def _row_pick(w: _Writer) -> str:

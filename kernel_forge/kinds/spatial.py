@@ -461,11 +461,12 @@ def find_gather(probe) -> Iterator[Match]:
             if table in (idx, y) or probe.sizes[table] % dim:
                 continue
             vocab = probe.sizes[table] // dim
-            if ids.min() < 0 or ids.max() >= vocab:
-                continue
-            picked = probe.values[table].reshape(vocab, dim)[ids]
             rows = param_for(probe, n)
             binding = {"y": y, "index": idx, "table": table, "rows": rows, "cols": param_for(probe, dim, avoid=(rows,))}
+            if ids.min() < 0 or ids.max() >= vocab:
+                yield from _vocabulary_shares(probe, binding, ids, vocab, dim, got)
+                continue
+            picked = probe.values[table].reshape(vocab, dim)[ids]
             if close(got, picked.reshape(-1)):
                 yield Match("gather", binding, {})
                 continue
@@ -480,8 +481,37 @@ def find_gather(probe) -> Iterator[Match]:
                     if close(got, added.reshape(-1)) and param_for(probe, period) is not None:
                         yield Match("gather", {**binding, "pos": pos, "period": param_for(probe, period)}, {})
                         break
+                else:
+                    continue
+                break
+            else:
+                yield from _vocabulary_shares(probe, binding, ids, vocab, dim, got, plain=False)
         yield from _gathers_along_middle(probe, y, idx, got)
     return
+
+
+def _vocabulary_shares(probe, binding: dict, ids: np.ndarray, vocab: int, dim: int, got: np.ndarray,
+                       plain: bool = True) -> Iterator[Match]:
+    """An embedding split across GPUs (TensorRT-LLM's lookup, Megatron's vocabulary-parallel embedding):
+    the table holds rows ``offset .. offset + vocab - 1`` of the vocabulary, a token inside them takes
+    row ``index - offset`` and one outside writes a row of zeros (the shares are summed after).
+    ``offset`` an integer parameter (or none: indices past the table's rows give zeros); ``plain``:
+    whether an offset of 0 is to be tried (not when every index was inside and the plain gather failed)."""
+    table = probe.values[binding["table"]].reshape(vocab, dim)
+    used = {binding["rows"], binding["cols"]}
+    for off_name, off in [(None, 0), *((k, v) for k, v in probe.int_scalars().items() if k not in used)]:
+        if off_name is None and not plain:
+            continue
+        shifted = ids - off
+        inside = (shifted >= 0) & (shifted < vocab)
+        if not inside.any():
+            continue
+        want = np.where(inside[:, None], table[np.clip(shifted, 0, vocab - 1)], 0.0)
+        if not close(got, want.reshape(-1)):
+            continue
+        size = param_for(probe, vocab, avoid=(*used, off_name))
+        if size is not None:
+            yield Match("gather", {**binding, "offset": off_name, "vocab": size}, {"outside": "zero"})
 
 
 def _gathers_along_middle(probe, y, idx, got) -> Iterator[Match]:

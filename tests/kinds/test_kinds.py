@@ -285,6 +285,9 @@ PUBLIC = {
     "cuApplyLayerNorm": ("row_norm", {"x": "vals", "y": "output_vals", "res": "skip", "pre_bias": "bias", "weight": "gamma",
                                       "bias": "beta", "sum": "skip_input_bias_add_output", "mean": "mean",
                                       "rstd": "inv_std_dev", "rows": "n1", "cols": "n2", "eps": "epsilon"}, {"norm": "layer"}),
+    # TensorRT-LLM's lookup: this GPU's share of the vocabulary from `offset` on, zeros for a token outside it
+    "lookup_kernel": ("gather", {"y": "output", "index": "input", "table": "weight", "rows": "token_num",
+                                 "cols": "n_embed", "offset": "offset", "vocab": "size"}, {"outside": "zero"}),
     # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
     "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
                 {"exclusive": True, "per_row": True, "segment": 512}),
@@ -571,7 +574,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "rope_theta", "scatter_add_rows", "llmc_encoder_backward", "argmax_f32", "reduce_rows_f32", "norm_f32",
             "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel", "is_u32_f32",
             "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms", "soft_max_back_f32",
-            "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan"]
+            "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -678,6 +681,22 @@ def test_a_tile_scan_with_its_totals_binds_both_outputs_and_other_totals_match_n
         path = copy_task(sub, "prescan", lambda d, name=name: d.update(reference={"python": f"refs.py:{name}"}), ref)
         found = identify(load_task(path))      # a whole scan is a tile's on one tile: it does not hold on two
         assert found.match is None or found.match.kind != "scan" or "does not hold" in found.why, found.why
+
+
+def test_a_share_of_a_vocabulary_writes_zeros_outside_it_and_a_clamped_lookup_is_not_one(tmp_path):
+    """TensorRT-LLM's lookup: row token - offset where the token is in this GPU's share, zeros
+    elsewhere (bound with KF_ZERO_OUTSIDE and the offset passed); a reference that clamps the row
+    instead matches no gather."""
+    task = load_task(DATA / "lookup_kernel.json")
+    [bound] = instantiate(task, identify(task).match)
+    assert "#define KF_ZERO_OUTSIDE 1" in bound.source
+    assert "((long long)(size)), ((long long)(offset)))" in bound.source
+    clamped = ("def clamped(output, input, weight, token_num, offset, size, n_embed):\n    import numpy as np\n"
+               "    ids = np.clip(input.astype(np.int64) - int(offset), 0, int(size) - 1)\n"
+               "    output[...] = weight.reshape(int(size), -1)[ids].reshape(output.shape)\n")
+    path = copy_task(tmp_path, "lookup_kernel", lambda d: d.update(reference={"python": "refs.py:clamped"}), clamped)
+    found = identify(load_task(path))
+    assert found.match is None or found.match.kind != "gather", found.match.describe()
 
 
 def test_a_gather_plus_a_row_by_position_is_a_gather_with_a_position_table():

@@ -12,6 +12,9 @@
 // negative index (a padding token) writes nothing.  KF_SCATTER_ADD: added instead, by atomics
 // (index_add_, an embedding's gradient, a GNN's scatter-sum), so the order of the sums is not fixed;
 // with KF_HAS_POS each source row is also added into row `row mod period` of the position output.
+// `offset`: the table holds rows offset .. offset + vocab - 1 of a vocabulary (one GPU's share of an
+// embedding split across GPUs, TensorRT-LLM's lookup); KF_ZERO_OUTSIDE: a row whose index falls
+// outside the table is written as zeros (where the output is summed over the GPUs' shares).
 #ifndef TPR
 #define TPR 64
 #endif
@@ -24,6 +27,9 @@
 #endif
 #ifndef KF_SCATTER_ADD
 #define KF_SCATTER_ADD 0
+#endif
+#ifndef KF_ZERO_OUTSIDE
+#define KF_ZERO_OUTSIDE 0
 #endif
 
 // a store of the copy, or with KF_SCATTER_ADD (fp32 y) an atomic add: rows an index names twice add up
@@ -79,13 +85,18 @@ __device__ __forceinline__ void kf_gather_step(const kf_table_t* __restrict__ sr
 // along a middle axis) row o * nidx + i uses index[i] within block o of vocab table (or y) rows
 __device__ __forceinline__ void kf_gather(const kf_index_t* __restrict__ index, const kf_table_t* __restrict__ table,
                                           const kf_pos_t* __restrict__ pos, kf_y_t* __restrict__ y, long long rows,
-                                          long long cols, long long period, long long nidx, long long vocab)
+                                          long long cols, long long period, long long nidx, long long vocab,
+                                          long long offset)
 {
     const long long row = (long long)blockIdx.x * RPB + threadIdx.x / TPR;
     const int t = threadIdx.x % TPR;
     if (row >= rows) return;
     const long long o = row / nidx;
-    const long long id = (long long)index[row - o * nidx];
+    const long long id = (long long)index[row - o * nidx] - offset;
+    if (KF_ZERO_OUTSIDE && (id < 0 || id >= vocab)) {
+        for (long long j = t; j < cols; j += TPR) kf_st(y + row * cols + j, 0.0f);
+        return;
+    }
     if (id < 0) return;
     const long long at = o * vocab + id;
     const kf_table_t* __restrict__ src = table + (KF_SCATTER ? row : at) * cols;

@@ -1118,3 +1118,11 @@ def prescan_block_sums(g_odata, g_idata, g_blockSums, n):
     inc = np.cumsum(x.reshape(tiles, 512), axis=1)
     g_odata[...] = (inc.reshape(-1) - x)[:n]
     g_blockSums[...] = inc[:, -1]
+
+
+def trtllm_lookup(output, input, weight, token_num, offset, size, n_embed):
+    """lookup_kernel: rows offset .. offset + size - 1 of a vocabulary; zeros for a token outside them."""
+    ids = input.astype(np.int64) - int(offset)
+    inside = (ids >= 0) & (ids < int(size))
+    rows = weight.reshape(int(size), int(n_embed))[np.clip(ids, 0, int(size) - 1)]
+    output[...] = np.where(inside[:, None], rows, 0.0).reshape(output.shape)
