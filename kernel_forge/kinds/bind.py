@@ -273,12 +273,20 @@ def _row_softmax(w: _Writer) -> str:
     w.defines.update(KF_LOG=int(bool(w.match.params.get("log"))), KF_CAUSAL=int(bool(w.match.params.get("causal"))),
                      KF_XENT=int(bool(w.match.params.get("xent"))), KF_HAS_BIAS=int(bias != "nullptr"))
     scale = _softmax_scale(w)
-    # a bias of several rows broadcast: row r adds the bias's row r / group ("div") or r % group ("mod")
+    # a bias of several rows broadcast: row r adds the bias's row r / group ("div"), r % group ("mod"), or
+    # r % group + (r / (heads * group)) * group ("heads": a [B, 1, Tq, Tk] mask over each batch's heads)
     group = w.size("bias_group") if w.role("bias_group") else "1LL"
-    bdiv, bmod = {"div": (group, "0x7fffffffffffffffLL"), "mod": ("1LL", group)}.get(w.match.params.get("bias_rows"),
-                                                                                     ("1LL", "1LL"))
+    never = "0x7fffffffffffffffLL"
+    mode = w.match.params.get("bias_rows")
+    bdiv, bmod, bblk = {"div": (group, never, never), "mod": ("1LL", group, never),
+                        "heads": ("1LL", group, f"{w.size('bias_heads')} * {group}") if mode == "heads" else None
+                        }.get(mode, ("1LL", "1LL", never))
+    fill = w.match.params.get("mask_fill")
+    w.defines["KF_MASK_KEEP"] = int(bool(fill))
+    if fill:
+        w.defines["KF_MASK_FILL"] = f"({float(fill)!r}f)"
     return (f"kf_row_softmax({x}, {index}, {bias}, {y}, {rows}, (int){w.size('cols')}, {scale}, "
-            f"{_row_stride(w, w.size('cols'))}, {bdiv}, {bmod})")
+            f"{_row_stride(w, w.size('cols'))}, {bdiv}, {bmod}, {bblk})")
 
 
 def _softmax_backward(w: _Writer) -> str:

@@ -290,15 +290,16 @@ def find_row_softmax(probe) -> Iterator[Match]:
         if rows % cols == 0:
             masks.append(np.arange(cols)[None, :] > (np.arange(rows) % cols)[:, None])
         biases = _softmax_biases(probe, x, y, rows, cols)
+        plain = [(m, (None, None, None, None), None) for m in masks]
         for scale, sv, div in scales:
-            for mask, (bias, brows, group) in [(m, (None, None, None)) for m in masks] + [(None, b) for b in biases]:
+            for mask, (bias, brows, group, heads), fill in plain + [(None, b, f) for b in biases for f in MASK_FILLS]:
                 if mask is None and bias is None and scale is not None and sv == 1.0:
                     continue
                 v = probe.values[x].reshape(rows, cols) * sv
                 if bias is not None:
-                    b = probe.values[bias].reshape(-1, cols)
-                    v = v + (b[np.arange(rows) // group] if brows == "div" else b[np.arange(rows) % group]
-                             if brows == "mod" else b[0][None, :])
+                    b = probe.values[bias].reshape(-1, cols).astype(np.float64)
+                    b = b if fill is None else (1.0 - b) * fill
+                    v = v + b[_bias_rows(rows, brows, group, heads)]
                 if mask is not None:
                     v = np.where(mask, -np.inf, v)
                 m = v - v.max(axis=1, keepdims=True)
@@ -313,8 +314,10 @@ def find_row_softmax(probe) -> Iterator[Match]:
                             binding["bias"] = bias
                         if brows:
                             binding["bias_group"] = param_for(probe, group)
+                        if heads:
+                            binding["bias_heads"] = param_for(probe, heads)
                         params = {"log": log, **({"causal": True} if mask is not None else {}), **div,
-                                  **({"bias_rows": brows} if brows else {})}
+                                  **({"bias_rows": brows} if brows else {}), **({"mask_fill": fill} if fill else {})}
                         yield Match("row_softmax", binding, params)
     yield from _axis_softmaxes(probe, scales)
     yield from _cross_entropies(probe, scales)
@@ -350,21 +353,45 @@ def _softmax_backwards(probe) -> Iterator[Match]:
                         yield Match("row_softmax", binding, {"log": log, "backward": True})
 
 
-def _softmax_biases(probe, x, y, rows, cols) -> list[tuple[str, str | None, int | None]]:
-    """Additive masks a softmax's rows may add, (buffer, how its rows map, group): one value per column
-    (None: every row adds the one row); a matrix of k rows broadcast, row r adding row r / (rows / k)
+#: how a bias may be a keep-mask m (1 where a key is seen): None (added as it is), or (1 - m) * fill --
+#: BERT's -10000 (FasterTransformer, the original BERT), -1e9, and float32's lowest (HF's finfo.min)
+MASK_FILLS = (None, -10000.0, -1e9, float(np.finfo(np.float32).min))
+
+
+def _bias_rows(rows: int, mode: str | None, group: int | None, heads: int | None) -> np.ndarray:
+    """The bias row each of the softmax's rows adds (see :func:`_softmax_biases`)."""
+    r = np.arange(rows)
+    if mode == "div":
+        return r // group
+    if mode == "mod":
+        return r % group
+    if mode == "heads":
+        return r % group + r // (heads * group) * group
+    return np.zeros(rows, dtype=np.int64)
+
+
+def _softmax_biases(probe, x, y, rows, cols) -> list[tuple[str, str | None, int | None, int | None]]:
+    """Additive masks a softmax's rows may add, (buffer, how its rows map, group, heads): one value per
+    column (None: every row adds the one row); a matrix of k rows broadcast, row r adding row r / (rows / k)
     ("div": a key-padding mask per batch over its heads and queries, HF BERT's) or row r % k ("mod": a
-    mask per position over the batches), the group a parameter's value."""
+    mask per position over the batches), the group a parameter's value; or a [B, 1, Tq, Tk] mask over
+    each batch's heads ("heads": scores [B, H, Tq, Tk], row r adding row r % Tq + r / (H * Tq) * Tq, as
+    FasterTransformer's softmax reads its attention mask), Tq a parameter's value."""
     out = []
     for b in probe.inputs_of(floating=True):
         if b in (x, y) or probe.sizes[b] % cols:
             continue
         k = probe.sizes[b] // cols
         if k == 1:
-            out.append((b, None, None))
+            out.append((b, None, None, None))
         elif 1 < k < rows and rows % k == 0:
-            out += [(b, mode, group) for mode, group in (("div", rows // k), ("mod", k))
+            out += [(b, mode, group, None) for mode, group in (("div", rows // k), ("mod", k))
                     if param_for(probe, group) is not None]
+            heads = rows // k
+            if param_for(probe, heads) is None:
+                continue
+            for q in sorted({v for v in probe.int_scalars().values() if 1 < v < k and k % v == 0}):
+                out.append((b, "heads", q, heads))
     return out
 
 

@@ -288,6 +288,11 @@ PUBLIC = {
     # TensorRT-LLM's lookup: this GPU's share of the vocabulary from `offset` on, zeros for a token outside it
     "lookup_kernel": ("gather", {"y": "output", "index": "input", "table": "weight", "rows": "token_num",
                                  "cols": "n_embed", "offset": "offset", "vocab": "size"}, {"outside": "zero"}),
+    # FasterTransformer's BERT softmax: a keep-mask [B, T, T] shared by the heads, added as (1 - m) * -10000
+    "softmax_kernel": ("row_softmax", {"x": "qk_buf_", "y": "qk_buf_", "rows": "batch_size*head_num*seq_len",
+                                       "cols": "seq_len", "scale": "scalar", "bias": "attr_mask", "bias_group": "seq_len",
+                                       "bias_heads": "head_num"},
+                       {"log": False, "bias_rows": "heads", "mask_fill": -10000.0}),
     # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
     "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
                 {"exclusive": True, "per_row": True, "segment": 512}),
@@ -574,7 +579,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "rope_theta", "scatter_add_rows", "llmc_encoder_backward", "argmax_f32", "reduce_rows_f32", "norm_f32",
             "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel", "is_u32_f32",
             "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms", "soft_max_back_f32",
-            "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel"]
+            "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel", "softmax_kernel"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -697,6 +702,34 @@ def test_a_share_of_a_vocabulary_writes_zeros_outside_it_and_a_clamped_lookup_is
     path = copy_task(tmp_path, "lookup_kernel", lambda d: d.update(reference={"python": "refs.py:clamped"}), clamped)
     found = identify(load_task(path))
     assert found.match is None or found.match.kind != "gather", found.match.describe()
+
+
+@pytest.mark.parametrize("fill", [-10000.0, -1e9, float(np.finfo(np.float32).min)])
+def test_a_keep_mask_is_added_as_one_minus_it_times_its_fill_and_a_plain_additive_mask_is_not(tmp_path, fill):
+    """BERT's (1 - m) * -10000, and the larger fills (-1e9, HF's finfo.min), are read as a keep-mask (any fill
+    that far down gives the same probabilities wherever a row sees a key); the same mask added as it is,
+    is a plain additive bias (no mask_fill)."""
+    ref = ("def filled(qk_buf_, attr_mask, batch_size, head_num, seq_len, scalar):\n    import numpy as np\n"
+           "    B, H, T = int(batch_size), int(head_num), int(seq_len)\n"
+           f"    m = attr_mask.reshape(B, 1, T, T).astype(np.float64)\n    fill = {fill!r}\n"
+           "    a = qk_buf_.reshape(B, H, T, T) * float(scalar) + (m if fill == 0 else (1.0 - m) * fill)\n"
+           "    e = np.exp(a - a.max(axis=-1, keepdims=True))\n"
+           "    qk_buf_[...] = (e / e.sum(axis=-1, keepdims=True)).reshape(qk_buf_.shape)\n")
+    path = copy_task(tmp_path, "softmax_kernel", lambda d: d.update(reference={"python": "refs.py:filled"}), ref)
+    task = load_task(path)
+    found = identify(task)
+    check_match(found, "row_softmax", {"bias": "attr_mask", "bias_group": "seq_len", "bias_heads": "head_num"},
+                {"bias_rows": "heads"})
+    got = found.match.params["mask_fill"]
+    assert got == fill or (fill < -1e4 and got <= -1e4), got
+    [bound] = instantiate(task, found.match)
+    assert "#define KF_MASK_KEEP 1" in bound.source and f"#define KF_MASK_FILL ({got!r}f)" in bound.source
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    path = copy_task(plain, "softmax_kernel", lambda d: d.update(reference={"python": "refs.py:filled"}),
+                     ref.replace(f"fill = {fill!r}", "fill = 0"))
+    m = identify(load_task(path)).match
+    assert m is not None and m.params.get("bias_rows") == "heads" and "mask_fill" not in m.params, m
 
 
 def test_a_gather_plus_a_row_by_position_is_a_gather_with_a_position_table():

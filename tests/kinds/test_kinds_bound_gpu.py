@@ -41,7 +41,7 @@ TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     "rope_theta", "scatter_add_rows", "llmc_encoder_backward", "argmax_f32", "reduce_rows_f32", "norm_f32",
     "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel", "is_u32_f32",
     "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms",
-    "soft_max_back_f32", "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel")),
+    "soft_max_back_f32", "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel", "softmax_kernel")),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json",
     ROOT / "bench" / "wild" / "cs_convolution_rows" / "cs_convolution_rows.json",
     ROOT / "bench" / "wild" / "cs_convolution_cols" / "cs_convolution_cols.json",

@@ -96,6 +96,8 @@ TASKS = {
                                      [{"R": 3, "D": 900, "TY": 1}, {"R": 2, "D": 37, "TY": 1}]),
     # a share of a vocabulary: zeros outside it, 4 at a time and one at a time
     DATA / "lookup_kernel.json": ({"TPR": 32, "RPB": 2}, [{"T": 9, "D": 4100, "V": 10, "off": 1000}]),
+    # a keep-mask shared by the heads: rows 4 at a time and one at a time, two warps a row
+    DATA / "softmax_kernel.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"B": 2, "H": 3, "T": 256}]),
     # tiles of 512 with their totals: the last tile short, one tile, tiles of a lane's items and not
     DATA / "prescan.json": ({"RPB": 2, "ITEMS": 1}, [{"n": 1}, {"n": 512}, {"n": 2049}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x

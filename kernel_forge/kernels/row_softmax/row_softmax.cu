@@ -12,7 +12,10 @@
 // memory, fixed order); one read and one write per element.  KF_LOG: y = x - max - log(sum).
 // The row is `xscale` * x (attention's 1 / sqrt(d); 1 for a plain softmax), plus bias[col] where
 // KF_HAS_BIAS (an additive mask of one value per column), or a row of a bias matrix broadcast: row r
-// adds the bias's row (r / bdiv) % bmod (a key-padding mask per batch over its heads and queries).  KF_CAUSAL: rows come in
+// adds the bias's row (r / bdiv) % bmod + (r / bblk) * bmod (a key-padding mask per batch over its
+// heads and queries; a [B, 1, Tq, Tk] mask over the heads: bdiv 1, bmod Tq, bblk heads * Tq).
+// KF_MASK_KEEP: the bias holds a keep-mask m, 1 where a key is seen, and adds
+// (1 - m) * KF_MASK_FILL (BERT's (1 - mask) * -10000, as FasterTransformer's softmax reads it).  KF_CAUSAL: rows come in
 // blocks of cols (attention's T x T scores), and row r sees columns 0 .. r % cols only: the others
 // count as -inf (written 0, or -inf for log-softmax).
 // Rows longer than the registers hold are streamed twice.  KF_XENT: a cross-entropy from logits,
@@ -32,6 +35,14 @@
 #ifndef KF_CAUSAL
 #define KF_CAUSAL 0
 #endif
+#ifndef KF_MASK_KEEP
+#define KF_MASK_KEEP 0
+#endif
+#if KF_MASK_KEEP
+#define KF_BIAS(v) ((1.0f - (v)) * (KF_MASK_FILL))
+#else
+#define KF_BIAS(v) (v)
+#endif
 #define KF_THREADS (32 * WPR * RPB)
 #define TPR (32 * WPR)
 #define VPT (4 * ITEMS)
@@ -41,7 +52,7 @@
 __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, const kf_index_t* __restrict__ index,
                                                const kf_bias_t* __restrict__ bias, kf_y_t* __restrict__ y,
                                                long long rows, int cols, float xscale, long long ldx,
-                                               long long bdiv, long long bmod)
+                                               long long bdiv, long long bmod, long long bblk)
 {
 #if WPR > 1
     __shared__ float part_m[RPB][WPR];
@@ -58,7 +69,8 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
     kf_y_t* __restrict__ yr = y + (KF_XENT ? 0 : off);
     // the bias row of this row: (row / bdiv) % bmod of the bias's rows (one row for all: a mask per
     // column; a batch's row broadcast over its heads and queries; a position's row over the batches)
-    const kf_bias_t* __restrict__ br = bias + (KF_HAS_BIAS ? ((valid ? row : 0) / bdiv) % bmod * (long long)cols : 0);
+    const long long brow = valid ? row : 0;
+    const kf_bias_t* __restrict__ br = bias + (KF_HAS_BIAS ? ((brow / bdiv) % bmod + (brow / bblk) * bmod) * (long long)cols : 0);
     const bool vec = (cols & 3) == 0 && (ldx & 3) == 0 && kf_aligned4(x) && (KF_XENT || kf_aligned4(y)) && kf_aligned4(bias);
 
     float v[VPT];
@@ -71,10 +83,10 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
                 if (j < ncols) {
                     q = STREAM ? kf_lds4(xr + j) : kf_ld4(xr + j);
                     const float4 b = KF_HAS_BIAS ? kf_ld4(br + j) : make_float4(0.f, 0.f, 0.f, 0.f);
-                    q.x = j < nvalid ? q.x * xscale + b.x : KF_NEG_INF;
-                    q.y = j + 1 < nvalid ? q.y * xscale + b.y : KF_NEG_INF;
-                    q.z = j + 2 < nvalid ? q.z * xscale + b.z : KF_NEG_INF;
-                    q.w = j + 3 < nvalid ? q.w * xscale + b.w : KF_NEG_INF;
+                    q.x = j < nvalid ? q.x * xscale + (KF_HAS_BIAS ? KF_BIAS(b.x) : 0.0f) : KF_NEG_INF;
+                    q.y = j + 1 < nvalid ? q.y * xscale + (KF_HAS_BIAS ? KF_BIAS(b.y) : 0.0f) : KF_NEG_INF;
+                    q.z = j + 2 < nvalid ? q.z * xscale + (KF_HAS_BIAS ? KF_BIAS(b.z) : 0.0f) : KF_NEG_INF;
+                    q.w = j + 3 < nvalid ? q.w * xscale + (KF_HAS_BIAS ? KF_BIAS(b.w) : 0.0f) : KF_NEG_INF;
                 }
                 v[4 * i + 0] = q.x;
                 v[4 * i + 1] = q.y;
@@ -85,7 +97,7 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
 #pragma unroll
             for (int i = 0; i < VPT; ++i) {
                 const int j = base + t + i * TPR;
-                v[i] = (j < nvalid) ? kf_ld(xr + j) * xscale + (KF_HAS_BIAS ? kf_ld(br + j) : 0.0f) : KF_NEG_INF;
+                v[i] = (j < nvalid) ? kf_ld(xr + j) * xscale + (KF_HAS_BIAS ? KF_BIAS(kf_ld(br + j)) : 0.0f) : KF_NEG_INF;
             }
         }
     };
@@ -166,7 +178,7 @@ __device__ __forceinline__ void kf_row_softmax(const kf_x_t* __restrict__ x, con
         row_pair(M, S);
         if (valid && t == 0) {
             const long long c = (long long)index[row];
-            kf_st(y + row, M + logf(S) - (kf_ld(xr + c) * xscale + (KF_HAS_BIAS ? kf_ld(br + c) : 0.0f)));
+            kf_st(y + row, M + logf(S) - (kf_ld(xr + c) * xscale + (KF_HAS_BIAS ? KF_BIAS(kf_ld(br + c)) : 0.0f)));
         }
         return;
     }

@@ -1126,3 +1126,12 @@ def trtllm_lookup(output, input, weight, token_num, offset, size, n_embed):
     inside = (ids >= 0) & (ids < int(size))
     rows = weight.reshape(int(size), int(n_embed))[np.clip(ids, 0, int(size) - 1)]
     output[...] = np.where(inside[:, None], rows, 0.0).reshape(output.shape)
+
+
+def ft_softmax_kernel(qk_buf_, attr_mask, batch_size, head_num, seq_len, scalar):
+    """FasterTransformer's softmax_kernel: softmax(scalar * qk + (1 - mask) * -10000), the [B, T, T] mask over the heads."""
+    B, H, T = int(batch_size), int(head_num), int(seq_len)
+    m = attr_mask.reshape(B, 1, T, T).astype(np.float64)
+    a = qk_buf_.reshape(B, H, T, T).astype(np.float64) * float(scalar) + (1.0 - m) * -10000.0
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    qk_buf_[...] = (e / e.sum(axis=-1, keepdims=True)).reshape(qk_buf_.shape)
