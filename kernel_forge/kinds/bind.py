@@ -796,8 +796,13 @@ def _transpose(w: _Writer) -> str:
         ys += ["nullptr"] * (4 - parts)
         part = w.size("part") if parts > 1 else "1LL"
         w.defines["KF_PARTS"] = parts
+        bias = w.buffer("bias", required=False)         # added as values move (attention's q, k, v biases)
+        w.defines["KF_BIAS"] = int(bias != "nullptr")
+        if bias != "nullptr" and any(w.types[r] not in _CTYPES.values() for r in ("x", "bias")):
+            raise Unbindable("a permute that adds a bias is bound for float32, float16 and bfloat16 values")
+        blen = w.size("bias_len") if bias != "nullptr" else "1LL"
         return (f"kf_permute_rows({x}, {', '.join(ys)}, {w.size('rows')}, {mid_size}, {w.size('cols')}, "
-                f"{w.size('inner')}, {part})")
+                f"{w.size('inner')}, {part}, {bias}, {blen})")
     # a middle axis between the swapped ones (none after): one strided matrix a position, on the grid's z
     w.slots["BATCH"] = " * ".join(f"({w.launch_size(r)})" for r, on in (("outer", outer), ("mid", mid)) if on) or "1"
     return f"kf_transpose({x}, {y}, {w.size('rows')}, {w.size('cols')}, {w.size('mid') if mid else '1LL'})"

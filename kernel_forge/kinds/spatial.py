@@ -357,13 +357,35 @@ def find_transpose(probe) -> Iterator[Match]:
             if rows > 1 and cols > 1 and close(probe.outputs[y], probe.values[x].reshape(rows, cols).T.reshape(-1)):
                 r = param_for(probe, rows)
                 yield Match("transpose", {"x": x, "y": y, "rows": r, "cols": param_for(probe, cols, avoid=(r,))}, {})
-        for outer, rows, mid, cols, inner in _axis_swaps(probe, x, y):
-            binding = {"x": x, "y": y}
-            for role, value in (("outer", outer), ("rows", rows), ("mid", mid), ("cols", cols), ("inner", inner)):
-                binding[role] = param_for(probe, value) if value > 1 else None
-            if all(binding[r] for r, v in (("outer", outer), ("mid", mid), ("inner", inner)) if v > 1):
-                yield Match("transpose", binding, {})       # (a size no parameter carries could not be bound)
+        for bias, values in _permute_biases(probe, x, y):
+            for outer, rows, mid, cols, inner in _axis_swaps(probe, x, y, values=values):
+                binding = {"x": x, "y": y}
+                if bias:
+                    binding.update(bias=bias, bias_len=param_for(probe, probe.sizes[bias]))
+                    if inner == 1 or binding["bias_len"] is None:
+                        continue                            # a bias is added to runs that move whole
+                for role, value in (("outer", outer), ("rows", rows), ("mid", mid), ("cols", cols), ("inner", inner)):
+                    binding[role] = param_for(probe, value) if value > 1 else None
+                if all(binding[r] for r, v in (("outer", outer), ("mid", mid), ("inner", inner)) if v > 1):
+                    yield Match("transpose", binding, {})       # (a size no parameter carries could not be bound)
     return
+
+
+def _permute_biases(probe, x: str, y: str) -> Iterator[tuple[str | None, np.ndarray | None]]:
+    """(bias, x's values with it added) for a permute that adds a bias first: none, then each float input of
+    fewer values that x's size is a multiple of, added along x's last values (bias[i % len]: attention's
+    q, k, v biases added as the heads are permuted, FasterTransformer's add_QKV_bias_transpose, ONNX
+    Runtime's AddBiasTranspose: over a split input's parts, one bias of q, k and v's together)."""
+    yield None, None
+    if not probe.arg(x).param.dtype.is_float:
+        return
+    size = probe.sizes[x]
+    for b in probe.inputs_of(floating=True):
+        n = probe.sizes[b]
+        if b in (x, y) or not 1 < n < size or size % n:
+            continue
+        with np.errstate(all="ignore"):
+            yield b, (probe.values[x].reshape(-1, n) + probe.values[b][None, :]).reshape(-1)
 
 
 def _split_permutes(probe, outs: list[str]) -> Iterator[Match]:
@@ -378,9 +400,10 @@ def _split_permutes(probe, outs: list[str]) -> Iterator[Match]:
     case = probe.inputs.case
     for x in probe.inputs_of(size * parts, floating=None):
         shape = [int(v) for v in probe.task.shape(probe.arg(x), case)]
-        for axis in (i for i, n in enumerate(shape) if n == parts):
+        for axis, bias, values in ((a, b, v) for a, n in enumerate(shape) if n == parts
+                                   for b, v in _permute_biases(probe, x, outs[0])):
             before, after = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
-            split = probe.values[x].reshape(before, parts, after)
+            split = (probe.values[x] if values is None else values).reshape(before, parts, after)
             part_shape = shape[:axis] + shape[axis + 1:]
             swaps = None
             for j, y in enumerate(outs):
@@ -395,6 +418,12 @@ def _split_permutes(probe, outs: list[str]) -> Iterator[Match]:
                 for role, value in (("outer", outer), ("rows", rows), ("mid", mid), ("cols", cols), ("inner", inner)):
                     binding[role] = param_for(probe, value) if value > 1 else None
                 binding["part"] = param_for(probe, after)
+                if bias:                 # its length a parameter's, or the parts' (q, k and v's biases in one)
+                    n = probe.sizes[bias]
+                    binding.update(bias=bias, bias_len=param_for(probe, n) or (
+                        f"{parts}*{binding['part']}" if binding["part"] and n == parts * after else None))
+                    if binding["bias_len"] is None:
+                        continue
                 if binding["part"] and all(binding[r] for r, v in (("outer", outer), ("mid", mid), ("inner", inner))
                                            if v > 1):
                     yield Match("transpose", binding, {"parts": parts})

@@ -293,6 +293,14 @@ PUBLIC = {
                                        "cols": "seq_len", "scale": "scalar", "bias": "attr_mask", "bias_group": "seq_len",
                                        "bias_heads": "head_num"},
                        {"log": False, "bias_rows": "heads", "mask_fill": -10000.0}),
+    # attention's biases added as the heads are permuted: FasterTransformer's fused QKV (split into q, k, v,
+    # one bias of all three) and one tensor's (ONNX Runtime's AddBiasTranspose, sizes as parameters)
+    "add_fusedQKV_bias_transpose_kernel": ("transpose", {"x": "QKV", "y": "q_buf", "y1": "k_buf", "y2": "v_buf",
+                                                         "outer": "batch_size", "rows": "seq_len", "cols": "head_num",
+                                                         "inner": "size_per_head", "bias": "qkv_bias",
+                                                         "bias_len": "3*head_num*size_per_head"}, {"parts": 3}),
+    "bias_transpose_heads": ("transpose", {"x": "input", "y": "output", "bias": "biases", "bias_len": "heads*head_size",
+                                           "outer": "batch", "rows": "seq", "cols": "heads", "inner": "head_size"}, {}),
     # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
     "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
                 {"exclusive": True, "per_row": True, "segment": 512}),
@@ -579,7 +587,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "rope_theta", "scatter_add_rows", "llmc_encoder_backward", "argmax_f32", "reduce_rows_f32", "norm_f32",
             "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel", "is_u32_f32",
             "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms", "soft_max_back_f32",
-            "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel", "softmax_kernel"]
+            "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel", "softmax_kernel",
+            "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

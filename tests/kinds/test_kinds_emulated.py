@@ -98,6 +98,9 @@ TASKS = {
     DATA / "lookup_kernel.json": ({"TPR": 32, "RPB": 2}, [{"T": 9, "D": 4100, "V": 10, "off": 1000}]),
     # a keep-mask shared by the heads: rows 4 at a time and one at a time, two warps a row
     DATA / "softmax_kernel.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"B": 2, "H": 3, "T": 256}]),
+    # biases added as heads are permuted: 16 bytes at a time (a run of 4 floats) and value by value (5)
+    DATA / "add_fusedQKV_bias_transpose_kernel.json": ({"TX": 8, "TYB": 8, "RPT": 1}, [{"B": 1, "S": 3, "N": 2, "H": 5}]),
+    DATA / "bias_transpose_heads.json": ({"TX": 8, "TYB": 8, "RPT": 4}, [{"B": 1, "S": 33, "N": 3, "H": 4}]),
     # tiles of 512 with their totals: the last tile short, one tile, tiles of a lane's items and not
     DATA / "prescan.json": ({"RPB": 2, "ITEMS": 1}, [{"n": 1}, {"n": 512}, {"n": 2049}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x

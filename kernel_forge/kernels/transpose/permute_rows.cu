@@ -13,9 +13,15 @@
 // comes from one division per block; values are copied as stored.  KF_PARTS > 1: x holds that many
 // parts, `part` values of each in turn (llm.c's qkv [B, N, 3, NH, d]: a part is NH * d), each
 // permuted into its own output (y, y1, y2, y3); blockIdx.z is the part, and a slab's run stays
-// inside its part (part is a multiple of cols * inner).
+// inside its part (part is a multiple of cols * inner).  KF_BIAS: bias[p % blen] is added to x's value
+// at p as it moves (attention's q, k, v biases added as the heads are permuted: FasterTransformer's
+// add_QKV_bias_transpose, ONNX Runtime's AddBiasTranspose), in float, each run's bias contiguous
+// where blen is a multiple of the run.
 #ifndef KF_PARTS
 #define KF_PARTS 1
+#endif
+#ifndef KF_BIAS
+#define KF_BIAS 0
 #endif
 #ifndef TX
 #define TX 16
@@ -31,7 +37,8 @@
 __device__ __forceinline__ void kf_permute_rows(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y0,
                                                 kf_y_t* __restrict__ y1, kf_y_t* __restrict__ y2,
                                                 kf_y_t* __restrict__ y3, long long rows, long long mid,
-                                                long long cols, long long inner, long long part)
+                                                long long cols, long long inner, long long part,
+                                                const kf_bias_t* __restrict__ bias, long long blen)
 {
     const long long s = blockIdx.x;
     const long long m = s % mid, outer_row = s / mid;
@@ -48,10 +55,12 @@ __device__ __forceinline__ void kf_permute_rows(const kf_x_t* __restrict__ x, kf
     kf_y_t* __restrict__ dst = y + ((a * cols * mid + m) * rows + r) * inner;
     const long long step = mid * rows * inner;           // from one of y's runs to the next column's
     const long long c0 = (long long)blockIdx.y * (TYB * RPT) + threadIdx.y;
+    const long long base = src - x;                      // x's index of the slab's first value (the bias's)
     const bool vec = (inner * (long long)sizeof(kf_x_t)) % 16 == 0 && ((unsigned long long)x % 16) == 0
-                     && ((unsigned long long)y % 16) == 0;
+                     && ((unsigned long long)y % 16) == 0 && (!KF_BIAS || blen % inner == 0);
     if (vec) {
         const long long nv = inner * (long long)sizeof(kf_x_t) / 16;
+        constexpr int per = 16 / sizeof(kf_x_t);
         for (long long v = threadIdx.x; v < nv; v += TX) {
             uint4 q[RPT];
 #pragma unroll
@@ -59,6 +68,17 @@ __device__ __forceinline__ void kf_permute_rows(const kf_x_t* __restrict__ x, kf
                 const long long c = c0 + k * TYB;
                 if (c < cols) q[k] = __ldg(reinterpret_cast<const uint4*>(src + c * inner) + v);
             }
+#if KF_BIAS
+#pragma unroll
+            for (int k = 0; k < RPT; ++k) {
+                const long long c = c0 + k * TYB;
+                if (c >= cols) continue;
+                const kf_bias_t* __restrict__ bb = bias + (base + c * inner) % blen + v * per;
+                kf_x_t* e = reinterpret_cast<kf_x_t*>(&q[k]);
+#pragma unroll
+                for (int u = 0; u < per; ++u) kf_st(e + u, kf_ld(e + u) + kf_ld(bb + u));
+            }
+#endif
 #pragma unroll
             for (int k = 0; k < RPT; ++k) {
                 const long long c = c0 + k * TYB;
@@ -72,6 +92,13 @@ __device__ __forceinline__ void kf_permute_rows(const kf_x_t* __restrict__ x, kf
             for (int k = 0; k < RPT; ++k) {
                 const long long c = c0 + k * TYB;
                 if (c < cols) q[k] = src[c * inner + i];
+#if KF_BIAS
+                if (c < cols) {
+                    long long bi = (base + c * inner) % blen + i;
+                    if (bi >= blen) bi %= blen;
+                    kf_st(&q[k], kf_ld(&q[k]) + kf_ld(bias + bi));
+                }
+#endif
             }
 #pragma unroll
             for (int k = 0; k < RPT; ++k) {

@@ -1135,3 +1135,18 @@ def ft_softmax_kernel(qk_buf_, attr_mask, batch_size, head_num, seq_len, scalar)
     a = qk_buf_.reshape(B, H, T, T).astype(np.float64) * float(scalar) + (1.0 - m) * -10000.0
     e = np.exp(a - a.max(axis=-1, keepdims=True))
     qk_buf_[...] = (e / e.sum(axis=-1, keepdims=True)).reshape(qk_buf_.shape)
+
+
+def ft_fused_qkv_bias_transpose(q_buf, k_buf, v_buf, QKV, qkv_bias, batch_size, seq_len, head_num, size_per_head):
+    """add_fusedQKV_bias_transpose_kernel: (QKV + bias) [B, S, 3, N, H] split into q, k, v [B, N, S, H]."""
+    B, S, N, H = int(batch_size), int(seq_len), int(head_num), int(size_per_head)
+    x = QKV.reshape(B, S, 3, N, H) + qkv_bias.reshape(1, 1, 3, N, H)
+    for j, out in enumerate((q_buf, k_buf, v_buf)):
+        out[...] = x[:, :, j].transpose(0, 2, 1, 3).reshape(out.shape)
+
+
+def bias_transpose_heads(input, biases, output, batch, seq, heads, head_size):
+    """(input + bias) [B, S, N, H] written as [B, N, S, H]."""
+    B, S, N, H = int(batch), int(seq), int(heads), int(head_size)
+    x = input.reshape(B, S, N, H) + biases.reshape(1, 1, N, H)
+    output[...] = x.transpose(0, 2, 1, 3).reshape(output.shape)
