@@ -906,7 +906,13 @@ def _pool2d(w: _Writer) -> str:
     w.slots.update(OUT_ROWS=f"{_planes(w)}{out('rows')}", OUT_COLS=out("cols"))
     w.defines.update(KF_K=k, KF_STRIDE=stride, KF_PAD=pad, KF_MAX=int(p.get("op") == "max"),
                      KF_MEAN=int(p.get("op") == "mean"), KF_MEAN_VALID=int(p.get("op") == "mean_valid"))
-    return f"kf_pool2d({x}, {y}, {w.size('rows')}, {w.size('cols')})"
+    indices = w.buffer("indices", required=False, default_type="int")     # where each maximum was
+    if indices != "nullptr" and w.types["indices"] not in _INTS.values():
+        raise Unbindable(f"a max pooling's indices are 32- or 64-bit integers; {indices} is {w.types['indices']}")
+    w.defines["KF_INDICES"] = int(indices != "nullptr")
+    if indices != "nullptr":
+        indices = f"reinterpret_cast<kf_indices_t*>({indices})"    # int64_t is long on some hosts, long long under NVRTC
+    return f"kf_pool2d({x}, {y}, {w.size('rows')}, {w.size('cols')}, {indices})"
 
 
 def _planes(w: _Writer) -> str:

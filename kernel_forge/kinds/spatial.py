@@ -255,11 +255,15 @@ def find_pool2d(probe) -> Iterator[Match]:
     partial window dropped) over the planes of x's declared shape [..., rows, cols], their max, mean
     or sum into y: first S = K without padding (2 or 3: params window and op), then K of 2 to 5 with
     S of 1 to K and P up to K // 2 (params window, stride, pad, op; a padded mean either counts the
-    padding, as PyTorch's default and ggml do, ``mean``, or not, ``mean_valid``)."""
+    padding, as PyTorch's default and ggml do, ``mean``, or not, ``mean_valid``).  A max pooling may also
+    write where each maximum was (``indices``: its place in x's plane, the first of equal values, as
+    PyTorch's max_pool2d_with_indices does for the backward)."""
     outs = probe.buffers(output=True)
-    if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
+    floats = [o for o in outs if probe.arg(o).param.dtype.is_float]
+    ints = [o for o in outs if not probe.arg(o).param.dtype.is_float]
+    if len(floats) != 1 or len(ints) > 1 or (ints and probe.sizes[ints[0]] != probe.sizes[floats[0]]):
         return
-    y = outs[0]
+    y, indices = floats[0], (ints[0] if ints else None)
     for x in probe.inputs_of():
         shape = [int(v) for v in probe.task.shape(probe.arg(x), probe.inputs.case)]
         if len(shape) < 2 or x == y:
@@ -277,13 +281,26 @@ def find_pool2d(probe) -> Iterator[Match]:
             for op, fn in _POOL_OPS.items():
                 if (op == "mean_valid" and not pad) or not close(probe.outputs[y], fn(win).reshape(-1)):
                     continue
+                if indices is not None and (op != "max" or not np.array_equal(
+                        probe.outputs[indices].astype(np.int64), _window_argmax(win, h, w, k, stride, pad, oh, ow))):
+                    continue
                 rows = param_for(probe, h)
                 params = {"window": k, "op": op} if plain else {"window": k, "stride": stride, "pad": pad, "op": op}
                 binding = {"x": x, "y": y, "planes": None, "rows": rows, "cols": param_for(probe, w, avoid=(rows,))}
+                if indices is not None:
+                    binding["indices"] = indices
                 named = param_for(probe, planes, avoid=(rows, binding["cols"])) if planes > 1 else None
                 if named is not None:
                     yield Match("pool2d", {**binding, "planes": named}, params)
                 yield Match("pool2d", binding, params)     # the planes only in x's size (ggml: NC in no parameter)
+
+
+def _window_argmax(win: np.ndarray, h: int, w: int, k: int, stride: int, pad: int, oh: int, ow: int) -> np.ndarray:
+    """The place in its plane (row * w + col) of each window's first maximum (the padding never wins)."""
+    at = np.pad(np.arange(h * w).reshape(h, w), ((pad, pad), (pad, pad)), constant_values=-1)
+    places = np.lib.stride_tricks.sliding_window_view(at, (k, k))[::stride, ::stride][:oh, :ow].reshape(oh, ow, k * k)
+    first = np.argmax(np.where(np.isnan(win), -np.inf, win), axis=-1)        # (planes, oh, ow)
+    return np.take_along_axis(places[None], first[..., None], axis=-1).reshape(-1)
 
 
 def _pool_shapes(h: int, w: int) -> list[tuple[int, int, int]]:

@@ -301,6 +301,10 @@ PUBLIC = {
                                                          "bias_len": "3*head_num*size_per_head"}, {"parts": 3}),
     "bias_transpose_heads": ("transpose", {"x": "input", "y": "output", "bias": "biases", "bias_len": "heads*head_size",
                                            "outer": "batch", "rows": "seq", "cols": "heads", "inner": "head_size"}, {}),
+    # PyTorch's max pooling with indices: each maximum's place in its plane written beside it
+    "max_pool_forward_nchw": ("pool2d", {"x": "bottom_data", "y": "top_data", "indices": "top_mask", "planes": None,
+                                         "rows": "height", "cols": "width"},
+                              {"window": 3, "stride": 2, "pad": 1, "op": "max"}),
     # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
     "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
                 {"exclusive": True, "per_row": True, "segment": 512}),
@@ -588,7 +592,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel", "is_u32_f32",
             "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms", "soft_max_back_f32",
             "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel", "softmax_kernel",
-            "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads"]
+            "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads", "max_pool_forward_nchw"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -9,7 +9,12 @@
 // Block (r, t) owns output row r of all planes (its plane and row from one division per block) and
 // BLOCK * VPT of its outputs; a warp reads KF_K rows of 32 * KF_STRIDE consecutive values each
 // (coalesced), every load of a thread's VPT windows issued before its first store.  Without padding
-// the bounds checks compile away.
+// the bounds checks compile away.  KF_INDICES (with KF_MAX): each maximum's place in its plane
+// (row * cols + col, the first of equal values in the window's row-major order) written to `indices`
+// too, as PyTorch's max_pool2d_with_indices keeps it for the backward.
+#ifndef KF_INDICES
+#define KF_INDICES 0
+#endif
 #ifndef BLOCK
 #define BLOCK 128
 #endif
@@ -22,7 +27,7 @@
 #define KF_THREADS BLOCK
 
 __device__ __forceinline__ void kf_pool2d(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y, long long rows,
-                                          long long cols)
+                                          long long cols, kf_indices_t* __restrict__ indices)
 {
     const long long out_rows = (rows + 2 * KF_PAD - KF_K) / KF_STRIDE + 1;
     const long long out_cols = (cols + 2 * KF_PAD - KF_K) / KF_STRIDE + 1;
@@ -34,11 +39,13 @@ __device__ __forceinline__ void kf_pool2d(const kf_x_t* __restrict__ x, kf_y_t* 
     const long long c0 = (long long)blockIdx.y * (BLOCK * VPT) + threadIdx.x;
     float acc[VPT];
     int cnt[VPT];
+    long long at[VPT];
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
         const long long ox = c0 + (long long)i * BLOCK;
         acc[i] = KF_MAX ? -__int_as_float(0x7f800000) : 0.0f;
         cnt[i] = 0;
+        at[i] = 0;
         if (ox < out_cols) {
             const long long ix0 = ox * KF_STRIDE - KF_PAD;
 #pragma unroll
@@ -50,7 +57,14 @@ __device__ __forceinline__ void kf_pool2d(const kf_x_t* __restrict__ x, kf_y_t* 
                     const long long ix = ix0 + dx;
                     if (KF_PAD && (ix < 0 || ix >= cols)) continue;
                     const float v = kf_ld(xp + iy * cols + ix);
-                    acc[i] = KF_MAX ? fmaxf(acc[i], v) : acc[i] + v;
+                    if (KF_INDICES) {
+                        if (v > acc[i] || cnt[i] == 0) {
+                            acc[i] = v;
+                            at[i] = iy * cols + ix;
+                        }
+                    } else {
+                        acc[i] = KF_MAX ? fmaxf(acc[i], v) : acc[i] + v;
+                    }
                     ++cnt[i];
                 }
             }
@@ -61,6 +75,7 @@ __device__ __forceinline__ void kf_pool2d(const kf_x_t* __restrict__ x, kf_y_t* 
         const long long ox = c0 + (long long)i * BLOCK;
         if (ox < out_cols) {
             kf_st(yr + ox, KF_MEAN ? acc[i] * (1.0f / (KF_K * KF_K)) : KF_MEAN_VALID ? acc[i] / (float)cnt[i] : acc[i]);
+            if (KF_INDICES) indices[r * out_cols + ox] = (kf_indices_t)at[i];
         }
     }
 }

@@ -1150,3 +1150,25 @@ def bias_transpose_heads(input, biases, output, batch, seq, heads, head_size):
     B, S, N, H = int(batch), int(seq), int(heads), int(head_size)
     x = input.reshape(B, S, N, H) + biases.reshape(1, 1, N, H)
     output[...] = x.transpose(0, 2, 1, 3).reshape(output.shape)
+
+
+def torch_max_pool_with_indices(nthreads, bottom_data, channels, height, width, pooled_height, pooled_width,
+                                kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w,
+                                top_data, top_mask):
+    """max_pool_forward_nchw (dilation 1): each window's maximum and its first place in the plane."""
+    H, W, PH, PW, K, S, P = (int(v) for v in (height, width, pooled_height, pooled_width, kernel_h, stride_h, pad_h))
+    x = bottom_data.reshape(-1, H, W).astype(np.float64)
+    vals = np.full((x.shape[0], PH, PW), -np.inf)
+    at = np.zeros((x.shape[0], PH, PW), dtype=np.int64)
+    for oy in range(PH):
+        for ox in range(PW):
+            for dy in range(K):
+                for dx in range(K):
+                    iy, ix = oy * S - P + dy, ox * S - P + dx
+                    if 0 <= iy < H and 0 <= ix < W:
+                        v = x[:, iy, ix]
+                        better = v > vals[:, oy, ox]
+                        vals[:, oy, ox] = np.where(better, v, vals[:, oy, ox])
+                        at[:, oy, ox] = np.where(better, iy * W + ix, at[:, oy, ox])
+    top_data[...] = vals.reshape(top_data.shape)
+    top_mask[...] = at.reshape(top_mask.shape)
