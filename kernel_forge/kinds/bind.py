@@ -734,7 +734,21 @@ def _column_reduction(w: _Writer) -> str:
     return f"kf_column_reduction({x}, {mul}, {y}, {rows}, {cols})"
 
 
+def _row_quant(w: _Writer) -> str:
+    """Dynamic int8 quantization of each row: its scale (max |x| / 127) and the int8 row."""
+    x, y, q = w.buffer("x"), w.buffer("y"), w.buffer("q", small_ints=True)
+    if w.types["q"] not in ("signed char", "char") or any(w.types[r] not in _CTYPES.values() for r in ("x", "y")):
+        raise Unbindable("the bound row quantization reads float32, float16 or bfloat16 values and writes int8 values "
+                         "and floating-point scales")
+    w.template = "row_reduction/row_quant"
+    w.defines["KF_DIVIDE"] = int(bool(w.match.params.get("divide")))
+    rows = w.rows_arg(w.role("x"))       # no rows parameter (vLLM's: a block a token): from gridDim
+    return f"kf_row_quant({x}, {q}, {y}, {rows}, {w.size('cols')})"
+
+
 def _row_reduction(w: _Writer) -> str:
+    if w.match.params.get("quantize"):
+        return _row_quant(w)
     x, y = w.buffer("x", double=True), w.buffer("y", double=True)
     op = w.match.params.get("op")
     if op in ("argmax", "argmin") and w.role("ldx"):

@@ -474,6 +474,8 @@ def find_reductions(probe) -> Iterator[Match]:
     """Row reductions (out[r] = op over a row), column reductions (out[c] = op over a column:
     a bias gradient) and whole reductions (one value)."""
     outs = probe.buffers(output=True, floating=True)
+    if len(probe.buffers(output=True)) == 2:
+        yield from _row_quantizations(probe)
     if len(probe.buffers(output=True)) != 1:
         return
     if not outs:
@@ -868,3 +870,36 @@ def _scans_with_totals(probe, a: str, b: str) -> Iterator[Match]:
                                 {"exclusive": exclusive, "per_row": True, "segment": seg})
             if found:
                 break              # one tile holds all (n <= seg): the least such tile says it
+
+
+def _row_quantizations(probe) -> Iterator[Match]:
+    """Dynamic int8 quantization of each row with its own scale (vLLM's dynamic_scaled_int8_quant,
+    TensorRT-LLM's per-token quantization): s = max |x| / 127 per row, written to a float output of one
+    value a row, and q = saturate(rint(x * 127 / max |x|)) -- or rint(x / s), told apart where they
+    round differently -- to an int8 output of x's size.  Bound as a row reduction (the scale) with the
+    quantized row as its epilogue."""
+    outs = probe.buffers(output=True)
+    q = next((o for o in outs if probe.arg(o).param.dtype.name == "int8"), None)
+    y = next((o for o in outs if probe.arg(o).param.dtype.is_float), None)
+    if q is None or y is None:
+        return
+    n, rows = probe.sizes[q], probe.sizes[y]
+    if rows < 1 or n % rows or n == rows:
+        return
+    cols = n // rows
+    got = probe.outputs[q].astype(np.int64)
+    for x in probe.inputs_of(n, floating=True):
+        v = probe.values[x].reshape(rows, cols).astype(np.float64)
+        m = np.abs(v).max(axis=1, keepdims=True)
+        if not close(probe.outputs[y], (m / 127.0).reshape(-1)):
+            continue
+        with np.errstate(all="ignore"):
+            forms = ((False, np.where(m > 0, v * (127.0 / m), 0.0)), (True, np.where(m > 0, v / (m / 127.0), 0.0)))
+        fits = [divide for divide, want in forms
+                if np.abs(got - np.clip(np.rint(want), -128, 127).reshape(-1)).max() <= 1]
+        if not fits:
+            continue
+        exact = [divide for divide, want in forms if np.array_equal(got, np.clip(np.rint(want), -128, 127).reshape(-1))]
+        r = param_for(probe, rows)
+        yield Match("row_reduction", {"x": x, "y": y, "q": q, "rows": r, "cols": param_for(probe, cols, avoid=(r,))},
+                    {"op": "absmax", "quantize": "int8", "divide": (exact or fits)[0]})

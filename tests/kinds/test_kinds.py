@@ -305,6 +305,10 @@ PUBLIC = {
     "max_pool_forward_nchw": ("pool2d", {"x": "bottom_data", "y": "top_data", "indices": "top_mask", "planes": None,
                                          "rows": "height", "cols": "width"},
                               {"window": 3, "stride": 2, "pad": 1, "op": "max"}),
+    # vLLM's dynamic per-token int8 quantization: each row's scale written, the tokens only in the launch
+    "dynamic_scaled_int8_quant_kernel": ("row_reduction", {"x": "input", "y": "scale", "q": "out", "rows": None,
+                                                           "cols": "hidden_size"},
+                                         {"op": "absmax", "quantize": "int8", "divide": False}),
     # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
     "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
                 {"exclusive": True, "per_row": True, "segment": 512}),
@@ -592,7 +596,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "scanExclusiveShared", "cumsum_kernel", "convolution2D_kernel", "act_and_mul_kernel", "is_u32_f32",
             "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms", "soft_max_back_f32",
             "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel", "softmax_kernel",
-            "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads", "max_pool_forward_nchw"]
+            "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads", "max_pool_forward_nchw",
+            "dynamic_scaled_int8_quant_kernel"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -103,6 +103,8 @@ TASKS = {
     DATA / "bias_transpose_heads.json": ({"TX": 8, "TYB": 8, "RPT": 4}, [{"B": 1, "S": 33, "N": 3, "H": 4}]),
     # a max pooling with its indices: padded edges on both sides, a plane of one row of windows
     DATA / "max_pool_forward_nchw.json": ({"BLOCK": 64, "VPT": 4}, [{"N": 1, "C": 2, "H": 2, "W": 130}]),
+    # per-token int8 quantization: two warps a row, 4 values a load and one at a time
+    DATA / "dynamic_scaled_int8_quant_kernel.json": ({"WPR": 2, "RPB": 2}, [{"T": 3, "H": 1024}, {"T": 2, "H": 5}]),
     # tiles of 512 with their totals: the last tile short, one tile, tiles of a lane's items and not
     DATA / "prescan.json": ({"RPB": 2, "ITEMS": 1}, [{"n": 1}, {"n": 512}, {"n": 2049}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x

@@ -1172,3 +1172,13 @@ def torch_max_pool_with_indices(nthreads, bottom_data, channels, height, width, 
                         at[:, oy, ox] = np.where(better, iy * W + ix, at[:, oy, ox])
     top_data[...] = vals.reshape(top_data.shape)
     top_mask[...] = at.reshape(top_mask.shape)
+
+
+def vllm_dynamic_int8_quant(input, out, scale, hidden_size):
+    """dynamic_scaled_int8_quant_kernel: per token, scale = max |x| / 127 and out = saturate(rint(x * 127 / max |x|))."""
+    x = input.reshape(-1, int(hidden_size)).astype(np.float32)
+    m = np.abs(x).max(axis=1, keepdims=True)
+    scale[...] = (m / np.float32(127.0)).reshape(scale.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(m > 0, x * (np.float32(127.0) / m), 0.0)
+    out[...] = np.clip(np.rint(q), -128, 127).astype(np.int8).reshape(out.shape)
