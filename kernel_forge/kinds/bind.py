@@ -431,6 +431,12 @@ def _elementwise_int(w: _Writer) -> str:
     return f"kf_elementwise_int({x}, {z}, {y}, {w.size('n')}, {alpha})"
 
 
+def _adds(params: dict, operand: str) -> bool:
+    """Whether an elementwise form adds the row-broadcast bias (``"bias"``) or the residual (``"res"``)."""
+    form = params.get("form", "")
+    return form.startswith("bias_") if operand == "bias" else form.endswith("_res")
+
+
 def _elementwise(w: _Writer) -> str:
     p = w.match.params
     form = p.get("form", "map")
@@ -447,10 +453,23 @@ def _elementwise(w: _Writer) -> str:
         res = w.buffer("mask", small_ints=True)
         w.types["res"] = w.types.pop("mask")
     row_bias = bias != "nullptr" and p.get("broadcast") != "channel"
-    body = _elementwise_body(p, row_bias, res != "nullptr")
+    second = p.get("second")            # a second output of the same operands, computed in the same pass
+    has_res = res != "nullptr"
+    # with two outputs, each body adds the bias and the residual where its own form does
+    body = _elementwise_body(p, row_bias and (second is None or _adds(p, "bias")),
+                             has_res and (second is None or _adds(p, "res")))
     w.slots["OP"] = ("__device__ __forceinline__ float kf_op(float xv, float zv, float bv, float rv, float alpha,\n"
                      "                                      float beta)\n"
                      f"{{\n    {body}\n}}")
+    y2 = w.buffer("y2", required=False, default_type=w.types["y"])
+    w.defines["KF_HAS_Y2"] = int(second is not None)
+    if second is not None:
+        if quant or form in ("gated_halves", "masked_fill", "where") or p.get("broadcast") == "channel":
+            raise Unbindable(f"a second output is bound beside the plain elementwise forms, not {form}")
+        body2 = _elementwise_body(second, row_bias and _adds(second, "bias"), has_res and _adds(second, "res"))
+        w.slots["OP"] += ("\n\n__device__ __forceinline__ float kf_op2(float xv, float zv, float bv, float rv, "
+                          "float alpha,\n                                       float beta)\n"
+                          f"{{\n    {body2}\n}}")
     if form == "gated_halves":      # x and z: the two halves of each row of one buffer, each `cols` wide
         w.template = "elementwise/gated_halves"
         cols = w.size("cols")
@@ -469,7 +488,7 @@ def _elementwise(w: _Writer) -> str:
     alpha = w.scalar_arg("alpha") if form != "masked_fill" or w.role("alpha") else w.scalar("alpha", "fill", 0.0)
     beta = w.scalar_arg("beta", "0.0f")
     ch = f"kf_chan{{{', '.join(stats)}, {eps}, {inner}}}"
-    return f"kf_elementwise({x}, {z}, {bias}, {res}, {y}, {w.size('n')}, {cols}, {alpha}, {beta}, {ch})"
+    return f"kf_elementwise({x}, {z}, {bias}, {res}, {y}, {w.size('n')}, {cols}, {alpha}, {beta}, {ch}, {y2})"
 
 
 def _stencil_operands(w: _Writer) -> tuple[str, str, str]:

@@ -178,9 +178,41 @@ def find_elementwise(probe) -> Iterator[Match]:
     outs = probe.buffers(output=True)
     if len(outs) == 1 and probe.arg(outs[0]).param.dtype.name in INT_MAP_TYPES:
         yield from _int_elementwise(probe, outs[0])
+    if len(outs) == 2 and all(probe.arg(o).param.dtype.is_float for o in outs) \
+            and probe.sizes[outs[0]] == probe.sizes[outs[1]]:
+        yield from _two_outputs(probe, *outs)
     if len(outs) != 1 or not probe.arg(outs[0]).param.dtype.is_float:
         return
-    y = outs[0]
+    yield from _float_maps(probe, outs[0])
+
+
+#: the forms a second output may take beside the first in one pass (the plain elementwise pattern's)
+_SECOND_FORMS = {"map", "binary", "binary_act", "gated", "scale", "scale_act", "axpy", "axpby", "affine", "clamp",
+                 "bias_act", "act_res", "bias_act_res", "binary_scale"}
+
+
+def _two_outputs(probe, y: str, y2: str) -> Iterator[Match]:
+    """Two outputs of one size, each an elementwise map of the same operands, computed in one pass
+    (``sincos``; a fused bias and activation that also keeps the pre-activation for the backward;
+    a value and its derivative): the first match of each, where their operands agree (a role bound
+    to one buffer in both) and the second's form is one the plain pattern computes.  The second's
+    form rides in ``params["second"]``, its output in role ``y2``."""
+    for a, b in ((y, y2), (y2, y)):
+        m1 = next(iter(_float_maps(probe, a)), None)
+        m2 = next(iter(_float_maps(probe, b)), None)
+        if m1 is None or m2 is None or m2.params.get("form", "map") not in _SECOND_FORMS \
+                or m1.params.get("form", "map") not in _SECOND_FORMS:
+            continue
+        shared = {r: v for r, v in m2.binding.items() if r != "y" and v is not None}
+        if any(m1.binding.get(r) not in (None, v) for r, v in shared.items()):
+            continue
+        binding = {**m1.binding, **shared, "y2": b}
+        yield Match("elementwise", binding, {**m1.params, "second": dict(m2.params)})
+        return
+
+
+def _float_maps(probe, y: str) -> Iterator[Match]:
+    """The elementwise forms of one float output ``y``."""
     n = probe.sizes[y]
     got = probe.outputs[y]
     full = [x for x in probe.inputs_of(n)]

@@ -309,6 +309,11 @@ PUBLIC = {
     "dynamic_scaled_int8_quant_kernel": ("row_reduction", {"x": "input", "y": "scale", "q": "out", "rows": None,
                                                            "cols": "hidden_size"},
                                          {"op": "absmax", "quantize": "int8", "divide": False}),
+    # two outputs of one pass, each a map of the same operands: sin and cos; a bias-GELU keeping its input
+    "sincos_kernel": ("elementwise", {"x": "x", "y": "s", "y2": "c", "n": "n"},
+                      {"form": "map", "act": "sin", "second": {"form": "map", "act": "cos"}}),
+    "bias_gelu_keep_pre": ("elementwise", {"x": "x", "bias": "bias", "y": "pre", "y2": "out", "cols": "cols"},
+                           {"form": "bias_act", "act": "identity", "second": {"form": "bias_act", "act": "gelu_tanh"}}),
     # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
     "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
                 {"exclusive": True, "per_row": True, "segment": 512}),
@@ -597,7 +602,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms", "soft_max_back_f32",
             "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel", "softmax_kernel",
             "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads", "max_pool_forward_nchw",
-            "dynamic_scaled_int8_quant_kernel"]
+            "dynamic_scaled_int8_quant_kernel", "sincos_kernel", "bias_gelu_keep_pre"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

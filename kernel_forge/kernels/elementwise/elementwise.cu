@@ -14,7 +14,12 @@
 // one-value-at-a-time path.  No __restrict__: y may be an input too.
 // STREAM: 1 loads and stores past the caches (evict-first), 2 streams the loads only (y stays in
 // L2 for whoever reads it next, as llm.c's residual and GELU kernels do: its residual ran 7 % faster
-// than this pattern's best of 1 and 0 on the H100), 0 neither.
+// than this pattern's best of 1 and 0 on the H100), 0 neither.  KF_HAS_Y2: a second output of the same
+// operands, kf_op2, stored beside the first (sin and cos of x; a fused bias and activation that keeps
+// the pre-activation too).
+#ifndef KF_HAS_Y2
+#define KF_HAS_Y2 0
+#endif
 #ifndef BLOCK
 #define BLOCK 256
 #endif
@@ -50,10 +55,11 @@ __device__ __forceinline__ float kf_chan_pre(float xv, const kf_bias_t* bias, co
 
 __device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z, const kf_bias_t* bias,
                                                const kf_res_t* res, kf_y_t* y, long long n, long long cols,
-                                               float alpha, float beta, kf_chan ch)
+                                               float alpha, float beta, kf_chan ch, kf_y2_t* y2)
 {
     const long long tile = (long long)blockIdx.x * (4LL * BLOCK * VPT);
     const bool vec = kf_aligned4(x) && kf_aligned4(z) && kf_aligned4(bias) && kf_aligned4(res) && kf_aligned4(y)
+                     && kf_aligned4(y2)
                      && (!KF_HAS_BIAS || cols % 4 == 0) && (!KF_CHANNEL || ch.inner % 4 == 0);
     if (vec && tile + 4LL * BLOCK * VPT <= n) {
         float4 xv[VPT], zv[VPT], bv[VPT], rv[VPT];
@@ -79,6 +85,14 @@ __device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z,
             o.z = kf_op(xv[i].z, zv[i].z, bv[i].z, rv[i].z, alpha, beta);
             o.w = kf_op(xv[i].w, zv[i].w, bv[i].w, rv[i].w, alpha, beta);
             if (STREAM == 1) kf_sts4(y + j, o); else kf_st4(y + j, o);
+#if KF_HAS_Y2
+            float4 o2;
+            o2.x = kf_op2(xv[i].x, zv[i].x, bv[i].x, rv[i].x, alpha, beta);
+            o2.y = kf_op2(xv[i].y, zv[i].y, bv[i].y, rv[i].y, alpha, beta);
+            o2.z = kf_op2(xv[i].z, zv[i].z, bv[i].z, rv[i].z, alpha, beta);
+            o2.w = kf_op2(xv[i].w, zv[i].w, bv[i].w, rv[i].w, alpha, beta);
+            if (STREAM == 1) kf_sts4(y2 + j, o2); else kf_st4(y2 + j, o2);
+#endif
         }
     } else {
         const long long end = min(n, tile + 4LL * BLOCK * VPT);
@@ -88,6 +102,9 @@ __device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z,
             const float rv = KF_HAS_RES ? kf_ld(res + j) : 0.0f;
             const float bv = KF_HAS_BIAS ? kf_ld(bias + j % cols) : 0.0f;
             kf_st(y + j, kf_op(xv, zv, bv, rv, alpha, beta));
+#if KF_HAS_Y2
+            kf_st(y2 + j, kf_op2(xv, zv, bv, rv, alpha, beta));
+#endif
         }
     }
 }

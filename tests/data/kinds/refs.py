@@ -1182,3 +1182,17 @@ def vllm_dynamic_int8_quant(input, out, scale, hidden_size):
     with np.errstate(divide="ignore", invalid="ignore"):
         q = np.where(m > 0, x * (np.float32(127.0) / m), 0.0)
     out[...] = np.clip(np.rint(q), -128, 127).astype(np.int8).reshape(out.shape)
+
+
+def sincos_pair(x, s, c, n):
+    """sincos_kernel: s = sin(x), c = cos(x)."""
+    v = x.astype(np.float64)
+    s[...] = np.sin(v)
+    c[...] = np.cos(v)
+
+
+def bias_gelu_keep_pre(x, bias, pre, out, rows, cols):
+    """bias_gelu_keep_pre: pre = x + bias[col]; out = gelu_tanh(pre)."""
+    p = x.reshape(int(rows), int(cols)).astype(np.float64) + bias.astype(np.float64)[None, :]
+    pre[...] = p.reshape(pre.shape)
+    out[...] = (0.5 * p * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (p + 0.044715 * p ** 3)))).reshape(out.shape)
