@@ -197,12 +197,11 @@ def _two_outputs(probe, y: str, y2: str) -> Iterator[Match]:
     a value and its derivative): the first match of each, where their operands agree (a role bound
     to one buffer in both) and the second's form is one the plain pattern computes.  The second's
     form rides in ``params["second"]``, its output in role ``y2``."""
+    first = {o: next(iter(_float_maps(probe, o)), None) for o in (y, y2)}
+    if any(m is None or m.params.get("form", "map") not in _SECOND_FORMS for m in first.values()):
+        return
     for a, b in ((y, y2), (y2, y)):
-        m1 = next(iter(_float_maps(probe, a)), None)
-        m2 = next(iter(_float_maps(probe, b)), None)
-        if m1 is None or m2 is None or m2.params.get("form", "map") not in _SECOND_FORMS \
-                or m1.params.get("form", "map") not in _SECOND_FORMS:
-            continue
+        m1, m2 = first[a], first[b]
         shared = {r: v for r, v in m2.binding.items() if r != "y" and v is not None}
         if any(m1.binding.get(r) not in (None, v) for r, v in shared.items()):
             continue
