@@ -784,7 +784,9 @@ def _row_reduction(w: _Writer) -> str:
             return f"kf_axis_argmax({x}, {y}, {outer}, (int){axis}, {inner})"
         w.template = "row_reduction/row_argmax"
         rows = w.rows_arg(w.role("x"))         # no rows parameter (ggml's argmax: a block a row): from gridDim
-        return f"kf_row_argmax({x}, {y}, {rows}, (int){w.size('cols')})"
+        values = w.buffer("values", required=False)       # the value found, beside its column
+        w.defines["KF_VALUES"] = int(values != "nullptr")
+        return f"kf_row_argmax({x}, {y}, {rows}, (int){w.size('cols')}, {values})"
     double = "double" in (w.types["x"], w.types["y"])
     _int_reduction(w)
     mul = _reduce_op(w, double)

@@ -476,6 +476,7 @@ def find_reductions(probe) -> Iterator[Match]:
     outs = probe.buffers(output=True, floating=True)
     if len(probe.buffers(output=True)) == 2:
         yield from _row_quantizations(probe)
+        yield from _max_with_index(probe)
     if len(probe.buffers(output=True)) != 1:
         return
     if not outs:
@@ -903,3 +904,23 @@ def _row_quantizations(probe) -> Iterator[Match]:
         r = param_for(probe, rows)
         yield Match("row_reduction", {"x": x, "y": y, "q": q, "rows": r, "cols": param_for(probe, cols, avoid=(r,))},
                     {"op": "absmax", "quantize": "int8", "divide": (exact or fits)[0]})
+
+
+def _max_with_index(probe) -> Iterator[Match]:
+    """Each row's largest (smallest) value and its column, two outputs of one value a row
+    (``torch.max(x, dim=1)``'s values and indices; a greedy sampler's token and its logit): the
+    argmax found on the integer output, the value output checked against it."""
+    outs = probe.buffers(output=True)
+    ints = [o for o in outs if not probe.arg(o).param.dtype.is_float]
+    floats = [o for o in outs if probe.arg(o).param.dtype.is_float]
+    if len(ints) != 1 or len(floats) != 1 or probe.sizes[ints[0]] != probe.sizes[floats[0]]:
+        return
+    idx, vals = ints[0], floats[0]
+    for m in _arg_reductions(probe, idx):
+        if m.params.get("dim") == "middle":
+            continue
+        rows = probe.sizes[idx]
+        x = probe.values[m.binding["x"]].reshape(rows, -1)
+        pick = np.max if m.params["op"] == "argmax" else np.min
+        if close(probe.outputs[vals], pick(x, axis=1), rtol=1e-6):
+            yield Match("row_reduction", {**m.binding, "values": vals}, m.params)

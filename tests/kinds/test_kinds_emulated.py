@@ -108,6 +108,8 @@ TASKS = {
     # two outputs of one pass: the 16-byte tiles and the tail; a bias of 13 values (one value at a time)
     DATA / "sincos_kernel.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"n": 1030}]),
     DATA / "bias_gelu_keep_pre.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 2}, [{"rows": 40, "cols": 64}]),
+    # the values beside the indices: two warps a row, 4 at a time and one at a time
+    DATA / "row_max_idx.json": ({"WPR": 2, "RPB": 2}, [{"R": 3, "C": 1024}]),
     # tiles of 512 with their totals: the last tile short, one tile, tiles of a lane's items and not
     DATA / "prescan.json": ({"RPB": 2, "ITEMS": 1}, [{"n": 1}, {"n": 512}, {"n": 2049}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x

@@ -8,7 +8,11 @@
 // over the vocabulary).  WPR warps own a row, RPB rows per block; 4 values per access when
 // cols % 4 == 0 and x is aligned (evict-first: x is read once); (value, column) pairs combined by
 // warp shuffles, then the row's warps through shared memory.  The order of combining cannot change
-// the answer: the first-index rule makes it exact.
+// the answer: the first-index rule makes it exact.  KF_VALUES: the value found written to `values` too
+// (torch.max(x, dim=1)'s values beside its indices).
+#ifndef KF_VALUES
+#define KF_VALUES 0
+#endif
 #ifndef WPR
 #define WPR 1
 #endif
@@ -24,7 +28,7 @@
 #include "kforge/arg_pair.cuh"
 
 __device__ __forceinline__ void kf_row_argmax(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y,
-                                              long long rows, int cols)
+                                              long long rows, int cols, kf_values_t* __restrict__ values)
 {
 #if WPR > 1
     __shared__ float part_v[RPB][WPR];
@@ -66,5 +70,10 @@ __device__ __forceinline__ void kf_row_argmax(const kf_x_t* __restrict__ x, kf_y
 #pragma unroll
     for (int k = 1; k < WPR; ++k) kf_take(v, i, part_v[sub][k], part_i[sub][k]);
 #endif
-    if (valid && t == 0 && cols > 0) y[row] = (kf_y_t)i;
+    if (valid && t == 0 && cols > 0) {
+        y[row] = (kf_y_t)i;
+#if KF_VALUES
+        kf_st(values + row, v);
+#endif
+    }
 }

@@ -1196,3 +1196,10 @@ def bias_gelu_keep_pre(x, bias, pre, out, rows, cols):
     p = x.reshape(int(rows), int(cols)).astype(np.float64) + bias.astype(np.float64)[None, :]
     pre[...] = p.reshape(pre.shape)
     out[...] = (0.5 * p * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (p + 0.044715 * p ** 3)))).reshape(out.shape)
+
+
+def row_max_idx(x, vals, idx, rows, cols):
+    """row_max_idx: each row's largest value and the column of its first occurrence."""
+    m = x.reshape(int(rows), int(cols))
+    vals[...] = m.max(axis=1)
+    idx[...] = m.argmax(axis=1)
