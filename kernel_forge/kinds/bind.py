@@ -524,7 +524,16 @@ def _stencil2d(w: _Writer) -> str:
             raise Unbindable(f"a stencil without a taps parameter needs {k * k} taps in its params")
         w.defines["KF_TAPS"] = _tap_literals(w, values)
     w.slots.update(ROWS=w.launch_size("rows"), COLS=w.launch_size("cols"))
-    return f"kf_stencil2d({x}, {taps}, {y}, (int){w.size('rows')}, (int){w.size('cols')})"
+    act = p.get("act")                  # a convolution layer's epilogue: act(sum + bias)
+    if act and w.types["acc"] == "double":
+        raise Unbindable("a stencil's bias and activation are bound for float, float16 and bfloat16 storage")
+    from kernel_forge.kinds.maps import FUNCTIONS
+
+    w.defines["KF_EPI"] = int(bool(act))
+    w.slots["EPI"] = ("__device__ __forceinline__ float kf_epi(float v)\n"
+                      f"{{\n    return {FUNCTIONS[act or 'identity'][1]};\n}}")
+    bias = w.scalar_arg("bias", "0.0f")
+    return f"kf_stencil2d({x}, {taps}, {y}, (int){w.size('rows')}, (int){w.size('cols')}, {bias})"
 
 
 def _stencil1d(w: _Writer) -> str:

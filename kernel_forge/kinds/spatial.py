@@ -98,8 +98,11 @@ def find_stencil(probe) -> Iterator[Match]:
                 for edge in STENCIL_EDGES:
                     a = shifted(edge)
                     for wb in weights:
-                        if close(want, _bordered(a @ probe.values[wb], xs, inner, edge)):
+                        conv = a @ probe.values[wb]
+                        if close(want, _bordered(conv, xs, inner, edge)):
                             yield _match(probe, x, y, h, w, k, edge, taps=wb)
+                        elif edge not in BORDERS:
+                            yield from _conv_epilogues(probe, x, y, h, w, k, edge, wb, conv, want)
                 continue
             fits = [None] if inner.sum() >= 2 * k * k else [e for e in STENCIL_EDGES if e not in BORDERS]
             for fit in fits:
@@ -335,6 +338,26 @@ def find_resample(probe) -> Iterator[Match]:
                 yield Match("resample", {"x": x, "y": y, "planes": param_for(probe, planes) if planes > 1 else None,
                                          "rows": rows, "cols": param_for(probe, w, avoid=(rows,))},
                             {"scale": s, "mode": "nearest"})
+
+
+#: the activations a convolution's epilogue is tried with (kinds.maps.FUNCTIONS)
+CONV_ACTS = ("identity", "relu", "leaky_relu", "sigmoid", "tanh", "silu", "gelu_tanh", "gelu_erf")
+
+
+def _conv_epilogues(probe, x, y, h, w, k, edge, wb, conv, want) -> Iterator[Match]:
+    """A convolution layer's epilogue over a stencil with its taps a parameter: ``act(conv + b)``, b a
+    float parameter or a buffer of one value (a single-channel conv's bias), act from CONV_ACTS."""
+    from kernel_forge.kinds.maps import _f
+
+    biases = [(None, 0.0), *probe.float_scalars().items(),
+              *((b, float(probe.values[b][0])) for b in probe.inputs_of(1, floating=True) if b not in (x, y, wb))]
+    for bias, bv in biases:
+        for act in CONV_ACTS:
+            if (bias is None and act == "identity") or not close(want, _f(act, conv + bv)):
+                continue
+            m = _match(probe, x, y, h, w, k, edge, taps=wb)
+            yield Match(m.kind, {**m.binding, "bias": bias}, {**m.params, "act": act})
+            return
 
 
 def _match(probe, x, y, h, w, k, edge, taps=None, values=None) -> Match:

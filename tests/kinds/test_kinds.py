@@ -317,6 +317,9 @@ PUBLIC = {
     # torch.max(dim=1): the values beside the indices
     "row_max_idx": ("row_reduction", {"x": "x", "y": "idx", "values": "vals", "rows": "rows", "cols": "cols"},
                     {"op": "argmax"}),
+    # a convolution layer: the taps a buffer, a bias of one value and a ReLU after
+    "conv3x3_bias_relu": ("stencil2d", {"x": "x", "y": "y", "taps": "w", "bias": "b", "rows": "h", "cols": "wd"},
+                          {"k": 3, "edge": "zero", "act": "relu"}),
     # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
     "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
                 {"exclusive": True, "per_row": True, "segment": 512}),
@@ -605,7 +608,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms", "soft_max_back_f32",
             "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel", "softmax_kernel",
             "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads", "max_pool_forward_nchw",
-            "dynamic_scaled_int8_quant_kernel", "sincos_kernel", "bias_gelu_keep_pre", "row_max_idx"]
+            "dynamic_scaled_int8_quant_kernel", "sincos_kernel", "bias_gelu_keep_pre", "row_max_idx", "conv3x3_bias_relu"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

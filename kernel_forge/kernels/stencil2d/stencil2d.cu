@@ -11,6 +11,10 @@
 // loaded once into registers.  Edges (KF_EDGE, kinds/spatial.py's STENCIL_EDGES): 0 the nearest
 // pixel, 1 zero, 2 reflected without the edge pixel (-1 -> 1), 3 with it (-1 -> 0), 4 periodic;
 // 5 and 6 borders: the outputs within K / 2 of an edge keep x's value or are 0 (a Jacobi sweep's).
+// KF_EPI: a convolution layer's epilogue, kf_epi(sum + bias) (a bias and an activation).
+#ifndef KF_EPI
+#define KF_EPI 0
+#endif
 #ifndef BX
 #define BX 32
 #endif
@@ -25,8 +29,10 @@
 
 #include "kforge/edge_index.cuh"
 
+@@EPI@@
+
 __device__ __forceinline__ void kf_stencil2d(const kf_x_t* __restrict__ x, const kf_taps_t* __restrict__ taps,
-                                             kf_y_t* __restrict__ y, int h, int w)
+                                             kf_y_t* __restrict__ y, int h, int w, float bias)
 {
     kf_acc_t tp[KF_K * KF_K];
 #if KF_TAPS_CONST
@@ -78,6 +84,6 @@ __device__ __forceinline__ void kf_stencil2d(const kf_x_t* __restrict__ x, const
         if (row >= h) continue;
         const long long at = (long long)row * w + col;
         const bool edge = KF_BORDER && (row < KF_R || row >= h - KF_R || col < KF_R || col >= w - KF_R);
-        kf_st(y + at, edge ? kf_border_value(x + at) : acc[o]);
+        kf_st(y + at, edge ? kf_border_value(x + at) : KF_EPI ? kf_epi((float)acc[o] + bias) : acc[o]);
     }
 }

@@ -1203,3 +1203,11 @@ def row_max_idx(x, vals, idx, rows, cols):
     m = x.reshape(int(rows), int(cols))
     vals[...] = m.max(axis=1)
     idx[...] = m.argmax(axis=1)
+
+
+def conv3x3_bias_relu(x, y, w, b, h, wd):
+    """conv3x3_bias_relu: relu(3 x 3 correlation with zero padding + b)."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    img = np.pad(x.reshape(int(h), int(wd)).astype(np.float64), 1)
+    win = sliding_window_view(img, (3, 3))
+    y[...] = np.maximum((win * w.reshape(3, 3)).sum(axis=(-1, -2)) + float(b[0]), 0.0).reshape(y.shape)
