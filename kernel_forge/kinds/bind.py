@@ -360,8 +360,10 @@ def _elementwise_body(p: dict, row_bias: bool = False, res: bool = False) -> str
         return "return rv != 0.0f ? xv : zv;"
     if form in ("gated", "gated_halves"):
         return f"float v = xv;\n    v = {act};\n    return v * zv;"
-    # a map or a chain; a channel's bias or batch norm is applied to xv before kf_op (the template's KF_CHANNEL)
-    return f"float v = xv{' + bv' if row_bias else ''};\n    v = {act};\n    return v{' + rv' if res else ''};"
+    # a map or a chain; a channel's bias or batch norm, or a column's scale, is applied to xv before kf_op (the
+    # template's KF_CHANNEL, KF_HAS_CSCALE); out_scale: the activation times alpha
+    scaled = "alpha * v" if p.get("out_scale") else "v"
+    return f"float v = xv{' + bv' if row_bias else ''};\n    v = {act};\n    return {scaled}{' + rv' if res else ''};"
 
 
 def _float_literal(v: float) -> str:
@@ -480,15 +482,21 @@ def _elementwise(w: _Writer) -> str:
     # per-channel vectors broadcast along a middle axis (NCHW): a bias, or a batch norm's four
     channel, bn = p.get("broadcast") == "channel", form.startswith("batchnorm")
     stats = [w.buffer(r, required=bn) for r in ("mean", "var", "scale", "offset")]
+    cscale = w.buffer("scale_vec", required=False)       # x times a vector of one value a column
+    w.types["cscale"] = w.types.pop("scale_vec")
     w.defines.update(KF_HAS_Z=int(z != "nullptr"), KF_HAS_BIAS=int(bias != "nullptr" and not channel),
-                     KF_HAS_RES=int(res != "nullptr"), KF_CHANNEL=int(channel), KF_BN=int(bn))
-    cols = w.size("cols") if bias != "nullptr" or channel else "1LL"
+                     KF_HAS_RES=int(res != "nullptr"), KF_CHANNEL=int(channel), KF_BN=int(bn),
+                     KF_HAS_CSCALE=int(cscale != "nullptr"))
+    if cscale != "nullptr" and channel:
+        raise Unbindable("a column's scale is bound with a row-broadcast bias, not with per-channel vectors")
+    cols = w.size("cols") if bias != "nullptr" or channel or cscale != "nullptr" else "1LL"
     inner = w.size("inner") if channel else "1LL"
     eps = w.scalar("eps", "eps", 1e-5) if bn else "0.0f"
     alpha = w.scalar_arg("alpha") if form != "masked_fill" or w.role("alpha") else w.scalar("alpha", "fill", 0.0)
     beta = w.scalar_arg("beta", "0.0f")
     ch = f"kf_chan{{{', '.join(stats)}, {eps}, {inner}}}"
-    return f"kf_elementwise({x}, {z}, {bias}, {res}, {y}, {w.size('n')}, {cols}, {alpha}, {beta}, {ch}, {y2})"
+    return (f"kf_elementwise({x}, {z}, {bias}, {res}, {y}, {w.size('n')}, {cols}, {alpha}, {beta}, {ch}, {y2}, "
+            f"{cscale})")
 
 
 def _stencil_operands(w: _Writer) -> tuple[str, str, str]:

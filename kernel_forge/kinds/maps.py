@@ -317,10 +317,45 @@ def _float_maps(probe, y: str) -> Iterator[Match]:
                                 binding["cols"] = param_for(probe, cols)
                             yield Match("elementwise", binding, {"form": form, "act": act})
             first = False
+    yield from _scaled_chains(probe, full, base, holds)
     yield from _channel_chains(probe, y, full, base, holds)
     yield from _fitted_constants(probe, y, [*full, *([y] if probe.arg(y).in_out and y not in full else [])],
                                  base, holds)
     return
+
+
+def _scaled_chains(probe, full, base, holds) -> Iterator[Match]:
+    """Fused chains with scales: ``alpha * act(x * s[col] + b[col]) + res`` -- a vector of one value a
+    column multiplying x (a folded batch norm or an affine layer over the last axis, NHWC's
+    per-channel scale and shift), and/or a float parameter multiplying the activation (a residual
+    branch's scale) -- each part optional, at least one scale present (the plain chains are tried
+    before).  Tried after every other form, on the first split of x into rows of a parameter's
+    columns."""
+    y, n = base["y"], probe.sizes[base["y"]]
+    vals = probe.values
+    splits = [(r, c) for r, c in dims(probe, n) if r > 1 and c > 1]
+    alphas = [(None, 1.0), *((a, v) for a, v in probe.float_scalars().items() if v not in (0.0, 1.0))]
+    for x in full:
+        rest = [r for r in full if r != x]
+        for rows, cols in splits:
+            vecs = [b for b in probe.inputs_of(cols) if b not in (x, y)]
+            for s, b in [(s, b) for s in [None, *vecs] for b in [None, *vecs] if b != s or s is None]:
+                for (a, av), r in [(al, r) for al in alphas for r in [None, *rest]]:
+                    if s is None and a is None:
+                        continue                   # a plain chain: tried before
+                    for act in FUNCTIONS:
+                        def pred(k, s=s, b=b, r=r, av=av):
+                            pre = vals[x][:k].reshape(-1, cols) * (vals[s][None, :] if s else 1.0) + \
+                                (vals[b][None, :] if b else 0.0)
+                            return av * _f(act, pre).reshape(-1) + (vals[r][:k] if r else 0.0)
+
+                        if holds(pred, cols):
+                            form = ("bias_" if b else "") + "act" + ("_res" if r else "")
+                            binding = {**base, "x": x, "bias": b, "res": r, "scale_vec": s, "alpha": a,
+                                       "cols": param_for(probe, cols)}
+                            yield Match("elementwise", binding, {"form": form, "act": act,
+                                                                 **({"out_scale": True} if a else {})})
+                            return
 
 
 #: the functions whose inverse recovers act's argument from the output (a fitted act(a * x + b))

@@ -320,6 +320,12 @@ PUBLIC = {
     # a convolution layer: the taps a buffer, a bias of one value and a ReLU after
     "conv3x3_bias_relu": ("stencil2d", {"x": "x", "y": "y", "taps": "w", "bias": "b", "rows": "h", "cols": "wd"},
                           {"k": 3, "edge": "zero", "act": "relu"}),
+    # chains with scales: a residual branch's scale on the activation; a per-column scale on x (NHWC)
+    "residual_scaled_gelu": ("elementwise", {"x": "x", "bias": "bias", "res": "res", "alpha": "alpha", "scale_vec": None,
+                                             "cols": "cols"},
+                             {"form": "bias_act_res", "act": "gelu_tanh", "out_scale": True}),
+    "scale_shift_relu_nhwc": ("elementwise", {"x": "x", "bias": "shift", "scale_vec": "scale", "res": None, "alpha": None,
+                                              "cols": "channels"}, {"form": "bias_act", "act": "relu"}),
     # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
     "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
                 {"exclusive": True, "per_row": True, "segment": 512}),
@@ -608,7 +614,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "mergeHistogram256Kernel", "extract", "pool2d_nchw_kernel", "column_norms", "soft_max_back_f32",
             "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel", "softmax_kernel",
             "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads", "max_pool_forward_nchw",
-            "dynamic_scaled_int8_quant_kernel", "sincos_kernel", "bias_gelu_keep_pre", "row_max_idx", "conv3x3_bias_relu"]
+            "dynamic_scaled_int8_quant_kernel", "sincos_kernel", "bias_gelu_keep_pre", "row_max_idx", "conv3x3_bias_relu",
+            "residual_scaled_gelu", "scale_shift_relu_nhwc"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

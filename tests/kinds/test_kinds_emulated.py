@@ -112,6 +112,9 @@ TASKS = {
     DATA / "row_max_idx.json": ({"WPR": 2, "RPB": 2}, [{"R": 3, "C": 1024}]),
     # a convolution layer's bias and ReLU after the taps
     DATA / "conv3x3_bias_relu.json": ({"BX": 16, "BY": 4, "RY": 2}, [{"H": 5, "W": 130}]),
+    # scaled chains: 16-byte tiles (cols % 4 == 0) and one value at a time
+    DATA / "residual_scaled_gelu.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"R": 40, "C": 64}]),
+    DATA / "scale_shift_relu_nhwc.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"P": 70, "C": 36}]),
     # tiles of 512 with their totals: the last tile short, one tile, tiles of a lane's items and not
     DATA / "prescan.json": ({"RPB": 2, "ITEMS": 1}, [{"n": 1}, {"n": 512}, {"n": 2049}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x

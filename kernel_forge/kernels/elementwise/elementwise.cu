@@ -16,7 +16,11 @@
 // L2 for whoever reads it next, as llm.c's residual and GELU kernels do: its residual ran 7 % faster
 // than this pattern's best of 1 and 0 on the H100), 0 neither.  KF_HAS_Y2: a second output of the same
 // operands, kf_op2, stored beside the first (sin and cos of x; a fused bias and activation that keeps
-// the pre-activation too).
+// the pre-activation too).  KF_HAS_CSCALE: x times a vector of `cols` values broadcast along the rows
+// (cscale[j % cols], as the bias is) before kf_op.
+#ifndef KF_HAS_CSCALE
+#define KF_HAS_CSCALE 0
+#endif
 #ifndef KF_HAS_Y2
 #define KF_HAS_Y2 0
 #endif
@@ -55,12 +59,13 @@ __device__ __forceinline__ float kf_chan_pre(float xv, const kf_bias_t* bias, co
 
 __device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z, const kf_bias_t* bias,
                                                const kf_res_t* res, kf_y_t* y, long long n, long long cols,
-                                               float alpha, float beta, kf_chan ch, kf_y2_t* y2)
+                                               float alpha, float beta, kf_chan ch, kf_y2_t* y2,
+                                               const kf_cscale_t* cscale)
 {
     const long long tile = (long long)blockIdx.x * (4LL * BLOCK * VPT);
     const bool vec = kf_aligned4(x) && kf_aligned4(z) && kf_aligned4(bias) && kf_aligned4(res) && kf_aligned4(y)
-                     && kf_aligned4(y2)
-                     && (!KF_HAS_BIAS || cols % 4 == 0) && (!KF_CHANNEL || ch.inner % 4 == 0);
+                     && kf_aligned4(y2) && kf_aligned4(cscale)
+                     && ((!KF_HAS_BIAS && !KF_HAS_CSCALE) || cols % 4 == 0) && (!KF_CHANNEL || ch.inner % 4 == 0);
     if (vec && tile + 4LL * BLOCK * VPT <= n) {
         float4 xv[VPT], zv[VPT], bv[VPT], rv[VPT];
 #pragma unroll
@@ -70,6 +75,10 @@ __device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z,
             zv[i] = KF_HAS_Z ? (STREAM ? kf_lds4(z + j) : kf_ld4(z + j)) : make_float4(0.f, 0.f, 0.f, 0.f);
             rv[i] = KF_HAS_RES ? (STREAM ? kf_lds4(res + j) : kf_ld4(res + j)) : make_float4(0.f, 0.f, 0.f, 0.f);
             bv[i] = KF_HAS_BIAS ? kf_ld4(bias + j % cols) : make_float4(0.f, 0.f, 0.f, 0.f);
+            if (KF_HAS_CSCALE) {
+                const float4 sv = kf_ld4(cscale + j % cols);
+                xv[i].x *= sv.x; xv[i].y *= sv.y; xv[i].z *= sv.z; xv[i].w *= sv.w;
+            }
         }
 #pragma unroll
         for (int i = 0; i < VPT; ++i) {
@@ -97,7 +106,8 @@ __device__ __forceinline__ void kf_elementwise(const kf_x_t* x, const kf_z_t* z,
     } else {
         const long long end = min(n, tile + 4LL * BLOCK * VPT);
         for (long long j = tile + threadIdx.x; j < end; j += BLOCK) {
-            const float xv = KF_CHANNEL ? kf_chan_pre(kf_ld(x + j), bias, ch, (j / ch.inner) % cols) : kf_ld(x + j);
+            const float xv = KF_CHANNEL ? kf_chan_pre(kf_ld(x + j), bias, ch, (j / ch.inner) % cols)
+                                        : kf_ld(x + j) * (KF_HAS_CSCALE ? kf_ld(cscale + j % cols) : 1.0f);
             const float zv = KF_HAS_Z ? kf_ld(z + j) : 0.0f;
             const float rv = KF_HAS_RES ? kf_ld(res + j) : 0.0f;
             const float bv = KF_HAS_BIAS ? kf_ld(bias + j % cols) : 0.0f;

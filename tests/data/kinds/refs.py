@@ -1211,3 +1211,16 @@ def conv3x3_bias_relu(x, y, w, b, h, wd):
     img = np.pad(x.reshape(int(h), int(wd)).astype(np.float64), 1)
     win = sliding_window_view(img, (3, 3))
     y[...] = np.maximum((win * w.reshape(3, 3)).sum(axis=(-1, -2)) + float(b[0]), 0.0).reshape(y.shape)
+
+
+def residual_scaled_gelu(x, bias, res, y, rows, cols, alpha):
+    """residual_scaled_gelu: res + alpha * gelu_tanh(x + bias[col])."""
+    v = x.reshape(int(rows), int(cols)).astype(np.float64) + bias.astype(np.float64)[None, :]
+    g = 0.5 * v * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (v + 0.044715 * v ** 3)))
+    y[...] = (float(alpha) * g + res.reshape(int(rows), int(cols))).reshape(y.shape)
+
+
+def scale_shift_relu_nhwc(x, scale, shift, y, pixels, channels):
+    """scale_shift_relu_nhwc: relu(x * scale[c] + shift[c]), channels last."""
+    v = x.reshape(int(pixels), int(channels)).astype(np.float64) * scale[None, :] + shift[None, :]
+    y[...] = np.maximum(v, 0.0).reshape(y.shape)
