@@ -48,7 +48,7 @@ def test_the_binder_s_templates_are_the_library_s_bound_kernels():
     used |= {"box_filter/box_filter_x", "scan/scan_rows",          # a writer's choice by the kind's parameters
              "optimizer_step/optimizer_sgd", "gemm/gemm_f16", "gemm/gemm_f16_wg",   # ... and by the operands' type
              "elementwise/gated_halves", "transpose/permute_rows", "rope/rope_tokens",    # ... and by the form
-             "row_reduction/row_argmax", "row_softmax/softmax_backward",
+             "row_reduction/row_argmax", "row_softmax/softmax_backward", "row_reduction/row_quant",
              "row_softmax/softmax_axis", "row_reduction/argmax_axis", "scan/scan_axis",      # ... and by the axis
              "stencil1d/stencil1d_cols", "elementwise/elementwise_f64", "elementwise/elementwise_int"}
     assert used == set(library.names("bound"))
