@@ -53,7 +53,7 @@ def test_bf16_storage_brings_its_header_and_types_and_the_map_its_cuda_function(
     assert "typedef float kf_z_t;" in lines and "#define KF_HAS_Z 0" in lines       # no second operand
     assert "    v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));" in lines
     assert ("    kf_elementwise(x, nullptr, nullptr, nullptr, y, ((long long)(n)), 1LL, 1.0f, 0.0f, "
-            "kf_chan{nullptr, nullptr, nullptr, nullptr, 0.0f, 1LL});") in lines
+            "kf_chan{nullptr, nullptr, nullptr, nullptr, 0.0f, 1LL}, nullptr, nullptr);") in lines
 
 
 def test_a_binding_that_cannot_be_written_says_what_is_missing_or_unsupported():
