@@ -706,7 +706,7 @@ def _scan(w: _Writer) -> str:
         cols = w.size("cols")
         return f"kf_scan_rows({x}, {y}, {rows}, {cols}, {rows} * {cols}, {totals})"
     w.slots["N"] = w.launch_size("n")
-    return f"kf_scan({x}, {y}, {w.size('n')})"
+    return f"kf_scan({x}, {y}, {w.size('n')}, {totals})"
 
 
 def _histogram(w: _Writer) -> str:

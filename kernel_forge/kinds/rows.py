@@ -843,11 +843,18 @@ def find_scan(probe) -> Iterator[Match]:
     return
 
 
+def _one_total(probe, totals: str) -> bool:
+    """Whether every case declares one value for ``totals`` (a sum, not one per tile of a larger case)."""
+    task = probe.task
+    return all(math.prod(task.shape(task.arg(totals), case)) == 1 for case in task.cases)
+
+
 def _scans_with_totals(probe, a: str, b: str) -> Iterator[Match]:
     """A prefix sum of each tile of ``seg`` values of a flat array (the last tile short) that also writes
     each tile's total: the first kernel of a multi-pass scan (GPU Gems 3's prescan with its block sums,
     a block-wide CUB scan that leaves its aggregate), whose totals a second kernel scans and adds back.
-    ``seg`` is a power of two, as a block's tile is."""
+    ``seg`` is a power of two, as a block's tile is.  One total for every case: a scan of the whole
+    array that also writes its sum (a stream compaction's offsets and count)."""
     y, totals = (a, b) if probe.sizes[a] > probe.sizes[b] else (b, a)
     size, n_tot = probe.sizes[y], probe.sizes[totals]
     if not 1 <= n_tot < size or probe.arg(y).in_out:
@@ -856,6 +863,14 @@ def _scans_with_totals(probe, a: str, b: str) -> Iterator[Match]:
         if x in (y, totals):
             continue
         v = probe.values[x].astype(np.float64)
+        if n_tot == 1:                      # a scan of the whole array and its sum (a compaction's count)
+            inc = np.cumsum(v)
+            for exclusive, pred in ((False, inc), (True, inc - v)):
+                if close(probe.outputs[totals], inc[-1:], rtol=5e-3) and close(probe.outputs[y], pred, rtol=5e-3) \
+                        and not close(probe.outputs[y], v) and _one_total(probe, totals):
+                    yield Match("scan", {"x": x, "y": y, "totals": totals, "n": param_for(probe, size)},
+                                {"exclusive": exclusive, "per_row": False})
+            continue
         for seg in _segments(size, n_tot):
             tiles = np.zeros(n_tot * seg)
             tiles[:size] = v

@@ -326,6 +326,9 @@ PUBLIC = {
                              {"form": "bias_act_res", "act": "gelu_tanh", "out_scale": True}),
     "scale_shift_relu_nhwc": ("elementwise", {"x": "x", "bias": "shift", "scale_vec": "scale", "res": None, "alpha": None,
                                               "cols": "channels"}, {"form": "bias_act", "act": "relu"}),
+    # a compaction's offsets and count: the whole array's exclusive scan and its sum in one value
+    "offsets_and_count": ("scan", {"x": "flags", "y": "offsets", "totals": "count", "n": "n"},
+                          {"exclusive": True, "per_row": False}),
     # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
     "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
                 {"exclusive": True, "per_row": True, "segment": 512}),
@@ -615,7 +618,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel", "softmax_kernel",
             "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads", "max_pool_forward_nchw",
             "dynamic_scaled_int8_quant_kernel", "sincos_kernel", "bias_gelu_keep_pre", "row_max_idx", "conv3x3_bias_relu",
-            "residual_scaled_gelu", "scale_shift_relu_nhwc"]
+            "residual_scaled_gelu", "scale_shift_relu_nhwc", "offsets_and_count"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

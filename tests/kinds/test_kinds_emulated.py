@@ -115,6 +115,8 @@ TASKS = {
     # scaled chains: 16-byte tiles (cols % 4 == 0) and one value at a time
     DATA / "residual_scaled_gelu.json": ({"BLOCK": 128, "VPT": 2, "STREAM": 0}, [{"R": 40, "C": 64}]),
     DATA / "scale_shift_relu_nhwc.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"P": 70, "C": 36}]),
+    # the whole array's scan and its count: one tile, several (the total from the last)
+    DATA / "offsets_and_count.json": ({"BLOCK": 128, "ITEMS": 8}, [{"n": 1}, {"n": 3000}]),
     # tiles of 512 with their totals: the last tile short, one tile, tiles of a lane's items and not
     DATA / "prescan.json": ({"RPB": 2, "ITEMS": 1}, [{"n": 1}, {"n": 512}, {"n": 2049}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x

@@ -16,6 +16,10 @@
 // module globals, zero at every launch (the gate restores module globals before each launch); at
 // most KF_MAX_TILES tiles (n <= 2^17 * BLOCK * ITEMS).  Sums are kept as kf_acc_t: float, or for
 // KF_INT_SCAN the 32-bit integer type of y (exact, wrapping as the reference's fixed-width sum does).
+// KF_TOTALS: the sum of every value also written to totals[0] (a compaction's count), by the last tile.
+#ifndef KF_TOTALS
+#define KF_TOTALS 0
+#endif
 #ifndef BLOCK
 #define BLOCK 256
 #endif
@@ -56,7 +60,8 @@ __device__ __forceinline__ kf_acc_t kf_value(unsigned long long s)
     return KF_FROM_BITS((unsigned)(s & 0xffffffffu));
 }
 
-__device__ __forceinline__ void kf_scan(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y, long long n)
+__device__ __forceinline__ void kf_scan(const kf_x_t* __restrict__ x, kf_y_t* __restrict__ y, long long n,
+                                        kf_totals_t* __restrict__ totals)
 {
     __shared__ kf_acc_t warp_tot[BLOCK / 32];
     __shared__ kf_acc_t tile_prefix;
@@ -113,6 +118,9 @@ __device__ __forceinline__ void kf_scan(const kf_x_t* __restrict__ x, kf_y_t* __
             kf_publish(&kf_tile_inclusive[tile], prefix + total);
         }
         tile_prefix = prefix;
+#if KF_TOTALS
+        if ((long long)(tile + 1) * (BLOCK * ITEMS) >= n) totals[0] = (kf_totals_t)(prefix + total);
+#endif
     }
     __syncthreads();
     const kf_acc_t add = tile_prefix + before;

@@ -1224,3 +1224,11 @@ def scale_shift_relu_nhwc(x, scale, shift, y, pixels, channels):
     """scale_shift_relu_nhwc: relu(x * scale[c] + shift[c]), channels last."""
     v = x.reshape(int(pixels), int(channels)).astype(np.float64) * scale[None, :] + shift[None, :]
     y[...] = np.maximum(v, 0.0).reshape(y.shape)
+
+
+def offsets_and_count(flags, offsets, count, n):
+    """offsets_and_count: exclusive prefix sum of the flags, and their total."""
+    f = flags.astype(np.int64)
+    inc = np.cumsum(f)
+    offsets[...] = (inc - f).astype(offsets.dtype)
+    count[...] = inc[-1]
