@@ -719,6 +719,17 @@ def _histogram(w: _Writer) -> str:
                          f"{w.types['x']} and the bins are {index}")
     # counts kept in integers, written once into the bins (whole numbers in a float output, as torch.histc's)
     w.types["count"] = "unsigned long long" if w.types["bins"] in ("long long", "unsigned long long") else "unsigned int"
+    weights = w.buffer("weights", required=False)        # each value adds its weight (bincount's weights)
+    w.types["w"] = w.types.pop("weights")
+    w.defines["KF_WEIGHTED"] = int(weights != "nullptr")
+    if weights != "nullptr":
+        if w.types["bins"] not in _CTYPES.values() or w.types["w"] not in _CTYPES.values():
+            raise Unbindable("a weighted histogram sums floating-point weights into floating-point bins")
+        if not w.task.nondeterministic:
+            raise Unbindable("a weighted histogram's float atomic adds are not bit-for-bit repeatable, which the gate "
+                             "checks: declare \"nondeterministic\": true in the manifest, as any kernel of float atomics "
+                             "needs")
+        w.types["count"] = "float"
     w.defines["KF_INDEX_MODULO"] = int(index == "modulo")
     binned = index == "binned"                                 # bins of `width` values from `lo`
     w.defines.update(KF_BIN_LO=int(w.match.params.get("lo", 0)) if binned else 0,
@@ -741,7 +752,7 @@ def _histogram(w: _Writer) -> str:
             raise Unbindable(f"no kernel parameter carries the number of bins, and {bins}'s shape {list(shape)} is "
                              "not a number")
         w.slots["NBINS"], nbins = str(shape[0]), f"{int(shape[0])}LL"
-    return f"kf_histogram({x}, {bins}, {w.size('n')}, {nbins}, {ends})"
+    return f"kf_histogram({x}, {bins}, {w.size('n')}, {nbins}, {ends}, {weights})"
 
 
 def _reduce_op(w: _Writer, double: bool = False) -> str:

@@ -90,6 +90,8 @@ def find_histogram(probe) -> Iterator[Match]:
     h = outs[0]
     bins = probe.sizes[h]
     got = probe.outputs[h]
+    if probe.arg(h).param.dtype.is_float:
+        yield from _weighted(probe, h, bins, got)
     if not np.all(np.isfinite(got)) or not np.array_equal(got, np.round(got)) or got.min() < 0:
         return
     for x in probe.inputs_of():
@@ -108,6 +110,29 @@ def find_histogram(probe) -> Iterator[Match]:
                                             "nbins": next(iter(probe.params_of(bins)), None)}, {"index": mode})
         yield from _binned(probe, x, h, v, bins, got)
     return
+
+
+def _weighted(probe, h, bins, got) -> Iterator[Match]:
+    """Weights summed by bin: ``h[b] = sum of w[i] where x[i] = b`` (torch.bincount with weights, a
+    segment sum by class), x integer values in [0, bins) (or the others skipped, or taken modulo the
+    bins), w a float input of x's size."""
+    for x in probe.inputs_of(floating=False):
+        v = probe.values[x].astype(np.int64)
+        for wb in probe.inputs_of(v.size, floating=True):
+            if wb in (x, h) or v.size == 0:
+                continue
+            wv = probe.values[wb].astype(np.float64)
+            for mode, keep in (("direct", np.ones(v.size, bool)), ("ignore", (v >= 0) & (v < bins)),
+                               ("modulo", None)):
+                vals = v % bins if keep is None else v[keep]
+                if vals.size == 0 or vals.min() < 0 or vals.max() >= bins or (mode == "ignore" and keep.all()):
+                    continue
+                want = np.bincount(vals, weights=wv if keep is None else wv[keep], minlength=bins)
+                if close(got, want, rtol=1e-4):
+                    yield Match("histogram", {"x": x, "bins": h, "weights": wb,
+                                              "n": next(iter(probe.params_of(v.size)), None),
+                                              "nbins": next(iter(probe.params_of(bins)), None)}, {"index": mode})
+                    return
 
 
 #: where a binned histogram's range may start: 0, and the codes of ' ', '0', 'A' and 'a'

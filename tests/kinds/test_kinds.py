@@ -329,6 +329,9 @@ PUBLIC = {
     # a compaction's offsets and count: the whole array's exclusive scan and its sum in one value
     "offsets_and_count": ("scan", {"x": "flags", "y": "offsets", "totals": "count", "n": "n"},
                           {"exclusive": True, "per_row": False}),
+    # weights summed by bin (torch.bincount with weights), declared nondeterministic for its float atomics
+    "weighted_bincount": ("histogram", {"x": "x", "bins": "out", "weights": "w", "n": "n", "nbins": "bins"},
+                          {"index": "direct"}),
     # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
     "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
                 {"exclusive": True, "per_row": True, "segment": 512}),
@@ -618,7 +621,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "generalAddBiasResidualPostLayerNorm", "cuApplyLayerNorm", "prescan", "lookup_kernel", "softmax_kernel",
             "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads", "max_pool_forward_nchw",
             "dynamic_scaled_int8_quant_kernel", "sincos_kernel", "bias_gelu_keep_pre", "row_max_idx", "conv3x3_bias_relu",
-            "residual_scaled_gelu", "scale_shift_relu_nhwc", "offsets_and_count"]
+            "residual_scaled_gelu", "scale_shift_relu_nhwc", "offsets_and_count",
+            "weighted_bincount"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -769,6 +773,13 @@ def test_a_keep_mask_is_added_as_one_minus_it_times_its_fill_and_a_plain_additiv
                      ref.replace(f"fill = {fill!r}", "fill = 0"))
     m = identify(load_task(path)).match
     assert m is not None and m.params.get("bias_rows") == "heads" and "mask_fill" not in m.params, m
+
+
+def test_a_weighted_histogram_asks_for_the_nondeterministic_declaration_its_float_atomics_need(tmp_path):
+    path = copy_task(tmp_path, "weighted_bincount", lambda d: d.pop("nondeterministic"))
+    task = load_task(path)
+    with pytest.raises(Unbindable, match="nondeterministic"):
+        instantiate(task, identify(task).match)
 
 
 def test_a_gather_plus_a_row_by_position_is_a_gather_with_a_position_table():

@@ -117,6 +117,8 @@ TASKS = {
     DATA / "scale_shift_relu_nhwc.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 1}, [{"P": 70, "C": 36}]),
     # the whole array's scan and its count: one tile, several (the total from the last)
     DATA / "offsets_and_count.json": ({"BLOCK": 128, "ITEMS": 8}, [{"n": 1}, {"n": 3000}]),
+    # weights summed by bin: per-warp copies in shared memory, and one per block
+    DATA / "weighted_bincount.json": ({"BLOCK": 128, "UNROLL": 1, "BPS": 2, "WARP_COPIES": 0}, [{"N": 3001, "B": 64}]),
     # tiles of 512 with their totals: the last tile short, one tile, tiles of a lane's items and not
     DATA / "prescan.json": ({"RPB": 2, "ITEMS": 1}, [{"n": 1}, {"n": 512}, {"n": 2049}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x

@@ -21,7 +21,13 @@
 // nbins equal bins of [lo, hi] (1) or in bins of width `hi` from lo (2), the bin worked out in double
 // (a float product could round a value across an edge) -- a value equal to the range's end in the
 // last bin (KF_BIN_CLOSED) or skipped, values outside skipped or, KF_BIN_CLAMP, counted in the end
-// bins, NaN skipped; else a value outside [0, nbins) is skipped.
+// bins, NaN skipped; else a value outside [0, nbins) is skipped.  KF_WEIGHTED: each value adds its
+// weight w[i] to its bin instead of 1 (torch.bincount(x, weights=w), a segment sum by class): the
+// counters, the tally and the bins are float, their float atomics add in no fixed order (the
+// manifest declares the task nondeterministic).
+#ifndef KF_WEIGHTED
+#define KF_WEIGHTED 0
+#endif
 #ifndef BLOCK
 #define BLOCK 256
 #endif
@@ -88,25 +94,44 @@ __device__ __forceinline__ long long kf_bin_of(kf_x_t value, long long nb, doubl
 }
 #endif
 
+// a block's private counters in shared memory: 32-bit counts, or a weighted histogram's float sums
+#if KF_WEIGHTED
+typedef float kf_sub_t;
+#else
+typedef unsigned int kf_sub_t;
+#endif
+
+// the weight of value i: w[i], or 1 for a count
+__device__ __forceinline__ kf_sub_t kf_weight(const kf_w_t* __restrict__ w, long long i)
+{
+#if KF_WEIGHTED
+    return kf_ld(w + i);
+#else
+    return 1u;
+#endif
+}
+
 template <typename C>
-__device__ __forceinline__ void kf_count(C* h, kf_x_t value, long long nb, double lo, double hi)
+__device__ __forceinline__ void kf_count(C* h, kf_x_t value, long long nb, double lo, double hi, kf_sub_t weight)
 {
     const long long b = kf_bin_of(value, nb, lo, hi);
-    if (b >= 0) atomicAdd(h + b, (C)1);
+    if (b >= 0) atomicAdd(h + b, (C)weight);
 }
 
 __device__ __forceinline__ void kf_histogram(const kf_x_t* __restrict__ x, kf_bins_t* __restrict__ bins,
-                                             long long n, long long nbins, double lo, double hi)
+                                             long long n, long long nbins, double lo, double hi,
+                                             const kf_w_t* __restrict__ w)
 {
-    extern __shared__ unsigned int kf_sub[];
+    extern __shared__ unsigned int kf_sub_words[];
+    kf_sub_t* kf_sub = reinterpret_cast<kf_sub_t*>(kf_sub_words);     // 4-byte counters (or weights' sums)
     __shared__ bool kf_last;
     const long long nb = nbins < KF_MAX_BINS ? nbins : KF_MAX_BINS;
     const bool priv = nb * KF_COPIES <= SMEM_WORDS;       // the launch's shared_mem test
     if (priv) {
-        for (long long i = threadIdx.x; i < nb * KF_COPIES; i += BLOCK) kf_sub[i] = 0u;
+        for (long long i = threadIdx.x; i < nb * KF_COPIES; i += BLOCK) kf_sub[i] = (kf_sub_t)0;
         __syncthreads();
     }
-    unsigned int* mine = kf_sub + (KF_COPIES > 1 ? (threadIdx.x >> 5) : 0) * nb;
+    kf_sub_t* mine = kf_sub + (KF_COPIES > 1 ? (threadIdx.x >> 5) : 0) * nb;
 
     const long long stride = (long long)gridDim.x * BLOCK;
     const long long first = (long long)blockIdx.x * BLOCK + threadIdx.x;
@@ -124,7 +149,8 @@ __device__ __forceinline__ void kf_histogram(const kf_x_t* __restrict__ x, kf_bi
                 const kf_x_t* e = reinterpret_cast<const kf_x_t*>(&q[u]);
 #pragma unroll
                 for (int j = 0; j < KF_PER_CHUNK; ++j) {
-                    if (priv) kf_count(mine, e[j], nb, lo, hi); else kf_count(kf_hist_tally, e[j], nb, lo, hi);
+                    const kf_sub_t wt = kf_weight(w, (v + u * stride) * KF_PER_CHUNK + j);
+                    if (priv) kf_count(mine, e[j], nb, lo, hi, wt); else kf_count(kf_hist_tally, e[j], nb, lo, hi, wt);
                 }
             }
         }
@@ -133,13 +159,15 @@ __device__ __forceinline__ void kf_histogram(const kf_x_t* __restrict__ x, kf_bi
             const kf_x_t* e = reinterpret_cast<const kf_x_t*>(&q);
 #pragma unroll
             for (int j = 0; j < KF_PER_CHUNK; ++j) {
-                if (priv) kf_count(mine, e[j], nb, lo, hi); else kf_count(kf_hist_tally, e[j], nb, lo, hi);
+                const kf_sub_t wt = kf_weight(w, v * KF_PER_CHUNK + j);
+                if (priv) kf_count(mine, e[j], nb, lo, hi, wt); else kf_count(kf_hist_tally, e[j], nb, lo, hi, wt);
             }
         }
         done = nvec * KF_PER_CHUNK;
     }
     for (long long i = done + first; i < n; i += stride) {     // the rest (all of x when unaligned)
-        if (priv) kf_count(mine, x[i], nb, lo, hi); else kf_count(kf_hist_tally, x[i], nb, lo, hi);
+        const kf_sub_t wt = kf_weight(w, i);
+        if (priv) kf_count(mine, x[i], nb, lo, hi, wt); else kf_count(kf_hist_tally, x[i], nb, lo, hi, wt);
     }
 
     if (priv) {
@@ -159,7 +187,11 @@ __device__ __forceinline__ void kf_histogram(const kf_x_t* __restrict__ x, kf_bi
     __threadfence();
     for (long long b = threadIdx.x; b < nbins; b += BLOCK) {
         // every other block's atomics are done: take the bin's total and leave zero behind
+#if KF_WEIGHTED
+        kf_st(bins + b, b < nb ? atomicExch(kf_hist_tally + b, (kf_count_t)0) : (kf_count_t)0);
+#else
         bins[b] = (kf_bins_t)(b < nb ? atomicExch(kf_hist_tally + b, (kf_count_t)0) : (kf_count_t)0);
+#endif
     }
     if (threadIdx.x == 0) kf_hist_ticket = 0u;
 }

@@ -1232,3 +1232,8 @@ def offsets_and_count(flags, offsets, count, n):
     inc = np.cumsum(f)
     offsets[...] = (inc - f).astype(offsets.dtype)
     count[...] = inc[-1]
+
+
+def weighted_bincount(x, w, out, n, bins):
+    """weighted_bincount: the weights summed by bin."""
+    out[...] = np.bincount(x.astype(np.int64), weights=w.astype(np.float64), minlength=int(bins))[:int(bins)]
