@@ -329,8 +329,7 @@ def _scaled_chains(probe, full, base, holds) -> Iterator[Match]:
     column multiplying x (a folded batch norm or an affine layer over the last axis, NHWC's
     per-channel scale and shift), and/or a float parameter multiplying the activation (a residual
     branch's scale) -- each part optional, at least one scale present (the plain chains are tried
-    before).  Tried after every other form, on the first split of x into rows of a parameter's
-    columns."""
+    before), on each split of x into rows of a parameter's columns; the first that holds."""
     y, n = base["y"], probe.sizes[base["y"]]
     vals = probe.values
     splits = [(r, c) for r, c in dims(probe, n) if r > 1 and c > 1]
