@@ -266,7 +266,10 @@ def _row_softmax(w: _Writer) -> str:
         return _softmax_backward(w)
     x, y = w.buffer("x"), w.buffer("y")
     index = w.buffer("index", required=False, default_type="int")      # a cross-entropy's targets
-    bias = w.buffer("bias", required=False)                              # an additive mask per column
+    bias = w.buffer("bias", required=False, small_ints=True)           # an additive mask per column (or flags)
+    if bias != "nullptr" and (w.types["bias"] in _CTYPES.values()) == bool(w.match.params.get("mask_flags")):
+        raise Unbindable(f"a softmax's bias is read as flags where it is an integer or boolean mask, else as values; "
+                         f"{bias} is {w.types['bias']}")
     if index != "nullptr" and w.types["index"] in _CTYPES.values():
         raise Unbindable(f"a cross-entropy's targets are integers; {index} is {w.types['index']}")
     rows = w.rows_arg(y)
@@ -282,9 +285,11 @@ def _row_softmax(w: _Writer) -> str:
                         "heads": ("1LL", group, f"{w.size('bias_heads')} * {group}") if mode == "heads" else None
                         }.get(mode, ("1LL", "1LL", never))
     fill = w.match.params.get("mask_fill")
-    w.defines["KF_MASK_KEEP"] = int(bool(fill))
-    if fill:
-        w.defines["KF_MASK_FILL"] = f"({float(fill)!r}f)"
+    flags = bool(w.match.params.get("mask_flags"))           # an integer or boolean mask of flags
+    w.defines["KF_MASK_KEEP"] = 2 if flags else int(fill is not None)
+    w.defines["KF_MASK_INVERT"] = int(bool(w.match.params.get("mask_invert")))
+    if fill is not None:
+        w.defines["KF_MASK_FILL"] = "(-__int_as_float(0x7f800000))" if fill == float("-inf") else f"({float(fill)!r}f)"
     return (f"kf_row_softmax({x}, {index}, {bias}, {y}, {rows}, (int){w.size('cols')}, {scale}, "
             f"{_row_stride(w, w.size('cols'))}, {bdiv}, {bmod}, {bblk})")
 
@@ -309,8 +314,12 @@ def _axis_softmax(w: _Writer) -> str:
 
 
 def _softmax_scale(w: _Writer) -> str:
-    """The factor a softmax scales x by: its parameter, or one over it (a temperature), or 1."""
+    """The factor a softmax scales x by: its parameter, or one over it (a temperature), one over the square
+    root of an integer parameter (``rsqrtf(head_dim)``, computed in the kernel), a constant written in
+    the kernel, or 1."""
     scale = w.scalar("scale", "scale", 1.0)
+    if w.match.params.get("scale_rsqrt") and w.role("scale"):
+        return f"rsqrtf({scale})"
     return f"(1.0f / {scale})" if w.match.params.get("divide") and w.role("scale") else scale
 
 

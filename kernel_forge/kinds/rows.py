@@ -282,24 +282,26 @@ def find_row_softmax(probe) -> Iterator[Match]:
     (attention's 1 / sqrt(d)), plus an additive mask or bias of one value per column; also causal:
     rows in blocks of ``cols`` (T x T scores), row r seeing columns up to r % cols, the others 0
     (-inf for log-softmax)."""
-    scales = _softmax_scales(probe)
+    base_scales = _softmax_scales(probe)
     for x, y, rows, cols in _pairs(probe):
         if len(probe.buffers(output=True)) != 1:
             continue
+        scales = base_scales + _fitted_scales(probe, x, y, rows, cols, base_scales)
         masks = [None]
         if rows % cols == 0:
             masks.append(np.arange(cols)[None, :] > (np.arange(rows) % cols)[:, None])
         biases = _softmax_biases(probe, x, y, rows, cols)
-        plain = [(m, (None, None, None, None), None) for m in masks]
+        plain = [(m, (None, None, None, None), {}) for m in masks]
         for scale, sv, div in scales:
-            for mask, (bias, brows, group, heads), fill in plain + [(None, b, f) for b in biases for f in MASK_FILLS]:
+            for mask, (bias, brows, group, heads), fill in plain + [(None, b, f) for b in biases
+                                                                   for f in _mask_forms(probe, b[0])]:
                 if mask is None and bias is None and scale is not None and sv == 1.0:
                     continue
                 v = probe.values[x].reshape(rows, cols) * sv
                 if bias is not None:
-                    b = probe.values[bias].reshape(-1, cols).astype(np.float64)
-                    b = b if fill is None else (1.0 - b) * fill
-                    v = v + b[_bias_rows(rows, brows, group, heads)]
+                    b = _mask_values(probe.values[bias].reshape(-1, cols).astype(np.float64), fill)
+                    with np.errstate(invalid="ignore"):
+                        v = v + b[_bias_rows(rows, brows, group, heads)]
                 if mask is not None:
                     v = np.where(mask, -np.inf, v)
                 m = v - v.max(axis=1, keepdims=True)
@@ -317,10 +319,10 @@ def find_row_softmax(probe) -> Iterator[Match]:
                         if heads:
                             binding["bias_heads"] = param_for(probe, heads)
                         params = {"log": log, **({"causal": True} if mask is not None else {}), **div,
-                                  **({"bias_rows": brows} if brows else {}), **({"mask_fill": fill} if fill else {})}
+                                  **({"bias_rows": brows} if brows else {}), **fill}
                         yield Match("row_softmax", binding, params)
-    yield from _axis_softmaxes(probe, scales)
-    yield from _cross_entropies(probe, scales)
+    yield from _axis_softmaxes(probe, base_scales)
+    yield from _cross_entropies(probe, base_scales)
     yield from _softmax_backwards(probe)
 
 
@@ -353,9 +355,32 @@ def _softmax_backwards(probe) -> Iterator[Match]:
                         yield Match("row_softmax", binding, {"log": log, "backward": True})
 
 
-#: how a bias may be a keep-mask m (1 where a key is seen): None (added as it is), or (1 - m) * fill --
+#: how a float bias may be a keep-mask m (1 where a key is seen): None (added as it is), or (1 - m) * fill --
 #: BERT's -10000 (FasterTransformer, the original BERT), -1e9, and float32's lowest (HF's finfo.min)
 MASK_FILLS = (None, -10000.0, -1e9, float(np.finfo(np.float32).min))
+#: an integer or boolean mask's fills where it masks a key (``masked_fill(mask == 0, -inf)`` first)
+FLAG_FILLS = (-np.inf, -10000.0, -1e9, float(np.finfo(np.float32).min))
+
+
+def _mask_forms(probe, bias: str) -> list[dict]:
+    """The params a softmax's bias may be read with: a float bias as it is or as a keep-mask times a fill
+    (``mask_fill``); an integer or boolean mask as flags, 0 where a key is seen and the fill where it
+    is masked -- a key seen where the flag is nonzero, or (``mask_invert``, PyTorch's key_padding_mask)
+    where it is zero."""
+    if probe.arg(bias).param.dtype.is_float:
+        return [{} if f is None else {"mask_fill": f} for f in MASK_FILLS]
+    return [{"mask_fill": f, "mask_flags": True, **({"mask_invert": True} if inv else {})}
+            for f in FLAG_FILLS for inv in (False, True)]
+
+
+def _mask_values(b: np.ndarray, form: dict) -> np.ndarray:
+    """What a softmax adds for bias values ``b`` read as ``form`` (:func:`_mask_forms`)."""
+    if not form:
+        return b
+    if form.get("mask_flags"):
+        seen = (b != 0) != bool(form.get("mask_invert"))
+        return np.where(seen, 0.0, form["mask_fill"])
+    return (1.0 - b) * form["mask_fill"]
 
 
 def _bias_rows(rows: int, mode: str | None, group: int | None, heads: int | None) -> np.ndarray:
@@ -378,7 +403,7 @@ def _softmax_biases(probe, x, y, rows, cols) -> list[tuple[str, str | None, int 
     each batch's heads ("heads": scores [B, H, Tq, Tk], row r adding row r % Tq + r / (H * Tq) * Tq, as
     FasterTransformer's softmax reads its attention mask), Tq a parameter's value."""
     out = []
-    for b in probe.inputs_of(floating=True):
+    for b in probe.inputs_of(floating=None):       # an integer or boolean input: a mask of flags
         if b in (x, y) or probe.sizes[b] % cols:
             continue
         k = probe.sizes[b] // cols
@@ -393,6 +418,37 @@ def _softmax_biases(probe, x, y, rows, cols) -> list[tuple[str, str | None, int 
             for q in sorted({v for v in probe.int_scalars().values() if 1 < v < k and k % v == 0}):
                 out.append((b, "heads", q, heads))
     return out
+
+
+def _fitted_scales(probe, x, y, rows, cols, tried) -> list[tuple[str | None, float, dict]]:
+    """A scale the kernel computes itself, read off the reference's softmax: the slope of each row's
+    log-probabilities against its values, over the keys it sees (a mask of flags adds 0 there) --
+    one over the square root of an integer parameter (``rsqrtf(head_dim)``: the parameter bound,
+    ``scale_rsqrt``), else the constant as written (``scale``).  None where the slope is 1 or a
+    parameter's scale already."""
+    got = probe.outputs[y].reshape(rows, cols)
+    with np.errstate(all="ignore"):
+        logp = np.log(got) if np.all(got >= 0) else got          # a log-softmax's output is its own log
+    v = probe.values[x].reshape(rows, cols).astype(np.float64)
+    seen = np.isfinite(logp) & (got != 0 if np.all(got >= 0) else True)
+    if seen.sum() < 2 * rows:
+        return []
+    n = seen.sum(axis=1, keepdims=True)
+    if np.any(n == 0):
+        return []
+    lc = np.where(seen, logp - np.where(seen, logp, 0).sum(axis=1, keepdims=True) / n, 0.0)
+    vc = np.where(seen, v - np.where(seen, v, 0).sum(axis=1, keepdims=True) / n, 0.0)
+    den = float((vc * vc).sum())
+    if den == 0.0:
+        return []
+    c = float((lc * vc).sum()) / den
+    if not np.isfinite(c) or c <= 0 or any(abs(c - sv) <= 1e-4 * abs(sv) for _, sv, _ in tried):
+        return []
+    for name, value in probe.int_scalars().items():
+        if value > 0 and abs(c * math.sqrt(value) - 1.0) <= 1e-4:
+            return [(name, 1.0 / math.sqrt(value), {"scale_rsqrt": True})]
+    c = float(np.float32(c))
+    return [(None, c, {"scale": c})]
 
 
 def _softmax_scales(probe) -> list[tuple[str | None, float, dict]]:
@@ -458,11 +514,12 @@ def _cross_entropies(probe, scales) -> Iterator[Match]:
 
 
 def _close_with_infs(got, want) -> bool:
-    """close(), where ``want``'s infinite values (a masked log-softmax's -inf) must be met exactly."""
+    """close(), where ``want``'s infinite and NaN values (a masked log-softmax's -inf; a row whose every key
+    is masked) must be met exactly."""
     inf = ~np.isfinite(want)
     if not inf.any():
         return close(got, want)
-    return bool(np.array_equal(got[inf], want[inf])) and close(got[~inf], want[~inf])
+    return bool(np.array_equal(got[inf], want[inf], equal_nan=True)) and close(got[~inf], want[~inf])
 
 
 # ----------------------------------------------------------------------------- reductions

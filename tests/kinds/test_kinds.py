@@ -332,6 +332,16 @@ PUBLIC = {
     # weights summed by bin (torch.bincount with weights), declared nondeterministic for its float atomics
     "weighted_bincount": ("histogram", {"x": "x", "bins": "out", "weights": "w", "n": "n", "nbins": "bins"},
                           {"index": "direct"}),
+    # masks of flags (bytes, bools): -inf where a key is masked, PyTorch's key_padding_mask inverted; a
+    # scale the kernel computes, rsqrtf(head_dim), or writes (0.7)
+    "masked_softmax_flags": ("row_softmax", {"x": "scores", "y": "probs", "scale": "scale", "bias": "mask",
+                                             "bias_group": "H*T"},
+                             {"bias_rows": "div", "mask_fill": float("-inf"), "mask_flags": True}),
+    "softmax_rsqrt_padding": ("row_softmax", {"x": "scores", "y": "probs", "scale": "head_dim",
+                                              "bias": "key_padding_mask", "bias_group": "H*T"},
+                              {"scale_rsqrt": True, "bias_rows": "div", "mask_fill": float("-inf"),
+                               "mask_flags": True, "mask_invert": True}),
+    "softmax_const_scale": ("row_softmax", {"x": "x", "y": "y", "scale": None}, {"scale": float(np.float32(0.7))}),
     # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
     "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
                 {"exclusive": True, "per_row": True, "segment": 512}),
@@ -622,7 +632,7 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads", "max_pool_forward_nchw",
             "dynamic_scaled_int8_quant_kernel", "sincos_kernel", "bias_gelu_keep_pre", "row_max_idx", "conv3x3_bias_relu",
             "residual_scaled_gelu", "scale_shift_relu_nhwc", "offsets_and_count",
-            "weighted_bincount"]
+            "weighted_bincount", "masked_softmax_flags", "softmax_rsqrt_padding", "softmax_const_scale"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 

@@ -45,7 +45,7 @@ TASKS = [*(ROOT / "tests" / "data" / "kinds" / f"{n}.json" for n in (
     "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads", "max_pool_forward_nchw",
     "dynamic_scaled_int8_quant_kernel", "sincos_kernel", "bias_gelu_keep_pre", "row_max_idx", "conv3x3_bias_relu",
     "residual_scaled_gelu", "scale_shift_relu_nhwc", "offsets_and_count",
-    "weighted_bincount")),
+    "weighted_bincount", "masked_softmax_flags", "softmax_rsqrt_padding", "softmax_const_scale")),
     ROOT / "bench" / "wild" / "cs_boxfilter_y" / "cs_boxfilter_y.json",
     ROOT / "bench" / "wild" / "cs_convolution_rows" / "cs_convolution_rows.json",
     ROOT / "bench" / "wild" / "cs_convolution_cols" / "cs_convolution_cols.json",

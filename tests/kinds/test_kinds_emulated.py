@@ -119,6 +119,10 @@ TASKS = {
     DATA / "offsets_and_count.json": ({"BLOCK": 128, "ITEMS": 8}, [{"n": 1}, {"n": 3000}]),
     # weights summed by bin: per-warp copies in shared memory, and one per block
     DATA / "weighted_bincount.json": ({"BLOCK": 128, "UNROLL": 1, "BPS": 2, "WARP_COPIES": 0}, [{"N": 3001, "B": 64}]),
+    # masks of flags: a row of 1030 keys (4 at a time, streamed twice at ITEMS 1) and one of 17 (one at a time)
+    DATA / "masked_softmax_flags.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"B": 1, "H": 2, "T": 1032}]),
+    DATA / "softmax_rsqrt_padding.json": ({"WPR": 1, "RPB": 2, "ITEMS": 2, "STREAM": 1}, [{"B": 2, "H": 1, "T": 5, "D": 16}]),
+    DATA / "softmax_const_scale.json": ({"WPR": 2, "RPB": 2, "ITEMS": 1, "STREAM": 0}, [{"R": 3, "C": 1030}]),
     # tiles of 512 with their totals: the last tile short, one tile, tiles of a lane's items and not
     DATA / "prescan.json": ({"RPB": 2, "ITEMS": 1}, [{"n": 1}, {"n": 512}, {"n": 2049}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x

@@ -15,7 +15,9 @@
 // adds the bias's row (r / bdiv) % bmod + (r / bblk) * bmod (a key-padding mask per batch over its
 // heads and queries; a [B, 1, Tq, Tk] mask over the heads: bdiv 1, bmod Tq, bblk heads * Tq).
 // KF_MASK_KEEP: the bias holds a keep-mask m, 1 where a key is seen, and adds
-// (1 - m) * KF_MASK_FILL (BERT's (1 - mask) * -10000, as FasterTransformer's softmax reads it).  KF_CAUSAL: rows come in
+// (1 - m) * KF_MASK_FILL (BERT's (1 - mask) * -10000, as FasterTransformer's softmax reads it); 2: an
+// integer or boolean mask of flags, a key seen where the flag is nonzero (KF_MASK_INVERT: zero), the
+// others given KF_MASK_FILL (masked_fill(mask == 0, -inf)).  KF_CAUSAL: rows come in
 // blocks of cols (attention's T x T scores), and row r sees columns 0 .. r % cols only: the others
 // count as -inf (written 0, or -inf for log-softmax).
 // Rows longer than the registers hold are streamed twice.  KF_XENT: a cross-entropy from logits,
@@ -38,7 +40,12 @@
 #ifndef KF_MASK_KEEP
 #define KF_MASK_KEEP 0
 #endif
-#if KF_MASK_KEEP
+#ifndef KF_MASK_INVERT
+#define KF_MASK_INVERT 0
+#endif
+#if KF_MASK_KEEP == 2
+#define KF_BIAS(v) ((((v) != 0.0f) != (bool)KF_MASK_INVERT) ? 0.0f : (KF_MASK_FILL))
+#elif KF_MASK_KEEP
 #define KF_BIAS(v) ((1.0f - (v)) * (KF_MASK_FILL))
 #else
 #define KF_BIAS(v) (v)

@@ -1237,3 +1237,31 @@ def offsets_and_count(flags, offsets, count, n):
 def weighted_bincount(x, w, out, n, bins):
     """weighted_bincount: the weights summed by bin."""
     out[...] = np.bincount(x.astype(np.int64), weights=w.astype(np.float64), minlength=int(bins))[:int(bins)]
+
+
+def _masked_softmax(s, seen):
+    a = np.where(seen, s, -np.inf)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(a - a.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def masked_softmax_flags(scores, mask, probs, B, H, T, scale):
+    """masked_softmax_flags: softmax(scale * scores) over the keys whose byte flag is nonzero."""
+    B, H, T = int(B), int(H), int(T)
+    s = scores.reshape(B, H, T, T).astype(np.float64) * float(scale)
+    probs[...] = _masked_softmax(s, mask.reshape(B, 1, 1, T) != 0).reshape(probs.shape)
+
+
+def softmax_rsqrt_padding(scores, key_padding_mask, probs, B, H, T, head_dim):
+    """softmax_rsqrt_padding: softmax(scores / sqrt(head_dim)), a true flag masking its key."""
+    B, H, T = int(B), int(H), int(T)
+    s = scores.reshape(B, H, T, T).astype(np.float64) / np.sqrt(int(head_dim))
+    probs[...] = _masked_softmax(s, key_padding_mask.reshape(B, 1, 1, T) == 0).reshape(probs.shape)
+
+
+def softmax_const_scale(x, y, rows, cols):
+    """softmax_const_scale: a row softmax of 0.7 * x."""
+    v = x.reshape(int(rows), int(cols)).astype(np.float64) * 0.7
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    y[...] = (e / e.sum(axis=1, keepdims=True)).reshape(y.shape)
