@@ -359,6 +359,8 @@ def _elementwise_body(p: dict, row_bias: bool = False, res: bool = False) -> str
         return "return xv * alpha;"
     if form == "axpy":
         return "return fmaf(alpha, xv, zv);"
+    if form == "mul_add":            # alpha * x * z + r (alpha 1 where no parameter carries it)
+        return "return fmaf(alpha * xv, zv, rv);"
     if form == "axpby":
         return "return fmaf(alpha, xv, beta * zv);"
     if form == "clamp":
@@ -618,13 +620,20 @@ def _gather(w: _Writer) -> str:
         w.slots["ROWS"] = f"({w.launch_size('outer')}) * ({w.launch_size('rows')})"
         rows = f"{w.size('outer')} * {w.size('rows')}"
         return (f"kf_gather({idx}, {table}, {pos}, {y}, {rows}, {w.size('cols')}, {period}, {w.size('rows')}, "
-                f"{w.size('vocab')}, 0LL)")
+                f"{w.size('vocab')}, 0LL, 1.0f)")
     rows = w.size("rows")
     zero = w.match.params.get("outside") == "zero"       # a share of a vocabulary: rows outside it written as zeros
     w.defines["KF_ZERO_OUTSIDE"] = int(zero)
     vocab = w.size("vocab") if zero else "0LL"
     offset = w.size("offset") if w.role("offset") else "0LL"
-    return f"kf_gather({idx}, {table}, {pos}, {y}, {rows}, {w.size('cols')}, {period}, {rows}, {vocab}, {offset})"
+    # rows times a factor: a float parameter, the square root of an integer one, or a constant
+    scaled = bool(w.role("scale")) or "scale" in w.match.params
+    w.defines["KF_GATHER_SCALE"] = int(scaled)
+    scale = w.scalar("scale", "scale", 1.0)
+    if w.match.params.get("scale_sqrt") and w.role("scale"):
+        scale = f"sqrtf({scale})"
+    return (f"kf_gather({idx}, {table}, {pos}, {y}, {rows}, {w.size('cols')}, {period}, {rows}, {vocab}, {offset}, "
+            f"{scale})")
 
 
 def _row_pick(w: _Writer) -> str:
@@ -699,6 +708,9 @@ def _scan(w: _Writer) -> str:
                          f"{w.types['x']} and {w.types['y']}")
     w.defines["KF_INT_SCAN"] = int(w.types["acc"] != "float")
     w.defines["KF_EXCLUSIVE"] = int(bool(w.match.params.get("exclusive")))
+    w.defines["KF_REVERSE"] = int(bool(w.match.params.get("reverse")))     # summed from the end
+    if w.match.params.get("reverse") and (w.match.params.get("dim") == "middle" or w.match.params.get("segment")):
+        raise Unbindable("a prefix sum from the end is bound over a whole array or each row")
     if w.match.params.get("dim") == "middle":       # over an axis that is not the last: a position per thread column
         w.template = "scan/scan_axis"
         return f"kf_axis_scan({x}, {y}, {', '.join(w.axis_walk())})"

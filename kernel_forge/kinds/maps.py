@@ -188,7 +188,7 @@ def find_elementwise(probe) -> Iterator[Match]:
 
 #: the forms a second output may take beside the first in one pass (the plain elementwise pattern's)
 _SECOND_FORMS = {"map", "binary", "binary_act", "gated", "scale", "scale_act", "axpy", "axpby", "affine", "clamp",
-                 "bias_act", "act_res", "bias_act_res", "binary_scale"}
+                 "bias_act", "act_res", "bias_act_res", "binary_scale", "mul_add"}
 
 
 def _two_outputs(probe, y: str, y2: str) -> Iterator[Match]:
@@ -294,6 +294,7 @@ def _float_maps(probe, y: str) -> Iterator[Match]:
             if holds(lambda k: av * vals[x][:k] + bv):                # a scale and a shift
                 yield Match("elementwise", {**base, "x": x, "alpha": a, "beta": b}, {"form": "affine"})
     yield from _masked_fills(probe, full, base, holds)
+    yield from _products_added(probe, full, base, holds, alphas)
     for x in full:                                               # fused chains with a row-broadcast bias
         rest = [r for r in full if r != x]
         splits = [(r, c) for r, c in dims(probe, n) if r > 1 and c > 1] or [(1, n)]
@@ -322,6 +323,18 @@ def _float_maps(probe, y: str) -> Iterator[Match]:
     yield from _fitted_constants(probe, y, [*full, *([y] if probe.arg(y).in_out and y not in full else [])],
                                  base, holds)
     return
+
+
+def _products_added(probe, full, base, holds, alphas) -> Iterator[Match]:
+    """Three operands: ``y = alpha * x * z + r`` (a fused multiply-add of tensors; ``torch.addcmul``'s
+    ``r + alpha * x * z``), alpha a float parameter or 1."""
+    vals = probe.values
+    for r in full:
+        for x, z in ((x, z) for x in full for z in full if x < z and r not in (x, z)):
+            for a, av in [(None, 1.0), *alphas]:
+                if holds(lambda k: av * vals[x][:k] * vals[z][:k] + vals[r][:k]):
+                    yield Match("elementwise", {**base, "x": x, "z": z, "res": r, "alpha": a}, {"form": "mul_add"})
+                    return
 
 
 def _scaled_chains(probe, full, base, holds) -> Iterator[Match]:

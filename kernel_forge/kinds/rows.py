@@ -879,16 +879,18 @@ def find_scan(probe) -> Iterator[Match]:
         v = probe.values[x]
         splits = [(1, size)] + [rc for rc in dims(probe, size) if rc[0] > 1 and rc[1] > 1]
         for rows, cols in splits:
-            inc = np.cumsum(v.reshape(rows, cols), axis=1)
-            exc = inc - v.reshape(rows, cols)
-            for exclusive, pred in ((False, inc), (True, exc)):
-                if close(got, pred.reshape(-1), rtol=5e-3) and not close(got, v):
-                    binding = {"x": x, "y": y}
-                    if rows == 1:
-                        binding["n"] = param_for(probe, size)
-                    else:
-                        binding.update(_scalars(probe, rows, cols))
-                    yield Match("scan", binding, {"exclusive": exclusive, "per_row": rows > 1})
+            m = v.reshape(rows, cols)
+            for reverse in (False, True):           # summed from the end: flip, cumsum, flip
+                inc = np.cumsum(m[:, ::-1], axis=1)[:, ::-1] if reverse else np.cumsum(m, axis=1)
+                for exclusive, pred in ((False, inc), (True, inc - m)):
+                    if close(got, pred.reshape(-1), rtol=5e-3) and not close(got, v):
+                        binding = {"x": x, "y": y}
+                        if rows == 1:
+                            binding["n"] = param_for(probe, size)
+                        else:
+                            binding.update(_scalars(probe, rows, cols))
+                        yield Match("scan", binding, {"exclusive": exclusive, "per_row": rows > 1,
+                                                      **({"reverse": True} if reverse else {})})
         # over an axis that is not the last: each column's running sum (dim=0), dim=1 of N x C x HW
         for outer, mid, inner in _axis_splits(probe, x, size):
             m = v.reshape(outer, mid, inner)

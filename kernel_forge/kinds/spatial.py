@@ -559,8 +559,30 @@ def find_gather(probe) -> Iterator[Match]:
                 break
             else:
                 yield from _vocabulary_shares(probe, binding, ids, vocab, dim, got, plain=False)
+                yield from _scaled_gathers(probe, binding, picked.reshape(-1), got)
         yield from _gathers_along_middle(probe, y, idx, got)
     return
+
+
+def _scaled_gathers(probe, binding: dict, picked: np.ndarray, got: np.ndarray) -> Iterator[Match]:
+    """Rows picked and scaled (T5's and Gemma's embedding times sqrt(d_model)): the factor a float
+    parameter, the square root of an integer one (``scale_sqrt``), or a constant written in the kernel
+    (``scale``), read off the reference by least squares."""
+    den = float(np.dot(picked, picked))
+    if den == 0.0:
+        return
+    c = float(np.dot(np.asarray(got, dtype=np.float64), picked)) / den
+    if not np.isfinite(c) or abs(c - 1.0) < 1e-6 or not close(got, c * picked):
+        return
+    for name, value in probe.float_scalars().items():
+        if abs(c - value) <= 1e-5 * abs(c):
+            yield Match("gather", {**binding, "scale": name}, {})
+            return
+    for name, value in probe.int_scalars().items():
+        if value > 0 and abs(c - math.sqrt(value)) <= 1e-5 * abs(c):
+            yield Match("gather", {**binding, "scale": name}, {"scale_sqrt": True})
+            return
+    yield Match("gather", binding, {"scale": float(np.float32(c))})
 
 
 def _vocabulary_shares(probe, binding: dict, ids: np.ndarray, vocab: int, dim: int, got: np.ndarray,

@@ -342,6 +342,11 @@ PUBLIC = {
                               {"scale_rsqrt": True, "bias_rows": "div", "mask_fill": float("-inf"),
                                "mask_flags": True, "mask_invert": True}),
     "softmax_const_scale": ("row_softmax", {"x": "x", "y": "y", "scale": None}, {"scale": float(np.float32(0.7))}),
+    # three operands (torch.addcmul); a suffix sum; an embedding times sqrt(d_model)
+    "addcmul_kernel": ("elementwise", {"x": "t1", "z": "t2", "res": "x", "alpha": "value"}, {"form": "mul_add"}),
+    "reverse_cumsum": ("scan", {"x": "x", "y": "y", "n": "n"}, {"exclusive": False, "per_row": False, "reverse": True}),
+    "embedding_scaled": ("gather", {"y": "out", "index": "ids", "table": "table", "rows": "n", "cols": "dim",
+                                    "scale": "dim"}, {"scale_sqrt": True}),
     # the first pass of a multi-block scan: each tile of 512 scanned (the last short) and its total written
     "prescan": ("scan", {"x": "g_idata", "y": "g_odata", "totals": "g_blockSums", "n": "n"},
                 {"exclusive": True, "per_row": True, "segment": 512}),
@@ -632,7 +637,8 @@ BINDABLE = ["sgemm_tn", "llmc_layernorm", "llmc_softmax", "blur3x3", "conv5x5", 
             "add_fusedQKV_bias_transpose_kernel", "bias_transpose_heads", "max_pool_forward_nchw",
             "dynamic_scaled_int8_quant_kernel", "sincos_kernel", "bias_gelu_keep_pre", "row_max_idx", "conv3x3_bias_relu",
             "residual_scaled_gelu", "scale_shift_relu_nhwc", "offsets_and_count",
-            "weighted_bincount", "masked_softmax_flags", "softmax_rsqrt_padding", "softmax_const_scale"]
+            "weighted_bincount", "masked_softmax_flags", "softmax_rsqrt_padding", "softmax_const_scale",
+            "addcmul_kernel", "reverse_cumsum", "embedding_scaled"]
 _TYPES = {"float": "float", "half": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -748,7 +754,7 @@ def test_a_share_of_a_vocabulary_writes_zeros_outside_it_and_a_clamped_lookup_is
     task = load_task(DATA / "lookup_kernel.json")
     [bound] = instantiate(task, identify(task).match)
     assert "#define KF_ZERO_OUTSIDE 1" in bound.source
-    assert "((long long)(size)), ((long long)(offset)))" in bound.source
+    assert "((long long)(size)), ((long long)(offset)), 1.0f)" in bound.source
     clamped = ("def clamped(output, input, weight, token_num, offset, size, n_embed):\n    import numpy as np\n"
                "    ids = np.clip(input.astype(np.int64) - int(offset), 0, int(size) - 1)\n"
                "    output[...] = weight.reshape(int(size), -1)[ids].reshape(output.shape)\n")

@@ -123,6 +123,10 @@ TASKS = {
     DATA / "masked_softmax_flags.json": ({"WPR": 2, "RPB": 1, "ITEMS": 1, "STREAM": 0}, [{"B": 1, "H": 2, "T": 1032}]),
     DATA / "softmax_rsqrt_padding.json": ({"WPR": 1, "RPB": 2, "ITEMS": 2, "STREAM": 1}, [{"B": 2, "H": 1, "T": 5, "D": 16}]),
     DATA / "softmax_const_scale.json": ({"WPR": 2, "RPB": 2, "ITEMS": 1, "STREAM": 0}, [{"R": 3, "C": 1030}]),
+    # three operands; a suffix sum over several tiles; scaled rows 16 bytes at a time and one at a time
+    DATA / "addcmul_kernel.json": ({"BLOCK": 128, "VPT": 1, "STREAM": 0}, [{"N": 1030}]),
+    DATA / "reverse_cumsum.json": ({"BLOCK": 128, "ITEMS": 8}, [{"N": 1}, {"N": 5000}]),
+    DATA / "embedding_scaled.json": ({"TPR": 32, "RPB": 2}, [{"N": 3, "D": 1024}]),
     # tiles of 512 with their totals: the last tile short, one tile, tiles of a lane's items and not
     DATA / "prescan.json": ({"RPB": 2, "ITEMS": 1}, [{"n": 1}, {"n": 512}, {"n": 2049}]),
     DATA / "row_sums_grid.json": ({"WPR": 2, "RPB": 2}, [{"rows": 5, "cols": 64}, {"rows": 3, "cols": 7}]),   # rows from gridDim.x

@@ -15,6 +15,7 @@
 // `offset`: the table holds rows offset .. offset + vocab - 1 of a vocabulary (one GPU's share of an
 // embedding split across GPUs, TensorRT-LLM's lookup); KF_ZERO_OUTSIDE: a row whose index falls
 // outside the table is written as zeros (where the output is summed over the GPUs' shares).
+// `scale`: each row copied times it (T5's and Gemma's embedding times sqrt(d_model); 1 for a copy).
 #ifndef TPR
 #define TPR 64
 #endif
@@ -30,6 +31,9 @@
 #endif
 #ifndef KF_ZERO_OUTSIDE
 #define KF_ZERO_OUTSIDE 0
+#endif
+#ifndef KF_GATHER_SCALE
+#define KF_GATHER_SCALE 0
 #endif
 
 // a store of the copy, or with KF_SCATTER_ADD (fp32 y) an atomic add: rows an index names twice add up
@@ -60,7 +64,7 @@ __device__ __forceinline__ void kf_gather_put(kf_y_t* p, float v)
 // the row): every load, then every store
 template <bool GUARD>
 __device__ __forceinline__ void kf_gather_step(const kf_table_t* __restrict__ src, const kf_pos_t* __restrict__ add,
-                                               kf_y_t* __restrict__ dst, long long j, long long cols)
+                                               kf_y_t* __restrict__ dst, long long j, long long cols, float scale)
 {
     constexpr long long STEP = 4LL * TPR;
     float4 v[KF_GATHER_U];
@@ -68,6 +72,9 @@ __device__ __forceinline__ void kf_gather_step(const kf_table_t* __restrict__ sr
     for (int u = 0; u < KF_GATHER_U; ++u) {
         if (GUARD && j + STEP * u >= cols) break;
         v[u] = kf_ld4(src + j + STEP * u);
+        if (KF_GATHER_SCALE) {
+            v[u].x *= scale; v[u].y *= scale; v[u].z *= scale; v[u].w *= scale;
+        }
         if (KF_HAS_POS && !KF_SCATTER_ADD) {
             const float4 p = kf_ld4(add + j + STEP * u);
             v[u].x += p.x; v[u].y += p.y; v[u].z += p.z; v[u].w += p.w;
@@ -86,7 +93,7 @@ __device__ __forceinline__ void kf_gather_step(const kf_table_t* __restrict__ sr
 __device__ __forceinline__ void kf_gather(const kf_index_t* __restrict__ index, const kf_table_t* __restrict__ table,
                                           const kf_pos_t* __restrict__ pos, kf_y_t* __restrict__ y, long long rows,
                                           long long cols, long long period, long long nidx, long long vocab,
-                                          long long offset)
+                                          long long offset, float scale)
 {
     const long long row = (long long)blockIdx.x * RPB + threadIdx.x / TPR;
     const int t = threadIdx.x % TPR;
@@ -110,14 +117,14 @@ __device__ __forceinline__ void kf_gather(const kf_index_t* __restrict__ index, 
         long long j = 4LL * t;
 #pragma unroll 1
         for (; j + 4LL * TPR * (KF_GATHER_U - 1) < cols; j += 4LL * TPR * KF_GATHER_U) {
-            kf_gather_step<false>(src, add, dst, j, cols);
+            kf_gather_step<false>(src, add, dst, j, cols, scale);
         }
         if (j < cols) {
-            kf_gather_step<true>(src, add, dst, j, cols);
+            kf_gather_step<true>(src, add, dst, j, cols, scale);
         }
     } else {
         for (long long j = t; j < cols; j += TPR) {
-            const float v = kf_ld(src + j);
+            const float v = kf_ld(src + j) * (KF_GATHER_SCALE ? scale : 1.0f);
             kf_gather_put(dst + j, v + (KF_HAS_POS && !KF_SCATTER_ADD ? kf_ld(add + j) : 0.0f));
             if (KF_HAS_POS && KF_SCATTER_ADD) kf_gather_put(kf_pos_out(add) + j, v);
         }

@@ -17,6 +17,8 @@
 // most KF_MAX_TILES tiles (n <= 2^17 * BLOCK * ITEMS).  Sums are kept as kf_acc_t: float, or for
 // KF_INT_SCAN the 32-bit integer type of y (exact, wrapping as the reference's fixed-width sum does).
 // KF_TOTALS: the sum of every value also written to totals[0] (a compaction's count), by the last tile.
+// KF_REVERSE: summed from the end (y[i] = x[i] + ... + x[n - 1], flip-cumsum-flip): element i of the scan
+// is element n - 1 - i of x and y.
 #ifndef KF_TOTALS
 #define KF_TOTALS 0
 #endif
@@ -26,6 +28,10 @@
 #ifndef ITEMS
 #define ITEMS 8
 #endif
+#ifndef KF_REVERSE
+#define KF_REVERSE 0
+#endif
+#define KF_AT(i, n) (KF_REVERSE ? (n) - 1 - (i) : (i))
 #define KF_THREADS BLOCK
 #define KF_MAX_TILES (1 << 17)
 
@@ -73,7 +79,7 @@ __device__ __forceinline__ void kf_scan(const kf_x_t* __restrict__ x, kf_y_t* __
     const long long base = (long long)tile * (BLOCK * ITEMS) + (long long)threadIdx.x * ITEMS;
     kf_acc_t v[ITEMS];
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i) v[i] = (base + i < n) ? KF_GET(x + base + i) : (kf_acc_t)0;
+    for (int i = 0; i < ITEMS; ++i) v[i] = (base + i < n) ? KF_GET(x + KF_AT(base + i, n)) : (kf_acc_t)0;
     kf_acc_t run = (kf_acc_t)0;
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
@@ -126,6 +132,6 @@ __device__ __forceinline__ void kf_scan(const kf_x_t* __restrict__ x, kf_y_t* __
     const kf_acc_t add = tile_prefix + before;
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
-        if (base + i < n) KF_PUT(y + base + i, v[i] + add);
+        if (base + i < n) KF_PUT(y + KF_AT(base + i, n), v[i] + add);
     }
 }

@@ -10,7 +10,8 @@
 // as kf_acc_t: float, or for KF_INT_SCAN the integer type of y (exact).  Rows of `cols` values, `n`
 // in all (the last row short where n < rows * cols: a scan of each block's tile of a flat array);
 // KF_TOTALS: each row's total also written to totals[row] (the block sums a multi-pass scan's first
-// kernel leaves for the next).
+// kernel leaves for the next).  KF_REVERSE: each row summed from its end (element i of the scan is
+// element len - 1 - i of the row).
 #ifndef KF_TOTALS
 #define KF_TOTALS 0
 #endif
@@ -20,6 +21,10 @@
 #ifndef ITEMS
 #define ITEMS 4
 #endif
+#ifndef KF_REVERSE
+#define KF_REVERSE 0
+#endif
+#define KF_AT(i, n) (KF_REVERSE ? (n) - 1 - (i) : (i))
 #define KF_THREADS (32 * RPB)
 #if KF_INT_SCAN
 #define KF_GET(p) ((kf_acc_t)*(p))
@@ -46,7 +51,7 @@ __device__ __forceinline__ void kf_scan_rows(const kf_x_t* __restrict__ x, kf_y_
         kf_acc_t run = (kf_acc_t)0;
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i) {
-            v[i] = (base + i < len) ? KF_GET(xr + base + i) : (kf_acc_t)0;
+            v[i] = (base + i < len) ? KF_GET(xr + KF_AT(base + i, len)) : (kf_acc_t)0;
             run += v[i];
         }
         kf_acc_t inc = run;                          // inclusive scan of the lanes' totals
@@ -60,7 +65,7 @@ __device__ __forceinline__ void kf_scan_rows(const kf_x_t* __restrict__ x, kf_y_
         for (int i = 0; i < ITEMS; ++i) {
             const kf_acc_t before = acc;
             acc += v[i];
-            if (base + i < len) KF_PUT(yr + base + i, KF_EXCLUSIVE ? before : acc);
+            if (base + i < len) KF_PUT(yr + KF_AT(base + i, len), KF_EXCLUSIVE ? before : acc);
         }
         carry += __shfl_sync(0xffffffffu, inc, 31);
     }

@@ -1265,3 +1265,19 @@ def softmax_const_scale(x, y, rows, cols):
     v = x.reshape(int(rows), int(cols)).astype(np.float64) * 0.7
     e = np.exp(v - v.max(axis=1, keepdims=True))
     y[...] = (e / e.sum(axis=1, keepdims=True)).reshape(y.shape)
+
+
+def addcmul_kernel(x, t1, t2, y, n, value):
+    """addcmul_kernel: x + value * t1 * t2."""
+    y[...] = x.astype(np.float64) + float(value) * t1.astype(np.float64) * t2
+
+
+def reverse_cumsum(x, y, n):
+    """reverse_cumsum: y[i] = x[i] + ... + x[n - 1]."""
+    y[...] = np.cumsum(x.astype(np.float64)[::-1])[::-1]
+
+
+def embedding_scaled(out, ids, table, n, dim):
+    """embedding_scaled: table[ids] * sqrt(dim)."""
+    rows = table.reshape(-1, int(dim))[ids.astype(np.int64)].astype(np.float64)
+    out[...] = (rows * np.sqrt(int(dim))).reshape(out.shape)
