@@ -156,7 +156,7 @@ def test_the_bound_histogram_counts_into_a_tally_it_moves_into_the_bins_so_no_ze
     assert ("#define KF_INDEX_MODULO 1" in bound.source) == (name == "hist_mod")
     assert "bins[b] = (kf_bins_t)(" in bound.source           # the last block writes every bin
     if name == "byte_histogram":                              # 256 bins: the output's own shape
-        assert "kf_histogram(buffer, histo, ((long long)(size)), 256LL, 0.0, 0.0)" in bound.source
+        assert "kf_histogram(buffer, histo, ((long long)(size)), 256LL, 0.0, 0.0, nullptr)" in bound.source
 
 
 
