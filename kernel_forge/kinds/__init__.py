@@ -58,16 +58,22 @@ KINDS = {
     "row_norm": ("layer, RMS or L2 norm of each row (or of x + a residual, the sum kept: fused_add_rms_norm; "
                  "+ a bias of one value a column: BERT's post-LN), "
                  "affine or not, with mean / rstd / variance outputs"),
-    "row_softmax": ("softmax or log-softmax of each row, or of scale * the row (attention's scores); the gradient "
-                    "through either, from its output and the output's gradient"),
+    "row_softmax": ("softmax or log-softmax of each row, or of scale * the row (attention's scores), plus a mask "
+                    "(added, a keep-mask, or flags giving -inf); the gradient through either, from its output and "
+                    "the output's gradient"),
     "reduction": "sum / max / min / mean of all values, or the sum of x * w (a dot product)",
-    "row_reduction": "sum / max / min / mean of each row, or of each row times w (a matrix-vector product)",
+    "row_reduction": ("sum / max / min / mean of each row, or of each row times w (a matrix-vector product); each "
+                      "row's argmax (with its value); per-row int8 quantization with the row's scale"),
     "column_reduction": "sum / max / min / mean of each column (a bias gradient)",
-    "scan": "inclusive or exclusive prefix sum (of the whole array or of each row)",
-    "transpose": "a matrix with its axes swapped, or two axes of an N-D array (a batched transpose, a 0213 permute)",
-    "gather": "rows of a table picked by integer indices (an embedding lookup), or written to the rows they name (a scatter)",
+    "scan": ("inclusive or exclusive prefix sum (of the whole array or of each row, or from the end), with the "
+             "total or each tile's total where an output holds it"),
+    "transpose": ("a matrix with its axes swapped, or two axes of an N-D array (a batched transpose, a 0213 permute), "
+                  "a bias added as values move"),
+    "gather": ("rows of a table picked by integer indices (an embedding lookup; a vocabulary share, zeros outside "
+               "it; rows scaled), or written to the rows they name (a scatter)"),
     "row_pick": "one element of each row picked by an integer index, then mapped: -log(probs[r, target[r]]) ...",
-    "histogram": "counts of integer values into bins, or of real values in equal bins of a range",
+    "histogram": ("counts of integer values into bins, or of real values in equal bins of a range; weights summed "
+                  "by bin"),
     "optimizer_step": "an optimizer's in-place update of every parameter: Adam / AdamW, SGD with momentum",
     "rope": ("rotary position embeddings: each row's pairs (interleaved or halves) rotated by its position's "
              "angle, from cos / sin tables or (cos, sin) pairs, rows [.., T, d] or [B, T, heads, d], in place or not"),
@@ -76,9 +82,11 @@ KINDS = {
     "elementwise": ("a map of every element, or a fused chain: act(x + bias) + residual, alpha * x + z, act(x) * z "
                     "(also on the two halves of each row: act_and_mul), act(a * x + b) with constants written in the "
                     "kernel, fitted (exp(x / 255)) ..."),
-    "stencil2d": "a K x K stencil or small convolution over a 2-D image (clamped or zero edges)",
+    "stencil2d": ("a K x K stencil or small convolution over a 2-D image (clamped or zero edges), a conv layer's "
+                  "bias and activation after it"),
     "box_filter": "the mean or sum of the 2r+1 values around each pixel along a row or a column, r a parameter",
-    "pool2d": "max, mean or sum pooling of S x S windows with stride S over the planes of an image batch",
+    "pool2d": ("max, mean or sum pooling of K x K windows with stride S and padding P over the planes of an image "
+               "batch (a max pooling's indices too)"),
     "resample": "nearest-neighbour upsampling by an integer factor (2, 3 or 4) of the planes of an image batch",
     "stencil1d": ("a 1-D convolution or stencil along each row or down each column (a mask of k taps; edges clamped, "
                   "zero, reflected, periodic, valid, or a border kept or zeroed)"),
